@@ -1,0 +1,44 @@
+/* gapscope span recorder: C ABI for C++/CUDA host code.
+ *
+ * Spans opened here nest inside whatever gapscope span is open on the calling thread
+ * (Rust or C++), and close in LIFO order. Handles are span ids; 0 means "no span" and is
+ * accepted (and ignored) by every call. Timestamps are CLOCK_MONOTONIC nanoseconds.
+ */
+#ifndef GAPSCOPE_TRACE_H
+#define GAPSCOPE_TRACE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uint64_t gapscope_span_enter(const char *name);
+int32_t gapscope_span_exit(uint64_t handle);
+void gapscope_span_attr_u64(uint64_t handle, const char *key, uint64_t value);
+void gapscope_span_attr_f64(uint64_t handle, const char *key, double value);
+void gapscope_span_attr_str(uint64_t handle, const char *key, const char *value);
+uint64_t gapscope_now_ns(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+namespace gapscope {
+/* RAII span: opens on construction, closes on destruction (exceptions included). */
+class Span {
+public:
+    explicit Span(const char *name) : h_(gapscope_span_enter(name)) {}
+    ~Span() { gapscope_span_exit(h_); }
+    Span(const Span &) = delete;
+    Span &operator=(const Span &) = delete;
+    void attr(const char *k, uint64_t v) const { gapscope_span_attr_u64(h_, k, v); }
+    void attr(const char *k, double v) const { gapscope_span_attr_f64(h_, k, v); }
+    void attr(const char *k, const char *v) const { gapscope_span_attr_str(h_, k, v); }
+    uint64_t handle() const { return h_; }
+private:
+    uint64_t h_;
+};
+} /* namespace gapscope */
+#endif
+
+#endif /* GAPSCOPE_TRACE_H */

@@ -1,0 +1,396 @@
+//! Runs an experiment: validates everything that can fail before measuring, obtains
+//! params, then runs the schedule (warm-ups, then interleaved reps), writing each rep as
+//! soon as it is verified.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+
+use super::spec::{Experiment, Order, ProcessPolicy, ResolvedVariant};
+use super::worker;
+use crate::prover::{self, params, CircuitInstance, Gadget, Groth16Params, ProveOptions};
+use crate::store::{self, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta};
+use crate::trace::{self, selftime};
+
+/// Where and how to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub results_dir: PathBuf,
+    pub params_dir: PathBuf,
+    /// Continue this run folder instead of starting a new one.
+    pub resume: Option<PathBuf>,
+    pub progress: bool,
+    pub command: Vec<String>,
+}
+
+/// What a finished run reports.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub rows: Vec<RunRow>,
+    pub spans: Vec<SpanRow>,
+    pub failed: usize,
+}
+
+/// One slot of the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub rep: u32,
+    pub variant: usize,
+    pub iteration: u32,
+    pub warmup: bool,
+}
+
+/// Warm-ups first (each variant, in turn), then measured reps, interleaved (ABAB…) or
+/// sequential (AA…BB…).
+pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order) -> Vec<Slot> {
+    let mut out = Vec::new();
+    let mut push = |variant, iteration, warmup| {
+        let rep = out.len() as u32;
+        out.push(Slot {
+            rep,
+            variant,
+            iteration,
+            warmup,
+        })
+    };
+    for w in 0..warmups {
+        for v in 0..variants {
+            push(v, w, true);
+        }
+    }
+    match order {
+        Order::Interleaved => {
+            for i in 0..reps {
+                for v in 0..variants {
+                    push(v, i, false);
+                }
+            }
+        }
+        Order::Sequential => {
+            for v in 0..variants {
+                for i in 0..reps {
+                    push(v, i, false);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run_id() -> String {
+    let now = chrono::Utc::now();
+    let nonce = (trace::now_ns() ^ ((std::process::id() as u64) << 20)) & 0xff_ffff;
+    format!("{}-{nonce:06x}", now.format("%Y%m%dT%H%M%SZ"))
+}
+
+/// Converts drained spans to rows (with self time) for one rep.
+pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<SpanRow> {
+    let ivs: Vec<selftime::Interval> = spans
+        .iter()
+        .map(|s| selftime::Interval {
+            id: s.id,
+            parent: s.parent,
+            thread_id: s.thread_id,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        })
+        .collect();
+    let selfs = selftime::self_times(&ivs);
+    spans
+        .iter()
+        .zip(selfs)
+        .map(|(s, self_ns)| {
+            let c = |k: crate::counters::CounterKind| s.counters.and_then(|v| v.get(k));
+            use crate::counters::CounterKind as K;
+            let attrs: serde_json::Map<String, serde_json::Value> = s
+                .attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::to_value(v).unwrap_or_default()))
+                .collect();
+            SpanRow {
+                rep,
+                variant: variant.to_string(),
+                span_id: s.id,
+                parent_id: s.parent,
+                name: s.name.to_string(),
+                thread_id: s.thread_id,
+                thread_name: s.thread_name.to_string(),
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+                duration_ns: s.duration_ns(),
+                self_ns,
+                instructions: c(K::Instructions),
+                branches: c(K::Branches),
+                cycles: c(K::Cycles),
+                task_clock_ns: c(K::TaskClockNs),
+                page_faults: c(K::PageFaults),
+                context_switches: c(K::ContextSwitches),
+                attrs: serde_json::Value::Object(attrs).to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Everything one rep needs that is shared across reps.
+pub struct RepContext<'a> {
+    pub exp: &'a Experiment,
+    pub params: &'a HashMap<Gadget, Arc<Groth16Params>>,
+}
+
+/// Runs one rep in this process: proves (spans recorded), waits for background drops,
+/// verifies outside the spans.
+pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<(RunRow, Vec<SpanRow>)> {
+    let w = &ctx.exp.workload;
+    let backend = prover::backend(v.backend)?;
+    let params = ctx.params.get(&v.gadget).context("params missing for this gadget")?;
+    let circuits: Vec<CircuitInstance> = (0..w.batch as u64)
+        .map(|i| CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, i))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let inputs: Vec<_> = circuits.iter().map(CircuitInstance::public_inputs).collect();
+    let started_utc = chrono::Utc::now().to_rfc3339();
+    let mut rng = rand::rngs::OsRng;
+    let out = prover::prove_batch(backend.as_ref(), params, circuits, ProveOptions { drop: v.drop }, &mut rng);
+    prover::dropper::wait_idle();
+    let spans = trace::drain_trace(out.trace);
+    let rows = span_rows(slot.rep, &v.name, &spans);
+    let prove = spans.iter().find(|s| s.id == out.trace);
+    let (status, verified, error, proofs) = match out.result {
+        Ok(mut proofs) => {
+            if v.corrupt_proofs {
+                for p in proofs.iter_mut() {
+                    p.a = p.c;
+                }
+            }
+            match prover::verify_all(params, &proofs, &inputs) {
+                Ok(()) => (RepStatus::Ok, true, String::new(), proofs.len()),
+                Err(e) => (RepStatus::Failed, false, format!("verification failed: {e}"), proofs.len()),
+            }
+        }
+        Err(e) => (RepStatus::Failed, false, e.to_string(), 0),
+    };
+    let row = RunRow {
+        rep: slot.rep,
+        variant: v.name.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+        status,
+        verified,
+        proofs: proofs as u32,
+        start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
+        wall_ns: if status == RepStatus::Ok {
+            prove.map(|p| p.duration_ns()).unwrap_or(0)
+        } else {
+            0
+        },
+        started_utc,
+        pid: std::process::id(),
+        rss_end_bytes: crate::envinfo::rss_bytes(),
+        gpu_mem_used_end_bytes: None,
+        error,
+    };
+    Ok((row, rows))
+}
+
+/// Loads (or generates) params for every gadget the variants use.
+pub fn obtain_params(
+    exp: &Experiment,
+    params_dir: &Path,
+    progress: bool,
+) -> Result<(HashMap<Gadget, Arc<Groth16Params>>, Vec<params::ParamsOrigin>)> {
+    let w = &exp.workload;
+    let mut by_gadget = HashMap::new();
+    let mut by_key: HashMap<String, Arc<Groth16Params>> = HashMap::new();
+    let mut origins = Vec::new();
+    for v in exp.resolved_variants() {
+        if by_gadget.contains_key(&v.gadget) {
+            continue;
+        }
+        let c = CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0).map_err(anyhow::Error::msg)?;
+        let key = params::ParamsKey::for_circuit(&c, w.circuit.as_str(), w.log2_constraints)?;
+        let p = match by_key.get(&key.shape_digest) {
+            Some(p) => p.clone(),
+            None => {
+                if progress {
+                    eprintln!(
+                        "params: {} 2^{} ({} constraints) from {}",
+                        key.circuit,
+                        key.log2_constraints,
+                        key.num_constraints,
+                        params_dir.display()
+                    );
+                }
+                let (p, origin) = params::load_or_generate(params_dir, &c, &key)?;
+                if progress {
+                    eprintln!("params: {} in {} ms", origin.source, origin.elapsed_ms);
+                }
+                origins.push(origin);
+                let p = Arc::new(p);
+                by_key.insert(key.shape_digest.clone(), p.clone());
+                p
+            }
+        };
+        by_gadget.insert(v.gadget, p);
+    }
+    Ok((by_gadget, origins))
+}
+
+fn check_writable(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "results directory {} cannot be created; pass --results-dir with a writable path",
+            dir.display()
+        )
+    })?;
+    let probe = dir.join(format!(".gapscope-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"ok").with_context(|| {
+        format!(
+            "results directory {} is not writable; pass --results-dir with a writable path",
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// Runs the experiment at `exp_path` (or resumes `opts.resume`).
+pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
+    let (exp, text, resume) = match (&opts.resume, exp_path) {
+        (Some(dir), _) => {
+            let copy = dir.join(store::EXPERIMENT_COPY);
+            if !copy.exists() {
+                bail!("{} is not a run folder to resume (no {})", dir.display(), store::EXPERIMENT_COPY);
+            }
+            let (e, t) = Experiment::load(&copy)?;
+            (e, t, Some(dir.clone()))
+        }
+        (None, Some(p)) => {
+            let (e, t) = Experiment::load(p)?;
+            (e, t, None)
+        }
+        (None, None) => bail!("give an experiment file, or --resume RUN_DIR"),
+    };
+    let variants = exp.resolved_variants();
+    for v in &variants {
+        prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
+    }
+    let counters = crate::counters::probe();
+    trace::set_counters_enabled(exp.run.counters);
+
+    // Everything that can fail cheaply fails before params are made.
+    let (mut writer, done_rows, meta) = match &resume {
+        Some(dir) => {
+            let meta = store::read_meta(dir)?;
+            let (w, rows) = RunWriter::open_resume(dir)?;
+            (Some(w), rows, meta)
+        }
+        None => {
+            let exp_dir = opts.results_dir.join(&exp.name);
+            check_writable(&exp_dir)?;
+            let meta = Meta {
+                schema_version: store::SCHEMA_VERSION,
+                gapscope_version: env!("CARGO_PKG_VERSION").into(),
+                experiment: exp.name.clone(),
+                run_id: run_id(),
+                created_utc: chrono::Utc::now().to_rfc3339(),
+                command: opts.command.clone(),
+                host: crate::envinfo::host(),
+                git: crate::envinfo::git(Path::new(".")),
+                counters,
+                gpu: crate::store::GpuMeta {
+                    available: false,
+                    reason: Some("no GPU telemetry in this build".into()),
+                    ..Default::default()
+                },
+                workload: WorkloadMeta {
+                    circuit: exp.workload.circuit.as_str().into(),
+                    log2_constraints: exp.workload.log2_constraints,
+                    batch: exp.workload.batch,
+                    backend: exp.workload.backend.as_str().into(),
+                },
+                variants: variants
+                    .iter()
+                    .map(|v| VariantMeta {
+                        name: v.name.clone(),
+                        backend: v.backend.as_str().into(),
+                        knobs: v.knobs(),
+                    })
+                    .collect(),
+                reps: exp.run.reps,
+                warmups: exp.run.warmups,
+                order: format!("{:?}", exp.run.order).to_lowercase(),
+                process: match exp.run.process {
+                    ProcessPolicy::Shared => "shared".into(),
+                    ProcessPolicy::PerRep => "per_rep".into(),
+                },
+                params: Vec::new(),
+                setup_ns: BTreeMap::new(),
+                completed_utc: None,
+            };
+            (None, Vec::new(), meta)
+        }
+    };
+    let (params, origins) = obtain_params(&exp, &opts.params_dir, opts.progress)?;
+    let mut meta = meta;
+    if resume.is_none() {
+        meta.params = origins.iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect();
+    }
+    let mut writer = match writer.take() {
+        Some(w) => w,
+        None => {
+            let dir = opts.results_dir.join(&exp.name).join(&meta.run_id);
+            RunWriter::create(&dir, &meta, &text)?
+        }
+    };
+    let dir = writer.dir.clone();
+    if opts.progress {
+        eprintln!("results: {}", dir.display());
+    }
+
+    let slots = schedule(variants.len(), exp.run.warmups, exp.run.reps, exp.run.order);
+    let done: std::collections::HashSet<u32> = done_rows.iter().map(|r| r.rep).collect();
+    let todo: Vec<Slot> = slots.iter().copied().filter(|s| !done.contains(&s.rep)).collect();
+    let bar = if opts.progress {
+        let b = indicatif::ProgressBar::new(slots.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} reps  {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b.set_position(done.len() as u64);
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let ctx = RepContext { exp: &exp, params: &params };
+    let mut rows = done_rows;
+    let mut all_spans = Vec::new();
+    for slot in todo {
+        let v = &variants[slot.variant];
+        bar.set_message(format!("{}{}", v.name, if slot.warmup { " (warm-up)" } else { "" }));
+        let (row, spans) = match exp.run.process {
+            ProcessPolicy::Shared => run_rep_here(&ctx, v, slot)?,
+            ProcessPolicy::PerRep => worker::run_rep_in_child(&dir, &opts.params_dir, v, slot)?,
+        };
+        writer.append_rep(&row, &spans)?;
+        if row.status == RepStatus::Failed {
+            bar.println(format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error));
+        }
+        rows.push(row);
+        all_spans.extend(spans);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
+    store::write_meta(&dir, &meta)?;
+    let failed = rows.iter().filter(|r| r.status == RepStatus::Failed).count();
+    Ok(RunOutcome {
+        dir,
+        rows,
+        spans: all_spans,
+        failed,
+    })
+}

@@ -1,0 +1,356 @@
+//! Experiment specs (TOML): a workload, a run policy and named variants.
+//!
+//! ```toml
+//! name = "quickstart"
+//! [workload]
+//! circuit = "porep"          # sha256 | porep
+//! log2_constraints = 12
+//! batch = 2
+//! backend = "cpu"            # cpu | cuda | supraseal
+//! [run]
+//! reps = 5
+//! warmups = 1
+//! order = "interleaved"      # interleaved (ABAB…) | sequential (AA…BB…)
+//! process = "shared"         # shared | per_rep (a fresh worker process per rep)
+//! counters = true
+//! [[variant]]
+//! name = "baseline"
+//! drop = "sync"              # knobs: drop, gadget, host_memory, backend
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("cannot read experiment {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub circuit: CircuitKind,
+    pub log2_constraints: u32,
+    #[serde(default = "one")]
+    pub batch: u32,
+    #[serde(default = "cpu")]
+    pub backend: BackendKind,
+}
+
+fn one() -> u32 {
+    1
+}
+fn cpu() -> BackendKind {
+    BackendKind::Cpu
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    Interleaved,
+    Sequential,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessPolicy {
+    Shared,
+    PerRep,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPolicy {
+    #[serde(default = "five")]
+    pub reps: u32,
+    #[serde(default = "one")]
+    pub warmups: u32,
+    #[serde(default = "interleaved")]
+    pub order: Order,
+    #[serde(default = "shared")]
+    pub process: ProcessPolicy,
+    #[serde(default = "yes")]
+    pub counters: bool,
+}
+
+fn five() -> u32 {
+    5
+}
+fn interleaved() -> Order {
+    Order::Interleaved
+}
+fn shared() -> ProcessPolicy {
+    ProcessPolicy::Shared
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for RunPolicy {
+    fn default() -> Self {
+        RunPolicy {
+            reps: 5,
+            warmups: 1,
+            order: Order::Interleaved,
+            process: ProcessPolicy::Shared,
+            counters: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostMemory {
+    Pageable,
+    Pinned,
+}
+
+/// A named set of knobs. Unset knobs take their defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    #[serde(default)]
+    pub drop: Option<DropPolicy>,
+    #[serde(default)]
+    pub gadget: Option<Gadget>,
+    #[serde(default)]
+    pub host_memory: Option<HostMemory>,
+    #[serde(default)]
+    pub backend: Option<BackendKind>,
+    /// Test hook: corrupt every proof after proving, to exercise the failed-rep path.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub corrupt_proofs: bool,
+}
+
+/// A variant with every knob resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedVariant {
+    pub name: String,
+    pub drop: DropPolicy,
+    pub gadget: Gadget,
+    pub host_memory: HostMemory,
+    pub backend: BackendKind,
+    pub corrupt_proofs: bool,
+}
+
+impl ResolvedVariant {
+    pub fn knobs(&self) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        m.insert("drop".into(), self.drop.as_str().into());
+        m.insert("gadget".into(), self.gadget.as_str().into());
+        m.insert(
+            "host_memory".into(),
+            match self.host_memory {
+                HostMemory::Pageable => "pageable",
+                HostMemory::Pinned => "pinned",
+            }
+            .into(),
+        );
+        if self.corrupt_proofs {
+            m.insert("corrupt_proofs".into(), "true".into());
+        }
+        m
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub workload: Workload,
+    #[serde(default)]
+    pub run: RunPolicy,
+    #[serde(rename = "variant")]
+    pub variants: Vec<Variant>,
+}
+
+impl Experiment {
+    /// Reads and validates an experiment file.
+    pub fn load(path: &Path) -> Result<(Experiment, String), SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let e = Self::parse(&text, path)?;
+        Ok((e, text))
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Experiment, SpecError> {
+        let e: Experiment = toml::from_str(text).map_err(|err| SpecError::Parse {
+            path: path.to_path_buf(),
+            message: describe_toml_error(text, &err),
+        })?;
+        e.validate().map_err(|message| SpecError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        Ok(e)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(format!(
+                "name {:?} must be non-empty and use only letters, digits, '-', '_' and '.' (it names the results folder)",
+                self.name
+            ));
+        }
+        let w = &self.workload;
+        let min = w.circuit.min_log2();
+        if w.log2_constraints < min || w.log2_constraints > 28 {
+            return Err(format!(
+                "workload.log2_constraints = {} is out of range for circuit {}: use {min}..=28",
+                w.log2_constraints,
+                w.circuit.as_str()
+            ));
+        }
+        if w.batch == 0 || w.batch > 1024 {
+            return Err(format!("workload.batch = {} must be between 1 and 1024", w.batch));
+        }
+        if self.run.reps == 0 {
+            return Err("run.reps must be at least 1".into());
+        }
+        if self.variants.is_empty() {
+            return Err("no [[variant]] tables: add at least one, e.g. [[variant]] name = \"baseline\"".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for v in &self.variants {
+            if v.name.is_empty() || v.name.contains(',') || v.name.contains('"') {
+                return Err(format!("variant name {:?} must be non-empty, without ',' or '\"'", v.name));
+            }
+            if !seen.insert(&v.name) {
+                return Err(format!("variant name {:?} is used twice", v.name));
+            }
+            let r = self.resolve(v);
+            if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
+                return Err(format!(
+                    "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
+                    v.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn resolve(&self, v: &Variant) -> ResolvedVariant {
+        ResolvedVariant {
+            name: v.name.clone(),
+            drop: v.drop.unwrap_or(DropPolicy::Sync),
+            gadget: v.gadget.unwrap_or(Gadget::AddToLc),
+            host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
+            backend: v.backend.unwrap_or(self.workload.backend),
+            corrupt_proofs: v.corrupt_proofs,
+        }
+    }
+
+    pub fn resolved_variants(&self) -> Vec<ResolvedVariant> {
+        self.variants.iter().map(|v| self.resolve(v)).collect()
+    }
+}
+
+/// The toml crate's message carries line/column and a caret; keep it, and add the
+/// valid choices where serde gave them.
+fn describe_toml_error(_text: &str, err: &toml::de::Error) -> String {
+    let mut msg = err.to_string();
+    if let Some(span) = err.span() {
+        let (line, col) = line_col(_text, span.start);
+        if !msg.contains("line") {
+            msg = format!("line {line}, column {col}: {msg}");
+        }
+    }
+    msg.trim_end().to_string()
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+[workload]
+circuit = "porep"
+log2_constraints = 10
+batch = 2
+[run]
+reps = 3
+[[variant]]
+name = "a"
+drop = "sync"
+[[variant]]
+name = "b"
+drop = "async"
+gadget = "lc"
+"#;
+
+    fn parse(s: &str) -> Result<Experiment, SpecError> {
+        Experiment::parse(s, Path::new("exp.toml"))
+    }
+
+    #[test]
+    fn parses_and_resolves_defaults() {
+        let e = parse(GOOD).unwrap();
+        let v = e.resolved_variants();
+        assert_eq!(v[0].drop, DropPolicy::Sync);
+        assert_eq!(v[0].gadget, Gadget::AddToLc);
+        assert_eq!(v[1].gadget, Gadget::Lc);
+        assert_eq!(v[1].backend, BackendKind::Cpu);
+        assert_eq!(e.run.warmups, 1);
+    }
+
+    #[test]
+    fn malformed_toml_names_file_line_and_column() {
+        let bad = GOOD.replace("batch = 2", "batch = = 2");
+        let m = parse(&bad).unwrap_err().to_string();
+        assert!(m.contains("exp.toml"), "{m}");
+        assert!(m.contains("line 6"), "{m}");
+        assert!(m.contains("column"), "{m}");
+    }
+
+    #[test]
+    fn unknown_knob_lists_the_valid_ones() {
+        let bad = GOOD.replace("gadget = \"lc\"", "gadgets = \"lc\"");
+        let m = parse(&bad).unwrap_err().to_string();
+        assert!(m.contains("gadgets"), "{m}");
+        for k in ["drop", "gadget", "host_memory", "backend"] {
+            assert!(m.contains(k), "{k} missing in: {m}");
+        }
+    }
+
+    #[test]
+    fn unknown_backend_and_circuit_list_the_valid_ones() {
+        let m = parse(&GOOD.replace("batch = 2", "batch = 2\nbackend = \"opencl\"")).unwrap_err().to_string();
+        assert!(m.contains("opencl") && m.contains("cpu") && m.contains("supraseal"), "{m}");
+        let m = parse(&GOOD.replace("\"porep\"", "\"poseidon\"")).unwrap_err().to_string();
+        assert!(m.contains("poseidon") && m.contains("sha256") && m.contains("porep"), "{m}");
+        let m = parse(&GOOD.replace("drop = \"async\"", "drop = \"later\"")).unwrap_err().to_string();
+        assert!(m.contains("sync") && m.contains("async"), "{m}");
+    }
+
+    #[test]
+    fn invalid_values_are_explained() {
+        let m = parse(&GOOD.replace("log2_constraints = 10", "log2_constraints = 4")).unwrap_err().to_string();
+        assert!(m.contains("10..=28"), "{m}");
+        let m = parse(&GOOD.replace("name = \"b\"", "name = \"a\"")).unwrap_err().to_string();
+        assert!(m.contains("twice"), "{m}");
+        let m = parse(&GOOD.replace("drop = \"sync\"", "host_memory = \"pinned\"")).unwrap_err().to_string();
+        assert!(m.contains("GPU backend"), "{m}");
+    }
+}

@@ -1,0 +1,193 @@
+//! One rep in a fresh process (`process = "per_rep"`): the parent starts
+//! `gapscope __worker`, which runs the rep and prints one result line; anything else the
+//! child prints (C++ logging, say) is passed through to stderr. A child that dies, or a
+//! result line that does not parse, makes the rep `failed` with the reason — the run
+//! and every earlier rep go on.
+
+use std::io::{BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+
+use super::runner::{obtain_params, run_rep_here, RepContext, Slot};
+use super::spec::{Experiment, ResolvedVariant};
+use crate::store::{self, RepStatus, RunRow, SpanRow};
+
+/// Prefix of the one line a worker prints with its result.
+pub const RESULT_PREFIX: &str = "gapscope-rep-v1 ";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WorkerResult {
+    run: RunRow,
+    spans: Vec<SpanRow>,
+}
+
+/// Arguments of the hidden `__worker` subcommand.
+#[derive(Debug, Clone)]
+pub struct WorkerArgs {
+    pub run_dir: std::path::PathBuf,
+    pub params_dir: std::path::PathBuf,
+    pub variant: String,
+    pub rep: u32,
+    pub iteration: u32,
+    pub warmup: bool,
+}
+
+/// Body of `gapscope __worker`: runs one rep and prints its result line.
+pub fn worker_main(a: &WorkerArgs) -> Result<()> {
+    let (exp, _) = Experiment::load(&a.run_dir.join(store::EXPERIMENT_COPY))?;
+    let (vi, v) = exp
+        .resolved_variants()
+        .into_iter()
+        .enumerate()
+        .find(|(_, v)| v.name == a.variant)
+        .with_context(|| format!("variant {:?} not in the experiment", a.variant))?;
+    crate::trace::set_counters_enabled(exp.run.counters);
+    let (params, _) = obtain_params(&exp, &a.params_dir, false)?;
+    let ctx = RepContext { exp: &exp, params: &params };
+    let slot = Slot {
+        rep: a.rep,
+        variant: vi,
+        iteration: a.iteration,
+        warmup: a.warmup,
+    };
+    let (run, spans) = run_rep_here(&ctx, &v, slot)?;
+    let line = serde_json::to_string(&WorkerResult { run, spans })?;
+    println!("{RESULT_PREFIX}{line}");
+    Ok(())
+}
+
+/// Parses a worker's stdout: exactly one result line; other lines are returned as
+/// passthrough text.
+pub fn parse_worker_output(stdout: &str) -> Result<(RunRow, Vec<SpanRow>, Vec<String>), String> {
+    let mut result = None;
+    let mut other = Vec::new();
+    for (i, line) in stdout.lines().enumerate() {
+        if let Some(json) = line.strip_prefix(RESULT_PREFIX) {
+            if result.is_some() {
+                return Err(format!("line {}: a second result line", i + 1));
+            }
+            let r: WorkerResult = serde_json::from_str(json).map_err(|e| {
+                format!(
+                    "line {}: malformed result line ({e}); starts with {:?}",
+                    i + 1,
+                    json.chars().take(60).collect::<String>()
+                )
+            })?;
+            result = Some(r);
+        } else {
+            other.push(line.to_string());
+        }
+    }
+    let r = result.ok_or_else(|| "no result line in the worker's output".to_string())?;
+    Ok((r.run, r.spans, other))
+}
+
+fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
+    RunRow {
+        rep: slot.rep,
+        variant: v.name.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+        status: RepStatus::Failed,
+        verified: false,
+        proofs: 0,
+        start_ns: 0,
+        wall_ns: 0,
+        started_utc: chrono::Utc::now().to_rfc3339(),
+        pid: 0,
+        rss_end_bytes: None,
+        gpu_mem_used_end_bytes: None,
+        error,
+    }
+}
+
+/// Runs one rep in a child process of this same binary.
+pub fn run_rep_in_child(
+    run_dir: &Path,
+    params_dir: &Path,
+    v: &ResolvedVariant,
+    slot: Slot,
+) -> Result<(RunRow, Vec<SpanRow>)> {
+    let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("__worker")
+        .arg("--run-dir")
+        .arg(run_dir)
+        .arg("--params-dir")
+        .arg(params_dir)
+        .arg("--variant")
+        .arg(&v.name)
+        .arg("--rep")
+        .arg(slot.rep.to_string())
+        .arg("--iteration")
+        .arg(slot.iteration.to_string());
+    if slot.warmup {
+        cmd.arg("--warmup");
+    }
+    if let Ok(extra) = std::env::var("GAPSCOPE_WORKER_PREPEND") {
+        // Test hook: a shell snippet run before the worker (to simulate noisy children).
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(format!("{extra}; exec \"$0\" \"$@\"")).arg(cmd.get_program());
+        sh.args(cmd.get_args());
+        cmd = sh;
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start a worker process")?;
+    let mut stderr = child.stderr.take().expect("piped");
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut out = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_to_string(&mut out)
+        .context("reading worker output")?;
+    let status = child.wait().context("waiting for the worker")?;
+    let err_text = err_thread.join().unwrap_or_default();
+    let tail: String = err_text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+    match parse_worker_output(&out) {
+        Ok((row, spans, other)) => {
+            for l in other.iter().filter(|l| !l.trim().is_empty()) {
+                eprintln!("[worker {}] {l}", slot.rep);
+            }
+            Ok((row, spans))
+        }
+        Err(why) => {
+            let msg = if status.success() {
+                format!("worker output unusable: {why}")
+            } else {
+                format!("worker exited with {status}: {why}; stderr: {tail}")
+            };
+            Ok((failed_row(v, slot, msg), Vec::new()))
+        }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_lines_pass_through_and_bad_result_lines_are_reported() {
+        let good = serde_json::to_string(&WorkerResult {
+            run: RunRow::sample(),
+            spans: vec![SpanRow::sample()],
+        })
+        .unwrap();
+        let out = format!("noise from C++\n{RESULT_PREFIX}{good}\nmore\n");
+        let (_, spans, other) = parse_worker_output(&out).unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(other, vec!["noise from C++", "more"]);
+        let bad = format!("x\n{RESULT_PREFIX}{{\"run\": 3\n");
+        let e = parse_worker_output(&bad).unwrap_err();
+        assert!(e.contains("line 2") && e.contains("malformed"), "{e}");
+        assert!(parse_worker_output("just noise\n").unwrap_err().contains("no result line"));
+    }
+}

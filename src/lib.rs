@@ -1,0 +1,13 @@
+//! gapscope: a performance-regression investigation harness for a Groth16 prover.
+//!
+//! Pipeline: [`trace`] and [`counters`] record spans → [`prover`] does the work →
+//! [`experiment`] runs variants → [`store`] writes results.
+
+pub mod counters;
+pub mod trace;
+pub mod envinfo;
+pub mod experiment;
+pub mod prover;
+pub mod store;
+pub mod cli;
+pub mod summary;

@@ -1,0 +1,173 @@
+//! The prover under test: synthesis on the CPU, then a backend behind the `gpu_prove`
+//! wrapper, with the canonical span tree every backend shares:
+//!
+//! ```text
+//! prove
+//! ├─ synthesis            (synthesis[i] per circuit, on worker threads)
+//! ├─ gpu_prove            the backend call
+//! │  ├─ entry, prep, split_vectors_alloc, kernels (ntt_h, msm_*), b_g2_msm, assemble
+//! │  └─ drop              backend-side buffers (on a background thread when async)
+//! └─ drop_assignments     the Rust-side assignments (same policy)
+//! ```
+
+pub mod circuits;
+pub mod cpu;
+pub mod cs;
+pub mod dropper;
+pub mod params;
+
+use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
+use blstrs::{Bls12, Scalar};
+use ff::Field;
+use rayon::prelude::*;
+
+use crate::trace::{intern, Span};
+pub use circuits::{CircuitInstance, CircuitKind, Gadget};
+pub use cs::Assignment;
+pub use dropper::DropPolicy;
+pub use params::Groth16Params;
+
+/// The backends gapscope knows (not all are compiled into every build).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    Cpu,
+    Cuda,
+    Supraseal,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Supraseal => "supraseal",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProverError {
+    #[error("synthesis of circuit {index} failed: {source}")]
+    Synthesis {
+        index: usize,
+        source: bellperson::SynthesisError,
+    },
+    #[error("backend {backend}: {message}")]
+    Backend { backend: &'static str, message: String },
+    #[error("backend {0} is not compiled into this build: {1}")]
+    Unavailable(&'static str, String),
+}
+
+/// Per-call options a backend honours.
+#[derive(Debug, Clone, Copy)]
+pub struct ProveOptions {
+    pub drop: DropPolicy,
+}
+
+/// A Groth16 backend: everything after synthesis. Implementations open the children of
+/// `gpu_prove` (entry, prep, split_vectors_alloc, kernels, b_g2_msm, assemble, drop)
+/// with these exact names so backends can be diffed against each other.
+pub trait Backend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+
+    /// Proves every assignment with randomisers `r_s[i]`, `s_s[i]`. Runs inside the
+    /// `gpu_prove` span opened by the caller; must not free `assignments` (the caller
+    /// does, under the drop policy, in `drop_assignments`).
+    fn prove(
+        &self,
+        params: &Groth16Params,
+        assignments: &[Assignment],
+        r_s: &[Scalar],
+        s_s: &[Scalar],
+        opts: ProveOptions,
+    ) -> Result<Vec<Proof<Bls12>>, ProverError>;
+}
+
+/// Builds the backend of `kind`, or says why this build has none.
+pub fn backend(kind: BackendKind) -> Result<Box<dyn Backend>, ProverError> {
+    match kind {
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new())),
+        BackendKind::Cuda => Err(ProverError::Unavailable(
+            "cuda",
+            "the native CUDA backend is not part of this build yet; use backend = \"cpu\"".into(),
+        )),
+        BackendKind::Supraseal => Err(ProverError::Unavailable(
+            "supraseal",
+            "rebuild with `--features supraseal` and the CUDA toolkit (see README.md, GPU build)".into(),
+        )),
+    }
+}
+
+/// Synthesises every circuit in parallel: a `synthesis` span with one `synthesis[i]`
+/// child per circuit on the worker thread that ran it.
+pub fn synthesize_all(circuits: Vec<CircuitInstance>) -> Result<Vec<Assignment>, ProverError> {
+    let s = Span::enter("synthesis");
+    s.set_attr("circuits", circuits.len());
+    let ctx = s.context();
+    circuits
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let _g = Span::child_of(intern(&format!("synthesis[{i}]")), ctx);
+            Assignment::synthesize(c).map_err(|source| ProverError::Synthesis { index: i, source })
+        })
+        .collect()
+}
+
+/// Outcome of one `prove` call: the trace holding its spans, and the proofs or error.
+pub struct BatchOutcome {
+    pub trace: u64,
+    pub result: Result<Vec<Proof<Bls12>>, ProverError>,
+}
+
+/// The whole measured batch: `prove` → synthesis, gpu_prove, drop_assignments.
+/// Spans are recorded even when proving fails, so a failed rep shows how far it got.
+pub fn prove_batch(
+    backend: &dyn Backend,
+    params: &Groth16Params,
+    circuits: Vec<CircuitInstance>,
+    opts: ProveOptions,
+    rng: &mut impl rand::RngCore,
+) -> BatchOutcome {
+    let n = circuits.len();
+    let r_s: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut *rng)).collect();
+    let s_s: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut *rng)).collect();
+    let prove = Span::enter("prove");
+    prove.set_attr("circuits", n);
+    prove.set_attr("backend", backend.kind().as_str());
+    let trace = prove.trace();
+    let result = synthesize_all(circuits).and_then(|assignments| {
+        let proofs = {
+            let g = Span::enter("gpu_prove");
+            g.set_attr("backend", backend.kind().as_str());
+            backend.prove(params, &assignments, &r_s, &s_s, opts)
+        };
+        let bytes: u64 = assignments.iter().map(Assignment::heap_bytes).sum();
+        dropper::dispose(opts.drop, "drop_assignments", bytes, assignments);
+        proofs
+    });
+    drop(prove);
+    BatchOutcome { trace, result }
+}
+
+/// Verifies each proof against natively computed public inputs. Returns the index and
+/// reason of the first failure.
+pub fn verify_all(
+    params: &Groth16Params,
+    proofs: &[Proof<Bls12>],
+    public_inputs: &[Vec<Scalar>],
+) -> Result<(), String> {
+    if proofs.len() != public_inputs.len() {
+        return Err(format!("{} proofs for {} circuits", proofs.len(), public_inputs.len()));
+    }
+    let pvk = prepare_verifying_key(&params.vk);
+    for (i, (p, inp)) in proofs.iter().zip(public_inputs).enumerate() {
+        match verify_proof(&pvk, p, inp) {
+            Ok(true) => {}
+            Ok(false) => return Err(format!("proof {i} does not verify")),
+            Err(e) => return Err(format!("proof {i}: verifier error: {e}")),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! Groth16 parameters: generated with bellperson's generator and cached on disk.
+//!
+//! A cache entry is two files: `<key>.params` in bellperson's `Parameters::write` format
+//! (so other provers, e.g. supraseal, can read it as is) and `<key>.json` with what it
+//! was made for and the SHA-256 of the params file. The key holds the circuit, its size
+//! and the digest of its constraint-system shape, so a change to the circuit's code that
+//! changes constraints misses the cache. A params file whose checksum, size or
+//! dimensions do not match is reported and regenerated, never used.
+
+use std::fs;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bellperson::groth16::{generate_random_parameters, Parameters};
+use blstrs::Bls12;
+
+use super::circuits::CircuitInstance;
+use super::cs::ShapeHasher;
+
+pub type Groth16Params = Parameters<Bls12>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParamsError {
+    #[error("cannot create the params directory {path}: {source} (set --params-dir to a writable place)")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("cannot write params file {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("synthesis of circuit {circuit} failed while generating params: {source}")]
+    Synthesis { circuit: String, source: bellperson::SynthesisError },
+}
+
+/// What a params file was made for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParamsKey {
+    pub circuit: String,
+    pub log2_constraints: u32,
+    pub shape_digest: String,
+    pub num_inputs: usize,
+    pub num_aux: usize,
+    pub num_constraints: usize,
+}
+
+impl ParamsKey {
+    pub fn for_circuit(circuit: &CircuitInstance, name: &str, log2: u32) -> Result<Self, ParamsError> {
+        let (digest, shape) = ShapeHasher::digest(circuit.blank()).map_err(|source| ParamsError::Synthesis {
+            circuit: name.to_string(),
+            source,
+        })?;
+        Ok(ParamsKey {
+            circuit: name.to_string(),
+            log2_constraints: log2,
+            shape_digest: digest,
+            num_inputs: shape.num_inputs,
+            num_aux: shape.num_aux,
+            num_constraints: shape.num_constraints,
+        })
+    }
+
+    pub fn file_stem(&self) -> String {
+        format!("{}-2^{}-{}", self.circuit, self.log2_constraints, &self.shape_digest[..16])
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Sidecar {
+    format: u32,
+    key: ParamsKey,
+    params_sha256: String,
+    params_bytes: u64,
+    generated_utc: String,
+    generation_ms: u64,
+}
+
+/// How the params of a run were obtained (recorded in meta.json).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ParamsOrigin {
+    pub key: ParamsKey,
+    pub path: PathBuf,
+    /// `loaded`, `generated`, or `regenerated: <why the cache was rejected>`.
+    pub source: String,
+    pub elapsed_ms: u64,
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
+    use sha2::Digest;
+    let mut f = BufReader::new(fs::File::open(path)?);
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+        h.update(&buf[..k]);
+    }
+    Ok((h.finalize().iter().map(|b| format!("{b:02x}")).collect(), n))
+}
+
+/// Checks a params file's dimensions against the circuit shape.
+pub fn check_dimensions(p: &Groth16Params, key: &ParamsKey) -> Result<(), String> {
+    let n = key.num_constraints.next_power_of_two();
+    let checks = [
+        ("vk.ic (inputs)", p.vk.ic.len(), key.num_inputs),
+        ("l (aux)", p.l.len(), key.num_aux),
+        ("h (domain - 1)", p.h.len(), n - 1),
+    ];
+    for (what, got, want) in checks {
+        if got != want {
+            return Err(format!("{what}: file has {got}, circuit needs {want}"));
+        }
+    }
+    Ok(())
+}
+
+fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
+    let side_path = stem.with_extension("json");
+    let params_path = stem.with_extension("params");
+    let side: Sidecar = serde_json::from_slice(&fs::read(&side_path).map_err(|e| format!("{}: {e}", side_path.display()))?)
+        .map_err(|e| format!("{}: not a params sidecar ({e})", side_path.display()))?;
+    if &side.key != key {
+        return Err(format!("{} was made for another circuit shape", side_path.display()));
+    }
+    let (sum, len) = sha256_file(&params_path).map_err(|e| format!("{}: {e}", params_path.display()))?;
+    if len != side.params_bytes || sum != side.params_sha256 {
+        return Err(format!(
+            "{} is corrupt: {len} bytes with sha256 {}…, expected {} bytes with {}…",
+            params_path.display(),
+            &sum[..12],
+            side.params_bytes,
+            &side.params_sha256[..12.min(side.params_sha256.len())]
+        ));
+    }
+    let f = fs::File::open(&params_path).map_err(|e| e.to_string())?;
+    // Integrity is established by the checksum; skip the (slow) subgroup checks.
+    let p = Parameters::<Bls12>::read(BufReader::new(f), false)
+        .map_err(|e| format!("{}: unreadable params ({e})", params_path.display()))?;
+    check_dimensions(&p, key)?;
+    Ok(p)
+}
+
+/// Path stem (no extension) of the cache entry for `key` under `dir`.
+pub fn cache_stem(dir: &Path, key: &ParamsKey) -> PathBuf {
+    dir.join(key.file_stem())
+}
+
+/// Loads params for `circuit` from `dir`, or generates and caches them.
+pub fn load_or_generate(
+    dir: &Path,
+    circuit: &CircuitInstance,
+    key: &ParamsKey,
+) -> Result<(Groth16Params, ParamsOrigin), ParamsError> {
+    fs::create_dir_all(dir).map_err(|source| ParamsError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let stem = cache_stem(dir, key);
+    let params_path = stem.with_extension("params");
+    let t = Instant::now();
+    let why = if stem.with_extension("json").exists() || params_path.exists() {
+        match try_load(&stem, key) {
+            Ok(p) => {
+                return Ok((
+                    p,
+                    ParamsOrigin {
+                        key: key.clone(),
+                        path: params_path,
+                        source: "loaded".into(),
+                        elapsed_ms: t.elapsed().as_millis() as u64,
+                    },
+                ))
+            }
+            Err(why) => {
+                eprintln!("warning: params cache rejected, regenerating: {why}");
+                Some(why)
+            }
+        }
+    } else {
+        None
+    };
+    let mut rng = rand::rngs::OsRng;
+    let p = generate_random_parameters::<Bls12, _, _>(circuit.blank(), &mut rng).map_err(|source| {
+        ParamsError::Synthesis {
+            circuit: key.circuit.clone(),
+            source,
+        }
+    })?;
+    let generation_ms = t.elapsed().as_millis() as u64;
+    let werr = |source| ParamsError::Write {
+        path: params_path.clone(),
+        source,
+    };
+    let tmp = stem.with_extension(format!("params.tmp{}", std::process::id()));
+    {
+        let mut w = BufWriter::new(fs::File::create(&tmp).map_err(werr)?);
+        p.write(&mut w).map_err(werr)?;
+        w.flush().map_err(werr)?;
+    }
+    fs::rename(&tmp, &params_path).map_err(werr)?;
+    let (sum, len) = sha256_file(&params_path).map_err(werr)?;
+    let side = Sidecar {
+        format: 1,
+        key: key.clone(),
+        params_sha256: sum,
+        params_bytes: len,
+        generated_utc: chrono::Utc::now().to_rfc3339(),
+        generation_ms,
+    };
+    crate::store::write_atomic(&stem.with_extension("json"), &serde_json::to_vec_pretty(&side).expect("serialisable")).map_err(werr)?;
+    Ok((
+        p,
+        ParamsOrigin {
+            key: key.clone(),
+            path: params_path,
+            source: match why {
+                Some(w) => format!("regenerated: {w}"),
+                None => "generated".into(),
+            },
+            elapsed_ms: t.elapsed().as_millis() as u64,
+        },
+    ))
+}

@@ -1,0 +1,296 @@
+//! Results on disk: `results/<experiment>/<UTC time>-<id>/` holding the experiment copy,
+//! `meta.json`, `runs.csv` and `spans.csv` (counter columns included).
+//!
+//! CSV files are appended and flushed rep by rep: a rep's spans first, then its row in
+//! runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
+//! a partial tail that [`RunWriter::open_resume`] cuts off; every finished rep stays.
+//! Whole files (meta.json) are written atomically (temp file + rename).
+
+pub mod schema;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, Write};
+use std::path::{Path, PathBuf};
+
+pub use schema::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}, line {line}: {message}")]
+    Parse { path: PathBuf, line: u64, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temp file beside it, fsync, rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|s| s.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)
+}
+
+pub const META: &str = "meta.json";
+pub const RUNS: &str = "runs.csv";
+pub const SPANS: &str = "spans.csv";
+pub const EXPERIMENT_COPY: &str = "experiment.toml";
+
+/// Appends rows to a CSV file, flushing after each batch.
+struct Appender {
+    path: PathBuf,
+    w: csv::Writer<File>,
+}
+
+impl Appender {
+    fn create(path: &Path, header: &[&str]) -> Result<Self, StoreError> {
+        let f = OpenOptions::new().create_new(true).write(true).open(path).map_err(io(path))?;
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
+        w.write_record(header).map_err(|e| csv_io(path, e))?;
+        w.flush().map_err(io(path))?;
+        Ok(Appender {
+            path: path.to_path_buf(),
+            w,
+        })
+    }
+
+    fn append_existing(path: &Path) -> Result<Self, StoreError> {
+        let f = OpenOptions::new().append(true).open(path).map_err(io(path))?;
+        Ok(Appender {
+            path: path.to_path_buf(),
+            w: csv::WriterBuilder::new().has_headers(false).from_writer(f),
+        })
+    }
+
+    fn write<T: serde::Serialize>(&mut self, row: &T) -> Result<(), StoreError> {
+        self.w.serialize(row).map_err(|e| csv_io(&self.path, e))
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.w.flush().map_err(io(&self.path))?;
+        self.w.get_ref().sync_data().map_err(io(&self.path))
+    }
+}
+
+fn csv_io(path: &Path, e: csv::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Header of a serde row type, from a sample row.
+fn header_of<T: serde::Serialize>(sample: &T) -> Vec<String> {
+    let mut w = csv::WriterBuilder::new().has_headers(true).from_writer(Vec::new());
+    w.serialize(sample).expect("row serialises");
+    let bytes = w.into_inner().expect("in memory");
+    let text = String::from_utf8(bytes).expect("utf8");
+    let first = text.lines().next().unwrap_or_default().to_string();
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(first.as_bytes())
+        .records()
+        .next()
+        .and_then(|r| r.ok())
+        .map(|r| r.iter().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Appends reps to a run folder.
+pub struct RunWriter {
+    pub dir: PathBuf,
+    runs: Appender,
+    spans: Appender,
+}
+
+impl RunWriter {
+    /// Creates a new run folder (never reuses an existing one) with its meta and the
+    /// experiment copy.
+    pub fn create(dir: &Path, meta: &Meta, experiment_text: &str) -> Result<Self, StoreError> {
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        fs::create_dir(dir).map_err(io(dir))?;
+        fs::write(dir.join(EXPERIMENT_COPY), experiment_text).map_err(io(dir))?;
+        write_meta(dir, meta)?;
+        let runs = Appender::create(&dir.join(RUNS), &strs(&header_of(&RunRow::sample())))?;
+        let spans = Appender::create(&dir.join(SPANS), &strs(&header_of(&SpanRow::sample())))?;
+        Ok(RunWriter {
+            dir: dir.to_path_buf(),
+            runs,
+            spans,
+        })
+    }
+
+    /// Reopens a run folder to continue it: drops any partial tail and any spans of reps
+    /// without a row in runs.csv, and returns the finished rows.
+    pub fn open_resume(dir: &Path) -> Result<(Self, Vec<RunRow>), StoreError> {
+        let runs_path = dir.join(RUNS);
+        let spans_path = dir.join(SPANS);
+        truncate_partial_line(&runs_path)?;
+        truncate_partial_line(&spans_path)?;
+        let rows: Vec<RunRow> = read_csv(&runs_path)?;
+        let done: std::collections::HashSet<u32> = rows.iter().map(|r| r.rep).collect();
+        // Keep only the spans of committed reps (a rep killed after its spans were
+        // written but before its row was is rerun).
+        let spans: Vec<SpanRow> = read_csv(&spans_path)?;
+        if spans.iter().any(|s| !done.contains(&s.rep)) {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            for s in spans.iter().filter(|s| done.contains(&s.rep)) {
+                w.serialize(s).map_err(|e| csv_io(&spans_path, e))?;
+            }
+            let mut bytes = w.into_inner().map_err(|e| io(&spans_path)(std::io::Error::other(e.to_string())))?;
+            if bytes.is_empty() {
+                let h = strs(&header_of(&SpanRow::sample())).join(",");
+                bytes = format!("{h}\n").into_bytes();
+            }
+            write_atomic(&spans_path, &bytes).map_err(io(&spans_path))?;
+        }
+        Ok((
+            RunWriter {
+                dir: dir.to_path_buf(),
+                runs: Appender::append_existing(&runs_path)?,
+                spans: Appender::append_existing(&spans_path)?,
+            },
+            rows,
+        ))
+    }
+
+    /// Appends one rep (spans, then its run row) and flushes both.
+    pub fn append_rep(&mut self, run: &RunRow, spans: &[SpanRow]) -> Result<(), StoreError> {
+        for s in spans {
+            self.spans.write(s)?;
+        }
+        self.spans.flush()?;
+        self.runs.write(run)?;
+        self.runs.flush()
+    }
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Cuts a file back to its last complete line (a kill mid-write leaves a partial one).
+fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
+    let bytes = fs::read(path).map_err(io(path))?;
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map(|p| p + 1).unwrap_or(0);
+    let f = OpenOptions::new().write(true).open(path).map_err(io(path))?;
+    f.set_len(keep as u64).map_err(io(path))?;
+    let mut f = f;
+    f.seek(std::io::SeekFrom::End(0)).map_err(io(path))?;
+    Ok(())
+}
+
+pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
+    let p = dir.join(META);
+    write_atomic(&p, &serde_json::to_vec_pretty(meta).expect("meta serialises")).map_err(io(&p))
+}
+
+pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
+    let p = dir.join(META);
+    let bytes = fs::read(&p).map_err(io(&p))?;
+    serde_json::from_slice(&bytes).map_err(|e| StoreError::Parse {
+        path: p.clone(),
+        line: e.line() as u64,
+        message: format!("{e} (is this a gapscope run folder?)"),
+    })
+}
+
+/// Reads a whole CSV of `T`, naming the file and line of the first bad record. A file
+/// whose last line is cut short (no trailing newline and unparsable) is reported as
+/// truncated.
+pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
+    let f = File::open(path).map_err(io(path))?;
+    let total_lines = BufReader::new(File::open(path).map_err(io(path))?).lines().count() as u64;
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(f);
+    let mut out = Vec::new();
+    for rec in rdr.deserialize() {
+        match rec {
+            Ok(r) => out.push(r),
+            Err(e) => {
+                let line = e.position().map(|p| p.line()).unwrap_or(0);
+                let hint = if line >= total_lines {
+                    " (the file looks truncated: was the run killed? `gapscope run --resume DIR` repairs it)"
+                } else {
+                    ""
+                };
+                return Err(StoreError::Parse {
+                    path: path.to_path_buf(),
+                    line,
+                    message: format!("{}{hint}", e.kind_message()),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+trait KindMessage {
+    fn kind_message(&self) -> String;
+}
+
+impl KindMessage for csv::Error {
+    fn kind_message(&self) -> String {
+        match self.kind() {
+            csv::ErrorKind::Deserialize { err, .. } => match err.field() {
+                Some(f) => format!("field {}: {}", f + 1, err.kind()),
+                None => err.kind().to_string(),
+            },
+            csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
+                format!("{len} fields where the header has {expected_len}")
+            }
+            _ => self.to_string(),
+        }
+    }
+}
+
+/// A run folder read back whole.
+#[derive(Debug)]
+pub struct RunData {
+    pub dir: PathBuf,
+    pub meta: Meta,
+    pub runs: Vec<RunRow>,
+    pub spans: Vec<SpanRow>,
+}
+
+impl RunData {
+    pub fn load(dir: &Path) -> Result<Self, StoreError> {
+        if !dir.join(META).exists() {
+            return Err(StoreError::Invalid {
+                path: dir.to_path_buf(),
+                message: format!("no {META} here: not a gapscope run folder (expected results/<experiment>/<run>/)"),
+            });
+        }
+        let meta = read_meta(dir)?;
+        let runs = read_csv(&dir.join(RUNS))?;
+        let spans = read_csv(&dir.join(SPANS))?;
+        Ok(RunData {
+            dir: dir.to_path_buf(),
+            meta,
+            runs,
+            spans,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+//! Row and file types of a run folder. One serde struct per row kind; integer
+//! nanoseconds and bytes everywhere (no float seconds). Adding a field is compatible
+//! when it has `#[serde(default)]`; renaming or removing one bumps [`SCHEMA_VERSION`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::counters::Availability;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Outcome of one rep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepStatus {
+    /// Proved and every proof verified.
+    Ok,
+    /// Proving failed or a proof did not verify; never enters a diff.
+    Failed,
+}
+
+/// One row of runs.csv: a rep of one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    /// Position in the run's schedule (warm-ups included), from 0.
+    pub rep: u32,
+    pub variant: String,
+    /// Index among this variant's measured reps (or among its warm-ups).
+    pub iteration: u32,
+    pub warmup: bool,
+    pub status: RepStatus,
+    /// Every proof of the rep passed bellperson's verifier.
+    pub verified: bool,
+    pub proofs: u32,
+    /// Start of the `prove` span, CLOCK_MONOTONIC ns.
+    pub start_ns: u64,
+    /// Duration of the `prove` span (0 when it did not complete).
+    pub wall_ns: u64,
+    pub started_utc: String,
+    pub pid: u32,
+    /// Resident set size of the process after the rep (leak watch).
+    pub rss_end_bytes: Option<u64>,
+    /// GPU memory used after the rep, where a GPU is watched.
+    #[serde(default)]
+    pub gpu_mem_used_end_bytes: Option<u64>,
+    /// Why the rep failed (empty when ok).
+    pub error: String,
+}
+
+impl RunRow {
+    pub fn sample() -> Self {
+        RunRow {
+            rep: 0,
+            variant: String::new(),
+            iteration: 0,
+            warmup: false,
+            status: RepStatus::Ok,
+            verified: true,
+            proofs: 0,
+            start_ns: 0,
+            wall_ns: 0,
+            started_utc: String::new(),
+            pid: 0,
+            rss_end_bytes: None,
+            gpu_mem_used_end_bytes: None,
+            error: String::new(),
+        }
+    }
+}
+
+/// One row of spans.csv: a finished span of one rep. Counter columns are deltas over
+/// the span on its own thread; empty where the counter is unavailable (see meta.json).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpanRow {
+    pub rep: u32,
+    pub variant: String,
+    pub span_id: u64,
+    pub parent_id: Option<u64>,
+    pub name: String,
+    pub thread_id: u64,
+    pub thread_name: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub duration_ns: u64,
+    /// Duration minus the union of its children's intervals on the same thread.
+    pub self_ns: u64,
+    pub instructions: Option<u64>,
+    pub branches: Option<u64>,
+    pub cycles: Option<u64>,
+    pub task_clock_ns: Option<u64>,
+    pub page_faults: Option<u64>,
+    pub context_switches: Option<u64>,
+    /// Span attributes as a JSON object (bytes, sizes, gpu_ms, …).
+    pub attrs: String,
+}
+
+impl SpanRow {
+    pub fn sample() -> Self {
+        SpanRow {
+            rep: 0,
+            variant: String::new(),
+            span_id: 0,
+            parent_id: None,
+            name: String::new(),
+            thread_id: 0,
+            thread_name: String::new(),
+            start_ns: 0,
+            end_ns: 0,
+            duration_ns: 0,
+            self_ns: 0,
+            instructions: None,
+            branches: None,
+            cycles: None,
+            task_clock_ns: None,
+            page_faults: None,
+            context_switches: None,
+            attrs: "{}".into(),
+        }
+    }
+
+    /// Value of a counter column by its name in meta.json / CounterKind::column.
+    pub fn counter(&self, column: &str) -> Option<u64> {
+        match column {
+            "instructions" => self.instructions,
+            "branches" => self.branches,
+            "cycles" => self.cycles,
+            "task_clock_ns" => self.task_clock_ns,
+            "page_faults" => self.page_faults,
+            "context_switches" => self.context_switches,
+            _ => None,
+        }
+    }
+}
+
+/// The machine a run ran on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpu_cores: u32,
+    pub memory_bytes: u64,
+}
+
+/// Source revision of the gapscope that ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GitInfo {
+    pub revision: Option<String>,
+    pub dirty: Option<bool>,
+}
+
+/// GPU side of the machine (filled by telemetry; `available: false` with a reason otherwise).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuMeta {
+    pub available: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub devices: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_driver_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime_version: Option<String>,
+}
+
+/// The workload every variant of a run proves (a variant may change only the backend).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WorkloadMeta {
+    pub circuit: String,
+    pub log2_constraints: u32,
+    pub batch: u32,
+    pub backend: String,
+}
+
+/// A variant as it ran: its name, effective backend and every knob's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantMeta {
+    pub name: String,
+    pub backend: String,
+    pub knobs: BTreeMap<String, String>,
+}
+
+/// meta.json: everything needed to interpret and reproduce a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub schema_version: u32,
+    pub gapscope_version: String,
+    pub experiment: String,
+    pub run_id: String,
+    pub created_utc: String,
+    /// The command line that started the run.
+    pub command: Vec<String>,
+    pub host: HostInfo,
+    pub git: GitInfo,
+    /// Per counter column: available, or the reason it is not.
+    pub counters: BTreeMap<String, Availability>,
+    pub gpu: GpuMeta,
+    pub workload: WorkloadMeta,
+    pub variants: Vec<VariantMeta>,
+    pub reps: u32,
+    pub warmups: u32,
+    pub order: String,
+    pub process: String,
+    /// How params were obtained (loaded / generated), per params key.
+    #[serde(default)]
+    pub params: Vec<serde_json::Value>,
+    /// One-time setup outside the measured reps (e.g. a backend's first call), in ns.
+    #[serde(default)]
+    pub setup_ns: BTreeMap<String, u64>,
+    /// Set when the run finished its schedule.
+    #[serde(default)]
+    pub completed_utc: Option<String>,
+}

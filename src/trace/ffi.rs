@@ -1,0 +1,147 @@
+//! C ABI of the span recorder, for C++/CUDA host code (header: `cuda/gapscope_trace.h`).
+//!
+//! Spans opened here nest inside the Rust spans open on the same thread, and Rust spans
+//! opened by callbacks nest inside them, so the tree follows the code across the FFI.
+//! Handles are span ids; 0 is never a valid id and is ignored everywhere.
+
+use std::ffi::{c_char, CStr};
+
+use super::{enter, exit, intern, set_attr, AttrValue};
+
+/// # Safety
+/// `ptr` must be null or point to a NUL-terminated string valid for this call.
+unsafe fn name_from(ptr: *const c_char) -> Option<&'static str> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated per the caller's contract.
+    let s = unsafe { CStr::from_ptr(ptr) };
+    Some(intern(&s.to_string_lossy()))
+}
+
+/// Opens a span named `name` on the calling thread; returns its handle (0 on a null name).
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string valid for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn gapscope_span_enter(name: *const c_char) -> u64 {
+    // SAFETY: forwarded caller contract.
+    match unsafe { name_from(name) } {
+        Some(n) => enter(n),
+        None => 0,
+    }
+}
+
+/// Closes the span `handle` (opened on this thread). Returns 1 if it was open, else 0.
+#[no_mangle]
+pub extern "C" fn gapscope_span_exit(handle: u64) -> i32 {
+    (handle != 0 && exit(handle)) as i32
+}
+
+/// # Safety
+/// `key` must be null or a NUL-terminated string valid for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn gapscope_span_attr_u64(handle: u64, key: *const c_char, value: u64) {
+    // SAFETY: forwarded caller contract.
+    if let Some(k) = unsafe { name_from(key) } {
+        set_attr(handle, k, AttrValue::U64(value));
+    }
+}
+
+/// # Safety
+/// `key` must be null or a NUL-terminated string valid for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn gapscope_span_attr_f64(handle: u64, key: *const c_char, value: f64) {
+    // SAFETY: forwarded caller contract.
+    if let Some(k) = unsafe { name_from(key) } {
+        set_attr(handle, k, AttrValue::F64(value));
+    }
+}
+
+/// # Safety
+/// `key` and `value` must be null or NUL-terminated strings valid for the call.
+#[no_mangle]
+pub unsafe extern "C" fn gapscope_span_attr_str(
+    handle: u64,
+    key: *const c_char,
+    value: *const c_char,
+) {
+    // SAFETY: forwarded caller contract.
+    let Some(k) = (unsafe { name_from(key) }) else {
+        return;
+    };
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: non-null and NUL-terminated per the caller's contract.
+    let v = unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned();
+    set_attr(handle, k, AttrValue::Str(v));
+}
+
+/// CLOCK_MONOTONIC nanoseconds, the recorder's clock, for C++ code that times itself.
+#[no_mangle]
+pub extern "C" fn gapscope_now_ns() -> u64 {
+    super::now_ns()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{drain_trace, Span};
+
+    extern "C" {
+        /// In `cuda/trace_selftest.cpp`: opens `cpp_outer`, calls back into Rust (which
+        /// opens `rust_callback`), opens `cpp_inner` inside the callback's span, returns.
+        fn gapscope_selftest_nested(cb: extern "C" fn()) -> i32;
+    }
+
+    extern "C" fn rust_callback() {
+        let s = Span::enter("rust_callback");
+        s.set_attr("from", "rust");
+        // SAFETY: literal is NUL-terminated.
+        let h = unsafe { super::gapscope_span_enter(c"cpp_from_rust".as_ptr()) };
+        assert_eq!(super::gapscope_span_exit(h), 1);
+    }
+
+    #[test]
+    fn nesting_crosses_the_ffi_boundary_both_ways() {
+        let root = Span::enter("ffi_root");
+        let trace = root.trace();
+        // SAFETY: the callback is a valid extern "C" fn for the whole call.
+        let rc = unsafe { gapscope_selftest_nested(rust_callback) };
+        assert_eq!(rc, 0);
+        drop(root);
+        let spans = drain_trace(trace);
+        let by = |n: &str| {
+            spans
+                .iter()
+                .find(|s| s.name == n)
+                .unwrap_or_else(|| panic!("span {n} missing: {spans:?}"))
+        };
+        let root = by("ffi_root");
+        let outer = by("cpp_outer");
+        let cb = by("rust_callback");
+        let from_rust = by("cpp_from_rust");
+        let inner = by("cpp_inner");
+        assert_eq!(outer.parent, Some(root.id));
+        assert_eq!(cb.parent, Some(outer.id));
+        assert_eq!(from_rust.parent, Some(cb.id));
+        assert_eq!(inner.parent, Some(outer.id));
+        assert!(outer.start_ns <= cb.start_ns && cb.end_ns <= outer.end_ns);
+        let attr = |s: &super::super::SpanRecord, k: &str| {
+            s.attrs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.clone())
+        };
+        assert_eq!(attr(outer, "bytes"), Some(super::AttrValue::U64(1 << 20)));
+        assert_eq!(attr(inner, "gpu_ms"), Some(super::AttrValue::F64(1.5)));
+        assert_eq!(
+            attr(inner, "kernel"),
+            Some(super::AttrValue::Str("ntt".into()))
+        );
+    }
+
+    #[test]
+    fn null_and_zero_handles_are_ignored() {
+        // SAFETY: null is allowed by the contract.
+        assert_eq!(unsafe { super::gapscope_span_enter(std::ptr::null()) }, 0);
+        assert_eq!(super::gapscope_span_exit(0), 0);
+    }
+}

@@ -1,0 +1,372 @@
+//! Span recorder: the first stage of the pipeline (trace → run → store → analysis).
+//!
+//! Spans nest per thread through a thread-local stack; a span started on another thread
+//! names its parent explicitly ([`SpanContext`]). Every span belongs to a *trace* (the id
+//! of its root span), so several traces can be recorded at once in one process (parallel
+//! tests, a prover and its background drops) and each is drained on its own.
+//!
+//! Timestamps are CLOCK_MONOTONIC nanoseconds, the clock `std::time::Instant` reads on
+//! Linux, so GPU activity converted to that clock lands on the same axis.
+//!
+//! Finished spans go to a per-thread buffer behind an uncontended mutex; the only shared
+//! write on the hot path is the id counter. Counter reads (one `read(2)` of a perf-event
+//! group) happen only when counters are switched on.
+
+pub mod ffi;
+pub mod selftime;
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::counters::{self, CounterValues};
+
+/// Nanoseconds on CLOCK_MONOTONIC (the clock behind `Instant`).
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A value attached to a span (sizes, byte counts, GPU-event milliseconds, labels).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum AttrValue {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Str(String),
+}
+
+impl std::fmt::Display for AttrValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttrValue::U64(v) => write!(f, "{v}"),
+            AttrValue::I64(v) => write!(f, "{v}"),
+            AttrValue::F64(v) => write!(f, "{v}"),
+            AttrValue::Str(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+macro_rules! attr_from {
+    ($($t:ty => $variant:ident as $cast:ty),*) => {$(
+        impl From<$t> for AttrValue {
+            fn from(v: $t) -> Self { AttrValue::$variant(v as $cast) }
+        }
+    )*};
+}
+attr_from!(u64 => U64 as u64, usize => U64 as u64, u32 => U64 as u64, i64 => I64 as i64, i32 => I64 as i64, f64 => F64 as f64);
+impl From<&str> for AttrValue {
+    fn from(v: &str) -> Self {
+        AttrValue::Str(v.to_string())
+    }
+}
+impl From<String> for AttrValue {
+    fn from(v: String) -> Self {
+        AttrValue::Str(v)
+    }
+}
+
+/// One finished span.
+#[derive(Debug, Clone)]
+pub struct SpanRecord {
+    pub id: u64,
+    pub parent: Option<u64>,
+    /// Id of the root span of the trace this span belongs to.
+    pub trace: u64,
+    pub name: &'static str,
+    pub thread_id: u64,
+    pub thread_name: Arc<str>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub attrs: Vec<(&'static str, AttrValue)>,
+    /// Counter deltas over the span, on the span's own thread; `None` when counters were off.
+    pub counters: Option<CounterValues>,
+}
+
+impl SpanRecord {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// What another thread needs to open a child span of this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanContext {
+    pub id: u64,
+    pub trace: u64,
+}
+
+struct OpenSpan {
+    id: u64,
+    parent: Option<u64>,
+    trace: u64,
+    name: &'static str,
+    start_ns: u64,
+    attrs: Vec<(&'static str, AttrValue)>,
+    counters_start: Option<CounterValues>,
+}
+
+type Buffer = Arc<Mutex<Vec<SpanRecord>>>;
+
+struct ThreadState {
+    stack: Vec<OpenSpan>,
+    buffer: Buffer,
+    thread_id: u64,
+    thread_name: Arc<str>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static COUNTERS_ON: AtomicBool = AtomicBool::new(false);
+
+fn registry() -> &'static Mutex<Vec<Buffer>> {
+    static REG: OnceLock<Mutex<Vec<Buffer>>> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+thread_local! {
+    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
+}
+
+impl ThreadState {
+    fn new() -> Self {
+        let buffer: Buffer = Arc::new(Mutex::new(Vec::with_capacity(256)));
+        registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(buffer.clone());
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
+        let name = std::thread::current()
+            .name()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("thread-{tid}"));
+        ThreadState {
+            stack: Vec::with_capacity(32),
+            buffer,
+            thread_id: tid,
+            thread_name: Arc::from(name),
+        }
+    }
+}
+
+/// Switch per-span counter collection on or off for the whole process.
+pub fn set_counters_enabled(on: bool) {
+    COUNTERS_ON.store(on, Ordering::Relaxed);
+}
+
+pub fn counters_enabled() -> bool {
+    COUNTERS_ON.load(Ordering::Relaxed)
+}
+
+/// Interns a name so that spans can hold `&'static str` (names are few: span and
+/// attribute names, plus `synthesis[i]` per circuit index).
+pub fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<std::collections::HashSet<&'static str>>> = OnceLock::new();
+    let mut set = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = set.get(name) {
+        return s;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+fn read_counters() -> Option<CounterValues> {
+    if COUNTERS_ON.load(Ordering::Relaxed) {
+        counters::read_thread()
+    } else {
+        None
+    }
+}
+
+/// Opens a span on this thread; its parent is the innermost open span of this thread.
+/// Returns the span id (used by the C ABI, which has no guards).
+pub fn enter(name: &'static str) -> u64 {
+    enter_with_parent(name, None)
+}
+
+/// Opens a span whose parent lives on another thread (or `None` for the current one).
+pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64 {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let counters_start = read_counters();
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let (parent, trace) = match parent {
+            Some(ctx) => (Some(ctx.id), ctx.trace),
+            None => match s.stack.last() {
+                Some(top) => (Some(top.id), top.trace),
+                None => (None, id),
+            },
+        };
+        s.stack.push(OpenSpan {
+            id,
+            parent,
+            trace,
+            name,
+            start_ns: now_ns(),
+            attrs: Vec::new(),
+            counters_start,
+        });
+    });
+    id
+}
+
+/// Closes span `id` on this thread. Spans closed out of order are still closed; an id
+/// that is not open on this thread is ignored (and reported as `false`).
+pub fn exit(id: u64) -> bool {
+    let end_ns = now_ns();
+    let end_counters = read_counters();
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let pos = match s.stack.iter().rposition(|o| o.id == id) {
+            Some(p) => p,
+            None => return false,
+        };
+        let open = s.stack.remove(pos);
+        let counters = match (open.counters_start, end_counters) {
+            (Some(a), Some(b)) => Some(b.delta_since(&a)),
+            _ => None,
+        };
+        let rec = SpanRecord {
+            id: open.id,
+            parent: open.parent,
+            trace: open.trace,
+            name: open.name,
+            thread_id: s.thread_id,
+            thread_name: s.thread_name.clone(),
+            start_ns: open.start_ns,
+            end_ns,
+            attrs: open.attrs,
+            counters,
+        };
+        s.buffer.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
+        true
+    })
+}
+
+/// Sets an attribute on an open span of this thread; `false` if it is not open here.
+pub fn set_attr(id: u64, key: &'static str, value: AttrValue) -> bool {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        match s.stack.iter_mut().rev().find(|o| o.id == id) {
+            Some(open) => {
+                match open.attrs.iter_mut().find(|(k, _)| *k == key) {
+                    Some(slot) => slot.1 = value,
+                    None => open.attrs.push((key, value)),
+                }
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// The innermost open span of this thread.
+pub fn current() -> Option<SpanContext> {
+    STATE.with(|s| {
+        s.borrow().stack.last().map(|o| SpanContext {
+            id: o.id,
+            trace: o.trace,
+        })
+    })
+}
+
+/// Removes and returns every finished span of `trace`, from all threads, by start time.
+pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
+    let mut out = Vec::new();
+    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+    for buf in reg.iter() {
+        let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+        if b.iter().any(|r| r.trace == trace) {
+            let (mine, rest): (Vec<_>, Vec<_>) = b.drain(..).partition(|r| r.trace == trace);
+            *b = rest;
+            out.extend(mine);
+        }
+    }
+    // Buffers of exited threads that hold nothing are no longer needed.
+    reg.retain(|b| Arc::strong_count(b) > 1 || !b.lock().map(|v| v.is_empty()).unwrap_or(true));
+    drop(reg);
+    out.sort_by_key(|r| (r.start_ns, r.id));
+    out
+}
+
+/// RAII guard of an open span. Must be dropped on the thread that opened it.
+#[must_use = "a span closes when its guard is dropped; bind it to a variable"]
+pub struct Span {
+    id: u64,
+    trace: u64,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Span {
+    /// Opens a child of this thread's innermost open span (or a new trace's root).
+    pub fn enter(name: &'static str) -> Span {
+        let id = enter(name);
+        let trace = current().map(|c| c.trace).unwrap_or(id);
+        Span {
+            id,
+            trace,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Opens a child of `parent`, which may live on another thread.
+    pub fn child_of(name: &'static str, parent: SpanContext) -> Span {
+        let id = enter_with_parent(name, Some(parent));
+        Span {
+            id,
+            trace: parent.trace,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Opens a span named at run time (interned once per distinct name).
+    pub fn enter_dyn(name: &str) -> Span {
+        Span::enter(intern(name))
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn trace(&self) -> u64 {
+        self.trace
+    }
+
+    pub fn context(&self) -> SpanContext {
+        SpanContext {
+            id: self.id,
+            trace: self.trace,
+        }
+    }
+
+    pub fn set_attr(&self, key: &'static str, value: impl Into<AttrValue>) {
+        set_attr(self.id, key, value.into());
+    }
+
+    /// Runs `f` inside a new span named `name`.
+    pub fn in_scope<R>(name: &'static str, f: impl FnOnce() -> R) -> R {
+        let _g = Span::enter(name);
+        f()
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        exit(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests;
