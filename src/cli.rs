@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use crate::experiment::{self, worker};
 
 #[derive(Parser, Debug)]
-#[command(name = "gapscope", version, about = "Find where a Groth16 prover's time went: run, diff, report.")]
+#[command(
+    name = "gapscope",
+    version,
+    about = "Find where a Groth16 prover's time went: run, diff, report."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -82,7 +86,10 @@ pub fn run() -> Result<()> {
             }
             println!("{}", out.dir.display());
             if out.failed > 0 {
-                eprintln!("warning: {} rep(s) failed; see error column of runs.csv", out.failed);
+                eprintln!(
+                    "warning: {} rep(s) failed; see error column of runs.csv",
+                    out.failed
+                );
             }
             Ok(())
         }

@@ -26,14 +26,20 @@ pub fn host() -> HostInfo {
     let os = read("/etc/os-release")
         .lines()
         .find(|l| l.starts_with("PRETTY_NAME="))
-        .map(|l| l.trim_start_matches("PRETTY_NAME=").trim_matches('"').to_string())
+        .map(|l| {
+            l.trim_start_matches("PRETTY_NAME=")
+                .trim_matches('"')
+                .to_string()
+        })
         .unwrap_or_else(|| std::env::consts::OS.to_string());
     HostInfo {
         hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
         os,
         kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
         cpu_model,
-        cpu_cores: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
+        cpu_cores: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
         memory_bytes,
     }
 }
@@ -49,7 +55,8 @@ pub fn git(dir: &Path) -> GitInfo {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    let revision = run(&["rev-parse", "HEAD"]).or_else(|| option_env!("GAPSCOPE_GIT_REV").map(str::to_string));
+    let revision =
+        run(&["rev-parse", "HEAD"]).or_else(|| option_env!("GAPSCOPE_GIT_REV").map(str::to_string));
     let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
     GitInfo { revision, dirty }
 }

@@ -3,11 +3,11 @@
 //! Pipeline: [`trace`] and [`counters`] record spans → [`prover`] does the work →
 //! [`experiment`] runs variants → [`store`] writes results.
 
+pub mod cli;
 pub mod counters;
-pub mod trace;
 pub mod envinfo;
 pub mod experiment;
 pub mod prover;
 pub mod store;
-pub mod cli;
 pub mod summary;
+pub mod trace;

@@ -42,7 +42,11 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
     let mut out = BTreeMap::new();
     for &(name, _, selft) in PHASES {
         let mut per_rep: BTreeMap<u32, u64> = BTreeMap::new();
-        for s in data.spans.iter().filter(|s| ok.contains(&s.rep) && s.name == name) {
+        for s in data
+            .spans
+            .iter()
+            .filter(|s| ok.contains(&s.rep) && s.name == name)
+        {
             *per_rep.entry(s.rep).or_default() += if selft { s.self_ns } else { s.duration_ns };
         }
         let mut v: Vec<u64> = per_rep.into_values().collect();
@@ -73,7 +77,10 @@ pub fn phase_table(data: &RunData) -> String {
     }
     s.push('\n');
     for &(name, label, selft) in PHASES {
-        if cols.iter().all(|c| !c.contains_key(&(name.to_string(), selft))) {
+        if cols
+            .iter()
+            .all(|c| !c.contains_key(&(name.to_string(), selft)))
+        {
             continue;
         }
         let _ = write!(s, "{label:<20}");
@@ -91,8 +98,16 @@ pub fn phase_table(data: &RunData) -> String {
     }
     let _ = write!(s, "{:<20}", "reps ok/failed");
     for v in &variants {
-        let ok = data.runs.iter().filter(|r| &r.variant == v && !r.warmup && r.status == RepStatus::Ok).count();
-        let bad = data.runs.iter().filter(|r| &r.variant == v && !r.warmup && r.status == RepStatus::Failed).count();
+        let ok = data
+            .runs
+            .iter()
+            .filter(|r| &r.variant == v && !r.warmup && r.status == RepStatus::Ok)
+            .count();
+        let bad = data
+            .runs
+            .iter()
+            .filter(|r| &r.variant == v && !r.warmup && r.status == RepStatus::Failed)
+            .count();
         let _ = write!(s, " {:>14}", format!("{ok}/{bad}"));
     }
     s.push('\n');

@@ -177,7 +177,10 @@ mod tests {
     #[test]
     fn page_faults_rise_when_touching_a_fresh_buffer_and_not_in_an_empty_span() {
         if !software_available() {
-            eprintln!("skipped: software perf events not permitted here: {:?}", probe());
+            eprintln!(
+                "skipped: software perf events not permitted here: {:?}",
+                probe()
+            );
             return;
         }
         set_counters_enabled(true);
@@ -197,7 +200,12 @@ mod tests {
         drop(root);
         let spans = drain_trace(trace);
         let get = |n: &str| {
-            spans.iter().find(|s| s.name == n).unwrap().counters.unwrap()
+            spans
+                .iter()
+                .find(|s| s.name == n)
+                .unwrap()
+                .counters
+                .unwrap()
         };
         let empty = get("pf_empty").get(CounterKind::PageFaults).unwrap();
         let touch = get("pf_touch").get(CounterKind::PageFaults).unwrap();

@@ -137,23 +137,39 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
 /// Everything one rep needs that is shared across reps.
 pub struct RepContext<'a> {
     pub exp: &'a Experiment,
-    pub params: &'a HashMap<Gadget, Arc<Groth16Params>>,
+    pub params: &'a ParamsByGadget,
 }
 
 /// Runs one rep in this process: proves (spans recorded), waits for background drops,
 /// verifies outside the spans.
-pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<(RunRow, Vec<SpanRow>)> {
+pub fn run_rep_here(
+    ctx: &RepContext,
+    v: &ResolvedVariant,
+    slot: Slot,
+) -> Result<(RunRow, Vec<SpanRow>)> {
     let w = &ctx.exp.workload;
     let backend = prover::backend(v.backend)?;
-    let params = ctx.params.get(&v.gadget).context("params missing for this gadget")?;
+    let params = ctx
+        .params
+        .get(&v.gadget)
+        .context("params missing for this gadget")?;
     let circuits: Vec<CircuitInstance> = (0..w.batch as u64)
         .map(|i| CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, i))
         .collect::<Result<_, _>>()
         .map_err(anyhow::Error::msg)?;
-    let inputs: Vec<_> = circuits.iter().map(CircuitInstance::public_inputs).collect();
+    let inputs: Vec<_> = circuits
+        .iter()
+        .map(CircuitInstance::public_inputs)
+        .collect();
     let started_utc = chrono::Utc::now().to_rfc3339();
     let mut rng = rand::rngs::OsRng;
-    let out = prover::prove_batch(backend.as_ref(), params, circuits, ProveOptions { drop: v.drop }, &mut rng);
+    let out = prover::prove_batch(
+        backend.as_ref(),
+        params,
+        circuits,
+        ProveOptions { drop: v.drop },
+        &mut rng,
+    );
     prover::dropper::wait_idle();
     let spans = trace::drain_trace(out.trace);
     let rows = span_rows(slot.rep, &v.name, &spans);
@@ -167,7 +183,12 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
             }
             match prover::verify_all(params, &proofs, &inputs) {
                 Ok(()) => (RepStatus::Ok, true, String::new(), proofs.len()),
-                Err(e) => (RepStatus::Failed, false, format!("verification failed: {e}"), proofs.len()),
+                Err(e) => (
+                    RepStatus::Failed,
+                    false,
+                    format!("verification failed: {e}"),
+                    proofs.len(),
+                ),
             }
         }
         Err(e) => (RepStatus::Failed, false, e.to_string(), 0),
@@ -195,12 +216,15 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     Ok((row, rows))
 }
 
+/// Params by the gadget a variant uses (gadgets with one shape share one Arc).
+pub type ParamsByGadget = HashMap<Gadget, Arc<Groth16Params>>;
+
 /// Loads (or generates) params for every gadget the variants use.
 pub fn obtain_params(
     exp: &Experiment,
     params_dir: &Path,
     progress: bool,
-) -> Result<(HashMap<Gadget, Arc<Groth16Params>>, Vec<params::ParamsOrigin>)> {
+) -> Result<(ParamsByGadget, Vec<params::ParamsOrigin>)> {
     let w = &exp.workload;
     let mut by_gadget = HashMap::new();
     let mut by_key: HashMap<String, Arc<Groth16Params>> = HashMap::new();
@@ -209,7 +233,8 @@ pub fn obtain_params(
         if by_gadget.contains_key(&v.gadget) {
             continue;
         }
-        let c = CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0).map_err(anyhow::Error::msg)?;
+        let c = CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0)
+            .map_err(anyhow::Error::msg)?;
         let key = params::ParamsKey::for_circuit(&c, w.circuit.as_str(), w.log2_constraints)?;
         let p = match by_key.get(&key.shape_digest) {
             Some(p) => p.clone(),
@@ -262,7 +287,11 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         (Some(dir), _) => {
             let copy = dir.join(store::EXPERIMENT_COPY);
             if !copy.exists() {
-                bail!("{} is not a run folder to resume (no {})", dir.display(), store::EXPERIMENT_COPY);
+                bail!(
+                    "{} is not a run folder to resume (no {})",
+                    dir.display(),
+                    store::EXPERIMENT_COPY
+                );
             }
             let (e, t) = Experiment::load(&copy)?;
             (e, t, Some(dir.clone()))
@@ -336,7 +365,10 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (params, origins) = obtain_params(&exp, &opts.params_dir, opts.progress)?;
     let mut meta = meta;
     if resume.is_none() {
-        meta.params = origins.iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect();
+        meta.params = origins
+            .iter()
+            .map(|o| serde_json::to_value(o).unwrap_or_default())
+            .collect();
     }
     let mut writer = match writer.take() {
         Some(w) => w,
@@ -352,32 +384,48 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
 
     let slots = schedule(variants.len(), exp.run.warmups, exp.run.reps, exp.run.order);
     let done: std::collections::HashSet<u32> = done_rows.iter().map(|r| r.rep).collect();
-    let todo: Vec<Slot> = slots.iter().copied().filter(|s| !done.contains(&s.rep)).collect();
+    let todo: Vec<Slot> = slots
+        .iter()
+        .copied()
+        .filter(|s| !done.contains(&s.rep))
+        .collect();
     let bar = if opts.progress {
         let b = indicatif::ProgressBar::new(slots.len() as u64);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} reps  {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} reps  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
         );
         b.set_position(done.len() as u64);
         b
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let ctx = RepContext { exp: &exp, params: &params };
+    let ctx = RepContext {
+        exp: &exp,
+        params: &params,
+    };
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     for slot in todo {
         let v = &variants[slot.variant];
-        bar.set_message(format!("{}{}", v.name, if slot.warmup { " (warm-up)" } else { "" }));
+        bar.set_message(format!(
+            "{}{}",
+            v.name,
+            if slot.warmup { " (warm-up)" } else { "" }
+        ));
         let (row, spans) = match exp.run.process {
             ProcessPolicy::Shared => run_rep_here(&ctx, v, slot)?,
             ProcessPolicy::PerRep => worker::run_rep_in_child(&dir, &opts.params_dir, v, slot)?,
         };
         writer.append_rep(&row, &spans)?;
         if row.status == RepStatus::Failed {
-            bar.println(format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error));
+            bar.println(format!(
+                "rep {} ({}) failed: {}",
+                row.rep, row.variant, row.error
+            ));
         }
         rows.push(row);
         all_spans.extend(spans);
@@ -386,7 +434,10 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     bar.finish_and_clear();
     meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
     store::write_meta(&dir, &meta)?;
-    let failed = rows.iter().filter(|r| r.status == RepStatus::Failed).count();
+    let failed = rows
+        .iter()
+        .filter(|r| r.status == RepStatus::Failed)
+        .count();
     Ok(RunOutcome {
         dir,
         rows,

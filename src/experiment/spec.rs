@@ -28,7 +28,10 @@ use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("cannot read experiment {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: {message}")]
@@ -200,7 +203,12 @@ impl Experiment {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
             return Err(format!(
                 "name {:?} must be non-empty and use only letters, digits, '-', '_' and '.' (it names the results folder)",
                 self.name
@@ -216,18 +224,27 @@ impl Experiment {
             ));
         }
         if w.batch == 0 || w.batch > 1024 {
-            return Err(format!("workload.batch = {} must be between 1 and 1024", w.batch));
+            return Err(format!(
+                "workload.batch = {} must be between 1 and 1024",
+                w.batch
+            ));
         }
         if self.run.reps == 0 {
             return Err("run.reps must be at least 1".into());
         }
         if self.variants.is_empty() {
-            return Err("no [[variant]] tables: add at least one, e.g. [[variant]] name = \"baseline\"".into());
+            return Err(
+                "no [[variant]] tables: add at least one, e.g. [[variant]] name = \"baseline\""
+                    .into(),
+            );
         }
         let mut seen = std::collections::HashSet::new();
         for v in &self.variants {
             if v.name.is_empty() || v.name.contains(',') || v.name.contains('"') {
-                return Err(format!("variant name {:?} must be non-empty, without ',' or '\"'", v.name));
+                return Err(format!(
+                    "variant name {:?} must be non-empty, without ',' or '\"'",
+                    v.name
+                ));
             }
             if !seen.insert(&v.name) {
                 return Err(format!("variant name {:?} is used twice", v.name));
@@ -336,21 +353,39 @@ gadget = "lc"
 
     #[test]
     fn unknown_backend_and_circuit_list_the_valid_ones() {
-        let m = parse(&GOOD.replace("batch = 2", "batch = 2\nbackend = \"opencl\"")).unwrap_err().to_string();
-        assert!(m.contains("opencl") && m.contains("cpu") && m.contains("supraseal"), "{m}");
-        let m = parse(&GOOD.replace("\"porep\"", "\"poseidon\"")).unwrap_err().to_string();
-        assert!(m.contains("poseidon") && m.contains("sha256") && m.contains("porep"), "{m}");
-        let m = parse(&GOOD.replace("drop = \"async\"", "drop = \"later\"")).unwrap_err().to_string();
+        let m = parse(&GOOD.replace("batch = 2", "batch = 2\nbackend = \"opencl\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("opencl") && m.contains("cpu") && m.contains("supraseal"),
+            "{m}"
+        );
+        let m = parse(&GOOD.replace("\"porep\"", "\"poseidon\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("poseidon") && m.contains("sha256") && m.contains("porep"),
+            "{m}"
+        );
+        let m = parse(&GOOD.replace("drop = \"async\"", "drop = \"later\""))
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("sync") && m.contains("async"), "{m}");
     }
 
     #[test]
     fn invalid_values_are_explained() {
-        let m = parse(&GOOD.replace("log2_constraints = 10", "log2_constraints = 4")).unwrap_err().to_string();
+        let m = parse(&GOOD.replace("log2_constraints = 10", "log2_constraints = 4"))
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("10..=28"), "{m}");
-        let m = parse(&GOOD.replace("name = \"b\"", "name = \"a\"")).unwrap_err().to_string();
+        let m = parse(&GOOD.replace("name = \"b\"", "name = \"a\""))
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("twice"), "{m}");
-        let m = parse(&GOOD.replace("drop = \"sync\"", "host_memory = \"pinned\"")).unwrap_err().to_string();
+        let m = parse(&GOOD.replace("drop = \"sync\"", "host_memory = \"pinned\""))
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("GPU backend"), "{m}");
     }
 }

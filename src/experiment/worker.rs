@@ -45,7 +45,10 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         .with_context(|| format!("variant {:?} not in the experiment", a.variant))?;
     crate::trace::set_counters_enabled(exp.run.counters);
     let (params, _) = obtain_params(&exp, &a.params_dir, false)?;
-    let ctx = RepContext { exp: &exp, params: &params };
+    let ctx = RepContext {
+        exp: &exp,
+        params: &params,
+    };
     let slot = Slot {
         rep: a.rep,
         variant: vi,
@@ -129,7 +132,9 @@ pub fn run_rep_in_child(
     if let Ok(extra) = std::env::var("GAPSCOPE_WORKER_PREPEND") {
         // Test hook: a shell snippet run before the worker (to simulate noisy children).
         let mut sh = Command::new("sh");
-        sh.arg("-c").arg(format!("{extra}; exec \"$0\" \"$@\"")).arg(cmd.get_program());
+        sh.arg("-c")
+            .arg(format!("{extra}; exec \"$0\" \"$@\""))
+            .arg(cmd.get_program());
         sh.args(cmd.get_args());
         cmd = sh;
     }
@@ -150,7 +155,15 @@ pub fn run_rep_in_child(
         .context("reading worker output")?;
     let status = child.wait().context("waiting for the worker")?;
     let err_text = err_thread.join().unwrap_or_default();
-    let tail: String = err_text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+    let tail: String = err_text
+        .lines()
+        .rev()
+        .take(5)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" | ");
     match parse_worker_output(&out) {
         Ok((row, spans, other)) => {
             for l in other.iter().filter(|l| !l.trim().is_empty()) {
@@ -168,7 +181,6 @@ pub fn run_rep_in_child(
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -188,6 +200,8 @@ mod tests {
         let bad = format!("x\n{RESULT_PREFIX}{{\"run\": 3\n");
         let e = parse_worker_output(&bad).unwrap_err();
         assert!(e.contains("line 2") && e.contains("malformed"), "{e}");
-        assert!(parse_worker_output("just noise\n").unwrap_err().contains("no result line"));
+        assert!(parse_worker_output("just noise\n")
+            .unwrap_err()
+            .contains("no result line"));
     }
 }

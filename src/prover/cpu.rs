@@ -91,7 +91,9 @@ fn g2_msm(
     density: Arc<DensityTracker>,
 ) -> Result<G2Projective, ProverError> {
     let mut k = LockedMultiexpKernel::<G2Affine>::new(false);
-    multiexp(w, bases, density, exps, &mut k).wait().map_err(err)
+    multiexp(w, bases, density, exps, &mut k)
+        .wait()
+        .map_err(err)
 }
 
 impl Backend for CpuBackend {
@@ -115,7 +117,9 @@ impl Backend for CpuBackend {
             let first = assignments.first().ok_or_else(|| err("no circuits"))?;
             let n = first.a.len().next_power_of_two();
             for (i, a) in assignments.iter().enumerate() {
-                if a.a.len() != first.a.len() || a.aux_assignment.len() != first.aux_assignment.len() {
+                if a.a.len() != first.a.len()
+                    || a.aux_assignment.len() != first.aux_assignment.len()
+                {
                     return Err(err(format!("circuit {i} differs in shape from circuit 0")));
                 }
             }
@@ -191,14 +195,21 @@ impl Backend for CpuBackend {
                 let mut c = sp.domains.pop().expect("allocated above");
                 let mut b = sp.domains.pop().expect("allocated above");
                 let mut a = sp.domains.pop().expect("allocated above");
-                EvaluationDomain::ifft_many(&mut [&mut a, &mut b, &mut c], w, &mut fft).map_err(err)?;
-                EvaluationDomain::coset_fft_many(&mut [&mut a, &mut b, &mut c], w, &mut fft).map_err(err)?;
+                EvaluationDomain::ifft_many(&mut [&mut a, &mut b, &mut c], w, &mut fft)
+                    .map_err(err)?;
+                EvaluationDomain::coset_fft_many(&mut [&mut a, &mut b, &mut c], w, &mut fft)
+                    .map_err(err)?;
                 a.mul_assign(w, &b);
                 a.sub_assign(w, &c);
                 a.divide_by_z_on_coset(w);
                 a.icoset_fft(w, &mut fft).map_err(err)?;
                 sp.h_coeffs = a.into_coeffs();
-                sp.h = Arc::new(sp.h_coeffs[..n - 1].par_iter().map(|x| x.to_repr()).collect());
+                sp.h = Arc::new(
+                    sp.h_coeffs[..n - 1]
+                        .par_iter()
+                        .map(|x| x.to_repr())
+                        .collect(),
+                );
                 sp.domains = vec![b, c];
             }
         }
@@ -237,7 +248,12 @@ impl Backend for CpuBackend {
             splits
                 .iter()
                 .map(|sp| {
-                    let i = g1_msm(w, (params.b_g1.clone(), 0), sp.inputs.clone(), Some(sp.b_input_density.clone()))?;
+                    let i = g1_msm(
+                        w,
+                        (params.b_g1.clone(), 0),
+                        sp.inputs.clone(),
+                        Some(sp.b_input_density.clone()),
+                    )?;
                     let x = g1_msm(
                         w,
                         (params.b_g1.clone(), sp.b_input_density.get_total_density()),
@@ -254,7 +270,12 @@ impl Backend for CpuBackend {
             splits
                 .iter()
                 .map(|sp| {
-                    let i = g2_msm(w, (params.b_g2.clone(), 0), sp.inputs.clone(), sp.b_input_density.clone())?;
+                    let i = g2_msm(
+                        w,
+                        (params.b_g2.clone(), 0),
+                        sp.inputs.clone(),
+                        sp.b_input_density.clone(),
+                    )?;
                     let x = g2_msm(
                         w,
                         (params.b_g2.clone(), sp.b_input_density.get_total_density()),
@@ -276,7 +297,10 @@ impl Backend for CpuBackend {
                     let (r, s) = (r_s[i], s_s[i]);
                     let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_s[i];
                     let g_b = vk.delta_g2 * s + vk.beta_g2 + b2_s[i];
-                    let g_c = a_s[i] * s + b1_s[i] * r + vk.delta_g1 * (r * s) + vk.alpha_g1 * s
+                    let g_c = a_s[i] * s
+                        + b1_s[i] * r
+                        + vk.delta_g1 * (r * s)
+                        + vk.alpha_g1 * s
                         + vk.beta_g1 * r
                         + h_s[i]
                         + l_s[i];

@@ -54,7 +54,10 @@ pub enum ProverError {
         source: bellperson::SynthesisError,
     },
     #[error("backend {backend}: {message}")]
-    Backend { backend: &'static str, message: String },
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
     #[error("backend {0} is not compiled into this build: {1}")]
     Unavailable(&'static str, String),
 }
@@ -94,7 +97,8 @@ pub fn backend(kind: BackendKind) -> Result<Box<dyn Backend>, ProverError> {
         )),
         BackendKind::Supraseal => Err(ProverError::Unavailable(
             "supraseal",
-            "rebuild with `--features supraseal` and the CUDA toolkit (see README.md, GPU build)".into(),
+            "rebuild with `--features supraseal` and the CUDA toolkit (see README.md, GPU build)"
+                .into(),
         )),
     }
 }
@@ -159,7 +163,11 @@ pub fn verify_all(
     public_inputs: &[Vec<Scalar>],
 ) -> Result<(), String> {
     if proofs.len() != public_inputs.len() {
-        return Err(format!("{} proofs for {} circuits", proofs.len(), public_inputs.len()));
+        return Err(format!(
+            "{} proofs for {} circuits",
+            proofs.len(),
+            public_inputs.len()
+        ));
     }
     let pvk = prepare_verifying_key(&params.vk);
     for (i, (p, inp)) in proofs.iter().zip(public_inputs).enumerate() {
@@ -171,3 +179,10 @@ pub fn verify_all(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+#[path = "params_tests.rs"]
+mod params_tests;

@@ -23,11 +23,20 @@ pub type Groth16Params = Parameters<Bls12>;
 #[derive(Debug, thiserror::Error)]
 pub enum ParamsError {
     #[error("cannot create the params directory {path}: {source} (set --params-dir to a writable place)")]
-    Dir { path: PathBuf, source: std::io::Error },
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot write params file {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("synthesis of circuit {circuit} failed while generating params: {source}")]
-    Synthesis { circuit: String, source: bellperson::SynthesisError },
+    Synthesis {
+        circuit: String,
+        source: bellperson::SynthesisError,
+    },
 }
 
 /// What a params file was made for.
@@ -42,11 +51,16 @@ pub struct ParamsKey {
 }
 
 impl ParamsKey {
-    pub fn for_circuit(circuit: &CircuitInstance, name: &str, log2: u32) -> Result<Self, ParamsError> {
-        let (digest, shape) = ShapeHasher::digest(circuit.blank()).map_err(|source| ParamsError::Synthesis {
-            circuit: name.to_string(),
-            source,
-        })?;
+    pub fn for_circuit(
+        circuit: &CircuitInstance,
+        name: &str,
+        log2: u32,
+    ) -> Result<Self, ParamsError> {
+        let (digest, shape) =
+            ShapeHasher::digest(circuit.blank()).map_err(|source| ParamsError::Synthesis {
+                circuit: name.to_string(),
+                source,
+            })?;
         Ok(ParamsKey {
             circuit: name.to_string(),
             log2_constraints: log2,
@@ -58,7 +72,12 @@ impl ParamsKey {
     }
 
     pub fn file_stem(&self) -> String {
-        format!("{}-2^{}-{}", self.circuit, self.log2_constraints, &self.shape_digest[..16])
+        format!(
+            "{}-2^{}-{}",
+            self.circuit,
+            self.log2_constraints,
+            &self.shape_digest[..16]
+        )
     }
 }
 
@@ -118,12 +137,18 @@ pub fn check_dimensions(p: &Groth16Params, key: &ParamsKey) -> Result<(), String
 fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
     let side_path = stem.with_extension("json");
     let params_path = stem.with_extension("params");
-    let side: Sidecar = serde_json::from_slice(&fs::read(&side_path).map_err(|e| format!("{}: {e}", side_path.display()))?)
-        .map_err(|e| format!("{}: not a params sidecar ({e})", side_path.display()))?;
+    let side: Sidecar = serde_json::from_slice(
+        &fs::read(&side_path).map_err(|e| format!("{}: {e}", side_path.display()))?,
+    )
+    .map_err(|e| format!("{}: not a params sidecar ({e})", side_path.display()))?;
     if &side.key != key {
-        return Err(format!("{} was made for another circuit shape", side_path.display()));
+        return Err(format!(
+            "{} was made for another circuit shape",
+            side_path.display()
+        ));
     }
-    let (sum, len) = sha256_file(&params_path).map_err(|e| format!("{}: {e}", params_path.display()))?;
+    let (sum, len) =
+        sha256_file(&params_path).map_err(|e| format!("{}: {e}", params_path.display()))?;
     if len != side.params_bytes || sum != side.params_sha256 {
         return Err(format!(
             "{} is corrupt: {len} bytes with sha256 {}…, expected {} bytes with {}…",
@@ -181,12 +206,13 @@ pub fn load_or_generate(
         None
     };
     let mut rng = rand::rngs::OsRng;
-    let p = generate_random_parameters::<Bls12, _, _>(circuit.blank(), &mut rng).map_err(|source| {
-        ParamsError::Synthesis {
-            circuit: key.circuit.clone(),
-            source,
-        }
-    })?;
+    let p =
+        generate_random_parameters::<Bls12, _, _>(circuit.blank(), &mut rng).map_err(|source| {
+            ParamsError::Synthesis {
+                circuit: key.circuit.clone(),
+                source,
+            }
+        })?;
     let generation_ms = t.elapsed().as_millis() as u64;
     let werr = |source| ParamsError::Write {
         path: params_path.clone(),
@@ -208,7 +234,11 @@ pub fn load_or_generate(
         generated_utc: chrono::Utc::now().to_rfc3339(),
         generation_ms,
     };
-    crate::store::write_atomic(&stem.with_extension("json"), &serde_json::to_vec_pretty(&side).expect("serialisable")).map_err(werr)?;
+    crate::store::write_atomic(
+        &stem.with_extension("json"),
+        &serde_json::to_vec_pretty(&side).expect("serialisable"),
+    )
+    .map_err(werr)?;
     Ok((
         p,
         ParamsOrigin {

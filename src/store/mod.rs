@@ -17,9 +17,16 @@ pub use schema::*;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}, line {line}: {message}")]
-    Parse { path: PathBuf, line: u64, message: String },
+    Parse {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -59,7 +66,11 @@ struct Appender {
 
 impl Appender {
     fn create(path: &Path, header: &[&str]) -> Result<Self, StoreError> {
-        let f = OpenOptions::new().create_new(true).write(true).open(path).map_err(io(path))?;
+        let f = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(path)
+            .map_err(io(path))?;
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
         w.write_record(header).map_err(|e| csv_io(path, e))?;
         w.flush().map_err(io(path))?;
@@ -70,7 +81,10 @@ impl Appender {
     }
 
     fn append_existing(path: &Path) -> Result<Self, StoreError> {
-        let f = OpenOptions::new().append(true).open(path).map_err(io(path))?;
+        let f = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io(path))?;
         Ok(Appender {
             path: path.to_path_buf(),
             w: csv::WriterBuilder::new().has_headers(false).from_writer(f),
@@ -96,7 +110,9 @@ fn csv_io(path: &Path, e: csv::Error) -> StoreError {
 
 /// Header of a serde row type, from a sample row.
 fn header_of<T: serde::Serialize>(sample: &T) -> Vec<String> {
-    let mut w = csv::WriterBuilder::new().has_headers(true).from_writer(Vec::new());
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(true)
+        .from_writer(Vec::new());
     w.serialize(sample).expect("row serialises");
     let bytes = w.into_inner().expect("in memory");
     let text = String::from_utf8(bytes).expect("utf8");
@@ -154,7 +170,9 @@ impl RunWriter {
             for s in spans.iter().filter(|s| done.contains(&s.rep)) {
                 w.serialize(s).map_err(|e| csv_io(&spans_path, e))?;
             }
-            let mut bytes = w.into_inner().map_err(|e| io(&spans_path)(std::io::Error::other(e.to_string())))?;
+            let mut bytes = w
+                .into_inner()
+                .map_err(|e| io(&spans_path)(std::io::Error::other(e.to_string())))?;
             if bytes.is_empty() {
                 let h = strs(&header_of(&SpanRow::sample())).join(",");
                 bytes = format!("{h}\n").into_bytes();
@@ -192,8 +210,15 @@ fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
     if bytes.is_empty() || bytes.ends_with(b"\n") {
         return Ok(());
     }
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map(|p| p + 1).unwrap_or(0);
-    let f = OpenOptions::new().write(true).open(path).map_err(io(path))?;
+    let keep = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|p| p + 1)
+        .unwrap_or(0);
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
     f.set_len(keep as u64).map_err(io(path))?;
     let mut f = f;
     f.seek(std::io::SeekFrom::End(0)).map_err(io(path))?;
@@ -202,7 +227,11 @@ fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
 
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
     let p = dir.join(META);
-    write_atomic(&p, &serde_json::to_vec_pretty(meta).expect("meta serialises")).map_err(io(&p))
+    write_atomic(
+        &p,
+        &serde_json::to_vec_pretty(meta).expect("meta serialises"),
+    )
+    .map_err(io(&p))
 }
 
 pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
@@ -220,7 +249,9 @@ pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
 /// truncated.
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
     let f = File::open(path).map_err(io(path))?;
-    let total_lines = BufReader::new(File::open(path).map_err(io(path))?).lines().count() as u64;
+    let total_lines = BufReader::new(File::open(path).map_err(io(path))?)
+        .lines()
+        .count() as u64;
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(f);
     let mut out = Vec::new();
     for rec in rdr.deserialize() {
@@ -255,7 +286,9 @@ impl KindMessage for csv::Error {
                 Some(f) => format!("field {}: {}", f + 1, err.kind()),
                 None => err.kind().to_string(),
             },
-            csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
+            csv::ErrorKind::UnequalLengths {
+                expected_len, len, ..
+            } => {
                 format!("{len} fields where the header has {expected_len}")
             }
             _ => self.to_string(),

@@ -74,7 +74,9 @@ pub unsafe extern "C" fn gapscope_span_attr_str(
         return;
     }
     // SAFETY: non-null and NUL-terminated per the caller's contract.
-    let v = unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned();
+    let v = unsafe { CStr::from_ptr(value) }
+        .to_string_lossy()
+        .into_owned();
     set_attr(handle, k, AttrValue::Str(v));
 }
 
@@ -128,7 +130,10 @@ mod tests {
         assert_eq!(inner.parent, Some(outer.id));
         assert!(outer.start_ns <= cb.start_ns && cb.end_ns <= outer.end_ns);
         let attr = |s: &super::super::SpanRecord, k: &str| {
-            s.attrs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.clone())
+            s.attrs
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map(|(_, v)| v.clone())
         };
         assert_eq!(attr(outer, "bytes"), Some(super::AttrValue::U64(1 << 20)));
         assert_eq!(attr(inner, "gpu_ms"), Some(super::AttrValue::F64(1.5)));

@@ -114,16 +114,40 @@ struct OpenSpan {
     counters_start: Option<CounterValues>,
 }
 
-type Buffer = Arc<Mutex<Vec<SpanRecord>>>;
+/// A finished span before thread information is attached (at drain time).
+struct Finished {
+    id: u64,
+    parent: Option<u64>,
+    trace: u64,
+    name: &'static str,
+    start_ns: u64,
+    end_ns: u64,
+    attrs: Vec<(&'static str, AttrValue)>,
+    counters: Option<CounterValues>,
+}
+
+/// Finished spans of one thread, visible to [`drain_trace`].
+struct SharedBuffer {
+    thread_id: u64,
+    thread_name: Arc<str>,
+    spans: Mutex<Vec<Finished>>,
+}
+
+type Buffer = Arc<SharedBuffer>;
 
 struct ThreadState {
     stack: Vec<OpenSpan>,
-    buffer: Buffer,
-    thread_id: u64,
-    thread_name: Arc<str>,
+    /// Finished spans not yet published; moved to `shared` whenever the stack empties,
+    /// so the hot path takes no lock while spans are nested.
+    local: Vec<Finished>,
+    shared: Buffer,
+    next_id: u64,
+    id_limit: u64,
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Ids are handed to threads in blocks, so opening a span touches no shared cache line.
+const ID_BLOCK: u64 = 4096;
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
 static COUNTERS_ON: AtomicBool = AtomicBool::new(false);
 
 fn registry() -> &'static Mutex<Vec<Buffer>> {
@@ -137,22 +161,46 @@ thread_local! {
 
 impl ThreadState {
     fn new() -> Self {
-        let buffer: Buffer = Arc::new(Mutex::new(Vec::with_capacity(256)));
-        registry()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(buffer.clone());
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
         let name = std::thread::current()
             .name()
             .map(str::to_string)
             .unwrap_or_else(|| format!("thread-{tid}"));
-        ThreadState {
-            stack: Vec::with_capacity(32),
-            buffer,
+        let shared: Buffer = Arc::new(SharedBuffer {
             thread_id: tid,
             thread_name: Arc::from(name),
+            spans: Mutex::new(Vec::new()),
+        });
+        registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(shared.clone());
+        ThreadState {
+            stack: Vec::with_capacity(32),
+            local: Vec::with_capacity(256),
+            shared,
+            next_id: 0,
+            id_limit: 0,
+        }
+    }
+
+    #[inline]
+    fn new_id(&mut self) -> u64 {
+        if self.next_id == self.id_limit {
+            let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed);
+            self.next_id = block * ID_BLOCK;
+            self.id_limit = self.next_id + ID_BLOCK;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn publish(&mut self) {
+        if !self.local.is_empty() {
+            let mut shared = self.shared.spans.lock().unwrap_or_else(|e| e.into_inner());
+            shared.append(&mut self.local);
         }
     }
 }
@@ -198,10 +246,14 @@ pub fn enter(name: &'static str) -> u64 {
 
 /// Opens a span whose parent lives on another thread (or `None` for the current one).
 pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64 {
-    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    open(name, parent).id
+}
+
+fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     let counters_start = read_counters();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
+        let id = s.new_id();
         let (parent, trace) = match parent {
             Some(ctx) => (Some(ctx.id), ctx.trace),
             None => match s.stack.last() {
@@ -218,8 +270,8 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
             attrs: Vec::new(),
             counters_start,
         });
-    });
-    id
+        SpanContext { id, trace }
+    })
 }
 
 /// Closes span `id` on this thread. Spans closed out of order are still closed; an id
@@ -238,19 +290,19 @@ pub fn exit(id: u64) -> bool {
             (Some(a), Some(b)) => Some(b.delta_since(&a)),
             _ => None,
         };
-        let rec = SpanRecord {
+        s.local.push(Finished {
             id: open.id,
             parent: open.parent,
             trace: open.trace,
             name: open.name,
-            thread_id: s.thread_id,
-            thread_name: s.thread_name.clone(),
             start_ns: open.start_ns,
             end_ns,
             attrs: open.attrs,
             counters,
-        };
-        s.buffer.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
+        });
+        if s.stack.is_empty() {
+            s.publish();
+        }
         true
     })
 }
@@ -283,19 +335,36 @@ pub fn current() -> Option<SpanContext> {
 }
 
 /// Removes and returns every finished span of `trace`, from all threads, by start time.
+/// Spans finished on a thread are visible here once that thread has no span open (a
+/// trace's spans are complete once its root has closed and its workers are idle).
 pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
+    // This thread may hold unpublished spans under a still-open outer span.
+    STATE.with(|s| s.borrow_mut().publish());
     let mut out = Vec::new();
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
     for buf in reg.iter() {
-        let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = buf.spans.lock().unwrap_or_else(|e| e.into_inner());
         if b.iter().any(|r| r.trace == trace) {
             let (mine, rest): (Vec<_>, Vec<_>) = b.drain(..).partition(|r| r.trace == trace);
             *b = rest;
-            out.extend(mine);
+            out.extend(mine.into_iter().map(|f| SpanRecord {
+                id: f.id,
+                parent: f.parent,
+                trace: f.trace,
+                name: f.name,
+                thread_id: buf.thread_id,
+                thread_name: buf.thread_name.clone(),
+                start_ns: f.start_ns,
+                end_ns: f.end_ns,
+                attrs: f.attrs,
+                counters: f.counters,
+            }));
         }
     }
     // Buffers of exited threads that hold nothing are no longer needed.
-    reg.retain(|b| Arc::strong_count(b) > 1 || !b.lock().map(|v| v.is_empty()).unwrap_or(true));
+    reg.retain(|b| {
+        Arc::strong_count(b) > 1 || !b.spans.lock().map(|v| v.is_empty()).unwrap_or(true)
+    });
     drop(reg);
     out.sort_by_key(|r| (r.start_ns, r.id));
     out
@@ -312,8 +381,7 @@ pub struct Span {
 impl Span {
     /// Opens a child of this thread's innermost open span (or a new trace's root).
     pub fn enter(name: &'static str) -> Span {
-        let id = enter(name);
-        let trace = current().map(|c| c.trace).unwrap_or(id);
+        let SpanContext { id, trace } = open(name, None);
         Span {
             id,
             trace,

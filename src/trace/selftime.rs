@@ -83,8 +83,8 @@ mod tests {
         let spans = [
             iv(1, None, 1, 0, 100),
             iv(2, Some(1), 1, 10, 30),
-            iv(3, Some(1), 1, 20, 40), // overlaps 2
-            iv(4, Some(1), 2, 0, 100), // other thread
+            iv(3, Some(1), 1, 20, 40),  // overlaps 2
+            iv(4, Some(1), 2, 0, 100),  // other thread
             iv(5, Some(1), 1, 90, 120), // runs past the parent: clipped
         ];
         let st = self_times(&spans);
@@ -99,12 +99,16 @@ mod tests {
         for _ in 0..200 {
             let mut v = Vec::new();
             for _ in 0..6 {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let a = (seed >> 33) % 100;
                 let b = a + (seed >> 20) % 30;
                 v.push((a, b));
             }
-            let brute = (10..90).filter(|&t| v.iter().any(|&(a, b)| a <= t && t < b)).count() as u64;
+            let brute = (10..90)
+                .filter(|&t| v.iter().any(|&(a, b)| a <= t && t < b))
+                .count() as u64;
             assert_eq!(union_within(&mut v, 10, 90), brute);
         }
     }

@@ -90,12 +90,7 @@ pub fn decompose<CS: ConstraintSystem<Scalar>>(
         .collect::<Result<_, _>>()?;
     let vars: Vec<Variable> = alloc.iter().map(|b| b.get_variable()).collect();
     let lc = pack_lc(gadget, &vars);
-    cs.enforce(
-        || "pack",
-        |_| lc,
-        |l| l + CS::one(),
-        |l| l + value_var,
-    );
+    cs.enforce(|| "pack", |_| lc, |l| l + CS::one(), |l| l + value_var);
     Ok(alloc)
 }
 
@@ -109,8 +104,13 @@ pub fn pack<CS: ConstraintSystem<Scalar>>(
     let value = bits
         .iter()
         .enumerate()
-        .try_fold(Scalar::ZERO, |acc, (i, b)| b.get_value().map(|v| if v { acc + pw[i] } else { acc }));
-    let var = cs.alloc(|| "packed", || value.ok_or(SynthesisError::AssignmentMissing))?;
+        .try_fold(Scalar::ZERO, |acc, (i, b)| {
+            b.get_value().map(|v| if v { acc + pw[i] } else { acc })
+        });
+    let var = cs.alloc(
+        || "packed",
+        || value.ok_or(SynthesisError::AssignmentMissing),
+    )?;
     let vars: Vec<Variable> = bits.iter().map(|b| b.get_variable()).collect();
     let lc = pack_lc(gadget, &vars);
     cs.enforce(|| "pack", |_| lc, |l| l + CS::one(), |l| l + var);

@@ -98,10 +98,16 @@ pub(crate) fn squaring_chain<CS: ConstraintSystem<Scalar>>(
     seed: Option<Scalar>,
 ) -> Result<(), SynthesisError> {
     let mut val = seed;
-    let mut var = cs.alloc(|| "chain 0", || val.ok_or(SynthesisError::AssignmentMissing))?;
+    let mut var = cs.alloc(
+        || "chain 0",
+        || val.ok_or(SynthesisError::AssignmentMissing),
+    )?;
     for i in 0..count {
         let next = val.map(|v| v.square());
-        let nvar = cs.alloc(|| format!("chain {}", i + 1), || next.ok_or(SynthesisError::AssignmentMissing))?;
+        let nvar = cs.alloc(
+            || format!("chain {}", i + 1),
+            || next.ok_or(SynthesisError::AssignmentMissing),
+        )?;
         cs.enforce(|| format!("sq {i}"), |l| l + var, |l| l + var, |l| l + nvar);
         val = next;
         var = nvar;

@@ -92,8 +92,10 @@ impl bellperson::Circuit<Scalar> for PorepCircuit {
             let pv = self.parents.as_ref().map(|p| p[c]);
             let p0 = cs.alloc(|| "parent 0", || pv.map(|p| p.0).ok_or_else(missing))?;
             let p1 = cs.alloc(|| "parent 1", || pv.map(|p| p.1).ok_or_else(missing))?;
-            let b0 = gadgets::decompose(cs.namespace(|| "bits 0"), self.gadget, pv.map(|p| p.0), p0)?;
-            let b1 = gadgets::decompose(cs.namespace(|| "bits 1"), self.gadget, pv.map(|p| p.1), p1)?;
+            let b0 =
+                gadgets::decompose(cs.namespace(|| "bits 0"), self.gadget, pv.map(|p| p.0), p0)?;
+            let b1 =
+                gadgets::decompose(cs.namespace(|| "bits 1"), self.gadget, pv.map(|p| p.1), p1)?;
             let mixed: Vec<AllocatedBit> = b0
                 .iter()
                 .zip(&b1)
@@ -105,18 +107,18 @@ impl bellperson::Circuit<Scalar> for PorepCircuit {
             // label^5 with three multiplications.
             let sq_v = lv.map(|l| l.square());
             let sq = cs.alloc(|| "l^2", || sq_v.ok_or_else(missing))?;
-            cs.enforce(|| "l^2", |l| l + label, |l| l + label, |l| l + sq);
+            cs.enforce(|| "square", |l| l + label, |l| l + label, |l| l + sq);
             let q_v = sq_v.map(|s| s.square());
             let q = cs.alloc(|| "l^4", || q_v.ok_or_else(missing))?;
-            cs.enforce(|| "l^4", |l| l + sq, |l| l + sq, |l| l + q);
+            cs.enforce(|| "fourth", |l| l + sq, |l| l + sq, |l| l + q);
             let f_v = q_v.zip(lv).map(|(q, l)| q * l);
             let f = cs.alloc(|| "l^5", || f_v.ok_or_else(missing))?;
-            cs.enforce(|| "l^5", |l| l + q, |l| l + label, |l| l + f);
+            cs.enforce(|| "fifth", |l| l + q, |l| l + label, |l| l + f);
             sum_lc = sum_lc + f;
             sum_val = sum_val.zip(f_v).map(|(s, f)| s + f);
         }
         let out = cs.alloc_input(|| "sum", || sum_val.ok_or_else(missing))?;
-        cs.enforce(|| "sum", |_| sum_lc, |l| l + CS::one(), |l| l + out);
+        cs.enforce(|| "sum check", |_| sum_lc, |l| l + CS::one(), |l| l + out);
         super::squaring_chain(&mut cs.namespace(|| "filler"), self.filler, self.chain_seed)
     }
 }

@@ -56,7 +56,9 @@ fn hash_part<CS: ConstraintSystem<Scalar>>(
     let input: Vec<Boolean> = bits
         .into_iter()
         .enumerate()
-        .map(|(i, b)| AllocatedBit::alloc(cs.namespace(|| format!("preimage bit {i}")), b).map(Boolean::from))
+        .map(|(i, b)| {
+            AllocatedBit::alloc(cs.namespace(|| format!("preimage bit {i}")), b).map(Boolean::from)
+        })
         .collect::<Result<_, _>>()?;
     let digest = sha256(cs.namespace(|| "sha256"), &input)?;
     multipack::pack_into_inputs(cs.namespace(|| "digest"), &digest)
@@ -72,7 +74,10 @@ impl Sha256Circuit {
             blocks -= 1;
         }
         let used = hashing_constraints(blocks);
-        assert!(used <= budget, "sha256 needs log2_constraints >= {MIN_LOG2}");
+        assert!(
+            used <= budget,
+            "sha256 needs log2_constraints >= {MIN_LOG2}"
+        );
         let mut rng = super::instance_rng("sha256", index);
         let mut preimage = vec![0u8; preimage_len(blocks)];
         rng.fill_bytes(&mut preimage);
@@ -98,7 +103,10 @@ impl Sha256Circuit {
 
     pub fn public_inputs(&self) -> Vec<Scalar> {
         use sha2::Digest;
-        let p = self.preimage.as_ref().expect("public inputs need a witness");
+        let p = self
+            .preimage
+            .as_ref()
+            .expect("public inputs need a witness");
         let digest = sha2::Sha256::digest(p);
         multipack::compute_multipacking(&multipack::bytes_to_bits(&digest))
     }

@@ -1,0 +1,320 @@
+//! End-to-end tests of `gapscope run` on tiny experiments (CPU backend).
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use gapscope::store::{RepStatus, RunData};
+
+fn experiment(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, format!("name = \"{name}\"\n{body}")).unwrap();
+    p
+}
+
+const TINY: &str = r#"
+[workload]
+circuit = "porep"
+log2_constraints = 10
+batch = 2
+backend = "cpu"
+[run]
+reps = 2
+warmups = 1
+[[variant]]
+name = "baseline"
+drop = "sync"
+[[variant]]
+name = "candidate"
+drop = "async"
+gadget = "lc"
+"#;
+
+fn gapscope(tmp: &Path) -> Command {
+    let mut c = Command::cargo_bin("gapscope").unwrap();
+    c.current_dir(tmp)
+        .env("GAPSCOPE_PARAMS_DIR", tmp.join("params"));
+    c
+}
+
+fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
+    let out = gapscope(tmp)
+        .arg("run")
+        .arg(exp)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .args(extra)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    PathBuf::from(text.lines().last().unwrap().trim())
+}
+
+fn parent_of<'a>(d: &'a RunData, s: &gapscope::store::SpanRow) -> Option<&'a str> {
+    let p = s.parent_id?;
+    d.spans
+        .iter()
+        .find(|x| x.rep == s.rep && x.span_id == p)
+        .map(|x| x.name.as_str())
+}
+
+#[test]
+fn tiny_experiment_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = experiment(tmp.path(), "tiny", TINY);
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("phase (median ms)") && stdout.contains("unattributed"),
+        "{stdout}"
+    );
+    let dir = PathBuf::from(stdout.lines().last().unwrap().trim());
+    assert!(dir.starts_with(tmp.path().join("results").join("tiny")));
+
+    let d = RunData::load(&dir).unwrap();
+    // 1 warm-up + 2 reps per variant, interleaved after the warm-ups.
+    assert_eq!(d.runs.len(), 6);
+    let order: Vec<_> = d
+        .runs
+        .iter()
+        .map(|r| (r.variant.as_str(), r.warmup))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("baseline", true),
+            ("candidate", true),
+            ("baseline", false),
+            ("candidate", false),
+            ("baseline", false),
+            ("candidate", false)
+        ]
+    );
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Ok, "{r:?}");
+        assert!(r.verified && r.proofs == 2 && r.wall_ns > 0);
+    }
+    let expect = [
+        ("prove", None),
+        ("synthesis", Some("prove")),
+        ("synthesis[0]", Some("synthesis")),
+        ("synthesis[1]", Some("synthesis")),
+        ("gpu_prove", Some("prove")),
+        ("entry", Some("gpu_prove")),
+        ("prep", Some("gpu_prove")),
+        ("split_vectors_alloc", Some("gpu_prove")),
+        ("kernels", Some("gpu_prove")),
+        ("ntt_h", Some("kernels")),
+        ("msm_h", Some("kernels")),
+        ("b_g2_msm", Some("gpu_prove")),
+        ("assemble", Some("gpu_prove")),
+        ("drop", Some("gpu_prove")),
+        ("drop_assignments", Some("prove")),
+    ];
+    for r in &d.runs {
+        for (name, parent) in expect {
+            let s = d
+                .spans
+                .iter()
+                .find(|s| s.rep == r.rep && s.name == name)
+                .unwrap_or_else(|| panic!("rep {} lacks span {name}", r.rep));
+            assert_eq!(parent_of(&d, s), parent, "parent of {name}");
+            assert!(s.self_ns <= s.duration_ns);
+        }
+    }
+    // Async drops ran on the background thread.
+    let cand_drop = d
+        .spans
+        .iter()
+        .find(|s| s.variant == "candidate" && s.name == "drop")
+        .unwrap();
+    assert_eq!(cand_drop.thread_name, "gapscope-drop");
+
+    // Software counters are numbers; hardware counters follow meta.json's verdict.
+    let sw = ["task_clock_ns", "page_faults", "context_switches"];
+    for c in sw {
+        assert!(
+            d.meta.counters[c].available,
+            "{c}: {:?}",
+            d.meta.counters[c]
+        );
+        assert!(
+            d.spans.iter().all(|s| s.counter(c).is_some()),
+            "{c} missing"
+        );
+    }
+    assert!(d.spans.iter().any(|s| s.task_clock_ns.unwrap() > 0));
+    for c in ["instructions", "branches", "cycles"] {
+        let a = &d.meta.counters[c];
+        if a.available {
+            assert!(d.spans.iter().all(|s| s.counter(c).is_some()));
+        } else {
+            let reason = a.reason.as_deref().unwrap();
+            assert!(reason.contains("perf_event_open"), "{reason}");
+            assert!(
+                d.spans.iter().all(|s| s.counter(c).is_none()),
+                "{c} was faked"
+            );
+        }
+    }
+    let raw = std::fs::read_to_string(dir.join("meta.json")).unwrap();
+    assert!(raw.contains("\"workload\"") && raw.contains("\"hostname\""));
+    assert!(dir.join("experiment.toml").exists());
+
+    // `summary` reads it back.
+    gapscope(tmp.path())
+        .arg("summary")
+        .arg(&dir)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("gpu_prove"));
+}
+
+#[test]
+fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = TINY
+        .replace("reps = 2", "reps = 1\nprocess = \"per_rep\"")
+        .replace("warmups = 1", "warmups = 0")
+        .replace("gadget = \"lc\"", "corrupt_proofs = true");
+    let exp = experiment(tmp.path(), "perrep", &body);
+    let out = gapscope(tmp.path())
+        .env(
+            "GAPSCOPE_WORKER_PREPEND",
+            "echo 'CUDA init noise'; echo '{half a json'",
+        )
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .success();
+    let o = out.get_output();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("CUDA init noise"), "{stderr}");
+    assert!(stderr.contains("1 rep(s) failed"), "{stderr}");
+    let dir = PathBuf::from(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    );
+    let d = RunData::load(&dir).unwrap();
+    assert_eq!(d.runs.len(), 2);
+    let base = d.runs.iter().find(|r| r.variant == "baseline").unwrap();
+    let cand = d.runs.iter().find(|r| r.variant == "candidate").unwrap();
+    assert_eq!(base.status, RepStatus::Ok);
+    assert_ne!(base.pid, std::process::id());
+    assert_eq!(cand.status, RepStatus::Failed);
+    assert!(
+        !cand.verified && cand.error.contains("verification failed"),
+        "{}",
+        cand.error
+    );
+    // The failed rep's spans are still there: it shows how far it got.
+    assert!(d
+        .spans
+        .iter()
+        .any(|s| s.rep == cand.rep && s.name == "gpu_prove"));
+}
+
+#[test]
+fn a_killed_run_resumes_without_losing_or_repeating_reps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = experiment(tmp.path(), "resume", TINY);
+    let dir = run_ok(tmp.path(), &exp, &["--quiet"]);
+    // Simulate a kill after rep 3: cut runs.csv to header + 4 rows and leave half a line.
+    let runs = dir.join("runs.csv");
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut cut = lines[..5].join("\n");
+    cut.push('\n');
+    cut.push_str(&lines[5][..10]);
+    std::fs::write(&runs, cut).unwrap();
+    gapscope(tmp.path())
+        .arg("run")
+        .arg("--resume")
+        .arg(&dir)
+        .arg("--quiet")
+        .assert()
+        .success();
+    let d = RunData::load(&dir).unwrap();
+    let reps: Vec<u32> = d.runs.iter().map(|r| r.rep).collect();
+    assert_eq!(reps, vec![0, 1, 2, 3, 4, 5]);
+    let prove_per_rep = |r: u32| {
+        d.spans
+            .iter()
+            .filter(|s| s.rep == r && s.name == "prove")
+            .count()
+    };
+    for r in 0..6 {
+        assert_eq!(prove_per_rep(r), 1, "rep {r}");
+    }
+}
+
+#[test]
+fn bad_input_is_reported_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let bad = experiment(t, "bad", &TINY.replace("batch = 2", "batch = = 2"));
+    gapscope(t)
+        .arg("run")
+        .arg(&bad)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("bad.toml").and(predicates::str::contains("line 6")));
+    let knob = experiment(
+        t,
+        "knob",
+        &TINY.replace("drop = \"sync\"", "dorp = \"sync\""),
+    );
+    gapscope(t)
+        .arg("run")
+        .arg(&knob)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("dorp").and(predicates::str::contains("gadget")));
+    let gpu = experiment(
+        t,
+        "gpu",
+        &TINY.replace("backend = \"cpu\"", "backend = \"supraseal\""),
+    );
+    gapscope(t)
+        .arg("run")
+        .arg(&gpu)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--features supraseal"));
+    // Unwritable results dir: a regular file stands where a directory must go.
+    let good = experiment(t, "good", TINY);
+    std::fs::write(t.join("blocked"), "").unwrap();
+    gapscope(t)
+        .arg("run")
+        .arg(&good)
+        .arg("--results-dir")
+        .arg(t.join("blocked"))
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--results-dir"));
+    assert!(
+        !t.join("params").exists(),
+        "no params work before the error"
+    );
+    gapscope(t)
+        .arg("run")
+        .arg(t.join("missing.toml"))
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("missing.toml"));
+}
+
+use predicates::prelude::PredicateBooleanExt;
