@@ -96,6 +96,47 @@ fn g2_msm(
         .map_err(err)
 }
 
+fn g1_msm_dense(
+    w: &Worker,
+    bases: (Arc<Vec<G1Affine>>, usize),
+    exps: Arc<Vec<Repr>>,
+    density: Arc<DensityTracker>,
+) -> Result<G1Projective, ProverError> {
+    g1_msm(w, bases, exps, Some(density))
+}
+
+/// A B-query MSM (G1 or G2): inputs by the input density, then aux by the aux density
+/// over the bases that follow the inputs' set bits.
+fn b_query<G, P>(
+    w: &Worker,
+    bases: &Arc<Vec<G>>,
+    sp: &Split,
+    msm: impl Fn(
+        &Worker,
+        (Arc<Vec<G>>, usize),
+        Arc<Vec<Repr>>,
+        Arc<DensityTracker>,
+    ) -> Result<P, ProverError>,
+) -> Result<P, ProverError>
+where
+    P: std::ops::Add<Output = P>,
+{
+    let i = msm(
+        w,
+        (bases.clone(), 0),
+        sp.inputs.clone(),
+        sp.b_input_density.clone(),
+    )?;
+    let skip = sp.b_input_density.get_total_density();
+    let x = msm(
+        w,
+        (bases.clone(), skip),
+        sp.aux.clone(),
+        sp.b_aux_density.clone(),
+    )?;
+    Ok(i + x)
+}
+
 impl Backend for CpuBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cpu
@@ -227,6 +268,7 @@ impl Backend for CpuBackend {
                 .map(|sp| g1_msm(w, (params.l.clone(), 0), sp.aux.clone(), None))
                 .collect::<Result<Vec<_>, _>>()?
         };
+        // Input part (dense) + aux part (density-filtered, bases after the inputs').
         let a_s = {
             let _s = Span::enter("msm_a");
             splits
@@ -247,21 +289,7 @@ impl Backend for CpuBackend {
             let _s = Span::enter("msm_b_g1");
             splits
                 .iter()
-                .map(|sp| {
-                    let i = g1_msm(
-                        w,
-                        (params.b_g1.clone(), 0),
-                        sp.inputs.clone(),
-                        Some(sp.b_input_density.clone()),
-                    )?;
-                    let x = g1_msm(
-                        w,
-                        (params.b_g1.clone(), sp.b_input_density.get_total_density()),
-                        sp.aux.clone(),
-                        Some(sp.b_aux_density.clone()),
-                    )?;
-                    Ok(i + x)
-                })
+                .map(|sp| b_query(w, &params.b_g1, sp, g1_msm_dense))
                 .collect::<Result<Vec<_>, ProverError>>()?
         };
         drop(kernels);
@@ -269,21 +297,7 @@ impl Backend for CpuBackend {
             let _s = Span::enter("b_g2_msm");
             splits
                 .iter()
-                .map(|sp| {
-                    let i = g2_msm(
-                        w,
-                        (params.b_g2.clone(), 0),
-                        sp.inputs.clone(),
-                        sp.b_input_density.clone(),
-                    )?;
-                    let x = g2_msm(
-                        w,
-                        (params.b_g2.clone(), sp.b_input_density.get_total_density()),
-                        sp.aux.clone(),
-                        sp.b_aux_density.clone(),
-                    )?;
-                    Ok(i + x)
-                })
+                .map(|sp| b_query(w, &params.b_g2, sp, g2_msm))
                 .collect::<Result<Vec<_>, ProverError>>()?
         };
 

@@ -71,41 +71,39 @@ impl Assignment {
     }
 }
 
-fn eval(
-    lc: &LinearCombination<Scalar>,
-    mut input_density: Option<&mut DensityTracker>,
-    mut aux_density: Option<&mut DensityTracker>,
-    inputs: &[Scalar],
-    aux: &[Scalar],
+/// Σ coeff · value over one half (inputs or aux) of a linear combination, marking the
+/// variables used in `density`.
+fn eval_terms<'a>(
+    terms: impl Iterator<Item = (&'a usize, &'a Scalar)>,
+    values: &[Scalar],
+    mut density: Option<&mut DensityTracker>,
 ) -> Scalar {
     let mut acc = Scalar::ZERO;
-    for (&i, coeff) in lc.iter_inputs() {
+    for (&i, coeff) in terms {
         if coeff.is_zero_vartime() {
             continue;
         }
         acc += if *coeff == Scalar::ONE {
-            inputs[i]
+            values[i]
         } else {
-            inputs[i] * coeff
+            values[i] * coeff
         };
-        if let Some(d) = input_density.as_deref_mut() {
-            d.inc(i);
-        }
-    }
-    for (&i, coeff) in lc.iter_aux() {
-        if coeff.is_zero_vartime() {
-            continue;
-        }
-        acc += if *coeff == Scalar::ONE {
-            aux[i]
-        } else {
-            aux[i] * coeff
-        };
-        if let Some(d) = aux_density.as_deref_mut() {
+        if let Some(d) = density.as_deref_mut() {
             d.inc(i);
         }
     }
     acc
+}
+
+fn eval(
+    lc: &LinearCombination<Scalar>,
+    input_density: Option<&mut DensityTracker>,
+    aux_density: Option<&mut DensityTracker>,
+    inputs: &[Scalar],
+    aux: &[Scalar],
+) -> Scalar {
+    eval_terms(lc.iter_inputs(), inputs, input_density)
+        + eval_terms(lc.iter_aux(), aux, aux_density)
 }
 
 impl ConstraintSystem<Scalar> for Assignment {
