@@ -36,6 +36,10 @@ pub enum Command {
         /// No progress bar or summary table.
         #[arg(long, short)]
         quiet: bool,
+        /// Mirror every span as an NVTX range, so that Nsight Systems shows the phases
+        /// (needs libnvToolsExt.so.1; meta.json says when it is unavailable).
+        #[arg(long)]
+        nvtx: bool,
     },
     /// Print the phase summary of a run folder.
     Summary { run_dir: PathBuf },
@@ -53,6 +57,34 @@ pub enum Command {
         iteration: u32,
         #[arg(long)]
         warmup: bool,
+        #[arg(long)]
+        nvtx: bool,
+    },
+    /// Check GPU telemetry on this machine with real kernels and copies (no prover
+    /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
+    #[command(name = "gpu-selftest", hide = true)]
+    GpuSelftest {
+        /// Where the run folder goes.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        /// Measured reps (after one warm-up).
+        #[arg(long, default_value_t = 3)]
+        reps: u32,
+        /// saxpy + spin kernel pairs per rep.
+        #[arg(long, default_value_t = 4)]
+        launches: u32,
+        /// Iterations of the spin kernel (longer kernels: more NVML utilisation).
+        #[arg(long, default_value_t = 100_000)]
+        spin_iters: u32,
+        /// f32 elements per buffer.
+        #[arg(long, default_value_t = 1 << 24)]
+        elements: u32,
+        /// NVML sampling period.
+        #[arg(long, default_value_t = crate::telemetry::DEFAULT_PERIOD_MS)]
+        period_ms: u64,
+        /// Mirror spans as NVTX ranges.
+        #[arg(long)]
+        nvtx: bool,
     },
 }
 
@@ -71,6 +103,7 @@ pub fn run() -> Result<()> {
             results_dir,
             params_dir,
             quiet,
+            nvtx,
         } => {
             let opts = experiment::RunOptions {
                 results_dir,
@@ -78,11 +111,15 @@ pub fn run() -> Result<()> {
                 resume,
                 progress: !quiet,
                 command: std::env::args().collect(),
+                nvtx,
             };
             let out = experiment::run(experiment.as_deref(), &opts)?;
             let data = crate::store::RunData::load(&out.dir)?;
             if !quiet {
                 print!("{}", crate::summary::phase_table(&data));
+            }
+            for f in crate::telemetry::leak_flags(&data) {
+                eprintln!("leak watch: {f}");
             }
             println!("{}", out.dir.display());
             if out.failed > 0 {
@@ -105,6 +142,7 @@ pub fn run() -> Result<()> {
             rep,
             iteration,
             warmup,
+            nvtx,
         } => worker::worker_main(&worker::WorkerArgs {
             run_dir,
             params_dir,
@@ -112,6 +150,42 @@ pub fn run() -> Result<()> {
             rep,
             iteration,
             warmup,
+            nvtx,
         }),
+        Command::GpuSelftest {
+            out,
+            reps,
+            launches,
+            spin_iters,
+            elements,
+            period_ms,
+            nvtx,
+        } => {
+            anyhow::ensure!(
+                reps >= 1 && launches >= 1 && elements >= 1024 && period_ms >= 1,
+                "need --reps ≥ 1, --launches ≥ 1, --elements ≥ 1024 and --period-ms ≥ 1"
+            );
+            let o = crate::telemetry::selftest::SelftestOptions {
+                results_dir: out,
+                reps,
+                elements,
+                launches,
+                spin_iters,
+                period: std::time::Duration::from_millis(period_ms),
+                nvtx,
+                command: std::env::args().collect(),
+                ..Default::default()
+            };
+            let r = crate::telemetry::selftest::run(&o)?;
+            for c in &r.checks {
+                println!("{c}");
+            }
+            println!("{}", r.dir.display());
+            anyhow::ensure!(
+                r.passed(),
+                "gpu-selftest: some checks failed (see the FAIL lines; the run folder keeps every row)"
+            );
+            Ok(())
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! gapscope: a performance-regression investigation harness for a Groth16 prover.
 //!
-//! Pipeline: [`trace`] and [`counters`] record spans → [`prover`] does the work →
-//! [`experiment`] runs variants → [`store`] writes results.
+//! Pipeline: [`trace`] and [`counters`] record spans, [`telemetry`] the GPU's view →
+//! [`prover`] does the work → [`experiment`] runs variants → [`store`] writes results.
 
 pub mod cli;
 pub mod counters;
@@ -10,4 +10,5 @@ pub mod experiment;
 pub mod prover;
 pub mod store;
 pub mod summary;
+pub mod telemetry;
 pub mod trace;

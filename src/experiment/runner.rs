@@ -12,6 +12,7 @@ use super::spec::{Experiment, Order, ProcessPolicy, ResolvedVariant};
 use super::worker;
 use crate::prover::{self, params, CircuitInstance, Gadget, Groth16Params, ProveOptions};
 use crate::store::{self, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta};
+use crate::telemetry::{self, RepTelemetry, Telemetry, TelemetryConfig};
 use crate::trace::{self, selftime};
 
 /// Where and how to run.
@@ -23,6 +24,8 @@ pub struct RunOptions {
     pub resume: Option<PathBuf>,
     pub progress: bool,
     pub command: Vec<String>,
+    /// Mirror spans as NVTX ranges (Nsight Systems).
+    pub nvtx: bool,
 }
 
 /// What a finished run reports.
@@ -80,7 +83,8 @@ pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order) -> Vec<S
     out
 }
 
-fn run_id() -> String {
+/// A new run's folder name: UTC time and a short nonce.
+pub fn run_id() -> String {
     let now = chrono::Utc::now();
     let nonce = (trace::now_ns() ^ ((std::process::id() as u64) << 20)) & 0xff_ffff;
     format!("{}-{nonce:06x}", now.format("%Y%m%dT%H%M%SZ"))
@@ -129,6 +133,7 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
                 page_faults: c(K::PageFaults),
                 context_switches: c(K::ContextSwitches),
                 attrs: serde_json::Value::Object(attrs).to_string(),
+                gpu_busy_ns: None,
             }
         })
         .collect()
@@ -138,15 +143,21 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
 pub struct RepContext<'a> {
     pub exp: &'a Experiment,
     pub params: &'a ParamsByGadget,
+    /// GPU telemetry of this process (begun and ended around each rep's proving).
+    pub telemetry: Option<&'a Telemetry>,
 }
 
-/// Runs one rep in this process: proves (spans recorded), waits for background drops,
-/// verifies outside the spans.
-pub fn run_rep_here(
-    ctx: &RepContext,
-    v: &ResolvedVariant,
-    slot: Slot,
-) -> Result<(RunRow, Vec<SpanRow>)> {
+/// What one rep produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepOutput {
+    pub run: RunRow,
+    pub spans: Vec<SpanRow>,
+    pub gpu: RepTelemetry,
+}
+
+/// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
+/// waits for background drops, verifies outside the spans.
+pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
     let w = &ctx.exp.workload;
     let backend = prover::backend(v.backend)?;
     let params = ctx
@@ -163,6 +174,11 @@ pub fn run_rep_here(
         .collect();
     let started_utc = chrono::Utc::now().to_rfc3339();
     let mut rng = rand::rngs::OsRng;
+    // --- GPU telemetry: on for exactly the proving and its background drops.
+    let tel_notes = ctx
+        .telemetry
+        .map(|t| t.begin_rep(v.telemetry))
+        .unwrap_or_default();
     let out = prover::prove_batch(
         backend.as_ref(),
         params,
@@ -171,8 +187,17 @@ pub fn run_rep_here(
         &mut rng,
     );
     prover::dropper::wait_idle();
+    let mut gpu = ctx
+        .telemetry
+        .map(|t| t.end_rep(slot.rep, &v.name))
+        .unwrap_or_default();
+    gpu.notes.splice(0..0, tel_notes);
     let spans = trace::drain_trace(out.trace);
-    let rows = span_rows(slot.rep, &v.name, &spans);
+    let mut rows = span_rows(slot.rep, &v.name, &spans);
+    if gpu.collected {
+        telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity);
+    }
+    // --- end GPU telemetry.
     let prove = spans.iter().find(|s| s.id == out.trace);
     let (status, verified, error, proofs) = match out.result {
         Ok(mut proofs) => {
@@ -210,10 +235,34 @@ pub fn run_rep_here(
         started_utc,
         pid: std::process::id(),
         rss_end_bytes: crate::envinfo::rss_bytes(),
-        gpu_mem_used_end_bytes: None,
+        gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
         error,
     };
-    Ok((row, rows))
+    Ok(RepOutput {
+        run: row,
+        spans: rows,
+        gpu,
+    })
+}
+
+/// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for
+/// worker processes, CUPTI's status there (the parent does not load CUPTI).
+fn record_gpu_meta(
+    g: &mut store::GpuMeta,
+    rep: &RepTelemetry,
+    process: ProcessPolicy,
+    enabled: bool,
+) {
+    if let Some(c) = &rep.calibration {
+        g.clock_calibration.push(c.clone());
+    }
+    if process == ProcessPolicy::PerRep && enabled {
+        if let Some(s) = &rep.cupti_status {
+            if g.cupti.as_deref().is_none_or(|c| c.starts_with("off")) {
+                g.cupti = Some(format!("{s} (in worker processes)"));
+            }
+        }
+    }
 }
 
 /// Params by the gadget a variant uses (gadgets with one shape share one Arc).
@@ -308,6 +357,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     }
     let counters = crate::counters::probe();
     trace::set_counters_enabled(exp.run.counters);
+    // --- GPU telemetry for the run. With per_rep processes each worker collects its own
+    // CUPTI activity (CUPTI sees only its process); this one describes the devices.
+    let telemetry = Telemetry::start(TelemetryConfig {
+        period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
+        nvml: true,
+        cupti: exp.run.process == ProcessPolicy::Shared && variants.iter().any(|v| v.telemetry),
+        nvtx: opts.nvtx,
+    });
 
     // Everything that can fail cheaply fails before params are made.
     let (mut writer, done_rows, meta) = match &resume {
@@ -329,11 +386,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 host: crate::envinfo::host(),
                 git: crate::envinfo::git(Path::new(".")),
                 counters,
-                gpu: crate::store::GpuMeta {
-                    available: false,
-                    reason: Some("no GPU telemetry in this build".into()),
-                    ..Default::default()
-                },
+                gpu: telemetry.gpu_meta(),
                 workload: WorkloadMeta {
                     circuit: exp.workload.circuit.as_str().into(),
                     log2_constraints: exp.workload.log2_constraints,
@@ -406,6 +459,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let ctx = RepContext {
         exp: &exp,
         params: &params,
+        telemetry: Some(&telemetry),
     };
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
@@ -416,10 +470,22 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             v.name,
             if slot.warmup { " (warm-up)" } else { "" }
         ));
-        let (row, spans) = match exp.run.process {
+        let RepOutput {
+            run: row,
+            spans,
+            gpu,
+        } = match exp.run.process {
             ProcessPolicy::Shared => run_rep_here(&ctx, v, slot)?,
-            ProcessPolicy::PerRep => worker::run_rep_in_child(&dir, &opts.params_dir, v, slot)?,
+            ProcessPolicy::PerRep => {
+                worker::run_rep_in_child(&dir, &opts.params_dir, v, slot, opts.nvtx)?
+            }
         };
+        // --- GPU telemetry rows first: the runs.csv row commits the rep.
+        writer.append_gpu(&gpu.samples, &gpu.activity)?;
+        record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry);
+        for n in &gpu.notes {
+            bar.println(format!("rep {} ({}): {n}", slot.rep, v.name));
+        }
         writer.append_rep(&row, &spans)?;
         if row.status == RepStatus::Failed {
             bar.println(format!(

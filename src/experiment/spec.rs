@@ -13,9 +13,11 @@
 //! order = "interleaved"      # interleaved (ABAB…) | sequential (AA…BB…)
 //! process = "shared"         # shared | per_rep (a fresh worker process per rep)
 //! counters = true
+//! telemetry_period_ms = 20   # NVML sampling period
 //! [[variant]]
 //! name = "baseline"
-//! drop = "sync"              # knobs: drop, gadget, host_memory, backend
+//! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry
+//! telemetry = true           # GPU telemetry (NVML, CUPTI) during this variant's reps
 //! ```
 
 use std::collections::BTreeMap;
@@ -83,6 +85,13 @@ pub struct RunPolicy {
     pub process: ProcessPolicy,
     #[serde(default = "yes")]
     pub counters: bool,
+    /// NVML sampling period of GPU telemetry.
+    #[serde(default = "telemetry_period_ms")]
+    pub telemetry_period_ms: u64,
+}
+
+fn telemetry_period_ms() -> u64 {
+    crate::telemetry::DEFAULT_PERIOD_MS
 }
 
 fn five() -> u32 {
@@ -106,6 +115,7 @@ impl Default for RunPolicy {
             order: Order::Interleaved,
             process: ProcessPolicy::Shared,
             counters: true,
+            telemetry_period_ms: telemetry_period_ms(),
         }
     }
 }
@@ -130,6 +140,10 @@ pub struct Variant {
     pub host_memory: Option<HostMemory>,
     #[serde(default)]
     pub backend: Option<BackendKind>,
+    /// GPU telemetry during this variant's reps (default true). `false` runs the reps
+    /// with NVML sampling and CUPTI activity off: an A/B of telemetry's own overhead.
+    #[serde(default)]
+    pub telemetry: Option<bool>,
     /// Test hook: corrupt every proof after proving, to exercise the failed-rep path.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub corrupt_proofs: bool,
@@ -143,6 +157,7 @@ pub struct ResolvedVariant {
     pub gadget: Gadget,
     pub host_memory: HostMemory,
     pub backend: BackendKind,
+    pub telemetry: bool,
     pub corrupt_proofs: bool,
 }
 
@@ -159,6 +174,7 @@ impl ResolvedVariant {
             }
             .into(),
         );
+        m.insert("telemetry".into(), self.telemetry.to_string());
         if self.corrupt_proofs {
             m.insert("corrupt_proofs".into(), "true".into());
         }
@@ -229,6 +245,12 @@ impl Experiment {
                 w.batch
             ));
         }
+        if self.run.telemetry_period_ms == 0 || self.run.telemetry_period_ms > 60_000 {
+            return Err(format!(
+                "run.telemetry_period_ms = {} must be between 1 and 60000",
+                self.run.telemetry_period_ms
+            ));
+        }
         if self.run.reps == 0 {
             return Err("run.reps must be at least 1".into());
         }
@@ -267,6 +289,7 @@ impl Experiment {
             gadget: v.gadget.unwrap_or(Gadget::AddToLc),
             host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
             backend: v.backend.unwrap_or(self.workload.backend),
+            telemetry: v.telemetry.unwrap_or(true),
             corrupt_proofs: v.corrupt_proofs,
         }
     }
@@ -330,6 +353,25 @@ gadget = "lc"
         assert_eq!(v[1].gadget, Gadget::Lc);
         assert_eq!(v[1].backend, BackendKind::Cpu);
         assert_eq!(e.run.warmups, 1);
+        assert!(v[0].telemetry);
+        assert_eq!(v[0].knobs()["telemetry"], "true");
+        assert_eq!(e.run.telemetry_period_ms, 20);
+    }
+
+    #[test]
+    fn telemetry_knob_and_period() {
+        let text = GOOD
+            .replace("gadget = \"lc\"", "gadget = \"lc\"\ntelemetry = false")
+            .replace("reps = 3", "reps = 3\ntelemetry_period_ms = 50");
+        let e = parse(&text).unwrap();
+        let v = e.resolved_variants();
+        assert!(v[0].telemetry && !v[1].telemetry);
+        assert_eq!(v[1].knobs()["telemetry"], "false");
+        assert_eq!(e.run.telemetry_period_ms, 50);
+        let m = parse(&GOOD.replace("reps = 3", "reps = 3\ntelemetry_period_ms = 0"))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("telemetry_period_ms"), "{m}");
     }
 
     #[test]

@@ -10,9 +10,10 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use super::runner::{obtain_params, run_rep_here, RepContext, Slot};
+use super::runner::{obtain_params, run_rep_here, RepContext, RepOutput, Slot};
 use super::spec::{Experiment, ResolvedVariant};
 use crate::store::{self, RepStatus, RunRow, SpanRow};
+use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
 
 /// Prefix of the one line a worker prints with its result.
 pub const RESULT_PREFIX: &str = "gapscope-rep-v1 ";
@@ -21,6 +22,9 @@ pub const RESULT_PREFIX: &str = "gapscope-rep-v1 ";
 struct WorkerResult {
     run: RunRow,
     spans: Vec<SpanRow>,
+    /// The rep's GPU telemetry (CUPTI sees only the worker's own process).
+    #[serde(default)]
+    gpu: RepTelemetry,
 }
 
 /// Arguments of the hidden `__worker` subcommand.
@@ -32,6 +36,7 @@ pub struct WorkerArgs {
     pub rep: u32,
     pub iteration: u32,
     pub warmup: bool,
+    pub nvtx: bool,
 }
 
 /// Body of `gapscope __worker`: runs one rep and prints its result line.
@@ -45,9 +50,16 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         .with_context(|| format!("variant {:?} not in the experiment", a.variant))?;
     crate::trace::set_counters_enabled(exp.run.counters);
     let (params, _) = obtain_params(&exp, &a.params_dir, false)?;
+    let telemetry = Telemetry::start(TelemetryConfig {
+        period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
+        nvml: true,
+        cupti: v.telemetry,
+        nvtx: a.nvtx,
+    });
     let ctx = RepContext {
         exp: &exp,
         params: &params,
+        telemetry: Some(&telemetry),
     };
     let slot = Slot {
         rep: a.rep,
@@ -55,15 +67,15 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         iteration: a.iteration,
         warmup: a.warmup,
     };
-    let (run, spans) = run_rep_here(&ctx, &v, slot)?;
-    let line = serde_json::to_string(&WorkerResult { run, spans })?;
+    let RepOutput { run, spans, gpu } = run_rep_here(&ctx, &v, slot)?;
+    let line = serde_json::to_string(&WorkerResult { run, spans, gpu })?;
     println!("{RESULT_PREFIX}{line}");
     Ok(())
 }
 
 /// Parses a worker's stdout: exactly one result line; other lines are returned as
 /// passthrough text.
-pub fn parse_worker_output(stdout: &str) -> Result<(RunRow, Vec<SpanRow>, Vec<String>), String> {
+pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), String> {
     let mut result = None;
     let mut other = Vec::new();
     for (i, line) in stdout.lines().enumerate() {
@@ -84,7 +96,14 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RunRow, Vec<SpanRow>, Vec<St
         }
     }
     let r = result.ok_or_else(|| "no result line in the worker's output".to_string())?;
-    Ok((r.run, r.spans, other))
+    Ok((
+        RepOutput {
+            run: r.run,
+            spans: r.spans,
+            gpu: r.gpu,
+        },
+        other,
+    ))
 }
 
 fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
@@ -112,7 +131,8 @@ pub fn run_rep_in_child(
     params_dir: &Path,
     v: &ResolvedVariant,
     slot: Slot,
-) -> Result<(RunRow, Vec<SpanRow>)> {
+    nvtx: bool,
+) -> Result<RepOutput> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("__worker")
@@ -128,6 +148,9 @@ pub fn run_rep_in_child(
         .arg(slot.iteration.to_string());
     if slot.warmup {
         cmd.arg("--warmup");
+    }
+    if nvtx {
+        cmd.arg("--nvtx");
     }
     if let Ok(extra) = std::env::var("GAPSCOPE_WORKER_PREPEND") {
         // Test hook: a shell snippet run before the worker (to simulate noisy children).
@@ -165,11 +188,11 @@ pub fn run_rep_in_child(
         .collect::<Vec<_>>()
         .join(" | ");
     match parse_worker_output(&out) {
-        Ok((row, spans, other)) => {
+        Ok((out, other)) => {
             for l in other.iter().filter(|l| !l.trim().is_empty()) {
                 eprintln!("[worker {}] {l}", slot.rep);
             }
-            Ok((row, spans))
+            Ok(out)
         }
         Err(why) => {
             let msg = if status.success() {
@@ -177,7 +200,11 @@ pub fn run_rep_in_child(
             } else {
                 format!("worker exited with {status}: {why}; stderr: {tail}")
             };
-            Ok((failed_row(v, slot, msg), Vec::new()))
+            Ok(RepOutput {
+                run: failed_row(v, slot, msg),
+                spans: Vec::new(),
+                gpu: RepTelemetry::default(),
+            })
         }
     }
 }
@@ -191,11 +218,12 @@ mod tests {
         let good = serde_json::to_string(&WorkerResult {
             run: RunRow::sample(),
             spans: vec![SpanRow::sample()],
+            gpu: RepTelemetry::default(),
         })
         .unwrap();
         let out = format!("noise from C++\n{RESULT_PREFIX}{good}\nmore\n");
-        let (_, spans, other) = parse_worker_output(&out).unwrap();
-        assert_eq!(spans.len(), 1);
+        let (rep, other) = parse_worker_output(&out).unwrap();
+        assert_eq!(rep.spans.len(), 1);
         assert_eq!(other, vec!["noise from C++", "more"]);
         let bad = format!("x\n{RESULT_PREFIX}{{\"run\": 3\n");
         let e = parse_worker_output(&bad).unwrap_err();
@@ -203,5 +231,33 @@ mod tests {
         assert!(parse_worker_output("just noise\n")
             .unwrap_err()
             .contains("no result line"));
+    }
+
+    #[test]
+    fn gpu_telemetry_travels_in_the_result_line_and_older_lines_still_parse() {
+        let mut gpu = RepTelemetry {
+            collected: true,
+            gpu_mem_used_end_bytes: Some(42),
+            ..Default::default()
+        };
+        let mut a = crate::store::GpuActivityRow::sample();
+        a.name = "_Z3msmv".into();
+        gpu.activity.push(a);
+        gpu.samples.push(crate::store::TelemetryRow::sample());
+        let line = serde_json::to_string(&WorkerResult {
+            run: RunRow::sample(),
+            spans: vec![],
+            gpu: gpu.clone(),
+        })
+        .unwrap();
+        let (rep, _) = parse_worker_output(&format!("{RESULT_PREFIX}{line}\n")).unwrap();
+        assert_eq!(rep.gpu, gpu);
+        // A worker of an older revision (variant with `rev`) sends no `gpu` field.
+        let old = format!(
+            "{RESULT_PREFIX}{{\"run\":{},\"spans\":[]}}\n",
+            serde_json::to_string(&RunRow::sample()).unwrap()
+        );
+        let (rep, _) = parse_worker_output(&old).unwrap();
+        assert_eq!(rep.gpu, RepTelemetry::default());
     }
 }

@@ -1,8 +1,9 @@
 //! Results on disk: `results/<experiment>/<UTC time>-<id>/` holding the experiment copy,
-//! `meta.json`, `runs.csv` and `spans.csv` (counter columns included).
+//! `meta.json`, `runs.csv`, `spans.csv` (counter columns included), `telemetry.csv`
+//! (NVML samples) and `gpu_activity.csv` (CUPTI kernels and copies).
 //!
-//! CSV files are appended and flushed rep by rep: a rep's spans first, then its row in
-//! runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
+//! CSV files are appended and flushed rep by rep: a rep's spans, telemetry and activity
+//! first, then its row in runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
 //! a partial tail that [`RunWriter::open_resume`] cuts off; every finished rep stays.
 //! Whole files (meta.json) are written atomically (temp file + rename).
 
@@ -57,6 +58,8 @@ pub const META: &str = "meta.json";
 pub const RUNS: &str = "runs.csv";
 pub const SPANS: &str = "spans.csv";
 pub const EXPERIMENT_COPY: &str = "experiment.toml";
+pub const TELEMETRY: &str = "telemetry.csv";
+pub const GPU_ACTIVITY: &str = "gpu_activity.csv";
 
 /// Appends rows to a CSV file, flushing after each batch.
 struct Appender {
@@ -132,6 +135,65 @@ pub struct RunWriter {
     pub dir: PathBuf,
     runs: Appender,
     spans: Appender,
+    telemetry: Appender,
+    activity: Appender,
+}
+
+/// A row that belongs to one rep (so a resume can drop the rows of unfinished reps).
+trait RepRow: serde::Serialize + serde::de::DeserializeOwned {
+    fn rep(&self) -> u32;
+    fn header() -> Vec<String>;
+}
+
+macro_rules! rep_row {
+    ($($t:ty),*) => {$(
+        impl RepRow for $t {
+            fn rep(&self) -> u32 {
+                self.rep
+            }
+            fn header() -> Vec<String> {
+                header_of(&<$t>::sample())
+            }
+        }
+    )*};
+}
+rep_row!(SpanRow, TelemetryRow, GpuActivityRow);
+
+/// Opens a per-rep CSV of a run folder being resumed: cuts a partial last line, drops
+/// rows of reps not in `done`, and creates the file (header only) where an older run
+/// folder has none.
+fn resume_rep_file<T: RepRow>(
+    path: &Path,
+    done: &std::collections::HashSet<u32>,
+) -> Result<Appender, StoreError> {
+    if !path.exists() {
+        return Appender::create(path, &strs(&T::header()));
+    }
+    truncate_partial_line(path)?;
+    let rows: Vec<T> = read_csv(path)?;
+    let header = strs(&T::header()).join(",");
+    let first_line = BufReader::new(File::open(path).map_err(io(path))?)
+        .lines()
+        .next()
+        .transpose()
+        .map_err(io(path))?
+        .unwrap_or_default();
+    // A file from an older gapscope (fewer columns) is rewritten under today's header,
+    // so that appended rows line up with it.
+    if first_line != header || rows.iter().any(|s| !done.contains(&s.rep())) {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for s in rows.iter().filter(|s| done.contains(&s.rep())) {
+            w.serialize(s).map_err(|e| csv_io(path, e))?;
+        }
+        let mut bytes = w
+            .into_inner()
+            .map_err(|e| io(path)(std::io::Error::other(e.to_string())))?;
+        if bytes.is_empty() {
+            bytes = format!("{header}\n").into_bytes();
+        }
+        write_atomic(path, &bytes).map_err(io(path))?;
+    }
+    Appender::append_existing(path)
 }
 
 impl RunWriter {
@@ -145,11 +207,15 @@ impl RunWriter {
         fs::write(dir.join(EXPERIMENT_COPY), experiment_text).map_err(io(dir))?;
         write_meta(dir, meta)?;
         let runs = Appender::create(&dir.join(RUNS), &strs(&header_of(&RunRow::sample())))?;
-        let spans = Appender::create(&dir.join(SPANS), &strs(&header_of(&SpanRow::sample())))?;
+        let spans = Appender::create(&dir.join(SPANS), &strs(&SpanRow::header()))?;
+        let telemetry = Appender::create(&dir.join(TELEMETRY), &strs(&TelemetryRow::header()))?;
+        let activity = Appender::create(&dir.join(GPU_ACTIVITY), &strs(&GpuActivityRow::header()))?;
         Ok(RunWriter {
             dir: dir.to_path_buf(),
             runs,
             spans,
+            telemetry,
+            activity,
         })
     }
 
@@ -157,36 +223,43 @@ impl RunWriter {
     /// without a row in runs.csv, and returns the finished rows.
     pub fn open_resume(dir: &Path) -> Result<(Self, Vec<RunRow>), StoreError> {
         let runs_path = dir.join(RUNS);
-        let spans_path = dir.join(SPANS);
         truncate_partial_line(&runs_path)?;
-        truncate_partial_line(&spans_path)?;
         let rows: Vec<RunRow> = read_csv(&runs_path)?;
         let done: std::collections::HashSet<u32> = rows.iter().map(|r| r.rep).collect();
-        // Keep only the spans of committed reps (a rep killed after its spans were
+        // Keep only the rows of committed reps (a rep killed after its spans were
         // written but before its row was is rerun).
-        let spans: Vec<SpanRow> = read_csv(&spans_path)?;
-        if spans.iter().any(|s| !done.contains(&s.rep)) {
-            let mut w = csv::Writer::from_writer(Vec::new());
-            for s in spans.iter().filter(|s| done.contains(&s.rep)) {
-                w.serialize(s).map_err(|e| csv_io(&spans_path, e))?;
-            }
-            let mut bytes = w
-                .into_inner()
-                .map_err(|e| io(&spans_path)(std::io::Error::other(e.to_string())))?;
-            if bytes.is_empty() {
-                let h = strs(&header_of(&SpanRow::sample())).join(",");
-                bytes = format!("{h}\n").into_bytes();
-            }
-            write_atomic(&spans_path, &bytes).map_err(io(&spans_path))?;
-        }
+        let spans = resume_rep_file::<SpanRow>(&dir.join(SPANS), &done)?;
+        let telemetry = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
+        let activity = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
         Ok((
             RunWriter {
                 dir: dir.to_path_buf(),
                 runs: Appender::append_existing(&runs_path)?,
-                spans: Appender::append_existing(&spans_path)?,
+                spans,
+                telemetry,
+                activity,
             },
             rows,
         ))
+    }
+
+    /// Appends one rep's NVML samples and GPU activity. Call before [`append_rep`]
+    /// (whose runs.csv row commits the rep).
+    ///
+    /// [`append_rep`]: RunWriter::append_rep
+    pub fn append_gpu(
+        &mut self,
+        telemetry: &[TelemetryRow],
+        activity: &[GpuActivityRow],
+    ) -> Result<(), StoreError> {
+        for t in telemetry {
+            self.telemetry.write(t)?;
+        }
+        self.telemetry.flush()?;
+        for a in activity {
+            self.activity.write(a)?;
+        }
+        self.activity.flush()
     }
 
     /// Appends one rep (spans, then its run row) and flushes both.
@@ -325,5 +398,29 @@ impl RunData {
     }
 }
 
+impl RunData {
+    /// The NVML samples of the run (empty for a run folder from before telemetry).
+    pub fn load_telemetry(&self) -> Result<Vec<TelemetryRow>, StoreError> {
+        read_optional_csv(&self.dir.join(TELEMETRY))
+    }
+
+    /// The CUPTI kernels and copies of the run (empty for a run folder from before
+    /// telemetry).
+    pub fn load_gpu_activity(&self) -> Result<Vec<GpuActivityRow>, StoreError> {
+        read_optional_csv(&self.dir.join(GPU_ACTIVITY))
+    }
+}
+
+fn read_optional_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
+    if path.exists() {
+        read_csv(path)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod gpu_tests;

@@ -93,6 +93,11 @@ pub struct SpanRow {
     pub context_switches: Option<u64>,
     /// Span attributes as a JSON object (bytes, sizes, gpu_ms, …).
     pub attrs: String,
+    /// Time inside the span during which at least one GPU kernel ran (union of the CUPTI
+    /// kernel intervals of the rep, clipped to the span). Empty where no activity was
+    /// collected.
+    #[serde(default)]
+    pub gpu_busy_ns: Option<u64>,
 }
 
 impl SpanRow {
@@ -116,7 +121,14 @@ impl SpanRow {
             page_faults: None,
             context_switches: None,
             attrs: "{}".into(),
+            gpu_busy_ns: None,
         }
+    }
+
+    /// Time inside the span with no kernel running on the GPU (duration − busy); the
+    /// GPU-idle time of `gpu_prove` is the wrapper's share the kernels do not cover.
+    pub fn gpu_idle_ns(&self) -> Option<u64> {
+        self.gpu_busy_ns.map(|b| self.duration_ns.saturating_sub(b))
     }
 
     /// Value of a counter column by its name in meta.json / CounterKind::column.
@@ -165,6 +177,134 @@ pub struct GpuMeta {
     pub cuda_driver_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime_version: Option<String>,
+    /// Number of GPUs NVML sees.
+    #[serde(default)]
+    pub count: u32,
+    /// NVML sampling: "available", or "unavailable: <reason>" (telemetry.csv).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml: Option<String>,
+    /// CUPTI activity: "available", or "unavailable: <reason>" (gpu_activity.csv).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cupti: Option<String>,
+    /// NVTX mirroring of spans (`--nvtx`): "available", "off", or "unavailable: <reason>".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvtx: Option<String>,
+    /// NVML sampling period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_period_ms: Option<u64>,
+    /// Per rep: how CUPTI timestamps map onto the span clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock_calibration: Vec<ClockCalibration>,
+}
+
+/// How CUPTI's timestamps relate to CLOCK_MONOTONIC over one rep: pairs sampled at the
+/// rep's start and end. `offset = monotonic − cupti`; with CUPTI's timestamp callback
+/// set to CLOCK_MONOTONIC both offsets are ~0 and records need no conversion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClockCalibration {
+    pub rep: u32,
+    /// "callback" (CUPTI reads CLOCK_MONOTONIC itself) or "linear" (records converted
+    /// with the offsets below).
+    pub mode: String,
+    pub offset_begin_ns: i64,
+    pub offset_end_ns: i64,
+    /// Rate difference of the two clocks over the rep, parts per million.
+    pub drift_ppm: f64,
+    /// Widest host window (ns) around a CUPTI timestamp read: the pairing's uncertainty.
+    pub uncertainty_ns: u64,
+}
+
+/// One row of telemetry.csv: an NVML reading of one GPU during a rep. `t_ns` is on the
+/// span clock (CLOCK_MONOTONIC, when the reading started); `read_ns` is how long it took.
+/// The `nvml` source reads utilisation, memory, power, clock and temperature each period;
+/// the `nvml_pcie` source reads PCIe throughput on its own thread, because NVML samples
+/// each PCIe counter over a 20 ms window before it returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryRow {
+    pub rep: u32,
+    pub variant: String,
+    pub gpu: u32,
+    pub source: String,
+    pub t_ns: u64,
+    pub read_ns: u64,
+    pub sm_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub mem_used_bytes: Option<u64>,
+    pub power_mw: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub pcie_tx_bytes_per_s: Option<u64>,
+    pub pcie_rx_bytes_per_s: Option<u64>,
+}
+
+impl TelemetryRow {
+    pub fn sample() -> Self {
+        TelemetryRow {
+            rep: 0,
+            variant: String::new(),
+            gpu: 0,
+            source: String::new(),
+            t_ns: 0,
+            read_ns: 0,
+            sm_util_pct: None,
+            mem_util_pct: None,
+            mem_used_bytes: None,
+            power_mw: None,
+            sm_clock_mhz: None,
+            temperature_c: None,
+            pcie_tx_bytes_per_s: None,
+            pcie_rx_bytes_per_s: None,
+        }
+    }
+}
+
+/// One row of gpu_activity.csv: a kernel, memcpy or memset as CUPTI saw it, on the span
+/// clock. `name` is the (mangled) kernel name, or the copy direction for a memcpy
+/// (HtoD, DtoH, DtoD, …) and "memset" for a memset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuActivityRow {
+    pub rep: u32,
+    pub variant: String,
+    /// kernel | memcpy | memset
+    pub kind: String,
+    pub name: String,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation_id: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub duration_ns: u64,
+    pub grid_x: Option<u32>,
+    pub grid_y: Option<u32>,
+    pub grid_z: Option<u32>,
+    pub block_x: Option<u32>,
+    pub block_y: Option<u32>,
+    pub block_z: Option<u32>,
+    pub bytes: Option<u64>,
+}
+
+impl GpuActivityRow {
+    pub fn sample() -> Self {
+        GpuActivityRow {
+            rep: 0,
+            variant: String::new(),
+            kind: String::new(),
+            name: String::new(),
+            device: 0,
+            stream: 0,
+            correlation_id: 0,
+            start_ns: 0,
+            end_ns: 0,
+            duration_ns: 0,
+            grid_x: None,
+            grid_y: None,
+            grid_z: None,
+            block_x: None,
+            block_y: None,
+            block_z: None,
+            bytes: None,
+        }
+    }
 }
 
 /// The workload every variant of a run proves (a variant may change only the backend).

@@ -150,6 +150,40 @@ const ID_BLOCK: u64 = 4096;
 static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
 static COUNTERS_ON: AtomicBool = AtomicBool::new(false);
 
+/// Mirrors span enters and exits into an outside tool (NVTX ranges for Nsight Systems).
+/// Called on the span's own thread, after the span opens and after it closes.
+pub trait SpanMirror: Send + Sync {
+    fn enter(&self, name: &'static str);
+    fn exit(&self, name: &'static str);
+}
+
+static MIRROR_ON: AtomicBool = AtomicBool::new(false);
+static MIRROR: OnceLock<Box<dyn SpanMirror>> = OnceLock::new();
+
+/// Installs the process's span mirror (once; a second call is refused and returns
+/// false) and switches it on. With no mirror on, the recorder's cost is one relaxed load.
+pub fn set_mirror(mirror: Box<dyn SpanMirror>) -> bool {
+    let installed = MIRROR.set(mirror).is_ok();
+    if installed {
+        MIRROR_ON.store(true, Ordering::Release);
+    }
+    installed
+}
+
+/// Pauses or resumes the installed mirror.
+pub fn set_mirror_enabled(on: bool) {
+    MIRROR_ON.store(on && MIRROR.get().is_some(), Ordering::Release);
+}
+
+#[inline]
+fn mirror() -> Option<&'static dyn SpanMirror> {
+    if MIRROR_ON.load(Ordering::Relaxed) {
+        MIRROR.get().map(|m| m.as_ref())
+    } else {
+        None
+    }
+}
+
 fn registry() -> &'static Mutex<Vec<Buffer>> {
     static REG: OnceLock<Mutex<Vec<Buffer>>> = OnceLock::new();
     REG.get_or_init(|| Mutex::new(Vec::new()))
@@ -251,7 +285,7 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
 
 fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     let counters_start = read_counters();
-    STATE.with(|s| {
+    let ctx = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let id = s.new_id();
         let (parent, trace) = match parent {
@@ -271,7 +305,11 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
             counters_start,
         });
         SpanContext { id, trace }
-    })
+    });
+    if let Some(m) = mirror() {
+        m.enter(name);
+    }
+    ctx
 }
 
 /// Closes span `id` on this thread. Spans closed out of order are still closed; an id
@@ -302,6 +340,9 @@ pub fn exit(id: u64) -> bool {
         });
         if s.stack.is_empty() {
             s.publish();
+        }
+        if let Some(m) = mirror() {
+            m.exit(open.name);
         }
         true
     })

@@ -1,0 +1,378 @@
+//! CUPTI activity: every kernel, memcpy and memset of this process, through cudarc's
+//! `cupti` bindings with `libcupti` opened at run time. This is the one place where
+//! CUPTI's records are read; everything downstream works on [`ActivityRecord`].
+//!
+//! CUPTI hands over records in buffers through two C callbacks without user data, so the
+//! collector is process-global: [`Cupti::get`] sets it up once (or says why it cannot),
+//! [`Cupti::start`] enables the record kinds at a rep's start, [`Cupti::stop`] flushes,
+//! disables and returns what the rep produced. CUPTI only sees its own process: with
+//! `process = "per_rep"` the worker process collects and returns its records.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::ptr::addr_of;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::cupti::result::{activity, get_timestamp, subscribe};
+use cudarc::cupti::sys::{self, CUpti_ActivityKind as Kind};
+
+use super::activity::{copy_direction, ActivityKind, ActivityRecord};
+use super::clock::ClockPair;
+use super::dylib;
+
+/// Buffer size and alignment of CUPTI's own samples (helper_cupti_activity.h).
+const BUFFER_SIZE: usize = 8 * 1024 * 1024;
+const BUFFER_ALIGN: usize = 8;
+
+/// Records delivered by CUPTI since the last [`Cupti::stop`].
+static RECORDS: Mutex<Vec<ActivityRecord>> = Mutex::new(Vec::new());
+/// Records CUPTI reported as dropped (buffers full), since the last stop.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+const KINDS: [Kind; 3] = [
+    Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    Kind::CUPTI_ACTIVITY_KIND_MEMCPY,
+    Kind::CUPTI_ACTIVITY_KIND_MEMSET,
+];
+
+fn buffer_layout() -> Layout {
+    // Constant, valid size and alignment.
+    Layout::from_size_align(BUFFER_SIZE, BUFFER_ALIGN).unwrap_or_else(|_| Layout::new::<u64>())
+}
+
+/// CUPTI asks for an empty buffer.
+///
+/// # Safety
+/// Called by CUPTI with valid out-pointers.
+unsafe extern "C" fn buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_num_records: *mut usize,
+) {
+    // SAFETY: the layout has a non-zero size; the buffer is freed in buffer_completed,
+    // which CUPTI calls for every buffer it was given.
+    let ptr = unsafe { alloc(buffer_layout()) };
+    // SAFETY: out-pointers are valid per CUPTI's contract.
+    unsafe {
+        *buffer = ptr;
+        *size = if ptr.is_null() { 0 } else { BUFFER_SIZE };
+        *max_num_records = 0; // as many as fit
+    }
+}
+
+/// CUPTI hands back a filled buffer: decode every record, then free it.
+///
+/// # Safety
+/// Called by CUPTI with a buffer from [`buffer_requested`] and its valid size.
+unsafe extern "C" fn buffer_completed(
+    context: cudarc::driver::sys::CUcontext,
+    stream_id: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid_size: usize,
+) {
+    if buffer.is_null() {
+        return;
+    }
+    let mut out = Vec::new();
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: `buffer` holds `valid_size` bytes of records written by CUPTI; `record`
+    // points into it while the loop runs.
+    while unsafe { activity::get_next_record(buffer, valid_size, &mut record) }.is_ok() {
+        // SAFETY: CUPTI returned a pointer to a complete record inside the buffer.
+        if let Some(r) = unsafe { decode(record as *const u8) } {
+            out.push(r);
+        }
+    }
+    let mut dropped = 0usize;
+    // SAFETY: `context` and `stream_id` are the ones CUPTI passed in; `dropped` is valid.
+    if unsafe { activity::get_num_dropped_records(context, stream_id, &mut dropped) }.is_ok() {
+        DROPPED.fetch_add(dropped as u64, Ordering::Relaxed);
+    }
+    RECORDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(out);
+    // SAFETY: allocated in buffer_requested with the same layout.
+    unsafe { dealloc(buffer, buffer_layout()) };
+}
+
+/// CUPTI's timestamps: CLOCK_MONOTONIC, the span recorder's clock.
+unsafe extern "C" fn monotonic_timestamp() -> u64 {
+    crate::trace::now_ns()
+}
+
+/// Reads one CUPTI activity record into an [`ActivityRecord`]; `None` for kinds not
+/// collected.
+///
+/// Only fields that every record version since CUDA 11 keeps at the same offset are
+/// read (newer versions append fields), each with an unaligned read, so a record of a
+/// newer or older CUPTI than the bindings' CUDA 13.0 layout decodes the same.
+///
+/// # Safety
+/// `rec` must point to a complete CUPTI activity record (at least as long as its kind's
+/// CUDA 13.0 struct up to `name` for kernels), valid for the call; a kernel record's
+/// `name`, when non-null, must be a NUL-terminated string.
+pub unsafe fn decode(rec: *const u8) -> Option<ActivityRecord> {
+    // SAFETY (whole body): field addresses are computed from `rec` with addr_of! (no
+    // reference to packed fields) and read unaligned, within the record per the caller.
+    unsafe {
+        let kind = (rec as *const u32).read_unaligned();
+        if kind == Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32
+            || kind == Kind::CUPTI_ACTIVITY_KIND_KERNEL as u32
+        {
+            let k = rec as *const sys::CUpti_ActivityKernel10;
+            let name_ptr = addr_of!((*k).name).read_unaligned();
+            let name = if name_ptr.is_null() {
+                String::from("<unnamed kernel>")
+            } else {
+                std::ffi::CStr::from_ptr(name_ptr)
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let u = |v: i32| v.max(0) as u32;
+            Some(ActivityRecord {
+                kind: ActivityKind::Kernel,
+                name,
+                device: addr_of!((*k).deviceId).read_unaligned(),
+                stream: addr_of!((*k).streamId).read_unaligned(),
+                correlation_id: addr_of!((*k).correlationId).read_unaligned(),
+                start: addr_of!((*k).start).read_unaligned(),
+                end: addr_of!((*k).end).read_unaligned(),
+                grid: Some([
+                    u(addr_of!((*k).gridX).read_unaligned()),
+                    u(addr_of!((*k).gridY).read_unaligned()),
+                    u(addr_of!((*k).gridZ).read_unaligned()),
+                ]),
+                block: Some([
+                    u(addr_of!((*k).blockX).read_unaligned()),
+                    u(addr_of!((*k).blockY).read_unaligned()),
+                    u(addr_of!((*k).blockZ).read_unaligned()),
+                ]),
+                bytes: None,
+            })
+        } else if kind == Kind::CUPTI_ACTIVITY_KIND_MEMCPY as u32 {
+            let m = rec as *const sys::CUpti_ActivityMemcpy6;
+            Some(ActivityRecord {
+                kind: ActivityKind::Memcpy,
+                name: copy_direction(addr_of!((*m).copyKind).read_unaligned()).into(),
+                device: addr_of!((*m).deviceId).read_unaligned(),
+                stream: addr_of!((*m).streamId).read_unaligned(),
+                correlation_id: addr_of!((*m).correlationId).read_unaligned(),
+                start: addr_of!((*m).start).read_unaligned(),
+                end: addr_of!((*m).end).read_unaligned(),
+                grid: None,
+                block: None,
+                bytes: Some(addr_of!((*m).bytes).read_unaligned()),
+            })
+        } else if kind == Kind::CUPTI_ACTIVITY_KIND_MEMSET as u32 {
+            let m = rec as *const sys::CUpti_ActivityMemset4;
+            Some(ActivityRecord {
+                kind: ActivityKind::Memset,
+                name: "memset".into(),
+                device: addr_of!((*m).deviceId).read_unaligned(),
+                stream: addr_of!((*m).streamId).read_unaligned(),
+                correlation_id: addr_of!((*m).correlationId).read_unaligned(),
+                start: addr_of!((*m).start).read_unaligned(),
+                end: addr_of!((*m).end).read_unaligned(),
+                grid: None,
+                block: None,
+                bytes: Some(addr_of!((*m).bytes).read_unaligned()),
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// The process-wide CUPTI collector.
+#[derive(Debug)]
+pub struct Cupti {
+    /// CUPTI reads CLOCK_MONOTONIC through our callback: records need no conversion.
+    pub callback_clock: bool,
+    /// Where libcupti was found.
+    pub library: String,
+}
+
+/// What one rep's collection produced.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub records: Vec<ActivityRecord>,
+    pub dropped: u64,
+}
+
+impl Cupti {
+    /// Sets CUPTI up once per process: opens libcupti (by soname, else from the CUDA
+    /// toolkit's folders), subscribes (which fails when another CUPTI client, such as a
+    /// profiler, is attached), registers the buffer and timestamp callbacks.
+    pub fn get() -> Result<&'static Cupti, String> {
+        static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
+        CUPTI.get_or_init(init).as_ref().map_err(|e| e.clone())
+    }
+
+    /// Enables kernel, memcpy and memset records.
+    pub fn start(&self) -> Result<(), String> {
+        dylib::guard("CUPTI enable", || {
+            RECORDS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            DROPPED.store(0, Ordering::Relaxed);
+            for k in KINDS {
+                activity::enable(k).map_err(|e| format!("cuptiActivityEnable({k:?}): {e:?}"))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Flushes every buffer (records of finished work), disables the kinds and returns
+    /// the records since [`Cupti::start`].
+    pub fn stop(&self) -> Result<Collected, String> {
+        dylib::guard("CUPTI flush", || {
+            // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED = 1: hand over partly filled buffers too;
+            // the completion callback runs before flush_all returns.
+            let flushed =
+                activity::flush_all(1).map_err(|e| format!("cuptiActivityFlushAll: {e:?}"));
+            for k in KINDS {
+                let _ = activity::disable(k);
+            }
+            flushed?;
+            let records = std::mem::take(&mut *RECORDS.lock().unwrap_or_else(|e| e.into_inner()));
+            Ok(Collected {
+                records,
+                dropped: DROPPED.swap(0, Ordering::Relaxed),
+            })
+        })
+    }
+
+    /// A simultaneous reading of CUPTI's timestamp and CLOCK_MONOTONIC.
+    pub fn clock_pair(&self) -> Option<ClockPair> {
+        ClockPair::measure(
+            5,
+            || {
+                let mut ts = 0u64;
+                // SAFETY: `ts` is a valid out-pointer.
+                unsafe { get_timestamp(&mut ts) }.ok().map(|_| ts)
+            },
+            crate::trace::now_ns,
+        )
+    }
+}
+
+fn init() -> Result<Cupti, String> {
+    let library = dylib::preload(
+        &["libcupti.so.13", "libcupti.so.12", "libcupti.so"],
+        &dylib::cuda_lib_dirs(),
+    )
+    .map_err(|e| format!("CUPTI library: {e}"))?;
+    dylib::guard("CUPTI setup", || {
+        // SAFETY: only probes for the library.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(format!(
+                "libcupti was opened from {library} but cudarc cannot find it by name"
+            ));
+        }
+        let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+        // SAFETY: `handle` is a valid out-pointer; no callback function, no user data.
+        unsafe { subscribe(&mut handle, None, std::ptr::null_mut()) }.map_err(|e| {
+            format!(
+                "cuptiSubscribe failed ({e:?}): is a profiler or another CUPTI client attached?"
+            )
+        })?;
+        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+            .map_err(|e| format!("cuptiActivityRegisterCallbacks: {e:?}"))?;
+        let callback_clock =
+            activity::register_timestamp_callback(Some(monotonic_timestamp)).is_ok();
+        Ok(Cupti {
+            callback_clock,
+            library,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::MaybeUninit;
+
+    #[test]
+    fn kernel_records_decode() {
+        let name = c"_Z4saxpyifPKfPf";
+        // SAFETY: plain-old-data struct; zero is a valid bit pattern for every field.
+        let mut k: sys::CUpti_ActivityKernel10 = unsafe { MaybeUninit::zeroed().assume_init() };
+        k.kind = Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        (k.start, k.end) = (1_000, 3_500);
+        (k.deviceId, k.streamId, k.correlationId) = (1, 13, 77);
+        (k.gridX, k.gridY, k.gridZ) = (1024, 2, 1);
+        (k.blockX, k.blockY, k.blockZ) = (256, 1, 1);
+        k.name = name.as_ptr();
+        // SAFETY: a complete record with a valid name.
+        let r = unsafe { decode(&k as *const _ as *const u8) }.unwrap();
+        assert_eq!(r.kind, ActivityKind::Kernel);
+        assert_eq!(r.name, "_Z4saxpyifPKfPf");
+        assert_eq!(
+            (r.start, r.end, r.device, r.stream, r.correlation_id),
+            (1_000, 3_500, 1, 13, 77)
+        );
+        assert_eq!((r.grid, r.block), (Some([1024, 2, 1]), Some([256, 1, 1])));
+        k.name = std::ptr::null();
+        // SAFETY: as above, null name allowed.
+        assert_eq!(
+            unsafe { decode(&k as *const _ as *const u8) }.unwrap().name,
+            "<unnamed kernel>"
+        );
+    }
+
+    #[test]
+    fn copy_and_memset_records_decode_and_other_kinds_are_skipped() {
+        // SAFETY: plain-old-data structs; zero is valid for every field.
+        let mut m: sys::CUpti_ActivityMemcpy6 = unsafe { MaybeUninit::zeroed().assume_init() };
+        m.kind = Kind::CUPTI_ACTIVITY_KIND_MEMCPY;
+        (m.copyKind, m.bytes, m.start, m.end, m.streamId) = (2, 64 << 20, 10, 20, 7);
+        // SAFETY: a complete record.
+        let r = unsafe { decode(&m as *const _ as *const u8) }.unwrap();
+        assert_eq!(
+            (r.kind, r.name.as_str(), r.bytes, r.start, r.end, r.stream),
+            (ActivityKind::Memcpy, "DtoH", Some(64 << 20), 10, 20, 7)
+        );
+        assert_eq!(r.grid, None);
+
+        // SAFETY: as above.
+        let mut s: sys::CUpti_ActivityMemset4 = unsafe { MaybeUninit::zeroed().assume_init() };
+        s.kind = Kind::CUPTI_ACTIVITY_KIND_MEMSET;
+        (s.bytes, s.start, s.end) = (4096, 5, 6);
+        // SAFETY: a complete record.
+        let r = unsafe { decode(&s as *const _ as *const u8) }.unwrap();
+        assert_eq!(
+            (r.kind, r.bytes, r.name.as_str()),
+            (ActivityKind::Memset, Some(4096), "memset")
+        );
+
+        m.kind = Kind::CUPTI_ACTIVITY_KIND_DRIVER;
+        // SAFETY: a complete record (of a kind that is skipped).
+        assert!(unsafe { decode(&m as *const _ as *const u8) }.is_none());
+    }
+
+    #[test]
+    fn records_at_odd_addresses_decode() {
+        // CUPTI packs records to 8 bytes; decode must not assume more than that, nor
+        // even that: copy a record to an odd offset.
+        // SAFETY: plain-old-data struct.
+        let mut m: sys::CUpti_ActivityMemcpy6 = unsafe { MaybeUninit::zeroed().assume_init() };
+        m.kind = Kind::CUPTI_ACTIVITY_KIND_MEMCPY;
+        (m.copyKind, m.bytes, m.start, m.end) = (1, 12345, 100, 200);
+        let size = std::mem::size_of_val(&m);
+        let mut buf = vec![0u8; size + 1];
+        // SAFETY: `buf` has room for the record at offset 1.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                &m as *const _ as *const u8,
+                buf.as_mut_ptr().add(1),
+                size,
+            )
+        };
+        // SAFETY: a complete record at buf[1..].
+        let r = unsafe { decode(buf.as_ptr().add(1)) }.unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.bytes, r.start, r.end),
+            ("HtoD", Some(12345), 100, 200)
+        );
+    }
+}

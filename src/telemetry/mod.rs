@@ -1,0 +1,396 @@
+//! GPU telemetry: where the runner's reps meet the GPU's own view of them.
+//!
+//! Pipeline position: the runner ([`crate::experiment`]) creates one [`Telemetry`] per
+//! run (per worker process with `process = "per_rep"`), calls [`Telemetry::begin_rep`]
+//! right before proving and [`Telemetry::end_rep`] right after, and hands the rows to
+//! the store (telemetry.csv, gpu_activity.csv) and the device description to meta.json.
+//!
+//! - [`nvml`]: background sampling of utilisation, memory, power, clock, temperature and
+//!   PCIe throughput; device information.
+//! - [`cupti`]: every kernel, memcpy and memset of the process, on the span clock
+//!   ([`clock`] keeps the calibration), from which [`activity`] derives each span's
+//!   GPU-busy time.
+//! - [`nvtx`]: spans mirrored as NVTX ranges for Nsight Systems.
+//! - [`leak`]: steady memory growth across reps.
+//! - [`selftest`]: real kernels and copies through cudarc, to check all of the above on
+//!   a GPU machine without a prover backend.
+//!
+//! Every library is opened at run time. Nothing here fails a run: what is missing is
+//! reported as "unavailable: <reason>" in meta.json and the run goes on.
+
+pub mod activity;
+pub mod clock;
+pub mod cupti;
+pub mod dylib;
+pub mod leak;
+pub mod nvml;
+pub mod nvtx;
+pub mod selftest;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{ClockCalibration, GpuActivityRow, GpuMeta, TelemetryRow};
+use clock::{ClockMap, ClockPair};
+use cupti::Cupti;
+use nvml::{GpuProbe, NvmlProbe, Sampler};
+
+pub use leak::{leak_flags, LeakFlag};
+
+/// Default NVML sampling period.
+pub const DEFAULT_PERIOD_MS: u64 = 20;
+
+/// What to collect in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TelemetryConfig {
+    pub period: Duration,
+    /// Sample NVML during reps (device information is read whenever NVML opens).
+    pub nvml: bool,
+    /// Collect CUPTI activity during reps.
+    pub cupti: bool,
+    /// Mirror spans as NVTX ranges.
+    pub nvtx: bool,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            period: Duration::from_millis(DEFAULT_PERIOD_MS),
+            nvml: true,
+            cupti: true,
+            nvtx: false,
+        }
+    }
+}
+
+/// Everything one rep produced, as it travels from a worker process to the parent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepTelemetry {
+    #[serde(default)]
+    pub samples: Vec<TelemetryRow>,
+    #[serde(default)]
+    pub activity: Vec<GpuActivityRow>,
+    /// CUPTI activity was collected for this rep (so spans get `gpu_busy_ns`).
+    #[serde(default)]
+    pub collected: bool,
+    #[serde(default)]
+    pub calibration: Option<ClockCalibration>,
+    #[serde(default)]
+    pub gpu_mem_used_end_bytes: Option<u64>,
+    /// Records CUPTI dropped for lack of buffer space.
+    #[serde(default)]
+    pub dropped_records: u64,
+    /// CUPTI's status in the process that ran the rep.
+    #[serde(default)]
+    pub cupti_status: Option<String>,
+    /// Problems met during the rep (they do not fail it).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+struct Active {
+    sampler: Option<Sampler>,
+    cupti: bool,
+    begin_pair: Option<ClockPair>,
+}
+
+/// GPU telemetry of one process for one run.
+pub struct Telemetry {
+    cfg: TelemetryConfig,
+    nvml: Result<Arc<NvmlProbe>, String>,
+    cupti: Result<&'static Cupti, String>,
+    nvtx_status: String,
+    runtime_version: Option<String>,
+    active: Mutex<Option<Active>>,
+}
+
+fn status<T>(r: &Result<T, String>) -> String {
+    match r {
+        Ok(_) => "available".into(),
+        Err(e) if e.starts_with("off") => e.clone(),
+        Err(e) => format!("unavailable: {e}"),
+    }
+}
+
+/// `12040` → "12.4".
+fn cuda_version(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// The CUDA runtime library's version, where one can be opened.
+fn runtime_version() -> Option<String> {
+    dylib::preload(
+        &["libcudart.so.13", "libcudart.so.12", "libcudart.so"],
+        &dylib::cuda_lib_dirs(),
+    )
+    .ok()?;
+    dylib::guard("CUDA runtime version", || {
+        // SAFETY: only probes for the library.
+        if !unsafe { cudarc::runtime::sys::is_culib_present() } {
+            return Err("no libcudart".into());
+        }
+        cudarc::runtime::result::version::get_runtime_version()
+            .map(cuda_version)
+            .map_err(|e| format!("{e:?}"))
+    })
+    .ok()
+}
+
+impl Telemetry {
+    /// Opens what `cfg` asks for; never fails (what is missing is reported in
+    /// [`Telemetry::gpu_meta`]).
+    pub fn start(cfg: TelemetryConfig) -> Telemetry {
+        let nvml = NvmlProbe::open().map(Arc::new);
+        let cupti = match (&nvml, cfg.cupti) {
+            (_, false) => Err("off (no variant collects activity in this process)".into()),
+            (Err(e), true) => Err(format!("no GPU found through NVML ({e})")),
+            (Ok(_), true) => Cupti::get(),
+        };
+        let nvtx_status = if cfg.nvtx {
+            nvtx::enable()
+        } else {
+            "off (run with --nvtx)".into()
+        };
+        let runtime_version = if nvml.is_ok() {
+            runtime_version()
+        } else {
+            None
+        };
+        Telemetry {
+            cfg,
+            nvml,
+            cupti,
+            nvtx_status,
+            runtime_version,
+            active: Mutex::new(None),
+        }
+    }
+
+    /// meta.json's `gpu` section.
+    pub fn gpu_meta(&self) -> GpuMeta {
+        let mut m = GpuMeta {
+            nvml: Some(status(&self.nvml)),
+            cupti: Some(status(&self.cupti)),
+            nvtx: Some(self.nvtx_status.clone()),
+            sample_period_ms: Some(self.cfg.period.as_millis() as u64),
+            cuda_runtime_version: self.runtime_version.clone(),
+            ..Default::default()
+        };
+        match &self.nvml {
+            Ok(p) => {
+                let d = p.device_info();
+                m.available = true;
+                m.devices = d.devices;
+                m.count = d.count;
+                m.driver_version = d.driver_version;
+                m.cuda_driver_version = d.cuda_driver_version;
+            }
+            Err(e) => m.reason = Some(format!("unavailable: {e}")),
+        }
+        m
+    }
+
+    /// CUPTI's status line for meta.json.
+    pub fn cupti_status(&self) -> String {
+        status(&self.cupti)
+    }
+
+    /// Starts a rep's collection; with `enabled` false (a variant with
+    /// `telemetry = false`) nothing runs during the rep.
+    pub fn begin_rep(&self, enabled: bool) -> Vec<String> {
+        let mut notes = Vec::new();
+        let mut active = Active {
+            sampler: None,
+            cupti: false,
+            begin_pair: None,
+        };
+        if enabled {
+            if let (Ok(c), true) = (&self.cupti, self.cfg.cupti) {
+                match c.start() {
+                    Ok(()) => {
+                        active.cupti = true;
+                        active.begin_pair = c.clock_pair();
+                    }
+                    Err(e) => notes.push(format!("CUPTI not started: {e}")),
+                }
+            }
+            if let (Ok(p), true) = (&self.nvml, self.cfg.nvml) {
+                match Sampler::start(p.clone() as Arc<dyn GpuProbe>, self.cfg.period, true) {
+                    Ok(s) => active.sampler = Some(s),
+                    Err(e) => notes.push(format!("NVML sampler not started: {e}")),
+                }
+            }
+        }
+        *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Some(active);
+        notes
+    }
+
+    /// Ends the rep begun last: stops sampling, flushes activity, converts both to rows
+    /// of rep `rep` of `variant`, and reads GPU memory for the leak watch.
+    pub fn end_rep(&self, rep: u32, variant: &str) -> RepTelemetry {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut out = RepTelemetry {
+            cupti_status: Some(self.cupti_status()),
+            ..Default::default()
+        };
+        let Some(active) = active else {
+            out.notes.push("end_rep without begin_rep".into());
+            return out;
+        };
+        if let (true, Ok(c)) = (active.cupti, &self.cupti) {
+            let end_pair = c.clock_pair();
+            match c.stop() {
+                Ok(collected) => {
+                    let (map, calibration) =
+                        clock_map(c.callback_clock, active.begin_pair, end_pair, rep);
+                    out.activity = collected
+                        .records
+                        .iter()
+                        .map(|r| r.to_row(rep, variant, &map))
+                        .collect();
+                    out.activity.sort_by_key(|a| (a.start_ns, a.correlation_id));
+                    out.calibration = calibration;
+                    out.dropped_records = collected.dropped;
+                    out.collected = true;
+                    if collected.dropped > 0 {
+                        out.notes
+                            .push(format!("CUPTI dropped {} records", collected.dropped));
+                    }
+                }
+                Err(e) => out.notes.push(format!("CUPTI flush failed: {e}")),
+            }
+        }
+        if let Some(s) = active.sampler {
+            out.samples = s.stop().iter().map(|s| s.to_row(rep, variant)).collect();
+        }
+        if let Ok(p) = &self.nvml {
+            out.gpu_mem_used_end_bytes = nvml::mem_used_for_leak_watch(p.as_ref());
+        }
+        out
+    }
+}
+
+/// The map from CUPTI time to span time for one rep, and its record for meta.json.
+/// With the timestamp callback CUPTI already reads CLOCK_MONOTONIC and records are kept
+/// as they are; the pairs then only document the clocks' agreement.
+pub fn clock_map(
+    callback: bool,
+    begin: Option<ClockPair>,
+    end: Option<ClockPair>,
+    rep: u32,
+) -> (ClockMap, Option<ClockCalibration>) {
+    let identity = ClockMap::offset_only(ClockPair {
+        cupti_ns: 0,
+        mono_ns: 0,
+        window_ns: 0,
+    });
+    let measured = match (begin, end) {
+        (Some(b), Some(e)) => Some(ClockMap { begin: b, end: e }),
+        (Some(p), None) | (None, Some(p)) => Some(ClockMap::offset_only(p)),
+        (None, None) => None,
+    };
+    let calibration = measured.map(|m| m.calibration(rep, callback));
+    let map = if callback {
+        identity
+    } else {
+        measured.unwrap_or(identity)
+    };
+    (map, calibration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(c: u64, m: u64) -> ClockPair {
+        ClockPair {
+            cupti_ns: c,
+            mono_ns: m,
+            window_ns: 40,
+        }
+    }
+
+    #[test]
+    fn clock_map_converts_only_without_the_callback() {
+        let (b, e) = (Some(pair(1_000, 501_000)), Some(pair(2_001_000, 2_501_000)));
+        let (m, cal) = clock_map(false, b, e, 7);
+        assert_eq!(m.to_span_ns(1_001_000), 1_501_000);
+        let cal = cal.unwrap();
+        assert_eq!(
+            (
+                cal.rep,
+                cal.mode.as_str(),
+                cal.offset_begin_ns,
+                cal.uncertainty_ns
+            ),
+            (7, "linear", 500_000, 40)
+        );
+        let (m, cal) = clock_map(true, b, e, 7);
+        assert_eq!(
+            m.to_span_ns(1_001_000),
+            1_001_000,
+            "callback timestamps are already monotonic"
+        );
+        assert_eq!(cal.unwrap().mode, "callback");
+        let (m, cal) = clock_map(false, None, Some(pair(10, 20)), 0);
+        assert_eq!(m.to_span_ns(15), 25);
+        assert_eq!(cal.unwrap().drift_ppm, 0.0);
+        let (m, cal) = clock_map(false, None, None, 0);
+        assert_eq!((m.to_span_ns(5), cal), (5, None));
+    }
+
+    #[test]
+    fn versions_and_statuses_read_well() {
+        assert_eq!(cuda_version(13000), "13.0");
+        assert_eq!(cuda_version(12040), "12.4");
+        assert_eq!(status::<()>(&Ok(())), "available");
+        assert_eq!(
+            status::<()>(&Err("no driver".into())),
+            "unavailable: no driver"
+        );
+        assert_eq!(status::<()>(&Err("off (x)".into())), "off (x)");
+    }
+
+    /// On a machine without a GPU (build machines, CI) telemetry starts, says why it
+    /// has nothing, and a rep still ends cleanly.
+    #[test]
+    fn without_a_gpu_everything_is_unavailable_and_reps_go_on() {
+        let t = Telemetry::start(TelemetryConfig::default());
+        let m = t.gpu_meta();
+        if m.available {
+            return; // a GPU machine: covered by `gapscope gpu-selftest`
+        }
+        assert!(
+            m.reason
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("unavailable: "),
+            "{m:?}"
+        );
+        assert!(
+            m.nvml.as_deref().unwrap_or("").starts_with("unavailable: "),
+            "{m:?}"
+        );
+        assert!(
+            m.cupti
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("unavailable: no GPU"),
+            "{m:?}"
+        );
+        assert_eq!(m.nvtx.as_deref(), Some("off (run with --nvtx)"));
+        assert_eq!(m.sample_period_ms, Some(20));
+        assert!(t.begin_rep(true).is_empty());
+        let r = t.end_rep(0, "v");
+        assert!(
+            !r.collected
+                && r.samples.is_empty()
+                && r.activity.is_empty()
+                && r.gpu_mem_used_end_bytes.is_none()
+        );
+        let r = t.end_rep(1, "v");
+        assert_eq!(r.notes, ["end_rep without begin_rep"]);
+    }
+}

@@ -1,0 +1,719 @@
+//! `gapscope gpu-selftest`: real GPU work through cudarc (NVRTC-compiled kernels, copies,
+//! a memset) inside the canonical span names, recorded with full telemetry into an
+//! ordinary run folder, then checked: every kernel and copy seen by CUPTI, kernels inside
+//! the host window that launched and awaited them, busy/idle consistent with the
+//! spans, CUDA-event time attached, NVML sampled. It needs no prover backend, so it
+//! verifies telemetry on a GPU machine on its own.
+//!
+//! The checks ([`check_rep`]) are plain functions over rows, tested here on synthetic
+//! reps; only [`run`] needs a GPU.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::store::{self, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta};
+use crate::trace::{self, Span};
+
+use super::{activity, dylib, RepTelemetry, Telemetry, TelemetryConfig};
+
+/// Options of a self-test run.
+#[derive(Debug, Clone)]
+pub struct SelftestOptions {
+    /// Run folders go to `<results_dir>/gpu-selftest/<run id>/`.
+    pub results_dir: PathBuf,
+    /// Measured reps (one warm-up rep comes first).
+    pub reps: u32,
+    /// Elements (f32) per buffer.
+    pub elements: u32,
+    /// saxpy + spin kernel pairs per rep.
+    pub launches: u32,
+    /// Inner iterations of the spin kernel (sets how long each kernel runs).
+    pub spin_iters: u32,
+    /// Host-only pause inside `gpu_prove`, which must show as GPU-idle time.
+    pub host_gap: Duration,
+    pub period: Duration,
+    pub nvtx: bool,
+    pub command: Vec<String>,
+}
+
+impl Default for SelftestOptions {
+    fn default() -> Self {
+        SelftestOptions {
+            results_dir: PathBuf::from("results"),
+            reps: 3,
+            elements: 1 << 24,
+            launches: 4,
+            spin_iters: 100_000,
+            host_gap: Duration::from_millis(20),
+            period: Duration::from_millis(super::DEFAULT_PERIOD_MS),
+            nvtx: false,
+            command: Vec::new(),
+        }
+    }
+}
+
+/// One verified property.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub rep: u32,
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} rep {} {}: {}",
+            if self.ok { "PASS" } else { "FAIL" },
+            self.rep,
+            self.name,
+            self.detail
+        )
+    }
+}
+
+/// What a rep of the self-test launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    pub kernels: usize,
+    pub htod: usize,
+    pub dtoh: usize,
+    pub memsets: usize,
+    pub host_gap_ns: u64,
+}
+
+/// Checks one rep's spans (already annotated with GPU-busy time) and telemetry.
+/// `slack_ns` widens host windows for clock-pairing uncertainty.
+pub fn check_rep(
+    rep: u32,
+    spans: &[SpanRow],
+    t: &RepTelemetry,
+    exp: &Expected,
+    slack_ns: u64,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    let mut check = |name: &'static str, ok: bool, detail: String| {
+        out.push(Check {
+            rep,
+            name,
+            ok,
+            detail,
+        })
+    };
+    let span = |n: &str| spans.iter().find(|s| s.name == n);
+    let count = |kind: &str, name: Option<&str>| {
+        t.activity
+            .iter()
+            .filter(|a| a.kind == kind && name.is_none_or(|n| a.name == n))
+            .count()
+    };
+    check(
+        "activity collected",
+        t.collected,
+        format!("CUPTI: {}", t.cupti_status.as_deref().unwrap_or("?")),
+    );
+    let k = count("kernel", None);
+    check(
+        "kernels recorded",
+        k == exp.kernels,
+        format!("{k} of {} launched", exp.kernels),
+    );
+    let (h, d) = (count("memcpy", Some("HtoD")), count("memcpy", Some("DtoH")));
+    check(
+        "copies recorded",
+        h == exp.htod && d == exp.dtoh,
+        format!("HtoD {h} of {}, DtoH {d} of {}", exp.htod, exp.dtoh),
+    );
+    let m = count("memset", None);
+    check(
+        "memsets recorded",
+        m == exp.memsets,
+        format!("{m} of {}", exp.memsets),
+    );
+    check(
+        "no records dropped",
+        t.dropped_records == 0,
+        format!("{} dropped", t.dropped_records),
+    );
+
+    match span("kernels") {
+        Some(ks) => {
+            let outside: Vec<String> = t
+                .activity
+                .iter()
+                .filter(|a| a.kind == "kernel")
+                .filter(|a| a.start_ns + slack_ns < ks.start_ns || a.end_ns > ks.end_ns + slack_ns)
+                .map(|a| format!("{}..{}", a.start_ns, a.end_ns))
+                .collect();
+            check(
+                "kernels inside their host window",
+                outside.is_empty() && k > 0,
+                if outside.is_empty() {
+                    format!(
+                        "window {}..{} ns, slack {slack_ns} ns",
+                        ks.start_ns, ks.end_ns
+                    )
+                } else {
+                    format!(
+                        "{} outside {}..{}: {}",
+                        outside.len(),
+                        ks.start_ns,
+                        ks.end_ns,
+                        outside.join(", ")
+                    )
+                },
+            );
+            let busy = ks.gpu_busy_ns.unwrap_or(0);
+            check(
+                "kernels span busy",
+                busy > 0 && busy <= ks.duration_ns,
+                format!("busy {busy} of {} ns", ks.duration_ns),
+            );
+            let gpu_ms = serde_json::from_str::<serde_json::Value>(&ks.attrs)
+                .ok()
+                .and_then(|a| a.get("gpu_ms").and_then(|v| v.as_f64()));
+            let ok = gpu_ms.is_some_and(|ms| {
+                let ns = ms * 1e6;
+                // Events bracket the launches: at least the kernels' busy time (less
+                // timer resolution), at most the host window.
+                ns >= busy as f64 * 0.95 - 10_000.0 && ns <= ks.duration_ns as f64 * 1.01 + 10_000.0
+            });
+            check(
+                "CUDA-event gpu_ms attached",
+                ok,
+                format!("gpu_ms {gpu_ms:?}, busy {busy} ns"),
+            );
+        }
+        None => check(
+            "kernels inside their host window",
+            false,
+            "no `kernels` span".into(),
+        ),
+    }
+    match span("gpu_prove") {
+        Some(g) => {
+            let idle = g.gpu_idle_ns().unwrap_or(0);
+            check(
+                "gpu_prove idle covers the host gap",
+                idle >= exp.host_gap_ns,
+                format!("idle {idle} ns ≥ host gap {} ns", exp.host_gap_ns),
+            );
+        }
+        None => check(
+            "gpu_prove idle covers the host gap",
+            false,
+            "no `gpu_prove` span".into(),
+        ),
+    }
+    let fast: Vec<_> = t.samples.iter().filter(|s| s.source == "nvml").collect();
+    check(
+        "NVML sampled",
+        !fast.is_empty()
+            && fast
+                .iter()
+                .any(|s| s.sm_util_pct.is_some() && s.mem_used_bytes.is_some()),
+        format!(
+            "{} samples, max SM util {:?} %, max power {:?} mW",
+            fast.len(),
+            fast.iter().filter_map(|s| s.sm_util_pct).max(),
+            fast.iter().filter_map(|s| s.power_mw).max()
+        ),
+    );
+    check(
+        "leak-watch GPU memory read",
+        t.gpu_mem_used_end_bytes.is_some(),
+        format!("{:?} bytes", t.gpu_mem_used_end_bytes),
+    );
+    out
+}
+
+/// CUDA C of the self-test: a copy-bound saxpy and an arithmetic-bound spin.
+const KERNELS: &str = r#"
+extern "C" __global__ void saxpy(float a, const float *x, float *y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void spin(float *y, unsigned n, unsigned iters) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = y[i];
+        for (unsigned k = 0; k < iters; ++k) v = v * 0.999f + 0.001f;
+        y[i] = v;
+    }
+}
+"#;
+
+/// What [`run`] produced.
+#[derive(Debug)]
+pub struct SelftestOutcome {
+    pub dir: PathBuf,
+    pub checks: Vec<Check>,
+}
+
+impl SelftestOutcome {
+    pub fn passed(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.ok)
+    }
+}
+
+/// The host-side reference of one element after `launches` saxpy+spin pairs.
+fn expected_value(x: f32, launches: u32, iters: u32) -> f32 {
+    let mut y = 1.0f32;
+    for _ in 0..launches {
+        y += 2.0 * x;
+        for _ in 0..iters {
+            y = y * 0.999 + 0.001;
+        }
+    }
+    y
+}
+
+fn x_of(i: usize) -> f32 {
+    (i % 7) as f32
+}
+
+/// GPU side of the self-test (cudarc: driver + NVRTC).
+struct Gpu {
+    stream: Arc<cudarc::driver::CudaStream>,
+    ctx: Arc<cudarc::driver::CudaContext>,
+    saxpy: cudarc::driver::CudaFunction,
+    spin: cudarc::driver::CudaFunction,
+}
+
+fn open_gpu() -> Result<Gpu, String> {
+    dylib::guard("CUDA driver", || {
+        // SAFETY: only probes for the library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err("libcuda.so.1 not found: no NVIDIA driver".into());
+        }
+        Ok(())
+    })?;
+    dylib::preload(
+        &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"],
+        &dylib::cuda_lib_dirs(),
+    )
+    .map_err(|e| format!("NVRTC: {e}"))?;
+    dylib::guard("CUDA setup", || {
+        // SAFETY: only probes for the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err("libnvrtc opened but cudarc cannot find it by name".into());
+        }
+        let ptx =
+            cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| format!("NVRTC compile: {e:?}"))?;
+        let ctx =
+            cudarc::driver::CudaContext::new(0).map_err(|e| format!("CUDA context: {e:?}"))?;
+        let module = ctx
+            .load_module(ptx)
+            .map_err(|e| format!("module load: {e:?}"))?;
+        let saxpy = module
+            .load_function("saxpy")
+            .map_err(|e| format!("{e:?}"))?;
+        let spin = module.load_function("spin").map_err(|e| format!("{e:?}"))?;
+        Ok(Gpu {
+            stream: ctx.default_stream(),
+            ctx,
+            saxpy,
+            spin,
+        })
+    })
+}
+
+/// One rep of GPU work in the canonical span names; returns the prove trace and
+/// whether the result matched the host reference.
+fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> Result<(u64, bool), String> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let e = |what: &'static str| move |err: cudarc::driver::DriverError| format!("{what}: {err:?}");
+    let n = o.elements;
+    let x: Vec<f32> = (0..n as usize).map(x_of).collect();
+    let ones = vec![1.0f32; n as usize];
+    let prove = Span::enter("prove");
+    let trace = prove.trace();
+    let result = {
+        let _g = Span::enter("gpu_prove");
+        let (x_dev, mut y_dev) = {
+            let s = Span::enter("h2d");
+            s.set_attr("bytes", 2 * n as u64 * 4);
+            let x_dev = gpu.stream.clone_htod(&x).map_err(e("HtoD"))?;
+            let y_dev = gpu.stream.clone_htod(&ones).map_err(e("HtoD"))?;
+            gpu.stream.synchronize().map_err(e("sync"))?;
+            (x_dev, y_dev)
+        };
+        {
+            let s = Span::enter("memset");
+            let mut scratch = gpu
+                .stream
+                .alloc_zeros::<f32>(n as usize)
+                .map_err(e("alloc"))?;
+            gpu.stream.memset_zeros(&mut scratch).map_err(e("memset"))?;
+            gpu.stream.synchronize().map_err(e("sync"))?;
+            s.set_attr("bytes", n as u64 * 4);
+        }
+        {
+            let s = Span::enter("kernels");
+            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let start = gpu.ctx.new_event(timing).map_err(e("event"))?;
+            let stop = gpu.ctx.new_event(timing).map_err(e("event"))?;
+            start.record(&gpu.stream).map_err(e("event record"))?;
+            let cfg = LaunchConfig::for_num_elems(n);
+            let a = 2.0f32;
+            for _ in 0..o.launches {
+                let mut b = gpu.stream.launch_builder(&gpu.saxpy);
+                b.arg(&a).arg(&x_dev).arg(&mut y_dev).arg(&n);
+                // SAFETY: argument types match the kernel's signature; buffers hold n floats.
+                unsafe { b.launch(cfg) }.map_err(e("launch saxpy"))?;
+                let mut b = gpu.stream.launch_builder(&gpu.spin);
+                b.arg(&mut y_dev).arg(&n).arg(&o.spin_iters);
+                // SAFETY: as above.
+                unsafe { b.launch(cfg) }.map_err(e("launch spin"))?;
+            }
+            stop.record(&gpu.stream).map_err(e("event record"))?;
+            let ms = start.elapsed_ms(&stop).map_err(e("event elapsed"))?;
+            s.set_attr("gpu_ms", ms as f64);
+            s.set_attr("launches", 2 * o.launches);
+        }
+        {
+            let _s = Span::enter("host_gap");
+            std::thread::sleep(o.host_gap);
+        }
+        let y = {
+            let _s = Span::enter("d2h");
+            gpu.stream.clone_dtoh(&y_dev).map_err(e("DtoH"))?
+        };
+        let _d = Span::enter("drop");
+        drop((x_dev, y_dev));
+        y
+    };
+    drop(prove);
+    let ok = [0usize, 1, 2, 3, 4, 5, 6, n as usize / 2, n as usize - 1]
+        .iter()
+        .all(|&i| {
+            let want = expected_value(x_of(i), o.launches, o.spin_iters);
+            (result[i] - want).abs() <= 1e-3 * want.abs().max(1.0)
+        });
+    Ok((trace, ok))
+}
+
+fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
+    let mut knobs = BTreeMap::new();
+    knobs.insert("elements".into(), o.elements.to_string());
+    knobs.insert("launches".into(), o.launches.to_string());
+    knobs.insert("spin_iters".into(), o.spin_iters.to_string());
+    knobs.insert("telemetry".into(), "true".into());
+    Meta {
+        schema_version: store::SCHEMA_VERSION,
+        gapscope_version: env!("CARGO_PKG_VERSION").into(),
+        experiment: "gpu-selftest".into(),
+        run_id: crate::experiment::runner::run_id(),
+        created_utc: chrono::Utc::now().to_rfc3339(),
+        command: o.command.clone(),
+        host: crate::envinfo::host(),
+        git: crate::envinfo::git(Path::new(".")),
+        counters: crate::counters::probe(),
+        gpu: tel.gpu_meta(),
+        workload: WorkloadMeta {
+            circuit: "gpu-selftest".into(),
+            log2_constraints: 32 - o.elements.leading_zeros().min(31) - 1,
+            batch: 1,
+            backend: "cudarc".into(),
+        },
+        variants: vec![VariantMeta {
+            name: "selftest".into(),
+            backend: "cudarc".into(),
+            knobs,
+        }],
+        reps: o.reps,
+        warmups: 1,
+        order: "sequential".into(),
+        process: "shared".into(),
+        params: Vec::new(),
+        setup_ns: BTreeMap::new(),
+        completed_utc: None,
+    }
+}
+
+/// Runs the self-test and writes its run folder. Fails at once, with the reason, where
+/// no GPU is usable.
+pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
+    let tel = Telemetry::start(TelemetryConfig {
+        period: o.period,
+        nvml: true,
+        cupti: true,
+        nvtx: o.nvtx,
+    });
+    let mut meta = selftest_meta(o, &tel);
+    if !meta.gpu.available {
+        bail!(
+            "gpu-selftest needs an NVIDIA GPU and driver: {}",
+            meta.gpu.reason.as_deref().unwrap_or("unavailable")
+        );
+    }
+    let gpu = open_gpu()
+        .map_err(anyhow::Error::msg)
+        .context("gpu-selftest cannot use the GPU")?;
+    let dir = o.results_dir.join("gpu-selftest").join(&meta.run_id);
+    let text = format!(
+        "# gapscope gpu-selftest (no experiment file): {} elements, {} saxpy+spin pairs of {} iterations, {} reps + 1 warm-up\n",
+        o.elements, o.launches, o.spin_iters, o.reps
+    );
+    let mut writer = RunWriter::create(&dir, &meta, &text)?;
+    let exp = Expected {
+        kernels: 2 * o.launches as usize,
+        htod: 2,
+        dtoh: 1,
+        memsets: 1,
+        host_gap_ns: o.host_gap.as_nanos() as u64,
+    };
+    let mut checks = Vec::new();
+    for rep in 0..=o.reps {
+        let warmup = rep == 0;
+        let started_utc = chrono::Utc::now().to_rfc3339();
+        let notes = tel.begin_rep(true);
+        let outcome = gpu_rep(&gpu, o);
+        let t = tel.end_rep(rep, "selftest");
+        let (trace, verified, error) = match outcome {
+            Ok((trace, ok)) => (
+                Some(trace),
+                ok,
+                if ok {
+                    String::new()
+                } else {
+                    "result differs from the host reference".into()
+                },
+            ),
+            Err(e) => (None, false, e),
+        };
+        let spans = trace.map(trace::drain_trace).unwrap_or_default();
+        let mut rows = crate::experiment::runner::span_rows(rep, "selftest", &spans);
+        if t.collected {
+            activity::annotate_gpu_busy(&mut rows, &t.activity);
+        }
+        let prove = rows.iter().find(|s| s.name == "prove");
+        let row = RunRow {
+            rep,
+            variant: "selftest".into(),
+            iteration: if warmup { 0 } else { rep - 1 },
+            warmup,
+            status: if verified {
+                RepStatus::Ok
+            } else {
+                RepStatus::Failed
+            },
+            verified,
+            proofs: 0,
+            start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
+            wall_ns: prove.map(|p| p.duration_ns).unwrap_or(0),
+            started_utc,
+            pid: std::process::id(),
+            rss_end_bytes: crate::envinfo::rss_bytes(),
+            gpu_mem_used_end_bytes: t.gpu_mem_used_end_bytes,
+            error: error.clone(),
+        };
+        writer.append_gpu(&t.samples, &t.activity)?;
+        writer.append_rep(&row, &rows)?;
+        if let Some(c) = t.calibration.clone() {
+            meta.gpu.clock_calibration.push(c);
+        }
+        if !warmup {
+            checks.push(Check {
+                rep,
+                name: "result verified",
+                ok: verified,
+                detail: if verified {
+                    "matches the host reference".into()
+                } else {
+                    error
+                },
+            });
+            let slack = t
+                .calibration
+                .as_ref()
+                .map(|c| c.uncertainty_ns)
+                .unwrap_or(0)
+                .max(50_000);
+            checks.extend(check_rep(rep, &rows, &t, &exp, slack));
+            for n in notes.iter().chain(&t.notes) {
+                checks.push(Check {
+                    rep,
+                    name: "note",
+                    ok: true,
+                    detail: n.clone(),
+                });
+            }
+        }
+    }
+    meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
+    store::write_meta(&dir, &meta)?;
+    Ok(SelftestOutcome { dir, checks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{GpuActivityRow, TelemetryRow};
+
+    fn span(name: &str, start: u64, end: u64, attrs: &str) -> SpanRow {
+        let mut s = SpanRow::sample();
+        s.name = name.into();
+        (s.start_ns, s.end_ns, s.duration_ns) = (start, end, end - start);
+        s.attrs = attrs.into();
+        s
+    }
+
+    fn act(kind: &str, name: &str, start: u64, end: u64) -> GpuActivityRow {
+        let mut a = GpuActivityRow::sample();
+        a.kind = kind.into();
+        a.name = name.into();
+        (a.start_ns, a.end_ns, a.duration_ns) = (start, end, end - start);
+        a
+    }
+
+    const EXP: Expected = Expected {
+        kernels: 2,
+        htod: 2,
+        dtoh: 1,
+        memsets: 1,
+        host_gap_ns: 300,
+    };
+
+    /// A rep as the GPU machine should produce it: gpu_prove 0..2000 with copies,
+    /// a memset, two kernels inside `kernels` (1000..1500) and a host gap.
+    fn good() -> (Vec<SpanRow>, RepTelemetry) {
+        let mut spans = vec![
+            span("prove", 0, 2_100, "{}"),
+            span("gpu_prove", 0, 2_000, "{}"),
+            span("kernels", 1_000, 1_500, r#"{"gpu_ms":0.00045}"#),
+        ];
+        let mut nvml = TelemetryRow::sample();
+        (nvml.source, nvml.sm_util_pct, nvml.mem_used_bytes) =
+            ("nvml".into(), Some(90), Some(1 << 30));
+        let t = RepTelemetry {
+            activity: vec![
+                act("memcpy", "HtoD", 100, 200),
+                act("memcpy", "HtoD", 200, 300),
+                act("memset", "memset", 400, 410),
+                act("kernel", "saxpy", 1_010, 1_200),
+                act("kernel", "spin", 1_200, 1_450),
+                act("memcpy", "DtoH", 1_900, 1_990),
+            ],
+            collected: true,
+            samples: vec![nvml],
+            gpu_mem_used_end_bytes: Some(5),
+            ..Default::default()
+        };
+        activity::annotate_gpu_busy(&mut spans, &t.activity);
+        (spans, t)
+    }
+
+    fn failed(checks: &[Check]) -> Vec<&'static str> {
+        checks.iter().filter(|c| !c.ok).map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn a_good_rep_passes_every_check() {
+        let (s, t) = good();
+        let c = check_rep(1, &s, &t, &EXP, 0);
+        assert!(failed(&c).is_empty(), "{c:#?}");
+        assert!(c.len() >= 10);
+    }
+
+    #[test]
+    fn each_defect_fails_its_own_check() {
+        // A kernel CUPTI missed.
+        let (s, mut t) = good();
+        t.activity.retain(|a| a.name != "spin");
+        let mut s2 = s.clone();
+        activity::annotate_gpu_busy(&mut s2, &t.activity);
+        assert_eq!(
+            failed(&check_rep(1, &s2, &t, &EXP, 0)),
+            ["kernels recorded"]
+        );
+
+        // Clocks misaligned: kernels land 1 µs late, outside the host window.
+        let (mut s, mut t) = good();
+        for a in t.activity.iter_mut() {
+            a.start_ns += 1_000;
+            a.end_ns += 1_000;
+        }
+        activity::annotate_gpu_busy(&mut s, &t.activity);
+        let f = failed(&check_rep(1, &s, &t, &EXP, 0));
+        assert!(f.contains(&"kernels inside their host window"), "{f:?}");
+        // … which a pairing uncertainty of that size excuses.
+        let f = failed(&check_rep(1, &s, &t, &EXP, 1_000));
+        assert!(!f.contains(&"kernels inside their host window"), "{f:?}");
+
+        // No CUDA-event time on the span, a missing copy, dropped records, no NVML.
+        let (mut s, mut t) = good();
+        s[2].attrs = "{}".into();
+        t.activity.retain(|a| a.name != "DtoH");
+        t.dropped_records = 3;
+        t.samples.clear();
+        assert_eq!(
+            failed(&check_rep(1, &s, &t, &EXP, 0)),
+            [
+                "copies recorded",
+                "no records dropped",
+                "CUDA-event gpu_ms attached",
+                "NVML sampled"
+            ]
+        );
+
+        // A host gap larger than the idle time measured.
+        let (s, t) = good();
+        let exp = Expected {
+            host_gap_ns: 5_000,
+            ..EXP
+        };
+        assert_eq!(
+            failed(&check_rep(1, &s, &t, &exp, 0)),
+            ["gpu_prove idle covers the host gap"]
+        );
+
+        // Nothing collected at all.
+        let (s, _) = good();
+        let t = RepTelemetry::default();
+        let f = failed(&check_rep(1, &s, &t, &EXP, 0));
+        assert!(
+            f.contains(&"activity collected") && f.contains(&"kernels recorded"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn the_host_reference_follows_the_kernels() {
+        // One pair with no spin: y = 1 + 2x.
+        assert_eq!(expected_value(3.0, 1, 0), 7.0);
+        // Spinning converges towards 1.
+        let v = expected_value(0.0, 1, 10_000);
+        assert!((v - 1.0).abs() < 1e-3, "{v}");
+    }
+
+    #[test]
+    fn without_a_gpu_the_selftest_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        let o = SelftestOptions {
+            results_dir: d.path().to_path_buf(),
+            ..Default::default()
+        };
+        match run(&o) {
+            Err(e) => {
+                let m = format!("{e:#}");
+                assert!(
+                    m.contains("needs an NVIDIA GPU") || m.contains("cannot use the GPU"),
+                    "{m}"
+                );
+                assert!(
+                    !d.path().join("gpu-selftest").exists(),
+                    "no run folder without a GPU"
+                );
+            }
+            Ok(out) => assert!(out.dir.exists()), // a GPU machine
+        }
+    }
+}
