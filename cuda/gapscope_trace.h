@@ -18,6 +18,8 @@ int32_t gapscope_span_exit(uint64_t handle);
 void gapscope_span_attr_u64(uint64_t handle, const char *key, uint64_t value);
 void gapscope_span_attr_f64(uint64_t handle, const char *key, double value);
 void gapscope_span_attr_str(uint64_t handle, const char *key, const char *value);
+/* Innermost span open on the calling thread (0 if none). */
+uint64_t gapscope_span_current(void);
 uint64_t gapscope_now_ns(void);
 
 #ifdef __cplusplus

@@ -19,7 +19,7 @@ static KEPT: Mutex<Vec<libloading::Library>> = Mutex::new(Vec::new());
 pub fn cuda_lib_dirs() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .map(PathBuf::from)
         .collect();
     roots.push(PathBuf::from("/usr/local/cuda"));
@@ -45,14 +45,12 @@ pub fn cuda_lib_dirs() -> Vec<PathBuf> {
 pub fn preload(names: &[&str], dirs: &[PathBuf]) -> Result<String, String> {
     let mut errors = Vec::new();
     for name in names {
+        // A name the loader does not resolve is looked for in the toolkit's folders next.
         // SAFETY: loading a CUDA library runs its initialisers, which have no
         // preconditions on our side.
-        match unsafe { libloading::Library::new(*name) } {
-            Ok(lib) => {
-                KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(lib);
-                return Ok((*name).to_string());
-            }
-            Err(e) => errors.push(e.to_string()),
+        if let Ok(lib) = unsafe { libloading::Library::new(*name) } {
+            KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(lib);
+            return Ok((*name).to_string());
         }
     }
     for dir in dirs {
@@ -67,7 +65,7 @@ pub fn preload(names: &[&str], dirs: &[PathBuf]) -> Result<String, String> {
                     KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(lib);
                     return Ok(p.display().to_string());
                 }
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => errors.push(format!("{}: {e:?}", p.display())),
             }
         }
     }
@@ -77,9 +75,8 @@ pub fn preload(names: &[&str], dirs: &[PathBuf]) -> Result<String, String> {
         names.first().copied().unwrap_or("library"),
         searched.join(", "),
         errors
-            .iter()
-            .find(|e| !e.contains("No such file"))
-            .map(|e| format!("; {e}"))
+            .first()
+            .map(|e| format!("; present but not loadable: {e}"))
             .unwrap_or_default()
     ))
 }

@@ -17,6 +17,15 @@
 //!
 //! Every library is opened at run time. Nothing here fails a run: what is missing is
 //! reported as "unavailable: <reason>" in meta.json and the run goes on.
+//!
+//! Knobs: `[run] telemetry_period_ms` (NVML period, default 20) and the variant knob
+//! `telemetry = true|false` (default true; `false` collects nothing during that variant's
+//! reps, which is how experiments/telemetry_overhead.toml measures telemetry's own cost).
+//! `gapscope run --nvtx` adds the NVTX mirror.
+//!
+//! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
+//! real kernels and copies and prints PASS/FAIL per check; `cuda/tests/gpu_timer_check.cpp`
+//! checks the CUDA-event helper (`cuda/gpu_timer.cuh`) on its own.
 
 pub mod activity;
 pub mod clock;

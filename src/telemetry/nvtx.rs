@@ -2,9 +2,16 @@
 //! exit, on the span's thread), so a run recorded by Nsight Systems shows gapscope's
 //! phases over the GPU timeline.
 //!
-//! `libnvToolsExt.so.1` is opened at run time (cudarc's `nvtx` feature would link it at
-//! build time). CUDA 12 and later ship NVTX 3 as headers only; where no library is
-//! present the mirror is unavailable and meta.json says why.
+//! Two ways in, both at run time (cudarc's `nvtx` feature would link libnvToolsExt at
+//! build time):
+//! 1. `libnvToolsExt.so.1` (NVTX 2, shipped up to CUDA 11), which finds the tool itself;
+//! 2. NVTX 3's injection protocol, which CUDA 12+ toolkits use instead of a library (their
+//!    NVTX is headers only): a tool such as Nsight Systems names its library in
+//!    `NVTX_INJECTION64_PATH`; gapscope opens it and calls `InitializeInjectionNvtx2` with
+//!    an export table, and the tool writes its range functions into the table's slots
+//!    ([`injection`]).
+//!
+//! With neither, the mirror is unavailable and meta.json says why.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -17,13 +24,14 @@ use super::dylib;
 type PushFn = unsafe extern "C" fn(*const c_char) -> c_int;
 type PopFn = unsafe extern "C" fn() -> c_int;
 
-/// NVTX's range functions from a loaded library.
+/// NVTX's range functions, from libnvToolsExt or from an injected tool.
 pub struct Nvtx {
     push: PushFn,
     pop: PopFn,
     /// Keeps the functions' library loaded.
-    _lib: libloading::Library,
-    pub library: String,
+    _lib: Option<libloading::Library>,
+    /// Where the functions come from.
+    pub source: String,
 }
 
 thread_local! {
@@ -33,8 +41,46 @@ thread_local! {
 }
 
 impl Nvtx {
-    /// Opens libnvToolsExt (by soname, else from the CUDA toolkit's folders).
+    /// libnvToolsExt if present, else the tool named by `NVTX_INJECTION64_PATH`.
     pub fn load() -> Result<Nvtx, String> {
+        let lib_err = match Self::load_library() {
+            Ok(n) => return Ok(n),
+            Err(e) => e,
+        };
+        match std::env::var_os("NVTX_INJECTION64_PATH") {
+            Some(path) => {
+                Self::load_injection(&path).map_err(|e| format!("{lib_err}; NVTX 3 injection: {e}"))
+            }
+            None => Err(format!(
+                "{lib_err}, and no NVTX tool is attached (NVTX_INJECTION64_PATH is unset; \
+                 Nsight Systems sets it: nsys profile -t cuda,nvtx gapscope run …)"
+            )),
+        }
+    }
+
+    /// Attaches to the NVTX 3 tool library at `path`.
+    fn load_injection(path: &std::ffi::OsStr) -> Result<Nvtx, String> {
+        let shown = std::path::Path::new(path).display().to_string();
+        // SAFETY: the tool library is meant to be loaded into NVTX clients; its
+        // initialisers have no preconditions on our side.
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| format!("cannot open {shown}: {e:?}"))?;
+        // SAFETY: NVTX 3 tools export this symbol with this signature (nvtxImpl.h).
+        let init: injection::InitFn = unsafe {
+            *lib.get::<injection::InitFn>(b"InitializeInjectionNvtx2\0")
+                .map_err(|e| format!("{shown} has no InitializeInjectionNvtx2: {e:?}"))?
+        };
+        let (push, pop) = injection::attach(init)?;
+        Ok(Nvtx {
+            push,
+            pop,
+            _lib: Some(lib),
+            source: format!("NVTX 3 injection {shown}"),
+        })
+    }
+
+    /// Opens libnvToolsExt (by soname, else from the CUDA toolkit's folders).
+    fn load_library() -> Result<Nvtx, String> {
         let names = ["libnvToolsExt.so.1", "libnvToolsExt.so"];
         let mut candidates: Vec<String> = names.iter().map(|s| s.to_string()).collect();
         for d in dylib::cuda_lib_dirs() {
@@ -63,23 +109,158 @@ impl Nvtx {
                     return Ok(Nvtx {
                         push,
                         pop,
-                        _lib: lib,
-                        library: c.clone(),
+                        _lib: Some(lib),
+                        source: c.clone(),
                     });
                 }
-                Err(e) => last = e.to_string(),
+                // A file that exists but does not load is worth reporting.
+                Err(e) if c.starts_with('/') => last = format!("{c}: {e:?}"),
+                Err(_) => {}
             }
         }
         Err(format!(
-            "libnvToolsExt.so.1 not found in the loader path or the CUDA toolkit's folders \
-             (CUDA 12+ ships NVTX 3 as headers only; install a libnvToolsExt.so.1, e.g. from \
-             an older toolkit, and add its folder to LD_LIBRARY_PATH){}",
-            if last.is_empty() || last.contains("No such file") {
+            "libnvToolsExt.so.1 not found in the loader path or the CUDA toolkit's folders{}",
+            if last.is_empty() {
                 String::new()
             } else {
-                format!("; {last}")
+                format!(" (present but not loadable: {last})")
             }
         ))
+    }
+}
+
+/// NVTX 3's side of the tool-injection handshake (the part of nvtxImpl.h a client
+/// compiles in): export tables whose callback slots the tool fills.
+pub mod injection {
+    use std::ffi::{c_int, c_uint, c_void};
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::sync::OnceLock;
+
+    use super::{PopFn, PushFn};
+
+    pub type GetExportTableFn = unsafe extern "C" fn(u32) -> *const c_void;
+    /// `InitializeInjectionNvtx2`: 1 on success.
+    pub type InitFn = unsafe extern "C" fn(GetExportTableFn) -> c_int;
+    type GetModuleFunctionTableFn =
+        unsafe extern "C" fn(c_int, *mut *mut *mut *mut c_void, *mut c_uint) -> c_int;
+
+    /// Export table ids (nvtxTypes.h).
+    pub const ETID_CALLBACKS: u32 = 1;
+    pub const ETID_VERSIONINFO: u32 = 3;
+    /// Slots per callback module, modules 1..=6: CORE, CUDA, OPENCL, CUDART, CORE2, SYNC.
+    pub const MODULE_SIZES: [usize; 6] = [16, 9, 15, 7, 16, 7];
+    pub const MODULE_CORE: c_int = 1;
+    pub const CBID_CORE_RANGE_PUSH_A: usize = 9;
+    pub const CBID_CORE_RANGE_POP: usize = 11;
+
+    #[repr(C)]
+    pub struct ExportTableCallbacks {
+        pub struct_size: usize,
+        pub get_module_function_table: GetModuleFunctionTableFn,
+    }
+
+    #[repr(C)]
+    pub struct ExportTableVersionInfo {
+        pub struct_size: usize,
+        pub version: u32,
+        pub reserved0: u32,
+        pub set_injection_nvtx_version: unsafe extern "C" fn(u32),
+    }
+
+    static CALLBACKS: ExportTableCallbacks = ExportTableCallbacks {
+        struct_size: std::mem::size_of::<ExportTableCallbacks>(),
+        get_module_function_table,
+    };
+
+    static VERSION_INFO: ExportTableVersionInfo = ExportTableVersionInfo {
+        struct_size: std::mem::size_of::<ExportTableVersionInfo>(),
+        version: 3,
+        reserved0: 0,
+        set_injection_nvtx_version,
+    };
+
+    /// Every module's slots, and the table of slot addresses handed to the tool.
+    struct Tables {
+        slots: &'static [AtomicPtr<c_void>],
+        slot_addrs: &'static [usize],
+    }
+
+    fn tables() -> &'static Tables {
+        static T: OnceLock<Tables> = OnceLock::new();
+        T.get_or_init(|| {
+            let n: usize = MODULE_SIZES.iter().sum();
+            let slots: &'static [AtomicPtr<c_void>] = Box::leak(
+                (0..n)
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                    .collect(),
+            );
+            // AtomicPtr<c_void> has the layout of *mut c_void: the tool writes through
+            // these addresses as into plain function-pointer slots.
+            let slot_addrs = Box::leak(slots.iter().map(|s| s.as_ptr() as usize).collect());
+            Tables { slots, slot_addrs }
+        })
+    }
+
+    unsafe extern "C" fn set_injection_nvtx_version(_version: u32) {}
+
+    unsafe extern "C" fn get_export_table(id: u32) -> *const c_void {
+        match id {
+            ETID_CALLBACKS => &CALLBACKS as *const ExportTableCallbacks as *const c_void,
+            ETID_VERSIONINFO => &VERSION_INFO as *const ExportTableVersionInfo as *const c_void,
+            _ => std::ptr::null(),
+        }
+    }
+
+    /// # Safety
+    /// Called by the tool with valid (or null) out-pointers.
+    unsafe extern "C" fn get_module_function_table(
+        module: c_int,
+        out_table: *mut *mut *mut *mut c_void,
+        out_size: *mut c_uint,
+    ) -> c_int {
+        if module < 1 || module as usize > MODULE_SIZES.len() {
+            return 0;
+        }
+        let m = module as usize - 1;
+        let offset: usize = MODULE_SIZES[..m].iter().sum();
+        let t = tables();
+        // SAFETY: out-pointers are valid or null per the protocol; the table lives
+        // forever and holds MODULE_SIZES[m] entries from `offset`.
+        unsafe {
+            if !out_table.is_null() {
+                *out_table = t.slot_addrs.as_ptr().add(offset) as *mut *mut *mut c_void;
+            }
+            if !out_size.is_null() {
+                *out_size = MODULE_SIZES[m] as c_uint;
+            }
+        }
+        1
+    }
+
+    /// Runs the tool's initialiser against fresh (empty) slots and returns the range
+    /// functions it installed.
+    pub fn attach(init: InitFn) -> Result<(PushFn, PopFn), String> {
+        let t = tables();
+        for s in t.slots {
+            s.store(std::ptr::null_mut(), Ordering::SeqCst);
+        }
+        // SAFETY: the tool's initialiser takes our export-table getter, per NVTX 3.
+        let rc = unsafe { init(get_export_table) };
+        if rc != 1 {
+            return Err(format!("the tool's InitializeInjectionNvtx2 returned {rc}"));
+        }
+        let push = t.slots[CBID_CORE_RANGE_PUSH_A].load(Ordering::SeqCst);
+        let pop = t.slots[CBID_CORE_RANGE_POP].load(Ordering::SeqCst);
+        if push.is_null() || pop.is_null() {
+            return Err("the tool installed no nvtxRangePushA/nvtxRangePop".into());
+        }
+        // SAFETY: the tool wrote functions of these NVTX signatures into these slots.
+        Ok(unsafe {
+            (
+                std::mem::transmute::<*mut c_void, PushFn>(push),
+                std::mem::transmute::<*mut c_void, PopFn>(pop),
+            )
+        })
     }
 }
 
@@ -105,7 +286,7 @@ impl SpanMirror for Nvtx {
 pub fn enable() -> String {
     match Nvtx::load() {
         Ok(n) => {
-            let lib = n.library.clone();
+            let lib = n.source.clone();
             if trace::set_mirror(Box::new(n)) {
                 format!("available ({lib})")
             } else {
@@ -186,6 +367,96 @@ mod tests {
                 s.starts_with("unavailable: libnvToolsExt.so.1 not found"),
                 "{s}"
             );
+            if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
+                assert!(s.contains("NVTX_INJECTION64_PATH is unset"), "{s}");
+            }
         }
+    }
+
+    static TOOL_CALLS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn tool_push(msg: *const c_char) -> c_int {
+        // SAFETY: NVTX passes a NUL-terminated message.
+        let m = unsafe { std::ffi::CStr::from_ptr(msg) }
+            .to_string_lossy()
+            .into_owned();
+        TOOL_CALLS.lock().unwrap().push(format!("push {m}"));
+        0
+    }
+
+    unsafe extern "C" fn tool_pop() -> c_int {
+        TOOL_CALLS.lock().unwrap().push("pop".into());
+        0
+    }
+
+    /// A tool as Nsight Systems' injection library behaves: reads the version table,
+    /// asks for the CORE and CORE2 modules' tables, checks their sizes, fills slots.
+    unsafe extern "C" fn good_tool(get: injection::GetExportTableFn) -> c_int {
+        use injection::*;
+        // SAFETY (whole body): the export tables and slot addresses come from the client
+        // under test and are valid for the process's life.
+        unsafe {
+            let v = get(ETID_VERSIONINFO) as *const ExportTableVersionInfo;
+            if v.is_null() || (*v).version < 2 {
+                return 0;
+            }
+            ((*v).set_injection_nvtx_version)(3);
+            let cb = get(ETID_CALLBACKS) as *const ExportTableCallbacks;
+            if cb.is_null() || (*cb).struct_size < std::mem::size_of::<ExportTableCallbacks>() {
+                return 0;
+            }
+            let (mut core, mut core_size) = (std::ptr::null_mut(), 0);
+            if ((*cb).get_module_function_table)(MODULE_CORE, &mut core, &mut core_size) == 0
+                || core_size <= 11
+            {
+                return 0;
+            }
+            let (mut core2, mut core2_size) = (std::ptr::null_mut(), 0);
+            if ((*cb).get_module_function_table)(5, &mut core2, &mut core2_size) == 0
+                || core2_size != 16
+            {
+                return 0;
+            }
+            let (mut none, mut none_size) = (std::ptr::null_mut(), 0);
+            if ((*cb).get_module_function_table)(7, &mut none, &mut none_size) != 0 {
+                return 0; // no such module: must be refused
+            }
+            **core.add(CBID_CORE_RANGE_PUSH_A) = tool_push as *mut std::ffi::c_void;
+            **core.add(CBID_CORE_RANGE_POP) = tool_pop as *mut std::ffi::c_void;
+            // CORE2's slots lie after CORE's: filling one must not touch CORE's.
+            **core2.add(CBID_CORE_RANGE_PUSH_A) = std::ptr::null_mut();
+            1
+        }
+    }
+
+    unsafe extern "C" fn refusing_tool(_get: injection::GetExportTableFn) -> c_int {
+        0
+    }
+
+    unsafe extern "C" fn empty_tool(_get: injection::GetExportTableFn) -> c_int {
+        1
+    }
+
+    #[test]
+    fn the_nvtx3_injection_handshake_installs_the_tools_range_functions() {
+        let (push, pop) = injection::attach(good_tool).unwrap();
+        let n = Nvtx {
+            push,
+            pop,
+            _lib: None,
+            source: "test tool".into(),
+        };
+        n.enter("gpu_prove");
+        n.enter("kernels");
+        n.exit("kernels");
+        n.exit("gpu_prove");
+        assert_eq!(
+            *TOOL_CALLS.lock().unwrap(),
+            ["push gpu_prove", "push kernels", "pop", "pop"]
+        );
+        let e = injection::attach(refusing_tool).err().unwrap();
+        assert!(e.contains("returned 0"), "{e}");
+        let e = injection::attach(empty_tool).err().unwrap();
+        assert!(e.contains("no nvtxRangePushA"), "{e}");
     }
 }

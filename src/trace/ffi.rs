@@ -80,6 +80,13 @@ pub unsafe extern "C" fn gapscope_span_attr_str(
     set_attr(handle, k, AttrValue::Str(v));
 }
 
+/// Handle of the innermost span open on the calling thread (Rust or C++), 0 if none:
+/// lets helpers such as `cuda/gpu_timer.cuh` attach attributes to the enclosing span.
+#[no_mangle]
+pub extern "C" fn gapscope_span_current() -> u64 {
+    super::current().map(|c| c.id).unwrap_or(0)
+}
+
 /// CLOCK_MONOTONIC nanoseconds, the recorder's clock, for C++ code that times itself.
 #[no_mangle]
 pub extern "C" fn gapscope_now_ns() -> u64 {
@@ -141,6 +148,21 @@ mod tests {
             attr(inner, "kernel"),
             Some(super::AttrValue::Str("ntt".into()))
         );
+    }
+
+    #[test]
+    fn current_is_the_innermost_open_span_of_this_thread() {
+        let outer = Span::enter("current_outer");
+        assert_eq!(super::gapscope_span_current(), outer.id());
+        {
+            let inner = Span::enter("current_inner");
+            assert_eq!(super::gapscope_span_current(), inner.id());
+        }
+        assert_eq!(super::gapscope_span_current(), outer.id());
+        let t = outer.trace();
+        drop(outer);
+        drain_trace(t);
+        assert_eq!(std::thread::spawn(|| super::gapscope_span_current()).join().unwrap(), 0);
     }
 
     #[test]

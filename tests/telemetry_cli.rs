@@ -1,0 +1,183 @@
+//! GPU telemetry through the command line, on whatever machine runs the tests: on one
+//! without a GPU (build machines, CI) every GPU source must say why it is unavailable
+//! while runs go on; on a GPU machine the same runs carry samples and activity.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use gapscope::store::{RepStatus, RunData};
+
+const AB: &str = r#"name = "tel_ab"
+[workload]
+circuit = "porep"
+log2_constraints = 10
+batch = 1
+backend = "cpu"
+[run]
+reps = 1
+warmups = 0
+process = "PROCESS"
+telemetry_period_ms = 5
+[[variant]]
+name = "on"
+[[variant]]
+name = "off"
+telemetry = false
+"#;
+
+fn gapscope(tmp: &Path) -> Command {
+    let mut c = Command::cargo_bin("gapscope").unwrap();
+    c.current_dir(tmp)
+        .env("GAPSCOPE_PARAMS_DIR", tmp.join("params"));
+    c
+}
+
+fn run_ab(tmp: &Path, process: &str, extra: &[&str]) -> PathBuf {
+    let exp = tmp.join(format!("ab_{process}.toml"));
+    std::fs::write(&exp, AB.replace("PROCESS", process)).unwrap();
+    let out = gapscope(tmp)
+        .arg("run")
+        .arg(&exp)
+        .arg("--quiet")
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .args(extra)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    PathBuf::from(
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
+}
+
+fn check_run(dir: &Path, process: &str) {
+    assert!(dir.join("telemetry.csv").exists() && dir.join("gpu_activity.csv").exists());
+    let d = RunData::load(dir).unwrap();
+    assert!(
+        d.runs.iter().all(|r| r.status == RepStatus::Ok),
+        "{:?}",
+        d.runs
+    );
+    let knob =
+        |v: &str| d.meta.variants.iter().find(|x| x.name == v).unwrap().knobs["telemetry"].clone();
+    assert_eq!(
+        (knob("on").as_str(), knob("off").as_str()),
+        ("true", "false")
+    );
+    let g = &d.meta.gpu;
+    assert_eq!(g.sample_period_ms, Some(5));
+    let activity = d.load_gpu_activity().unwrap();
+    let samples = d.load_telemetry().unwrap();
+    // The "off" variant never collects, on any machine.
+    assert!(activity.iter().all(|a| a.variant == "on"));
+    assert!(samples.iter().all(|s| s.variant == "on"));
+    assert!(d
+        .spans
+        .iter()
+        .filter(|s| s.variant == "off")
+        .all(|s| s.gpu_busy_ns.is_none()));
+    if g.available {
+        // A GPU machine: the CPU backend launches no kernels, but NVML samples the GPU.
+        assert!(
+            !samples.is_empty(),
+            "NVML samples expected on a GPU machine ({process})"
+        );
+        return;
+    }
+    let reason = g.reason.as_deref().unwrap_or("");
+    assert!(reason.starts_with("unavailable: "), "{reason}");
+    assert!(
+        g.nvml.as_deref().unwrap_or("").starts_with("unavailable: "),
+        "{g:?}"
+    );
+    assert!(
+        g.cupti
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("unavailable: ")
+            || g.cupti.as_deref().unwrap_or("").starts_with("off"),
+        "{g:?}"
+    );
+    assert!(samples.is_empty() && activity.is_empty());
+    assert!(d
+        .runs
+        .iter()
+        .all(|r| r.gpu_mem_used_end_bytes.is_none() && r.rss_end_bytes.is_some()));
+}
+
+#[test]
+fn runs_record_telemetry_status_and_go_on_without_a_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_ab(tmp.path(), "shared", &["--nvtx"]);
+    check_run(&dir, "shared");
+    let d = RunData::load(&dir).unwrap();
+    let nvtx = d.meta.gpu.nvtx.clone().unwrap_or_default();
+    assert!(
+        nvtx.starts_with("available") || nvtx.starts_with("unavailable: "),
+        "{nvtx}"
+    );
+}
+
+#[test]
+fn per_rep_workers_return_their_telemetry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_ab(tmp.path(), "per_rep", &[]);
+    check_run(&dir, "per_rep");
+    let d = RunData::load(&dir).unwrap();
+    assert_eq!(d.meta.gpu.nvtx.as_deref(), Some("off (run with --nvtx)"));
+}
+
+#[test]
+fn gpu_selftest_explains_a_missing_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = gapscope(tmp.path())
+        .args(["gpu-selftest", "--reps", "1", "--out"])
+        .arg(tmp.path().join("results"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if out.status.success() {
+        // A GPU machine: every check passed and the run folder exists.
+        assert!(
+            stdout.contains("PASS") && !stdout.contains("FAIL"),
+            "{stdout}"
+        );
+        return;
+    }
+    if stdout.contains("FAIL") {
+        panic!("gpu-selftest failed on a GPU machine:\n{stdout}\n{stderr}");
+    }
+    assert!(
+        stderr.contains("Error: gpu-selftest needs an NVIDIA GPU"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("results").join("gpu-selftest").exists());
+}
+
+#[test]
+fn telemetry_experiments_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    for name in ["telemetry_overhead.toml", "telemetry_per_rep.toml"] {
+        let (e, _) = gapscope::experiment::Experiment::load(&root.join(name)).unwrap();
+        assert!(e.resolved_variants().iter().any(|v| v.telemetry), "{name}");
+    }
+    let (e, _) =
+        gapscope::experiment::Experiment::load(&root.join("telemetry_overhead.toml")).unwrap();
+    let v = e.resolved_variants();
+    assert_eq!(
+        v.iter().filter(|v| !v.telemetry).count(),
+        1,
+        "one variant with telemetry off"
+    );
+    assert!(v
+        .iter()
+        .all(|x| x.backend == v[0].backend && x.gadget == v[0].gadget && x.drop == v[0].drop));
+}
