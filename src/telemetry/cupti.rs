@@ -272,9 +272,11 @@ fn init() -> Result<Cupti, String> {
         let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         // SAFETY: `handle` is a valid out-pointer; no callback function, no user data.
         unsafe { subscribe(&mut handle, None, std::ptr::null_mut()) }.map_err(|e| {
-            format!(
-                "cuptiSubscribe failed ({e:?}): is a profiler or another CUPTI client attached?"
-            )
+            if e.0 == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+                "cuptiSubscribe: another CUPTI client (a profiler such as Nsight Systems) is attached".to_string()
+            } else {
+                format!("cuptiSubscribe failed: {e:?} (no usable GPU driver?)")
+            }
         })?;
         activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
             .map_err(|e| format!("cuptiActivityRegisterCallbacks: {e:?}"))?;
@@ -348,6 +350,19 @@ mod tests {
         m.kind = Kind::CUPTI_ACTIVITY_KIND_DRIVER;
         // SAFETY: a complete record (of a kind that is skipped).
         assert!(unsafe { decode(&m as *const _ as *const u8) }.is_none());
+    }
+
+    /// Without a GPU (or without libcupti) CUPTI says why; it never panics. With
+    /// `CUDA_PATH` pointing at a toolkit, this also covers loading libcupti by path.
+    #[test]
+    fn cupti_setup_reports_instead_of_panicking() {
+        match Cupti::get() {
+            Ok(c) => assert!(!c.library.is_empty()),
+            Err(e) => assert!(
+                e.starts_with("CUPTI library: ") || e.starts_with("cuptiSubscribe"),
+                "{e}"
+            ),
+        }
     }
 
     #[test]
