@@ -269,7 +269,6 @@ fn record_gpu_meta(
 pub type ParamsByGadget = HashMap<Gadget, Arc<Groth16Params>>;
 
 /// Loads (or generates) params for every gadget the variants use.
-#[allow(clippy::type_complexity)]
 pub fn obtain_params(
     exp: &Experiment,
     params_dir: &Path,

@@ -162,7 +162,12 @@ mod tests {
         let t = outer.trace();
         drop(outer);
         drain_trace(t);
-        assert_eq!(std::thread::spawn(|| super::gapscope_span_current()).join().unwrap(), 0);
+        assert_eq!(
+            std::thread::spawn(|| super::gapscope_span_current())
+                .join()
+                .unwrap(),
+            0
+        );
     }
 
     #[test]
