@@ -132,6 +132,9 @@ fn per_rep_workers_return_their_telemetry() {
     check_run(&dir, "per_rep");
     let d = RunData::load(&dir).unwrap();
     assert_eq!(d.meta.gpu.nvtx.as_deref(), Some("off (run with --nvtx)"));
+    // CUPTI's status comes from the workers, where it is loaded (or not).
+    let cupti = d.meta.gpu.cupti.clone().unwrap_or_default();
+    assert!(cupti.ends_with("(in worker processes)"), "{cupti}");
 }
 
 #[test]

@@ -246,13 +246,15 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
 }
 
 /// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for
-/// worker processes, CUPTI's status there (the parent does not load CUPTI).
+/// worker processes, CUPTI's status there (the parent does not load CUPTI). True when
+/// meta.json changed.
 fn record_gpu_meta(
     g: &mut store::GpuMeta,
     rep: &RepTelemetry,
     process: ProcessPolicy,
     enabled: bool,
-) {
+) -> bool {
+    let before = (g.clock_calibration.len(), g.cupti.clone());
     if let Some(c) = &rep.calibration {
         g.clock_calibration.push(c.clone());
     }
@@ -263,6 +265,7 @@ fn record_gpu_meta(
             }
         }
     }
+    before != (g.clock_calibration.len(), g.cupti.clone())
 }
 
 /// Params by the gadget a variant uses (gadgets with one shape share one Arc).
@@ -482,7 +485,10 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         };
         // --- GPU telemetry rows first: the runs.csv row commits the rep.
         writer.append_gpu(&gpu.samples, &gpu.activity)?;
-        record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry);
+        if record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry) {
+            // A killed run keeps the calibration of every finished rep.
+            store::write_meta(&dir, &meta)?;
+        }
         for n in &gpu.notes {
             bar.println(format!("rep {} ({}): {n}", slot.rep, v.name));
         }
