@@ -244,15 +244,19 @@ impl Cupti {
 
     /// A simultaneous reading of CUPTI's timestamp and CLOCK_MONOTONIC.
     pub fn clock_pair(&self) -> Option<ClockPair> {
-        ClockPair::measure(
-            5,
-            || {
-                let mut ts = 0u64;
-                // SAFETY: `ts` is a valid out-pointer.
-                unsafe { get_timestamp(&mut ts) }.ok().map(|_| ts)
-            },
-            crate::trace::now_ns,
-        )
+        dylib::guard("CUPTI timestamp", || {
+            Ok(ClockPair::measure(
+                5,
+                || {
+                    let mut ts = 0u64;
+                    // SAFETY: `ts` is a valid out-pointer.
+                    unsafe { get_timestamp(&mut ts) }.ok().map(|_| ts)
+                },
+                crate::trace::now_ns,
+            ))
+        })
+        .ok()
+        .flatten()
     }
 }
 
@@ -278,6 +282,16 @@ fn init() -> Result<Cupti, String> {
                 format!("cuptiSubscribe failed: {e:?} (no usable GPU driver?)")
             }
         })?;
+        // cudarc resolves each symbol on first use and panics if it is missing; a panic
+        // inside a CUPTI callback would abort the process, so the functions the buffer
+        // callback uses are resolved here, under the guard, by harmless calls (null
+        // buffer: CUPTI_ERROR_INVALID_PARAMETER; null context: global count).
+        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+        // SAFETY: CUPTI rejects a null buffer without touching `record`.
+        let _ = unsafe { activity::get_next_record(std::ptr::null_mut(), 0, &mut record) };
+        let mut dropped = 0usize;
+        // SAFETY: a null context asks for the global count; `dropped` is valid.
+        let _ = unsafe { activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) };
         activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
             .map_err(|e| format!("cuptiActivityRegisterCallbacks: {e:?}"))?;
         let callback_clock =
