@@ -348,9 +348,9 @@ fn open_gpu() -> Result<Gpu, String> {
     })
 }
 
-/// One rep of GPU work in the canonical span names; returns the prove trace and
-/// whether the result matched the host reference.
-fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> Result<(u64, bool), String> {
+/// One rep of GPU work in the canonical span names; returns the prove trace (also when
+/// the GPU failed midway) and whether the result matched the host reference.
+fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> (u64, Result<bool, String>) {
     use cudarc::driver::{LaunchConfig, PushKernelArg};
     let e = |what: &'static str| move |err: cudarc::driver::DriverError| format!("{what}: {err:?}");
     let n = o.elements;
@@ -358,7 +358,7 @@ fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> Result<(u64, bool), String> {
     let ones = vec![1.0f32; n as usize];
     let prove = Span::enter("prove");
     let trace = prove.trace();
-    let result = {
+    let result = (|| -> Result<Vec<f32>, String> {
         let _g = Span::enter("gpu_prove");
         let (x_dev, mut y_dev) = {
             let s = Span::enter("h2d");
@@ -410,16 +410,18 @@ fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> Result<(u64, bool), String> {
         };
         let _d = Span::enter("drop");
         drop((x_dev, y_dev));
-        y
-    };
+        Ok(y)
+    })();
     drop(prove);
-    let ok = [0usize, 1, 2, 3, 4, 5, 6, n as usize / 2, n as usize - 1]
-        .iter()
-        .all(|&i| {
-            let want = expected_value(x_of(i), o.launches, o.spin_iters);
-            (result[i] - want).abs() <= 1e-3 * want.abs().max(1.0)
-        });
-    Ok((trace, ok))
+    let ok = result.map(|y| {
+        [0usize, 1, 2, 3, 4, 5, 6, n as usize / 2, n as usize - 1]
+            .iter()
+            .all(|&i| {
+                let want = expected_value(x_of(i), o.launches, o.spin_iters);
+                (y[i] - want).abs() <= 1e-3 * want.abs().max(1.0)
+            })
+    });
+    (trace, ok)
 }
 
 fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
@@ -497,21 +499,14 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
         let warmup = rep == 0;
         let started_utc = chrono::Utc::now().to_rfc3339();
         let notes = tel.begin_rep(true);
-        let outcome = gpu_rep(&gpu, o);
+        let (trace, outcome) = gpu_rep(&gpu, o);
         let t = tel.end_rep(rep, "selftest");
-        let (trace, verified, error) = match outcome {
-            Ok((trace, ok)) => (
-                Some(trace),
-                ok,
-                if ok {
-                    String::new()
-                } else {
-                    "result differs from the host reference".into()
-                },
-            ),
-            Err(e) => (None, false, e),
+        let (verified, error) = match outcome {
+            Ok(true) => (true, String::new()),
+            Ok(false) => (false, "result differs from the host reference".into()),
+            Err(e) => (false, e),
         };
-        let spans = trace.map(trace::drain_trace).unwrap_or_default();
+        let spans = trace::drain_trace(trace);
         let mut rows = crate::experiment::runner::span_rows(rep, "selftest", &spans);
         if t.collected {
             activity::annotate_gpu_busy(&mut rows, &t.activity);
@@ -560,6 +555,17 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
                 .unwrap_or(0)
                 .max(50_000);
             checks.extend(check_rep(rep, &rows, &t, &exp, slack));
+            if let Some(c) = &t.calibration {
+                checks.push(Check {
+                    rep,
+                    name: "clock",
+                    ok: true,
+                    detail: format!(
+                        "{} mode, CUPTI→monotonic offset {} ns at start, {} ns at end, drift {:.3} ppm, pairing ±{} ns",
+                        c.mode, c.offset_begin_ns, c.offset_end_ns, c.drift_ppm, c.uncertainty_ns
+                    ),
+                });
+            }
             for n in notes.iter().chain(&t.notes) {
                 checks.push(Check {
                     rep,
