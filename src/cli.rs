@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::experiment::{self, worker};
@@ -43,6 +43,26 @@ pub enum Command {
     },
     /// Print the phase summary of a run folder.
     Summary { run_dir: PathBuf },
+    /// Write a review report (report.md, SVG/PNG charts, Chrome trace) of a run folder.
+    Report {
+        run_dir: PathBuf,
+        /// Report folder (default: reports/<experiment>-<run id>).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Export a run folder's spans, GPU intervals and NVML samples for another tool.
+    Export {
+        run_dir: PathBuf,
+        /// Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
+        #[arg(long, required = true)]
+        chrome: bool,
+        /// Only this rep (the `rep` column of runs.csv); default: every rep.
+        #[arg(long, value_name = "N")]
+        rep: Option<u32>,
+        /// Output file (default: trace.json, or trace-rep<N>.json, in the run folder).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     #[command(name = "__worker", hide = true)]
     Worker {
         #[arg(long)]
@@ -133,6 +153,38 @@ pub fn run() -> Result<()> {
         Command::Summary { run_dir } => {
             let data = crate::store::RunData::load(&run_dir)?;
             print!("{}", crate::summary::phase_table(&data));
+            Ok(())
+        }
+        Command::Report { run_dir, out } => {
+            let input = crate::plot::PlotInput::load(&run_dir)?;
+            let out = out.unwrap_or_else(|| crate::report::default_out_dir(&input));
+            let done =
+                crate::report::write_report(&input, &out, &std::env::args().collect::<Vec<_>>())
+                    .with_context(|| format!("writing the report into {}", out.display()))?;
+            for f in &done.chart_failures {
+                eprintln!("warning: {f}");
+            }
+            println!("{}", done.report.display());
+            Ok(())
+        }
+        Command::Export {
+            run_dir,
+            chrome: _,
+            rep,
+            out,
+        } => {
+            let input = crate::plot::PlotInput::load(&run_dir)?;
+            let selection = rep.map_or(
+                crate::export::RepSelection::All,
+                crate::export::RepSelection::One,
+            );
+            let path = crate::export::export_to_file(
+                &crate::export::chrome::ChromeTrace,
+                &input,
+                selection,
+                out.as_deref(),
+            )?;
+            println!("{}", path.display());
             Ok(())
         }
         Command::Worker {

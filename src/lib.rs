@@ -1,13 +1,18 @@
 //! gapscope: a performance-regression investigation harness for a Groth16 prover.
 //!
 //! Pipeline: [`trace`] and [`counters`] record spans, [`telemetry`] the GPU's view →
-//! [`prover`] does the work → [`experiment`] runs variants → [`store`] writes results.
+//! [`prover`] does the work → [`experiment`] runs variants → [`store`] writes results →
+//! [`plot`] and [`report`] show where the time went; [`export`] hands traces to other
+//! tools.
 
 pub mod cli;
 pub mod counters;
 pub mod envinfo;
 pub mod experiment;
+pub mod export;
+pub mod plot;
 pub mod prover;
+pub mod report;
 pub mod store;
 pub mod summary;
 pub mod telemetry;

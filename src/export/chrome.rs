@@ -1,0 +1,227 @@
+//! Chrome trace-event JSON (the "JSON Object Format" that Perfetto and chrome://tracing
+//! open). Each rep is one process track so reps can be laid side by side:
+//!
+//! - spans are complete ("X") events, tid = the recorded thread id, named by "M"
+//!   thread_name metadata; `ts`/`dur` are microseconds as floats from the rep's first
+//!   span start, so every rep starts at 0 (the origins are in `otherData`);
+//! - GPU intervals are "X" events on one track per GPU lane;
+//! - NVML samples are counter ("C") events, one track per GPU and series.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::{ExportError, Exporter, RepSelection};
+use crate::plot::gpu::GpuLane;
+use crate::plot::PlotInput;
+
+pub struct ChromeTrace;
+
+/// Thread ids of GPU lanes start here, above any Linux thread id (pid_max ≤ 2^22).
+pub const GPU_LANE_TID_BASE: u64 = 1 << 30;
+
+/// Process id of a rep's track: ids start at 1 because Perfetto reserves 0.
+pub fn rep_pid(rep: u32) -> u64 {
+    rep as u64 + 1
+}
+
+fn us(ns: u64, origin: u64) -> f64 {
+    ns.saturating_sub(origin) as f64 / 1000.0
+}
+
+impl Exporter for ChromeTrace {
+    fn default_file_name(&self, selection: RepSelection) -> String {
+        match selection {
+            RepSelection::All => "trace.json".into(),
+            RepSelection::One(rep) => format!("trace-rep{rep}.json"),
+        }
+    }
+
+    fn serialize(
+        &self,
+        input: &PlotInput,
+        selection: RepSelection,
+    ) -> Result<Vec<u8>, ExportError> {
+        let value = trace(input, &selection.reps(input)?)?;
+        Ok(serde_json::to_vec(&value).expect("a JSON value serialises"))
+    }
+}
+
+/// The trace of `reps` as one JSON value.
+pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
+    let variants = input.variants();
+    let mut meta_events = Vec::new();
+    let mut events = Vec::new();
+    let mut origins = Map::new();
+    let mut any_span = false;
+    for &rep in reps {
+        let spans = input.spans_of(rep);
+        let run = input.run_row(rep);
+        let origin = spans
+            .iter()
+            .map(|s| s.start_ns)
+            .min()
+            .or(run.map(|r| r.start_ns))
+            .unwrap_or(0);
+        let end = spans.iter().map(|s| s.end_ns).max().unwrap_or(origin);
+        origins.insert(rep.to_string(), Value::String(origin.to_string()));
+        any_span |= !spans.is_empty();
+        let pid = rep_pid(rep);
+        let (label, sort) = match run {
+            Some(r) => {
+                let mut l = format!("{} · rep {} (#{}", r.variant, r.rep, r.iteration);
+                if r.warmup {
+                    l.push_str(", warm-up");
+                }
+                if r.status != crate::store::RepStatus::Ok {
+                    l.push_str(", failed");
+                }
+                l.push(')');
+                let vi = variants
+                    .iter()
+                    .position(|v| *v == r.variant)
+                    .unwrap_or(variants.len());
+                (
+                    l,
+                    vi as u64 * 100_000 + if r.warmup { 0 } else { 50_000 } + r.iteration as u64,
+                )
+            }
+            None => (format!("rep {rep}"), u64::MAX / 2),
+        };
+        meta_events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}));
+        meta_events.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": sort}}));
+        // Threads: the critical path first, then by first activity.
+        let root = input.root_thread(rep);
+        let mut threads: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+        for s in &spans {
+            let e = threads
+                .entry(s.thread_id)
+                .or_insert((s.thread_name.clone(), s.start_ns));
+            e.1 = e.1.min(s.start_ns);
+        }
+        let mut order: Vec<(u64, String, u64)> =
+            threads.into_iter().map(|(t, (n, f))| (t, n, f)).collect();
+        order.sort_by_key(|(t, _, first)| (Some(*t) != root, *first));
+        for (i, (tid, name, _)) in order.iter().enumerate() {
+            let name = if name.is_empty() {
+                format!("thread {tid}")
+            } else {
+                name.clone()
+            };
+            meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
+            meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": i}}));
+        }
+        for s in &spans {
+            let mut args = Map::new();
+            args.insert("span_id".into(), json!(s.span_id));
+            args.insert("parent_id".into(), json!(s.parent_id));
+            args.insert("self_ns".into(), json!(s.self_ns));
+            for column in [
+                "instructions",
+                "branches",
+                "cycles",
+                "task_clock_ns",
+                "page_faults",
+                "context_switches",
+            ] {
+                if let Some(v) = s.counter(column) {
+                    args.insert(column.into(), json!(v));
+                }
+            }
+            if let Ok(Value::Object(attrs)) = serde_json::from_str::<Value>(&s.attrs) {
+                if !attrs.is_empty() {
+                    args.insert("attrs".into(), Value::Object(attrs));
+                }
+            }
+            events.push(json!({
+                "name": s.name,
+                "cat": "span",
+                "ph": "X",
+                "pid": pid,
+                "tid": s.thread_id,
+                "ts": us(s.start_ns, origin),
+                "dur": s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0,
+                "args": args,
+            }));
+        }
+        // GPU lanes, after the threads.
+        let window = (
+            origin,
+            end.max(run.map(|r| r.start_ns + r.wall_ns).unwrap_or(end)),
+        );
+        let acts = input.gpu.activity_of(rep, window);
+        let mut lanes: Vec<GpuLane> = acts.iter().map(|a| a.lane()).collect();
+        lanes.sort_unstable();
+        lanes.dedup();
+        for (i, lane) in lanes.iter().enumerate() {
+            let tid = GPU_LANE_TID_BASE + i as u64;
+            meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": lane.to_string()}}));
+            meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": order.len() + i}}));
+        }
+        for a in acts {
+            let i = lanes.iter().position(|l| *l == a.lane()).unwrap_or(0);
+            let mut args = Map::new();
+            args.insert("kind".into(), json!(a.kind));
+            if let Some(b) = a.bytes {
+                args.insert("bytes".into(), json!(b));
+            }
+            if let Some(s) = a.stream {
+                args.insert("stream".into(), json!(s));
+            }
+            events.push(json!({
+                "name": a.label(),
+                "cat": format!("gpu.{}", if a.kind.is_empty() { "activity" } else { &a.kind }),
+                "ph": "X",
+                "pid": pid,
+                "tid": GPU_LANE_TID_BASE + i as u64,
+                "ts": us(a.start_ns, origin),
+                "dur": a.end_ns.saturating_sub(a.start_ns) as f64 / 1000.0,
+                "args": args,
+            }));
+        }
+        for t in input.gpu.telemetry_of(rep, window) {
+            for (series, v) in t.series() {
+                events.push(json!({
+                    "name": format!("GPU {} {series}", t.gpu.unwrap_or(0)),
+                    "cat": "nvml",
+                    "ph": "C",
+                    "pid": pid,
+                    "ts": us(t.t_ns, origin),
+                    "args": {"value": v},
+                }));
+            }
+        }
+    }
+    if !any_span {
+        return Err(ExportError::NoSpans {
+            dir: input.data.dir.clone(),
+        });
+    }
+    // Parents before children at equal start times, so viewers nest them.
+    let key = |e: &Value| {
+        (
+            e["pid"].as_u64().unwrap_or(0),
+            e["tid"].as_u64().unwrap_or(0),
+            e["ts"].as_f64().unwrap_or(0.0),
+            -e["dur"].as_f64().unwrap_or(0.0),
+        )
+    };
+    events.sort_by(|a, b| {
+        key(a)
+            .partial_cmp(&key(b))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    meta_events.extend(events);
+    let m = &input.data.meta;
+    Ok(json!({
+        "traceEvents": meta_events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "producer": format!("gapscope {}", m.gapscope_version),
+            "experiment": m.experiment,
+            "run_id": m.run_id,
+            "clock": "CLOCK_MONOTONIC; ts of each rep counted from that rep's first span start",
+            "rep_origin_ns": origins,
+        },
+    }))
+}

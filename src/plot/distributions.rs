@@ -1,0 +1,239 @@
+//! Distributions: one small panel per span (and per wrapper's unattributed time) with
+//! each variant's reps as points over a box (quartiles, whiskers to min and max), so
+//! the noise behind a median is visible. The y axis is fitted to the data, not to zero:
+//! the spread is what this chart is for.
+
+use plotters::prelude::*;
+
+use super::canvas::*;
+use super::input::{median, quantile, Measure, PlotInput};
+use super::{chart_backends, header, run_line, Chart, Notes};
+
+pub struct Distributions;
+
+const COLS: usize = 4;
+const PANEL_W: i32 = 295;
+const PANEL_H: i32 = 230;
+
+/// One panel: a metric and each variant's per-rep values (ns).
+struct Metric {
+    label: String,
+    values: Vec<(String, Vec<f64>)>,
+}
+
+fn metrics(input: &PlotInput) -> Vec<Metric> {
+    let variants = input.variants();
+    let mut out = Vec::new();
+    for name in input.span_order() {
+        let mut measures = vec![(Measure::Total, name.clone())];
+        if input.is_wrapper(&name) {
+            measures.push((Measure::SelfTime, format!("{name} (unattributed)")));
+        }
+        for (m, label) in measures {
+            let values: Vec<(String, Vec<f64>)> = variants
+                .iter()
+                .map(|v| {
+                    (
+                        v.clone(),
+                        input
+                            .per_rep(v, &name, m)
+                            .iter()
+                            .map(|&(_, ns)| ns as f64)
+                            .collect(),
+                    )
+                })
+                .collect();
+            if values.iter().any(|(_, v)| !v.is_empty()) {
+                out.push(Metric { label, values });
+            }
+        }
+    }
+    out
+}
+
+impl Distributions {
+    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let mut notes = Notes::default();
+        let y0 = header(
+            c,
+            "Distributions: every measured rep per span and variant",
+            &format!(
+                "{} · points = reps, box = quartiles, whiskers = min to max",
+                run_line(input)
+            ),
+        )?;
+        let ms = metrics(input);
+        if ms.is_empty() {
+            let msg = "no spans recorded for any verified rep";
+            c.text(msg, (20, y0 + 20), LABEL_PX, WORSE, Align::Left)?;
+            notes.push(msg);
+            return Ok(notes);
+        }
+        for v in input.variants() {
+            if input.measured_reps(&v).len() < 2 {
+                notes.push(format!("variant {v} has fewer than 2 verified measured reps: its spread cannot be seen"));
+            }
+        }
+        for (i, m) in ms.iter().enumerate() {
+            let (col, row) = ((i % COLS) as i32, (i / COLS) as i32);
+            let (px0, py0) = (10 + col * PANEL_W, y0 + row * PANEL_H);
+            self.panel(c, m, (px0, py0))?;
+        }
+        Ok(notes)
+    }
+
+    fn panel<DB>(&self, c: &Canvas<'_, DB>, m: &Metric, (x0, y0): (i32, i32)) -> Drawn
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let inner_w = PANEL_W - 20;
+        c.text(
+            &fit(&m.label, LABEL_PX, inner_w),
+            (x0 + 8, y0 + 14),
+            LABEL_PX,
+            INK,
+            Align::Left,
+        )?;
+        // Median change of each variant against the baseline.
+        let base = m.values.first().and_then(|(_, v)| median(v));
+        let mut sub = Vec::new();
+        for (v, vals) in m.values.iter().skip(1) {
+            if let (Some(b), Some(x)) = (base, median(vals)) {
+                let pct = if b > 0.0 { 100.0 * (x - b) / b } else { 0.0 };
+                sub.push((format!("{v} {:+.1}%", pct), delta_color(x - b, b)));
+            }
+        }
+        let mut sx = x0 + 8;
+        for (s, color) in &sub {
+            let s = fit(s, SMALL_PX, x0 + inner_w - sx);
+            c.text(&s, (sx, y0 + 34), SMALL_PX, *color, Align::Left)?;
+            sx += text_width(&s, SMALL_PX) + 12;
+        }
+        let all: Vec<f64> = m
+            .values
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect();
+        let (lo, hi) = all
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1.0);
+        let unit = TimeUnit::for_max(hi);
+        let plot = (x0 + 62, y0 + 48, x0 + PANEL_W - 14, y0 + PANEL_H - 36);
+        let y = Axis::new(
+            unit.value((lo - pad).max(0.0)),
+            unit.value(hi + pad),
+            plot.3,
+            plot.1,
+        );
+        c.outline((plot.0, plot.1), (plot.2, plot.3), INK.mix(0.35), 1)?;
+        let ticks = y.ticks(4);
+        let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
+        for t in &ticks {
+            let ty = y.px(*t);
+            c.line(&[(plot.0, ty), (plot.2, ty)], GRID.mix(1.0), 1)?;
+            c.text(
+                &unit.tick(*t, step),
+                (plot.0 - 5, ty),
+                SMALL_PX - 2,
+                INK,
+                Align::Right,
+            )?;
+        }
+        c.text(
+            unit.suffix,
+            (x0 + 8, plot.1 + 4),
+            SMALL_PX - 2,
+            MUTED,
+            Align::Left,
+        )?;
+        let n = m.values.len().max(1) as i32;
+        let slot = (plot.2 - plot.0) / n;
+        for (k, (v, vals)) in m.values.iter().enumerate() {
+            let cx = plot.0 + slot * k as i32 + slot / 2;
+            let color = variant_color(k);
+            c.text(
+                &fit(v, SMALL_PX - 1, slot - 4),
+                (cx, plot.3 + 12),
+                SMALL_PX - 1,
+                INK,
+                Align::Center,
+            )?;
+            if vals.is_empty() {
+                c.text(
+                    "no reps",
+                    (cx, (plot.1 + plot.3) / 2),
+                    SMALL_PX - 1,
+                    MUTED,
+                    Align::Center,
+                )?;
+                continue;
+            }
+            let q = |p| {
+                quantile(vals, p)
+                    .map(|x| y.px(unit.value(x)))
+                    .unwrap_or(plot.3)
+            };
+            let half = (slot / 4).clamp(6, 30);
+            // Whisker, box, median.
+            c.line(&[(cx, q(0.0)), (cx, q(1.0))], color.mix(0.9), 1)?;
+            c.line(
+                &[(cx - half / 2, q(0.0)), (cx + half / 2, q(0.0))],
+                color.mix(0.9),
+                1,
+            )?;
+            c.line(
+                &[(cx - half / 2, q(1.0)), (cx + half / 2, q(1.0))],
+                color.mix(0.9),
+                1,
+            )?;
+            c.rect((cx - half, q(0.75)), (cx + half, q(0.25)), color.mix(0.15))?;
+            c.outline(
+                (cx - half, q(0.75)),
+                (cx + half, q(0.25)),
+                color.mix(0.9),
+                1,
+            )?;
+            c.line(
+                &[(cx - half, q(0.5)), (cx + half, q(0.5))],
+                color.mix(1.0),
+                3,
+            )?;
+            // Reps as points, spread sideways in a fixed pattern so equal values stay visible.
+            for (i, &val) in vals.iter().enumerate() {
+                let jitter = [0, -6, 6, -3, 3, -9, 9][i % 7];
+                c.dot(
+                    (cx + half + 10 + jitter, y.px(unit.value(val))),
+                    3,
+                    color.mix(0.85),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Chart for Distributions {
+    fn name(&self) -> &'static str {
+        "distributions"
+    }
+    fn title(&self) -> &'static str {
+        "Rep-to-rep spread"
+    }
+    fn caption(&self) -> &'static str {
+        "Every measured rep of every span per variant (points) over its quartiles (box) and range (whiskers); the label gives each variant's median change against the baseline."
+    }
+    fn size(&self, input: &PlotInput) -> (u32, u32) {
+        let rows = metrics(input).len().div_ceil(COLS).max(1) as i32;
+        (
+            (20 + COLS as i32 * PANEL_W) as u32,
+            (66 + rows * PANEL_H + 10) as u32,
+        )
+    }
+    chart_backends!();
+}

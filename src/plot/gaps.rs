@@ -1,0 +1,331 @@
+//! Gaps: for every measured rep, the wrapper `gpu_prove` against the inner GPU time
+//! `kernels`, drawn where they happened; the wrapper's time outside `kernels` is the
+//! striped gap. The seed's 10.2-second ghost is exactly such a gap.
+
+use plotters::prelude::*;
+
+use super::canvas::*;
+use super::input::{median, PlotInput};
+use super::{chart_backends, header, run_line, Chart, Notes};
+
+pub const OUTER: &str = "gpu_prove";
+pub const INNER: &str = "kernels";
+
+pub struct Gaps;
+
+/// One rep's wrapper, its inner intervals (relative to the wrapper's start) and the gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepGap {
+    pub rep: u32,
+    pub iteration: u32,
+    pub outer_ns: u64,
+    pub inner: Vec<(u64, u64)>,
+    pub inner_ns: u64,
+    pub gap_ns: u64,
+    /// The wrapper's other children on its thread, relative to its start: what part of
+    /// the gap is measured by some other span.
+    pub others: Vec<(String, u64, u64)>,
+    /// The wrapper's self time: the part of the gap no span accounts for.
+    pub unattributed_ns: u64,
+}
+
+impl RepGap {
+    pub fn gap_fraction(&self) -> f64 {
+        if self.outer_ns == 0 {
+            0.0
+        } else {
+            self.gap_ns as f64 / self.outer_ns as f64
+        }
+    }
+}
+
+/// Sorted, disjoint union of intervals: overlapping inner spans count once.
+fn union(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    intervals.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in intervals {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
+/// The gap of every measured rep of `variant` that has a `gpu_prove` span.
+pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
+    input
+        .measured_reps(variant)
+        .iter()
+        .filter_map(|r| {
+            let spans = input.spans_of(r.rep);
+            let outer = spans
+                .iter()
+                .filter(|s| s.name == OUTER)
+                .min_by_key(|s| s.start_ns)?;
+            let (lo, hi) = (outer.start_ns, outer.end_ns.max(outer.start_ns));
+            let inner: Vec<(u64, u64)> = spans
+                .iter()
+                .filter(|s| s.name == INNER && s.end_ns > lo && s.start_ns < hi)
+                .map(|s| (s.start_ns.max(lo) - lo, s.end_ns.min(hi) - lo))
+                .collect();
+            let merged = union(inner);
+            let others = spans
+                .iter()
+                .filter(|s| {
+                    s.parent_id == Some(outer.span_id)
+                        && s.thread_id == outer.thread_id
+                        && s.name != INNER
+                })
+                .filter(|s| s.end_ns > lo && s.start_ns < hi)
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        s.start_ns.max(lo) - lo,
+                        s.end_ns.min(hi) - lo,
+                    )
+                })
+                .collect();
+            let inner_ns: u64 = merged.iter().map(|(a, b)| b - a).sum();
+            let outer_ns = hi - lo;
+            Some(RepGap {
+                rep: r.rep,
+                iteration: r.iteration,
+                outer_ns,
+                inner: merged,
+                inner_ns,
+                gap_ns: outer_ns.saturating_sub(inner_ns),
+                others,
+                unattributed_ns: outer.self_ns,
+            })
+        })
+        .collect()
+}
+
+const LABEL_W: i32 = 170;
+const RIGHT_W: i32 = 300;
+const ROW_H: i32 = 22;
+const GROUP_H: i32 = 30;
+
+impl Gaps {
+    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (w, _) = c.size();
+        let mut notes = Notes::default();
+        let mut y = header(
+            c,
+            &format!("Wrapper vs inner GPU time: {OUTER} against {INNER}, per rep"),
+            &format!(
+                "{} · striped = time inside {OUTER} outside {INNER} (the gap)",
+                run_line(input)
+            ),
+        )?;
+        let groups: Vec<(String, Vec<RepGap>)> = input
+            .variants()
+            .into_iter()
+            .map(|v| {
+                let g = rep_gaps(input, &v);
+                (v, g)
+            })
+            .collect();
+        if groups.iter().all(|(_, g)| g.is_empty()) {
+            let msg = format!("no {OUTER} span recorded in any verified rep: nothing to compare");
+            c.text(&msg, (20, y + 20), LABEL_PX, WORSE, Align::Left)?;
+            notes.push(msg);
+            return Ok(notes);
+        }
+        let max_ns = groups
+            .iter()
+            .flat_map(|(_, g)| g.iter().map(|r| r.outer_ns as f64))
+            .fold(1.0, f64::max);
+        let unit = TimeUnit::for_max(max_ns);
+        let x = Axis::new(0.0, unit.value(max_ns) * 1.02, LABEL_W, w - RIGHT_W);
+        y += 8;
+        let top = y;
+        for (vi, (variant, reps)) in groups.iter().enumerate() {
+            let gaps: Vec<f64> = reps.iter().map(|r| r.gap_ns as f64).collect();
+            let outers: Vec<f64> = reps.iter().map(|r| r.outer_ns as f64).collect();
+            let head = match (median(&gaps), median(&outers)) {
+                (Some(g), Some(o)) => format!(
+                    "{variant}: median gap {} of {} {OUTER} ({:.0}%)",
+                    fmt_ns(g),
+                    fmt_ns(o),
+                    100.0 * g / o.max(1.0)
+                ),
+                _ => format!("{variant}: no {OUTER} span in any verified rep"),
+            };
+            c.text(
+                &fit(&head, LABEL_PX, w - 40),
+                (12, y + GROUP_H / 2),
+                LABEL_PX,
+                variant_color(vi),
+                Align::Left,
+            )?;
+            y += GROUP_H;
+            let without_inner = reps.iter().filter(|r| r.inner.is_empty()).count();
+            if without_inner > 0 {
+                notes.push(format!(
+                    "{variant}: {without_inner} rep(s) have no {INNER} span inside {OUTER}"
+                ));
+            }
+            for r in reps {
+                let (y0, y1) = (y + 3, y + ROW_H - 3);
+                c.text(
+                    &format!("#{} (rep {})", r.iteration, r.rep),
+                    (28, y + ROW_H / 2),
+                    SMALL_PX,
+                    INK,
+                    Align::Left,
+                )?;
+                let px = |ns: u64| x.px(unit.value(ns as f64));
+                // The gap is everything of the wrapper outside the inner intervals.
+                let mut at = 0;
+                for &(a, b) in &r.inner {
+                    c.hatch((px(at), y0), (px(a), y1), GHOST)?;
+                    c.rect((px(a), y0), (px(b), y1), span_color(INNER).to_rgba())?;
+                    at = b;
+                }
+                c.hatch((px(at), y0), (px(r.outer_ns), y1), GHOST)?;
+                // Other children as a band along the bottom: the measured part of the gap.
+                for (name, a, b) in &r.others {
+                    c.rect(
+                        (px(*a), y1 - 6),
+                        (px(*b).max(px(*a) + 1), y1),
+                        span_color(name).to_rgba(),
+                    )?;
+                }
+                c.outline((px(0), y0), (px(r.outer_ns), y1), INK.mix(0.6), 1)?;
+                let label = format!(
+                    "gap {} ({:.0}%), {} in no span",
+                    fmt_ns(r.gap_ns as f64),
+                    100.0 * r.gap_fraction(),
+                    fmt_ns(r.unattributed_ns as f64)
+                );
+                c.text(
+                    &label,
+                    (px(r.outer_ns) + 8, y + ROW_H / 2),
+                    SMALL_PX,
+                    INK,
+                    Align::Left,
+                )?;
+                y += ROW_H;
+            }
+            y += 6;
+        }
+        let ticks = x.ticks(8);
+        let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
+        for t in &ticks {
+            let p = x.px(*t);
+            c.line(&[(p, top), (p, y)], GRID.mix(0.7), 1)?;
+            c.text(
+                &unit.tick(*t, step),
+                (p, y + 12),
+                SMALL_PX,
+                INK,
+                Align::Center,
+            )?;
+        }
+        c.text(
+            &format!("time since {OUTER} began ({})", unit.suffix),
+            (w - RIGHT_W + 10, y + 12),
+            SMALL_PX,
+            INK,
+            Align::Left,
+        )?;
+        y += 40;
+        c.rect((20, y - 7), (40, y + 7), span_color(INNER).to_rgba())?;
+        c.text(
+            &format!("{INNER}: inner GPU time"),
+            (48, y),
+            LABEL_PX,
+            INK,
+            Align::Left,
+        )?;
+        let lx = 48 + text_width(&format!("{INNER}: inner GPU time"), LABEL_PX) + 30;
+        c.hatch((lx, y - 7), (lx + 20, y + 7), GHOST)?;
+        c.text(
+            &format!("gap: {OUTER} time outside {INNER}"),
+            (lx + 28, y),
+            LABEL_PX,
+            INK,
+            Align::Left,
+        )?;
+        // Colours of the other children drawn along the bottom of the bars.
+        let mut names: Vec<&str> = Vec::new();
+        for (_, reps) in &groups {
+            for r in reps {
+                for (n, _, _) in &r.others {
+                    if !names.contains(&n.as_str()) {
+                        names.push(n);
+                    }
+                }
+            }
+        }
+        if !names.is_empty() {
+            y += 24;
+            c.text(
+                &format!("band under the gap: other {OUTER} children"),
+                (20, y),
+                SMALL_PX,
+                MUTED,
+                Align::Left,
+            )?;
+            let mut lx =
+                20 + text_width(
+                    &format!("band under the gap: other {OUTER} children"),
+                    SMALL_PX,
+                ) + 16;
+            for n in names {
+                let wn = 22 + text_width(n, SMALL_PX) + 14;
+                if lx + wn > w - 20 {
+                    y += 20;
+                    lx = 20;
+                }
+                c.rect((lx, y - 5), (lx + 16, y + 5), span_color(n).to_rgba())?;
+                c.text(n, (lx + 22, y), SMALL_PX, INK, Align::Left)?;
+                lx += wn;
+            }
+        }
+        Ok(notes)
+    }
+}
+
+impl Chart for Gaps {
+    fn name(&self) -> &'static str {
+        "gaps"
+    }
+    fn title(&self) -> &'static str {
+        "Wrapper vs kernels: the gap"
+    }
+    fn caption(&self) -> &'static str {
+        "Each rep's gpu_prove wrapper with its kernels interval drawn where it ran; the striped remainder is wrapper time the kernels do not explain."
+    }
+    fn size(&self, input: &PlotInput) -> (u32, u32) {
+        let variants = input.variants();
+        let rows: usize = variants.iter().map(|v| input.measured_reps(v).len()).sum();
+        (
+            1200,
+            (66 + 8 + variants.len() as i32 * (GROUP_H + 6) + rows as i32 * ROW_H + 130).max(200)
+                as u32,
+        )
+    }
+    chart_backends!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::union;
+
+    #[test]
+    fn overlapping_inner_intervals_count_once() {
+        assert_eq!(
+            union(vec![(20, 25), (5, 12), (0, 10)]),
+            vec![(0, 12), (20, 25)]
+        );
+        assert_eq!(union(vec![(0, 5), (5, 6)]), vec![(0, 6)]);
+        assert_eq!(union(vec![]), vec![]);
+    }
+}

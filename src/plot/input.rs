@@ -1,0 +1,280 @@
+//! What the charts, the report and the trace export read: a run folder loaded once, with
+//! the selections they share (measured verified reps, the median-wall rep of a variant,
+//! per-rep sums of a span's time).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use super::gpu::GpuRecords;
+use crate::store::{RepStatus, RunData, RunRow, SpanRow, StoreError};
+
+/// Which time of a span: its whole duration, or its self time (for a wrapper, the part
+/// no child accounts for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Measure {
+    Total,
+    SelfTime,
+}
+
+/// A run folder ready to draw.
+#[derive(Debug)]
+pub struct PlotInput {
+    pub data: RunData,
+    pub(crate) gpu: GpuRecords,
+    by_rep: BTreeMap<u32, Vec<usize>>,
+    wrappers: BTreeSet<String>,
+}
+
+/// `synthesis[3]` → `synthesis[*]`: per-item spans are grouped under one name.
+pub fn family(name: &str) -> Cow<'_, str> {
+    if let Some(open) = name.rfind('[') {
+        let inner = &name[open + 1..name.len().saturating_sub(1)];
+        if name.ends_with(']') && !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
+            return Cow::Owned(format!("{}[*]", &name[..open]));
+        }
+    }
+    Cow::Borrowed(name)
+}
+
+/// Median of a sample (mean of the middle two for an even count); `None` when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    quantile(values, 0.5)
+}
+
+/// Linear-interpolated quantile (type 7, as R and numpy default).
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let pos = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
+    let (i, frac) = (pos.floor() as usize, pos.fract());
+    Some(if i + 1 < v.len() {
+        v[i] + frac * (v[i + 1] - v[i])
+    } else {
+        v[i]
+    })
+}
+
+impl PlotInput {
+    pub fn load(dir: &Path) -> Result<Self, StoreError> {
+        Ok(Self::new(RunData::load(dir)?))
+    }
+
+    /// Wraps loaded data, reading the optional GPU files from its folder.
+    pub fn new(data: RunData) -> Self {
+        let gpu = GpuRecords::load(&data.dir);
+        Self::with_gpu(data, gpu)
+    }
+
+    pub(crate) fn with_gpu(data: RunData, gpu: GpuRecords) -> Self {
+        let mut by_rep: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, s) in data.spans.iter().enumerate() {
+            by_rep.entry(s.rep).or_default().push(i);
+        }
+        let names: HashMap<(u32, u64), &str> = data
+            .spans
+            .iter()
+            .map(|s| ((s.rep, s.span_id), s.name.as_str()))
+            .collect();
+        let wrappers = data
+            .spans
+            .iter()
+            .filter_map(|s| s.parent_id.and_then(|p| names.get(&(s.rep, p))))
+            .map(|n| family(n).into_owned())
+            .collect();
+        PlotInput {
+            data,
+            gpu,
+            by_rep,
+            wrappers,
+        }
+    }
+
+    /// Variant names in the order of meta.json (the first is the baseline), then any
+    /// that only runs.csv knows.
+    pub fn variants(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .data
+            .meta
+            .variants
+            .iter()
+            .map(|v| v.name.clone())
+            .collect();
+        for r in &self.data.runs {
+            if !v.contains(&r.variant) {
+                v.push(r.variant.clone());
+            }
+        }
+        v
+    }
+
+    /// Measured (not warm-up), verified reps of a variant, in iteration order.
+    pub fn measured_reps(&self, variant: &str) -> Vec<&RunRow> {
+        let mut v: Vec<&RunRow> = self
+            .data
+            .runs
+            .iter()
+            .filter(|r| r.variant == variant && !r.warmup && r.status == RepStatus::Ok)
+            .collect();
+        v.sort_by_key(|r| (r.iteration, r.rep));
+        v
+    }
+
+    /// The rep whose wall time is the median of the variant's measured reps (the lower
+    /// of the middle two for an even count), so one picture stands for the variant.
+    pub fn representative_rep(&self, variant: &str) -> Option<&RunRow> {
+        let mut reps = self.measured_reps(variant);
+        reps.sort_by_key(|r| (r.wall_ns, r.rep));
+        let n = reps.len();
+        if n == 0 {
+            None
+        } else {
+            Some(reps[(n - 1) / 2])
+        }
+    }
+
+    pub fn run_row(&self, rep: u32) -> Option<&RunRow> {
+        self.data.runs.iter().find(|r| r.rep == rep)
+    }
+
+    /// Spans of one rep, in file order.
+    pub fn spans_of(&self, rep: u32) -> Vec<&SpanRow> {
+        self.by_rep
+            .get(&rep)
+            .map(|ix| ix.iter().map(|&i| &self.data.spans[i]).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether spans of this name (family) have children: its self time is then the
+    /// wrapper's unattributed time.
+    pub fn is_wrapper(&self, name: &str) -> bool {
+        self.wrappers.contains(name)
+    }
+
+    /// The thread of a rep's root span (`prove`): the critical path.
+    pub fn root_thread(&self, rep: u32) -> Option<u64> {
+        let spans = self.spans_of(rep);
+        spans
+            .iter()
+            .find(|s| s.name == "prove")
+            .or_else(|| spans.iter().find(|s| s.parent_id.is_none()))
+            .map(|s| s.thread_id)
+    }
+
+    /// Per measured rep of `variant`: the sum of `measure` over spans of family `name`.
+    /// Reps without such a span are left out.
+    pub fn per_rep(&self, variant: &str, name: &str, measure: Measure) -> Vec<(u32, u64)> {
+        self.measured_reps(variant)
+            .iter()
+            .filter_map(|r| {
+                let mut any = false;
+                let sum = self
+                    .spans_of(r.rep)
+                    .iter()
+                    .filter(|s| family(&s.name) == name)
+                    .inspect(|_| any = true)
+                    .map(|s| match measure {
+                        Measure::Total => s.duration_ns,
+                        Measure::SelfTime => s.self_ns,
+                    })
+                    .sum();
+                any.then_some((r.rep, sum))
+            })
+            .collect()
+    }
+
+    /// Median of [`per_rep`](Self::per_rep), in ns.
+    pub fn median_of(&self, variant: &str, name: &str, measure: Measure) -> Option<f64> {
+        let v: Vec<f64> = self
+            .per_rep(variant, name, measure)
+            .iter()
+            .map(|&(_, ns)| ns as f64)
+            .collect();
+        median(&v)
+    }
+
+    /// Span families in tree order: depth first from the roots, siblings by start time,
+    /// over the representative rep of each variant (then any other rep), so names come
+    /// in the order the prover reaches them.
+    pub fn span_order(&self) -> Vec<String> {
+        let mut reps: Vec<u32> = self
+            .variants()
+            .iter()
+            .filter_map(|v| self.representative_rep(v))
+            .map(|r| r.rep)
+            .collect();
+        reps.extend(self.by_rep.keys().copied());
+        let mut out: Vec<String> = Vec::new();
+        for rep in reps {
+            let spans = self.spans_of(rep);
+            let mut children: BTreeMap<Option<u64>, Vec<&SpanRow>> = BTreeMap::new();
+            let ids: BTreeSet<u64> = spans.iter().map(|s| s.span_id).collect();
+            for s in &spans {
+                let parent = s.parent_id.filter(|p| ids.contains(p));
+                children.entry(parent).or_default().push(s);
+            }
+            for c in children.values_mut() {
+                c.sort_by_key(|s| (s.start_ns, s.span_id));
+            }
+            let mut stack: Vec<&SpanRow> = children.get(&None).cloned().unwrap_or_default();
+            stack.reverse();
+            while let Some(s) = stack.pop() {
+                let f = family(&s.name).into_owned();
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+                if let Some(c) = children.get(&Some(s.span_id)) {
+                    stack.extend(c.iter().rev());
+                }
+            }
+        }
+        out
+    }
+
+    /// Direct children of the root span (`prove`): the names every summary must show.
+    pub fn top_level_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (&rep, _) in self.by_rep.iter() {
+            let spans = self.spans_of(rep);
+            let Some(root) = spans.iter().find(|s| s.parent_id.is_none()) else {
+                continue;
+            };
+            for name in std::iter::once(&root.name).chain(
+                spans
+                    .iter()
+                    .filter(|s| s.parent_id == Some(root.span_id))
+                    .map(|s| &s.name),
+            ) {
+                let f = family(name).into_owned();
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_group_indexed_names_only() {
+        assert_eq!(family("synthesis[12]"), "synthesis[*]");
+        assert_eq!(family("synthesis"), "synthesis");
+        assert_eq!(family("a[b]"), "a[b]");
+        assert_eq!(family("x[]"), "x[]");
+    }
+
+    #[test]
+    fn quantiles_interpolate() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.25), Some(2.0));
+        assert_eq!(median(&[]), None);
+    }
+}

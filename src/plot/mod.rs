@@ -1,0 +1,300 @@
+//! Charts of where the time went, drawn from a run folder: after `store` has the spans,
+//! before `report` assembles them into a review. One file per chart, each behind the
+//! [`Chart`] trait and drawn twice, as SVG and PNG.
+//!
+//! Text is set with the DejaVu Sans face embedded from `assets/fonts/`, so drawing needs
+//! no system font. A chart that fails (or panics) yields an error for that chart only:
+//! [`render_all`] never fails as a whole.
+
+pub mod canvas;
+pub mod distributions;
+pub mod gaps;
+pub(crate) mod gpu;
+pub mod input;
+pub mod phases;
+pub mod timeline;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+pub use canvas::{DrawError, Drawn};
+pub use input::PlotInput;
+
+static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// Registers the embedded face under the generic family names plotters asks for.
+pub fn register_font() -> Result<(), PlotError> {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    let ok = *DONE.get_or_init(|| {
+        ["sans-serif", "serif", "monospace"].iter().all(|family| {
+            plotters::style::register_font(family, FontStyle::Normal, FONT_BYTES).is_ok()
+        })
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(PlotError::Font)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error("the embedded font could not be loaded (assets/fonts/DejaVuSans.ttf is damaged?)")]
+    Font,
+    #[error("chart {chart}: drawing {path} failed: {message}")]
+    Draw {
+        chart: &'static str,
+        path: PathBuf,
+        message: String,
+    },
+    #[error("chart {chart}: {path}: {source}")]
+    Io {
+        chart: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Image formats a chart is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Svg,
+    Png,
+}
+
+impl Format {
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Svg => "svg",
+            Format::Png => "png",
+        }
+    }
+}
+
+/// What a chart drew and what it could not (one line per missing piece of data).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Notes(pub Vec<String>);
+
+impl Notes {
+    pub fn push(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        if !self.0.contains(&note) {
+            self.0.push(note);
+        }
+    }
+}
+
+/// One chart: a size and a drawing on a pixel canvas. `draw_svg` and `draw_png` both
+/// forward to one generic drawing function (see [`chart_backends!`]).
+pub trait Chart {
+    /// File stem: `phases` gives phases.svg and phases.png.
+    fn name(&self) -> &'static str;
+    /// A heading for the report.
+    fn title(&self) -> &'static str;
+    /// One sentence telling a reader what the chart shows.
+    fn caption(&self) -> &'static str;
+    /// Pixel size for this run (charts grow with rows and panels).
+    fn size(&self, input: &PlotInput) -> (u32, u32);
+    fn draw_svg(
+        &self,
+        input: &PlotInput,
+        area: &DrawingArea<SVGBackend<'_>, Shift>,
+    ) -> Drawn<Notes>;
+    fn draw_png(
+        &self,
+        input: &PlotInput,
+        area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    ) -> Drawn<Notes>;
+}
+
+/// Implements [`Chart::draw_svg`] and [`Chart::draw_png`] with the chart's generic
+/// `fn draw<DB>(&self, input, canvas) -> Drawn<Notes>`.
+macro_rules! chart_backends {
+    () => {
+        fn draw_svg(
+            &self,
+            input: &$crate::plot::PlotInput,
+            area: &plotters::drawing::DrawingArea<
+                plotters::prelude::SVGBackend<'_>,
+                plotters::coord::Shift,
+            >,
+        ) -> $crate::plot::Drawn<$crate::plot::Notes> {
+            self.draw(input, &$crate::plot::canvas::Canvas::vector(area))
+        }
+        fn draw_png(
+            &self,
+            input: &$crate::plot::PlotInput,
+            area: &plotters::drawing::DrawingArea<
+                plotters::prelude::BitMapBackend<'_>,
+                plotters::coord::Shift,
+            >,
+        ) -> $crate::plot::Drawn<$crate::plot::Notes> {
+            self.draw(input, &$crate::plot::canvas::Canvas::raster(area))
+        }
+    };
+}
+pub(crate) use chart_backends;
+
+/// Every chart, in report order.
+pub fn all_charts() -> Vec<Box<dyn Chart>> {
+    vec![
+        Box::new(phases::Phases),
+        Box::new(gaps::Gaps),
+        Box::new(timeline::Timeline),
+        Box::new(distributions::Distributions),
+    ]
+}
+
+/// A chart written to disk.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub chart: &'static str,
+    pub title: &'static str,
+    pub caption: &'static str,
+    pub files: Vec<PathBuf>,
+    pub notes: Notes,
+}
+
+/// The outcome of one chart: its files, or why it could not be drawn.
+pub type ChartOutcome = Result<Rendered, PlotError>;
+
+/// Draws `chart` into `dir` in each format. A panic inside plotters is turned into an
+/// error for this chart.
+pub fn render(
+    chart: &dyn Chart,
+    input: &PlotInput,
+    dir: &Path,
+    formats: &[Format],
+) -> ChartOutcome {
+    register_font()?;
+    std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
+        chart: chart.name(),
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let size = chart.size(input);
+    let mut files = Vec::new();
+    let mut notes = Notes::default();
+    for &format in formats {
+        let path = dir.join(format!("{}.{}", chart.name(), format.extension()));
+        let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            draw_file(chart, input, &path, size, format)
+        }));
+        let result = match drawn {
+            Ok(r) => r,
+            Err(panic) => Err(panic_message(&panic).into()),
+        };
+        match result {
+            Ok(n) => {
+                for line in n.0 {
+                    notes.push(line);
+                }
+                files.push(path);
+            }
+            Err(e) => {
+                // Never leave a half-written image that a report could link to.
+                let _ = std::fs::remove_file(&path);
+                return Err(PlotError::Draw {
+                    chart: chart.name(),
+                    path,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(Rendered {
+        chart: chart.name(),
+        title: chart.title(),
+        caption: chart.caption(),
+        files,
+        notes,
+    })
+}
+
+fn draw_file(
+    chart: &dyn Chart,
+    input: &PlotInput,
+    path: &Path,
+    size: (u32, u32),
+    format: Format,
+) -> Drawn<Notes> {
+    match format {
+        Format::Svg => {
+            let root = SVGBackend::new(path, size).into_drawing_area();
+            root.fill(&WHITE)?;
+            let notes = chart.draw_svg(input, &root)?;
+            root.present()?;
+            Ok(notes)
+        }
+        Format::Png => {
+            let root = BitMapBackend::new(path, size).into_drawing_area();
+            root.fill(&WHITE)?;
+            let notes = chart.draw_png(input, &root)?;
+            root.present()?;
+            Ok(notes)
+        }
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("the drawing code panicked: {msg}")
+}
+
+/// Draws every chart; each outcome stands alone.
+pub fn render_all(
+    input: &PlotInput,
+    dir: &Path,
+    formats: &[Format],
+) -> Vec<(&'static str, ChartOutcome)> {
+    all_charts()
+        .iter()
+        .map(|c| (c.name(), render(c.as_ref(), input, dir, formats)))
+        .collect()
+}
+
+/// Title line and subtitle common to every chart; returns the y below them.
+pub(crate) fn header<DB>(c: &canvas::Canvas<'_, DB>, title: &str, subtitle: &str) -> Drawn<i32>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    use canvas::*;
+    let (w, _) = c.size();
+    c.bold(
+        &fit(title, TITLE_PX, w - 40),
+        (20, 22),
+        TITLE_PX,
+        INK,
+        Align::Left,
+    )?;
+    c.text(
+        &fit(subtitle, SMALL_PX, w - 40),
+        (20, 48),
+        SMALL_PX,
+        MUTED,
+        Align::Left,
+    )?;
+    Ok(66)
+}
+
+/// One-line description of the run for chart subtitles.
+pub(crate) fn run_line(input: &PlotInput) -> String {
+    let m = &input.data.meta;
+    format!(
+        "{} · {} 2^{} × {} on {} · run {}",
+        m.experiment,
+        m.workload.circuit,
+        m.workload.log2_constraints,
+        m.workload.batch,
+        m.workload.backend,
+        m.run_id
+    )
+}

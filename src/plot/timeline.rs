@@ -1,0 +1,509 @@
+//! Timeline: the representative (median-wall) rep of each variant as a Gantt chart. One
+//! row per thread, spans nested as in a flame chart (a child one level below its
+//! parent), then one row per GPU lane when GPU activity was recorded, and NVML
+//! utilisation as a line beneath. All variants share one time axis.
+
+use std::collections::{BTreeMap, HashMap};
+
+use plotters::prelude::*;
+
+use super::canvas::*;
+use super::gpu::{GpuActivityRow, GpuLane, TelemetryRow};
+use super::input::{family, PlotInput};
+use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::store::{RunRow, SpanRow};
+
+pub struct Timeline;
+
+const LABEL_W: i32 = 200;
+const RIGHT_W: i32 = 40;
+const LEVEL_H: i32 = 20;
+const PANEL_HEAD: i32 = 30;
+const UTIL_H: i32 = 70;
+const NOTE_H: i32 = 24;
+const AXIS_H: i32 = 30;
+const LEGEND_ROW: i32 = 22;
+
+/// A span placed on its row: its depth among same-thread ancestors.
+struct Placed<'a> {
+    span: &'a SpanRow,
+    depth: usize,
+}
+
+struct ThreadRow<'a> {
+    label: String,
+    spans: Vec<Placed<'a>>,
+    levels: usize,
+}
+
+/// One variant's representative rep, laid out.
+struct Panel<'a> {
+    variant: String,
+    run: &'a RunRow,
+    reps: usize,
+    origin_ns: u64,
+    end_ns: u64,
+    threads: Vec<ThreadRow<'a>>,
+    lanes: Vec<(GpuLane, Vec<&'a GpuActivityRow>)>,
+    telemetry: Vec<&'a TelemetryRow>,
+}
+
+impl Panel<'_> {
+    fn height(&self, gpu_missing: bool) -> i32 {
+        let rows: i32 = self
+            .threads
+            .iter()
+            .map(|t| t.levels as i32 * LEVEL_H + 6)
+            .sum();
+        let lanes = self.lanes.len() as i32 * (LEVEL_H + 6);
+        let util = if !self.telemetry.is_empty() {
+            UTIL_H
+        } else if gpu_missing {
+            NOTE_H
+        } else {
+            0
+        };
+        PANEL_HEAD + rows + lanes + util + AXIS_H + 10
+    }
+}
+
+fn panels(input: &PlotInput) -> Vec<Panel<'_>> {
+    input
+        .variants()
+        .into_iter()
+        .filter_map(|v| {
+            let run = input.representative_rep(&v)?;
+            let spans = input.spans_of(run.rep);
+            let origin_ns = spans
+                .iter()
+                .map(|s| s.start_ns)
+                .min()
+                .unwrap_or(run.start_ns);
+            let end_ns = spans
+                .iter()
+                .map(|s| s.end_ns)
+                .max()
+                .unwrap_or(run.start_ns + run.wall_ns);
+            let by_id: HashMap<u64, &SpanRow> = spans.iter().map(|s| (s.span_id, *s)).collect();
+            let depth = |s: &SpanRow| {
+                let mut d = 0;
+                let mut cur = s;
+                while let Some(p) = cur.parent_id.and_then(|p| by_id.get(&p)) {
+                    if p.thread_id != s.thread_id || d > 64 {
+                        break;
+                    }
+                    d += 1;
+                    cur = p;
+                }
+                d
+            };
+            let root = input.root_thread(run.rep);
+            let mut by_thread: BTreeMap<u64, Vec<Placed>> = BTreeMap::new();
+            for s in &spans {
+                by_thread.entry(s.thread_id).or_default().push(Placed {
+                    span: s,
+                    depth: depth(s),
+                });
+            }
+            let mut threads: Vec<ThreadRow> = by_thread
+                .into_iter()
+                .map(|(tid, spans)| {
+                    let name = spans
+                        .first()
+                        .map(|p| p.span.thread_name.clone())
+                        .unwrap_or_default();
+                    let label = if name.is_empty() {
+                        format!("thread {tid}")
+                    } else if name.contains(&tid.to_string()) {
+                        name
+                    } else {
+                        format!("{name} ({tid})")
+                    };
+                    let levels = spans.iter().map(|p| p.depth + 1).max().unwrap_or(1);
+                    ThreadRow {
+                        label,
+                        spans,
+                        levels,
+                    }
+                })
+                .collect();
+            let first_start = |t: &ThreadRow| {
+                t.spans
+                    .iter()
+                    .map(|p| p.span.start_ns)
+                    .min()
+                    .unwrap_or(u64::MAX)
+            };
+            threads.sort_by_key(|t| {
+                let is_root = t
+                    .spans
+                    .first()
+                    .map(|p| Some(p.span.thread_id) == root)
+                    .unwrap_or(false);
+                (!is_root, first_start(t))
+            });
+            let window = (origin_ns, end_ns);
+            let mut lanes: BTreeMap<GpuLane, Vec<&GpuActivityRow>> = BTreeMap::new();
+            for a in input.gpu.activity_of(run.rep, window) {
+                lanes.entry(a.lane()).or_default().push(a);
+            }
+            let end_ns = lanes
+                .values()
+                .flatten()
+                .map(|a| a.end_ns)
+                .fold(end_ns, u64::max);
+            Some(Panel {
+                reps: input.measured_reps(&v).len(),
+                variant: v,
+                run,
+                origin_ns,
+                end_ns,
+                threads,
+                lanes: lanes.into_iter().collect(),
+                telemetry: input.gpu.telemetry_of(run.rep, window),
+            })
+        })
+        .collect()
+}
+
+/// Names drawn, in tree order, for the legend.
+fn legend_names(input: &PlotInput, panels: &[Panel]) -> Vec<String> {
+    let mut names: Vec<String> = input
+        .span_order()
+        .into_iter()
+        .filter(|n| {
+            panels.iter().any(|p| {
+                p.threads
+                    .iter()
+                    .any(|t| t.spans.iter().any(|s| family(&s.span.name) == *n))
+            })
+        })
+        .collect();
+    for p in panels {
+        for (_, acts) in &p.lanes {
+            for a in acts {
+                let k = format!(
+                    "GPU {}",
+                    if a.kind.is_empty() {
+                        "activity"
+                    } else {
+                        &a.kind
+                    }
+                );
+                if !names.contains(&k) {
+                    names.push(k);
+                }
+            }
+        }
+    }
+    names
+}
+
+fn legend_rows(names: &[String], width: i32) -> i32 {
+    let mut rows = 1;
+    let mut x = 20;
+    for n in names {
+        let w = 26 + text_width(n, SMALL_PX) + 18;
+        if x + w > width - 20 {
+            rows += 1;
+            x = 20;
+        }
+        x += w;
+    }
+    rows
+}
+
+fn gpu_color(kind: &str) -> RGBColor {
+    match kind {
+        "kernel" => RGBColor(89, 161, 79),
+        "memcpy" => RGBColor(78, 121, 167),
+        "memset" => RGBColor(150, 150, 150),
+        _ => RGBColor(176, 122, 161),
+    }
+}
+
+impl Timeline {
+    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (w, _) = c.size();
+        let mut notes = Notes::default();
+        let panels = panels(input);
+        let mut y = header(
+            c,
+            "Timeline of the median-wall rep of each variant",
+            &format!(
+                "{} · a row per thread (children drawn below their parent) and per GPU lane",
+                run_line(input)
+            ),
+        )?;
+        for v in input.variants() {
+            if input.representative_rep(&v).is_none() {
+                notes.push(format!(
+                    "variant {v} has no verified measured rep: no timeline"
+                ));
+            }
+        }
+        if panels.is_empty() {
+            c.text(
+                "no verified measured rep to draw",
+                (20, y + 20),
+                LABEL_PX,
+                WORSE,
+                Align::Left,
+            )?;
+            notes.push("no verified measured rep to draw");
+            return Ok(notes);
+        }
+        let gpu_missing = input.gpu.is_empty();
+        if gpu_missing {
+            notes.push(input.gpu.missing_note());
+        }
+        let max_ns = panels
+            .iter()
+            .map(|p| (p.end_ns - p.origin_ns) as f64)
+            .fold(1.0, f64::max);
+        let unit = TimeUnit::for_max(max_ns);
+        let x = Axis::new(0.0, unit.value(max_ns) * 1.01, LABEL_W, w - RIGHT_W);
+        let px = |origin: u64, ns: u64| x.px(unit.value(ns.saturating_sub(origin) as f64));
+        for (vi, p) in panels.iter().enumerate() {
+            let head = format!(
+                "{} — rep {} (#{}), wall {}, the median of {} reps",
+                p.variant,
+                p.run.rep,
+                p.run.iteration,
+                fmt_ns(p.run.wall_ns as f64),
+                p.reps
+            );
+            c.text(
+                &fit(&head, LABEL_PX, w - 40),
+                (12, y + PANEL_HEAD / 2),
+                LABEL_PX,
+                variant_color(vi),
+                Align::Left,
+            )?;
+            y += PANEL_HEAD;
+            let top = y;
+            for t in &p.threads {
+                let h = t.levels as i32 * LEVEL_H;
+                c.rect(
+                    (LABEL_W, y),
+                    (w - RIGHT_W, y + h),
+                    RGBColor(246, 246, 246).to_rgba(),
+                )?;
+                c.text(
+                    &fit(&t.label, SMALL_PX, LABEL_W - 20),
+                    (12, y + LEVEL_H / 2),
+                    SMALL_PX,
+                    INK,
+                    Align::Left,
+                )?;
+                for s in &t.spans {
+                    let y0 = y + s.depth as i32 * LEVEL_H + 1;
+                    let (x0, x1) = (
+                        px(p.origin_ns, s.span.start_ns),
+                        px(p.origin_ns, s.span.end_ns).max(px(p.origin_ns, s.span.start_ns) + 1),
+                    );
+                    let name = &s.span.name;
+                    c.rect((x0, y0), (x1, y0 + LEVEL_H - 2), span_color(name).to_rgba())?;
+                    if x1 - x0 > 3 {
+                        c.outline((x0, y0), (x1, y0 + LEVEL_H - 2), WHITE.mix(1.0), 1)?;
+                    }
+                    let label = fit(name, SMALL_PX, x1 - x0 - 6);
+                    if label.chars().count() > 3 || label == *name {
+                        c.text(
+                            &label,
+                            (x0 + 3, y0 + LEVEL_H / 2 - 1),
+                            SMALL_PX,
+                            INK,
+                            Align::Left,
+                        )?;
+                    }
+                }
+                y += h + 6;
+            }
+            for (lane, acts) in &p.lanes {
+                c.rect(
+                    (LABEL_W, y),
+                    (w - RIGHT_W, y + LEVEL_H),
+                    RGBColor(240, 246, 240).to_rgba(),
+                )?;
+                c.text(
+                    &fit(&lane.to_string(), SMALL_PX, LABEL_W - 20),
+                    (12, y + LEVEL_H / 2),
+                    SMALL_PX,
+                    INK,
+                    Align::Left,
+                )?;
+                for a in acts {
+                    let (x0, x1) = (
+                        px(p.origin_ns, a.start_ns),
+                        px(p.origin_ns, a.end_ns).max(px(p.origin_ns, a.start_ns) + 1),
+                    );
+                    c.rect(
+                        (x0, y + 1),
+                        (x1, y + LEVEL_H - 1),
+                        gpu_color(&a.kind).to_rgba(),
+                    )?;
+                    let label = fit(a.label(), SMALL_PX, x1 - x0 - 6);
+                    if label.chars().count() > 3 {
+                        c.text(
+                            &label,
+                            (x0 + 3, y + LEVEL_H / 2),
+                            SMALL_PX,
+                            WHITE,
+                            Align::Left,
+                        )?;
+                    }
+                }
+                y += LEVEL_H + 6;
+            }
+            if !p.telemetry.is_empty() {
+                y = self.utilisation(c, p, &x, &unit, y)?;
+            } else if gpu_missing {
+                c.text(
+                    &input.gpu.missing_note(),
+                    (LABEL_W, y + NOTE_H / 2),
+                    SMALL_PX,
+                    MUTED,
+                    Align::Left,
+                )?;
+                y += NOTE_H;
+            }
+            // Grid and time axis of this panel.
+            let ticks = x.ticks(10);
+            let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
+            for t in &ticks {
+                let tx = x.px(*t);
+                c.line(&[(tx, top), (tx, y)], INK.mix(0.12), 1)?;
+                c.text(
+                    &unit.tick(*t, step),
+                    (tx, y + 10),
+                    SMALL_PX,
+                    INK,
+                    Align::Center,
+                )?;
+            }
+            c.text(
+                &format!("({})", unit.suffix),
+                (LABEL_W - 8, y + 10),
+                SMALL_PX,
+                INK,
+                Align::Right,
+            )?;
+            y += AXIS_H + 10;
+        }
+        // Legend: every name drawn, so a name cut short inside a bar can be read here.
+        let mut lx = 20;
+        for n in legend_names(input, &panels) {
+            let wn = 26 + text_width(&n, SMALL_PX) + 18;
+            if lx + wn > w - 20 {
+                lx = 20;
+                y += LEGEND_ROW;
+            }
+            let color = n
+                .strip_prefix("GPU ")
+                .map(gpu_color)
+                .unwrap_or_else(|| span_color(&n));
+            c.rect((lx, y), (lx + 18, y + 14), color.to_rgba())?;
+            c.text(&n, (lx + 24, y + 7), SMALL_PX, INK, Align::Left)?;
+            lx += wn;
+        }
+        Ok(notes)
+    }
+
+    /// NVML utilisation under a panel: SM (solid) and memory (faint) per GPU, 0–100 %.
+    fn utilisation<DB>(
+        &self,
+        c: &Canvas<'_, DB>,
+        p: &Panel,
+        x: &Axis,
+        unit: &TimeUnit,
+        y: i32,
+    ) -> Drawn<i32>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (w, _) = c.size();
+        let (y0, y1) = (y + 4, y + UTIL_H - 8);
+        c.outline((LABEL_W, y0), (w - RIGHT_W, y1), INK.mix(0.3), 1)?;
+        c.text(
+            "GPU util %",
+            (12, (y0 + y1) / 2 - 8),
+            SMALL_PX,
+            INK,
+            Align::Left,
+        )?;
+        c.text(
+            "SM solid, memory faint",
+            (12, (y0 + y1) / 2 + 9),
+            SMALL_PX - 2,
+            MUTED,
+            Align::Left,
+        )?;
+        c.text(
+            "100",
+            (LABEL_W - 4, y0 + 5),
+            SMALL_PX - 2,
+            MUTED,
+            Align::Right,
+        )?;
+        c.text(
+            "0",
+            (LABEL_W - 4, y1 - 5),
+            SMALL_PX - 2,
+            MUTED,
+            Align::Right,
+        )?;
+        let ypx =
+            |pct: f64| y1 - ((pct.clamp(0.0, 100.0) / 100.0) * (y1 - y0) as f64).round() as i32;
+        let mut by_gpu: BTreeMap<u32, Vec<&TelemetryRow>> = BTreeMap::new();
+        for t in &p.telemetry {
+            by_gpu.entry(t.gpu.unwrap_or(0)).or_default().push(t);
+        }
+        for (gi, (_, mut rows)) in by_gpu.into_iter().enumerate() {
+            rows.sort_by_key(|r| r.t_ns);
+            let color = variant_color(gi + 2);
+            let tx = |r: &TelemetryRow| x.px(unit.value(r.t_ns.saturating_sub(p.origin_ns) as f64));
+            let mem: Vec<(i32, i32)> = rows
+                .iter()
+                .filter_map(|r| r.mem_util_pct.map(|m| (tx(r), ypx(m))))
+                .collect();
+            let sm: Vec<(i32, i32)> = rows
+                .iter()
+                .filter_map(|r| r.sm_util_pct.map(|m| (tx(r), ypx(m))))
+                .collect();
+            if mem.len() > 1 {
+                c.line(&mem, color.mix(0.35), 1)?;
+            }
+            if sm.len() > 1 {
+                c.line(&sm, color.mix(1.0), 2)?;
+            }
+        }
+        Ok(y + UTIL_H)
+    }
+}
+
+impl Chart for Timeline {
+    fn name(&self) -> &'static str {
+        "timeline"
+    }
+    fn title(&self) -> &'static str {
+        "Timeline of a representative rep"
+    }
+    fn caption(&self) -> &'static str {
+        "The median-wall rep of each variant: one row per thread with children below their parent, GPU lanes and NVML utilisation when recorded."
+    }
+    fn size(&self, input: &PlotInput) -> (u32, u32) {
+        let width = 1400;
+        let ps = panels(input);
+        let gpu_missing = input.gpu.is_empty();
+        let body: i32 = ps.iter().map(|p| p.height(gpu_missing)).sum();
+        let legend = legend_rows(&legend_names(input, &ps), width) * LEGEND_ROW;
+        (width as u32, (66 + body + legend + 30).max(200) as u32)
+    }
+    chart_backends!();
+}

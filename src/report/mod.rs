@@ -1,0 +1,155 @@
+//! Review reports: a folder with report.md, the charts of [`crate::plot`] (SVG and PNG)
+//! and a Chrome trace, written from one run folder. The last step of the pipeline
+//! (store → plot → report).
+//!
+//! A chart that cannot be drawn becomes a line in report.md; only an unreadable run
+//! folder or an unwritable output folder fails the report.
+
+pub mod sections;
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use crate::export::{chrome::ChromeTrace, RepSelection};
+use crate::plot::{self, Format, PlotInput};
+
+pub use sections::phase_section;
+
+pub const REPORT_FILE: &str = "report.md";
+pub const TRACE_FILE: &str = "trace.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What a report run produced.
+#[derive(Debug)]
+pub struct ReportOutcome {
+    pub dir: PathBuf,
+    pub report: PathBuf,
+    pub charts_drawn: usize,
+    /// One line per chart that could not be drawn (also in report.md).
+    pub chart_failures: Vec<String>,
+}
+
+/// `reports/<experiment>-<run id>`: the default folder for a run's report.
+pub fn default_out_dir(input: &PlotInput) -> PathBuf {
+    let m = &input.data.meta;
+    PathBuf::from("reports").join(format!("{}-{}", m.experiment, m.run_id))
+}
+
+/// Writes the report of `input` into `out`. `command` is the command line that asked
+/// for it, quoted in the reproduce section.
+pub fn write_report(
+    input: &PlotInput,
+    out: &Path,
+    command: &[String],
+) -> Result<ReportOutcome, ReportError> {
+    std::fs::create_dir_all(out).map_err(|source| ReportError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let m = &input.data.meta;
+    let mut md = String::new();
+    let _ = writeln!(md, "# {} — run {}\n", m.experiment, m.run_id);
+    let _ = writeln!(
+        md,
+        "{} 2^{} constraints × {} on the `{}` backend; variants {}. Run folder: `{}`.\n",
+        m.workload.circuit,
+        m.workload.log2_constraints,
+        m.workload.batch,
+        m.workload.backend,
+        input
+            .variants()
+            .iter()
+            .map(|v| format!("`{v}`"))
+            .collect::<Vec<_>>()
+            .join(" vs "),
+        input.data.dir.display()
+    );
+
+    let _ = writeln!(md, "## Phases\n\n{}", phase_section(&input.data));
+    let _ = writeln!(md, "## Gaps\n\n{}", sections::gap_section(input));
+
+    let _ = writeln!(md, "## Charts\n");
+    let mut drawn = 0;
+    let mut failures = Vec::new();
+    for (name, outcome) in plot::render_all(input, out, &[Format::Svg, Format::Png]) {
+        match outcome {
+            Ok(r) => {
+                drawn += 1;
+                let file = |ext: &str| {
+                    r.files
+                        .iter()
+                        .find(|p| p.extension().is_some_and(|e| e == ext))
+                        .and_then(|p| p.file_name())
+                        .map(|f| f.to_string_lossy().into_owned())
+                };
+                let _ = writeln!(md, "### {}\n\n{}\n", r.title, r.caption);
+                if let Some(png) = file("png") {
+                    let _ = writeln!(md, "![{}]({png})\n", r.title);
+                }
+                if let Some(svg) = file("svg") {
+                    let _ = writeln!(md, "Vector version: [{svg}]({svg})\n");
+                }
+                for note in &r.notes.0 {
+                    let _ = writeln!(md, "- *{}*", sections::cell(note));
+                }
+                if !r.notes.0.is_empty() {
+                    md.push('\n');
+                }
+            }
+            Err(e) => {
+                let line = format!("chart `{name}` could not be drawn: {e}");
+                let _ = writeln!(md, "- ⚠ {line}\n");
+                failures.push(line);
+            }
+        }
+    }
+
+    let _ = writeln!(md, "## Trace\n");
+    let trace_path = out.join(TRACE_FILE);
+    match crate::export::export_to_file(&ChromeTrace, input, RepSelection::All, Some(&trace_path)) {
+        Ok(_) => {
+            let _ = writeln!(
+                md,
+                "Every rep as a Chrome trace: [{TRACE_FILE}]({TRACE_FILE}). Open it in Perfetto (ui.perfetto.dev) \
+                 or chrome://tracing; each rep is a process track starting at 0.\n"
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(md, "- ⚠ the Chrome trace could not be written: {e}\n");
+        }
+    }
+
+    let _ = writeln!(md, "## Counters\n\n{}", sections::counters_section(input));
+    let _ = writeln!(
+        md,
+        "## Environment\n\n{}",
+        sections::environment_section(input)
+    );
+    let _ = writeln!(
+        md,
+        "## Reproduce\n\n{}",
+        sections::reproduce_section(input, command)
+    );
+
+    let report = out.join(REPORT_FILE);
+    crate::store::write_atomic(&report, md.as_bytes()).map_err(|source| ReportError::Io {
+        path: report.clone(),
+        source,
+    })?;
+    Ok(ReportOutcome {
+        dir: out.to_path_buf(),
+        report,
+        charts_drawn: drawn,
+        chart_failures: failures,
+    })
+}

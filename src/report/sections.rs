@@ -1,0 +1,566 @@
+//! The text sections of report.md, each a pure function of the run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::plot::canvas::{fmt_delta, fmt_ns};
+use crate::plot::gaps::{rep_gaps, INNER, OUTER};
+use crate::plot::gpu::GpuRecords;
+use crate::plot::input::{median, Measure, PlotInput};
+use crate::store::{RunData, EXPERIMENT_COPY};
+
+/// A wrapper whose unattributed time reaches this share of its duration is flagged.
+pub const GAP_FLAG_FRACTION: f64 = 0.10;
+/// ...unless it is shorter than this (noise at small sizes).
+pub const GAP_FLAG_MIN_NS: f64 = 1e6;
+
+/// A markdown table cell: pipes escaped, newlines flattened.
+pub fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+    let _ = writeln!(
+        out,
+        "| {} |",
+        header
+            .iter()
+            .map(|h| cell(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|{}|",
+        header
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if i == 0 { "---" } else { "---:" })
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} |",
+            r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+        );
+    }
+}
+
+fn view(data: &RunData) -> PlotInput {
+    PlotInput::with_gpu(
+        RunData {
+            dir: data.dir.clone(),
+            meta: data.meta.clone(),
+            runs: data.runs.clone(),
+            spans: data.spans.clone(),
+        },
+        GpuRecords::default(),
+    )
+}
+
+/// The phase table: per span (and per wrapper's unattributed time) the median over
+/// measured verified reps of each variant, its range, and the change against the first
+/// variant.
+///
+/// This is the one place to swap in `crate::analysis`'s diff (bootstrap intervals and
+/// verdicts) once it exists: the report calls nothing else for phases.
+pub fn phase_section(data: &RunData) -> String {
+    let input = view(data);
+    let variants = input.variants();
+    let mut out = String::new();
+    let mut header = vec!["phase".to_string()];
+    for v in &variants {
+        header.push(format!("{v} (median, min–max)"));
+    }
+    for v in variants.iter().skip(1) {
+        header.push(format!("Δ {v} − {}", variants[0]));
+    }
+    let mut rows = Vec::new();
+    for name in input.span_order() {
+        let mut measures = vec![(Measure::Total, name.clone())];
+        if input.is_wrapper(&name) {
+            measures.push((Measure::SelfTime, format!("{name} · unattributed")));
+        }
+        for (m, label) in measures {
+            let per: Vec<Vec<f64>> = variants
+                .iter()
+                .map(|v| {
+                    input
+                        .per_rep(v, &name, m)
+                        .iter()
+                        .map(|&(_, ns)| ns as f64)
+                        .collect()
+                })
+                .collect();
+            let mut row = vec![label];
+            for vals in &per {
+                row.push(match median(vals) {
+                    Some(md) => {
+                        let lo = vals.iter().copied().fold(f64::MAX, f64::min);
+                        let hi = vals.iter().copied().fold(f64::MIN, f64::max);
+                        format!("{} ({}–{})", fmt_ns(md), fmt_ns(lo), fmt_ns(hi))
+                    }
+                    None => "—".into(),
+                });
+            }
+            let base = median(&per[0]);
+            for vals in per.iter().skip(1) {
+                row.push(match (base, median(vals)) {
+                    (Some(b), Some(x)) => fmt_delta(x - b, b),
+                    _ => "—".into(),
+                });
+            }
+            rows.push(row);
+        }
+    }
+    let mut reps = vec!["measured reps ok / failed".to_string()];
+    for v in &variants {
+        let ok = input.measured_reps(v).len();
+        let failed = data
+            .runs
+            .iter()
+            .filter(|r| &r.variant == v && !r.warmup && r.status != crate::store::RepStatus::Ok)
+            .count();
+        reps.push(format!("{ok} / {failed}"));
+    }
+    reps.extend(variants.iter().skip(1).map(|_| String::new()));
+    rows.push(reps);
+    table(&mut out, &header, &rows);
+    let _ = writeln!(
+        out,
+        "\nTotal time per span summed over a rep, median over measured verified reps. \
+         Verdicts (regressed / improved / unchanged with a confidence interval) are `gapscope diff`'s; \
+         this table shows medians and ranges only."
+    );
+    out
+}
+
+/// Gap flags: the wrapper against its kernels per variant, and every wrapper whose
+/// unattributed share is large.
+pub fn gap_section(input: &PlotInput) -> String {
+    let variants = input.variants();
+    let mut out = String::new();
+    let mut rows = Vec::new();
+    let mut base_gap = None;
+    for (i, v) in variants.iter().enumerate() {
+        let g = rep_gaps(input, v);
+        let outer: Vec<f64> = g.iter().map(|r| r.outer_ns as f64).collect();
+        let inner: Vec<f64> = g.iter().map(|r| r.inner_ns as f64).collect();
+        let gap: Vec<f64> = g.iter().map(|r| r.gap_ns as f64).collect();
+        let (Some(o), Some(k), Some(gp)) = (median(&outer), median(&inner), median(&gap)) else {
+            rows.push(vec![
+                v.clone(),
+                "—".into(),
+                "—".into(),
+                "—".into(),
+                "—".into(),
+                format!("no {OUTER} span"),
+            ]);
+            continue;
+        };
+        if i == 0 {
+            base_gap = Some(gp);
+        }
+        let share = gp / o.max(1.0);
+        let flag = if share >= GAP_FLAG_FRACTION && gp >= GAP_FLAG_MIN_NS {
+            "⚠ gap"
+        } else {
+            "ok"
+        };
+        let change = match (i, base_gap) {
+            (0, _) | (_, None) => "baseline".to_string(),
+            (_, Some(b)) => fmt_delta(gp - b, b),
+        };
+        rows.push(vec![
+            v.clone(),
+            fmt_ns(o),
+            fmt_ns(k),
+            format!("{} ({:.0}%)", fmt_ns(gp), 100.0 * share),
+            change,
+            flag.into(),
+        ]);
+    }
+    let _ = writeln!(
+        out,
+        "`{OUTER}` (the wrapper) against `{INNER}` (inner GPU time), medians per rep:\n"
+    );
+    table(
+        &mut out,
+        &[
+            "variant".into(),
+            OUTER.into(),
+            INNER.into(),
+            "gap (share)".into(),
+            "gap change".into(),
+            "flag".into(),
+        ],
+        &rows,
+    );
+    // Every wrapper's unattributed time.
+    let mut flagged = Vec::new();
+    for name in input.span_order().iter().filter(|n| input.is_wrapper(n)) {
+        for v in &variants {
+            let (Some(total), Some(own)) = (
+                input.median_of(v, name, Measure::Total),
+                input.median_of(v, name, Measure::SelfTime),
+            ) else {
+                continue;
+            };
+            if own >= GAP_FLAG_MIN_NS && own / total.max(1.0) >= GAP_FLAG_FRACTION {
+                flagged.push(format!(
+                    "- ⚠ `{name}` in {v}: {} of {} ({:.0}%) is in no child span",
+                    fmt_ns(own),
+                    fmt_ns(total),
+                    100.0 * own / total.max(1.0)
+                ));
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nFlagged when unattributed time is at least {:.0}% of the wrapper and at least {}.",
+        GAP_FLAG_FRACTION * 100.0,
+        fmt_ns(GAP_FLAG_MIN_NS)
+    );
+    if flagged.is_empty() {
+        let _ = writeln!(
+            out,
+            "No wrapper has unattributed time above that threshold."
+        );
+    } else {
+        let _ = writeln!(out, "\nWrappers with time no child span accounts for:\n");
+        for f in flagged {
+            let _ = writeln!(out, "{f}");
+        }
+    }
+    out
+}
+
+/// Counter availability and, for the available ones, medians per variant over the
+/// top-level spans.
+pub fn counters_section(input: &PlotInput) -> String {
+    let meta = &input.data.meta;
+    let mut out = String::new();
+    let rows: Vec<Vec<String>> = meta
+        .counters
+        .iter()
+        .map(|(k, a)| {
+            vec![
+                k.clone(),
+                if a.available {
+                    "yes".into()
+                } else {
+                    "no".into()
+                },
+                a.reason.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(out, "No counters were probed for this run.");
+        return out;
+    }
+    table(
+        &mut out,
+        &["counter".into(), "available".into(), "reason".into()],
+        &rows,
+    );
+    let variants = input.variants();
+    let mut spans = input.top_level_names();
+    if input.span_order().iter().any(|n| n == INNER) && !spans.iter().any(|n| n == INNER) {
+        spans.push(INNER.into());
+    }
+    let mut header = vec!["span · counter".to_string()];
+    header.extend(variants.iter().map(|v| format!("{v} (median)")));
+    let mut rows = Vec::new();
+    for (column, a) in &meta.counters {
+        if !a.available {
+            continue;
+        }
+        for name in &spans {
+            let mut row = vec![format!("{name} · {column}")];
+            let mut any = false;
+            for v in &variants {
+                let vals: Vec<f64> = input
+                    .measured_reps(v)
+                    .iter()
+                    .filter_map(|r| {
+                        let xs: Vec<u64> = input
+                            .spans_of(r.rep)
+                            .iter()
+                            .filter(|s| crate::plot::input::family(&s.name) == name.as_str())
+                            .filter_map(|s| s.counter(column))
+                            .collect();
+                        (!xs.is_empty()).then(|| xs.iter().sum::<u64>() as f64)
+                    })
+                    .collect();
+                row.push(match median(&vals) {
+                    Some(m) => {
+                        any = true;
+                        if column.ends_with("_ns") {
+                            fmt_ns(m)
+                        } else {
+                            format!("{m:.0}")
+                        }
+                    }
+                    None => "—".into(),
+                });
+            }
+            if any {
+                rows.push(row);
+            }
+        }
+    }
+    if !rows.is_empty() {
+        let _ = writeln!(out, "\nCounter deltas over each span, on its own thread:\n");
+        table(&mut out, &header, &rows);
+    }
+    let mut rss = vec!["resident set after the rep".to_string()];
+    for v in &variants {
+        let vals: Vec<f64> = input
+            .measured_reps(v)
+            .iter()
+            .filter_map(|r| r.rss_end_bytes)
+            .map(|b| b as f64)
+            .collect();
+        rss.push(
+            median(&vals)
+                .map(|b| format!("{:.1} MiB", b / (1u64 << 20) as f64))
+                .unwrap_or_else(|| "—".into()),
+        );
+    }
+    let mut header = vec!["memory".to_string()];
+    header.extend(variants.iter().map(|v| format!("{v} (median)")));
+    let _ = writeln!(out);
+    table(&mut out, &header, &[rss]);
+    out
+}
+
+/// Host, GPU, driver, CUDA, revisions, run policy and variants.
+pub fn environment_section(input: &PlotInput) -> String {
+    let m = &input.data.meta;
+    let h = &m.host;
+    let g = &m.gpu;
+    let mut rows: Vec<Vec<String>> = vec![
+        vec!["host".into(), h.hostname.clone()],
+        vec![
+            "CPU".into(),
+            format!("{} ({} cores)", h.cpu_model, h.cpu_cores),
+        ],
+        vec![
+            "memory".into(),
+            format!("{:.1} GiB", h.memory_bytes as f64 / (1u64 << 30) as f64),
+        ],
+        vec!["OS / kernel".into(), format!("{} / {}", h.os, h.kernel)],
+    ];
+    if g.available {
+        let devices: Vec<String> = g.devices.iter().map(device_line).collect();
+        rows.push(vec![
+            "GPU".into(),
+            if devices.is_empty() {
+                "available".into()
+            } else {
+                devices.join("; ")
+            },
+        ]);
+    } else {
+        rows.push(vec![
+            "GPU".into(),
+            format!(
+                "none used ({})",
+                g.reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into())
+            ),
+        ]);
+    }
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "—".into());
+    rows.push(vec!["GPU driver".into(), opt(&g.driver_version)]);
+    rows.push(vec![
+        "CUDA driver / runtime".into(),
+        format!(
+            "{} / {}",
+            opt(&g.cuda_driver_version),
+            opt(&g.cuda_runtime_version)
+        ),
+    ]);
+    rows.push(vec![
+        "gapscope".into(),
+        format!(
+            "{} at {}{}",
+            m.gapscope_version,
+            m.git
+                .revision
+                .clone()
+                .unwrap_or_else(|| "unknown revision".into()),
+            match m.git.dirty {
+                Some(true) => " (with uncommitted changes)",
+                _ => "",
+            }
+        ),
+    ]);
+    rows.push(vec![
+        "workload".into(),
+        format!(
+            "{} 2^{} constraints × {} on {}",
+            m.workload.circuit, m.workload.log2_constraints, m.workload.batch, m.workload.backend
+        ),
+    ]);
+    rows.push(vec![
+        "run policy".into(),
+        format!(
+            "{} reps + {} warm-ups per variant, {} order, {} process",
+            m.reps, m.warmups, m.order, m.process
+        ),
+    ]);
+    rows.push(vec![
+        "started / completed (UTC)".into(),
+        format!(
+            "{} / {}",
+            m.created_utc,
+            m.completed_utc
+                .clone()
+                .unwrap_or_else(|| "not completed".into())
+        ),
+    ]);
+    for p in &m.params {
+        let source = p.get("source").and_then(|s| s.as_str()).unwrap_or("?");
+        let path = p.get("path").and_then(|s| s.as_str()).unwrap_or("?");
+        rows.push(vec!["params".into(), format!("{path} ({source})")]);
+    }
+    for (k, ns) in &m.setup_ns {
+        rows.push(vec![format!("setup: {k}"), fmt_ns(*ns as f64)]);
+    }
+    let mut out = String::new();
+    table(&mut out, &["".into(), "".into()], &rows);
+    let mut vrows = Vec::new();
+    for v in &m.variants {
+        let knobs: Vec<String> = v.knobs.iter().map(|(k, x)| format!("{k}={x}")).collect();
+        vrows.push(vec![v.name.clone(), v.backend.clone(), knobs.join(", ")]);
+    }
+    let _ = writeln!(out);
+    table(
+        &mut out,
+        &["variant".into(), "backend".into(), "knobs".into()],
+        &vrows,
+    );
+    if !input.gpu.problems.is_empty() {
+        let _ = writeln!(out);
+        for p in &input.gpu.problems {
+            let _ = writeln!(out, "- {p}");
+        }
+    }
+    out
+}
+
+fn device_line(d: &serde_json::Value) -> String {
+    match d {
+        serde_json::Value::Object(map) => {
+            let pick = |k: &str| {
+                map.get(k).map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                })
+            };
+            let name = pick("name").unwrap_or_else(|| "GPU".into());
+            let mut extra: BTreeMap<&str, String> = BTreeMap::new();
+            for k in [
+                "index",
+                "memory_bytes",
+                "compute_capability",
+                "pci_bus_id",
+                "uuid",
+            ] {
+                if let Some(v) = pick(k) {
+                    extra.insert(k, v);
+                }
+            }
+            let extra: Vec<String> = extra.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+            if extra.is_empty() {
+                name
+            } else {
+                format!("{name} ({})", extra.join(", "))
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// POSIX shell quoting of one argument.
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// The commands that reproduce the run, then this report.
+pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
+    let m = &input.data.meta;
+    let mut out = String::new();
+    let _ = writeln!(out, "```sh");
+    match &m.git.revision {
+        Some(rev) => {
+            let _ = writeln!(out, "git checkout {rev}");
+            if m.git.dirty == Some(true) {
+                let _ = writeln!(
+                    out,
+                    "# note: the run was made with uncommitted changes on top of this revision"
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(out, "# the source revision was not recorded");
+        }
+    }
+    let _ = writeln!(out, "cargo build --release");
+    let argv: Vec<String> = m.command.iter().map(|a| shell_quote(a)).collect();
+    let _ = writeln!(out, "# the command as it ran:");
+    let _ = writeln!(out, "{}", argv.join(" "));
+    let _ = writeln!(out, "# this report:");
+    let _ = writeln!(
+        out,
+        "{}",
+        report_cmd
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let _ = writeln!(out, "```");
+    let spec = input.data.dir.join(EXPERIMENT_COPY);
+    if let Ok(text) = std::fs::read_to_string(&spec) {
+        let _ = writeln!(
+            out,
+            "\nThe experiment as it ran (`{EXPERIMENT_COPY}` in the run folder; pass this file if the one named above has changed since):\n\n```toml\n{}\n```",
+            text.trim_end()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_leaves_plain_words_and_quotes_the_rest() {
+        assert_eq!(shell_quote("results/x-1"), "results/x-1");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn cells_escape_pipes() {
+        assert_eq!(cell("a|b\nc"), "a\\|b c");
+    }
+}

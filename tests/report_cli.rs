@@ -1,0 +1,394 @@
+//! Charts, `gapscope report` and `gapscope export --chrome` on a fixture run folder.
+
+#[path = "fixtures/run.rs"]
+mod fixture;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use assert_cmd::Command;
+use gapscope::plot::{self, Format, PlotInput};
+use gapscope::store::RunData;
+use serde_json::Value;
+
+fn gapscope() -> Command {
+    Command::cargo_bin("gapscope").unwrap()
+}
+
+fn input(dir: &Path) -> PlotInput {
+    PlotInput::load(dir).unwrap()
+}
+
+#[test]
+fn every_chart_is_drawn_as_svg_and_png_naming_the_top_level_spans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(tmp.path(), &fixture::Options::default());
+    let out = tmp.path().join("charts");
+    let results = plot::render_all(&input(&run), &out, &[Format::Svg, Format::Png]);
+    assert_eq!(results.len(), 4);
+    for (name, outcome) in results {
+        let r = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.files.len(), 2, "{name}");
+        let png = image::open(out.join(format!("{name}.png")))
+            .unwrap_or_else(|e| panic!("{name}.png: {e}"));
+        assert!(
+            png.width() >= 800 && png.height() >= 150,
+            "{name}: {}x{}",
+            png.width(),
+            png.height()
+        );
+        // Something was drawn: many distinct colours, not a blank canvas.
+        let rgb = png.to_rgb8();
+        let distinct: std::collections::HashSet<[u8; 3]> = rgb.pixels().map(|p| p.0).collect();
+        assert!(distinct.len() > 20, "{name}.png looks blank");
+        let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
+        let required: Vec<&str> = if name == "gaps" {
+            vec!["gpu_prove", "kernels"]
+        } else {
+            fixture::TOP_LEVEL.to_vec()
+        };
+        for span in required {
+            assert!(svg.contains(span), "{name}.svg does not mention {span}");
+        }
+    }
+}
+
+#[test]
+fn without_gpu_files_the_timeline_says_so_and_with_them_draws_lanes_and_utilisation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = fixture::write(&tmp.path().join("a"), &fixture::Options::default());
+    let out = tmp.path().join("plain");
+    let r = plot::render(
+        &plot::timeline::Timeline,
+        &input(&plain),
+        &out,
+        &[Format::Svg],
+    )
+    .unwrap();
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert!(svg.contains("no GPU activity recorded"));
+    assert!(
+        r.notes
+            .0
+            .iter()
+            .any(|n| n.contains("no GPU activity recorded")),
+        "{:?}",
+        r.notes
+    );
+
+    let gpu = fixture::write(
+        &tmp.path().join("b"),
+        &fixture::Options {
+            gpu: true,
+            ..Default::default()
+        },
+    );
+    let out = tmp.path().join("gpu");
+    let r = plot::render(
+        &plot::timeline::Timeline,
+        &input(&gpu),
+        &out,
+        &[Format::Svg, Format::Png],
+    )
+    .unwrap();
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert!(!svg.contains("no GPU activity recorded"));
+    assert!(
+        svg.contains("GPU 0 stream 7") && svg.contains("GPU 0 stream 8"),
+        "GPU lanes missing"
+    );
+    assert!(svg.contains("GPU util %"), "utilisation strip missing");
+    assert!(r.notes.0.is_empty(), "{:?}", r.notes);
+}
+
+#[test]
+fn a_run_with_no_verified_rep_still_draws_every_chart_saying_what_is_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(
+        tmp.path(),
+        &fixture::Options {
+            all_failed: true,
+            ..Default::default()
+        },
+    );
+    let out = tmp.path().join("charts");
+    for (name, outcome) in plot::render_all(&input(&run), &out, &[Format::Svg, Format::Png]) {
+        let r = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!r.notes.0.is_empty(), "{name} should say what is missing");
+        image::open(out.join(format!("{name}.png"))).unwrap();
+    }
+}
+
+/// Targets of markdown links and images: `](target)`.
+fn links(md: &str) -> Vec<String> {
+    md.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn report_links_only_files_that_exist_and_carries_phases_environment_and_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(tmp.path(), &fixture::Options::default());
+    let out = tmp.path().join("reports/fixture");
+    gapscope()
+        .args([
+            "report",
+            run.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("report.md"));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let targets = links(&md);
+    for chart in ["phases", "gaps", "timeline", "distributions"] {
+        assert!(
+            targets.contains(&format!("{chart}.png")),
+            "{chart}.png not linked"
+        );
+        assert!(
+            targets.contains(&format!("{chart}.svg")),
+            "{chart}.svg not linked"
+        );
+    }
+    assert!(targets.contains(&"trace.json".to_string()));
+    for t in &targets {
+        assert!(
+            out.join(t).is_file(),
+            "report.md links {t}, which does not exist"
+        );
+    }
+    // Phase table with both variants and the unattributed part of the wrapper.
+    assert!(md.contains("| gpu_prove · unattributed |"), "{md}");
+    assert!(md.contains("baseline (median, min–max)") && md.contains("Δ candidate − baseline"));
+    // The fixture's baseline wrapper has a 3 ms ghost: flagged.
+    assert!(md.contains("⚠ gap"), "gap flag missing");
+    // Environment and the exact command, quoted for a shell.
+    assert!(md.contains("Fixture CPU 9000 (2 cores)"));
+    assert!(md.contains("no GPU in this fixture"));
+    assert!(md.contains("git checkout 0123456789abcdef0123456789abcdef01234567"));
+    assert!(md.contains("gapscope run experiments/fixture.toml --results-dir '/tmp/r s'"));
+    assert!(md.contains("no PMU in this fixture"));
+    assert!(!md.contains("could not be drawn"));
+}
+
+#[test]
+fn a_chart_that_cannot_be_written_is_a_line_in_the_report_not_a_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(tmp.path(), &fixture::Options::default());
+    let out = tmp.path().join("report");
+    // A directory where the phases PNG should go makes that one chart fail.
+    std::fs::create_dir_all(out.join("phases.png")).unwrap();
+    gapscope()
+        .args([
+            "report",
+            run.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "chart `phases` could not be drawn",
+        ));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("chart `phases` could not be drawn"), "{md}");
+    assert!(!links(&md).contains(&"phases.svg".to_string()));
+    for t in links(&md) {
+        assert!(
+            out.join(&t).is_file(),
+            "report.md links {t}, which does not exist"
+        );
+    }
+    assert!(md.contains("![Timeline of a representative rep](timeline.png)"));
+}
+
+#[test]
+fn report_of_a_folder_that_is_not_a_run_fails_with_a_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    gapscope()
+        .args(["report", tmp.path().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("not a gapscope run folder"));
+}
+
+/// Parses a Chrome trace and returns (X events, metadata events, counter events).
+fn parse_trace(path: &Path) -> (Value, Vec<Value>, Vec<Value>, Vec<Value>) {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap().clone();
+    let by = |ph: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    (v.clone(), by("X"), by("M"), by("C"))
+}
+
+#[test]
+fn chrome_trace_round_trips_every_span_in_microseconds_with_nesting_and_thread_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(
+        tmp.path(),
+        &fixture::Options {
+            gpu: true,
+            ..Default::default()
+        },
+    );
+    let file = tmp.path().join("trace.json");
+    gapscope()
+        .args([
+            "export",
+            run.to_str().unwrap(),
+            "--chrome",
+            "--out",
+            file.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let (whole, xs, metas, counters) = parse_trace(&file);
+    let data = RunData::load(&run).unwrap();
+    let origins: BTreeMap<String, u64> = whole["otherData"]["rep_origin_ns"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().parse().unwrap()))
+        .collect();
+
+    // Every span present once, on its thread, in its rep's process.
+    let spans: Vec<&Value> = xs.iter().filter(|e| e["cat"] == "span").collect();
+    assert_eq!(spans.len(), data.spans.len());
+    let by_key: HashMap<(u64, u64), &Value> = spans
+        .iter()
+        .map(|e| {
+            (
+                (
+                    e["pid"].as_u64().unwrap(),
+                    e["args"]["span_id"].as_u64().unwrap(),
+                ),
+                *e,
+            )
+        })
+        .collect();
+    for s in &data.spans {
+        let pid = gapscope::export::chrome::rep_pid(s.rep);
+        let e = by_key
+            .get(&(pid, s.span_id))
+            .unwrap_or_else(|| panic!("span {} of rep {} missing", s.name, s.rep));
+        assert_eq!(e["name"], s.name.as_str());
+        assert_eq!(e["tid"].as_u64(), Some(s.thread_id));
+        // ts and dur are microseconds (floats) from the rep's origin.
+        let origin = origins[&s.rep.to_string()];
+        let ts_ns = e["ts"].as_f64().unwrap() * 1000.0;
+        let dur_ns = e["dur"].as_f64().unwrap() * 1000.0;
+        assert!(
+            (ts_ns - (s.start_ns - origin) as f64).abs() < 0.5,
+            "{}: ts {ts_ns} ns",
+            s.name
+        );
+        assert!(
+            (dur_ns - s.duration_ns as f64).abs() < 0.5,
+            "{}: dur {dur_ns} ns",
+            s.name
+        );
+        assert_eq!(e["args"]["self_ns"].as_u64(), Some(s.self_ns));
+    }
+    // The fixture's spans are micro- to milliseconds long: in µs, never in ns or ms.
+    let gp = spans.iter().find(|e| e["name"] == "gpu_prove").unwrap();
+    let dur = gp["dur"].as_f64().unwrap();
+    assert!(
+        dur > 1_000.0 && dur < 100_000.0,
+        "gpu_prove dur {dur} is not in µs"
+    );
+
+    // Nesting: a child on its parent's thread lies inside the parent's interval.
+    let mut nested = 0;
+    for e in &spans {
+        let Some(parent) = e["args"]["parent_id"].as_u64() else {
+            continue;
+        };
+        let p = by_key[&(e["pid"].as_u64().unwrap(), parent)];
+        if p["tid"] != e["tid"] {
+            continue;
+        }
+        let (ps, pe) = (
+            p["ts"].as_f64().unwrap(),
+            p["ts"].as_f64().unwrap() + p["dur"].as_f64().unwrap(),
+        );
+        let (cs, ce) = (
+            e["ts"].as_f64().unwrap(),
+            e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap(),
+        );
+        assert!(
+            cs >= ps - 1e-6 && ce <= pe + 1e-6,
+            "{} not inside {}",
+            e["name"],
+            p["name"]
+        );
+        nested += 1;
+    }
+    assert!(nested > 10, "too few nested spans checked: {nested}");
+
+    // Every tid used has a thread_name, every pid a process_name.
+    let names: HashMap<(u64, u64), String> = metas
+        .iter()
+        .filter(|m| m["name"] == "thread_name")
+        .map(|m| {
+            (
+                (m["pid"].as_u64().unwrap(), m["tid"].as_u64().unwrap()),
+                m["args"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for e in &xs {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        assert!(names.contains_key(&key), "no thread_name for {key:?}");
+    }
+    assert!(names.values().any(|n| n == "gapscope-drop"));
+    let processes = metas.iter().filter(|m| m["name"] == "process_name").count();
+    assert_eq!(processes, data.runs.len());
+
+    // GPU lanes are their own tracks; NVML series are counters.
+    let gpu: Vec<&Value> = xs
+        .iter()
+        .filter(|e| e["cat"].as_str().unwrap().starts_with("gpu."))
+        .collect();
+    assert!(!gpu.is_empty());
+    for e in &gpu {
+        let tid = e["tid"].as_u64().unwrap();
+        assert!(tid >= gapscope::export::chrome::GPU_LANE_TID_BASE);
+        assert!(names[&(e["pid"].as_u64().unwrap(), tid)].starts_with("GPU 0 stream"));
+    }
+    assert!(counters
+        .iter()
+        .any(|c| c["name"] == "GPU 0 sm_util_pct" && c["args"]["value"].as_f64() == Some(95.0)));
+    assert!(counters.iter().all(|c| c["ts"].as_f64().unwrap() >= 0.0));
+}
+
+#[test]
+fn chrome_export_of_one_rep_holds_only_that_rep_and_an_unknown_rep_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(tmp.path(), &fixture::Options::default());
+    gapscope()
+        .args(["export", run.to_str().unwrap(), "--chrome", "--rep", "3"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("trace-rep3.json"));
+    let (_, xs, _, counters) = parse_trace(&run.join("trace-rep3.json"));
+    assert!(!xs.is_empty());
+    assert!(xs
+        .iter()
+        .all(|e| e["pid"].as_u64() == Some(gapscope::export::chrome::rep_pid(3))));
+    assert!(counters.is_empty(), "no telemetry in this fixture");
+    gapscope()
+        .args(["export", run.to_str().unwrap(), "--chrome", "--rep", "99"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("no rep 99"));
+}
