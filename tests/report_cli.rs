@@ -166,12 +166,13 @@ fn report_links_only_files_that_exist_and_carries_phases_environment_and_command
     assert!(md.contains("| gpu_prove · unattributed |"), "{md}");
     assert!(md.contains("baseline (median, min–max)") && md.contains("Δ candidate − baseline"));
     // The fixture's baseline wrapper has a 3 ms ghost: flagged.
-    assert!(md.contains("⚠ gap"), "gap flag missing");
+    assert!(md.contains("⚠ unattributed"), "gap flag missing");
     // Environment and the exact command, quoted for a shell.
     assert!(md.contains("Fixture CPU 9000 (2 cores)"));
     assert!(md.contains("no GPU in this fixture"));
     assert!(md.contains("git checkout 0123456789abcdef0123456789abcdef01234567"));
-    assert!(md.contains("gapscope run experiments/fixture.toml --results-dir '/tmp/r s'"));
+    assert!(md
+        .contains("target/release/gapscope run experiments/fixture.toml --results-dir '/tmp/r s'"));
     assert!(md.contains("no PMU in this fixture"));
     assert!(!md.contains("could not be drawn"));
 }
@@ -391,4 +392,35 @@ fn chrome_export_of_one_rep_holds_only_that_rep_and_an_unknown_rep_is_refused() 
         .assert()
         .failure()
         .stderr(predicates::str::contains("no rep 99"));
+}
+
+#[test]
+fn unattributed_time_counts_children_on_every_thread_and_self_time_only_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(tmp.path(), &fixture::Options::default());
+    let input = input(&run);
+    use gapscope::plot::input::Measure::{SelfTime, Unattributed};
+    // synthesis waits 1000 µs on its thread while workers cover all but 20 µs of it.
+    assert_eq!(
+        input.median_of("baseline", "synthesis", SelfTime),
+        Some(1_000_000.0)
+    );
+    assert_eq!(
+        input.median_of("baseline", "synthesis", Unattributed),
+        Some(20_000.0)
+    );
+    // gpu_prove: 5 µs before its first child, the 3 ms ghost, 10 µs after `drop`.
+    assert_eq!(
+        input.median_of("baseline", "gpu_prove", Unattributed),
+        Some(3_015_000.0)
+    );
+    // With drop on the background thread, its last 10 µs inside gpu_prove are covered.
+    assert_eq!(
+        input.median_of("candidate", "gpu_prove", SelfTime),
+        Some(215_000.0)
+    );
+    assert_eq!(
+        input.median_of("candidate", "gpu_prove", Unattributed),
+        Some(205_000.0)
+    );
 }

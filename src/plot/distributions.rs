@@ -27,7 +27,7 @@ fn metrics(input: &PlotInput) -> Vec<Metric> {
     for name in input.span_order() {
         let mut measures = vec![(Measure::Total, name.clone())];
         if input.is_wrapper(&name) {
-            measures.push((Measure::SelfTime, format!("{name} (unattributed)")));
+            measures.push((Measure::Unattributed, format!("{name} (unattributed)")));
         }
         for (m, label) in measures {
             let values: Vec<(String, Vec<f64>)> = variants

@@ -5,7 +5,7 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{median, PlotInput};
+use super::input::{median, Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
 
 pub const OUTER: &str = "gpu_prove";
@@ -25,7 +25,7 @@ pub struct RepGap {
     /// The wrapper's other children on its thread, relative to its start: what part of
     /// the gap is measured by some other span.
     pub others: Vec<(String, u64, u64)>,
-    /// The wrapper's self time: the part of the gap no span accounts for.
+    /// The part of the wrapper no child span (on any thread) accounts for.
     pub unattributed_ns: u64,
 }
 
@@ -96,7 +96,7 @@ pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
                 inner_ns,
                 gap_ns: outer_ns.saturating_sub(inner_ns),
                 others,
-                unattributed_ns: outer.self_ns,
+                unattributed_ns: input.measure(outer, Measure::Unattributed),
             })
         })
         .collect()

@@ -9,12 +9,17 @@ use std::path::Path;
 use super::gpu::GpuRecords;
 use crate::store::{RepStatus, RunData, RunRow, SpanRow, StoreError};
 
-/// Which time of a span: its whole duration, or its self time (for a wrapper, the part
-/// no child accounts for).
+/// Which time of a span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Measure {
+    /// Its whole duration.
     Total,
+    /// Duration minus its children on its own thread (spans.csv's `self_ns`): for a
+    /// wrapper, this includes time spent waiting on children that run on other threads.
     SelfTime,
+    /// Duration minus its children on any thread: time inside the span that no child
+    /// span accounts for. Equal to the self time when every child runs on its thread.
+    Unattributed,
 }
 
 /// A run folder ready to draw.
@@ -24,6 +29,8 @@ pub struct PlotInput {
     pub(crate) gpu: GpuRecords,
     by_rep: BTreeMap<u32, Vec<usize>>,
     wrappers: BTreeSet<String>,
+    /// Unattributed time of every span with children, by (rep, span id).
+    unattributed: HashMap<(u32, u64), u64>,
 }
 
 /// `synthesis[3]` → `synthesis[*]`: per-item spans are grouped under one name.
@@ -35,6 +42,25 @@ pub fn family(name: &str) -> Cow<'_, str> {
         }
     }
     Cow::Borrowed(name)
+}
+
+/// Length of the union of `intervals` clipped to `window`.
+pub fn covered_ns(intervals: &[(u64, u64)], (lo, hi): (u64, u64)) -> u64 {
+    let mut iv: Vec<(u64, u64)> = intervals
+        .iter()
+        .map(|&(a, b)| (a.max(lo), b.min(hi)))
+        .filter(|(a, b)| b > a)
+        .collect();
+    iv.sort_unstable();
+    let (mut total, mut end) = (0, lo);
+    for (a, b) in iv {
+        let a = a.max(end);
+        if b > a {
+            total += b - a;
+            end = b;
+        }
+    }
+    total
 }
 
 /// Median of a sample (mean of the middle two for an even count); `None` when empty.
@@ -85,11 +111,43 @@ impl PlotInput {
             .filter_map(|s| s.parent_id.and_then(|p| names.get(&(s.rep, p))))
             .map(|n| family(n).into_owned())
             .collect();
+        let mut children: HashMap<(u32, u64), Vec<(u64, u64)>> = HashMap::new();
+        for s in &data.spans {
+            if let Some(p) = s.parent_id {
+                children
+                    .entry((s.rep, p))
+                    .or_default()
+                    .push((s.start_ns, s.end_ns));
+            }
+        }
+        let unattributed = data
+            .spans
+            .iter()
+            .filter_map(|s| {
+                let kids = children.get(&(s.rep, s.span_id))?;
+                let covered = covered_ns(kids, (s.start_ns, s.end_ns));
+                Some(((s.rep, s.span_id), s.duration_ns.saturating_sub(covered)))
+            })
+            .collect();
         PlotInput {
             data,
             gpu,
             by_rep,
             wrappers,
+            unattributed,
+        }
+    }
+
+    /// A span's time under `measure`.
+    pub fn measure(&self, s: &SpanRow, measure: Measure) -> u64 {
+        match measure {
+            Measure::Total => s.duration_ns,
+            Measure::SelfTime => s.self_ns,
+            Measure::Unattributed => self
+                .unattributed
+                .get(&(s.rep, s.span_id))
+                .copied()
+                .unwrap_or(s.duration_ns),
         }
     }
 
@@ -176,10 +234,7 @@ impl PlotInput {
                     .iter()
                     .filter(|s| family(&s.name) == name)
                     .inspect(|_| any = true)
-                    .map(|s| match measure {
-                        Measure::Total => s.duration_ns,
-                        Measure::SelfTime => s.self_ns,
-                    })
+                    .map(|s| self.measure(s, measure))
                     .sum();
                 any.then_some((r.rep, sum))
             })
@@ -268,6 +323,14 @@ mod tests {
         assert_eq!(family("synthesis"), "synthesis");
         assert_eq!(family("a[b]"), "a[b]");
         assert_eq!(family("x[]"), "x[]");
+    }
+
+    #[test]
+    fn coverage_counts_overlaps_once_and_clips_to_the_window() {
+        assert_eq!(covered_ns(&[(0, 10), (5, 15), (30, 40)], (2, 35)), 13 + 5);
+        assert_eq!(covered_ns(&[(50, 60)], (0, 40)), 0);
+        assert_eq!(covered_ns(&[(0, 100), (10, 20)], (0, 100)), 100);
+        assert_eq!(covered_ns(&[], (0, 1)), 0);
     }
 
     #[test]

@@ -1,34 +1,63 @@
 //! Phases: one stacked bar per variant of the median self time of every span on the
-//! critical path (the thread of `prove`), so the bar adds up to the wall time and a
-//! wrapper's unattributed time is a striped segment of its own. Time spent on other
-//! threads (workers, the background drop thread) is a thin second bar. A table below
-//! gives every segment's median per variant and its delta against the baseline.
+//! critical path (the thread of `prove`), so the bar adds up to the wall time. A
+//! wrapper's self time is split in two: the part its children on other threads cover
+//! (waiting, drawn pale) and the part no child covers (unattributed, striped). Time spent
+//! on other threads (workers, the background drop thread) is a thin second bar. A table
+//! below gives every segment's median per variant and its delta against the baseline.
 
 use std::collections::BTreeMap;
 
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{median, PlotInput};
+use super::input::{median, Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::plot::input::family;
 
 pub struct Phases;
 
-/// Median self time per span family, on the critical path and elsewhere.
+/// Which part of a span's self time a segment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Part {
+    /// A wrapper waiting while its children run on other threads.
+    Waiting,
+    /// A wrapper's time that no child covers.
+    Unattributed,
+    /// A leaf's own time.
+    Own,
+}
+
+/// One stacked segment: a span family and a part of its self time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Seg {
+    pub name: String,
+    pub part: Part,
+}
+
+impl Seg {
+    pub fn label(&self) -> String {
+        match self.part {
+            Part::Own => self.name.clone(),
+            Part::Waiting => format!("{} (waiting on other threads)", self.name),
+            Part::Unattributed => format!("{} (unattributed)", self.name),
+        }
+    }
+}
+
+/// Median self time per segment, on the critical path and elsewhere.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct VariantPhases {
     pub variant: String,
     pub reps: usize,
-    pub critical: BTreeMap<String, f64>,
-    pub other: BTreeMap<String, f64>,
+    pub critical: BTreeMap<Seg, f64>,
+    pub other: BTreeMap<Seg, f64>,
     pub wall_ns: Option<f64>,
 }
 
 pub(crate) fn variant_phases(input: &PlotInput, variant: &str) -> VariantPhases {
     let reps = input.measured_reps(variant);
-    let mut crit: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut other: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut crit: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
+    let mut other: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
     for (i, r) in reps.iter().enumerate() {
         let root = input.root_thread(r.rep);
         for s in input.spans_of(r.rep) {
@@ -37,13 +66,30 @@ pub(crate) fn variant_phases(input: &PlotInput, variant: &str) -> VariantPhases 
             } else {
                 &mut other
             };
-            let v = map.entry(family(&s.name).into_owned()).or_default();
-            // A family absent from earlier reps counts as zero there.
-            v.resize(i + 1, 0.0);
-            v[i] += s.self_ns as f64;
+            let name = family(&s.name).into_owned();
+            let parts = if input.is_wrapper(&name) {
+                let none = input.measure(s, Measure::Unattributed).min(s.self_ns);
+                vec![
+                    (Part::Waiting, s.self_ns - none),
+                    (Part::Unattributed, none),
+                ]
+            } else {
+                vec![(Part::Own, s.self_ns)]
+            };
+            for (part, ns) in parts {
+                let v = map
+                    .entry(Seg {
+                        name: name.clone(),
+                        part,
+                    })
+                    .or_default();
+                // A segment absent from earlier reps counts as zero there.
+                v.resize(i + 1, 0.0);
+                v[i] += ns as f64;
+            }
         }
     }
-    let finish = |m: BTreeMap<String, Vec<f64>>| {
+    let finish = |m: BTreeMap<Seg, Vec<f64>>| {
         m.into_iter()
             .map(|(k, mut v)| {
                 v.resize(reps.len(), 0.0);
@@ -61,15 +107,6 @@ pub(crate) fn variant_phases(input: &PlotInput, variant: &str) -> VariantPhases 
     }
 }
 
-/// A segment's label: a wrapper's self time is its unattributed part.
-pub(crate) fn segment_label(input: &PlotInput, name: &str) -> String {
-    if input.is_wrapper(name) {
-        format!("{name} (unattributed)")
-    } else {
-        name.to_string()
-    }
-}
-
 const LABEL_W: i32 = 190;
 const RIGHT_W: i32 = 250;
 const BAR_H: i32 = 34;
@@ -77,31 +114,38 @@ const OTHER_H: i32 = 16;
 const ROW_H: i32 = 22;
 
 impl Phases {
-    fn model(&self, input: &PlotInput) -> (Vec<VariantPhases>, Vec<String>, Vec<String>) {
+    fn model(&self, input: &PlotInput) -> (Vec<VariantPhases>, Vec<Seg>, Vec<Seg>) {
         let phases: Vec<VariantPhases> = input
             .variants()
             .iter()
             .map(|v| variant_phases(input, v))
             .collect();
         let order = input.span_order();
-        let pick = |f: &dyn Fn(&VariantPhases) -> &BTreeMap<String, f64>| -> Vec<String> {
-            let mut names: Vec<String> = order
+        // Segments in tree order, each part of a name together; leftovers after.
+        let pick = |f: &dyn Fn(&VariantPhases) -> &BTreeMap<Seg, f64>| -> Vec<Seg> {
+            let shown = |seg: &Seg| {
+                phases
+                    .iter()
+                    .any(|p| f(p).get(seg).is_some_and(|&v| v > 0.0))
+            };
+            let mut segs: Vec<Seg> = order
                 .iter()
-                .filter(|n| {
-                    phases
-                        .iter()
-                        .any(|p| f(p).get(*n).is_some_and(|&v| v > 0.0))
+                .flat_map(|n| {
+                    [Part::Waiting, Part::Unattributed, Part::Own].map(|part| Seg {
+                        name: n.clone(),
+                        part,
+                    })
                 })
-                .cloned()
+                .filter(|seg| shown(seg))
                 .collect();
             for p in &phases {
-                for (n, &v) in f(p) {
-                    if v > 0.0 && !names.contains(n) {
-                        names.push(n.clone());
+                for seg in f(p).keys() {
+                    if shown(seg) && !segs.contains(seg) {
+                        segs.push(seg.clone());
                     }
                 }
             }
-            names
+            segs
         };
         let crit = pick(&|p| &p.critical);
         let other = pick(&|p| &p.other);
@@ -120,7 +164,7 @@ impl Phases {
             c,
             "Where the time went: self time per span, median over reps",
             &format!(
-                "{} · bar = critical path ({} thread); striped = a wrapper's unattributed time",
+                "{} · bar = critical path ({} thread); striped = in no child span; pale = waiting on other threads",
                 run_line(input),
                 "prove"
             ),
@@ -166,24 +210,24 @@ impl Phases {
             );
             c.text(&name, (12, y + BAR_H / 2), LABEL_PX, INK, Align::Left)?;
             let mut at = 0.0;
+            // Segments first, then the names that fit inside them, so that no segment
+            // is drawn over a neighbour's name.
+            let mut labels = Vec::new();
             for n in &crit {
                 let v = p.critical.get(n).copied().unwrap_or(0.0);
                 if v <= 0.0 {
                     continue;
                 }
                 let (x0, x1) = (x.px(unit.value(at)), x.px(unit.value(at + v)));
-                segment(c, input, n, (x0, y), (x1, y + BAR_H))?;
-                let label = fit(n, SMALL_PX, x1 - x0 - 6);
+                segment(c, n, (x0, y), (x1, y + BAR_H))?;
+                let label = fit(&n.name, SMALL_PX, x1 - x0 - 10);
                 if !label.is_empty() && !label.ends_with('…') {
-                    c.text(
-                        &label,
-                        ((x0 + x1) / 2, y + BAR_H / 2),
-                        SMALL_PX,
-                        INK,
-                        Align::Center,
-                    )?;
+                    labels.push((label, (x0 + x1) / 2));
                 }
                 at += v;
+            }
+            for (label, cx) in labels {
+                c.text(&label, (cx, y + BAR_H / 2), SMALL_PX, INK, Align::Center)?;
             }
             // The bar's end, annotated with the median wall time and its delta.
             let end = x.px(unit.value(at)) + 8;
@@ -230,7 +274,7 @@ impl Phases {
                         continue;
                     }
                     let (x0, x1) = (x.px(unit.value(at)), x.px(unit.value(at + v)));
-                    segment(c, input, n, (x0, y), (x1, y + OTHER_H))?;
+                    segment(c, n, (x0, y), (x1, y + OTHER_H))?;
                     at += v;
                 }
                 if at > 0.0 {
@@ -311,7 +355,7 @@ impl Phases {
             )?;
         }
         y += ROW_H;
-        let rows: Vec<(&String, bool)> = crit
+        let rows: Vec<(&Seg, bool)> = crit
             .iter()
             .map(|n| (n, true))
             .chain(other.iter().map(|n| (n, false)))
@@ -326,8 +370,8 @@ impl Phases {
                 .copied()
             };
             let get = |p: &VariantPhases| value(p).unwrap_or(0.0);
-            segment(c, input, n, (14, y - 7), (28, y + 7))?;
-            let mut label = segment_label(input, n);
+            segment(c, n, (14, y - 7), (28, y + 7))?;
+            let mut label = n.label();
             if !critical {
                 label.push_str(" · other threads");
             }
@@ -359,14 +403,9 @@ impl Phases {
     }
 }
 
-/// One segment: solid in the span's colour, or striped when it is a wrapper's own time.
-fn segment<DB>(
-    c: &Canvas<'_, DB>,
-    input: &PlotInput,
-    name: &str,
-    a: (i32, i32),
-    b: (i32, i32),
-) -> Drawn
+/// One segment: solid in the span's colour, pale while waiting on other threads,
+/// striped where no child span accounts for the time.
+fn segment<DB>(c: &Canvas<'_, DB>, seg: &Seg, a: (i32, i32), b: (i32, i32)) -> Drawn
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
@@ -374,13 +413,20 @@ where
     if b.0 <= a.0 {
         return Ok(());
     }
-    if input.is_wrapper(name) {
-        c.hatch(a, b, GHOST)?;
-        // A light edge keeps neighbouring striped segments apart.
-        c.line(&[(a.0, a.1), (a.0, b.1)], WHITE.mix(1.0), 2)
-    } else {
-        c.rect(a, b, span_color(name).to_rgba())?;
-        c.outline(a, b, WHITE.mix(1.0), 1)
+    match seg.part {
+        Part::Unattributed => {
+            c.hatch(a, b, GHOST)?;
+            // A light edge keeps neighbouring striped segments apart.
+            c.line(&[(a.0, a.1), (a.0, b.1)], WHITE.mix(1.0), 2)
+        }
+        Part::Waiting => {
+            c.rect(a, b, lighten(span_color(&seg.name), 0.6).to_rgba())?;
+            c.outline(a, b, span_color(&seg.name).mix(0.8), 1)
+        }
+        Part::Own => {
+            c.rect(a, b, span_color(&seg.name).to_rgba())?;
+            c.outline(a, b, WHITE.mix(1.0), 1)
+        }
     }
 }
 
@@ -392,7 +438,7 @@ impl Chart for Phases {
         "Where the time went"
     }
     fn caption(&self) -> &'static str {
-        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for."
+        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads."
     }
     fn size(&self, input: &PlotInput) -> (u32, u32) {
         let (phases, crit, other) = self.model(input);

@@ -387,8 +387,8 @@ impl Timeline {
                 )?;
             }
             c.text(
-                &format!("({})", unit.suffix),
-                (LABEL_W - 8, y + 10),
+                &format!("time ({})", unit.suffix),
+                (LABEL_W - 24, y + 10),
                 SMALL_PX,
                 INK,
                 Align::Right,

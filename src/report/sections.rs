@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::path::Path;
 
 use crate::plot::canvas::{fmt_delta, fmt_ns};
 use crate::plot::gaps::{rep_gaps, INNER, OUTER};
@@ -19,6 +20,12 @@ pub fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// Whether a cell reads as a number (right-aligned): digits, signs, dashes for none.
+fn numeric(s: &str) -> bool {
+    s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit() || "+−-—±".contains(c))
+}
+
+/// A markdown table; columns whose cells all read as numbers are right-aligned.
 fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let _ = writeln!(
         out,
@@ -32,10 +39,15 @@ fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let _ = writeln!(
         out,
         "|{}|",
-        header
-            .iter()
-            .enumerate()
-            .map(|(i, _)| if i == 0 { "---" } else { "---:" })
+        (0..header.len())
+            .map(|i| {
+                let all = rows.iter().all(|r| r.get(i).is_none_or(|c| numeric(c)));
+                if i > 0 && all {
+                    "---:"
+                } else {
+                    "---"
+                }
+            })
             .collect::<Vec<_>>()
             .join("|")
     );
@@ -81,7 +93,7 @@ pub fn phase_section(data: &RunData) -> String {
     for name in input.span_order() {
         let mut measures = vec![(Measure::Total, name.clone())];
         if input.is_wrapper(&name) {
-            measures.push((Measure::SelfTime, format!("{name} · unattributed")));
+            measures.push((Measure::Unattributed, format!("{name} · unattributed")));
         }
         for (m, label) in measures {
             let per: Vec<Vec<f64>> = variants
@@ -132,7 +144,8 @@ pub fn phase_section(data: &RunData) -> String {
         out,
         "\nTotal time per span summed over a rep, median over measured verified reps. \
          Verdicts (regressed / improved / unchanged with a confidence interval) are `gapscope diff`'s; \
-         this table shows medians and ranges only."
+         this table shows medians and ranges only. *unattributed*: time inside a span that none of \
+         its children, on any thread, accounts for."
     );
     out
 }
@@ -146,26 +159,27 @@ pub fn gap_section(input: &PlotInput) -> String {
     let mut base_gap = None;
     for (i, v) in variants.iter().enumerate() {
         let g = rep_gaps(input, v);
-        let outer: Vec<f64> = g.iter().map(|r| r.outer_ns as f64).collect();
-        let inner: Vec<f64> = g.iter().map(|r| r.inner_ns as f64).collect();
-        let gap: Vec<f64> = g.iter().map(|r| r.gap_ns as f64).collect();
-        let (Some(o), Some(k), Some(gp)) = (median(&outer), median(&inner), median(&gap)) else {
-            rows.push(vec![
-                v.clone(),
-                "—".into(),
-                "—".into(),
-                "—".into(),
-                "—".into(),
-                format!("no {OUTER} span"),
-            ]);
+        let med = |f: &dyn Fn(&crate::plot::gaps::RepGap) -> u64| {
+            median(&g.iter().map(|r| f(r) as f64).collect::<Vec<_>>())
+        };
+        let (Some(o), Some(k), Some(gp), Some(none)) = (
+            med(&|r| r.outer_ns),
+            med(&|r| r.inner_ns),
+            med(&|r| r.gap_ns),
+            med(&|r| r.unattributed_ns),
+        ) else {
+            let mut row = vec![v.clone()];
+            row.extend(std::iter::repeat_n("—".to_string(), 6));
+            row.push(format!("no {OUTER} span"));
+            rows.push(row);
             continue;
         };
+        let spanned = med(&|r| r.gap_ns.saturating_sub(r.unattributed_ns)).unwrap_or(0.0);
         if i == 0 {
             base_gap = Some(gp);
         }
-        let share = gp / o.max(1.0);
-        let flag = if share >= GAP_FLAG_FRACTION && gp >= GAP_FLAG_MIN_NS {
-            "⚠ gap"
+        let flag = if none >= GAP_FLAG_MIN_NS && none / o.max(1.0) >= GAP_FLAG_FRACTION {
+            "⚠ unattributed"
         } else {
             "ok"
         };
@@ -177,14 +191,18 @@ pub fn gap_section(input: &PlotInput) -> String {
             v.clone(),
             fmt_ns(o),
             fmt_ns(k),
-            format!("{} ({:.0}%)", fmt_ns(gp), 100.0 * share),
+            format!("{} ({:.0}%)", fmt_ns(gp), 100.0 * gp / o.max(1.0)),
+            fmt_ns(spanned),
+            format!("{} ({:.0}%)", fmt_ns(none), 100.0 * none / o.max(1.0)),
             change,
             flag.into(),
         ]);
     }
     let _ = writeln!(
         out,
-        "`{OUTER}` (the wrapper) against `{INNER}` (inner GPU time), medians per rep:\n"
+        "`{OUTER}` (the wrapper) against `{INNER}` (inner GPU time), medians over reps. \
+         The gap is wrapper time outside `{INNER}`: part of it is in other child spans \
+         (e.g. `b_g2_msm`, `drop`), the rest in no span at all.\n"
     );
     table(
         &mut out,
@@ -193,6 +211,8 @@ pub fn gap_section(input: &PlotInput) -> String {
             OUTER.into(),
             INNER.into(),
             "gap (share)".into(),
+            "gap in other spans".into(),
+            "gap in no span (share)".into(),
             "gap change".into(),
             "flag".into(),
         ],
@@ -204,7 +224,7 @@ pub fn gap_section(input: &PlotInput) -> String {
         for v in &variants {
             let (Some(total), Some(own)) = (
                 input.median_of(v, name, Measure::Total),
-                input.median_of(v, name, Measure::SelfTime),
+                input.median_of(v, name, Measure::Unattributed),
             ) else {
                 continue;
             };
@@ -411,7 +431,7 @@ pub fn environment_section(input: &PlotInput) -> String {
     rows.push(vec![
         "run policy".into(),
         format!(
-            "{} reps + {} warm-ups per variant, {} order, {} process",
+            "{} measured reps + {} warm-up(s) per variant, {} order, {} process",
             m.reps, m.warmups, m.order, m.process
         ),
     ]);
@@ -434,7 +454,7 @@ pub fn environment_section(input: &PlotInput) -> String {
         rows.push(vec![format!("setup: {k}"), fmt_ns(*ns as f64)]);
     }
     let mut out = String::new();
-    table(&mut out, &["".into(), "".into()], &rows);
+    table(&mut out, &["".into(), "value".into()], &rows);
     let mut vrows = Vec::new();
     for v in &m.variants {
         let knobs: Vec<String> = v.knobs.iter().map(|(k, x)| format!("{k}={x}")).collect();
@@ -502,6 +522,23 @@ pub fn shell_quote(arg: &str) -> String {
     }
 }
 
+/// A command line for a shell; the program is shown as the binary `cargo build --release`
+/// makes (`target/release/gapscope`) when it was gapscope, wherever it ran from.
+fn command_line(argv: &[String]) -> String {
+    argv.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let is_gapscope = Path::new(a).file_name().is_some_and(|f| f == "gapscope");
+            if i == 0 && is_gapscope {
+                "target/release/gapscope".to_string()
+            } else {
+                shell_quote(a)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The commands that reproduce the run, then this report.
 pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
     let m = &input.data.meta;
@@ -522,25 +559,17 @@ pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
         }
     }
     let _ = writeln!(out, "cargo build --release");
-    let argv: Vec<String> = m.command.iter().map(|a| shell_quote(a)).collect();
-    let _ = writeln!(out, "# the command as it ran:");
-    let _ = writeln!(out, "{}", argv.join(" "));
+    let _ = writeln!(out, "# the run, as it was started:");
+    let _ = writeln!(out, "{}", command_line(&m.command));
     let _ = writeln!(out, "# this report:");
-    let _ = writeln!(
-        out,
-        "{}",
-        report_cmd
-            .iter()
-            .map(|a| shell_quote(a))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let _ = writeln!(out, "{}", command_line(report_cmd));
     let _ = writeln!(out, "```");
     let spec = input.data.dir.join(EXPERIMENT_COPY);
     if let Ok(text) = std::fs::read_to_string(&spec) {
         let _ = writeln!(
             out,
-            "\nThe experiment as it ran (`{EXPERIMENT_COPY}` in the run folder; pass this file if the one named above has changed since):\n\n```toml\n{}\n```",
+            "\nThe experiment as it ran (the run folder's `{EXPERIMENT_COPY}`; pass it instead of \
+             the file named above if that one has changed or is not at hand):\n\n```toml\n{}\n```",
             text.trim_end()
         );
     }
@@ -557,6 +586,16 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn commands_show_the_built_binary_and_quote_arguments() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command_line(&argv(&["/x/target/release/gapscope", "run", "a b.toml"])),
+            "target/release/gapscope run 'a b.toml'"
+        );
+        assert_eq!(command_line(&argv(&["cargo", "run"])), "cargo run");
     }
 
     #[test]
