@@ -110,7 +110,7 @@ impl Distributions {
         }
         let mut sx = x0 + 8;
         for (s, color) in &sub {
-            let s = fit(s, SMALL_PX, x0 + inner_w - sx);
+            let s = fit(s, SMALL_PX, x0 + inner_w - 50 - sx);
             c.text(&s, (sx, y0 + 34), SMALL_PX, *color, Align::Left)?;
             sx += text_width(&s, SMALL_PX) + 12;
         }
@@ -145,12 +145,13 @@ impl Distributions {
                 Align::Right,
             )?;
         }
+        // The axis unit at the right of the subtitle row, clear of the tick labels.
         c.text(
-            unit.suffix,
-            (x0 + 8, plot.1 + 4),
-            SMALL_PX - 2,
+            &format!("in {}", unit.suffix),
+            (plot.2, y0 + 34),
+            SMALL_PX - 1,
             MUTED,
-            Align::Left,
+            Align::Right,
         )?;
         let n = m.values.len().max(1) as i32;
         let slot = (plot.2 - plot.0) / n;
