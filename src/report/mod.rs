@@ -5,6 +5,7 @@
 //! A chart that cannot be drawn becomes a line in report.md; only an unreadable run
 //! folder or an unwritable output folder fails the report.
 
+pub mod environment;
 pub mod sections;
 
 use std::fmt::Write;
@@ -133,12 +134,12 @@ pub fn write_report(
     let _ = writeln!(
         md,
         "## Environment\n\n{}",
-        sections::environment_section(input)
+        environment::environment_section(input)
     );
     let _ = writeln!(
         md,
         "## Reproduce\n\n{}",
-        sections::reproduce_section(input, command)
+        environment::reproduce_section(input, command)
     );
 
     let report = out.join(REPORT_FILE);

@@ -1,14 +1,13 @@
-//! The text sections of report.md, each a pure function of the run.
+//! The analysis sections of report.md (phases, gaps, counters), each a pure function of
+//! the run.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::Path;
 
 use crate::plot::canvas::{fmt_delta, fmt_ns};
 use crate::plot::gaps::{rep_gaps, INNER, OUTER};
 use crate::plot::gpu::GpuRecords;
 use crate::plot::input::{median, Measure, PlotInput};
-use crate::store::{RunData, EXPERIMENT_COPY};
+use crate::store::RunData;
 
 /// A wrapper whose unattributed time reaches this share of its duration is flagged.
 pub const GAP_FLAG_FRACTION: f64 = 0.10;
@@ -26,7 +25,7 @@ fn numeric(s: &str) -> bool {
 }
 
 /// A markdown table; columns whose cells all read as numbers are right-aligned.
-fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+pub(crate) fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let _ = writeln!(
         out,
         "| {} |",
@@ -358,245 +357,9 @@ pub fn counters_section(input: &PlotInput) -> String {
     out
 }
 
-/// Host, GPU, driver, CUDA, revisions, run policy and variants.
-pub fn environment_section(input: &PlotInput) -> String {
-    let m = &input.data.meta;
-    let h = &m.host;
-    let g = &m.gpu;
-    let mut rows: Vec<Vec<String>> = vec![
-        vec!["host".into(), h.hostname.clone()],
-        vec![
-            "CPU".into(),
-            format!("{} ({} cores)", h.cpu_model, h.cpu_cores),
-        ],
-        vec![
-            "memory".into(),
-            format!("{:.1} GiB", h.memory_bytes as f64 / (1u64 << 30) as f64),
-        ],
-        vec!["OS / kernel".into(), format!("{} / {}", h.os, h.kernel)],
-    ];
-    if g.available {
-        let devices: Vec<String> = g.devices.iter().map(device_line).collect();
-        rows.push(vec![
-            "GPU".into(),
-            if devices.is_empty() {
-                "available".into()
-            } else {
-                devices.join("; ")
-            },
-        ]);
-    } else {
-        rows.push(vec![
-            "GPU".into(),
-            format!(
-                "none used ({})",
-                g.reason
-                    .clone()
-                    .unwrap_or_else(|| "no reason recorded".into())
-            ),
-        ]);
-    }
-    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "—".into());
-    rows.push(vec!["GPU driver".into(), opt(&g.driver_version)]);
-    rows.push(vec![
-        "CUDA driver / runtime".into(),
-        format!(
-            "{} / {}",
-            opt(&g.cuda_driver_version),
-            opt(&g.cuda_runtime_version)
-        ),
-    ]);
-    rows.push(vec![
-        "gapscope".into(),
-        format!(
-            "{} at {}{}",
-            m.gapscope_version,
-            m.git
-                .revision
-                .clone()
-                .unwrap_or_else(|| "unknown revision".into()),
-            match m.git.dirty {
-                Some(true) => " (with uncommitted changes)",
-                _ => "",
-            }
-        ),
-    ]);
-    rows.push(vec![
-        "workload".into(),
-        format!(
-            "{} 2^{} constraints × {} on {}",
-            m.workload.circuit, m.workload.log2_constraints, m.workload.batch, m.workload.backend
-        ),
-    ]);
-    rows.push(vec![
-        "run policy".into(),
-        format!(
-            "{} measured reps + {} warm-up(s) per variant, {} order, {} process",
-            m.reps, m.warmups, m.order, m.process
-        ),
-    ]);
-    rows.push(vec![
-        "started / completed (UTC)".into(),
-        format!(
-            "{} / {}",
-            m.created_utc,
-            m.completed_utc
-                .clone()
-                .unwrap_or_else(|| "not completed".into())
-        ),
-    ]);
-    for p in &m.params {
-        let source = p.get("source").and_then(|s| s.as_str()).unwrap_or("?");
-        let path = p.get("path").and_then(|s| s.as_str()).unwrap_or("?");
-        rows.push(vec!["params".into(), format!("{path} ({source})")]);
-    }
-    for (k, ns) in &m.setup_ns {
-        rows.push(vec![format!("setup: {k}"), fmt_ns(*ns as f64)]);
-    }
-    let mut out = String::new();
-    table(&mut out, &["".into(), "value".into()], &rows);
-    let mut vrows = Vec::new();
-    for v in &m.variants {
-        let knobs: Vec<String> = v.knobs.iter().map(|(k, x)| format!("{k}={x}")).collect();
-        vrows.push(vec![v.name.clone(), v.backend.clone(), knobs.join(", ")]);
-    }
-    let _ = writeln!(out);
-    table(
-        &mut out,
-        &["variant".into(), "backend".into(), "knobs".into()],
-        &vrows,
-    );
-    if !input.gpu.problems.is_empty() {
-        let _ = writeln!(out);
-        for p in &input.gpu.problems {
-            let _ = writeln!(out, "- {p}");
-        }
-    }
-    out
-}
-
-fn device_line(d: &serde_json::Value) -> String {
-    match d {
-        serde_json::Value::Object(map) => {
-            let pick = |k: &str| {
-                map.get(k).map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                })
-            };
-            let name = pick("name").unwrap_or_else(|| "GPU".into());
-            let mut extra: BTreeMap<&str, String> = BTreeMap::new();
-            for k in [
-                "index",
-                "memory_bytes",
-                "compute_capability",
-                "pci_bus_id",
-                "uuid",
-            ] {
-                if let Some(v) = pick(k) {
-                    extra.insert(k, v);
-                }
-            }
-            let extra: Vec<String> = extra.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
-            if extra.is_empty() {
-                name
-            } else {
-                format!("{name} ({})", extra.join(", "))
-            }
-        }
-        other => other.to_string(),
-    }
-}
-
-/// POSIX shell quoting of one argument.
-pub fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
-}
-
-/// A command line for a shell; the program is shown as the binary `cargo build --release`
-/// makes (`target/release/gapscope`) when it was gapscope, wherever it ran from.
-fn command_line(argv: &[String]) -> String {
-    argv.iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let is_gapscope = Path::new(a).file_name().is_some_and(|f| f == "gapscope");
-            if i == 0 && is_gapscope {
-                "target/release/gapscope".to_string()
-            } else {
-                shell_quote(a)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// The commands that reproduce the run, then this report.
-pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
-    let m = &input.data.meta;
-    let mut out = String::new();
-    let _ = writeln!(out, "```sh");
-    match &m.git.revision {
-        Some(rev) => {
-            let _ = writeln!(out, "git checkout {rev}");
-            if m.git.dirty == Some(true) {
-                let _ = writeln!(
-                    out,
-                    "# note: the run was made with uncommitted changes on top of this revision"
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(out, "# the source revision was not recorded");
-        }
-    }
-    let _ = writeln!(out, "cargo build --release");
-    let _ = writeln!(out, "# the run, as it was started:");
-    let _ = writeln!(out, "{}", command_line(&m.command));
-    let _ = writeln!(out, "# this report:");
-    let _ = writeln!(out, "{}", command_line(report_cmd));
-    let _ = writeln!(out, "```");
-    let spec = input.data.dir.join(EXPERIMENT_COPY);
-    if let Ok(text) = std::fs::read_to_string(&spec) {
-        let _ = writeln!(
-            out,
-            "\nThe experiment as it ran (the run folder's `{EXPERIMENT_COPY}`; pass it instead of \
-             the file named above if that one has changed or is not at hand):\n\n```toml\n{}\n```",
-            text.trim_end()
-        );
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoting_leaves_plain_words_and_quotes_the_rest() {
-        assert_eq!(shell_quote("results/x-1"), "results/x-1");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
-
-    #[test]
-    fn commands_show_the_built_binary_and_quote_arguments() {
-        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            command_line(&argv(&["/x/target/release/gapscope", "run", "a b.toml"])),
-            "target/release/gapscope run 'a b.toml'"
-        );
-        assert_eq!(command_line(&argv(&["cargo", "run"])), "cargo run");
-    }
 
     #[test]
     fn cells_escape_pipes() {
