@@ -178,6 +178,34 @@ fn report_links_only_files_that_exist_and_carries_phases_environment_and_command
 }
 
 #[test]
+fn report_of_a_gpu_run_says_how_long_cupti_saw_the_gpu_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(
+        tmp.path(),
+        &fixture::Options {
+            gpu: true,
+            ..Default::default()
+        },
+    );
+    let out = tmp.path().join("report");
+    gapscope()
+        .args([
+            "report",
+            run.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("baseline: CUPTI saw a kernel running for"),
+        "{md}"
+    );
+    assert!(!md.contains("no GPU activity recorded"), "{md}");
+}
+
+#[test]
 fn a_chart_that_cannot_be_written_is_a_line_in_the_report_not_a_failure() {
     let tmp = tempfile::tempdir().unwrap();
     let run = fixture::write(tmp.path(), &fixture::Options::default());

@@ -3,7 +3,7 @@
 //!
 //! - spans are complete ("X") events, tid = the recorded thread id, named by "M"
 //!   thread_name metadata; `ts`/`dur` are microseconds as floats from the rep's first
-//!   span start, so every rep starts at 0 (the origins are in `otherData`);
+//!   record, so every rep starts at 0 (the origins are in `otherData`);
 //! - GPU intervals are "X" events on one track per GPU lane;
 //! - NVML samples are counter ("C") events, one track per GPU and series.
 
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use super::{ExportError, Exporter, RepSelection};
-use crate::plot::gpu::GpuLane;
+use crate::plot::gpu::{self, series, GpuLane};
 use crate::plot::PlotInput;
 
 pub struct ChromeTrace;
@@ -57,13 +57,15 @@ pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
     for &rep in reps {
         let spans = input.spans_of(rep);
         let run = input.run_row(rep);
+        // The rep's earliest record of any kind, so that no timestamp is negative.
         let origin = spans
             .iter()
             .map(|s| s.start_ns)
+            .chain(input.gpu.activity_of(rep).iter().map(|a| a.start_ns))
+            .chain(input.gpu.telemetry_of(rep).iter().map(|t| t.t_ns))
             .min()
             .or(run.map(|r| r.start_ns))
             .unwrap_or(0);
-        let end = spans.iter().map(|s| s.end_ns).max().unwrap_or(origin);
         origins.insert(rep.to_string(), Value::String(origin.to_string()));
         any_span |= !spans.is_empty();
         let pid = rep_pid(rep);
@@ -145,12 +147,8 @@ pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
             }));
         }
         // GPU lanes, after the threads.
-        let window = (
-            origin,
-            end.max(run.map(|r| r.start_ns + r.wall_ns).unwrap_or(end)),
-        );
-        let acts = input.gpu.activity_of(rep, window);
-        let mut lanes: Vec<GpuLane> = acts.iter().map(|a| a.lane()).collect();
+        let acts = input.gpu.activity_of(rep);
+        let mut lanes: Vec<GpuLane> = acts.iter().map(|a| GpuLane::of(a)).collect();
         lanes.sort_unstable();
         lanes.dedup();
         for (i, lane) in lanes.iter().enumerate() {
@@ -159,17 +157,16 @@ pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
             meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": order.len() + i}}));
         }
         for a in acts {
-            let i = lanes.iter().position(|l| *l == a.lane()).unwrap_or(0);
+            let i = lanes.iter().position(|l| *l == GpuLane::of(a)).unwrap_or(0);
             let mut args = Map::new();
             args.insert("kind".into(), json!(a.kind));
             if let Some(b) = a.bytes {
                 args.insert("bytes".into(), json!(b));
             }
-            if let Some(s) = a.stream {
-                args.insert("stream".into(), json!(s));
-            }
+            args.insert("stream".into(), json!(a.stream));
+            args.insert("correlation_id".into(), json!(a.correlation_id));
             events.push(json!({
-                "name": a.label(),
+                "name": gpu::label(a),
                 "cat": format!("gpu.{}", if a.kind.is_empty() { "activity" } else { &a.kind }),
                 "ph": "X",
                 "pid": pid,
@@ -179,10 +176,10 @@ pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
                 "args": args,
             }));
         }
-        for t in input.gpu.telemetry_of(rep, window) {
-            for (series, v) in t.series() {
+        for t in input.gpu.telemetry_of(rep) {
+            for (series, v) in series(t) {
                 events.push(json!({
-                    "name": format!("GPU {} {series}", t.gpu.unwrap_or(0)),
+                    "name": format!("GPU {} {series}", t.gpu),
                     "cat": "nvml",
                     "ph": "C",
                     "pid": pid,
@@ -220,7 +217,7 @@ pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
             "producer": format!("gapscope {}", m.gapscope_version),
             "experiment": m.experiment,
             "run_id": m.run_id,
-            "clock": "CLOCK_MONOTONIC; ts of each rep counted from that rep's first span start",
+            "clock": "CLOCK_MONOTONIC; ts of each rep counted from that rep's first record",
             "rep_origin_ns": origins,
         },
     }))

@@ -1,137 +1,88 @@
 //! The GPU side of a run folder as the charts and the trace export read it: NVML samples
-//! (`telemetry.csv`) and kernel/copy intervals (`gpu_activity.csv`), both on the span
-//! clock. Both files are optional; a run without a GPU has neither.
-//!
-//! The row types are deliberately minimal and read by header, so extra columns written
-//! by the telemetry module are ignored and missing optional ones read as empty.
+//! (`telemetry.csv`) and CUPTI kernel/copy intervals (`gpu_activity.csv`), both on the
+//! span clock. A run without a GPU has the files empty, and one from before telemetry
+//! has none; either way the charts say so rather than fail.
 
-use std::path::Path;
+use crate::store::{GpuActivityRow, RunData, TelemetryRow, GPU_ACTIVITY, TELEMETRY};
 
-use serde::Deserialize;
-
-use crate::store::read_csv;
-
-pub const TELEMETRY: &str = "telemetry.csv";
-pub const GPU_ACTIVITY: &str = "gpu_activity.csv";
-
-/// One NVML sample.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct TelemetryRow {
-    #[serde(default)]
-    pub rep: Option<u32>,
-    pub t_ns: u64,
-    #[serde(default, alias = "gpu_index", alias = "device")]
-    pub gpu: Option<u32>,
-    #[serde(default)]
-    pub sm_util_pct: Option<f64>,
-    #[serde(default)]
-    pub mem_util_pct: Option<f64>,
-    #[serde(default)]
-    pub mem_used_bytes: Option<u64>,
-    #[serde(default)]
-    pub power_mw: Option<u64>,
-    #[serde(default)]
-    pub sm_clock_mhz: Option<u64>,
-    #[serde(default)]
-    pub temp_c: Option<f64>,
-}
-
-impl TelemetryRow {
-    /// The numeric series of a sample, as (track name, value).
-    pub fn series(&self) -> Vec<(&'static str, f64)> {
-        let mut v = Vec::new();
-        let mut push = |name, x: Option<f64>| {
-            if let Some(x) = x {
-                v.push((name, x));
-            }
-        };
-        push("sm_util_pct", self.sm_util_pct);
-        push("mem_util_pct", self.mem_util_pct);
-        push("mem_used_bytes", self.mem_used_bytes.map(|x| x as f64));
-        push("power_mw", self.power_mw.map(|x| x as f64));
-        push("sm_clock_mhz", self.sm_clock_mhz.map(|x| x as f64));
-        push("temp_c", self.temp_c);
-        v
-    }
-}
-
-/// One interval of GPU work: a kernel, a copy or a memset.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct GpuActivityRow {
-    #[serde(default)]
-    pub rep: Option<u32>,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub name: String,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    #[serde(default, alias = "gpu_index", alias = "device")]
-    pub gpu: Option<u32>,
-    #[serde(default)]
-    pub stream: Option<u64>,
-    #[serde(default)]
-    pub bytes: Option<u64>,
-}
-
-impl GpuActivityRow {
-    /// The lane this interval is drawn on: one per GPU and stream.
-    pub fn lane(&self) -> GpuLane {
-        GpuLane {
-            gpu: self.gpu.unwrap_or(0),
-            stream: self.stream,
-        }
-    }
-
-    pub fn label(&self) -> &str {
-        if self.name.is_empty() {
-            &self.kind
-        } else {
-            &self.name
-        }
-    }
-}
-
+/// The track a GPU interval is drawn on: one per device and stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct GpuLane {
     pub gpu: u32,
-    pub stream: Option<u64>,
+    pub stream: u32,
+}
+
+impl GpuLane {
+    pub fn of(a: &GpuActivityRow) -> Self {
+        GpuLane {
+            gpu: a.device,
+            stream: a.stream,
+        }
+    }
 }
 
 impl std::fmt::Display for GpuLane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.stream {
-            Some(s) => write!(f, "GPU {} stream {s}", self.gpu),
-            None => write!(f, "GPU {}", self.gpu),
-        }
+        write!(f, "GPU {} stream {}", self.gpu, self.stream)
     }
 }
 
-/// The GPU records of a run, and what could not be read.
+/// What an interval is called on its lane: the kernel name, else its kind.
+pub(crate) fn label(a: &GpuActivityRow) -> &str {
+    if a.name.is_empty() {
+        &a.kind
+    } else {
+        &a.name
+    }
+}
+
+/// The numeric series of a sample, as (track name, value).
+pub(crate) fn series(t: &TelemetryRow) -> Vec<(&'static str, f64)> {
+    [
+        ("sm_util_pct", t.sm_util_pct.map(f64::from)),
+        ("mem_util_pct", t.mem_util_pct.map(f64::from)),
+        ("mem_used_bytes", t.mem_used_bytes.map(|x| x as f64)),
+        ("power_mw", t.power_mw.map(f64::from)),
+        ("sm_clock_mhz", t.sm_clock_mhz.map(f64::from)),
+        ("temperature_c", t.temperature_c.map(f64::from)),
+        (
+            "pcie_tx_bytes_per_s",
+            t.pcie_tx_bytes_per_s.map(|x| x as f64),
+        ),
+        (
+            "pcie_rx_bytes_per_s",
+            t.pcie_rx_bytes_per_s.map(|x| x as f64),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect()
+}
+
+/// The GPU records of a run, and why any could not be read.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct GpuRecords {
     pub telemetry: Vec<TelemetryRow>,
     pub activity: Vec<GpuActivityRow>,
-    /// Why a file present in the folder was not used (it never fails a chart).
+    /// Why a file in the folder was not used (it never fails a chart).
     pub problems: Vec<String>,
+    /// What meta.json says about the GPU side, for the "nothing recorded" note.
+    status: String,
 }
 
 impl GpuRecords {
-    pub fn load(dir: &Path) -> Self {
-        let mut out = GpuRecords::default();
-        let tp = dir.join(TELEMETRY);
-        if tp.exists() {
-            match read_csv(&tp) {
-                Ok(rows) => out.telemetry = rows,
-                Err(e) => out.problems.push(format!("{TELEMETRY} not used: {e}")),
-            }
+    pub fn load(data: &RunData) -> Self {
+        let mut out = GpuRecords {
+            status: status_line(data),
+            ..Default::default()
+        };
+        match data.load_telemetry() {
+            Ok(rows) => out.telemetry = rows,
+            Err(e) => out.problems.push(format!("{TELEMETRY} not used: {e}")),
         }
-        let ap = dir.join(GPU_ACTIVITY);
-        if ap.exists() {
-            match read_csv(&ap) {
-                Ok(rows) => out.activity = rows,
-                Err(e) => out.problems.push(format!("{GPU_ACTIVITY} not used: {e}")),
-            }
+        match data.load_gpu_activity() {
+            Ok(rows) => out.activity = rows,
+            Err(e) => out.problems.push(format!("{GPU_ACTIVITY} not used: {e}")),
         }
         out
     }
@@ -140,33 +91,25 @@ impl GpuRecords {
         self.telemetry.is_empty() && self.activity.is_empty()
     }
 
-    /// Samples of one rep: those tagged with it, or untagged ones inside its window.
-    pub fn telemetry_of(&self, rep: u32, window: (u64, u64)) -> Vec<&TelemetryRow> {
-        self.telemetry
-            .iter()
-            .filter(|r| match r.rep {
-                Some(x) => x == rep,
-                None => r.t_ns >= window.0 && r.t_ns <= window.1,
-            })
-            .collect()
+    /// NVML samples of one rep.
+    pub fn telemetry_of(&self, rep: u32) -> Vec<&TelemetryRow> {
+        self.telemetry.iter().filter(|r| r.rep == rep).collect()
     }
 
-    /// Intervals of one rep: those tagged with it, or untagged ones overlapping its window.
-    pub fn activity_of(&self, rep: u32, window: (u64, u64)) -> Vec<&GpuActivityRow> {
-        self.activity
-            .iter()
-            .filter(|r| match r.rep {
-                Some(x) => x == rep,
-                None => r.end_ns >= window.0 && r.start_ns <= window.1,
-            })
-            .collect()
+    /// GPU intervals of one rep.
+    pub fn activity_of(&self, rep: u32) -> Vec<&GpuActivityRow> {
+        self.activity.iter().filter(|r| r.rep == rep).collect()
     }
 
     /// What the charts say when a run has no GPU records.
     pub fn missing_note(&self) -> String {
-        let mut s = format!(
-            "no GPU activity recorded (no {TELEMETRY} or {GPU_ACTIVITY} in the run folder)"
-        );
+        let mut s =
+            format!("no GPU activity recorded ({TELEMETRY} and {GPU_ACTIVITY} empty or absent");
+        if !self.status.is_empty() {
+            s.push_str("; ");
+            s.push_str(&self.status);
+        }
+        s.push(')');
         for p in &self.problems {
             s.push_str("; ");
             s.push_str(p);
@@ -175,41 +118,79 @@ impl GpuRecords {
     }
 }
 
+/// meta.json's word on the GPU: why there is none, or what NVML and CUPTI said.
+fn status_line(data: &RunData) -> String {
+    let g = &data.meta.gpu;
+    if !g.available {
+        return g.reason.clone().unwrap_or_default();
+    }
+    [("NVML", &g.nvml), ("CUPTI", &g.cupti)]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn rows_read_by_header_ignore_extra_columns_and_accept_missing_ones() {
+    fn run_dir() -> (tempfile::TempDir, RunData) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join(TELEMETRY),
-            "t_ns,gpu,sm_util_pct,pcie_tx_bytes_per_s,rep,future_column\n100,0,55.5,123,3,x\n200,0,,7,3,y\n",
-        )
+        let meta: crate::store::Meta = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "gapscope_version": "0", "experiment": "e", "run_id": "r",
+            "created_utc": "", "command": [], "host": {"hostname": "", "os": "", "kernel": "",
+            "cpu_model": "", "cpu_cores": 1, "memory_bytes": 0}, "git": {}, "counters": {},
+            "gpu": {"available": false, "reason": "no GPU here"},
+            "workload": {"circuit": "c", "log2_constraints": 1, "batch": 1, "backend": "cpu"},
+            "variants": [], "reps": 1, "warmups": 0, "order": "interleaved", "process": "shared"
+        }))
         .unwrap();
-        std::fs::write(
-            dir.path().join(GPU_ACTIVITY),
-            "rep,kind,name,start_ns,end_ns,stream,correlation_id\n3,kernel,msm,150,180,7,99\n",
-        )
-        .unwrap();
-        let g = GpuRecords::load(dir.path());
+        let run = dir.path().join("run");
+        let mut w = crate::store::RunWriter::create(&run, &meta, "").unwrap();
+        let t = TelemetryRow {
+            rep: 3,
+            sm_util_pct: Some(55),
+            t_ns: 100,
+            ..TelemetryRow::sample()
+        };
+        let a = GpuActivityRow {
+            rep: 3,
+            kind: "kernel".into(),
+            stream: 7,
+            start_ns: 150,
+            end_ns: 180,
+            ..GpuActivityRow::sample()
+        };
+        w.append_gpu(&[t], &[a]).unwrap();
+        drop(w);
+        let data = RunData::load(&run).unwrap();
+        (dir, data)
+    }
+
+    #[test]
+    fn records_of_a_rep_are_found_by_its_number() {
+        let (_dir, data) = run_dir();
+        let g = GpuRecords::load(&data);
         assert!(g.problems.is_empty(), "{:?}", g.problems);
-        assert_eq!(g.telemetry.len(), 2);
-        assert_eq!(g.telemetry[0].sm_util_pct, Some(55.5));
-        assert_eq!(g.telemetry[1].sm_util_pct, None);
-        assert_eq!(g.telemetry[0].series(), vec![("sm_util_pct", 55.5)]);
-        assert_eq!(g.activity[0].lane().to_string(), "GPU 0 stream 7");
-        assert_eq!(g.activity_of(3, (0, 0)).len(), 1);
-        assert_eq!(g.activity_of(4, (0, 1000)).len(), 0);
+        assert_eq!(series(g.telemetry_of(3)[0]), vec![("sm_util_pct", 55.0)]);
+        assert!(g.telemetry_of(4).is_empty());
+        assert_eq!(
+            GpuLane::of(g.activity_of(3)[0]).to_string(),
+            "GPU 0 stream 7"
+        );
+        assert_eq!(label(g.activity_of(3)[0]), "kernel");
     }
 
     #[test]
     fn an_unreadable_file_is_a_problem_not_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(TELEMETRY), "gpu,sm_util_pct\n0,5\n").unwrap();
-        let g = GpuRecords::load(dir.path());
-        assert!(g.is_empty());
+        let (_dir, data) = run_dir();
+        std::fs::write(data.dir.join(TELEMETRY), "gpu,sm_util_pct\n0,5\n").unwrap();
+        let g = GpuRecords::load(&data);
+        assert!(g.telemetry.is_empty());
         assert_eq!(g.problems.len(), 1);
-        assert!(g.missing_note().contains("telemetry.csv not used"));
+        let note = g.missing_note();
+        assert!(note.contains("telemetry.csv not used"), "{note}");
+        assert!(note.contains("no GPU here"), "{note}");
     }
 }

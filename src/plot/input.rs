@@ -91,7 +91,7 @@ impl PlotInput {
 
     /// Wraps loaded data, reading the optional GPU files from its folder.
     pub fn new(data: RunData) -> Self {
-        let gpu = GpuRecords::load(&data.dir);
+        let gpu = GpuRecords::load(&data);
         Self::with_gpu(data, gpu)
     }
 

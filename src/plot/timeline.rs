@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::gpu::{GpuActivityRow, GpuLane, TelemetryRow};
+use super::gpu::{label, GpuLane};
 use super::input::{family, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::store::{RunRow, SpanRow};
+use crate::store::{GpuActivityRow, RunRow, SpanRow, TelemetryRow};
 
 pub struct Timeline;
 
@@ -142,10 +142,9 @@ fn panels(input: &PlotInput) -> Vec<Panel<'_>> {
                     .unwrap_or(false);
                 (!is_root, first_start(t))
             });
-            let window = (origin_ns, end_ns);
             let mut lanes: BTreeMap<GpuLane, Vec<&GpuActivityRow>> = BTreeMap::new();
-            for a in input.gpu.activity_of(run.rep, window) {
-                lanes.entry(a.lane()).or_default().push(a);
+            for a in input.gpu.activity_of(run.rep) {
+                lanes.entry(GpuLane::of(a)).or_default().push(a);
             }
             let end_ns = lanes
                 .values()
@@ -160,7 +159,7 @@ fn panels(input: &PlotInput) -> Vec<Panel<'_>> {
                 end_ns,
                 threads,
                 lanes: lanes.into_iter().collect(),
-                telemetry: input.gpu.telemetry_of(run.rep, window),
+                telemetry: input.gpu.telemetry_of(run.rep),
             })
         })
         .collect()
@@ -347,7 +346,7 @@ impl Timeline {
                         (x1, y + LEVEL_H - 1),
                         gpu_color(&a.kind).to_rgba(),
                     )?;
-                    let label = fit(a.label(), SMALL_PX, x1 - x0 - 6);
+                    let label = fit(label(a), SMALL_PX, x1 - x0 - 6);
                     if label.chars().count() > 3 {
                         c.text(
                             &label,
@@ -461,8 +460,13 @@ impl Timeline {
         let ypx =
             |pct: f64| y1 - ((pct.clamp(0.0, 100.0) / 100.0) * (y1 - y0) as f64).round() as i32;
         let mut by_gpu: BTreeMap<u32, Vec<&TelemetryRow>> = BTreeMap::new();
-        for t in &p.telemetry {
-            by_gpu.entry(t.gpu.unwrap_or(0)).or_default().push(t);
+        // Samples taken before the rep's first span or after its last are off the axis.
+        for t in p
+            .telemetry
+            .iter()
+            .filter(|t| t.t_ns >= p.origin_ns && t.t_ns <= p.end_ns)
+        {
+            by_gpu.entry(t.gpu).or_default().push(t);
         }
         for (gi, (_, mut rows)) in by_gpu.into_iter().enumerate() {
             rows.sort_by_key(|r| r.t_ns);
@@ -470,11 +474,11 @@ impl Timeline {
             let tx = |r: &TelemetryRow| x.px(unit.value(r.t_ns.saturating_sub(p.origin_ns) as f64));
             let mem: Vec<(i32, i32)> = rows
                 .iter()
-                .filter_map(|r| r.mem_util_pct.map(|m| (tx(r), ypx(m))))
+                .filter_map(|r| r.mem_util_pct.map(|m| (tx(r), ypx(m.into()))))
                 .collect();
             let sm: Vec<(i32, i32)> = rows
                 .iter()
-                .filter_map(|r| r.sm_util_pct.map(|m| (tx(r), ypx(m))))
+                .filter_map(|r| r.sm_util_pct.map(|m| (tx(r), ypx(m.into()))))
                 .collect();
             if mem.len() > 1 {
                 c.line(&mem, color.mix(0.35), 1)?;

@@ -58,6 +58,19 @@ pub fn environment_section(input: &PlotInput) -> String {
             opt(&g.cuda_runtime_version)
         ),
     ]);
+    // How the GPU side was recorded (telemetry.csv, gpu_activity.csv, NVTX).
+    for (k, v) in [
+        ("NVML sampling", &g.nvml),
+        ("CUPTI activity", &g.cupti),
+        ("NVTX", &g.nvtx),
+    ] {
+        if let Some(v) = v {
+            rows.push(vec![k.into(), v.clone()]);
+        }
+    }
+    if let Some(ms) = g.sample_period_ms {
+        rows.push(vec!["NVML sample period".into(), format!("{ms} ms")]);
+    }
     rows.push(vec![
         "gapscope".into(),
         format!(

@@ -217,6 +217,26 @@ pub fn gap_section(input: &PlotInput) -> String {
         ],
         &rows,
     );
+    // What the GPU itself says, where CUPTI saw the kernels.
+    for v in &variants {
+        let busy: Vec<f64> = input
+            .measured_reps(v)
+            .iter()
+            .filter_map(|r| {
+                let spans = input.spans_of(r.rep);
+                let outer = spans.iter().find(|s| s.name == OUTER)?;
+                outer.gpu_busy_ns.map(|b| b as f64)
+            })
+            .collect();
+        if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, Measure::Total)) {
+            let _ = writeln!(
+                out,
+                "\n{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
+                fmt_ns(b),
+                fmt_ns((o - b).max(0.0))
+            );
+        }
+    }
     // Every wrapper's unattributed time.
     let mut flagged = Vec::new();
     for name in input.span_order().iter().filter(|n| input.is_wrapper(n)) {
