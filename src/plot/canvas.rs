@@ -377,6 +377,9 @@ impl TimeUnit {
 
 /// A duration in its own best unit, three significant digits: "12.3 ms", "1.04 s".
 pub fn fmt_ns(ns: f64) -> String {
+    if ns == 0.0 {
+        return "0".into();
+    }
     let a = ns.abs();
     let (v, unit) = if a >= 1e9 {
         (ns / 1e9, "s")
@@ -511,6 +514,7 @@ mod tests {
         assert_eq!(fmt_ns(12_345_678.0), "12.3 ms");
         assert_eq!(fmt_ns(1_040_000_000.0), "1.04 s");
         assert_eq!(fmt_ns(950.0), "950 ns");
+        assert_eq!(fmt_ns(0.0), "0");
         assert_eq!(fmt_delta(-2e6, 10e6), "−2.00 ms (−20.0%)");
     }
 

@@ -362,8 +362,9 @@ impl Timeline {
             if !p.telemetry.is_empty() {
                 y = self.utilisation(c, p, &x, &unit, y)?;
             } else if gpu_missing {
+                // The whole note is also in the chart's notes (and so in report.md).
                 c.text(
-                    &input.gpu.missing_note(),
+                    &fit(&input.gpu.missing_note(), SMALL_PX, w - RIGHT_W - LABEL_W),
                     (LABEL_W, y + NOTE_H / 2),
                     SMALL_PX,
                     MUTED,
