@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
+use crate::analysis;
 use crate::experiment::{self, worker};
 
 #[derive(Parser, Debug)]
@@ -16,6 +17,37 @@ use crate::experiment::{self, worker};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Output formats of `gapscope diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    Terminal,
+    Markdown,
+    Json,
+    Csv,
+}
+
+impl From<DiffFormat> for analysis::Format {
+    fn from(f: DiffFormat) -> Self {
+        match f {
+            DiffFormat::Terminal => analysis::Format::Terminal,
+            DiffFormat::Markdown => analysis::Format::Markdown,
+            DiffFormat::Json => analysis::Format::Json,
+            DiffFormat::Csv => analysis::Format::Csv,
+        }
+    }
+}
+
+/// "1", "1%" or "0.5 %" → 0.01, 0.01, 0.005.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('%').trim();
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..100.0).contains(&v) => Ok(v / 100.0),
+        _ => Err(format!(
+            "{s:?} is not a percentage in [0, 100), e.g. 1 or 0.5%"
+        )),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,6 +94,44 @@ pub enum Command {
         /// Output file (default: trace.json, or trace-rep<N>.json, in the run folder).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+    },
+    /// Compare a baseline against a candidate: phase table, statistics with verdicts,
+    /// unattributed time in wrapper spans and where the time went.
+    ///
+    /// With one run folder, compares two of its variants (`baseline` and `candidate`
+    /// when so named, else the first two). With two, compares a variant of the first
+    /// (baseline) with one of the second (candidate; by default the same name).
+    Diff {
+        /// RUN_DIR, or RUN_A RUN_B.
+        #[arg(required = true, num_args = 1..=2, value_name = "RUN_DIR")]
+        runs: Vec<PathBuf>,
+        /// Baseline variant (in the first run).
+        #[arg(long)]
+        baseline: Option<String>,
+        /// Candidate variant (in the last run).
+        #[arg(long)]
+        candidate: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = DiffFormat::Terminal)]
+        format: DiffFormat,
+        /// Smallest relative change a verdict reports, in percent ("1" or "1%").
+        #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
+        noise_floor: f64,
+        /// Significance level of the rank test; the interval has confidence 1 - alpha.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Bootstrap resamples per metric.
+        #[arg(long, default_value_t = 2000)]
+        resamples: usize,
+        /// Flag wrapper spans whose unattributed time exceeds this share, in percent.
+        #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+        gap_threshold: f64,
+        /// Bootstrap seed (the output is reproducible for a given seed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Compare even when workloads, hosts or GPUs differ (the differences are listed).
+        #[arg(long)]
+        force: bool,
     },
     #[command(name = "__worker", hide = true)]
     Worker {
@@ -185,6 +255,40 @@ pub fn run() -> Result<()> {
                 out.as_deref(),
             )?;
             println!("{}", path.display());
+            Ok(())
+        }
+        Command::Diff {
+            runs,
+            baseline,
+            candidate,
+            format,
+            noise_floor,
+            alpha,
+            resamples,
+            gap_threshold,
+            seed,
+            force,
+        } => {
+            let load = |dir: &PathBuf| {
+                crate::store::RunData::load(dir)
+                    .with_context(|| format!("cannot read run folder {}", dir.display()))
+            };
+            let a = load(&runs[0])?;
+            let b = runs.get(1).map(load).transpose()?;
+            let cand_data = b.as_ref().unwrap_or(&a);
+            let (bv, cv) =
+                analysis::pick_variants(&a, b.as_ref(), baseline.as_deref(), candidate.as_deref())?;
+            let defaults = analysis::DiffOptions::default();
+            let opts = analysis::DiffOptions {
+                noise_floor,
+                alpha,
+                bootstrap_resamples: resamples,
+                gap_threshold,
+                force,
+                seed: seed.unwrap_or(defaults.seed),
+            };
+            let diff = analysis::diff_runs(&a, &bv, cand_data, &cv, &opts)?;
+            print!("{}", analysis::render(&diff, format.into()));
             Ok(())
         }
         Command::Worker {

@@ -3,8 +3,9 @@
 //! Pipeline: [`trace`] and [`counters`] record spans, [`telemetry`] the GPU's view →
 //! [`prover`] does the work → [`experiment`] runs variants → [`store`] writes results →
 //! [`plot`] and [`report`] show where the time went; [`export`] hands traces to other
-//! tools.
+//! tools; [`analysis`] compares a baseline with a candidate.
 
+pub mod analysis;
 pub mod cli;
 pub mod counters;
 pub mod envinfo;

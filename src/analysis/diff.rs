@@ -1,0 +1,525 @@
+//! Per-metric comparisons of two [`Side`]s and the verdict rule; the workload check;
+//! [`diff_runs`], which assembles the whole [`Diff`].
+
+use std::collections::HashSet;
+use std::fmt;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::gaps;
+use super::select::{Side, COUNTERS};
+use super::stats::{self, Interval, Sample};
+use super::{Diff, DiffError, DiffOptions, Excluded, PhaseRow, SideInfo, WorkloadDifference};
+use crate::counters::CounterKind;
+use crate::store::{Meta, RunData, VariantMeta};
+
+/// Span label of whole-rep counter totals (every recorded thread).
+pub const ALL_THREADS: &str = "(all threads)";
+
+/// What a metric measures of a span.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum Measure {
+    /// Duration, summed over the span's occurrences in a rep.
+    Total,
+    /// Duration minus the union of same-thread children (store's `self_ns`).
+    SelfTime,
+    /// Time covered by no child on any thread (gaps).
+    Unattributed,
+    /// Self time of the occurrences on the critical path (contributions).
+    CriticalSelf,
+    /// A counter column (spans.csv name).
+    Counter(String),
+}
+
+impl fmt::Display for Measure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Measure::Total => "total",
+            Measure::SelfTime => "self",
+            Measure::Unattributed => "unattributed",
+            Measure::CriticalSelf => "critical_self",
+            Measure::Counter(c) => c,
+        })
+    }
+}
+
+impl From<Measure> for String {
+    fn from(m: Measure) -> String {
+        m.to_string()
+    }
+}
+
+impl From<String> for Measure {
+    fn from(s: String) -> Measure {
+        match s.as_str() {
+            "total" => Measure::Total,
+            "self" => Measure::SelfTime,
+            "unattributed" => Measure::Unattributed,
+            "critical_self" => Measure::CriticalSelf,
+            _ => Measure::Counter(s),
+        }
+    }
+}
+
+/// Unit of a metric's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Ns,
+    Count,
+}
+
+/// The outcome for one metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The interval lies wholly above +noise floor and p < alpha.
+    Regressed,
+    /// The interval lies wholly below −noise floor and p < alpha.
+    Improved,
+    /// No change shown beyond the noise floor (this includes inconclusive intervals).
+    Unchanged,
+    /// A side has fewer reps than a verdict needs (`needed` per side).
+    TooFewReps { needed: usize },
+    OnlyInBaseline,
+    OnlyInCandidate,
+}
+
+impl Verdict {
+    /// Regressed or improved.
+    pub fn is_change(self) -> bool {
+        matches!(self, Verdict::Regressed | Verdict::Improved)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Regressed => f.write_str("regressed"),
+            Verdict::Improved => f.write_str("improved"),
+            Verdict::Unchanged => f.write_str("unchanged"),
+            Verdict::TooFewReps { needed } => write!(f, "too few reps (need {needed}/side)"),
+            Verdict::OnlyInBaseline => f.write_str("only in baseline"),
+            Verdict::OnlyInCandidate => f.write_str("only in candidate"),
+        }
+    }
+}
+
+/// Location and spread of one side of a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SideStats {
+    pub reps: usize,
+    pub median: Option<f64>,
+    /// Median absolute deviation (unscaled), from 2 reps on.
+    pub mad: Option<f64>,
+}
+
+impl SideStats {
+    fn of(values: &[f64]) -> (SideStats, Option<Sample>) {
+        let sample = Sample::new(values.to_vec()).ok();
+        let stats = SideStats {
+            reps: values.len(),
+            median: sample.as_ref().map(Sample::median).or(values.first().copied()),
+            mad: sample.as_ref().map(Sample::mad),
+        };
+        (stats, sample)
+    }
+}
+
+/// Baseline against candidate on one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub span: String,
+    pub measure: Measure,
+    pub unit: Unit,
+    pub baseline: SideStats,
+    pub candidate: SideStats,
+    /// Candidate median − baseline median, in `unit`.
+    pub delta: Option<f64>,
+    /// `delta` / baseline median (0.02 = +2 %).
+    pub relative: Option<f64>,
+    /// Percentile bootstrap interval of `relative`.
+    pub ci: Option<Interval>,
+    /// Two-sided Mann–Whitney U p-value.
+    pub p_value: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// Compares per-rep values of one metric.
+///
+/// Verdict rule: regressed (improved) only when the 1 − alpha bootstrap interval of the
+/// relative change of medians lies wholly above +noise floor (below −noise floor) *and*
+/// the Mann–Whitney p-value is below alpha; otherwise unchanged. With a baseline median
+/// of 0 there is no relative change: a significant rise from 0 counts as regressed.
+pub(crate) fn compare(span: &str, measure: Measure, unit: Unit, base: &[f64], cand: &[f64], opts: &DiffOptions) -> Comparison {
+    let (bs, b_sample) = SideStats::of(base);
+    let (cs, c_sample) = SideStats::of(cand);
+    let mut c = Comparison {
+        span: span.to_string(),
+        measure,
+        unit,
+        baseline: bs,
+        candidate: cs,
+        delta: None,
+        relative: None,
+        ci: None,
+        p_value: None,
+        verdict: Verdict::Unchanged,
+    };
+    if let (Some(b), Some(m)) = (bs.median, cs.median) {
+        c.delta = Some(m - b);
+        c.relative = (b != 0.0).then(|| m / b - 1.0);
+    }
+    c.verdict = match (base.is_empty(), cand.is_empty()) {
+        (true, true) => Verdict::Unchanged,
+        (false, true) => Verdict::OnlyInBaseline,
+        (true, false) => Verdict::OnlyInCandidate,
+        _ => Verdict::Unchanged,
+    };
+    let (Some(b), Some(k)) = (b_sample, c_sample) else {
+        if !base.is_empty() && !cand.is_empty() {
+            c.verdict = Verdict::TooFewReps { needed: stats::min_reps_for_verdict(opts.alpha) };
+        }
+        return c;
+    };
+    let seed = opts.seed ^ fnv1a(span.as_bytes()) ^ fnv1a(c.measure.to_string().as_bytes()).rotate_left(17);
+    c.ci = stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, 1.0 - opts.alpha, seed);
+    let p = stats::mann_whitney(&b, &k).p_value;
+    c.p_value = Some(p);
+    let needed = stats::min_reps_for_verdict(opts.alpha);
+    c.verdict = if b.len() < needed || k.len() < needed {
+        Verdict::TooFewReps { needed }
+    } else if p >= opts.alpha {
+        Verdict::Unchanged
+    } else {
+        match c.ci {
+            Some(ci) if ci.lo > opts.noise_floor => Verdict::Regressed,
+            Some(ci) if ci.hi < -opts.noise_floor => Verdict::Improved,
+            Some(_) => Verdict::Unchanged,
+            None if k.median() > b.median() => Verdict::Regressed,
+            None => Verdict::Unchanged,
+        }
+    };
+    c
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Default variants: for one run, `baseline` and `candidate` when so named, otherwise
+/// the first and the next variant of meta.json; for two runs, the baseline is chosen in
+/// the first the same way and the candidate is the second run's variant of the same
+/// name, else its first. Explicit names win.
+pub fn pick_variants(
+    a: &RunData,
+    b: Option<&RunData>,
+    baseline: Option<&str>,
+    candidate: Option<&str>,
+) -> Result<(String, String), DiffError> {
+    let names = |d: &RunData| d.meta.variants.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+    let na = names(a);
+    let first = |n: &[String]| n.first().cloned().unwrap_or_default();
+    let base = match baseline {
+        Some(s) => s.to_string(),
+        None if na.iter().any(|n| n == "baseline") => "baseline".into(),
+        None => first(&na),
+    };
+    let cand = match (candidate, b) {
+        (Some(s), _) => s.to_string(),
+        (None, Some(other)) => {
+            let nb = names(other);
+            if nb.contains(&base) {
+                base.clone()
+            } else {
+                first(&nb)
+            }
+        }
+        (None, None) if na.iter().any(|n| n == "candidate") && base != "candidate" => "candidate".into(),
+        (None, None) => match na.iter().find(|n| **n != base) {
+            Some(n) => n.clone(),
+            None => {
+                return Err(DiffError::OneVariant {
+                    run: a.dir.clone(),
+                    name: base,
+                })
+            }
+        },
+    };
+    Ok((base, cand))
+}
+
+fn variant<'a>(data: &'a RunData, name: &str) -> Result<&'a VariantMeta, DiffError> {
+    data.meta.variants.iter().find(|v| v.name == name).ok_or_else(|| DiffError::UnknownVariant {
+        run: data.dir.clone(),
+        name: name.to_string(),
+        available: data.meta.variants.iter().map(|v| v.name.clone()).collect(),
+    })
+}
+
+fn same_run(a: &Meta, b: &Meta) -> bool {
+    a.experiment == b.experiment && a.run_id == b.run_id && a.created_utc == b.created_utc
+}
+
+/// Every difference of workload (circuit, size, batch, backend) and machine (host, CPU,
+/// GPU) between two sides. Variants of one run share everything but the backend, which
+/// the experiment chose on purpose, so they are never refused.
+pub(crate) fn workload_differences(a: &RunData, va: &VariantMeta, b: &RunData, vb: &VariantMeta) -> Vec<WorkloadDifference> {
+    if same_run(&a.meta, &b.meta) {
+        return Vec::new();
+    }
+    let (ma, mb) = (&a.meta, &b.meta);
+    let gpu_names = |m: &Meta| -> String {
+        let names: Vec<String> = m
+            .gpu
+            .devices
+            .iter()
+            .map(|d| d.get("name").and_then(|n| n.as_str()).map(str::to_string).unwrap_or_else(|| d.to_string()))
+            .collect();
+        if m.gpu.available {
+            format!("{} GPU(s): {}", names.len(), names.join(", "))
+        } else {
+            "no GPU".into()
+        }
+    };
+    let fields = [
+        ("circuit", ma.workload.circuit.clone(), mb.workload.circuit.clone()),
+        ("log2_constraints", ma.workload.log2_constraints.to_string(), mb.workload.log2_constraints.to_string()),
+        ("batch", ma.workload.batch.to_string(), mb.workload.batch.to_string()),
+        ("backend", va.backend.clone(), vb.backend.clone()),
+        ("host", ma.host.hostname.clone(), mb.host.hostname.clone()),
+        ("cpu_model", ma.host.cpu_model.clone(), mb.host.cpu_model.clone()),
+        ("cpu_cores", ma.host.cpu_cores.to_string(), mb.host.cpu_cores.to_string()),
+        ("gpu", gpu_names(ma), gpu_names(mb)),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(field, baseline, candidate)| WorkloadDifference {
+            field: field.into(),
+            baseline,
+            candidate,
+        })
+        .collect()
+}
+
+fn side_info(data: &RunData, v: &VariantMeta) -> SideInfo {
+    SideInfo {
+        run_dir: data.dir.clone(),
+        experiment: data.meta.experiment.clone(),
+        run_id: data.meta.run_id.clone(),
+        variant: v.name.clone(),
+        backend: v.backend.clone(),
+        knobs: v.knobs.clone(),
+    }
+}
+
+fn counter_unit(k: CounterKind) -> Unit {
+    if k == CounterKind::TaskClockNs {
+        Unit::Ns
+    } else {
+        Unit::Count
+    }
+}
+
+/// A metric's per-rep values on both sides, before the statistics.
+struct Spec {
+    span: String,
+    measure: Measure,
+    unit: Unit,
+    base: Vec<f64>,
+    cand: Vec<f64>,
+}
+
+/// Compares variant `base_variant` of `base` (baseline) against `cand_variant` of `cand`
+/// (candidate). Pass the same [`RunData`] twice to compare variants of one run.
+pub fn diff_runs(
+    base: &RunData,
+    base_variant: &str,
+    cand: &RunData,
+    cand_variant: &str,
+    opts: &DiffOptions,
+) -> Result<Diff, DiffError> {
+    opts.validate()?;
+    let (va, vb) = (variant(base, base_variant)?, variant(cand, cand_variant)?);
+    if base_variant == cand_variant && same_run(&base.meta, &cand.meta) {
+        return Err(DiffError::SameVariant(base_variant.into()));
+    }
+    let workload_differences = workload_differences(base, va, cand, vb);
+    if !workload_differences.is_empty() && !opts.force {
+        return Err(DiffError::WorkloadMismatch {
+            differences: workload_differences,
+        });
+    }
+    let (sb, sc) = (Side::build(base, base_variant), Side::build(cand, cand_variant));
+    for (data, v, s) in [(base, base_variant, &sb), (cand, cand_variant, &sc)] {
+        if s.counts.used == 0 {
+            return Err(DiffError::NoReps {
+                run: data.dir.clone(),
+                variant: v.into(),
+                failed: s.counts.failed,
+                warmup: s.counts.warmup,
+            });
+        }
+    }
+
+    let mut names: Vec<&str> = sb.names.clone();
+    let known: HashSet<&str> = names.iter().copied().collect();
+    names.extend(sc.names.iter().copied().filter(|n| !known.contains(n)));
+    let counters: Vec<usize> = (0..COUNTERS.len())
+        .filter(|&k| sb.counter_available[k] && sc.counter_available[k])
+        .collect();
+
+    let mut specs = Vec::new();
+    for &name in &names {
+        for (measure, f) in [
+            (Measure::Total, (|a| a.total_ns) as fn(&super::select::Agg) -> u64),
+            (Measure::SelfTime, |a| a.self_ns),
+        ] {
+            specs.push(Spec {
+                span: name.into(),
+                measure,
+                unit: Unit::Ns,
+                base: sb.times(name, f),
+                cand: sc.times(name, f),
+            });
+        }
+        for &k in &counters {
+            specs.push(Spec {
+                span: name.into(),
+                measure: Measure::Counter(COUNTERS[k].column().into()),
+                unit: counter_unit(COUNTERS[k]),
+                base: sb.span_counter(name, k),
+                cand: sc.span_counter(name, k),
+            });
+        }
+    }
+    for &k in &counters {
+        specs.push(Spec {
+            span: ALL_THREADS.into(),
+            measure: Measure::Counter(COUNTERS[k].column().into()),
+            unit: counter_unit(COUNTERS[k]),
+            base: sb.thread_total(k),
+            cand: sc.thread_total(k),
+        });
+    }
+    let metrics: Vec<Comparison> = specs
+        .into_par_iter()
+        .map(|s| compare(&s.span, s.measure, s.unit, &s.base, &s.cand, opts))
+        .collect();
+
+    let contributions = gaps::contributions(&sb, &sc, &names, opts);
+    let gaps = gaps::gaps(&sb, &sc, &names, opts);
+    let phase_table = phase_table(&metrics, &contributions.total, &counters);
+    let notes = notes([base, cand], &sb, &sc, &workload_differences, opts);
+    Ok(Diff {
+        baseline: side_info(base, va),
+        candidate: side_info(cand, vb),
+        options: opts.clone(),
+        workload: base.meta.workload.clone(),
+        workload_differences,
+        excluded: Excluded {
+            baseline: sb.counts,
+            candidate: sc.counts,
+        },
+        reps_needed: stats::min_reps_for_verdict(opts.alpha),
+        phase_table,
+        metrics,
+        gaps,
+        contributions,
+        notes,
+    })
+}
+
+/// The hand-written table of every review: the prover's phases, the end-to-end total,
+/// then whole-rep counters (hardware ones where the CPU has them, else the software ones).
+fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -> Vec<PhaseRow> {
+    const PHASES: [(&str, &str); 4] = [
+        ("synthesis", "synthesis"),
+        ("GPU wrapper (gpu_prove)", "gpu_prove"),
+        ("kernels", "kernels"),
+        ("drop", "drop"),
+    ];
+    let find = |span: &str, m: &Measure| metrics.iter().find(|c| c.span == span && &c.measure == m).cloned();
+    let mut rows: Vec<PhaseRow> = PHASES
+        .iter()
+        .filter_map(|&(label, span)| {
+            find(span, &Measure::Total).map(|comparison| PhaseRow {
+                phase: label.into(),
+                comparison,
+            })
+        })
+        .collect();
+    rows.push(PhaseRow {
+        phase: format!("total ({})", total.span),
+        comparison: total.clone(),
+    });
+    let hw: Vec<usize> = [CounterKind::Instructions, CounterKind::Branches]
+        .iter()
+        .map(|&k| k as usize)
+        .filter(|k| counters.contains(k))
+        .collect();
+    let chosen = if hw.is_empty() {
+        [CounterKind::TaskClockNs, CounterKind::PageFaults, CounterKind::ContextSwitches]
+            .iter()
+            .map(|&k| k as usize)
+            .filter(|k| counters.contains(k))
+            .collect()
+    } else {
+        hw
+    };
+    for k in chosen {
+        let column = COUNTERS[k].column();
+        if let Some(comparison) = find(ALL_THREADS, &Measure::Counter(column.into())) {
+            rows.push(PhaseRow {
+                phase: column.into(),
+                comparison,
+            });
+        }
+    }
+    rows
+}
+
+fn notes(data: [&RunData; 2], sb: &Side, sc: &Side, differences: &[WorkloadDifference], opts: &DiffOptions) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !differences.is_empty() {
+        let list: Vec<String> = differences.iter().map(|d| format!("{} {} vs {}", d.field, d.baseline, d.candidate)).collect();
+        notes.push(format!("compared despite different workloads (forced): {}", list.join("; ")));
+    }
+    let needed = stats::min_reps_for_verdict(opts.alpha);
+    if sb.counts.used < needed || sc.counts.used < needed {
+        notes.push(format!(
+            "too few reps for a verdict: {} (baseline) and {} (candidate) successful reps; a verdict needs at least {needed} per side, so rerun with reps >= {needed}",
+            sb.counts.used, sc.counts.used
+        ));
+    }
+    if sb.counts.failed + sc.counts.failed > 0 {
+        notes.push(format!(
+            "{} failed rep(s) excluded ({} baseline, {} candidate); see the error column of runs.csv",
+            sb.counts.failed + sc.counts.failed,
+            sb.counts.failed,
+            sc.counts.failed
+        ));
+    }
+    let mut unavailable: Vec<(String, String)> = Vec::new();
+    for (k, kind) in COUNTERS.iter().enumerate() {
+        if !(sb.counter_available[k] && sc.counter_available[k]) {
+            let reason = data
+                .iter()
+                .find_map(|d| d.meta.counters.get(kind.column()).and_then(|a| a.reason.clone()))
+                .unwrap_or_else(|| "not recorded on both sides".into());
+            match unavailable.iter_mut().find(|(_, r)| *r == reason) {
+                Some((cols, _)) => cols.push_str(&format!(", {}", kind.column())),
+                None => unavailable.push((kind.column().into(), reason)),
+            }
+        }
+    }
+    for (cols, reason) in unavailable {
+        notes.push(format!("counters not compared ({cols}): {reason}"));
+    }
+    notes
+}

@@ -1,0 +1,187 @@
+//! Gap attribution: time inside wrapper spans that no child accounts for, and the ranked
+//! contributions of spans to the change in end-to-end time ("where the time went").
+//!
+//! Contributions use self time on the critical path. On the root span's thread, spans
+//! nest without overlap, so a rep's end-to-end time is exactly the sum of the self times
+//! of the spans on that thread; the change of end-to-end time therefore splits into
+//! per-span changes of self time. Work on other threads enters only through the time the
+//! critical path waits for it (e.g. `synthesis` waiting for `synthesis[i]`), and a span
+//! that moves off the critical path (an async `drop`) contributes its whole former
+//! self time. The per-span changes are changes of medians, which do not add exactly; the
+//! remainder is reported as unexplained rather than spread over the spans.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::diff::{compare, Comparison, Measure, Unit};
+use super::render::fmt_ns;
+use super::select::{Agg, Side};
+use super::DiffOptions;
+
+/// One side of a wrapper span's gap.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GapSide {
+    /// Median per-rep time not covered by any child, ns.
+    pub unattributed_ns: f64,
+    /// Median per-rep duration of the span, ns.
+    pub span_ns: f64,
+    /// `unattributed_ns` / `span_ns`.
+    pub fraction: f64,
+    /// Above the gap threshold of the span and above the noise floor of the end-to-end
+    /// time (so a microsecond gap in a tiny helper is not flagged).
+    pub flagged: bool,
+}
+
+/// Unattributed time of one wrapper span (a span with children) on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gap {
+    pub span: String,
+    pub baseline: Option<GapSide>,
+    pub candidate: Option<GapSide>,
+    /// Statistics of the change in unattributed time.
+    pub change: Comparison,
+    /// One line per flagged side, e.g. "gpu_prove: 10.2 s (28%) not covered by children
+    /// (candidate)".
+    pub flags: Vec<String>,
+}
+
+/// A span's share of the change in end-to-end time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contribution {
+    /// Critical-path self time of the span (measure `critical_self`).
+    pub comparison: Comparison,
+    /// This span's change of medians over the total change (None when it is 0).
+    pub share_of_change: Option<f64>,
+}
+
+/// Where the change in end-to-end time went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contributions {
+    /// The end-to-end time: duration of the root span(s).
+    pub total: Comparison,
+    /// Spans whose critical-path self time changed, largest change first.
+    pub items: Vec<Contribution>,
+    /// Sum of the items' changes, ns.
+    pub explained_ns: f64,
+    /// Change of the total not accounted for by the items (medians do not add), ns.
+    pub unexplained_ns: f64,
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+fn unattributed(a: &Agg) -> u64 {
+    a.unattributed_ns
+}
+
+fn gap_side(side: &Side, name: &str, opts: &DiffOptions) -> Option<GapSide> {
+    if !side.wrappers.contains(name) {
+        return None;
+    }
+    let un = median(&side.times(name, unattributed))?;
+    let span = median(&side.times(name, |a| a.total_ns))?;
+    let end_to_end = median(&side.root_total_ns.iter().map(|&t| t as f64).collect::<Vec<_>>()).unwrap_or(0.0);
+    let fraction = if span > 0.0 { un / span } else { 0.0 };
+    Some(GapSide {
+        unattributed_ns: un,
+        span_ns: span,
+        fraction,
+        flagged: fraction > opts.gap_threshold && un >= opts.noise_floor * end_to_end && un > 0.0,
+    })
+}
+
+/// Gaps of every span that has children on either side, in span-tree order.
+pub(crate) fn gaps(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions) -> Vec<Gap> {
+    names
+        .par_iter()
+        .filter(|n| base.wrappers.contains(**n) || cand.wrappers.contains(**n))
+        .map(|&name| {
+            let (b, c) = (gap_side(base, name, opts), gap_side(cand, name, opts));
+            let flags = [("baseline", b), ("candidate", c)]
+                .iter()
+                .filter_map(|(label, g)| {
+                    g.filter(|g| g.flagged).map(|g| {
+                        format!(
+                            "{name}: {} ({:.0}%) not covered by children ({label})",
+                            fmt_ns(g.unattributed_ns),
+                            g.fraction * 100.0
+                        )
+                    })
+                })
+                .collect();
+            Gap {
+                span: name.into(),
+                baseline: b,
+                candidate: c,
+                change: compare(
+                    name,
+                    Measure::Unattributed,
+                    Unit::Ns,
+                    &base.times(name, unattributed),
+                    &cand.times(name, unattributed),
+                    opts,
+                ),
+                flags,
+            }
+        })
+        .collect()
+}
+
+/// Name of the end-to-end span: the root's name, or "(roots)" when reps have several.
+fn root_name(side: &Side) -> Option<String> {
+    let roots: Vec<&str> = side.names.iter().copied().filter(|n| side.roots.contains(n)).collect();
+    match roots.as_slice() {
+        [one] => Some(one.to_string()),
+        [] => None,
+        _ => Some("(roots)".into()),
+    }
+}
+
+/// Ranked contributions of spans' critical-path self time to the change of the total.
+pub(crate) fn contributions(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions) -> Contributions {
+    let as_f64 = |v: &[u64]| v.iter().map(|&t| t as f64).collect::<Vec<_>>();
+    let root = root_name(base).or_else(|| root_name(cand)).unwrap_or_else(|| "(roots)".into());
+    let total = compare(&root, Measure::Total, Unit::Ns, &as_f64(&base.root_total_ns), &as_f64(&cand.root_total_ns), opts);
+    let values = |side: &Side, name: &str| -> Vec<f64> {
+        let v = side.times(name, |a| a.critical_self_ns);
+        if v.is_empty() {
+            vec![0.0; side.counts.used]
+        } else {
+            v
+        }
+    };
+    let mut items: Vec<Contribution> = names
+        .par_iter()
+        .filter_map(|&name| {
+            let (b, c) = (values(base, name), values(cand, name));
+            if b.iter().chain(&c).all(|&x| x == 0.0) {
+                return None;
+            }
+            let comparison = compare(name, Measure::CriticalSelf, Unit::Ns, &b, &c, opts);
+            let delta = comparison.delta.unwrap_or(0.0);
+            let total_delta = total.delta.unwrap_or(0.0);
+            Some(Contribution {
+                share_of_change: (total_delta != 0.0).then(|| delta / total_delta),
+                comparison,
+            })
+        })
+        .collect();
+    items.sort_by(|x, y| {
+        let d = |c: &Contribution| c.comparison.delta.unwrap_or(0.0).abs();
+        d(y).total_cmp(&d(x)).then_with(|| x.comparison.span.cmp(&y.comparison.span))
+    });
+    let explained_ns: f64 = items.iter().filter_map(|c| c.comparison.delta).sum();
+    Contributions {
+        unexplained_ns: total.delta.unwrap_or(0.0) - explained_ns,
+        total,
+        items,
+        explained_ns,
+    }
+}

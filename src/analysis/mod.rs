@@ -1,0 +1,180 @@
+//! Comparison of a baseline against a candidate: statistics, verdicts and where the time
+//! went.
+//!
+//! Pipeline position: experiment → run → [`crate::store`] → **analysis** → report/bisect.
+//! The input is one or two run folders read back with [`crate::store::RunData::load`];
+//! the output is a [`Diff`], one serde record that [`render`] prints as a terminal table,
+//! markdown, JSON or CSV, and that the report generator consumes directly.
+//!
+//! - [`stats`]: samples, medians, MAD, bootstrap interval, Mann–Whitney U.
+//! - `select`: the measured reps of one variant, one value per rep and metric.
+//! - `diff`: per-metric comparisons, verdicts, the workload check.
+//! - `gaps`: unattributed time of wrapper spans and the ranked contributions to the
+//!   change in end-to-end time.
+//! - `render`: the four output formats.
+//!
+//! ```no_run
+//! use gapscope::analysis::{self, DiffOptions, Format};
+//! use gapscope::store::RunData;
+//! let run = RunData::load("results/quickstart/20260101T000000Z-abc123".as_ref())?;
+//! let diff = analysis::diff_runs(&run, "baseline", &run, "candidate", &DiffOptions::default())?;
+//! print!("{}", analysis::render(&diff, Format::Terminal));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod diff;
+mod gaps;
+mod render;
+mod select;
+pub mod stats;
+pub mod synthetic;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use diff::{diff_runs, pick_variants, Comparison, Measure, SideStats, Unit, Verdict, ALL_THREADS};
+pub use gaps::{Contribution, Contributions, Gap, GapSide};
+pub use render::{render, Format};
+pub use select::RepCounts;
+pub use stats::Interval;
+
+use crate::store::WorkloadMeta;
+
+/// Knobs of a diff. [`Default`] gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiffOptions {
+    /// Relative change a verdict must clear on both ends of its interval, as a fraction
+    /// (0.01 = 1 %). Default 0.01.
+    pub noise_floor: f64,
+    /// Significance level of the rank test; the bootstrap interval has confidence
+    /// 1 − alpha. Default 0.05 (a 95 % interval).
+    pub alpha: f64,
+    /// Bootstrap resamples per metric. Default 2,000.
+    pub bootstrap_resamples: usize,
+    /// A wrapper span's unattributed time is flagged above this fraction of the span
+    /// (and above the noise floor of the end-to-end time). Default 0.05.
+    pub gap_threshold: f64,
+    /// Compare runs of different workloads anyway (the differences are recorded).
+    pub force: bool,
+    /// Seed of the bootstrap, so the same data give the same intervals.
+    pub seed: u64,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            noise_floor: 0.01,
+            alpha: 0.05,
+            bootstrap_resamples: 2000,
+            gap_threshold: 0.05,
+            force: false,
+            seed: 0x6761_7073_636f_7065,
+        }
+    }
+}
+
+impl DiffOptions {
+    pub fn validate(&self) -> Result<(), DiffError> {
+        let bad = |what: String| Err(DiffError::InvalidOptions(what));
+        if !(0.0..1.0).contains(&self.noise_floor) {
+            return bad(format!("noise floor {} must be a fraction in [0, 1), e.g. 0.01 for 1 %", self.noise_floor));
+        }
+        if !(self.alpha > 0.0 && self.alpha < 0.5) {
+            return bad(format!("alpha {} must be in (0, 0.5), e.g. 0.05", self.alpha));
+        }
+        if self.bootstrap_resamples < 100 {
+            return bad(format!("{} bootstrap resamples are too few: use at least 100 (default 2000)", self.bootstrap_resamples));
+        }
+        if !(self.gap_threshold > 0.0 && self.gap_threshold < 1.0) {
+            return bad(format!("gap threshold {} must be a fraction in (0, 1), e.g. 0.05 for 5 %", self.gap_threshold));
+        }
+        Ok(())
+    }
+}
+
+/// Which run and variant a side of the diff is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideInfo {
+    pub run_dir: PathBuf,
+    pub experiment: String,
+    pub run_id: String,
+    pub variant: String,
+    pub backend: String,
+    pub knobs: BTreeMap<String, String>,
+}
+
+/// Reps left out of the comparison, per side.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Excluded {
+    pub baseline: RepCounts,
+    pub candidate: RepCounts,
+}
+
+/// One way the two sides' workloads or machines differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadDifference {
+    pub field: String,
+    pub baseline: String,
+    pub candidate: String,
+}
+
+/// A row of the phase table: a label and the comparison of its metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRow {
+    pub phase: String,
+    pub comparison: Comparison,
+}
+
+/// The whole comparison: what [`diff_runs`] returns and [`render`] prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diff {
+    pub baseline: SideInfo,
+    pub candidate: SideInfo,
+    pub options: DiffOptions,
+    /// The baseline's workload.
+    pub workload: WorkloadMeta,
+    /// Differences between the sides' workloads; non-empty only when forced.
+    pub workload_differences: Vec<WorkloadDifference>,
+    /// Reps per side that entered the diff, and those left out.
+    pub excluded: Excluded,
+    /// Reps each side needs for a verdict.
+    pub reps_needed: usize,
+    /// synthesis, GPU wrapper, kernels, drop, total, then whole-rep counters.
+    pub phase_table: Vec<PhaseRow>,
+    /// Every span name on total and self time, per counter, and whole-rep counters.
+    pub metrics: Vec<Comparison>,
+    /// Wrapper spans and their unattributed time.
+    pub gaps: Vec<Gap>,
+    /// Where the change in end-to-end time went, ranked.
+    pub contributions: Contributions,
+    /// Things the reader should know (unavailable counters, forced comparison, …).
+    pub notes: Vec<String>,
+}
+
+/// Why two runs cannot be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("{run}: no variant named {name:?}; variants are: {}", available.join(", "))]
+    UnknownVariant { run: PathBuf, name: String, available: Vec<String> },
+    #[error("{run}: only one variant ({name}); compare it with another run: gapscope diff RUN_A RUN_B")]
+    OneVariant { run: PathBuf, name: String },
+    #[error("baseline and candidate are both variant {0:?} of the same run; choose another with --baseline/--candidate")]
+    SameVariant(String),
+    #[error(
+        "refusing to compare different workloads:\n{}\npass --force to compare anyway",
+        differences.iter().map(|d| format!("  {}: {} (baseline) vs {} (candidate)", d.field, d.baseline, d.candidate)).collect::<Vec<_>>().join("\n")
+    )]
+    WorkloadMismatch { differences: Vec<WorkloadDifference> },
+    #[error(
+        "{run}: variant {variant} has no successful measured rep ({failed} failed, {warmup} warm-up); \
+         see the error column of runs.csv, fix the cause and rerun"
+    )]
+    NoReps { run: PathBuf, variant: String, failed: usize, warmup: usize },
+    #[error("invalid option: {0}")]
+    InvalidOptions(String),
+}

@@ -1,0 +1,437 @@
+//! Output of a [`Diff`]: an aligned terminal table (default), markdown for a review,
+//! JSON (the serde record itself) and CSV (one flat row per comparison).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::diff::{Comparison, Unit};
+use super::{Diff, PhaseRow};
+
+/// Output format of [`render`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Terminal,
+    Markdown,
+    Json,
+    Csv,
+}
+
+/// Renders a diff. Every format carries the same record; the text formats print the
+/// phase table first, then gaps, contributions and every metric.
+pub fn render(diff: &Diff, format: Format) -> String {
+    match format {
+        Format::Terminal => text(diff, false),
+        Format::Markdown => text(diff, true),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(diff).expect("a diff serialises");
+            s.push('\n');
+            s
+        }
+        Format::Csv => csv_rows(diff),
+    }
+}
+
+/// Nanoseconds with a unit chosen by magnitude and four significant digits.
+pub(crate) fn fmt_ns(ns: f64) -> String {
+    let a = ns.abs();
+    let (v, unit) = if a >= 1e9 {
+        (ns / 1e9, "s")
+    } else if a >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if a >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    format!("{} {unit}", sig4(v))
+}
+
+fn sig4(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn fmt_count(c: f64) -> String {
+    let a = c.abs();
+    if a >= 1e9 {
+        format!("{} G", sig4(c / 1e9))
+    } else if a >= 1e6 {
+        format!("{} M", sig4(c / 1e6))
+    } else if a >= 1e4 {
+        format!("{} k", sig4(c / 1e3))
+    } else if c.fract() == 0.0 {
+        format!("{c:.0}")
+    } else {
+        format!("{c:.1}")
+    }
+}
+
+fn fmt_value(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Ns => fmt_ns(v),
+        Unit::Count => fmt_count(v),
+    }
+}
+
+fn signed(unit: Unit, v: f64) -> String {
+    let s = fmt_value(unit, v);
+    if v > 0.0 {
+        format!("+{s}")
+    } else {
+        s
+    }
+}
+
+fn pct(r: f64) -> String {
+    format!("{:+.1}%", r * 100.0)
+}
+
+fn opt_value(unit: Unit, v: Option<f64>) -> String {
+    v.map(|v| fmt_value(unit, v)).unwrap_or_else(|| "-".into())
+}
+
+fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 0.001 => "p<0.001".into(),
+        Some(p) => format!("p={p:.3}"),
+        None => String::new(),
+    }
+}
+
+/// "+5.15 ms +42.8% [+30.1%, +55.0%]" (relative part only where defined).
+fn delta_cell(c: &Comparison) -> String {
+    let mut s = c.delta.map(|d| signed(c.unit, d)).unwrap_or_else(|| "-".into());
+    if let Some(r) = c.relative {
+        let _ = write!(s, " {}", pct(r));
+    }
+    if let Some(ci) = c.ci {
+        let _ = write!(s, " [{}, {}]", pct(ci.lo), pct(ci.hi));
+    }
+    s
+}
+
+fn verdict_cell(c: &Comparison) -> String {
+    let p = fmt_p(c.p_value);
+    if p.is_empty() {
+        c.verdict.to_string()
+    } else {
+        format!("{} ({p})", c.verdict)
+    }
+}
+
+/// An aligned table (terminal) or a pipe table (markdown). `right[i]`: right-align
+/// column i.
+fn table(out: &mut String, md: bool, headers: &[&str], right: &[bool], rows: &[Vec<String>]) {
+    if md {
+        let _ = writeln!(out, "| {} |", headers.join(" | "));
+        let seps: Vec<&str> = right.iter().map(|&r| if r { "---:" } else { "---" }).collect();
+        let _ = writeln!(out, "|{}|", seps.join("|"));
+        for r in rows {
+            let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        return;
+    }
+    let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let pad = " ".repeat(width[i].saturating_sub(c.chars().count()));
+                if right[i] {
+                    format!("{pad}{c}")
+                } else {
+                    format!("{c}{pad}")
+                }
+            })
+            .collect();
+        parts.join("  ").trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(headers.to_vec()));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+fn heading(out: &mut String, md: bool, title: &str) {
+    if md {
+        let _ = writeln!(out, "\n### {title}\n");
+    } else {
+        let _ = writeln!(out, "\n{title}");
+    }
+}
+
+/// Knobs that differ between the sides, e.g. "drop=sync" / "drop=async".
+fn knob_labels(d: &Diff) -> (String, String) {
+    let (b, c) = (&d.baseline.knobs, &d.candidate.knobs);
+    let keys: std::collections::BTreeSet<&String> = b.keys().chain(c.keys()).collect();
+    let (mut lb, mut lc) = (Vec::new(), Vec::new());
+    for k in keys {
+        let (x, y) = (b.get(k), c.get(k));
+        if x != y {
+            lb.push(format!("{k}={}", x.map(String::as_str).unwrap_or("-")));
+            lc.push(format!("{k}={}", y.map(String::as_str).unwrap_or("-")));
+        }
+    }
+    let wrap = |v: Vec<String>| if v.is_empty() { String::new() } else { format!(" ({})", v.join(", ")) };
+    (wrap(lb), wrap(lc))
+}
+
+fn text(d: &Diff, md: bool) -> String {
+    let mut out = String::new();
+    let (kb, kc) = knob_labels(d);
+    let w = &d.workload;
+    let title = format!(
+        "{}: {}{kb} vs {}{kc} — {} 2^{} × {} on {}",
+        d.baseline.experiment, d.baseline.variant, d.candidate.variant, w.circuit, w.log2_constraints, w.batch, w.backend
+    );
+    if md {
+        let _ = writeln!(out, "## {title}\n");
+    } else {
+        let _ = writeln!(out, "{title}");
+    }
+    let bullet = if md { "- " } else { "" };
+    if d.baseline.run_dir == d.candidate.run_dir {
+        let _ = writeln!(out, "{bullet}run: {}", d.baseline.run_dir.display());
+    } else {
+        let _ = writeln!(out, "{bullet}baseline run: {}", d.baseline.run_dir.display());
+        let _ = writeln!(out, "{bullet}candidate run: {}", d.candidate.run_dir.display());
+    }
+    let (eb, ec) = (d.excluded.baseline, d.excluded.candidate);
+    let _ = writeln!(
+        out,
+        "{bullet}reps used: {} baseline, {} candidate (excluded: {} + {} failed, {} + {} warm-up)",
+        eb.used, ec.used, eb.failed, ec.failed, eb.warmup, ec.warmup
+    );
+    let o = &d.options;
+    let _ = writeln!(
+        out,
+        "{bullet}verdict: the {:.0}% bootstrap interval of the change of medians must lie outside ±{}% and Mann–Whitney p < {}",
+        (1.0 - o.alpha) * 100.0,
+        o.noise_floor * 100.0,
+        o.alpha
+    );
+    for n in &d.notes {
+        let _ = writeln!(out, "{bullet}note: {n}");
+    }
+
+    heading(&mut out, md, "Phases (median per rep)");
+    let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
+    table(&mut out, md, &["Phase", "Baseline", "Candidate", "Delta", "Verdict"], &[false, true, true, false, false], &rows);
+
+    heading(&mut out, md, "Gaps: wrapper time not covered by children (median per rep)");
+    let gap_side = |g: Option<super::GapSide>| {
+        g.map(|g| format!("{} ({:.1}%)", fmt_ns(g.unattributed_ns), g.fraction * 100.0)).unwrap_or_else(|| "-".into())
+    };
+    let rows: Vec<Vec<String>> = d
+        .gaps
+        .iter()
+        .map(|g| vec![g.span.clone(), gap_side(g.baseline), gap_side(g.candidate), delta_cell(&g.change), verdict_cell(&g.change)])
+        .collect();
+    table(&mut out, md, &["Span", "Baseline", "Candidate", "Delta", "Verdict"], &[false, true, true, false, false], &rows);
+    let flags: Vec<&String> = d.gaps.iter().flat_map(|g| &g.flags).collect();
+    if flags.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}no wrapper has more than {}% of its time unattributed (and above the noise floor)",
+            if md { "\n" } else { "" },
+            o.gap_threshold * 100.0
+        );
+    } else {
+        if md {
+            out.push('\n');
+        }
+        for f in flags {
+            let _ = writeln!(out, "{}{f}", if md { "- **gap** " } else { "! " });
+        }
+    }
+
+    contributions(&mut out, md, d);
+
+    heading(&mut out, md, "All metrics (median, MAD)");
+    let rows: Vec<Vec<String>> = d
+        .metrics
+        .iter()
+        .map(|c| {
+            let side = |s: super::SideStats| match s.mad {
+                Some(m) => format!("{} ±{}", opt_value(c.unit, s.median), fmt_value(c.unit, m)),
+                None => opt_value(c.unit, s.median),
+            };
+            vec![
+                c.span.clone(),
+                c.measure.to_string(),
+                format!("{}/{}", c.baseline.reps, c.candidate.reps),
+                side(c.baseline),
+                side(c.candidate),
+                delta_cell(c),
+                verdict_cell(c),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        md,
+        &["Span", "Measure", "Reps", "Baseline", "Candidate", "Delta", "Verdict"],
+        &[false, false, true, true, true, false, false],
+        &rows,
+    );
+    out
+}
+
+fn phase_row(r: &PhaseRow) -> Vec<String> {
+    let c = &r.comparison;
+    vec![
+        r.phase.clone(),
+        opt_value(c.unit, c.baseline.median),
+        opt_value(c.unit, c.candidate.median),
+        delta_cell(c),
+        verdict_cell(c),
+    ]
+}
+
+/// How many contributions the text formats list (JSON and CSV carry all).
+const TOP: usize = 12;
+
+fn contributions(out: &mut String, md: bool, d: &Diff) {
+    let c = &d.contributions;
+    let t = &c.total;
+    heading(
+        out,
+        md,
+        &format!(
+            "Where the time went: {} {} ({}), by critical-path self time",
+            t.span,
+            t.delta.map(|x| signed(Unit::Ns, x)).unwrap_or_else(|| "-".into()),
+            t.relative.map(pct).unwrap_or_else(|| "-".into())
+        ),
+    );
+    let rows: Vec<Vec<String>> = c
+        .items
+        .iter()
+        .take(TOP)
+        .enumerate()
+        .map(|(i, item)| {
+            let x = &item.comparison;
+            vec![
+                (i + 1).to_string(),
+                x.span.clone(),
+                opt_value(x.unit, x.baseline.median),
+                opt_value(x.unit, x.candidate.median),
+                x.delta.map(|v| signed(x.unit, v)).unwrap_or_default(),
+                item.share_of_change.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_default(),
+                verdict_cell(x),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        md,
+        &["#", "Span", "Baseline", "Candidate", "Delta", "Share", "Verdict"],
+        &[true, false, true, true, true, true, false],
+        &rows,
+    );
+    let sep = if md { "\n" } else { "" };
+    if c.items.len() > TOP {
+        let rest: f64 = c.items[TOP..].iter().filter_map(|i| i.comparison.delta).sum();
+        let _ = writeln!(out, "{sep}… {} more span(s), together {}", c.items.len() - TOP, signed(Unit::Ns, rest));
+    }
+    let _ = writeln!(
+        out,
+        "{sep}explained {} of {}; unexplained {} (medians of parts do not add up exactly to the median of the total)",
+        signed(Unit::Ns, c.explained_ns),
+        t.delta.map(|x| signed(Unit::Ns, x)).unwrap_or_else(|| "-".into()),
+        signed(Unit::Ns, c.unexplained_ns)
+    );
+}
+
+/// One CSV row: a comparison in one section of the diff.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    section: &'a str,
+    label: &'a str,
+    span: &'a str,
+    measure: String,
+    unit: Unit,
+    baseline_reps: usize,
+    baseline_median: Option<f64>,
+    baseline_mad: Option<f64>,
+    candidate_reps: usize,
+    candidate_median: Option<f64>,
+    candidate_mad: Option<f64>,
+    delta: Option<f64>,
+    relative: Option<f64>,
+    ci_lo: Option<f64>,
+    ci_hi: Option<f64>,
+    p_value: Option<f64>,
+    verdict: String,
+    share_of_change: Option<f64>,
+}
+
+impl<'a> CsvRow<'a> {
+    fn of(section: &'a str, label: &'a str, c: &'a Comparison) -> Self {
+        CsvRow {
+            section,
+            label,
+            span: &c.span,
+            measure: c.measure.to_string(),
+            unit: c.unit,
+            baseline_reps: c.baseline.reps,
+            baseline_median: c.baseline.median,
+            baseline_mad: c.baseline.mad,
+            candidate_reps: c.candidate.reps,
+            candidate_median: c.candidate.median,
+            candidate_mad: c.candidate.mad,
+            delta: c.delta,
+            relative: c.relative,
+            ci_lo: c.ci.map(|i| i.lo),
+            ci_hi: c.ci.map(|i| i.hi),
+            p_value: c.p_value,
+            verdict: c.verdict.to_string(),
+            share_of_change: None,
+        }
+    }
+}
+
+fn csv_rows(d: &Diff) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut rows: Vec<CsvRow> = Vec::new();
+    rows.extend(d.phase_table.iter().map(|r| CsvRow::of("phase", &r.phase, &r.comparison)));
+    rows.extend(d.metrics.iter().map(|c| CsvRow::of("metric", &c.span, c)));
+    rows.extend(d.gaps.iter().map(|g| CsvRow::of("gap", &g.span, &g.change)));
+    rows.push(CsvRow::of("contribution", "total", &d.contributions.total));
+    for item in &d.contributions.items {
+        let mut r = CsvRow::of("contribution", &item.comparison.span, &item.comparison);
+        r.share_of_change = item.share_of_change;
+        rows.push(r);
+    }
+    for r in &rows {
+        w.serialize(r).expect("csv row serialises");
+    }
+    let mut unexplained = CsvRow::of("contribution", "unexplained", &d.contributions.total);
+    unexplained.span = "";
+    unexplained.delta = Some(d.contributions.unexplained_ns);
+    unexplained.relative = None;
+    unexplained.ci_lo = None;
+    unexplained.ci_hi = None;
+    unexplained.p_value = None;
+    unexplained.verdict = String::new();
+    unexplained.baseline_median = None;
+    unexplained.candidate_median = None;
+    unexplained.baseline_mad = None;
+    unexplained.candidate_mad = None;
+    w.serialize(&unexplained).expect("csv row serialises");
+    String::from_utf8(w.into_inner().expect("in memory")).expect("utf8")
+}

@@ -1,0 +1,191 @@
+//! One side of a diff: the measured reps of one variant of one run, reduced to one
+//! number per rep for every span name, measure and counter.
+//!
+//! A span name may occur several times in a rep (`synthesis[i]` on worker threads, a
+//! `drop` per buffer): its per-rep value is the sum over its occurrences. A rep that
+//! lacks a span the variant records in other reps contributes 0 time (the work did not
+//! happen), but no counter value (nothing was counted).
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::counters::CounterKind;
+use crate::store::{RepStatus, RunData, SpanRow};
+use crate::trace::selftime::union_within;
+
+/// Counter columns in spans.csv order.
+pub(crate) const COUNTERS: [CounterKind; 6] = CounterKind::ALL;
+
+/// How many reps of a variant entered the diff and how many were left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepCounts {
+    /// Measured reps that succeeded and verified: the only ones compared.
+    pub used: usize,
+    /// Measured reps that failed or did not verify (excluded).
+    pub failed: usize,
+    /// Warm-up reps (excluded).
+    pub warmup: usize,
+}
+
+/// Per-rep values of one span name.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Agg {
+    pub present: bool,
+    pub total_ns: u64,
+    pub self_ns: u64,
+    /// Time not covered by any child on any thread (see [`unattributed_ns`]).
+    pub unattributed_ns: u64,
+    /// Self time of the occurrences on the critical path (the root span's thread).
+    pub critical_self_ns: u64,
+    pub counters: [Option<u64>; 6],
+}
+
+/// The measured reps of one variant, aggregated.
+pub(crate) struct Side<'a> {
+    pub counts: RepCounts,
+    /// Span names in order of first appearance (the order of the span tree).
+    pub names: Vec<&'a str>,
+    /// Per span name, one entry per used rep.
+    pub per_name: HashMap<&'a str, Vec<Agg>>,
+    /// Span names that had children in at least one rep.
+    pub wrappers: HashSet<&'a str>,
+    /// Names of root spans (no parent).
+    pub roots: HashSet<&'a str>,
+    /// Per rep: duration of the root span(s), the end-to-end time.
+    pub root_total_ns: Vec<u64>,
+    /// Per counter, per rep: the count over every recorded thread (sum over each
+    /// thread's outermost spans, so nested spans are not counted twice).
+    pub thread_totals: [Vec<Option<u64>>; 6],
+    /// Counters meta.json reports as available.
+    pub counter_available: [bool; 6],
+}
+
+impl<'a> Side<'a> {
+    pub fn build(data: &'a RunData, variant: &str) -> Side<'a> {
+        let mut counts = RepCounts::default();
+        let mut rep_index: HashMap<u32, usize> = HashMap::new();
+        for r in data.runs.iter().filter(|r| r.variant == variant) {
+            if r.warmup {
+                counts.warmup += 1;
+            } else if r.status == RepStatus::Ok && r.verified {
+                rep_index.insert(r.rep, rep_index.len());
+            } else {
+                counts.failed += 1;
+            }
+        }
+        counts.used = rep_index.len();
+        let reps = counts.used;
+        let spans: Vec<(usize, &SpanRow)> = data
+            .spans
+            .iter()
+            .filter(|s| s.variant == variant)
+            .filter_map(|s| rep_index.get(&s.rep).map(|&i| (i, s)))
+            .collect();
+        let by_id: HashMap<(usize, u64), &SpanRow> = spans.iter().map(|&(i, s)| ((i, s.span_id), s)).collect();
+        let mut children: HashMap<(usize, u64), Vec<(u64, u64)>> = HashMap::new();
+        for &(i, s) in &spans {
+            if let Some(p) = s.parent_id {
+                children.entry((i, p)).or_default().push((s.start_ns, s.end_ns));
+            }
+        }
+
+        let counter_available = COUNTERS.map(|k| data.meta.counters.get(k.column()).is_some_and(|a| a.available));
+        let mut side = Side {
+            counts,
+            names: Vec::new(),
+            per_name: HashMap::new(),
+            wrappers: HashSet::new(),
+            roots: HashSet::new(),
+            root_total_ns: vec![0; reps],
+            thread_totals: std::array::from_fn(|_| vec![Some(0); reps]),
+            counter_available,
+        };
+        for &(i, s) in &spans {
+            let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));
+            if s.parent_id.is_none() {
+                side.roots.insert(s.name.as_str());
+                side.root_total_ns[i] += s.duration_ns;
+            }
+            if parent.is_none_or(|p| p.thread_id != s.thread_id) {
+                for (k, total) in side.thread_totals.iter_mut().enumerate() {
+                    total[i] = total[i].zip(s.counter(COUNTERS[k].column())).map(|(a, b)| a + b);
+                }
+            }
+            let kids = children.get_mut(&(i, s.span_id));
+            if kids.is_some() {
+                side.wrappers.insert(s.name.as_str());
+            }
+            let unattributed = unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
+            let critical = on_critical_path(i, s, &by_id);
+            let per_rep = side.per_name.entry(s.name.as_str()).or_insert_with(|| {
+                side.names.push(s.name.as_str());
+                vec![Agg::default(); reps]
+            });
+            let a = &mut per_rep[i];
+            let values = COUNTERS.map(|k| s.counter(k.column()));
+            if a.present {
+                for (acc, v) in a.counters.iter_mut().zip(values) {
+                    *acc = acc.zip(v).map(|(x, y)| x + y);
+                }
+            } else {
+                a.present = true;
+                a.counters = values;
+            }
+            a.total_ns += s.duration_ns;
+            a.self_ns += s.self_ns;
+            a.unattributed_ns += unattributed;
+            if critical {
+                a.critical_self_ns += s.self_ns;
+            }
+        }
+        side
+    }
+
+    /// Per-rep values of `name` under `f`, 0 for reps without the span; empty when the
+    /// variant never recorded it.
+    pub fn times(&self, name: &str, f: impl Fn(&Agg) -> u64) -> Vec<f64> {
+        self.per_name
+            .get(name)
+            .map(|v| v.iter().map(|a| f(a) as f64).collect())
+            .unwrap_or_default()
+    }
+
+    /// Per-rep counts of `name` for counter `k`, skipping reps without a value.
+    pub fn span_counter(&self, name: &str, k: usize) -> Vec<f64> {
+        self.per_name
+            .get(name)
+            .map(|v| v.iter().filter_map(|a| a.counters[k]).map(|c| c as f64).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn thread_total(&self, k: usize) -> Vec<f64> {
+        self.thread_totals[k].iter().flatten().map(|&c| c as f64).collect()
+    }
+}
+
+/// Time of `s` covered by none of its children, on any thread, clipped to `s`.
+///
+/// Unlike `self_ns` (children on the same thread only), a parent that waits for workers
+/// (`synthesis` over `synthesis[i]`) is covered by them here: a gap is time in which no
+/// recorded work of the span was running at all.
+pub(crate) fn unattributed_ns(s: &SpanRow, children: &mut [(u64, u64)]) -> u64 {
+    let covered = union_within(children, s.start_ns, s.end_ns);
+    s.duration_ns.saturating_sub(covered)
+}
+
+/// A span is on the critical path when it and every ancestor up to the root ran on the
+/// root's thread (the thread whose duration is the end-to-end time).
+fn on_critical_path(rep: usize, s: &SpanRow, by_id: &HashMap<(usize, u64), &SpanRow>) -> bool {
+    let mut cur = s;
+    for _ in 0..by_id.len() {
+        let Some(pid) = cur.parent_id else {
+            return true;
+        };
+        match by_id.get(&(rep, pid)) {
+            Some(p) if p.thread_id == cur.thread_id => cur = p,
+            _ => return false,
+        }
+    }
+    false
+}
