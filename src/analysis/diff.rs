@@ -82,7 +82,9 @@ pub enum Verdict {
     /// No change shown beyond the noise floor (this includes inconclusive intervals).
     Unchanged,
     /// A side has fewer reps than a verdict needs (`needed` per side).
-    TooFewReps { needed: usize },
+    TooFewReps {
+        needed: usize,
+    },
     OnlyInBaseline,
     OnlyInCandidate,
 }
@@ -121,7 +123,10 @@ impl SideStats {
         let sample = Sample::new(values.to_vec()).ok();
         let stats = SideStats {
             reps: values.len(),
-            median: sample.as_ref().map(Sample::median).or(values.first().copied()),
+            median: sample
+                .as_ref()
+                .map(Sample::median)
+                .or(values.first().copied()),
             mad: sample.as_ref().map(Sample::mad),
         };
         (stats, sample)
@@ -153,7 +158,14 @@ pub struct Comparison {
 /// relative change of medians lies wholly above +noise floor (below −noise floor) *and*
 /// the Mann–Whitney p-value is below alpha; otherwise unchanged. With a baseline median
 /// of 0 there is no relative change: a significant rise from 0 counts as regressed.
-pub(crate) fn compare(span: &str, measure: Measure, unit: Unit, base: &[f64], cand: &[f64], opts: &DiffOptions) -> Comparison {
+pub(crate) fn compare(
+    span: &str,
+    measure: Measure,
+    unit: Unit,
+    base: &[f64],
+    cand: &[f64],
+    opts: &DiffOptions,
+) -> Comparison {
     let (bs, b_sample) = SideStats::of(base);
     let (cs, c_sample) = SideStats::of(cand);
     let mut c = Comparison {
@@ -180,12 +192,17 @@ pub(crate) fn compare(span: &str, measure: Measure, unit: Unit, base: &[f64], ca
     };
     let (Some(b), Some(k)) = (b_sample, c_sample) else {
         if !base.is_empty() && !cand.is_empty() {
-            c.verdict = Verdict::TooFewReps { needed: stats::min_reps_for_verdict(opts.alpha) };
+            c.verdict = Verdict::TooFewReps {
+                needed: stats::min_reps_for_verdict(opts.alpha),
+            };
         }
         return c;
     };
-    let seed = opts.seed ^ fnv1a(span.as_bytes()) ^ fnv1a(c.measure.to_string().as_bytes()).rotate_left(17);
-    c.ci = stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, 1.0 - opts.alpha, seed);
+    let seed = opts.seed
+        ^ fnv1a(span.as_bytes())
+        ^ fnv1a(c.measure.to_string().as_bytes()).rotate_left(17);
+    c.ci =
+        stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, 1.0 - opts.alpha, seed);
     let p = stats::mann_whitney(&b, &k).p_value;
     c.p_value = Some(p);
     let needed = stats::min_reps_for_verdict(opts.alpha);
@@ -206,9 +223,9 @@ pub(crate) fn compare(span: &str, measure: Measure, unit: Unit, base: &[f64], ca
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Default variants: for one run, `baseline` and `candidate` when so named, otherwise
@@ -221,7 +238,13 @@ pub fn pick_variants(
     baseline: Option<&str>,
     candidate: Option<&str>,
 ) -> Result<(String, String), DiffError> {
-    let names = |d: &RunData| d.meta.variants.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+    let names = |d: &RunData| {
+        d.meta
+            .variants
+            .iter()
+            .map(|v| v.name.clone())
+            .collect::<Vec<_>>()
+    };
     let na = names(a);
     let first = |n: &[String]| n.first().cloned().unwrap_or_default();
     let base = match baseline {
@@ -239,7 +262,9 @@ pub fn pick_variants(
                 first(&nb)
             }
         }
-        (None, None) if na.iter().any(|n| n == "candidate") && base != "candidate" => "candidate".into(),
+        (None, None) if na.iter().any(|n| n == "candidate") && base != "candidate" => {
+            "candidate".into()
+        }
         (None, None) => match na.iter().find(|n| **n != base) {
             Some(n) => n.clone(),
             None => {
@@ -254,22 +279,34 @@ pub fn pick_variants(
 }
 
 fn variant<'a>(data: &'a RunData, name: &str) -> Result<&'a VariantMeta, DiffError> {
-    data.meta.variants.iter().find(|v| v.name == name).ok_or_else(|| DiffError::UnknownVariant {
-        run: data.dir.clone(),
-        name: name.to_string(),
-        available: data.meta.variants.iter().map(|v| v.name.clone()).collect(),
-    })
+    data.meta
+        .variants
+        .iter()
+        .find(|v| v.name == name)
+        .ok_or_else(|| DiffError::UnknownVariant {
+            run: data.dir.clone(),
+            name: name.to_string(),
+            available: data.meta.variants.iter().map(|v| v.name.clone()).collect(),
+        })
 }
 
-fn same_run(a: &Meta, b: &Meta) -> bool {
-    a.experiment == b.experiment && a.run_id == b.run_id && a.created_utc == b.created_utc
+/// Both sides come from one run folder (the same data, or the same folder on disk).
+fn same_run(a: &RunData, b: &RunData) -> bool {
+    std::ptr::eq(a, b)
+        || a.dir == b.dir
+        || matches!((a.dir.canonicalize(), b.dir.canonicalize()), (Ok(x), Ok(y)) if x == y)
 }
 
 /// Every difference of workload (circuit, size, batch, backend) and machine (host, CPU,
 /// GPU) between two sides. Variants of one run share everything but the backend, which
 /// the experiment chose on purpose, so they are never refused.
-pub(crate) fn workload_differences(a: &RunData, va: &VariantMeta, b: &RunData, vb: &VariantMeta) -> Vec<WorkloadDifference> {
-    if same_run(&a.meta, &b.meta) {
+pub(crate) fn workload_differences(
+    a: &RunData,
+    va: &VariantMeta,
+    b: &RunData,
+    vb: &VariantMeta,
+) -> Vec<WorkloadDifference> {
+    if same_run(a, b) {
         return Vec::new();
     }
     let (ma, mb) = (&a.meta, &b.meta);
@@ -278,7 +315,12 @@ pub(crate) fn workload_differences(a: &RunData, va: &VariantMeta, b: &RunData, v
             .gpu
             .devices
             .iter()
-            .map(|d| d.get("name").and_then(|n| n.as_str()).map(str::to_string).unwrap_or_else(|| d.to_string()))
+            .map(|d| {
+                d.get("name")
+                    .and_then(|n| n.as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| d.to_string())
+            })
             .collect();
         if m.gpu.available {
             format!("{} GPU(s): {}", names.len(), names.join(", "))
@@ -287,13 +329,33 @@ pub(crate) fn workload_differences(a: &RunData, va: &VariantMeta, b: &RunData, v
         }
     };
     let fields = [
-        ("circuit", ma.workload.circuit.clone(), mb.workload.circuit.clone()),
-        ("log2_constraints", ma.workload.log2_constraints.to_string(), mb.workload.log2_constraints.to_string()),
-        ("batch", ma.workload.batch.to_string(), mb.workload.batch.to_string()),
+        (
+            "circuit",
+            ma.workload.circuit.clone(),
+            mb.workload.circuit.clone(),
+        ),
+        (
+            "log2_constraints",
+            ma.workload.log2_constraints.to_string(),
+            mb.workload.log2_constraints.to_string(),
+        ),
+        (
+            "batch",
+            ma.workload.batch.to_string(),
+            mb.workload.batch.to_string(),
+        ),
         ("backend", va.backend.clone(), vb.backend.clone()),
         ("host", ma.host.hostname.clone(), mb.host.hostname.clone()),
-        ("cpu_model", ma.host.cpu_model.clone(), mb.host.cpu_model.clone()),
-        ("cpu_cores", ma.host.cpu_cores.to_string(), mb.host.cpu_cores.to_string()),
+        (
+            "cpu_model",
+            ma.host.cpu_model.clone(),
+            mb.host.cpu_model.clone(),
+        ),
+        (
+            "cpu_cores",
+            ma.host.cpu_cores.to_string(),
+            mb.host.cpu_cores.to_string(),
+        ),
         ("gpu", gpu_names(ma), gpu_names(mb)),
     ];
     fields
@@ -346,7 +408,7 @@ pub fn diff_runs(
 ) -> Result<Diff, DiffError> {
     opts.validate()?;
     let (va, vb) = (variant(base, base_variant)?, variant(cand, cand_variant)?);
-    if base_variant == cand_variant && same_run(&base.meta, &cand.meta) {
+    if base_variant == cand_variant && same_run(base, cand) {
         return Err(DiffError::SameVariant(base_variant.into()));
     }
     let workload_differences = workload_differences(base, va, cand, vb);
@@ -355,7 +417,10 @@ pub fn diff_runs(
             differences: workload_differences,
         });
     }
-    let (sb, sc) = (Side::build(base, base_variant), Side::build(cand, cand_variant));
+    let (sb, sc) = rayon::join(
+        || Side::build(base, base_variant),
+        || Side::build(cand, cand_variant),
+    );
     for (data, v, s) in [(base, base_variant, &sb), (cand, cand_variant, &sc)] {
         if s.counts.used == 0 {
             return Err(DiffError::NoReps {
@@ -377,7 +442,10 @@ pub fn diff_runs(
     let mut specs = Vec::new();
     for &name in &names {
         for (measure, f) in [
-            (Measure::Total, (|a| a.total_ns) as fn(&super::select::Agg) -> u64),
+            (
+                Measure::Total,
+                (|a| a.total_ns) as fn(&super::select::Agg) -> u64,
+            ),
             (Measure::SelfTime, |a| a.self_ns),
         ] {
             specs.push(Spec {
@@ -444,7 +512,12 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
         ("kernels", "kernels"),
         ("drop", "drop"),
     ];
-    let find = |span: &str, m: &Measure| metrics.iter().find(|c| c.span == span && &c.measure == m).cloned();
+    let find = |span: &str, m: &Measure| {
+        metrics
+            .iter()
+            .find(|c| c.span == span && &c.measure == m)
+            .cloned()
+    };
     let mut rows: Vec<PhaseRow> = PHASES
         .iter()
         .filter_map(|&(label, span)| {
@@ -464,11 +537,15 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
         .filter(|k| counters.contains(k))
         .collect();
     let chosen = if hw.is_empty() {
-        [CounterKind::TaskClockNs, CounterKind::PageFaults, CounterKind::ContextSwitches]
-            .iter()
-            .map(|&k| k as usize)
-            .filter(|k| counters.contains(k))
-            .collect()
+        [
+            CounterKind::TaskClockNs,
+            CounterKind::PageFaults,
+            CounterKind::ContextSwitches,
+        ]
+        .iter()
+        .map(|&k| k as usize)
+        .filter(|k| counters.contains(k))
+        .collect()
     } else {
         hw
     };
@@ -484,11 +561,23 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
     rows
 }
 
-fn notes(data: [&RunData; 2], sb: &Side, sc: &Side, differences: &[WorkloadDifference], opts: &DiffOptions) -> Vec<String> {
+fn notes(
+    data: [&RunData; 2],
+    sb: &Side,
+    sc: &Side,
+    differences: &[WorkloadDifference],
+    opts: &DiffOptions,
+) -> Vec<String> {
     let mut notes = Vec::new();
     if !differences.is_empty() {
-        let list: Vec<String> = differences.iter().map(|d| format!("{} {} vs {}", d.field, d.baseline, d.candidate)).collect();
-        notes.push(format!("compared despite different workloads (forced): {}", list.join("; ")));
+        let list: Vec<String> = differences
+            .iter()
+            .map(|d| format!("{} {} vs {}", d.field, d.baseline, d.candidate))
+            .collect();
+        notes.push(format!(
+            "compared despite different workloads (forced): {}",
+            list.join("; ")
+        ));
     }
     let needed = stats::min_reps_for_verdict(opts.alpha);
     if sb.counts.used < needed || sc.counts.used < needed {
@@ -510,7 +599,12 @@ fn notes(data: [&RunData; 2], sb: &Side, sc: &Side, differences: &[WorkloadDiffe
         if !(sb.counter_available[k] && sc.counter_available[k]) {
             let reason = data
                 .iter()
-                .find_map(|d| d.meta.counters.get(kind.column()).and_then(|a| a.reason.clone()))
+                .find_map(|d| {
+                    d.meta
+                        .counters
+                        .get(kind.column())
+                        .and_then(|a| a.reason.clone())
+                })
                 .unwrap_or_else(|| "not recorded on both sides".into());
             match unavailable.iter_mut().find(|(_, r)| *r == reason) {
                 Some((cols, _)) => cols.push_str(&format!(", {}", kind.column())),

@@ -74,7 +74,11 @@ fn median(v: &[f64]) -> Option<f64> {
     }
     v.sort_unstable_by(f64::total_cmp);
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 fn unattributed(a: &Agg) -> u64 {
@@ -87,7 +91,14 @@ fn gap_side(side: &Side, name: &str, opts: &DiffOptions) -> Option<GapSide> {
     }
     let un = median(&side.times(name, unattributed))?;
     let span = median(&side.times(name, |a| a.total_ns))?;
-    let end_to_end = median(&side.root_total_ns.iter().map(|&t| t as f64).collect::<Vec<_>>()).unwrap_or(0.0);
+    let end_to_end = median(
+        &side
+            .root_total_ns
+            .iter()
+            .map(|&t| t as f64)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or(0.0);
     let fraction = if span > 0.0 { un / span } else { 0.0 };
     Some(GapSide {
         unattributed_ns: un,
@@ -136,7 +147,12 @@ pub(crate) fn gaps(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions)
 
 /// Name of the end-to-end span: the root's name, or "(roots)" when reps have several.
 fn root_name(side: &Side) -> Option<String> {
-    let roots: Vec<&str> = side.names.iter().copied().filter(|n| side.roots.contains(n)).collect();
+    let roots: Vec<&str> = side
+        .names
+        .iter()
+        .copied()
+        .filter(|n| side.roots.contains(n))
+        .collect();
     match roots.as_slice() {
         [one] => Some(one.to_string()),
         [] => None,
@@ -145,10 +161,24 @@ fn root_name(side: &Side) -> Option<String> {
 }
 
 /// Ranked contributions of spans' critical-path self time to the change of the total.
-pub(crate) fn contributions(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions) -> Contributions {
+pub(crate) fn contributions(
+    base: &Side,
+    cand: &Side,
+    names: &[&str],
+    opts: &DiffOptions,
+) -> Contributions {
     let as_f64 = |v: &[u64]| v.iter().map(|&t| t as f64).collect::<Vec<_>>();
-    let root = root_name(base).or_else(|| root_name(cand)).unwrap_or_else(|| "(roots)".into());
-    let total = compare(&root, Measure::Total, Unit::Ns, &as_f64(&base.root_total_ns), &as_f64(&cand.root_total_ns), opts);
+    let root = root_name(base)
+        .or_else(|| root_name(cand))
+        .unwrap_or_else(|| "(roots)".into());
+    let total = compare(
+        &root,
+        Measure::Total,
+        Unit::Ns,
+        &as_f64(&base.root_total_ns),
+        &as_f64(&cand.root_total_ns),
+        opts,
+    );
     let values = |side: &Side, name: &str| -> Vec<f64> {
         let v = side.times(name, |a| a.critical_self_ns);
         if v.is_empty() {
@@ -175,7 +205,8 @@ pub(crate) fn contributions(base: &Side, cand: &Side, names: &[&str], opts: &Dif
         .collect();
     items.sort_by(|x, y| {
         let d = |c: &Contribution| c.comparison.delta.unwrap_or(0.0).abs();
-        d(y).total_cmp(&d(x)).then_with(|| x.comparison.span.cmp(&y.comparison.span))
+        d(y).total_cmp(&d(x))
+            .then_with(|| x.comparison.span.cmp(&y.comparison.span))
     });
     let explained_ns: f64 = items.iter().filter_map(|c| c.comparison.delta).sum();
     Contributions {

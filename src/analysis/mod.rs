@@ -37,7 +37,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use diff::{diff_runs, pick_variants, Comparison, Measure, SideStats, Unit, Verdict, ALL_THREADS};
+pub use diff::{
+    diff_runs, pick_variants, Comparison, Measure, SideStats, Unit, Verdict, ALL_THREADS,
+};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use render::{render, Format};
 pub use select::RepCounts;
@@ -82,16 +84,28 @@ impl DiffOptions {
     pub fn validate(&self) -> Result<(), DiffError> {
         let bad = |what: String| Err(DiffError::InvalidOptions(what));
         if !(0.0..1.0).contains(&self.noise_floor) {
-            return bad(format!("noise floor {} must be a fraction in [0, 1), e.g. 0.01 for 1 %", self.noise_floor));
+            return bad(format!(
+                "noise floor {} must be a fraction in [0, 1), e.g. 0.01 for 1 %",
+                self.noise_floor
+            ));
         }
         if !(self.alpha > 0.0 && self.alpha < 0.5) {
-            return bad(format!("alpha {} must be in (0, 0.5), e.g. 0.05", self.alpha));
+            return bad(format!(
+                "alpha {} must be in (0, 0.5), e.g. 0.05",
+                self.alpha
+            ));
         }
         if self.bootstrap_resamples < 100 {
-            return bad(format!("{} bootstrap resamples are too few: use at least 100 (default 2000)", self.bootstrap_resamples));
+            return bad(format!(
+                "{} bootstrap resamples are too few: use at least 100 (default 2000)",
+                self.bootstrap_resamples
+            ));
         }
         if !(self.gap_threshold > 0.0 && self.gap_threshold < 1.0) {
-            return bad(format!("gap threshold {} must be a fraction in (0, 1), e.g. 0.05 for 5 %", self.gap_threshold));
+            return bad(format!(
+                "gap threshold {} must be a fraction in (0, 1), e.g. 0.05 for 5 %",
+                self.gap_threshold
+            ));
         }
         Ok(())
     }
@@ -160,8 +174,14 @@ pub struct Diff {
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
     #[error("{run}: no variant named {name:?}; variants are: {}", available.join(", "))]
-    UnknownVariant { run: PathBuf, name: String, available: Vec<String> },
-    #[error("{run}: only one variant ({name}); compare it with another run: gapscope diff RUN_A RUN_B")]
+    UnknownVariant {
+        run: PathBuf,
+        name: String,
+        available: Vec<String>,
+    },
+    #[error(
+        "{run}: only one variant ({name}); compare it with another run: gapscope diff RUN_A RUN_B"
+    )]
     OneVariant { run: PathBuf, name: String },
     #[error("baseline and candidate are both variant {0:?} of the same run; choose another with --baseline/--candidate")]
     SameVariant(String),
@@ -169,12 +189,19 @@ pub enum DiffError {
         "refusing to compare different workloads:\n{}\npass --force to compare anyway",
         differences.iter().map(|d| format!("  {}: {} (baseline) vs {} (candidate)", d.field, d.baseline, d.candidate)).collect::<Vec<_>>().join("\n")
     )]
-    WorkloadMismatch { differences: Vec<WorkloadDifference> },
+    WorkloadMismatch {
+        differences: Vec<WorkloadDifference>,
+    },
     #[error(
         "{run}: variant {variant} has no successful measured rep ({failed} failed, {warmup} warm-up); \
          see the error column of runs.csv, fix the cause and rerun"
     )]
-    NoReps { run: PathBuf, variant: String, failed: usize, warmup: usize },
+    NoReps {
+        run: PathBuf,
+        variant: String,
+        failed: usize,
+        warmup: usize,
+    },
     #[error("invalid option: {0}")]
     InvalidOptions(String),
 }

@@ -107,7 +107,10 @@ fn fmt_p(p: Option<f64>) -> String {
 
 /// "+5.15 ms +42.8% [+30.1%, +55.0%]" (relative part only where defined).
 fn delta_cell(c: &Comparison) -> String {
-    let mut s = c.delta.map(|d| signed(c.unit, d)).unwrap_or_else(|| "-".into());
+    let mut s = c
+        .delta
+        .map(|d| signed(c.unit, d))
+        .unwrap_or_else(|| "-".into());
     if let Some(r) = c.relative {
         let _ = write!(s, " {}", pct(r));
     }
@@ -131,7 +134,10 @@ fn verdict_cell(c: &Comparison) -> String {
 fn table(out: &mut String, md: bool, headers: &[&str], right: &[bool], rows: &[Vec<String>]) {
     if md {
         let _ = writeln!(out, "| {} |", headers.join(" | "));
-        let seps: Vec<&str> = right.iter().map(|&r| if r { "---:" } else { "---" }).collect();
+        let seps: Vec<&str> = right
+            .iter()
+            .map(|&r| if r { "---:" } else { "---" })
+            .collect();
         let _ = writeln!(out, "|{}|", seps.join("|"));
         for r in rows {
             let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
@@ -186,7 +192,13 @@ fn knob_labels(d: &Diff) -> (String, String) {
             lc.push(format!("{k}={}", y.map(String::as_str).unwrap_or("-")));
         }
     }
-    let wrap = |v: Vec<String>| if v.is_empty() { String::new() } else { format!(" ({})", v.join(", ")) };
+    let wrap = |v: Vec<String>| {
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", v.join(", "))
+        }
+    };
     (wrap(lb), wrap(lc))
 }
 
@@ -196,7 +208,13 @@ fn text(d: &Diff, md: bool) -> String {
     let w = &d.workload;
     let title = format!(
         "{}: {}{kb} vs {}{kc} — {} 2^{} × {} on {}",
-        d.baseline.experiment, d.baseline.variant, d.candidate.variant, w.circuit, w.log2_constraints, w.batch, w.backend
+        d.baseline.experiment,
+        d.baseline.variant,
+        d.candidate.variant,
+        w.circuit,
+        w.log2_constraints,
+        w.batch,
+        w.backend
     );
     if md {
         let _ = writeln!(out, "## {title}\n");
@@ -207,8 +225,16 @@ fn text(d: &Diff, md: bool) -> String {
     if d.baseline.run_dir == d.candidate.run_dir {
         let _ = writeln!(out, "{bullet}run: {}", d.baseline.run_dir.display());
     } else {
-        let _ = writeln!(out, "{bullet}baseline run: {}", d.baseline.run_dir.display());
-        let _ = writeln!(out, "{bullet}candidate run: {}", d.candidate.run_dir.display());
+        let _ = writeln!(
+            out,
+            "{bullet}baseline run: {}",
+            d.baseline.run_dir.display()
+        );
+        let _ = writeln!(
+            out,
+            "{bullet}candidate run: {}",
+            d.candidate.run_dir.display()
+        );
     }
     let (eb, ec) = (d.excluded.baseline, d.excluded.candidate);
     let _ = writeln!(
@@ -230,18 +256,43 @@ fn text(d: &Diff, md: bool) -> String {
 
     heading(&mut out, md, "Phases (median per rep)");
     let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
-    table(&mut out, md, &["Phase", "Baseline", "Candidate", "Delta", "Verdict"], &[false, true, true, false, false], &rows);
+    table(
+        &mut out,
+        md,
+        &["Phase", "Baseline", "Candidate", "Delta", "Verdict"],
+        &[false, true, true, false, false],
+        &rows,
+    );
 
-    heading(&mut out, md, "Gaps: wrapper time not covered by children (median per rep)");
+    heading(
+        &mut out,
+        md,
+        "Gaps: wrapper time not covered by children (median per rep)",
+    );
     let gap_side = |g: Option<super::GapSide>| {
-        g.map(|g| format!("{} ({:.1}%)", fmt_ns(g.unattributed_ns), g.fraction * 100.0)).unwrap_or_else(|| "-".into())
+        g.map(|g| format!("{} ({:.1}%)", fmt_ns(g.unattributed_ns), g.fraction * 100.0))
+            .unwrap_or_else(|| "-".into())
     };
     let rows: Vec<Vec<String>> = d
         .gaps
         .iter()
-        .map(|g| vec![g.span.clone(), gap_side(g.baseline), gap_side(g.candidate), delta_cell(&g.change), verdict_cell(&g.change)])
+        .map(|g| {
+            vec![
+                g.span.clone(),
+                gap_side(g.baseline),
+                gap_side(g.candidate),
+                delta_cell(&g.change),
+                verdict_cell(&g.change),
+            ]
+        })
         .collect();
-    table(&mut out, md, &["Span", "Baseline", "Candidate", "Delta", "Verdict"], &[false, true, true, false, false], &rows);
+    table(
+        &mut out,
+        md,
+        &["Span", "Baseline", "Candidate", "Delta", "Verdict"],
+        &[false, true, true, false, false],
+        &rows,
+    );
     let flags: Vec<&String> = d.gaps.iter().flat_map(|g| &g.flags).collect();
     if flags.is_empty() {
         let _ = writeln!(
@@ -284,7 +335,15 @@ fn text(d: &Diff, md: bool) -> String {
     table(
         &mut out,
         md,
-        &["Span", "Measure", "Reps", "Baseline", "Candidate", "Delta", "Verdict"],
+        &[
+            "Span",
+            "Measure",
+            "Reps",
+            "Baseline",
+            "Candidate",
+            "Delta",
+            "Verdict",
+        ],
         &[false, false, true, true, true, false, false],
         &rows,
     );
@@ -314,7 +373,9 @@ fn contributions(out: &mut String, md: bool, d: &Diff) {
         &format!(
             "Where the time went: {} {} ({}), by critical-path self time",
             t.span,
-            t.delta.map(|x| signed(Unit::Ns, x)).unwrap_or_else(|| "-".into()),
+            t.delta
+                .map(|x| signed(Unit::Ns, x))
+                .unwrap_or_else(|| "-".into()),
             t.relative.map(pct).unwrap_or_else(|| "-".into())
         ),
     );
@@ -331,7 +392,9 @@ fn contributions(out: &mut String, md: bool, d: &Diff) {
                 opt_value(x.unit, x.baseline.median),
                 opt_value(x.unit, x.candidate.median),
                 x.delta.map(|v| signed(x.unit, v)).unwrap_or_default(),
-                item.share_of_change.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_default(),
+                item.share_of_change
+                    .map(|s| format!("{:.0}%", s * 100.0))
+                    .unwrap_or_default(),
                 verdict_cell(x),
             ]
         })
@@ -339,14 +402,30 @@ fn contributions(out: &mut String, md: bool, d: &Diff) {
     table(
         out,
         md,
-        &["#", "Span", "Baseline", "Candidate", "Delta", "Share", "Verdict"],
+        &[
+            "#",
+            "Span",
+            "Baseline",
+            "Candidate",
+            "Delta",
+            "Share",
+            "Verdict",
+        ],
         &[true, false, true, true, true, true, false],
         &rows,
     );
     let sep = if md { "\n" } else { "" };
     if c.items.len() > TOP {
-        let rest: f64 = c.items[TOP..].iter().filter_map(|i| i.comparison.delta).sum();
-        let _ = writeln!(out, "{sep}… {} more span(s), together {}", c.items.len() - TOP, signed(Unit::Ns, rest));
+        let rest: f64 = c.items[TOP..]
+            .iter()
+            .filter_map(|i| i.comparison.delta)
+            .sum();
+        let _ = writeln!(
+            out,
+            "{sep}… {} more span(s), together {}",
+            c.items.len() - TOP,
+            signed(Unit::Ns, rest)
+        );
     }
     let _ = writeln!(
         out,
@@ -408,7 +487,11 @@ impl<'a> CsvRow<'a> {
 fn csv_rows(d: &Diff) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut rows: Vec<CsvRow> = Vec::new();
-    rows.extend(d.phase_table.iter().map(|r| CsvRow::of("phase", &r.phase, &r.comparison)));
+    rows.extend(
+        d.phase_table
+            .iter()
+            .map(|r| CsvRow::of("phase", &r.phase, &r.comparison)),
+    );
     rows.extend(d.metrics.iter().map(|c| CsvRow::of("metric", &c.span, c)));
     rows.extend(d.gaps.iter().map(|g| CsvRow::of("gap", &g.span, &g.change)));
     rows.push(CsvRow::of("contribution", "total", &d.contributions.total));

@@ -82,15 +82,24 @@ impl<'a> Side<'a> {
             .filter(|s| s.variant == variant)
             .filter_map(|s| rep_index.get(&s.rep).map(|&i| (i, s)))
             .collect();
-        let by_id: HashMap<(usize, u64), &SpanRow> = spans.iter().map(|&(i, s)| ((i, s.span_id), s)).collect();
+        let by_id: HashMap<(usize, u64), &SpanRow> =
+            spans.iter().map(|&(i, s)| ((i, s.span_id), s)).collect();
         let mut children: HashMap<(usize, u64), Vec<(u64, u64)>> = HashMap::new();
         for &(i, s) in &spans {
             if let Some(p) = s.parent_id {
-                children.entry((i, p)).or_default().push((s.start_ns, s.end_ns));
+                children
+                    .entry((i, p))
+                    .or_default()
+                    .push((s.start_ns, s.end_ns));
             }
         }
 
-        let counter_available = COUNTERS.map(|k| data.meta.counters.get(k.column()).is_some_and(|a| a.available));
+        let counter_available = COUNTERS.map(|k| {
+            data.meta
+                .counters
+                .get(k.column())
+                .is_some_and(|a| a.available)
+        });
         let mut side = Side {
             counts,
             names: Vec::new(),
@@ -109,14 +118,17 @@ impl<'a> Side<'a> {
             }
             if parent.is_none_or(|p| p.thread_id != s.thread_id) {
                 for (k, total) in side.thread_totals.iter_mut().enumerate() {
-                    total[i] = total[i].zip(s.counter(COUNTERS[k].column())).map(|(a, b)| a + b);
+                    total[i] = total[i]
+                        .zip(s.counter(COUNTERS[k].column()))
+                        .map(|(a, b)| a + b);
                 }
             }
             let kids = children.get_mut(&(i, s.span_id));
             if kids.is_some() {
                 side.wrappers.insert(s.name.as_str());
             }
-            let unattributed = unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
+            let unattributed =
+                unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
             let critical = on_critical_path(i, s, &by_id);
             let per_rep = side.per_name.entry(s.name.as_str()).or_insert_with(|| {
                 side.names.push(s.name.as_str());
@@ -155,12 +167,21 @@ impl<'a> Side<'a> {
     pub fn span_counter(&self, name: &str, k: usize) -> Vec<f64> {
         self.per_name
             .get(name)
-            .map(|v| v.iter().filter_map(|a| a.counters[k]).map(|c| c as f64).collect())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|a| a.counters[k])
+                    .map(|c| c as f64)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     pub fn thread_total(&self, k: usize) -> Vec<f64> {
-        self.thread_totals[k].iter().flatten().map(|&c| c as f64).collect()
+        self.thread_totals[k]
+            .iter()
+            .flatten()
+            .map(|&c| c as f64)
+            .collect()
     }
 }
 

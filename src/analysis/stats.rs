@@ -152,13 +152,18 @@ impl<'a> MedianResampler<'a> {
         let mut cdf = Vec::with_capacity(n);
         let mut running = 0.0f64;
         for j in 1..=n {
-            let p = j as f64 / n as f64;
-            running = running.max(binomial_upper_tail(n, m, p, &ln_fact)).min(1.0);
+            // Past 1 − 1e-16 the rest of the table is 1 to a 53-bit uniform.
+            if running < 1.0 - 1e-16 {
+                let p = j as f64 / n as f64;
+                running = running.max(binomial_upper_tail(n, m, p, &ln_fact)).min(1.0);
+            } else {
+                running = 1.0;
+            }
             cdf.push(running);
         }
         cdf[n - 1] = 1.0;
         let mut step_up = Vec::new();
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             step_up = (1..=n)
                 .map(|j| {
                     let p_j = cdf[j - 1] - if j > 1 { cdf[j - 2] } else { 0.0 };
@@ -240,12 +245,18 @@ fn binomial_pmf(n: usize, k: usize, p: f64, ln_fact: &[f64]) -> f64 {
     if p >= 1.0 {
         return if k == n { 1.0 } else { 0.0 };
     }
-    let ln = ln_fact[n] - ln_fact[k] - ln_fact[n - k] + k as f64 * p.ln() + (n - k) as f64 * (1.0 - p).ln();
+    let ln = ln_fact[n] - ln_fact[k] - ln_fact[n - k]
+        + k as f64 * p.ln()
+        + (n - k) as f64 * (1.0 - p).ln();
     ln.exp()
 }
 
-/// P(X ≥ m) for X ~ Binomial(n, p), summing from m away from the mean until the terms
-/// no longer matter (they fall geometrically there).
+/// Probabilities below this are 0 to the sampler: its uniforms have 53 bits
+/// (resolution 1.1e-16), so tails smaller than that are never drawn.
+const NEGLIGIBLE: f64 = 1e-20;
+
+/// P(X ≥ m) for X ~ Binomial(n, p), to within [`NEGLIGIBLE`]: sums from m away from the
+/// mean, where the terms fall geometrically, until they no longer matter.
 fn binomial_upper_tail(n: usize, m: usize, p: f64, ln_fact: &[f64]) -> f64 {
     if p >= 1.0 || m == 0 {
         return 1.0;
@@ -257,7 +268,7 @@ fn binomial_upper_tail(n: usize, m: usize, p: f64, ln_fact: &[f64]) -> f64 {
         for k in m..=n {
             sum += term;
             term *= (n - k) as f64 / (k + 1) as f64 * odds;
-            if term <= sum * 1e-17 {
+            if term <= sum * 1e-17 || term < NEGLIGIBLE {
                 break;
             }
         }
@@ -271,7 +282,7 @@ fn binomial_upper_tail(n: usize, m: usize, p: f64, ln_fact: &[f64]) -> f64 {
                 break;
             }
             term *= k as f64 / ((n - k + 1) as f64 * odds);
-            if term <= lower * 1e-17 {
+            if term <= lower * 1e-17 || term < NEGLIGIBLE {
                 break;
             }
         }
@@ -293,7 +304,10 @@ pub fn bootstrap_relative_change(
     if baseline.median() == 0.0 || resamples == 0 {
         return None;
     }
-    let (rb, rc) = (MedianResampler::new(baseline.sorted()), MedianResampler::new(candidate.sorted()));
+    let (rb, rc) = (
+        MedianResampler::new(baseline.sorted()),
+        MedianResampler::new(candidate.sorted()),
+    );
     let mut rng = Xoshiro::seed(seed);
     let mut rel: Vec<f64> = (0..resamples)
         .map(|_| {
@@ -346,7 +360,10 @@ pub fn mann_whitney(a: &Sample, b: &Sample) -> RankTest {
             exact: true,
         };
     }
-    let tie_term: f64 = groups.iter().map(|&(ca, cb)| ((ca + cb) as f64).powi(3) - (ca + cb) as f64).sum();
+    let tie_term: f64 = groups
+        .iter()
+        .map(|&(ca, cb)| ((ca + cb) as f64).powi(3) - (ca + cb) as f64)
+        .sum();
     RankTest {
         u,
         p_value: normal_p(u, n1, n2, tie_term),
@@ -416,7 +433,11 @@ fn exact_p(groups: &[(usize, usize)], n1: usize, n2: usize, u: f64) -> f64 {
                 }
                 let add = k * (2 * b + t - k);
                 // With a and b values placed, 2U is at most 2ab.
-                for (u2, &c) in row[..=2 * a * b].iter().enumerate().filter(|(_, c)| **c != 0.0) {
+                for (u2, &c) in row[..=2 * a * b]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c != 0.0)
+                {
                     next[a + k][u2 + add] += c * ways;
                 }
             }
@@ -447,7 +468,8 @@ fn erfc(x: f64) -> f64 {
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
                         + t * (0.278_868_07
-                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let r = t * poly.exp();
     if x >= 0.0 {
         r

@@ -12,8 +12,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::counters::{Availability, CounterKind};
 use crate::store::{
-    GitInfo, GpuMeta, HostInfo, Meta, RepStatus, RunData, RunRow, RunWriter, SpanRow, StoreError, VariantMeta,
-    WorkloadMeta, SCHEMA_VERSION,
+    GitInfo, GpuMeta, HostInfo, Meta, RepStatus, RunData, RunRow, RunWriter, SpanRow, StoreError,
+    VariantMeta, WorkloadMeta, SCHEMA_VERSION,
 };
 use crate::trace::selftime::{self_times, Interval};
 
@@ -86,7 +86,10 @@ impl SyntheticRun {
             hostname: "synthetic-host".into(),
             reps: 10,
             warmups: 1,
-            variants: vec![SyntheticVariant::new("baseline"), SyntheticVariant::new("candidate")],
+            variants: vec![
+                SyntheticVariant::new("baseline"),
+                SyntheticVariant::new("candidate"),
+            ],
             noise: 0.005,
             hardware_counters: false,
             extra_kernels: 0,
@@ -96,7 +99,10 @@ impl SyntheticRun {
 
     /// The variant named `name` (panics when absent: a test-setup mistake).
     pub fn variant_mut(&mut self, name: &str) -> &mut SyntheticVariant {
-        self.variants.iter_mut().find(|v| v.name == name).expect("no such synthetic variant")
+        self.variants
+            .iter_mut()
+            .find(|v| v.name == name)
+            .expect("no such synthetic variant")
     }
 
     /// Spans per rep.
@@ -109,7 +115,8 @@ impl SyntheticRun {
             .iter()
             .map(|k| {
                 let available = !k.is_hardware() || self.hardware_counters;
-                let reason = (!available).then(|| "no hardware performance counters (synthetic run)".to_string());
+                let reason = (!available)
+                    .then(|| "no hardware performance counters (synthetic run)".to_string());
                 (k.column().to_string(), Availability { available, reason })
             })
             .collect();
@@ -169,7 +176,11 @@ impl SyntheticRun {
                     variant: v.name.clone(),
                     iteration: if warmup { iteration } else { measured } as u32,
                     warmup,
-                    status: if failed { RepStatus::Failed } else { RepStatus::Ok },
+                    status: if failed {
+                        RepStatus::Failed
+                    } else {
+                        RepStatus::Ok
+                    },
                     verified: !failed,
                     proofs: self.workload.batch,
                     start_ns: prove.start_ns,
@@ -178,7 +189,11 @@ impl SyntheticRun {
                     pid: 1,
                     rss_end_bytes: None,
                     gpu_mem_used_end_bytes: None,
-                    error: if failed { "proof did not verify (synthetic)".into() } else { String::new() },
+                    error: if failed {
+                        "proof did not verify (synthetic)".into()
+                    } else {
+                        String::new()
+                    },
                 };
                 clock = spans.iter().map(|s| s.end_ns).max().unwrap_or(clock) + 1_000_000;
                 out.push((row, spans));
@@ -187,7 +202,15 @@ impl SyntheticRun {
         out
     }
 
-    fn rep_spans(&self, v: &SyntheticVariant, rep: u32, t0: u64, next_id: &mut u64, failed: bool, rng: &mut StdRng) -> Vec<SpanRow> {
+    fn rep_spans(
+        &self,
+        v: &SyntheticVariant,
+        rep: u32,
+        t0: u64,
+        next_id: &mut u64,
+        failed: bool,
+        rng: &mut StdRng,
+    ) -> Vec<SpanRow> {
         let mut tr = Tree {
             spans: Vec::new(),
             next_id,
@@ -218,7 +241,13 @@ impl SyntheticRun {
         tr.leaf("split_vectors_alloc", gpu, 130e3);
         let kernels = tr.open("kernels", Some(gpu), MAIN);
         tr.t += tr.own("kernels", 270e3);
-        for (name, base) in [("ntt_h", 38e6), ("msm_h", 690e6), ("msm_l", 75e6), ("msm_a", 89e6), ("msm_b_g1", 85e6)] {
+        for (name, base) in [
+            ("ntt_h", 38e6),
+            ("msm_h", 690e6),
+            ("msm_l", 75e6),
+            ("msm_a", 89e6),
+            ("msm_b_g1", 85e6),
+        ] {
             tr.leaf(name, kernels, base);
         }
         for k in 0..self.extra_kernels {
@@ -277,7 +306,10 @@ impl SyntheticRun {
     pub fn build(&self) -> RunData {
         let (runs, spans): (Vec<RunRow>, Vec<Vec<SpanRow>>) = self.reps().into_iter().unzip();
         RunData {
-            dir: PathBuf::from(format!("<synthetic {}>", self.experiment)),
+            dir: PathBuf::from(format!(
+                "<synthetic {} seed {}>",
+                self.experiment, self.seed
+            )),
             meta: self.meta(),
             runs,
             spans: spans.into_iter().flatten().collect(),
@@ -319,7 +351,9 @@ impl Tree<'_> {
     fn own(&mut self, name: &str, base_ns: f64) -> u64 {
         let (u1, u2): (f64, f64) = (self.rng.gen_range(f64::EPSILON..1.0), self.rng.gen());
         let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-        let f = self.variant.scale.get(name).copied().unwrap_or(1.0) * self.slow * (1.0 + self.noise * z);
+        let f = self.variant.scale.get(name).copied().unwrap_or(1.0)
+            * self.slow
+            * (1.0 + self.noise * z);
         (base_ns * f).max(1.0) as u64
     }
 

@@ -28,22 +28,37 @@ fn timings(rng: &mut StdRng, n: usize, center: f64, noise: f64, lognormal: bool)
 }
 
 fn run(trials: u64, f: impl Fn(&mut StdRng) -> bool) -> f64 {
-    (0..trials).filter(|&t| f(&mut StdRng::seed_from_u64(1000 + t))).count() as f64 / trials as f64
+    (0..trials)
+        .filter(|&t| f(&mut StdRng::seed_from_u64(1000 + t)))
+        .count() as f64
+        / trials as f64
 }
 
 #[test]
 fn interval_covers_a_known_shift_in_at_least_93_percent_of_trials() {
     let opts = DiffOptions::default();
     // (reps per side, relative noise, true relative shift, log-normal)
-    for (n, noise, shift, lognormal) in [(10, 0.02, 0.03, false), (30, 0.05, -0.04, true), (20, 0.01, 0.0, false)] {
+    for (n, noise, shift, lognormal) in [
+        (10, 0.02, 0.03, false),
+        (30, 0.05, -0.04, true),
+        (20, 0.01, 0.0, false),
+    ] {
         let coverage = run(300, |rng| {
             let a = timings(rng, n, 1e9, noise, lognormal);
             let b = timings(rng, n, 1e9 * (1.0 + shift), noise, lognormal);
-            compare("x", Measure::Total, Unit::Ns, &a, &b, &opts).ci.unwrap().contains(shift)
+            compare("x", Measure::Total, Unit::Ns, &a, &b, &opts)
+                .ci
+                .unwrap()
+                .contains(shift)
         });
-        eprintln!("coverage n={n} noise={noise} shift={shift} lognormal={lognormal}: {coverage:.3}");
+        eprintln!(
+            "coverage n={n} noise={noise} shift={shift} lognormal={lognormal}: {coverage:.3}"
+        );
         // Not vacuous: an interval so wide it always covers would also fail the power test.
-        assert!((0.93..=0.995).contains(&coverage), "n={n} noise={noise} shift={shift}: coverage {coverage:.3}");
+        assert!(
+            (0.93..=0.995).contains(&coverage),
+            "n={n} noise={noise} shift={shift}: coverage {coverage:.3}"
+        );
     }
 }
 
@@ -58,9 +73,14 @@ fn same_distribution_gives_at_most_5_percent_false_verdicts() {
             let false_rate = run(400, |rng| {
                 let a = timings(rng, n, 1e9, noise, lognormal);
                 let b = timings(rng, n, 1e9, noise, lognormal);
-                compare("x", Measure::Total, Unit::Ns, &a, &b, &opts).verdict.is_change()
+                compare("x", Measure::Total, Unit::Ns, &a, &b, &opts)
+                    .verdict
+                    .is_change()
             });
-            eprintln!("A/A floor={} n={n} noise={noise}: {false_rate:.3} false verdicts", opts.noise_floor);
+            eprintln!(
+                "A/A floor={} n={n} noise={noise}: {false_rate:.3} false verdicts",
+                opts.noise_floor
+            );
             assert!(
                 false_rate <= 0.05,
                 "floor {} n={n} noise={noise}: {false_rate:.3} false verdicts",
@@ -80,7 +100,10 @@ fn a_2_percent_shift_is_detected_with_10_reps_at_half_percent_noise() {
             compare("x", Measure::Total, Unit::Ns, &a, &b, &opts).verdict == want
         });
         eprintln!("shift {shift}, 10 reps, 0.5% noise: detected in {rate:.3}");
-        assert!(rate >= 0.9, "shift {shift}: detected in {rate:.3} of trials");
+        assert!(
+            rate >= 0.9,
+            "shift {shift}: detected in {rate:.3} of trials"
+        );
     }
 }
 
@@ -93,7 +116,10 @@ fn a_shift_inside_the_noise_floor_is_unchanged() {
         let c = compare("x", Measure::Total, Unit::Ns, &a, &b, &opts);
         c.p_value.unwrap() < 0.05 && c.verdict == Verdict::Unchanged
     });
-    assert!(rate >= 0.95, "significant but small shifts reported as unchanged in {rate:.3}");
+    assert!(
+        rate >= 0.95,
+        "significant but small shifts reported as unchanged in {rate:.3}"
+    );
 }
 
 #[test]
@@ -101,13 +127,22 @@ fn verdict_edge_cases() {
     let opts = DiffOptions::default();
     let c = |a: &[f64], b: &[f64]| compare("x", Measure::Total, Unit::Ns, a, b, &opts).verdict;
     let needed = stats::min_reps_for_verdict(0.05);
-    assert_eq!(c(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Verdict::TooFewReps { needed });
-    assert_eq!(c(&[1.0], &[10.0, 20.0, 30.0, 40.0, 50.0]), Verdict::TooFewReps { needed });
+    assert_eq!(
+        c(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]),
+        Verdict::TooFewReps { needed }
+    );
+    assert_eq!(
+        c(&[1.0], &[10.0, 20.0, 30.0, 40.0, 50.0]),
+        Verdict::TooFewReps { needed }
+    );
     assert_eq!(c(&[1.0, 2.0], &[]), Verdict::OnlyInBaseline);
     assert_eq!(c(&[], &[1.0, 2.0]), Verdict::OnlyInCandidate);
     assert_eq!(c(&[0.0; 8], &[0.0; 8]), Verdict::Unchanged);
     // From nothing to something: no relative change exists, but it is a regression.
-    assert_eq!(c(&[0.0; 8], &[5.0, 6.0, 7.0, 5.0, 6.0, 7.0, 5.0, 6.0]), Verdict::Regressed);
+    assert_eq!(
+        c(&[0.0; 8], &[5.0, 6.0, 7.0, 5.0, 6.0, 7.0, 5.0, 6.0]),
+        Verdict::Regressed
+    );
     let up: Vec<f64> = (0..8).map(|i| 100.0 + i as f64).collect();
     let down: Vec<f64> = up.iter().map(|x| x * 0.5).collect();
     assert_eq!(c(&up, &down), Verdict::Improved);
@@ -116,11 +151,21 @@ fn verdict_edge_cases() {
 
 fn diff_of(run: &SyntheticRun) -> Diff {
     let data = run.build();
-    diff_runs(&data, "baseline", &data, "candidate", &DiffOptions::default()).unwrap()
+    diff_runs(
+        &data,
+        "baseline",
+        &data,
+        "candidate",
+        &DiffOptions::default(),
+    )
+    .unwrap()
 }
 
 fn metric<'a>(d: &'a Diff, span: &str, m: Measure) -> &'a Comparison {
-    d.metrics.iter().find(|c| c.span == span && c.measure == m).unwrap()
+    d.metrics
+        .iter()
+        .find(|c| c.span == span && c.measure == m)
+        .unwrap()
 }
 
 #[test]
@@ -128,10 +173,22 @@ fn a_faster_phase_is_found_where_it_happened() {
     let mut run = SyntheticRun::new();
     *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 0.9);
     let d = diff_of(&run);
-    assert_eq!(metric(&d, "msm_h", Measure::Total).verdict, Verdict::Improved);
-    assert_eq!(metric(&d, "kernels", Measure::Total).verdict, Verdict::Improved);
-    assert_eq!(metric(&d, "kernels", Measure::SelfTime).verdict, Verdict::Unchanged);
-    assert_eq!(metric(&d, "b_g2_msm", Measure::Total).verdict, Verdict::Unchanged);
+    assert_eq!(
+        metric(&d, "msm_h", Measure::Total).verdict,
+        Verdict::Improved
+    );
+    assert_eq!(
+        metric(&d, "kernels", Measure::Total).verdict,
+        Verdict::Improved
+    );
+    assert_eq!(
+        metric(&d, "kernels", Measure::SelfTime).verdict,
+        Verdict::Unchanged
+    );
+    assert_eq!(
+        metric(&d, "b_g2_msm", Measure::Total).verdict,
+        Verdict::Unchanged
+    );
     let top = &d.contributions.items[0].comparison;
     assert_eq!(top.span, "msm_h");
     let rel = top.relative.unwrap();
@@ -140,7 +197,16 @@ fn a_faster_phase_is_found_where_it_happened() {
     let phases: Vec<&str> = d.phase_table.iter().map(|r| r.phase.as_str()).collect();
     assert_eq!(
         phases,
-        ["synthesis", "GPU wrapper (gpu_prove)", "kernels", "drop", "total (prove)", "task_clock_ns", "page_faults", "context_switches"]
+        [
+            "synthesis",
+            "GPU wrapper (gpu_prove)",
+            "kernels",
+            "drop",
+            "total (prove)",
+            "task_clock_ns",
+            "page_faults",
+            "context_switches"
+        ]
     );
     assert_eq!(d.phase_table[4].comparison.verdict, Verdict::Improved);
 }
@@ -148,7 +214,9 @@ fn a_faster_phase_is_found_where_it_happened() {
 #[test]
 fn contributions_add_up_to_the_total_change() {
     let mut run = SyntheticRun::new();
-    let mut cand = SyntheticVariant::new("candidate").scaled("synthesis[0]", 0.7).scaled("synthesis[1]", 0.7);
+    let mut cand = SyntheticVariant::new("candidate")
+        .scaled("synthesis[0]", 0.7)
+        .scaled("synthesis[1]", 0.7);
     cand.gpu_gap_ns = 200_000_000;
     *run.variant_mut("candidate") = cand;
     let d = diff_of(&run);
@@ -156,7 +224,11 @@ fn contributions_add_up_to_the_total_change() {
     let total = c.total.delta.unwrap();
     assert!((c.explained_ns + c.unexplained_ns - total).abs() < 1e-6);
     // Medians do not add exactly, but the parts explain nearly all of it here.
-    assert!(c.unexplained_ns.abs() < 0.05 * total.abs().max(1e6), "unexplained {} of {total}", c.unexplained_ns);
+    assert!(
+        c.unexplained_ns.abs() < 0.05 * total.abs().max(1e6),
+        "unexplained {} of {total}",
+        c.unexplained_ns
+    );
     let find = |s: &str| c.items.iter().find(|i| i.comparison.span == s).unwrap();
     // The wrapper's own time grew by the gap; synthesis (waiting for workers) shrank.
     assert!((find("gpu_prove").comparison.delta.unwrap() - 200e6).abs() < 5e6);
@@ -175,12 +247,21 @@ fn a_wrapper_gap_is_flagged_with_its_size_and_share() {
     // 400 ms on top of a ~1.12 s wrapper.
     assert!(c.flagged && (c.fraction - 0.263).abs() < 0.01, "{c:?}");
     assert_eq!(g.flags.len(), 1);
-    assert!(g.flags[0].starts_with("gpu_prove: 400.") && g.flags[0].contains("(26%) not covered by children (candidate)"), "{}", g.flags[0]);
+    assert!(
+        g.flags[0].starts_with("gpu_prove: 400.")
+            && g.flags[0].contains("(26%) not covered by children (candidate)"),
+        "{}",
+        g.flags[0]
+    );
     assert_eq!(g.change.verdict, Verdict::Regressed);
     // synthesis waits for its workers: covered by children on other threads, not a gap.
     let s = d.gaps.iter().find(|g| g.span == "synthesis").unwrap();
     assert!(s.candidate.unwrap().fraction < 0.05);
-    assert!(d.gaps.iter().filter(|g| g.span != "gpu_prove").all(|g| g.flags.is_empty()));
+    assert!(d
+        .gaps
+        .iter()
+        .filter(|g| g.span != "gpu_prove")
+        .all(|g| g.flags.is_empty()));
 }
 
 #[test]
@@ -190,11 +271,19 @@ fn async_drop_moves_drop_off_the_critical_path() {
     cand.async_drop = true;
     cand.knobs.insert("drop".into(), "async".into());
     let d = diff_of(&run);
-    let drop = d.contributions.items.iter().find(|i| i.comparison.span == "drop").unwrap();
+    let drop = d
+        .contributions
+        .items
+        .iter()
+        .find(|i| i.comparison.span == "drop")
+        .unwrap();
     assert_eq!(drop.comparison.candidate.median, Some(0.0));
     assert_eq!(drop.comparison.verdict, Verdict::Improved);
     // Same work, on another thread.
-    assert_eq!(metric(&d, "drop", Measure::Total).verdict, Verdict::Unchanged);
+    assert_eq!(
+        metric(&d, "drop", Measure::Total).verdict,
+        Verdict::Unchanged
+    );
     assert!(render(&d, Format::Terminal).contains("baseline (drop=sync) vs candidate (drop=async)"));
 }
 
@@ -203,12 +292,32 @@ fn failed_and_warmup_reps_are_excluded_and_counted() {
     let mut run = SyntheticRun::new();
     run.variant_mut("candidate").failed_reps = 3;
     let d = diff_of(&run);
-    assert_eq!(d.excluded.baseline, RepCounts { used: 10, failed: 0, warmup: 1 });
-    assert_eq!(d.excluded.candidate, RepCounts { used: 7, failed: 3, warmup: 1 });
+    assert_eq!(
+        d.excluded.baseline,
+        RepCounts {
+            used: 10,
+            failed: 0,
+            warmup: 1
+        }
+    );
+    assert_eq!(
+        d.excluded.candidate,
+        RepCounts {
+            used: 7,
+            failed: 3,
+            warmup: 1
+        }
+    );
     // Failed reps are 10× slower: had they entered, the total would have regressed.
-    assert_eq!(metric(&d, "prove", Measure::Total).verdict, Verdict::Unchanged);
+    assert_eq!(
+        metric(&d, "prove", Measure::Total).verdict,
+        Verdict::Unchanged
+    );
     assert_eq!(metric(&d, "prove", Measure::Total).candidate.reps, 7);
-    assert!(d.notes.iter().any(|n| n.contains("3 failed rep(s) excluded")));
+    assert!(d
+        .notes
+        .iter()
+        .any(|n| n.contains("3 failed rep(s) excluded")));
 }
 
 #[test]
@@ -216,8 +325,17 @@ fn too_few_reps_say_how_many_are_needed() {
     let mut run = SyntheticRun::new();
     run.reps = 3;
     let d = diff_of(&run);
-    assert!(d.metrics.iter().all(|c| c.verdict == Verdict::TooFewReps { needed: 5 }));
-    assert!(d.notes.iter().any(|n| n.contains("needs at least 5 per side")), "{:?}", d.notes);
+    assert!(d
+        .metrics
+        .iter()
+        .all(|c| c.verdict == Verdict::TooFewReps { needed: 5 }));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("needs at least 5 per side")),
+        "{:?}",
+        d.notes
+    );
     assert!(render(&d, Format::Terminal).contains("too few reps (need 5/side)"));
 }
 
@@ -225,9 +343,16 @@ fn too_few_reps_say_how_many_are_needed() {
 fn hardware_counters_replace_software_ones_in_the_phase_table() {
     let mut run = SyntheticRun::new();
     run.hardware_counters = true;
-    run.variant_mut("candidate").scale.insert("msm_h".into(), 1.2);
+    run.variant_mut("candidate")
+        .scale
+        .insert("msm_h".into(), 1.2);
     let d = diff_of(&run);
-    let rows: Vec<&str> = d.phase_table.iter().skip(5).map(|r| r.phase.as_str()).collect();
+    let rows: Vec<&str> = d
+        .phase_table
+        .iter()
+        .skip(5)
+        .map(|r| r.phase.as_str())
+        .collect();
     assert_eq!(rows, ["instructions", "branches"]);
     assert_eq!(d.phase_table[5].comparison.span, ALL_THREADS);
     assert_eq!(d.phase_table[5].comparison.verdict, Verdict::Regressed);
@@ -244,8 +369,14 @@ fn workloads_must_match_unless_forced() {
     let b = other.build();
     let err = diff_runs(&a, "baseline", &b, "baseline", &DiffOptions::default()).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("log2_constraints: 12 (baseline) vs 14 (candidate)"), "{msg}");
-    assert!(msg.contains("host: synthetic-host (baseline) vs elsewhere (candidate)"), "{msg}");
+    assert!(
+        msg.contains("log2_constraints: 12 (baseline) vs 14 (candidate)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("host: synthetic-host (baseline) vs elsewhere (candidate)"),
+        "{msg}"
+    );
     assert!(msg.contains("--force"), "{msg}");
     let forced = DiffOptions {
         force: true,
@@ -259,20 +390,44 @@ fn workloads_must_match_unless_forced() {
 #[test]
 fn variants_are_picked_by_name_then_position() {
     let data = SyntheticRun::new().build();
-    assert_eq!(pick_variants(&data, None, None, None).unwrap(), ("baseline".into(), "candidate".into()));
+    assert_eq!(
+        pick_variants(&data, None, None, None).unwrap(),
+        ("baseline".into(), "candidate".into())
+    );
     let mut run = SyntheticRun::new();
-    run.variants = vec![SyntheticVariant::new("lc"), SyntheticVariant::new("add_to_lc"), SyntheticVariant::new("baseline")];
+    run.variants = vec![
+        SyntheticVariant::new("lc"),
+        SyntheticVariant::new("add_to_lc"),
+        SyntheticVariant::new("baseline"),
+    ];
     let data = run.build();
-    assert_eq!(pick_variants(&data, None, None, None).unwrap(), ("baseline".into(), "lc".into()));
-    assert_eq!(pick_variants(&data, None, Some("lc"), None).unwrap(), ("lc".into(), "add_to_lc".into()));
+    assert_eq!(
+        pick_variants(&data, None, None, None).unwrap(),
+        ("baseline".into(), "lc".into())
+    );
+    assert_eq!(
+        pick_variants(&data, None, Some("lc"), None).unwrap(),
+        ("lc".into(), "add_to_lc".into())
+    );
     let other = SyntheticRun::new().build();
-    assert_eq!(pick_variants(&data, Some(&other), None, None).unwrap(), ("baseline".into(), "baseline".into()));
+    assert_eq!(
+        pick_variants(&data, Some(&other), None, None).unwrap(),
+        ("baseline".into(), "baseline".into())
+    );
     let err = diff_runs(&data, "nope", &data, "lc", &DiffOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("no variant named \"nope\"; variants are: lc, add_to_lc, baseline"));
-    assert!(matches!(diff_runs(&data, "lc", &data, "lc", &DiffOptions::default()), Err(DiffError::SameVariant(_))));
+    assert!(err
+        .to_string()
+        .contains("no variant named \"nope\"; variants are: lc, add_to_lc, baseline"));
+    assert!(matches!(
+        diff_runs(&data, "lc", &data, "lc", &DiffOptions::default()),
+        Err(DiffError::SameVariant(_))
+    ));
     let mut single = SyntheticRun::new();
     single.variants.truncate(1);
-    assert!(matches!(pick_variants(&single.build(), None, None, None), Err(DiffError::OneVariant { .. })));
+    assert!(matches!(
+        pick_variants(&single.build(), None, None, None),
+        Err(DiffError::OneVariant { .. })
+    ));
 }
 
 #[test]
@@ -288,10 +443,25 @@ fn every_format_carries_the_phase_table() {
     let md = render(&d, Format::Markdown);
     assert!(md.contains("| Phase | Baseline | Candidate | Delta | Verdict |"));
     let term = render(&d, Format::Terminal);
-    let first_table = term.lines().find(|l| l.split_whitespace().next() == Some("Phase")).unwrap();
-    assert!(first_table.split_whitespace().eq(["Phase", "Baseline", "Candidate", "Delta", "Verdict"]));
+    let first_table = term
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("Phase"))
+        .unwrap();
+    assert!(first_table.split_whitespace().eq([
+        "Phase",
+        "Baseline",
+        "Candidate",
+        "Delta",
+        "Verdict"
+    ]));
     let json: serde_json::Value = serde_json::from_str(&render(&d, Format::Json)).unwrap();
-    for field in ["phase_table", "metrics", "gaps", "contributions", "excluded"] {
+    for field in [
+        "phase_table",
+        "metrics",
+        "gaps",
+        "contributions",
+        "excluded",
+    ] {
         assert!(json.get(field).is_some(), "json lacks {field}");
     }
     let back: Diff = serde_json::from_value(json).unwrap();
@@ -301,6 +471,12 @@ fn every_format_carries_the_phase_table() {
     let headers = rdr.headers().unwrap().clone();
     assert_eq!(&headers[0], "section");
     let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
-    assert_eq!(rows.iter().filter(|r| &r[0] == "phase").count(), d.phase_table.len());
-    assert_eq!(rows.iter().filter(|r| &r[0] == "metric").count(), d.metrics.len());
+    assert_eq!(
+        rows.iter().filter(|r| &r[0] == "phase").count(),
+        d.phase_table.len()
+    );
+    assert_eq!(
+        rows.iter().filter(|r| &r[0] == "metric").count(),
+        d.metrics.len()
+    );
 }

@@ -12,8 +12,14 @@ fn s(v: &[f64]) -> Sample {
 fn sample_refuses_too_few_and_non_finite_values() {
     assert_eq!(Sample::new(vec![]), Err(SampleError::TooFew(0)));
     assert_eq!(Sample::new(vec![1.0]), Err(SampleError::TooFew(1)));
-    assert!(matches!(Sample::new(vec![1.0, f64::NAN]), Err(SampleError::NotFinite { index: 1, .. })));
-    assert!(matches!(Sample::new(vec![f64::INFINITY, 1.0]), Err(SampleError::NotFinite { index: 0, .. })));
+    assert!(matches!(
+        Sample::new(vec![1.0, f64::NAN]),
+        Err(SampleError::NotFinite { index: 1, .. })
+    ));
+    assert!(matches!(
+        Sample::new(vec![f64::INFINITY, 1.0]),
+        Err(SampleError::NotFinite { index: 0, .. })
+    ));
     assert!(Sample::new(vec![2.0, 1.0]).is_ok());
 }
 
@@ -67,9 +73,16 @@ fn resampled_median_follows_the_exact_bootstrap_distribution() {
         }
         for (k, p) in &exact {
             let q = seen.get(k).copied().unwrap_or(0.0);
-            assert!((p - q).abs() < 0.005, "n={n} median {}: exact {p:.4}, drawn {q:.4}", f64::from_bits(*k));
+            assert!(
+                (p - q).abs() < 0.005,
+                "n={n} median {}: exact {p:.4}, drawn {q:.4}",
+                f64::from_bits(*k)
+            );
         }
-        assert!(seen.keys().all(|k| exact.contains_key(k)), "n={n}: drew a median no resample has");
+        assert!(
+            seen.keys().all(|k| exact.contains_key(k)),
+            "n={n}: drew a median no resample has"
+        );
     }
 }
 
@@ -92,7 +105,10 @@ fn resampled_median_matches_naive_resampling_for_a_large_sample() {
         let (f, nv) = (s(&fast), s(&naive));
         for q in [0.025, 0.25, 0.5, 0.75, 0.975] {
             let (a, b) = (f.quantile(q), nv.quantile(q));
-            assert!((a - b).abs() < 1.0, "n={n} q={q}: exact {a:.3} naive {b:.3}");
+            assert!(
+                (a - b).abs() < 1.0,
+                "n={n} q={q}: exact {a:.3} naive {b:.3}"
+            );
         }
     }
 }
@@ -118,7 +134,10 @@ fn binomial_tail_matches_direct_summation() {
         for p in [0.01, 0.3, 0.5, 0.77, 0.99] {
             let direct: f64 = (m..=n).map(|k| binomial_pmf(n, k, p, &lf)).sum();
             let tail = binomial_upper_tail(n, m, p, &lf);
-            assert!((direct - tail).abs() < 1e-12, "n={n} m={m} p={p}: {direct} vs {tail}");
+            assert!(
+                (direct - tail).abs() < 1e-12,
+                "n={n} m={m} p={p}: {direct} vs {tail}"
+            );
         }
     }
 }
@@ -133,7 +152,10 @@ fn mann_whitney_reproduces_a_textbook_exact_value() {
     assert!(t.exact);
     assert!((t.p_value - 2.0 * 0.1272).abs() < 5e-4, "p = {}", t.p_value);
     // Complete separation of 5 vs 5: p = 2 / C(10, 5).
-    let t = mann_whitney(&s(&[1.0, 2.0, 3.0, 4.0, 5.0]), &s(&[6.0, 7.0, 8.0, 9.0, 10.0]));
+    let t = mann_whitney(
+        &s(&[1.0, 2.0, 3.0, 4.0, 5.0]),
+        &s(&[6.0, 7.0, 8.0, 9.0, 10.0]),
+    );
     assert_eq!(t.u, 0.0);
     assert!((t.p_value - 2.0 / 252.0).abs() < 1e-12);
 }
@@ -145,7 +167,20 @@ fn permutation_p(a: &[f64], b: &[f64]) -> f64 {
     let u_of = |first: &[f64], second: &[f64]| -> f64 {
         first
             .iter()
-            .map(|x| second.iter().map(|y| if x > y { 1.0 } else if x == y { 0.5 } else { 0.0 }).sum::<f64>())
+            .map(|x| {
+                second
+                    .iter()
+                    .map(|y| {
+                        if x > y {
+                            1.0
+                        } else if x == y {
+                            0.5
+                        } else {
+                            0.0
+                        }
+                    })
+                    .sum::<f64>()
+            })
             .sum()
     };
     let mean = (a.len() * b.len()) as f64 / 2.0;
@@ -169,16 +204,32 @@ fn permutation_p(a: &[f64], b: &[f64]) -> f64 {
 #[test]
 fn exact_rank_test_equals_the_permutation_test_with_ties() {
     let cases: [(&[f64], &[f64]); 4] = [
-        (&[1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 5.0], &[3.0, 4.0, 4.0, 5.0, 6.0, 6.0, 7.0]),
-        (&[0.0, 0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 2.0], &[0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]),
-        (&[5.0, 5.0, 5.0, 6.0, 6.0, 6.0, 7.0], &[5.0, 5.0, 6.0, 6.0, 6.0, 7.0, 7.0]),
-        (&[1.5, 0.2, 3.3, 2.1, 9.0, 4.4], &[5.5, 6.1, 2.05, 7.7, 8.8, 10.0, 0.1]),
+        (
+            &[1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 5.0],
+            &[3.0, 4.0, 4.0, 5.0, 6.0, 6.0, 7.0],
+        ),
+        (
+            &[0.0, 0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 2.0],
+            &[0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0],
+        ),
+        (
+            &[5.0, 5.0, 5.0, 6.0, 6.0, 6.0, 7.0],
+            &[5.0, 5.0, 6.0, 6.0, 6.0, 7.0, 7.0],
+        ),
+        (
+            &[1.5, 0.2, 3.3, 2.1, 9.0, 4.4],
+            &[5.5, 6.1, 2.05, 7.7, 8.8, 10.0, 0.1],
+        ),
     ];
     for (a, b) in cases {
         let t = mann_whitney(&s(a), &s(b));
         assert!(t.exact);
         let perm = permutation_p(a, b);
-        assert!((t.p_value - perm).abs() < 1e-9, "{a:?} vs {b:?}: {:.6} vs permutation {perm:.6}", t.p_value);
+        assert!(
+            (t.p_value - perm).abs() < 1e-9,
+            "{a:?} vs {b:?}: {:.6} vs permutation {perm:.6}",
+            t.p_value
+        );
     }
     let same = s(&[3.0, 3.0, 3.0]);
     assert_eq!(mann_whitney(&same, &same).p_value, 1.0);
@@ -194,7 +245,12 @@ fn normal_approximation_is_close_to_exact_at_the_exact_limit() {
             let b: Vec<f64> = (0..n).map(|_| rng.gen::<f64>() + shift).collect();
             let t = mann_whitney(&s(&a), &s(&b));
             let approx = normal_p(t.u, n, n, 0.0);
-            assert!((t.p_value - approx).abs() < 0.005, "U={}: exact {} normal {approx}", t.u, t.p_value);
+            assert!(
+                (t.p_value - approx).abs() < 0.005,
+                "U={}: exact {} normal {approx}",
+                t.u,
+                t.p_value
+            );
         }
     }
     // Ties: a heavily tied pair of larger samples against its permutation-free formula.
@@ -206,8 +262,18 @@ fn normal_approximation_is_close_to_exact_at_the_exact_limit() {
 
 #[test]
 fn erfc_matches_reference_values() {
-    for (x, want) in [(0.0, 1.0), (0.5, 0.479_500_122), (1.0, 0.157_299_207), (2.0, 0.004_677_735), (-1.0, 1.842_700_793)] {
-        assert!((erfc(x) - want).abs() < 1e-7 * want.max(1e-3) * 10.0, "erfc({x}) = {}", erfc(x));
+    for (x, want) in [
+        (0.0, 1.0),
+        (0.5, 0.479_500_122),
+        (1.0, 0.157_299_207),
+        (2.0, 0.004_677_735),
+        (-1.0, 1.842_700_793),
+    ] {
+        assert!(
+            (erfc(x) - want).abs() < 1e-7 * want.max(1e-3) * 10.0,
+            "erfc({x}) = {}",
+            erfc(x)
+        );
     }
 }
 

@@ -1,0 +1,351 @@
+//! `gapscope diff` end to end: a committed real run (tests/fixtures/quickstart-cpu, the
+//! quickstart experiment on the CPU backend) and synthetic run folders with known
+//! effects written by the store's own writer.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use gapscope::analysis::synthetic::{SyntheticRun, SyntheticVariant};
+use predicates::prelude::*;
+use predicates::str::contains;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart-cpu")
+}
+
+fn gapscope() -> Command {
+    Command::cargo_bin("gapscope").unwrap()
+}
+
+/// Writes `run` under a fresh temp dir and returns (guard, run folder).
+fn write(run: &SyntheticRun) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    run.write(&dir).unwrap();
+    (tmp, dir)
+}
+
+fn stdout_of(args: &[&std::ffi::OsStr]) -> String {
+    let out = gapscope()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn a_real_run_prints_the_phase_table_first() {
+    let out = stdout_of(&["diff".as_ref(), fixture().as_os_str()]);
+    assert!(
+        out.starts_with("quickstart: baseline (drop=sync) vs candidate (drop=async)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("reps used: 5 baseline, 5 candidate (excluded: 0 + 0 failed, 1 + 1 warm-up)")
+    );
+    // No PMU on the machine that recorded it: the note says why, and the phase table
+    // shows the software counters instead.
+    assert!(out.contains("counters not compared (instructions, branches, cycles): this CPU exposes no hardware performance counters"));
+    let tables: Vec<&str> = out
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some("Phase"))
+        .collect();
+    assert_eq!(tables.len(), 1);
+    let phase_at = out.find(tables[0]).unwrap();
+    for later in ["Gaps:", "Where the time went:", "All metrics"] {
+        assert!(
+            out.find(later).unwrap() > phase_at,
+            "{later} before the phase table"
+        );
+    }
+    let rows: Vec<&str> = out[phase_at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let labels: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split("  ").next().unwrap().trim())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "synthesis",
+            "GPU wrapper (gpu_prove)",
+            "kernels",
+            "drop",
+            "total (prove)",
+            "task_clock_ns",
+            "page_faults",
+            "context_switches"
+        ]
+    );
+}
+
+#[test]
+fn every_format_of_a_real_run() {
+    let json = stdout_of(&[
+        "diff".as_ref(),
+        fixture().as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["baseline"]["variant"], "baseline");
+    assert_eq!(v["candidate"]["knobs"]["drop"], "async");
+    assert_eq!(v["excluded"]["candidate"]["warmup"], 1);
+    assert_eq!(v["phase_table"][4]["comparison"]["span"], "prove");
+    assert!(v["metrics"].as_array().unwrap().len() > 50);
+    // Async drop leaves the critical path: its critical self time drops to 0 in every rep.
+    let drop = v["contributions"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["comparison"]["span"] == "drop")
+        .unwrap();
+    assert_eq!(drop["comparison"]["candidate"]["median"], 0.0);
+    assert_eq!(drop["comparison"]["verdict"], "improved");
+
+    let md = stdout_of(&[
+        "diff".as_ref(),
+        fixture().as_os_str(),
+        "--format".as_ref(),
+        "markdown".as_ref(),
+    ]);
+    assert!(md.contains("| Phase | Baseline | Candidate | Delta | Verdict |\n|---|---:|---:|---|---|\n| synthesis |"));
+
+    let csv = stdout_of(&[
+        "diff".as_ref(),
+        fixture().as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]);
+    let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+    let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(headers[..3], ["section", "label", "span"]);
+    let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+    assert_eq!(&rows[0][1], "synthesis");
+    assert!(rows
+        .iter()
+        .any(|r| &r[0] == "contribution" && &r[1] == "unexplained"));
+}
+
+#[test]
+fn the_output_is_reproducible() {
+    let a = stdout_of(&["diff".as_ref(), fixture().as_os_str()]);
+    let b = stdout_of(&["diff".as_ref(), fixture().as_os_str()]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_regression_between_variants_is_reported() {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.1);
+    let (_tmp, dir) = write(&run);
+    let out = stdout_of(&["diff".as_ref(), dir.as_os_str()]);
+    let row = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row("kernels ").contains("regressed"), "{out}");
+    assert!(row("total (prove)").contains("regressed"));
+    assert!(row("drop ").contains("unchanged"));
+    let top = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Where the time went"))
+        .nth(2)
+        .unwrap();
+    assert!(top.contains("msm_h") && top.contains("regressed"), "{top}");
+}
+
+#[test]
+fn two_runs_compare_a_variant_of_each() {
+    let (_ta, a) = write(&SyntheticRun::new());
+    let mut later = SyntheticRun::new();
+    later.seed = 7;
+    later.variant_mut("baseline").gpu_gap_ns = 300_000_000;
+    let (_tb, b) = write(&later);
+    let out = stdout_of(&["diff".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert!(out.starts_with("synthetic: baseline vs baseline"), "{out}");
+    assert!(out.contains(&format!("baseline run: {}", a.display())));
+    assert!(out.contains(&format!("candidate run: {}", b.display())));
+    assert!(out.contains("! gpu_prove: 300."), "{out}");
+    assert!(out.contains("not covered by children (candidate)"));
+    let gap = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Gaps:"))
+        .find(|l| l.starts_with("gpu_prove"))
+        .unwrap();
+    assert!(gap.contains("regressed"), "{gap}");
+
+    let out = stdout_of(&[
+        "diff".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--baseline".as_ref(),
+        "candidate".as_ref(),
+        "--candidate".as_ref(),
+        "candidate".as_ref(),
+    ]);
+    assert!(out.starts_with("synthetic: candidate vs candidate"));
+    assert!(!out.contains("! gpu_prove"));
+}
+
+#[test]
+fn different_workloads_are_refused_unless_forced() {
+    let (_ta, a) = write(&SyntheticRun::new());
+    let mut other = SyntheticRun::new();
+    other.workload.circuit = "sha256".into();
+    other.workload.batch = 4;
+    other.hostname = "other-host".into();
+    let (_tb, b) = write(&other);
+    gapscope()
+        .args(["diff".as_ref(), a.as_os_str(), b.as_os_str()])
+        .assert()
+        .failure()
+        .code(1)
+        .stdout(predicate::str::is_empty())
+        .stderr(contains("Error: refusing to compare different workloads:"))
+        .stderr(contains("circuit: porep (baseline) vs sha256 (candidate)"))
+        .stderr(contains("batch: 2 (baseline) vs 4 (candidate)"))
+        .stderr(contains(
+            "host: synthetic-host (baseline) vs other-host (candidate)",
+        ))
+        .stderr(contains("log2_constraints").not())
+        .stderr(contains("pass --force to compare anyway"));
+    gapscope()
+        .args(["diff".as_ref(), a.as_os_str(), b.as_os_str(), "--force".as_ref()])
+        .assert()
+        .success()
+        .stdout(contains("note: compared despite different workloads (forced): circuit porep vs sha256; batch 2 vs 4; host synthetic-host vs other-host"));
+}
+
+#[test]
+fn a_truncated_spans_csv_names_the_file_and_line() {
+    let (_tmp, dir) = write(&SyntheticRun::new());
+    let spans = dir.join("spans.csv");
+    let text = std::fs::read_to_string(&spans).unwrap();
+    // Cut the last row in half, as a run killed mid-write leaves it.
+    let last_start = text[..text.len() - 1].rfind('\n').unwrap() + 1;
+    let cut = last_start + (text.len() - last_start) / 2;
+    std::fs::write(&spans, &text[..cut]).unwrap();
+    let line = text[..cut].lines().count();
+    gapscope()
+        .args(["diff".as_ref(), dir.as_os_str()])
+        .assert()
+        .failure()
+        .stderr(contains(format!("{}, line {line}:", spans.display())))
+        .stderr(contains("the file looks truncated"))
+        .stderr(contains("gapscope run --resume"));
+}
+
+#[test]
+fn failed_reps_are_excluded_and_counted() {
+    let mut run = SyntheticRun::new();
+    run.variant_mut("candidate").failed_reps = 2;
+    let (_tmp, dir) = write(&run);
+    let out = stdout_of(&["diff".as_ref(), dir.as_os_str()]);
+    assert!(
+        out.contains("reps used: 10 baseline, 8 candidate (excluded: 0 + 2 failed, 1 + 1 warm-up)"),
+        "{out}"
+    );
+    assert!(out.contains("note: 2 failed rep(s) excluded (0 baseline, 2 candidate)"));
+    // The failed reps are 10x slower; left out, the total is unchanged.
+    let total = out
+        .lines()
+        .find(|l| l.starts_with("total (prove)"))
+        .unwrap();
+    assert!(total.contains("unchanged"), "{total}");
+}
+
+#[test]
+fn too_few_reps_say_how_many_are_needed() {
+    let mut run = SyntheticRun::new();
+    run.reps = 3;
+    let (_tmp, dir) = write(&run);
+    gapscope()
+        .args(["diff".as_ref(), dir.as_os_str()])
+        .assert()
+        .success()
+        .stdout(contains(
+            "a verdict needs at least 5 per side, so rerun with reps >= 5",
+        ))
+        .stdout(contains("too few reps (need 5/side)"));
+}
+
+#[test]
+fn a_variant_without_successful_reps_is_an_error() {
+    let mut run = SyntheticRun::new();
+    run.variant_mut("candidate").failed_reps = 10;
+    let (_tmp, dir) = write(&run);
+    gapscope()
+        .args(["diff".as_ref(), dir.as_os_str()])
+        .assert()
+        .failure()
+        .stderr(contains(
+            "variant candidate has no successful measured rep (10 failed, 1 warm-up)",
+        ));
+}
+
+#[test]
+fn unknown_variants_and_bad_folders_say_what_to_do() {
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            fixture().as_os_str(),
+            "--candidate".as_ref(),
+            "nope".as_ref(),
+        ])
+        .assert()
+        .failure()
+        .stderr(contains(
+            "no variant named \"nope\"; variants are: baseline, candidate",
+        ));
+    let tmp = tempfile::tempdir().unwrap();
+    gapscope()
+        .args(["diff".as_ref(), tmp.path().as_os_str()])
+        .assert()
+        .failure()
+        .stderr(contains("not a gapscope run folder"));
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            fixture().as_os_str(),
+            "--noise-floor".as_ref(),
+            "150%".as_ref(),
+        ])
+        .assert()
+        .failure()
+        .stderr(contains("not a percentage"));
+}
+
+#[test]
+fn options_change_the_verdict_rule() {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.03);
+    let (_tmp, dir) = write(&run);
+    // msm_h is ~62% of the total: +3% there is ~+1.9% end to end.
+    let total = |args: &[&str]| {
+        let mut all: Vec<&std::ffi::OsStr> = vec!["diff".as_ref(), dir.as_os_str()];
+        all.extend(args.iter().map(|a| std::ffi::OsStr::new(a)));
+        let out = stdout_of(&all);
+        out.lines()
+            .find(|l| l.starts_with("total (prove)"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(total(&[]).contains("regressed"));
+    assert!(total(&["--noise-floor", "5%"]).contains("unchanged"));
+    let out = stdout_of(&[
+        "diff".as_ref(),
+        dir.as_os_str(),
+        "--noise-floor".as_ref(),
+        "5".as_ref(),
+    ]);
+    assert!(out.contains("must lie outside ±5% and Mann–Whitney p < 0.05"));
+}
