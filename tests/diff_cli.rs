@@ -332,7 +332,7 @@ fn options_change_the_verdict_rule() {
     // msm_h is ~62% of the total: +3% there is ~+1.9% end to end.
     let total = |args: &[&str]| {
         let mut all: Vec<&std::ffi::OsStr> = vec!["diff".as_ref(), dir.as_os_str()];
-        all.extend(args.iter().map(|a| std::ffi::OsStr::new(a)));
+        all.extend(args.iter().map(std::ffi::OsStr::new));
         let out = stdout_of(&all);
         out.lines()
             .find(|l| l.starts_with("total (prove)"))

@@ -29,6 +29,8 @@ pub enum Measure {
     Unattributed,
     /// Self time of the occurrences on the critical path (contributions).
     CriticalSelf,
+    /// Time with a GPU kernel running inside the span (`gpu_busy_ns`, from CUPTI).
+    GpuBusy,
     /// A counter column (spans.csv name).
     Counter(String),
 }
@@ -40,6 +42,7 @@ impl fmt::Display for Measure {
             Measure::SelfTime => "self",
             Measure::Unattributed => "unattributed",
             Measure::CriticalSelf => "critical_self",
+            Measure::GpuBusy => "gpu_busy",
             Measure::Counter(c) => c,
         })
     }
@@ -58,6 +61,7 @@ impl From<String> for Measure {
             "self" => Measure::SelfTime,
             "unattributed" => Measure::Unattributed,
             "critical_self" => Measure::CriticalSelf,
+            "gpu_busy" => Measure::GpuBusy,
             _ => Measure::Counter(s),
         }
     }
@@ -454,6 +458,16 @@ pub fn diff_runs(
                 unit: Unit::Ns,
                 base: sb.times(name, f),
                 cand: sc.times(name, f),
+            });
+        }
+        let (gb, gc) = (sb.span_gpu_busy(name), sc.span_gpu_busy(name));
+        if !gb.is_empty() && !gc.is_empty() {
+            specs.push(Spec {
+                span: name.into(),
+                measure: Measure::GpuBusy,
+                unit: Unit::Ns,
+                base: gb,
+                cand: gc,
             });
         }
         for &k in &counters {

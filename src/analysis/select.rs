@@ -39,6 +39,8 @@ pub(crate) struct Agg {
     /// Self time of the occurrences on the critical path (the root span's thread).
     pub critical_self_ns: u64,
     pub counters: [Option<u64>; 6],
+    /// Time with a GPU kernel running inside the span (CUPTI), where collected.
+    pub gpu_busy_ns: Option<u64>,
 }
 
 /// The measured reps of one variant, aggregated.
@@ -140,9 +142,11 @@ impl<'a> Side<'a> {
                 for (acc, v) in a.counters.iter_mut().zip(values) {
                     *acc = acc.zip(v).map(|(x, y)| x + y);
                 }
+                a.gpu_busy_ns = a.gpu_busy_ns.zip(s.gpu_busy_ns).map(|(x, y)| x + y);
             } else {
                 a.present = true;
                 a.counters = values;
+                a.gpu_busy_ns = s.gpu_busy_ns;
             }
             a.total_ns += s.duration_ns;
             a.self_ns += s.self_ns;
@@ -170,6 +174,19 @@ impl<'a> Side<'a> {
             .map(|v| {
                 v.iter()
                     .filter_map(|a| a.counters[k])
+                    .map(|c| c as f64)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Per-rep GPU-busy time of `name`, skipping reps without a value.
+    pub fn span_gpu_busy(&self, name: &str) -> Vec<f64> {
+        self.per_name
+            .get(name)
+            .map(|v| {
+                v.iter()
+                    .filter_map(|a| a.gpu_busy_ns)
                     .map(|c| c as f64)
                     .collect()
             })

@@ -15,7 +15,7 @@ use crate::store::{
     GitInfo, GpuMeta, HostInfo, Meta, RepStatus, RunData, RunRow, RunWriter, SpanRow, StoreError,
     VariantMeta, WorkloadMeta, SCHEMA_VERSION,
 };
-use crate::trace::selftime::{self_times, Interval};
+use crate::trace::selftime::{self_times, union_within, Interval};
 
 /// One variant of a synthetic run.
 #[derive(Debug, Clone)]
@@ -66,6 +66,9 @@ pub struct SyntheticRun {
     pub noise: f64,
     /// instructions / branches / cycles recorded (else unavailable, as on a VM).
     pub hardware_counters: bool,
+    /// Spans carry `gpu_busy_ns`: the kernel leaves' time inside them, as CUPTI would
+    /// report it.
+    pub gpu_activity: bool,
     /// Leaf spans added under `kernels` (kernel_0, kernel_1, …) to reach a span count.
     pub extra_kernels: usize,
     pub seed: u64,
@@ -92,6 +95,7 @@ impl SyntheticRun {
             ],
             noise: 0.005,
             hardware_counters: false,
+            gpu_activity: false,
             extra_kernels: 0,
             seed: 1,
         }
@@ -267,11 +271,21 @@ impl SyntheticRun {
         let spans = tr.spans;
         let intervals: Vec<Interval> = spans.iter().map(|s| s.0).collect();
         let selfs = self_times(&intervals);
+        let kernel_leaves: Vec<(u64, u64)> = intervals
+            .iter()
+            .filter(|iv| iv.parent == Some(kernels))
+            .map(|iv| (iv.start_ns, iv.end_ns))
+            .collect();
+        let busy = |iv: &Interval| {
+            self.gpu_activity
+                .then(|| union_within(&mut kernel_leaves.clone(), iv.start_ns, iv.end_ns))
+        };
         spans
             .into_iter()
             .zip(selfs)
             .map(|((iv, name), self_ns)| {
                 let d = iv.end_ns - iv.start_ns;
+                let gpu_busy_ns = busy(&iv);
                 let hw = |per_ns: f64| self.hardware_counters.then_some((d as f64 * per_ns) as u64);
                 SpanRow {
                     rep,
@@ -296,7 +310,7 @@ impl SyntheticRun {
                     page_faults: Some(d / 1_000_000),
                     context_switches: Some(d / 50_000_000),
                     attrs: "{}".into(),
-                    gpu_busy_ns: None,
+                    gpu_busy_ns,
                 }
             })
             .collect()

@@ -360,6 +360,29 @@ fn hardware_counters_replace_software_ones_in_the_phase_table() {
 }
 
 #[test]
+fn gpu_busy_time_is_compared_where_recorded() {
+    let mut run = SyntheticRun::new();
+    assert!(diff_of(&run)
+        .metrics
+        .iter()
+        .all(|c| c.measure != Measure::GpuBusy));
+    run.gpu_activity = true;
+    run.variant_mut("candidate")
+        .scale
+        .insert("msm_l".into(), 0.8);
+    let d = diff_of(&run);
+    let busy = metric(&d, "gpu_prove", Measure::GpuBusy);
+    assert_eq!(busy.verdict, Verdict::Improved);
+    // msm_l (75 ms of ~977 ms of kernel time) 20% faster.
+    let rel = busy.relative.unwrap();
+    assert!((rel + 0.2 * 75.0 / 977.0).abs() < 0.005, "{rel}");
+    assert_eq!(
+        metric(&d, "b_g2_msm", Measure::GpuBusy).baseline.median,
+        Some(0.0)
+    );
+}
+
+#[test]
 fn workloads_must_match_unless_forced() {
     let a = SyntheticRun::new().build();
     let mut other = SyntheticRun::new();
