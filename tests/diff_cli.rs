@@ -78,9 +78,9 @@ fn a_real_run_prints_the_phase_table_first() {
             "kernels",
             "drop",
             "total (prove)",
-            "task_clock_ns",
-            "page_faults",
-            "context_switches"
+            "task_clock_ns (span threads)",
+            "page_faults (span threads)",
+            "context_switches (span threads)"
         ]
     );
 }

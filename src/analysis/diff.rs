@@ -1,5 +1,5 @@
-//! Per-metric comparisons of two [`Side`]s and the verdict rule; the workload check;
-//! [`diff_runs`], which assembles the whole [`Diff`].
+//! Per-metric comparisons of two [`Side`]s and the verdict rule; [`diff_runs`], which
+//! assembles the whole [`Diff`].
 
 use std::collections::HashSet;
 use std::fmt;
@@ -8,14 +8,15 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::gaps;
-use super::select::{Side, COUNTERS};
+use super::select::{same_run, variant, workload_differences, Side, COUNTERS};
 use super::stats::{self, Interval, Sample};
 use super::{Diff, DiffError, DiffOptions, Excluded, PhaseRow, SideInfo, WorkloadDifference};
 use crate::counters::CounterKind;
-use crate::store::{Meta, RunData, VariantMeta};
+use crate::store::{RunData, VariantMeta};
 
-/// Span label of whole-rep counter totals (every recorded thread).
-pub const ALL_THREADS: &str = "(all threads)";
+/// Span label of whole-rep counter totals: the sum over every thread that recorded
+/// spans (threads without spans, such as a library's own worker pool, are not counted).
+pub const SPAN_THREADS: &str = "(span threads)";
 
 /// What a metric measures of a span.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -232,147 +233,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Default variants: for one run, `baseline` and `candidate` when so named, otherwise
-/// the first and the next variant of meta.json; for two runs, the baseline is chosen in
-/// the first the same way and the candidate is the second run's variant of the same
-/// name, else its first. Explicit names win.
-pub fn pick_variants(
-    a: &RunData,
-    b: Option<&RunData>,
-    baseline: Option<&str>,
-    candidate: Option<&str>,
-) -> Result<(String, String), DiffError> {
-    let names = |d: &RunData| {
-        d.meta
-            .variants
-            .iter()
-            .map(|v| v.name.clone())
-            .collect::<Vec<_>>()
-    };
-    let na = names(a);
-    let first = |n: &[String]| n.first().cloned().unwrap_or_default();
-    let base = match baseline {
-        Some(s) => s.to_string(),
-        None if na.iter().any(|n| n == "baseline") => "baseline".into(),
-        None => first(&na),
-    };
-    let cand = match (candidate, b) {
-        (Some(s), _) => s.to_string(),
-        (None, Some(other)) => {
-            let nb = names(other);
-            if nb.contains(&base) {
-                base.clone()
-            } else {
-                first(&nb)
-            }
-        }
-        (None, None) if na.iter().any(|n| n == "candidate") && base != "candidate" => {
-            "candidate".into()
-        }
-        (None, None) => match na.iter().find(|n| **n != base) {
-            Some(n) => n.clone(),
-            None => {
-                return Err(DiffError::OneVariant {
-                    run: a.dir.clone(),
-                    name: base,
-                })
-            }
-        },
-    };
-    Ok((base, cand))
-}
-
-fn variant<'a>(data: &'a RunData, name: &str) -> Result<&'a VariantMeta, DiffError> {
-    data.meta
-        .variants
-        .iter()
-        .find(|v| v.name == name)
-        .ok_or_else(|| DiffError::UnknownVariant {
-            run: data.dir.clone(),
-            name: name.to_string(),
-            available: data.meta.variants.iter().map(|v| v.name.clone()).collect(),
-        })
-}
-
-/// Both sides come from one run folder (the same data, or the same folder on disk).
-fn same_run(a: &RunData, b: &RunData) -> bool {
-    std::ptr::eq(a, b)
-        || a.dir == b.dir
-        || matches!((a.dir.canonicalize(), b.dir.canonicalize()), (Ok(x), Ok(y)) if x == y)
-}
-
-/// Every difference of workload (circuit, size, batch, backend) and machine (host, CPU,
-/// GPU) between two sides. Variants of one run share everything but the backend, which
-/// the experiment chose on purpose, so they are never refused.
-pub(crate) fn workload_differences(
-    a: &RunData,
-    va: &VariantMeta,
-    b: &RunData,
-    vb: &VariantMeta,
-) -> Vec<WorkloadDifference> {
-    if same_run(a, b) {
-        return Vec::new();
-    }
-    let (ma, mb) = (&a.meta, &b.meta);
-    let gpu_names = |m: &Meta| -> String {
-        let names: Vec<String> = m
-            .gpu
-            .devices
-            .iter()
-            .map(|d| {
-                d.get("name")
-                    .and_then(|n| n.as_str())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| d.to_string())
-            })
-            .collect();
-        if m.gpu.available {
-            format!("{} GPU(s): {}", names.len(), names.join(", "))
-        } else {
-            "no GPU".into()
-        }
-    };
-    let fields = [
-        (
-            "circuit",
-            ma.workload.circuit.clone(),
-            mb.workload.circuit.clone(),
-        ),
-        (
-            "log2_constraints",
-            ma.workload.log2_constraints.to_string(),
-            mb.workload.log2_constraints.to_string(),
-        ),
-        (
-            "batch",
-            ma.workload.batch.to_string(),
-            mb.workload.batch.to_string(),
-        ),
-        ("backend", va.backend.clone(), vb.backend.clone()),
-        ("host", ma.host.hostname.clone(), mb.host.hostname.clone()),
-        (
-            "cpu_model",
-            ma.host.cpu_model.clone(),
-            mb.host.cpu_model.clone(),
-        ),
-        (
-            "cpu_cores",
-            ma.host.cpu_cores.to_string(),
-            mb.host.cpu_cores.to_string(),
-        ),
-        ("gpu", gpu_names(ma), gpu_names(mb)),
-    ];
-    fields
-        .into_iter()
-        .filter(|(_, x, y)| x != y)
-        .map(|(field, baseline, candidate)| WorkloadDifference {
-            field: field.into(),
-            baseline,
-            candidate,
-        })
-        .collect()
-}
-
 fn side_info(data: &RunData, v: &VariantMeta) -> SideInfo {
     SideInfo {
         run_dir: data.dir.clone(),
@@ -482,7 +342,7 @@ pub fn diff_runs(
     }
     for &k in &counters {
         specs.push(Spec {
-            span: ALL_THREADS.into(),
+            span: SPAN_THREADS.into(),
             measure: Measure::Counter(COUNTERS[k].column().into()),
             unit: counter_unit(COUNTERS[k]),
             base: sb.thread_total(k),
@@ -565,9 +425,9 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
     };
     for k in chosen {
         let column = COUNTERS[k].column();
-        if let Some(comparison) = find(ALL_THREADS, &Measure::Counter(column.into())) {
+        if let Some(comparison) = find(SPAN_THREADS, &Measure::Counter(column.into())) {
             rows.push(PhaseRow {
-                phase: column.into(),
+                phase: format!("{column} (span threads)"),
                 comparison,
             });
         }

@@ -7,11 +7,13 @@
 //! markdown, JSON or CSV, and that the report generator consumes directly.
 //!
 //! - [`stats`]: samples, medians, MAD, bootstrap interval, Mann–Whitney U.
-//! - `select`: the measured reps of one variant, one value per rep and metric.
-//! - `diff`: per-metric comparisons, verdicts, the workload check.
+//! - `select`: which variants, the workload check, and the measured reps of one
+//!   variant as one value per rep and metric.
+//! - `diff`: per-metric comparisons and verdicts.
 //! - `gaps`: unattributed time of wrapper spans and the ranked contributions to the
 //!   change in end-to-end time.
 //! - `render`: the four output formats.
+//! - [`synthetic`]: run folders with known effects, for tests and benchmarks.
 //!
 //! ```no_run
 //! use gapscope::analysis::{self, DiffOptions, Format};
@@ -37,12 +39,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use diff::{
-    diff_runs, pick_variants, Comparison, Measure, SideStats, Unit, Verdict, ALL_THREADS,
-};
+pub use diff::{diff_runs, Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use render::{render, Format};
-pub use select::RepCounts;
+pub use select::{pick_variants, RepCounts};
 pub use stats::Interval;
 
 use crate::store::WorkloadMeta;

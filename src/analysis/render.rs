@@ -42,7 +42,8 @@ pub(crate) fn fmt_ns(ns: f64) -> String {
     } else if a >= 1e3 {
         (ns / 1e3, "µs")
     } else {
-        (ns, "ns")
+        // Whole nanoseconds are the clock's resolution.
+        return format!("{ns:.0} ns");
     };
     format!("{} {unit}", sig4(v))
 }
@@ -393,7 +394,7 @@ fn contributions(out: &mut String, md: bool, d: &Diff) {
                 opt_value(x.unit, x.candidate.median),
                 x.delta.map(|v| signed(x.unit, v)).unwrap_or_default(),
                 item.share_of_change
-                    .map(|s| format!("{:.0}%", s * 100.0))
+                    .map(|s| format!("{:.1}%", s * 100.0))
                     .unwrap_or_default(),
                 verdict_cell(x),
             ]

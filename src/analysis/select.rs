@@ -1,5 +1,6 @@
-//! One side of a diff: the measured reps of one variant of one run, reduced to one
-//! number per rep for every span name, measure and counter.
+//! Choosing and reducing the sides of a diff: which variants are compared, whether
+//! their workloads may be compared at all, and the measured reps of one variant of one
+//! run reduced to one number per rep for every span name, measure and counter.
 //!
 //! A span name may occur several times in a rep (`synthesis[i]` on worker threads, a
 //! `drop` per buffer): its per-rep value is the sum over its occurrences. A rep that
@@ -10,8 +11,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::{DiffError, WorkloadDifference};
 use crate::counters::CounterKind;
-use crate::store::{RepStatus, RunData, SpanRow};
+use crate::store::{Meta, RepStatus, RunData, SpanRow, VariantMeta};
 use crate::trace::selftime::union_within;
 
 /// Counter columns in spans.csv order.
@@ -56,7 +58,7 @@ pub(crate) struct Side<'a> {
     pub roots: HashSet<&'a str>,
     /// Per rep: duration of the root span(s), the end-to-end time.
     pub root_total_ns: Vec<u64>,
-    /// Per counter, per rep: the count over every recorded thread (sum over each
+    /// Per counter, per rep: the count over every thread that recorded spans (sum over each
     /// thread's outermost spans, so nested spans are not counted twice).
     pub thread_totals: [Vec<Option<u64>>; 6],
     /// Counters meta.json reports as available.
@@ -226,4 +228,145 @@ fn on_critical_path(rep: usize, s: &SpanRow, by_id: &HashMap<(usize, u64), &Span
         }
     }
     false
+}
+
+/// Default variants: for one run, `baseline` and `candidate` when so named, otherwise
+/// the first and the next variant of meta.json; for two runs, the baseline is chosen in
+/// the first the same way and the candidate is the second run's variant of the same
+/// name, else its first. Explicit names win.
+pub fn pick_variants(
+    a: &RunData,
+    b: Option<&RunData>,
+    baseline: Option<&str>,
+    candidate: Option<&str>,
+) -> Result<(String, String), DiffError> {
+    let names = |d: &RunData| {
+        d.meta
+            .variants
+            .iter()
+            .map(|v| v.name.clone())
+            .collect::<Vec<_>>()
+    };
+    let na = names(a);
+    let first = |n: &[String]| n.first().cloned().unwrap_or_default();
+    let base = match baseline {
+        Some(s) => s.to_string(),
+        None if na.iter().any(|n| n == "baseline") => "baseline".into(),
+        None => first(&na),
+    };
+    let cand = match (candidate, b) {
+        (Some(s), _) => s.to_string(),
+        (None, Some(other)) => {
+            let nb = names(other);
+            if nb.contains(&base) {
+                base.clone()
+            } else {
+                first(&nb)
+            }
+        }
+        (None, None) if na.iter().any(|n| n == "candidate") && base != "candidate" => {
+            "candidate".into()
+        }
+        (None, None) => match na.iter().find(|n| **n != base) {
+            Some(n) => n.clone(),
+            None => {
+                return Err(DiffError::OneVariant {
+                    run: a.dir.clone(),
+                    name: base,
+                })
+            }
+        },
+    };
+    Ok((base, cand))
+}
+
+pub(crate) fn variant<'a>(data: &'a RunData, name: &str) -> Result<&'a VariantMeta, DiffError> {
+    data.meta
+        .variants
+        .iter()
+        .find(|v| v.name == name)
+        .ok_or_else(|| DiffError::UnknownVariant {
+            run: data.dir.clone(),
+            name: name.to_string(),
+            available: data.meta.variants.iter().map(|v| v.name.clone()).collect(),
+        })
+}
+
+/// Both sides come from one run folder (the same data, or the same folder on disk).
+pub(crate) fn same_run(a: &RunData, b: &RunData) -> bool {
+    std::ptr::eq(a, b)
+        || a.dir == b.dir
+        || matches!((a.dir.canonicalize(), b.dir.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// Every difference of workload (circuit, size, batch, backend) and machine (host, CPU,
+/// GPU) between two sides. Variants of one run share everything but the backend, which
+/// the experiment chose on purpose, so they are never refused.
+pub(crate) fn workload_differences(
+    a: &RunData,
+    va: &VariantMeta,
+    b: &RunData,
+    vb: &VariantMeta,
+) -> Vec<WorkloadDifference> {
+    if same_run(a, b) {
+        return Vec::new();
+    }
+    let (ma, mb) = (&a.meta, &b.meta);
+    let gpu_names = |m: &Meta| -> String {
+        let names: Vec<String> = m
+            .gpu
+            .devices
+            .iter()
+            .map(|d| {
+                d.get("name")
+                    .and_then(|n| n.as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| d.to_string())
+            })
+            .collect();
+        if m.gpu.available {
+            format!("{} GPU(s): {}", names.len(), names.join(", "))
+        } else {
+            "no GPU".into()
+        }
+    };
+    let fields = [
+        (
+            "circuit",
+            ma.workload.circuit.clone(),
+            mb.workload.circuit.clone(),
+        ),
+        (
+            "log2_constraints",
+            ma.workload.log2_constraints.to_string(),
+            mb.workload.log2_constraints.to_string(),
+        ),
+        (
+            "batch",
+            ma.workload.batch.to_string(),
+            mb.workload.batch.to_string(),
+        ),
+        ("backend", va.backend.clone(), vb.backend.clone()),
+        ("host", ma.host.hostname.clone(), mb.host.hostname.clone()),
+        (
+            "cpu_model",
+            ma.host.cpu_model.clone(),
+            mb.host.cpu_model.clone(),
+        ),
+        (
+            "cpu_cores",
+            ma.host.cpu_cores.to_string(),
+            mb.host.cpu_cores.to_string(),
+        ),
+        ("gpu", gpu_names(ma), gpu_names(mb)),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(field, baseline, candidate)| WorkloadDifference {
+            field: field.into(),
+            baseline,
+            candidate,
+        })
+        .collect()
 }

@@ -342,7 +342,7 @@ pub struct RankTest {
 const EXACT_MAX_N: usize = 20;
 
 /// Two-sided Mann–Whitney U test (see the module doc for the method). Up to
-/// [`EXACT_MAX_N`] values per side the p-value is exact: the permutation distribution of
+/// 20 values per side the p-value is exact: the permutation distribution of
 /// U given the observed tie groups.
 pub fn mann_whitney(a: &Sample, b: &Sample) -> RankTest {
     let (n1, n2) = (a.len(), b.len());

@@ -203,9 +203,9 @@ fn a_faster_phase_is_found_where_it_happened() {
             "kernels",
             "drop",
             "total (prove)",
-            "task_clock_ns",
-            "page_faults",
-            "context_switches"
+            "task_clock_ns (span threads)",
+            "page_faults (span threads)",
+            "context_switches (span threads)"
         ]
     );
     assert_eq!(d.phase_table[4].comparison.verdict, Verdict::Improved);
@@ -353,8 +353,11 @@ fn hardware_counters_replace_software_ones_in_the_phase_table() {
         .skip(5)
         .map(|r| r.phase.as_str())
         .collect();
-    assert_eq!(rows, ["instructions", "branches"]);
-    assert_eq!(d.phase_table[5].comparison.span, ALL_THREADS);
+    assert_eq!(
+        rows,
+        ["instructions (span threads)", "branches (span threads)"]
+    );
+    assert_eq!(d.phase_table[5].comparison.span, SPAN_THREADS);
     assert_eq!(d.phase_table[5].comparison.verdict, Verdict::Regressed);
     assert!(d.notes.iter().all(|n| !n.contains("counters not compared")));
 }
