@@ -14,6 +14,7 @@ pub mod circuits;
 pub mod cpu;
 pub mod cs;
 pub mod dropper;
+pub mod gpu_probe;
 pub mod params;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
