@@ -315,6 +315,55 @@ pub fn obtain_params(
     Ok((by_gadget, origins))
 }
 
+/// One-time backend setup outside the measured reps (supraseal: SRS load and a warm-up
+/// proof), per variant that needs it, in ns for meta.json `setup_ns`. A failed setup is
+/// reported here and fails that variant's reps with its cause; the run goes on.
+#[cfg(feature = "supraseal")]
+pub fn setup_backends(
+    exp: &Experiment,
+    variants: &[ResolvedVariant],
+    params: &ParamsByGadget,
+    origins: &[params::ParamsOrigin],
+    progress: bool,
+) -> BTreeMap<String, u64> {
+    let files: Vec<PathBuf> = origins.iter().map(|o| o.path.clone()).collect();
+    let w = &exp.workload;
+    let mut out = BTreeMap::new();
+    let gpu_variants = variants
+        .iter()
+        .filter(|v| v.backend == prover::BackendKind::Supraseal);
+    for v in gpu_variants {
+        let (Some(p), Ok(c)) = (
+            params.get(&v.gadget),
+            CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0),
+        ) else {
+            continue;
+        };
+        match prover::supraseal::setup_from(&files, p, c) {
+            Ok(r) if !r.reused => {
+                if progress {
+                    eprintln!("setup: {}: {r}", v.name);
+                }
+                out.insert(format!("{}/{}", v.backend.as_str(), v.name), r.total_ns());
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: variant {:?}: {e}; its reps will fail", v.name),
+        }
+    }
+    out
+}
+
+#[cfg(not(feature = "supraseal"))]
+pub fn setup_backends(
+    _: &Experiment,
+    _: &[ResolvedVariant],
+    _: &ParamsByGadget,
+    _: &[params::ParamsOrigin],
+    _: bool,
+) -> BTreeMap<String, u64> {
+    BTreeMap::new()
+}
+
 fn check_writable(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| {
         format!(
@@ -425,6 +474,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             .iter()
             .map(|o| serde_json::to_value(o).unwrap_or_default())
             .collect();
+    }
+    if exp.run.process == ProcessPolicy::Shared {
+        // per_rep: each worker sets up for itself.
+        let setup = setup_backends(&exp, &variants, &params, &origins, opts.progress);
+        if resume.is_none() {
+            meta.setup_ns.extend(setup);
+        }
     }
     let mut writer = match writer.take() {
         Some(w) => w,

@@ -49,13 +49,15 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         .find(|(_, v)| v.name == a.variant)
         .with_context(|| format!("variant {:?} not in the experiment", a.variant))?;
     crate::trace::set_counters_enabled(exp.run.counters);
-    let (params, _) = obtain_params(&exp, &a.params_dir, false)?;
+    let (params, origins) = obtain_params(&exp, &a.params_dir, false)?;
     let telemetry = Telemetry::start(TelemetryConfig {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
         nvml: true,
         cupti: v.telemetry,
         nvtx: a.nvtx,
     });
+    // Outside the rep: telemetry collects only between begin_rep and end_rep.
+    super::runner::setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
     let ctx = RepContext {
         exp: &exp,
         params: &params,

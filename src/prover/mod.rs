@@ -16,6 +16,8 @@ pub mod cs;
 pub mod dropper;
 pub mod gpu_probe;
 pub mod params;
+#[cfg(feature = "supraseal")]
+pub mod supraseal;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use blstrs::{Bls12, Scalar};
@@ -96,12 +98,25 @@ pub fn backend(kind: BackendKind) -> Result<Box<dyn Backend>, ProverError> {
             "cuda",
             "the native CUDA backend is not part of this build yet; use backend = \"cpu\"".into(),
         )),
-        BackendKind::Supraseal => Err(ProverError::Unavailable(
-            "supraseal",
-            "rebuild with `--features supraseal` and the CUDA toolkit (see README.md, GPU build)"
-                .into(),
-        )),
+        BackendKind::Supraseal => supraseal_backend(),
     }
+}
+
+#[cfg(feature = "supraseal")]
+fn supraseal_backend() -> Result<Box<dyn Backend>, ProverError> {
+    // No GPU check here: the runner builds every variant's backend before params are made,
+    // and a missing GPU must fail that variant's reps, not the run.
+    Ok(Box::new(supraseal::SuprasealBackend::new()))
+}
+
+#[cfg(not(feature = "supraseal"))]
+fn supraseal_backend() -> Result<Box<dyn Backend>, ProverError> {
+    Err(ProverError::Unavailable(
+        "supraseal",
+        "rebuild with `--features supraseal` after `eval \"$(scripts/cuda-toolkit.sh)\"` \
+         (README.md, GPU build)"
+            .into(),
+    ))
 }
 
 /// Synthesises every circuit in parallel: a `synthesis` span with one `synthesis[i]`
