@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use diff::{diff_runs, Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
-pub use render::{render, Format};
+pub use render::{markdown_sections, render, Format, Section};
 pub use select::{pick_variants, RepCounts};
 pub use stats::Interval;
 

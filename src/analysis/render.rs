@@ -173,12 +173,48 @@ fn table(out: &mut String, md: bool, headers: &[&str], right: &[bool], rows: &[V
     }
 }
 
-fn heading(out: &mut String, md: bool, title: &str) {
+/// A heading: markdown at `level` (2 = `##`), a plain line on the terminal.
+fn heading(out: &mut String, md: bool, level: usize, title: &str) {
     if md {
-        let _ = writeln!(out, "\n### {title}\n");
+        let _ = writeln!(out, "\n{} {title}\n", "#".repeat(level));
     } else {
         let _ = writeln!(out, "\n{title}");
     }
+}
+
+/// Parts of the text formats, in the order [`render`] prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Title, run folders, reps used, the verdict rule, notes and leak-watch lines.
+    Header,
+    /// The phase table with verdicts.
+    Phases,
+    /// Unattributed time of wrapper spans, and the flags.
+    Gaps,
+    /// Where the change in end-to-end time went.
+    Contributions,
+    /// Every metric.
+    Metrics,
+}
+
+impl Section {
+    pub const ALL: [Section; 5] = [
+        Section::Header,
+        Section::Phases,
+        Section::Gaps,
+        Section::Contributions,
+        Section::Metrics,
+    ];
+}
+
+/// Markdown of some sections of a diff: the title at heading level `level` (2 = `##`),
+/// each section's heading one level below. The report embeds its diffs this way.
+pub fn markdown_sections(diff: &Diff, sections: &[Section], level: usize) -> String {
+    let mut out = String::new();
+    for &s in sections {
+        section(&mut out, diff, s, true, level);
+    }
+    out
 }
 
 /// Knobs that differ between the sides, e.g. "drop=sync" / "drop=async".
@@ -205,6 +241,33 @@ fn knob_labels(d: &Diff) -> (String, String) {
 
 fn text(d: &Diff, md: bool) -> String {
     let mut out = String::new();
+    for s in Section::ALL {
+        section(&mut out, d, s, md, 2);
+    }
+    out
+}
+
+fn section(out: &mut String, d: &Diff, s: Section, md: bool, level: usize) {
+    match s {
+        Section::Header => header(out, d, md, level),
+        Section::Phases => {
+            heading(out, md, level + 1, "Phases (median per rep)");
+            let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
+            table(
+                out,
+                md,
+                &["Phase", "Baseline", "Candidate", "Delta", "Verdict"],
+                &[false, true, true, false, false],
+                &rows,
+            );
+        }
+        Section::Gaps => gaps(out, d, md, level + 1),
+        Section::Contributions => contributions(out, md, level + 1, d),
+        Section::Metrics => metrics(out, d, md, level + 1),
+    }
+}
+
+fn header(out: &mut String, d: &Diff, md: bool, level: usize) {
     let (kb, kc) = knob_labels(d);
     let w = &d.workload;
     let title = format!(
@@ -218,7 +281,7 @@ fn text(d: &Diff, md: bool) -> String {
         w.backend
     );
     if md {
-        let _ = writeln!(out, "## {title}\n");
+        let _ = writeln!(out, "{} {title}\n", "#".repeat(level));
     } else {
         let _ = writeln!(out, "{title}");
     }
@@ -254,20 +317,13 @@ fn text(d: &Diff, md: bool) -> String {
     for n in &d.notes {
         let _ = writeln!(out, "{bullet}note: {n}");
     }
+}
 
-    heading(&mut out, md, "Phases (median per rep)");
-    let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
-    table(
-        &mut out,
-        md,
-        &["Phase", "Baseline", "Candidate", "Delta", "Verdict"],
-        &[false, true, true, false, false],
-        &rows,
-    );
-
+fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
     heading(
-        &mut out,
+        out,
         md,
+        level,
         "Gaps: wrapper time not covered by children (median per rep)",
     );
     let gap_side = |g: Option<super::GapSide>| {
@@ -288,7 +344,7 @@ fn text(d: &Diff, md: bool) -> String {
         })
         .collect();
     table(
-        &mut out,
+        out,
         md,
         &["Span", "Baseline", "Candidate", "Delta", "Verdict"],
         &[false, true, true, false, false],
@@ -300,20 +356,20 @@ fn text(d: &Diff, md: bool) -> String {
             out,
             "{}no wrapper has more than {}% of its time unattributed (and above the noise floor)",
             if md { "\n" } else { "" },
-            o.gap_threshold * 100.0
+            d.options.gap_threshold * 100.0
         );
     } else {
         if md {
             out.push('\n');
         }
         for f in flags {
-            let _ = writeln!(out, "{}{f}", if md { "- **gap** " } else { "! " });
+            let _ = writeln!(out, "{}{f}", if md { "- ⚠ unattributed: " } else { "! " });
         }
     }
+}
 
-    contributions(&mut out, md, d);
-
-    heading(&mut out, md, "All metrics (median, MAD)");
+fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
+    heading(out, md, level, "All metrics (median, MAD)");
     let rows: Vec<Vec<String>> = d
         .metrics
         .iter()
@@ -334,7 +390,7 @@ fn text(d: &Diff, md: bool) -> String {
         })
         .collect();
     table(
-        &mut out,
+        out,
         md,
         &[
             "Span",
@@ -348,7 +404,6 @@ fn text(d: &Diff, md: bool) -> String {
         &[false, false, true, true, true, false, false],
         &rows,
     );
-    out
 }
 
 fn phase_row(r: &PhaseRow) -> Vec<String> {
@@ -365,12 +420,13 @@ fn phase_row(r: &PhaseRow) -> Vec<String> {
 /// How many contributions the text formats list (JSON and CSV carry all).
 const TOP: usize = 12;
 
-fn contributions(out: &mut String, md: bool, d: &Diff) {
+fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
     let c = &d.contributions;
     let t = &c.total;
     heading(
         out,
         md,
+        level,
         &format!(
             "Where the time went: {} {} ({}), by critical-path self time",
             t.span,
