@@ -553,3 +553,24 @@ fn a_report_without_a_comparison_says_why_and_one_of_three_variants_diffs_both_o
     assert!(kernels[0].contains("unchanged"), "{}", kernels[0]);
     assert!(kernels[1].contains("regressed"), "{}", kernels[1]);
 }
+
+#[test]
+fn report_leak_watch_names_the_variant_whose_rss_grows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut run = SyntheticRun::new();
+    run.variant_mut("candidate").rss_growth_bytes_per_rep = 100 << 20;
+    let dir = tmp.path().join("run");
+    run.write(&dir).unwrap();
+    let md = report_of(&dir);
+    let section = &md[md.find("## Leak watch").unwrap()..md.find("## Charts").unwrap()];
+    let flags: Vec<&str> = section.lines().filter(|l| l.starts_with("- ⚠ ")).collect();
+    assert_eq!(flags.len(), 1, "{section}");
+    assert!(
+        flags[0].contains("variant \"candidate\": rss_end_bytes grew in 9/9 steps"),
+        "{}",
+        flags[0]
+    );
+    assert!(!section.contains("No monotonic growth"));
+    // The comparison says it too.
+    assert!(md.contains("- ⚠ leak watch (candidate): variant \"candidate\""));
+}

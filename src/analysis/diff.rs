@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use super::gaps;
 use super::select::{same_run, variant, workload_differences, Side, COUNTERS};
 use super::stats::{self, Interval, Sample};
-use super::{Diff, DiffError, DiffOptions, Excluded, PhaseRow, SideInfo, WorkloadDifference};
+use super::{
+    Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak,
+    WorkloadDifference,
+};
 use crate::counters::CounterKind;
 use crate::store::{RunData, VariantMeta};
 
@@ -74,6 +77,7 @@ impl From<String> for Measure {
 pub enum Unit {
     Ns,
     Count,
+    Bytes,
 }
 
 /// The outcome for one metric.
@@ -358,6 +362,18 @@ pub fn diff_runs(
     let gaps = gaps::gaps(&sb, &sc, &names, opts);
     let phase_table = phase_table(&metrics, &contributions.total, &counters);
     let notes = notes([base, cand], &sb, &sc, &workload_differences, opts);
+    let leaks = [
+        (DiffSide::Baseline, base, base_variant),
+        (DiffSide::Candidate, cand, cand_variant),
+    ]
+    .into_iter()
+    .flat_map(|(side, data, v)| {
+        crate::telemetry::leak_flags(data)
+            .into_iter()
+            .filter(move |f| f.variant == v)
+            .map(move |flag| SideLeak { side, flag })
+    })
+    .collect();
     Ok(Diff {
         baseline: side_info(base, va),
         candidate: side_info(cand, vb),
@@ -374,6 +390,7 @@ pub fn diff_runs(
         gaps,
         contributions,
         notes,
+        leaks,
     })
 }
 

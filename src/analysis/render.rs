@@ -78,6 +78,7 @@ fn fmt_value(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Ns => fmt_ns(v),
         Unit::Count => fmt_count(v),
+        Unit::Bytes => format!("{} MiB", sig4(v / (1u64 << 20) as f64)),
     }
 }
 
@@ -185,7 +186,8 @@ fn heading(out: &mut String, md: bool, level: usize, title: &str) {
 /// Parts of the text formats, in the order [`render`] prints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
-    /// Title, run folders, reps used, the verdict rule, notes and leak-watch lines.
+    /// Title, run folders, reps used, the verdict rule, notes and a line per leak-watch
+    /// flag.
     Header,
     /// The phase table with verdicts.
     Phases,
@@ -316,6 +318,10 @@ fn header(out: &mut String, d: &Diff, md: bool, level: usize) {
     );
     for n in &d.notes {
         let _ = writeln!(out, "{bullet}note: {n}");
+    }
+    for l in &d.leaks {
+        let mark = if md { "- ⚠ " } else { "! " };
+        let _ = writeln!(out, "{mark}leak watch ({}): {}", l.side, l.flag);
     }
 }
 
@@ -557,6 +563,37 @@ fn csv_rows(d: &Diff) -> String {
         r.share_of_change = item.share_of_change;
         rows.push(r);
     }
+    let leaks: Vec<(String, String)> = d
+        .leaks
+        .iter()
+        .map(|l| (l.side.to_string(), l.flag.metric.column().to_string()))
+        .collect();
+    let mut leak_rows = Vec::new();
+    for (l, (side, column)) in d.leaks.iter().zip(&leaks) {
+        let f = &l.flag;
+        let growth = f.growth_bytes() as f64;
+        let on = |s: super::DiffSide| if l.side == s { f.reps } else { 0 };
+        leak_rows.push(CsvRow {
+            section: "leak",
+            label: side,
+            span: &f.variant,
+            measure: column.clone(),
+            unit: Unit::Bytes,
+            baseline_reps: on(super::DiffSide::Baseline),
+            baseline_median: None,
+            baseline_mad: None,
+            candidate_reps: on(super::DiffSide::Candidate),
+            candidate_median: None,
+            candidate_mad: None,
+            delta: Some(growth),
+            relative: (f.first_bytes > 0).then(|| growth / f.first_bytes as f64),
+            ci_lo: None,
+            ci_hi: None,
+            p_value: None,
+            verdict: "possible leak".into(),
+            share_of_change: None,
+        });
+    }
     for r in &rows {
         w.serialize(r).expect("csv row serialises");
     }
@@ -573,5 +610,9 @@ fn csv_rows(d: &Diff) -> String {
     unexplained.baseline_mad = None;
     unexplained.candidate_mad = None;
     w.serialize(&unexplained).expect("csv row serialises");
+    // One row per leak-watch flag: the growth, last − first, in `delta`.
+    for r in &leak_rows {
+        w.serialize(r).expect("csv row serialises");
+    }
     String::from_utf8(w.into_inner().expect("in memory")).expect("utf8")
 }
