@@ -166,7 +166,9 @@ pub struct Comparison {
 /// Verdict rule: regressed (improved) only when the 1 − alpha bootstrap interval of the
 /// relative change of medians lies wholly above +noise floor (below −noise floor) *and*
 /// the Mann–Whitney p-value is below alpha; otherwise unchanged. With a baseline median
-/// of 0 there is no relative change: a significant rise from 0 counts as regressed.
+/// of 0 there is no relative change: a significant rise from 0 counts as regressed. An
+/// interval with an undefined bound (resamples of the baseline with median 0) gives no
+/// verdict: unchanged.
 pub(crate) fn compare(
     span: &str,
     measure: Measure,
@@ -221,8 +223,21 @@ pub(crate) fn compare(
         Verdict::Unchanged
     } else {
         match c.ci {
-            Some(ci) if ci.lo > opts.noise_floor => Verdict::Regressed,
-            Some(ci) if ci.hi < -opts.noise_floor => Verdict::Improved,
+            Some(Interval {
+                lo: Some(lo),
+                hi: Some(hi),
+                ..
+            }) => {
+                if lo > opts.noise_floor {
+                    Verdict::Regressed
+                } else if hi < -opts.noise_floor {
+                    Verdict::Improved
+                } else {
+                    Verdict::Unchanged
+                }
+            }
+            // A bound some resamples leave undefined (their baseline median is 0): no
+            // verdict rests on it.
             Some(_) => Verdict::Unchanged,
             None if k.median() > b.median() => Verdict::Regressed,
             None => Verdict::Unchanged,

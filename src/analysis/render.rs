@@ -117,7 +117,8 @@ fn delta_cell(c: &Comparison) -> String {
         let _ = write!(s, " {}", pct(r));
     }
     if let Some(ci) = c.ci {
-        let _ = write!(s, " [{}, {}]", pct(ci.lo), pct(ci.hi));
+        let bound = |b: Option<f64>| b.map(pct).unwrap_or_else(|| "n/a".into());
+        let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
     }
     s
 }
@@ -538,8 +539,8 @@ impl<'a> CsvRow<'a> {
             candidate_mad: c.candidate.mad,
             delta: c.delta,
             relative: c.relative,
-            ci_lo: c.ci.map(|i| i.lo),
-            ci_hi: c.ci.map(|i| i.hi),
+            ci_lo: c.ci.and_then(|i| i.lo),
+            ci_hi: c.ci.and_then(|i| i.hi),
             p_value: c.p_value,
             verdict: c.verdict.to_string(),
             share_of_change: None,
