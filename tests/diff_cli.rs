@@ -412,3 +412,60 @@ fn a_json_diff_without_leaks_reads_back() {
     let d: gapscope::analysis::Diff = serde_json::from_value(v).unwrap();
     assert!(d.leaks.is_empty());
 }
+
+#[test]
+fn fail_on_regression_exits_2_only_when_a_phase_regressed() {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.1);
+    let (_tmp, slower) = write(&run);
+    let flag: &std::ffi::OsStr = "--fail-on-regression".as_ref();
+    gapscope()
+        .args(["diff".as_ref(), slower.as_os_str(), flag])
+        .assert()
+        .code(2)
+        .stdout(contains("Phases (median per rep)"))
+        // Synthetic counters follow span durations, so they regress too; synthesis and
+        // drop do not.
+        .stderr(contains(
+            "regressed: GPU wrapper (gpu_prove), kernels, total (prove), task_clock_ns (span threads), \
+             page_faults (span threads), context_switches (span threads) (phase table; --fail-on-regression)",
+        ))
+        .stderr(contains("Error").not());
+    // Without the flag the same diff succeeds.
+    gapscope()
+        .args(["diff".as_ref(), slower.as_os_str()])
+        .assert()
+        .success();
+    // Faster is not a regression.
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            slower.as_os_str(),
+            flag,
+            "--baseline".as_ref(),
+            "candidate".as_ref(),
+            "--candidate".as_ref(),
+            "baseline".as_ref(),
+        ])
+        .assert()
+        .success();
+    // An error is still 1.
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            slower.as_os_str(),
+            flag,
+            "--candidate".as_ref(),
+            "nope".as_ref(),
+        ])
+        .assert()
+        .code(1);
+    gapscope()
+        .args(["diff", "--help"])
+        .assert()
+        .success()
+        .stdout(contains("--fail-on-regression"))
+        .stdout(contains(
+            "2 with --fail-on-regression when a row of the phase table is regressed",
+        ));
+}
