@@ -101,6 +101,9 @@ pub enum Command {
     /// With one run folder, compares two of its variants (`baseline` and `candidate`
     /// when so named, else the first two). With two, compares a variant of the first
     /// (baseline) with one of the second (candidate; by default the same name).
+    ///
+    /// Exit status: 0 when the diff was printed, 1 on an error, 2 with
+    /// --fail-on-regression when a row of the phase table is regressed.
     Diff {
         /// RUN_DIR, or RUN_A RUN_B.
         #[arg(required = true, num_args = 1..=2, value_name = "RUN_DIR")]
@@ -132,6 +135,10 @@ pub enum Command {
         /// Compare even when workloads, hosts or GPUs differ (the differences are listed).
         #[arg(long)]
         force: bool,
+        /// Exit with status 2 when any row of the phase table is regressed (for CI); the
+        /// diff is printed first and the regressed phases are named on stderr.
+        #[arg(long)]
+        fail_on_regression: bool,
     },
     #[command(name = "__worker", hide = true)]
     Worker {
@@ -176,6 +183,17 @@ pub enum Command {
         #[arg(long)]
         nvtx: bool,
     },
+}
+
+/// Exit status of `gapscope diff --fail-on-regression` when a phase regressed.
+pub const EXIT_REGRESSED: i32 = 2;
+
+/// `gapscope diff --fail-on-regression` found regressed phases: not a failure of the
+/// tool, so `main` exits with [`EXIT_REGRESSED`] rather than 1.
+#[derive(Debug, thiserror::Error)]
+#[error("regressed: {} (phase table; --fail-on-regression)", phases.join(", "))]
+pub struct Regressed {
+    pub phases: Vec<String>,
 }
 
 fn default_params_dir() -> PathBuf {
@@ -268,6 +286,7 @@ pub fn run() -> Result<()> {
             gap_threshold,
             seed,
             force,
+            fail_on_regression,
         } => {
             let load = |dir: &PathBuf| {
                 crate::store::RunData::load(dir)
@@ -289,6 +308,15 @@ pub fn run() -> Result<()> {
             };
             let diff = analysis::diff_runs(&a, &bv, cand_data, &cv, &opts)?;
             print!("{}", analysis::render(&diff, format.into()));
+            let phases: Vec<String> = diff
+                .phase_table
+                .iter()
+                .filter(|r| r.comparison.verdict == analysis::Verdict::Regressed)
+                .map(|r| r.phase.clone())
+                .collect();
+            if fail_on_regression && !phases.is_empty() {
+                return Err(Regressed { phases }.into());
+            }
             Ok(())
         }
         Command::Worker {

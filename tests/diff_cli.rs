@@ -349,3 +349,123 @@ fn options_change_the_verdict_rule() {
     ]);
     assert!(out.contains("must lie outside ±5% and Mann–Whitney p < 0.05"));
 }
+
+#[test]
+fn a_leak_is_a_line_in_every_format() {
+    let mut run = SyntheticRun::new();
+    // 100 MiB more after every rep of the candidate: 1 GiB over its 11 reps.
+    run.variant_mut("candidate").rss_growth_bytes_per_rep = 100 << 20;
+    let (_tmp, dir) = write(&run);
+    let format = |f: &str| {
+        stdout_of(&[
+            "diff".as_ref(),
+            dir.as_os_str(),
+            "--format".as_ref(),
+            f.as_ref(),
+        ])
+    };
+    let line = "leak watch (candidate): variant \"candidate\": rss_end_bytes grew in 9/9 steps over 10 reps, 612.0 → 1512.0 MiB (+900.0 MiB, 100.0 MiB/rep): possible leak";
+    let terminal = format("terminal");
+    assert!(terminal.contains(&format!("\n! {line}\n")), "{terminal}");
+    assert_eq!(terminal.matches("leak watch").count(), 1);
+    assert!(format("markdown").contains(&format!("\n- ⚠ {line}\n")));
+
+    let v: serde_json::Value = serde_json::from_str(&format("json")).unwrap();
+    let leaks = v["leaks"].as_array().unwrap();
+    assert_eq!(leaks.len(), 1);
+    assert_eq!(leaks[0]["side"], "candidate");
+    assert_eq!(leaks[0]["flag"]["metric"], "rss_end_bytes");
+    assert_eq!(leaks[0]["flag"]["last_bytes"], 1512u64 << 20);
+
+    let csv = format("csv");
+    let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+    let rows: Vec<csv::StringRecord> = rdr
+        .records()
+        .map(Result::unwrap)
+        .filter(|r| &r[0] == "leak")
+        .collect();
+    assert_eq!(rows.len(), 1, "{csv}");
+    let r = &rows[0];
+    assert_eq!(
+        (&r[1], &r[2], &r[3], &r[4]),
+        ("candidate", "candidate", "rss_end_bytes", "bytes")
+    );
+    assert_eq!(r[11].parse::<f64>().unwrap(), (900u64 << 20) as f64);
+
+    // The baseline's flat RSS: no line at all.
+    let flat = write(&SyntheticRun::new());
+    assert!(!stdout_of(&["diff".as_ref(), flat.1.as_os_str()]).contains("leak watch"));
+}
+
+#[test]
+fn a_json_diff_without_leaks_reads_back() {
+    // Records written before the leak watch have no `leaks` field.
+    let json = stdout_of(&[
+        "diff".as_ref(),
+        fixture().as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["leaks"], serde_json::json!([]));
+    v.as_object_mut().unwrap().remove("leaks");
+    let d: gapscope::analysis::Diff = serde_json::from_value(v).unwrap();
+    assert!(d.leaks.is_empty());
+}
+
+#[test]
+fn fail_on_regression_exits_2_only_when_a_phase_regressed() {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.1);
+    let (_tmp, slower) = write(&run);
+    let flag: &std::ffi::OsStr = "--fail-on-regression".as_ref();
+    gapscope()
+        .args(["diff".as_ref(), slower.as_os_str(), flag])
+        .assert()
+        .code(2)
+        .stdout(contains("Phases (median per rep)"))
+        // Synthetic counters follow span durations, so they regress too; synthesis and
+        // drop do not.
+        .stderr(contains(
+            "regressed: GPU wrapper (gpu_prove), kernels, total (prove), task_clock_ns (span threads), \
+             page_faults (span threads), context_switches (span threads) (phase table; --fail-on-regression)",
+        ))
+        .stderr(contains("Error").not());
+    // Without the flag the same diff succeeds.
+    gapscope()
+        .args(["diff".as_ref(), slower.as_os_str()])
+        .assert()
+        .success();
+    // Faster is not a regression.
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            slower.as_os_str(),
+            flag,
+            "--baseline".as_ref(),
+            "candidate".as_ref(),
+            "--candidate".as_ref(),
+            "baseline".as_ref(),
+        ])
+        .assert()
+        .success();
+    // An error is still 1.
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            slower.as_os_str(),
+            flag,
+            "--candidate".as_ref(),
+            "nope".as_ref(),
+        ])
+        .assert()
+        .code(1);
+    gapscope()
+        .args(["diff", "--help"])
+        .assert()
+        .success()
+        .stdout(contains("--fail-on-regression"))
+        .stdout(contains(
+            "2 with --fail-on-regression when a row of the phase table is regressed",
+        ));
+}

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use assert_cmd::Command;
+use gapscope::analysis::synthetic::{SyntheticRun, SyntheticVariant};
 use gapscope::plot::{self, Format, PlotInput};
 use gapscope::store::RunData;
 use serde_json::Value;
@@ -451,4 +452,125 @@ fn unattributed_time_counts_children_on_every_thread_and_self_time_only_its_own(
         input.median_of("candidate", "gpu_prove", Unattributed),
         Some(205_000.0)
     );
+}
+
+/// Writes `report.md` of `run` into a temp folder and returns it.
+fn report_of(run: &Path) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("report");
+    gapscope()
+        .args([
+            "report".as_ref(),
+            run.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ])
+        .assert()
+        .success();
+    std::fs::read_to_string(out.join("report.md")).unwrap()
+}
+
+#[test]
+fn report_phases_are_the_diff_with_a_verdict_column() {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart-cpu");
+    let md = report_of(&real);
+    let phases = &md[md.find("## Phases").unwrap()..md.find("### All spans").unwrap()];
+    assert!(
+        phases.contains("| Phase | Baseline | Candidate | Delta | Verdict |"),
+        "{phases}"
+    );
+    let total = phases
+        .lines()
+        .find(|l| l.starts_with("| total (prove) |"))
+        .unwrap();
+    assert!(total.ends_with("| unchanged (p=0.690) |"), "{total}");
+    // Gap attribution and where the time went come from the same diff.
+    assert!(phases.contains("#### Gaps: wrapper time not covered by children"));
+    assert!(phases.contains("#### Where the time went: prove +33.48 ms (+3.0%)"));
+    // Async drop leaves the critical path: the one significant change.
+    assert!(
+        phases.contains("| drop | 24.77 µs | 0 ns | -24.77 µs | -0.1% | improved (p=0.008) |"),
+        "{phases}"
+    );
+    assert!(md.contains("## Leak watch\n\nNo monotonic growth of host RSS or GPU memory"));
+
+    // Too few reps: the table is there, every verdict says what is missing.
+    let tmp = tempfile::tempdir().unwrap();
+    let md = report_of(&fixture::write(tmp.path(), &fixture::Options::default()));
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| total (prove) |"))
+        .unwrap();
+    assert!(row.contains("too few reps (need 5/side)"), "{row}");
+    assert!(md.contains("so rerun with reps >= 5"));
+}
+
+#[test]
+fn a_report_without_a_comparison_says_why_and_one_of_three_variants_diffs_both_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut one = SyntheticRun::new();
+    one.variants.truncate(1);
+    let dir = tmp.path().join("one");
+    one.write(&dir).unwrap();
+    let md = report_of(&dir);
+    assert!(
+        md.contains("No comparison: ") && md.contains("only one variant (baseline)"),
+        "{md}"
+    );
+    assert!(!md.contains("| Verdict |"));
+    assert!(md.contains("### All spans"));
+
+    let mut three = SyntheticRun::new();
+    three
+        .variants
+        .push(SyntheticVariant::new("slow_msm").scaled("msm_h", 1.2));
+    let dir = tmp.path().join("three");
+    three.write(&dir).unwrap();
+    let md = report_of(&dir);
+    let titles: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("### synthetic: "))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "### synthetic: baseline vs candidate — porep 2^12 × 2 on cpu",
+            "### synthetic: baseline vs slow_msm — porep 2^12 × 2 on cpu"
+        ]
+    );
+    // The kernels row of each comparison's phase table.
+    let kernels: Vec<&str> = md
+        .split("#### Phases (median per rep)")
+        .skip(1)
+        .map(|t| {
+            t.lines()
+                .take_while(|l| !l.starts_with("####"))
+                .find(|l| l.starts_with("| kernels |"))
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(kernels.len(), 2, "{md}");
+    assert!(kernels[0].contains("unchanged"), "{}", kernels[0]);
+    assert!(kernels[1].contains("regressed"), "{}", kernels[1]);
+}
+
+#[test]
+fn report_leak_watch_names_the_variant_whose_rss_grows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut run = SyntheticRun::new();
+    run.variant_mut("candidate").rss_growth_bytes_per_rep = 100 << 20;
+    let dir = tmp.path().join("run");
+    run.write(&dir).unwrap();
+    let md = report_of(&dir);
+    let section = &md[md.find("## Leak watch").unwrap()..md.find("## Charts").unwrap()];
+    let flags: Vec<&str> = section.lines().filter(|l| l.starts_with("- ⚠ ")).collect();
+    assert_eq!(flags.len(), 1, "{section}");
+    assert!(
+        flags[0].contains("variant \"candidate\": rss_end_bytes grew in 9/9 steps"),
+        "{}",
+        flags[0]
+    );
+    assert!(!section.contains("No monotonic growth"));
+    // The comparison says it too.
+    assert!(md.contains("- ⚠ leak watch (candidate): variant \"candidate\""));
 }

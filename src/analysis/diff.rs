@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use super::gaps;
 use super::select::{same_run, variant, workload_differences, Side, COUNTERS};
 use super::stats::{self, Interval, Sample};
-use super::{Diff, DiffError, DiffOptions, Excluded, PhaseRow, SideInfo, WorkloadDifference};
+use super::{
+    Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak,
+    WorkloadDifference,
+};
 use crate::counters::CounterKind;
 use crate::store::{RunData, VariantMeta};
 
@@ -74,6 +77,7 @@ impl From<String> for Measure {
 pub enum Unit {
     Ns,
     Count,
+    Bytes,
 }
 
 /// The outcome for one metric.
@@ -162,7 +166,9 @@ pub struct Comparison {
 /// Verdict rule: regressed (improved) only when the 1 − alpha bootstrap interval of the
 /// relative change of medians lies wholly above +noise floor (below −noise floor) *and*
 /// the Mann–Whitney p-value is below alpha; otherwise unchanged. With a baseline median
-/// of 0 there is no relative change: a significant rise from 0 counts as regressed.
+/// of 0 there is no relative change: a significant rise from 0 counts as regressed. An
+/// interval with an undefined bound (resamples of the baseline with median 0) gives no
+/// verdict: unchanged.
 pub(crate) fn compare(
     span: &str,
     measure: Measure,
@@ -217,8 +223,21 @@ pub(crate) fn compare(
         Verdict::Unchanged
     } else {
         match c.ci {
-            Some(ci) if ci.lo > opts.noise_floor => Verdict::Regressed,
-            Some(ci) if ci.hi < -opts.noise_floor => Verdict::Improved,
+            Some(Interval {
+                lo: Some(lo),
+                hi: Some(hi),
+                ..
+            }) => {
+                if lo > opts.noise_floor {
+                    Verdict::Regressed
+                } else if hi < -opts.noise_floor {
+                    Verdict::Improved
+                } else {
+                    Verdict::Unchanged
+                }
+            }
+            // A bound some resamples leave undefined (their baseline median is 0): no
+            // verdict rests on it.
             Some(_) => Verdict::Unchanged,
             None if k.median() > b.median() => Verdict::Regressed,
             None => Verdict::Unchanged,
@@ -358,6 +377,18 @@ pub fn diff_runs(
     let gaps = gaps::gaps(&sb, &sc, &names, opts);
     let phase_table = phase_table(&metrics, &contributions.total, &counters);
     let notes = notes([base, cand], &sb, &sc, &workload_differences, opts);
+    let leaks = [
+        (DiffSide::Baseline, base, base_variant),
+        (DiffSide::Candidate, cand, cand_variant),
+    ]
+    .into_iter()
+    .flat_map(|(side, data, v)| {
+        crate::telemetry::leak_flags(data)
+            .into_iter()
+            .filter(move |f| f.variant == v)
+            .map(move |flag| SideLeak { side, flag })
+    })
+    .collect();
     Ok(Diff {
         baseline: side_info(base, va),
         candidate: side_info(cand, vb),
@@ -374,6 +405,7 @@ pub fn diff_runs(
         gaps,
         contributions,
         notes,
+        leaks,
     })
 }
 

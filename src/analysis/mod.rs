@@ -41,11 +41,12 @@ use serde::{Deserialize, Serialize};
 
 pub use diff::{diff_runs, Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
-pub use render::{render, Format};
+pub use render::{markdown_sections, render, Format, Section};
 pub use select::{pick_variants, RepCounts};
 pub use stats::Interval;
 
 use crate::store::WorkloadMeta;
+use crate::telemetry::LeakFlag;
 
 /// Knobs of a diff. [`Default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,6 +138,30 @@ pub struct WorkloadDifference {
     pub candidate: String,
 }
 
+/// Which side of a diff something belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffSide {
+    Baseline,
+    Candidate,
+}
+
+impl std::fmt::Display for DiffSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DiffSide::Baseline => "baseline",
+            DiffSide::Candidate => "candidate",
+        })
+    }
+}
+
+/// A leak-watch flag ([`crate::telemetry::leak_flags`]) of one side's variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideLeak {
+    pub side: DiffSide,
+    pub flag: LeakFlag,
+}
+
 /// A row of the phase table: a label and the comparison of its metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRow {
@@ -168,6 +193,9 @@ pub struct Diff {
     pub contributions: Contributions,
     /// Things the reader should know (unavailable counters, forced comparison, …).
     pub notes: Vec<String>,
+    /// Steady growth of host RSS or GPU memory across the reps of either side's variant.
+    #[serde(default)]
+    pub leaks: Vec<SideLeak>,
 }
 
 /// Why two runs cannot be compared.

@@ -78,6 +78,7 @@ fn fmt_value(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Ns => fmt_ns(v),
         Unit::Count => fmt_count(v),
+        Unit::Bytes => format!("{} MiB", sig4(v / (1u64 << 20) as f64)),
     }
 }
 
@@ -116,7 +117,8 @@ fn delta_cell(c: &Comparison) -> String {
         let _ = write!(s, " {}", pct(r));
     }
     if let Some(ci) = c.ci {
-        let _ = write!(s, " [{}, {}]", pct(ci.lo), pct(ci.hi));
+        let bound = |b: Option<f64>| b.map(pct).unwrap_or_else(|| "n/a".into());
+        let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
     }
     s
 }
@@ -173,12 +175,49 @@ fn table(out: &mut String, md: bool, headers: &[&str], right: &[bool], rows: &[V
     }
 }
 
-fn heading(out: &mut String, md: bool, title: &str) {
+/// A heading: markdown at `level` (2 = `##`), a plain line on the terminal.
+fn heading(out: &mut String, md: bool, level: usize, title: &str) {
     if md {
-        let _ = writeln!(out, "\n### {title}\n");
+        let _ = writeln!(out, "\n{} {title}\n", "#".repeat(level));
     } else {
         let _ = writeln!(out, "\n{title}");
     }
+}
+
+/// Parts of the text formats, in the order [`render`] prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Title, run folders, reps used, the verdict rule, notes and a line per leak-watch
+    /// flag.
+    Header,
+    /// The phase table with verdicts.
+    Phases,
+    /// Unattributed time of wrapper spans, and the flags.
+    Gaps,
+    /// Where the change in end-to-end time went.
+    Contributions,
+    /// Every metric.
+    Metrics,
+}
+
+impl Section {
+    pub const ALL: [Section; 5] = [
+        Section::Header,
+        Section::Phases,
+        Section::Gaps,
+        Section::Contributions,
+        Section::Metrics,
+    ];
+}
+
+/// Markdown of some sections of a diff: the title at heading level `level` (2 = `##`),
+/// each section's heading one level below. The report embeds its diffs this way.
+pub fn markdown_sections(diff: &Diff, sections: &[Section], level: usize) -> String {
+    let mut out = String::new();
+    for &s in sections {
+        section(&mut out, diff, s, true, level);
+    }
+    out
 }
 
 /// Knobs that differ between the sides, e.g. "drop=sync" / "drop=async".
@@ -205,6 +244,33 @@ fn knob_labels(d: &Diff) -> (String, String) {
 
 fn text(d: &Diff, md: bool) -> String {
     let mut out = String::new();
+    for s in Section::ALL {
+        section(&mut out, d, s, md, 2);
+    }
+    out
+}
+
+fn section(out: &mut String, d: &Diff, s: Section, md: bool, level: usize) {
+    match s {
+        Section::Header => header(out, d, md, level),
+        Section::Phases => {
+            heading(out, md, level + 1, "Phases (median per rep)");
+            let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
+            table(
+                out,
+                md,
+                &["Phase", "Baseline", "Candidate", "Delta", "Verdict"],
+                &[false, true, true, false, false],
+                &rows,
+            );
+        }
+        Section::Gaps => gaps(out, d, md, level + 1),
+        Section::Contributions => contributions(out, md, level + 1, d),
+        Section::Metrics => metrics(out, d, md, level + 1),
+    }
+}
+
+fn header(out: &mut String, d: &Diff, md: bool, level: usize) {
     let (kb, kc) = knob_labels(d);
     let w = &d.workload;
     let title = format!(
@@ -218,7 +284,7 @@ fn text(d: &Diff, md: bool) -> String {
         w.backend
     );
     if md {
-        let _ = writeln!(out, "## {title}\n");
+        let _ = writeln!(out, "{} {title}\n", "#".repeat(level));
     } else {
         let _ = writeln!(out, "{title}");
     }
@@ -254,20 +320,17 @@ fn text(d: &Diff, md: bool) -> String {
     for n in &d.notes {
         let _ = writeln!(out, "{bullet}note: {n}");
     }
+    for l in &d.leaks {
+        let mark = if md { "- ⚠ " } else { "! " };
+        let _ = writeln!(out, "{mark}leak watch ({}): {}", l.side, l.flag);
+    }
+}
 
-    heading(&mut out, md, "Phases (median per rep)");
-    let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
-    table(
-        &mut out,
-        md,
-        &["Phase", "Baseline", "Candidate", "Delta", "Verdict"],
-        &[false, true, true, false, false],
-        &rows,
-    );
-
+fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
     heading(
-        &mut out,
+        out,
         md,
+        level,
         "Gaps: wrapper time not covered by children (median per rep)",
     );
     let gap_side = |g: Option<super::GapSide>| {
@@ -288,7 +351,7 @@ fn text(d: &Diff, md: bool) -> String {
         })
         .collect();
     table(
-        &mut out,
+        out,
         md,
         &["Span", "Baseline", "Candidate", "Delta", "Verdict"],
         &[false, true, true, false, false],
@@ -300,20 +363,20 @@ fn text(d: &Diff, md: bool) -> String {
             out,
             "{}no wrapper has more than {}% of its time unattributed (and above the noise floor)",
             if md { "\n" } else { "" },
-            o.gap_threshold * 100.0
+            d.options.gap_threshold * 100.0
         );
     } else {
         if md {
             out.push('\n');
         }
         for f in flags {
-            let _ = writeln!(out, "{}{f}", if md { "- **gap** " } else { "! " });
+            let _ = writeln!(out, "{}{f}", if md { "- ⚠ unattributed: " } else { "! " });
         }
     }
+}
 
-    contributions(&mut out, md, d);
-
-    heading(&mut out, md, "All metrics (median, MAD)");
+fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
+    heading(out, md, level, "All metrics (median, MAD)");
     let rows: Vec<Vec<String>> = d
         .metrics
         .iter()
@@ -334,7 +397,7 @@ fn text(d: &Diff, md: bool) -> String {
         })
         .collect();
     table(
-        &mut out,
+        out,
         md,
         &[
             "Span",
@@ -348,7 +411,6 @@ fn text(d: &Diff, md: bool) -> String {
         &[false, false, true, true, true, false, false],
         &rows,
     );
-    out
 }
 
 fn phase_row(r: &PhaseRow) -> Vec<String> {
@@ -365,12 +427,13 @@ fn phase_row(r: &PhaseRow) -> Vec<String> {
 /// How many contributions the text formats list (JSON and CSV carry all).
 const TOP: usize = 12;
 
-fn contributions(out: &mut String, md: bool, d: &Diff) {
+fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
     let c = &d.contributions;
     let t = &c.total;
     heading(
         out,
         md,
+        level,
         &format!(
             "Where the time went: {} {} ({}), by critical-path self time",
             t.span,
@@ -476,8 +539,8 @@ impl<'a> CsvRow<'a> {
             candidate_mad: c.candidate.mad,
             delta: c.delta,
             relative: c.relative,
-            ci_lo: c.ci.map(|i| i.lo),
-            ci_hi: c.ci.map(|i| i.hi),
+            ci_lo: c.ci.and_then(|i| i.lo),
+            ci_hi: c.ci.and_then(|i| i.hi),
             p_value: c.p_value,
             verdict: c.verdict.to_string(),
             share_of_change: None,
@@ -501,6 +564,37 @@ fn csv_rows(d: &Diff) -> String {
         r.share_of_change = item.share_of_change;
         rows.push(r);
     }
+    let leaks: Vec<(String, String)> = d
+        .leaks
+        .iter()
+        .map(|l| (l.side.to_string(), l.flag.metric.column().to_string()))
+        .collect();
+    let mut leak_rows = Vec::new();
+    for (l, (side, column)) in d.leaks.iter().zip(&leaks) {
+        let f = &l.flag;
+        let growth = f.growth_bytes() as f64;
+        let on = |s: super::DiffSide| if l.side == s { f.reps } else { 0 };
+        leak_rows.push(CsvRow {
+            section: "leak",
+            label: side,
+            span: &f.variant,
+            measure: column.clone(),
+            unit: Unit::Bytes,
+            baseline_reps: on(super::DiffSide::Baseline),
+            baseline_median: None,
+            baseline_mad: None,
+            candidate_reps: on(super::DiffSide::Candidate),
+            candidate_median: None,
+            candidate_mad: None,
+            delta: Some(growth),
+            relative: (f.first_bytes > 0).then(|| growth / f.first_bytes as f64),
+            ci_lo: None,
+            ci_hi: None,
+            p_value: None,
+            verdict: "possible leak".into(),
+            share_of_change: None,
+        });
+    }
     for r in &rows {
         w.serialize(r).expect("csv row serialises");
     }
@@ -517,5 +611,9 @@ fn csv_rows(d: &Diff) -> String {
     unexplained.baseline_mad = None;
     unexplained.candidate_mad = None;
     w.serialize(&unexplained).expect("csv row serialises");
+    // One row per leak-watch flag: the growth, last − first, in `delta`.
+    for r in &leak_rows {
+        w.serialize(r).expect("csv row serialises");
+    }
     String::from_utf8(w.into_inner().expect("in memory")).expect("utf8")
 }

@@ -112,18 +112,26 @@ fn quantile_sorted(v: &[f64], q: f64) -> f64 {
     }
 }
 
-/// A confidence interval of a relative change (0.02 = +2 %).
+/// A confidence interval of a relative change (0.02 = +2 %). A bound is `None` where it
+/// is undefined: the relative change against a zero baseline does not exist, and a bound
+/// that such resamples could decide has no value (JSON `null`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
-    pub lo: f64,
-    pub hi: f64,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
     /// Confidence level, e.g. 0.95.
     pub level: f64,
 }
 
 impl Interval {
+    /// Both bounds exist.
+    pub fn is_defined(&self) -> bool {
+        self.lo.is_some() && self.hi.is_some()
+    }
+
+    /// `x` lies within both bounds; false when a bound is undefined.
     pub fn contains(&self, x: f64) -> bool {
-        self.lo <= x && x <= self.hi
+        matches!((self.lo, self.hi), (Some(lo), Some(hi)) if lo <= x && x <= hi)
     }
 }
 
@@ -294,6 +302,11 @@ fn binomial_upper_tail(n: usize, m: usize, p: f64, ln_fact: &[f64]) -> f64 {
 /// median(candidate)/median(baseline) − 1, from `resamples` independent resamples of each
 /// side. Seeded, so the same data and seed give the same interval. `None` when the
 /// baseline median is 0 (no relative change exists).
+///
+/// A resample whose baseline median is 0 has no relative change either. Such resamples
+/// have no place in the order of the others, so each bound is taken where they would
+/// push it furthest out: below every defined value for the lower bound, above for the
+/// upper. A bound that falls on one of them is undefined (`None`), never NaN or ±∞.
 pub fn bootstrap_relative_change(
     baseline: &Sample,
     candidate: &Sample,
@@ -309,23 +322,43 @@ pub fn bootstrap_relative_change(
         MedianResampler::new(candidate.sorted()),
     );
     let mut rng = Xoshiro::seed(seed);
-    let mut rel: Vec<f64> = (0..resamples)
-        .map(|_| {
-            let (b, c) = (rb.draw(&mut rng), rc.draw(&mut rng));
-            match (b == 0.0, c == 0.0) {
-                (true, true) => 0.0,
-                (true, false) => f64::INFINITY.copysign(c),
-                _ => c / b - 1.0,
-            }
-        })
-        .collect();
+    let mut rel = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let (b, c) = (rb.draw(&mut rng), rc.draw(&mut rng));
+        if b != 0.0 {
+            rel.push(c / b - 1.0);
+        }
+    }
     rel.sort_unstable_by(f64::total_cmp);
+    let undefined = resamples - rel.len();
     let tail = (1.0 - level) / 2.0;
     Some(Interval {
-        lo: quantile_sorted(&rel, tail),
-        hi: quantile_sorted(&rel, 1.0 - tail),
+        lo: quantile_with_undefined(&rel, undefined, tail, true),
+        hi: quantile_with_undefined(&rel, undefined, 1.0 - tail, false),
         level,
     })
+}
+
+/// Quantile `q` (type 7) of `defined` (sorted) together with `undefined` values placed
+/// below all of them (`below`) or above; `None` when the quantile touches one of those.
+fn quantile_with_undefined(defined: &[f64], undefined: usize, q: f64, below: bool) -> Option<f64> {
+    let n = defined.len() + undefined;
+    let h = (n - 1) as f64 * q.clamp(0.0, 1.0);
+    let (i, frac) = (h.floor() as usize, h - h.floor());
+    let at = |k: usize| -> Option<f64> {
+        if below {
+            k.checked_sub(undefined)
+                .and_then(|k| defined.get(k).copied())
+        } else {
+            defined.get(k).copied()
+        }
+    };
+    let lo = at(i)?;
+    if frac > 0.0 {
+        Some(lo + frac * (at(i + 1)? - lo))
+    } else {
+        Some(lo)
+    }
 }
 
 /// Result of a two-sided Mann–Whitney U test of `a` against `b`.

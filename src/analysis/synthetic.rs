@@ -31,6 +31,9 @@ pub struct SyntheticVariant {
     /// The last this many measured reps fail (their spans are 10× slower, so a diff that
     /// let them in would show it).
     pub failed_reps: usize,
+    /// Host RSS after each rep grows by this much per rep of the variant (a leak); it
+    /// starts at 512 MiB.
+    pub rss_growth_bytes_per_rep: u64,
 }
 
 impl SyntheticVariant {
@@ -42,6 +45,7 @@ impl SyntheticVariant {
             gpu_gap_ns: 0,
             async_drop: false,
             failed_reps: 0,
+            rss_growth_bytes_per_rep: 0,
         }
     }
 
@@ -191,7 +195,9 @@ impl SyntheticRun {
                     wall_ns: if failed { 0 } else { prove.duration_ns },
                     started_utc: String::new(),
                     pid: 1,
-                    rss_end_bytes: None,
+                    rss_end_bytes: Some(
+                        (512 << 20) + iteration as u64 * v.rss_growth_bytes_per_rep,
+                    ),
                     gpu_mem_used_end_bytes: None,
                     error: if failed {
                         "proof did not verify (synthetic)".into()

@@ -506,3 +506,46 @@ fn every_format_carries_the_phase_table() {
         d.metrics.len()
     );
 }
+
+#[test]
+fn resamples_of_a_zero_baseline_leave_the_interval_undefined_and_give_no_verdict() {
+    // Page faults: three of eight baseline reps saw none, so ~14 % of the resampled
+    // baseline medians are 0 and their relative change does not exist.
+    let base = [0.0, 0.0, 0.0, 3.0, 3.0, 4.0, 4.0, 5.0];
+    let cand: Vec<f64> = (30..38).map(f64::from).collect();
+    let c = compare(
+        SPAN_THREADS,
+        Measure::Counter("page_faults".into()),
+        Unit::Count,
+        &base,
+        &cand,
+        &DiffOptions::default(),
+    );
+    assert!(c.p_value.unwrap() < 0.001);
+    assert_eq!(c.relative, Some(33.5 / 3.0 - 1.0));
+    let ci = c.ci.unwrap();
+    assert_eq!((ci.lo, ci.hi), (None, None));
+    assert!(!ci.is_defined() && !ci.contains(10.0));
+    assert_eq!(c.verdict, Verdict::Unchanged);
+
+    let mut d = diff_of(&SyntheticRun::new());
+    d.phase_table[0].comparison = c;
+    let term = render(&d, Format::Terminal);
+    let row = term.lines().find(|l| l.starts_with("synthesis")).unwrap();
+    assert!(row.contains("+30.5 +1016.7% [n/a, n/a]"), "{row}");
+    assert!(row.ends_with("unchanged (p<0.001)"), "{row}");
+    for text in [&term, &render(&d, Format::Markdown)] {
+        assert!(!text.contains("NaN") && !text.contains("inf%"));
+    }
+    let json = render(&d, Format::Json);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let ci = &v["phase_table"][0]["comparison"]["ci"];
+    assert!(ci["lo"].is_null() && ci["hi"].is_null(), "{ci}");
+    assert_eq!(ci["level"], 0.95);
+    let back: Diff = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.phase_table[0], d.phase_table[0]);
+    let csv = render(&d, Format::Csv);
+    let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+    let first = rdr.records().next().unwrap().unwrap();
+    assert_eq!((&first[13], &first[14]), ("", ""));
+}

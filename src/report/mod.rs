@@ -1,9 +1,11 @@
 //! Review reports: a folder with report.md, the charts of [`crate::plot`] (SVG and PNG)
 //! and a Chrome trace, written from one run folder. The last step of the pipeline
-//! (store → plot → report).
+//! (store → analysis/plot → report). The phase section is [`crate::analysis`]'s diff of
+//! each other variant against the baseline, the one `gapscope diff` prints.
 //!
-//! A chart that cannot be drawn becomes a line in report.md; only an unreadable run
-//! folder or an unwritable output folder fails the report.
+//! A chart that cannot be drawn, or a comparison that cannot be computed (one variant,
+//! no successful rep), becomes a line in report.md; only an unreadable run folder or an
+//! unwritable output folder fails the report.
 
 pub mod environment;
 pub mod sections;
@@ -14,7 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::export::{chrome::ChromeTrace, RepSelection};
 use crate::plot::{self, Format, PlotInput};
 
-pub use sections::phase_section;
+pub use sections::{diffs, phase_section, Diffs};
 
 pub const REPORT_FILE: &str = "report.md";
 pub const TRACE_FILE: &str = "trace.json";
@@ -76,8 +78,13 @@ pub fn write_report(
         input.data.dir.display()
     );
 
-    let _ = writeln!(md, "## Phases\n\n{}", phase_section(&input.data));
-    let _ = writeln!(md, "## Gaps\n\n{}", sections::gap_section(input));
+    let _ = writeln!(md, "## Phases\n\n{}", phase_section(&diffs(&input.data)));
+    let _ = writeln!(md, "### All spans\n\n{}", sections::spans_section(input));
+    let _ = writeln!(
+        md,
+        "## Leak watch\n\n{}",
+        sections::leak_section(&input.data)
+    );
 
     let _ = writeln!(md, "## Charts\n");
     let mut drawn = 0;

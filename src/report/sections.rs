@@ -1,18 +1,14 @@
-//! The analysis sections of report.md (phases, gaps, counters), each a pure function of
-//! the run.
+//! The analysis sections of report.md (phases, all spans, leak watch, counters), each a
+//! pure function of the run. Comparisons and verdicts come from [`crate::analysis`], the
+//! same diff `gapscope diff` prints; nothing here computes statistics of its own.
 
 use std::fmt::Write;
 
+use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
 use crate::plot::canvas::{fmt_delta, fmt_ns};
-use crate::plot::gaps::{rep_gaps, INNER, OUTER};
-use crate::plot::gpu::GpuRecords;
+use crate::plot::gaps::{INNER, OUTER};
 use crate::plot::input::{median, Measure, PlotInput};
 use crate::store::RunData;
-
-/// A wrapper whose unattributed time reaches this share of its duration is flagged.
-pub const GAP_FLAG_FRACTION: f64 = 0.10;
-/// ...unless it is shorter than this (noise at small sizes).
-pub const GAP_FLAG_MIN_NS: f64 = 1e6;
 
 /// A markdown table cell: pipes escaped, newlines flattened.
 pub fn cell(s: &str) -> String {
@@ -59,29 +55,94 @@ pub(crate) fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     }
 }
 
-fn view(data: &RunData) -> PlotInput {
-    PlotInput::with_gpu(
-        RunData {
-            dir: data.dir.clone(),
-            meta: data.meta.clone(),
-            runs: data.runs.clone(),
-            spans: data.spans.clone(),
-        },
-        GpuRecords::default(),
-    )
+/// The report's comparisons: the baseline variant, chosen as `gapscope diff RUN_DIR`
+/// chooses it, against every other variant of the run.
+#[derive(Debug)]
+pub struct Diffs {
+    pub baseline: String,
+    /// One per other variant, the candidate `gapscope diff RUN_DIR` would choose first:
+    /// its diff, or why it could not be computed.
+    pub results: Vec<(String, Result<Diff, DiffError>)>,
 }
 
-/// The phase table: per span (and per wrapper's unattributed time) the median over
-/// measured verified reps of each variant, its range, and the change against the first
-/// variant.
-///
-/// This is the one place to swap in `crate::analysis`'s diff (bootstrap intervals and
-/// verdicts) once it exists: the report calls nothing else for phases.
-pub fn phase_section(data: &RunData) -> String {
-    let input = view(data);
+/// Diffs every other variant of `data` against its baseline with the default options.
+/// Fails only when there is nothing to compare (a run of one variant).
+pub fn diffs(data: &RunData) -> Result<Diffs, DiffError> {
+    let (baseline, first) = analysis::pick_variants(data, None, None, None)?;
+    let mut candidates = vec![first];
+    for v in &data.meta.variants {
+        if v.name != baseline && !candidates.contains(&v.name) {
+            candidates.push(v.name.clone());
+        }
+    }
+    let opts = DiffOptions::default();
+    let results = candidates
+        .into_iter()
+        .map(|c| {
+            let d = analysis::diff_runs(data, &baseline, data, &c, &opts);
+            (c, d)
+        })
+        .collect();
+    Ok(Diffs { baseline, results })
+}
+
+/// The phase section: per comparison, the diff's header, phase table with verdicts, gap
+/// attribution and where the time went, exactly as `gapscope diff --format markdown`
+/// prints them; a comparison that cannot be computed is a line saying why.
+pub fn phase_section(diffs: &Result<Diffs, DiffError>) -> String {
+    let mut out = String::new();
+    let d = match diffs {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "No comparison: {e}. The per-span medians below have no verdicts."
+            );
+            return out;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "Every other variant against `{}`, as `gapscope diff RUN_DIR --candidate VARIANT` \
+         prints it: medians per rep, the change with its bootstrap interval, and a verdict.",
+        d.baseline
+    );
+    for (candidate, result) in &d.results {
+        match result {
+            Ok(diff) => {
+                out.push('\n');
+                out.push_str(&analysis::markdown_sections(
+                    diff,
+                    &[
+                        Section::Header,
+                        Section::Phases,
+                        Section::Gaps,
+                        Section::Contributions,
+                    ],
+                    3,
+                ));
+            }
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "\n### {} vs {candidate}\n\n- ⚠ no comparison: {}",
+                    d.baseline,
+                    cell(&e.to_string())
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Per span (and per wrapper's unattributed time) the median over measured verified reps
+/// of each variant, its range, and the change of medians against the first variant; the
+/// statistics and verdicts are the phase section's.
+pub fn spans_section(input: &PlotInput) -> String {
+    let data = &input.data;
     let variants = input.variants();
     let mut out = String::new();
-    let mut header = vec!["phase".to_string()];
+    let mut header = vec!["span".to_string()];
     for v in &variants {
         header.push(format!("{v} (median, min–max)"));
     }
@@ -141,84 +202,22 @@ pub fn phase_section(data: &RunData) -> String {
     table(&mut out, &header, &rows);
     let _ = writeln!(
         out,
-        "\nTotal time per span summed over a rep, median over measured verified reps. \
-         Verdicts (regressed / improved / unchanged with a confidence interval) are `gapscope diff`'s; \
-         this table shows medians and ranges only. *unattributed*: time inside a span that none of \
-         its children, on any thread, accounts for."
+        "\nTotal time per span summed over a rep, median over measured verified reps, with \
+         its range; the change has no interval here (see the comparisons above). \
+         *unattributed*: time inside a span that none of its children, on any thread, \
+         accounts for."
     );
+    for line in gpu_busy_lines(input) {
+        let _ = writeln!(out, "\n{line}");
+    }
     out
 }
 
-/// Gap flags: the wrapper against its kernels per variant, and every wrapper whose
-/// unattributed share is large.
-pub fn gap_section(input: &PlotInput) -> String {
-    let variants = input.variants();
-    let mut out = String::new();
-    let mut rows = Vec::new();
-    let mut base_gap = None;
-    for (i, v) in variants.iter().enumerate() {
-        let g = rep_gaps(input, v);
-        let med = |f: &dyn Fn(&crate::plot::gaps::RepGap) -> u64| {
-            median(&g.iter().map(|r| f(r) as f64).collect::<Vec<_>>())
-        };
-        let (Some(o), Some(k), Some(gp), Some(none)) = (
-            med(&|r| r.outer_ns),
-            med(&|r| r.inner_ns),
-            med(&|r| r.gap_ns),
-            med(&|r| r.unattributed_ns),
-        ) else {
-            let mut row = vec![v.clone()];
-            row.extend(std::iter::repeat_n("—".to_string(), 6));
-            row.push(format!("no {OUTER} span"));
-            rows.push(row);
-            continue;
-        };
-        let spanned = med(&|r| r.gap_ns.saturating_sub(r.unattributed_ns)).unwrap_or(0.0);
-        if i == 0 {
-            base_gap = Some(gp);
-        }
-        let flag = if none >= GAP_FLAG_MIN_NS && none / o.max(1.0) >= GAP_FLAG_FRACTION {
-            "⚠ unattributed"
-        } else {
-            "ok"
-        };
-        let change = match (i, base_gap) {
-            (0, _) | (_, None) => "baseline".to_string(),
-            (_, Some(b)) => fmt_delta(gp - b, b),
-        };
-        rows.push(vec![
-            v.clone(),
-            fmt_ns(o),
-            fmt_ns(k),
-            format!("{} ({:.0}%)", fmt_ns(gp), 100.0 * gp / o.max(1.0)),
-            fmt_ns(spanned),
-            format!("{} ({:.0}%)", fmt_ns(none), 100.0 * none / o.max(1.0)),
-            change,
-            flag.into(),
-        ]);
-    }
-    let _ = writeln!(
-        out,
-        "`{OUTER}` (the wrapper) against `{INNER}` (inner GPU time), medians over reps. \
-         The gap is wrapper time outside `{INNER}`: part of it is in other child spans \
-         (e.g. `b_g2_msm`, `drop`), the rest in no span at all.\n"
-    );
-    table(
-        &mut out,
-        &[
-            "variant".into(),
-            OUTER.into(),
-            INNER.into(),
-            "gap (share)".into(),
-            "gap in other spans".into(),
-            "gap in no span (share)".into(),
-            "gap change".into(),
-            "flag".into(),
-        ],
-        &rows,
-    );
-    // What the GPU itself says, where CUPTI saw the kernels.
-    for v in &variants {
+/// What the GPU itself says, where CUPTI saw the kernels: per variant, kernel time
+/// inside the GPU wrapper against the wrapper's duration (medians over reps).
+fn gpu_busy_lines(input: &PlotInput) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &input.variants() {
         let busy: Vec<f64> = input
             .measured_reps(v)
             .iter()
@@ -229,50 +228,27 @@ pub fn gap_section(input: &PlotInput) -> String {
             })
             .collect();
         if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, Measure::Total)) {
-            let _ = writeln!(
-                out,
-                "\n{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
+            lines.push(format!(
+                "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
                 fmt_ns(b),
                 fmt_ns((o - b).max(0.0))
-            );
+            ));
         }
     }
-    // Every wrapper's unattributed time.
-    let mut flagged = Vec::new();
-    for name in input.span_order().iter().filter(|n| input.is_wrapper(n)) {
-        for v in &variants {
-            let (Some(total), Some(own)) = (
-                input.median_of(v, name, Measure::Total),
-                input.median_of(v, name, Measure::Unattributed),
-            ) else {
-                continue;
-            };
-            if own >= GAP_FLAG_MIN_NS && own / total.max(1.0) >= GAP_FLAG_FRACTION {
-                flagged.push(format!(
-                    "- ⚠ `{name}` in {v}: {} of {} ({:.0}%) is in no child span",
-                    fmt_ns(own),
-                    fmt_ns(total),
-                    100.0 * own / total.max(1.0)
-                ));
-            }
-        }
+    lines
+}
+
+/// Leak watch: the flags of [`crate::telemetry::leak_flags`] over every variant.
+pub fn leak_section(data: &RunData) -> String {
+    let flags = crate::telemetry::leak_flags(data);
+    if flags.is_empty() {
+        return "No monotonic growth of host RSS or GPU memory across reps \
+                (`rss_end_bytes`, `gpu_mem_used_end_bytes` of runs.csv).\n"
+            .into();
     }
-    let _ = writeln!(
-        out,
-        "\nFlagged when unattributed time is at least {:.0}% of the wrapper and at least {}.",
-        GAP_FLAG_FRACTION * 100.0,
-        fmt_ns(GAP_FLAG_MIN_NS)
-    );
-    if flagged.is_empty() {
-        let _ = writeln!(
-            out,
-            "No wrapper has unattributed time above that threshold."
-        );
-    } else {
-        let _ = writeln!(out, "\nWrappers with time no child span accounts for:\n");
-        for f in flagged {
-            let _ = writeln!(out, "{f}");
-        }
+    let mut out = String::new();
+    for f in flags {
+        let _ = writeln!(out, "- ⚠ {}", cell(&f.to_string()));
     }
     out
 }

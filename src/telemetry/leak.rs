@@ -9,12 +9,17 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::store::{RunData, RunRow};
 
 /// Which end-of-rep measurement grew.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Serialised as its runs.csv column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LeakMetric {
+    #[serde(rename = "rss_end_bytes")]
     HostRss,
+    #[serde(rename = "gpu_mem_used_end_bytes")]
     GpuMemory,
 }
 
@@ -28,7 +33,7 @@ impl LeakMetric {
 }
 
 /// A variant whose memory grew steadily across its measured reps.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeakFlag {
     pub variant: String,
     pub metric: LeakMetric,

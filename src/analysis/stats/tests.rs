@@ -292,7 +292,8 @@ fn bootstrap_is_reproducible_and_undefined_for_a_zero_baseline() {
     let i1 = bootstrap_relative_change(&a, &b, 2000, 0.95, 42).unwrap();
     let i2 = bootstrap_relative_change(&a, &b, 2000, 0.95, 42).unwrap();
     assert_eq!(i1, i2);
-    assert!(i1.lo > 0.0 && i1.lo <= i1.hi);
+    let (lo, hi) = (i1.lo.unwrap(), i1.hi.unwrap());
+    assert!(lo > 0.0 && lo <= hi);
     assert!(bootstrap_relative_change(&s(&[0.0, 0.0, 1.0]), &b, 100, 0.95, 1).is_none());
 }
 
@@ -313,12 +314,14 @@ proptest! {
     fn interval_is_ordered_and_scale_free(a in values(), b in values(), k in 0.001f64..1000.0, seed in any::<u64>()) {
         let (sa, sb) = (Sample::new(a.clone()).unwrap(), Sample::new(b.clone()).unwrap());
         let i = bootstrap_relative_change(&sa, &sb, 500, 0.95, seed).unwrap();
-        prop_assert!(i.lo <= i.hi);
+        // Positive values: every resample's relative change is defined.
+        let (ilo, ihi) = (i.lo.unwrap(), i.hi.unwrap());
+        prop_assert!(ilo <= ihi);
         // Same seed, both sides rescaled: the same resamples, the same relative change.
         let scale = |v: &[f64]| Sample::new(v.iter().map(|x| x * k).collect()).unwrap();
         let j = bootstrap_relative_change(&scale(&a), &scale(&b), 500, 0.95, seed).unwrap();
-        prop_assert!((i.lo - j.lo).abs() < 1e-9 * (1.0 + i.lo.abs()));
-        prop_assert!((i.hi - j.hi).abs() < 1e-9 * (1.0 + i.hi.abs()));
+        prop_assert!((ilo - j.lo.unwrap()).abs() < 1e-9 * (1.0 + ilo.abs()));
+        prop_assert!((ihi - j.hi.unwrap()).abs() < 1e-9 * (1.0 + ihi.abs()));
     }
 
     #[test]
@@ -329,4 +332,25 @@ proptest! {
         prop_assert!(ab.p_value > 0.0 && ab.p_value <= 1.0);
         prop_assert!((ab.u + ba.u - (sa.len() * sb.len()) as f64).abs() < 1e-9);
     }
+}
+
+#[test]
+fn undefined_resamples_push_each_bound_outwards() {
+    let d = [1.0, 2.0, 3.0, 4.0];
+    // Five values, one undefined: below the rest for a lower bound, above for an upper.
+    assert_eq!(quantile_with_undefined(&d, 1, 0.0, true), None);
+    assert_eq!(quantile_with_undefined(&d, 1, 0.0, false), Some(1.0));
+    assert_eq!(quantile_with_undefined(&d, 1, 1.0, false), None);
+    assert_eq!(quantile_with_undefined(&d, 1, 1.0, true), Some(4.0));
+    assert_eq!(quantile_with_undefined(&d, 1, 0.5, true), Some(2.0));
+    assert_eq!(quantile_with_undefined(&d, 1, 0.5, false), Some(3.0));
+    // Interpolating towards an undefined value is undefined too.
+    assert_eq!(quantile_with_undefined(&d, 1, 0.9, false), None);
+    let q = quantile_with_undefined(&d, 0, 0.9, false).unwrap();
+    assert!((q - 3.7).abs() < 1e-12, "{q}");
+    // None undefined: the ordinary quantile.
+    assert_eq!(
+        quantile_with_undefined(&d, 0, 0.25, true),
+        Some(quantile_sorted(&d, 0.25))
+    );
 }
