@@ -204,6 +204,9 @@ fn default_params_dir() -> PathBuf {
 
 pub fn run() -> Result<()> {
     let cli = Cli::parse();
+    if std::env::var_os("GAPSCOPE_LOG_SPANS").is_some_and(|v| v != "0") {
+        crate::trace::set_mirror(Box::new(crate::trace::StderrSpanLog));
+    }
     match cli.command {
         Command::Run {
             experiment,

@@ -318,3 +318,49 @@ fn bad_input_is_reported_before_any_work() {
 }
 
 use predicates::prelude::PredicateBooleanExt;
+
+#[test]
+fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = TINY
+        .replace(
+            "reps = 2",
+            "reps = 1\nprocess = \"per_rep\"\nrep_timeout_s = 2",
+        )
+        .replace("warmups = 1", "warmups = 0");
+    let exp = experiment(tmp.path(), "hang", &body);
+    let t0 = std::time::Instant::now();
+    let out = gapscope(tmp.path())
+        // Stands in for a GPU call that never returns.
+        .env(
+            "GAPSCOPE_WORKER_PREPEND",
+            "echo 'about to hang' >&2; sleep 60",
+        )
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .success();
+    assert!(
+        t0.elapsed().as_secs() < 40,
+        "the hung workers were not killed in time"
+    );
+    let o = out.get_output();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("[worker rep 0] about to hang"), "{stderr}");
+    let dir = PathBuf::from(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    );
+    let d = RunData::load(&dir).unwrap();
+    assert_eq!(d.runs.len(), 2);
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Failed);
+        assert!(r.error.contains("timed out after 2 s"), "{}", r.error);
+        assert!(r.error.contains("about to hang"), "{}", r.error);
+    }
+}

@@ -535,9 +535,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             gpu,
         } = match exp.run.process {
             ProcessPolicy::Shared => run_rep_here(&ctx, v, slot)?,
-            ProcessPolicy::PerRep => {
-                worker::run_rep_in_child(&dir, &opts.params_dir, v, slot, opts.nvtx)?
-            }
+            ProcessPolicy::PerRep => worker::run_rep_in_child(
+                &dir,
+                &opts.params_dir,
+                v,
+                slot,
+                opts.nvtx,
+                exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+            )?,
         };
         // --- GPU telemetry rows first: the runs.csv row commits the rep.
         writer.append_gpu(&gpu.samples, &gpu.activity)?;

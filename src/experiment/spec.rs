@@ -88,6 +88,10 @@ pub struct RunPolicy {
     /// NVML sampling period of GPU telemetry.
     #[serde(default = "telemetry_period_ms")]
     pub telemetry_period_ms: u64,
+    /// With `process = "per_rep"`: a worker still running after this many seconds is
+    /// killed and its rep recorded as failed (a hung GPU call must not stall the run).
+    #[serde(default)]
+    pub rep_timeout_s: Option<u64>,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -116,6 +120,7 @@ impl Default for RunPolicy {
             process: ProcessPolicy::Shared,
             counters: true,
             telemetry_period_ms: telemetry_period_ms(),
+            rep_timeout_s: None,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! result line that does not parse, makes the rep `failed` with the reason — the run
 //! and every earlier rep go on.
 
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -134,6 +134,7 @@ pub fn run_rep_in_child(
     v: &ResolvedVariant,
     slot: Slot,
     nvtx: bool,
+    timeout: Option<std::time::Duration>,
 ) -> Result<RepOutput> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
     let mut cmd = Command::new(exe);
@@ -163,44 +164,95 @@ pub fn run_rep_in_child(
         sh.args(cmd.get_args());
         cmd = sh;
     }
+    // Its own process group, so that a kill reaches whatever the worker started too
+    // (nothing may keep its pipes open after it is gone).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .context("cannot start a worker process")?;
-    let mut stderr = child.stderr.take().expect("piped");
+    let tag = format!("[worker rep {}]", slot.rep);
+    // The child's stderr is shown as it comes (a long GPU setup is visible while it
+    // runs); the last lines are kept for the error of a failed rep.
+    let stderr = child.stderr.take().expect("piped");
+    let err_tag = tag.clone();
     let err_thread = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let mut out = String::new();
-    BufReader::new(child.stdout.take().expect("piped"))
-        .read_to_string(&mut out)
-        .context("reading worker output")?;
-    let status = child.wait().context("waiting for the worker")?;
-    let err_text = err_thread.join().unwrap_or_default();
-    let tail: String = err_text
-        .lines()
-        .rev()
-        .take(5)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<Vec<_>>()
-        .join(" | ");
-    match parse_worker_output(&out) {
-        Ok((out, other)) => {
-            for l in other.iter().filter(|l| !l.trim().is_empty()) {
-                eprintln!("[worker {}] {l}", slot.rep);
+        let mut tail = std::collections::VecDeque::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{err_tag} {line}");
+            tail.push_back(line);
+            if tail.len() > 5 {
+                tail.pop_front();
             }
-            Ok(out)
         }
+        Vec::from(tail).join(" | ")
+    });
+    // stdout: other lines pass through; the result line is handed over as soon as it
+    // arrives, so a child that hangs on its way out cannot hold the run.
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out_tag = tag.clone();
+    let out_thread = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with(RESULT_PREFIX) {
+                let _ = tx.send(line);
+            } else if !line.trim().is_empty() {
+                eprintln!("{out_tag} {line}");
+            }
+        }
+    });
+    let started = std::time::Instant::now();
+    let deadline = timeout.map(|t| started + t);
+    let mut result: Option<String> = None;
+    let mut result_at = None;
+    let mut killed: Option<String> = None;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the worker")? {
+            break Some(status);
+        }
+        if result.is_none() {
+            if let Ok(line) = rx.try_recv() {
+                result = Some(line);
+                result_at = Some(std::time::Instant::now());
+            }
+        }
+        let now = std::time::Instant::now();
+        if result_at.is_some_and(|t| now.duration_since(t) > EXIT_GRACE) {
+            kill_group(&mut child);
+            eprintln!(
+                "{tag} did not exit {EXIT_GRACE:?} after its result; killed (its result is kept)"
+            );
+            break None;
+        }
+        if deadline.is_some_and(|d| now > d) && result.is_none() {
+            kill_group(&mut child);
+            killed = Some(format!(
+                "worker timed out after {} s (rep_timeout_s) and was killed",
+                started.elapsed().as_secs()
+            ));
+            break None;
+        }
+        // Polling keeps the deadline and the grace period simple; a rep lasts seconds.
+        std::thread::sleep(POLL);
+    };
+    let _ = out_thread.join();
+    if result.is_none() {
+        result = rx.try_iter().next();
+    }
+    let tail = err_thread.join().unwrap_or_default();
+    let parsed = match (&killed, &result) {
+        (Some(why), _) => Err(why.clone()),
+        (None, Some(line)) => parse_worker_output(line).map(|(out, _)| out),
+        (None, None) => Err("no result line in the worker's output".to_string()),
+    };
+    match parsed {
+        Ok(out) => Ok(out),
         Err(why) => {
-            let msg = if status.success() {
-                format!("worker output unusable: {why}")
-            } else {
-                format!("worker exited with {status}: {why}; stderr: {tail}")
+            let msg = match status {
+                Some(s) if s.success() => format!("worker output unusable: {why}"),
+                Some(s) => format!("worker exited with {s}: {why}; stderr: {tail}"),
+                None => format!("{why}; stderr: {tail}"),
             };
             Ok(RepOutput {
                 run: failed_row(v, slot, msg),
@@ -210,6 +262,17 @@ pub fn run_rep_in_child(
         }
     }
 }
+
+fn kill_group(child: &mut std::process::Child) {
+    // SAFETY: kill(2) with a negative pid signals the process group the child leads.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// How long a worker may take to exit after printing its result.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+const POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 #[cfg(test)]
 mod tests {

@@ -479,3 +479,27 @@ impl Drop for Span {
 
 #[cfg(test)]
 mod tests;
+
+/// Logs every span enter/exit to stderr as it happens (set `GAPSCOPE_LOG_SPANS=1`), to
+/// see where a run that never finishes is stuck. Uses the mirror slot, so it is not
+/// installed when NVTX mirroring is.
+pub struct StderrSpanLog;
+
+impl SpanMirror for StderrSpanLog {
+    fn enter(&self, name: &'static str) {
+        let t = std::thread::current();
+        eprintln!(
+            "[span {:.3}s {}] > {name}",
+            now_ns() as f64 / 1e9,
+            t.name().unwrap_or("?")
+        );
+    }
+    fn exit(&self, name: &'static str) {
+        let t = std::thread::current();
+        eprintln!(
+            "[span {:.3}s {}] < {name}",
+            now_ns() as f64 / 1e9,
+            t.name().unwrap_or("?")
+        );
+    }
+}
