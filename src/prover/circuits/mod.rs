@@ -2,6 +2,7 @@
 //! 2^k constraints (including the prover's per-input constraints) with real work, then
 //! pads with a squaring chain, so every size has the FFT/MSM shape of a full domain.
 
+mod chain;
 pub mod gadgets;
 mod porep;
 mod sha256;
@@ -10,6 +11,7 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use ff::Field;
 
+pub use chain::ChainCircuit;
 pub use gadgets::Gadget;
 pub use porep::PorepCircuit;
 pub use sha256::Sha256Circuit;
@@ -23,6 +25,8 @@ pub enum CircuitKind {
     /// PoRep-shaped: node labels decomposed into bits, XOR-mixed, re-packed and
     /// compressed (x^5), summed into one public input; uses our packing gadgets.
     Porep,
+    /// Dense squaring chain over the whole domain, one public input (no booleans).
+    Chain,
 }
 
 impl CircuitKind {
@@ -30,6 +34,7 @@ impl CircuitKind {
         match self {
             CircuitKind::Sha256 => "sha256",
             CircuitKind::Porep => "porep",
+            CircuitKind::Chain => "chain",
         }
     }
 
@@ -38,6 +43,7 @@ impl CircuitKind {
         match self {
             CircuitKind::Sha256 => sha256::MIN_LOG2,
             CircuitKind::Porep => porep::MIN_LOG2,
+            CircuitKind::Chain => chain::MIN_LOG2,
         }
     }
 }
@@ -47,6 +53,7 @@ impl CircuitKind {
 pub enum CircuitInstance {
     Sha256(Sha256Circuit),
     Porep(PorepCircuit),
+    Chain(ChainCircuit),
 }
 
 impl CircuitInstance {
@@ -62,6 +69,7 @@ impl CircuitInstance {
         Ok(match kind {
             CircuitKind::Sha256 => CircuitInstance::Sha256(Sha256Circuit::new(log2, index)),
             CircuitKind::Porep => CircuitInstance::Porep(PorepCircuit::new(log2, gadget, index)),
+            CircuitKind::Chain => CircuitInstance::Chain(ChainCircuit::new(log2, index)),
         })
     }
 
@@ -70,6 +78,7 @@ impl CircuitInstance {
         match self {
             CircuitInstance::Sha256(c) => CircuitInstance::Sha256(c.blank()),
             CircuitInstance::Porep(c) => CircuitInstance::Porep(c.blank()),
+            CircuitInstance::Chain(c) => CircuitInstance::Chain(c.blank()),
         }
     }
 
@@ -78,6 +87,7 @@ impl CircuitInstance {
         match self {
             CircuitInstance::Sha256(c) => c.public_inputs(),
             CircuitInstance::Porep(c) => c.public_inputs(),
+            CircuitInstance::Chain(c) => c.public_inputs(),
         }
     }
 }
@@ -87,6 +97,7 @@ impl Circuit<Scalar> for CircuitInstance {
         match self {
             CircuitInstance::Sha256(c) => c.synthesize(cs),
             CircuitInstance::Porep(c) => c.synthesize(cs),
+            CircuitInstance::Chain(c) => c.synthesize(cs),
         }
     }
 }
@@ -96,7 +107,7 @@ pub(crate) fn squaring_chain<CS: ConstraintSystem<Scalar>>(
     cs: &mut CS,
     count: usize,
     seed: Option<Scalar>,
-) -> Result<(), SynthesisError> {
+) -> Result<bellperson::Variable, SynthesisError> {
     let mut val = seed;
     let mut var = cs.alloc(
         || "chain 0",
@@ -112,7 +123,7 @@ pub(crate) fn squaring_chain<CS: ConstraintSystem<Scalar>>(
         val = next;
         var = nvar;
     }
-    Ok(())
+    Ok(var)
 }
 
 /// Deterministic per-instance randomness (witness values), so runs are reproducible.

@@ -120,5 +120,6 @@ impl bellperson::Circuit<Scalar> for PorepCircuit {
         let out = cs.alloc_input(|| "sum", || sum_val.ok_or_else(missing))?;
         cs.enforce(|| "sum check", |_| sum_lc, |l| l + CS::one(), |l| l + out);
         super::squaring_chain(&mut cs.namespace(|| "filler"), self.filler, self.chain_seed)
+            .map(|_| ())
     }
 }

@@ -65,3 +65,15 @@ fn sizes_below_the_minimum_are_refused_with_the_range() {
     let e = CircuitInstance::new(CircuitKind::Sha256, 12, Gadget::Lc, 0).unwrap_err();
     assert!(e.contains("15"), "{e}");
 }
+
+#[test]
+fn chain_fills_its_domain_and_matches_its_native_output() {
+    let c = CircuitInstance::new(CircuitKind::Chain, 10, Gadget::Lc, 4).unwrap();
+    let inputs = c.public_inputs();
+    let asg = Assignment::synthesize(c.clone()).unwrap();
+    assert_eq!(asg.num_constraints(), 1 << 10);
+    assert_eq!(asg.input_assignment[1..], inputs[..]);
+    let mut cs = TestConstraintSystem::<Scalar>::new();
+    c.synthesize(&mut cs).unwrap();
+    assert!(cs.is_satisfied());
+}
