@@ -1,6 +1,8 @@
 //! Dense "chain" circuit: x_{i+1} = x_i² over the whole domain, the last value public.
 //! No booleans and no sparse rows: every A, B and C evaluation is a full field element.
 //! It is the opposite extreme of the PoRep-shaped circuit (mostly 0/1 witness values).
+//! It stops one row short of 2^k (like real circuits, whose size is rarely a power of
+//! two): the domain is still 2^k, with one padding row.
 
 use bellperson::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
@@ -16,8 +18,9 @@ pub struct ChainCircuit {
 
 impl ChainCircuit {
     pub fn new(log2: u32, index: u64) -> Self {
-        // ONE and the output are inputs (one constraint each), plus the output check.
-        let steps = (1usize << log2) - 3;
+        // ONE and the output are inputs (one constraint each), plus the output check,
+        // plus one padding row left free.
+        let steps = (1usize << log2) - 4;
         let mut rng = super::instance_rng("chain", index);
         ChainCircuit {
             steps,

@@ -71,7 +71,8 @@ fn chain_fills_its_domain_and_matches_its_native_output() {
     let c = CircuitInstance::new(CircuitKind::Chain, 10, Gadget::Lc, 4).unwrap();
     let inputs = c.public_inputs();
     let asg = Assignment::synthesize(c.clone()).unwrap();
-    assert_eq!(asg.num_constraints(), 1 << 10);
+    assert_eq!(asg.num_constraints(), (1 << 10) - 1);
+    assert_eq!(asg.num_constraints().next_power_of_two(), 1 << 10);
     assert_eq!(asg.input_assignment[1..], inputs[..]);
     let mut cs = TestConstraintSystem::<Scalar>::new();
     c.synthesize(&mut cs).unwrap();
