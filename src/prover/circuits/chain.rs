@@ -50,7 +50,12 @@ impl bellperson::Circuit<Scalar> for ChainCircuit {
         let out = self.output();
         let last = super::squaring_chain(&mut cs.namespace(|| "chain"), self.steps, self.seed)?;
         let input = cs.alloc_input(|| "out", || out.ok_or(SynthesisError::AssignmentMissing))?;
-        cs.enforce(|| "out check", |l| l + last, |l| l + CS::one(), |l| l + input);
+        cs.enforce(
+            || "out check",
+            |l| l + last,
+            |l| l + CS::one(),
+            |l| l + input,
+        );
         Ok(())
     }
 }
