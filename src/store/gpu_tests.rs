@@ -4,32 +4,7 @@
 use super::*;
 
 fn meta() -> Meta {
-    Meta {
-        schema_version: SCHEMA_VERSION,
-        gapscope_version: "test".into(),
-        experiment: "t".into(),
-        run_id: "r".into(),
-        created_utc: String::new(),
-        command: vec![],
-        host: HostInfo::default(),
-        git: GitInfo::default(),
-        counters: Default::default(),
-        gpu: GpuMeta::default(),
-        workload: WorkloadMeta {
-            circuit: "porep".into(),
-            log2_constraints: 10,
-            batch: 1,
-            backend: "cpu".into(),
-        },
-        variants: vec![],
-        reps: 1,
-        warmups: 0,
-        order: "interleaved".into(),
-        process: "shared".into(),
-        params: vec![],
-        setup_ns: Default::default(),
-        completed_utc: None,
-    }
+    Meta::sample()
 }
 
 fn gpu_rows(rep: u32) -> (Vec<TelemetryRow>, Vec<GpuActivityRow>) {

@@ -325,6 +325,7 @@ pub struct VariantMeta {
 }
 
 /// meta.json: everything needed to interpret and reproduce a run.
+/// (`Meta::sample` gives a minimal one, for tests that build run folders.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     pub schema_version: u32,
@@ -354,4 +355,36 @@ pub struct Meta {
     /// Set when the run finished its schedule.
     #[serde(default)]
     pub completed_utc: Option<String>,
+}
+
+impl Meta {
+    /// A minimal meta for a porep 2^10 × 1 cpu run with no variants (tests and fixtures).
+    pub fn sample() -> Meta {
+        Meta {
+            schema_version: SCHEMA_VERSION,
+            gapscope_version: "test".into(),
+            experiment: "t".into(),
+            run_id: "r".into(),
+            created_utc: String::new(),
+            command: vec![],
+            host: HostInfo::default(),
+            git: GitInfo::default(),
+            counters: Default::default(),
+            gpu: GpuMeta::default(),
+            workload: WorkloadMeta {
+                circuit: "porep".into(),
+                log2_constraints: 10,
+                batch: 1,
+                backend: "cpu".into(),
+            },
+            variants: vec![],
+            reps: 1,
+            warmups: 0,
+            order: "interleaved".into(),
+            process: "shared".into(),
+            params: vec![],
+            setup_ns: Default::default(),
+            completed_utc: None,
+        }
+    }
 }

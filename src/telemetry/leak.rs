@@ -150,7 +150,7 @@ pub fn leak_flags_with(data: &RunData, policy: &LeakPolicy) -> Vec<LeakFlag> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{GitInfo, GpuMeta, HostInfo, Meta, VariantMeta, WorkloadMeta};
+    use crate::store::{Meta, VariantMeta};
 
     const MIB: u64 = 1 << 20;
 
@@ -201,30 +201,10 @@ mod tests {
         RunData {
             dir: "x".into(),
             meta: Meta {
-                schema_version: 1,
-                gapscope_version: String::new(),
-                experiment: "t".into(),
-                run_id: "r".into(),
-                created_utc: String::new(),
-                command: vec![],
-                host: HostInfo::default(),
-                git: GitInfo::default(),
-                counters: Default::default(),
-                gpu: GpuMeta::default(),
-                workload: WorkloadMeta {
-                    circuit: "porep".into(),
-                    log2_constraints: 10,
-                    batch: 1,
-                    backend: "cpu".into(),
-                },
                 variants: vec![variant("leaky"), variant("clean")],
                 reps: 5,
                 warmups: 1,
-                order: "interleaved".into(),
-                process: "shared".into(),
-                params: vec![],
-                setup_ns: Default::default(),
-                completed_utc: None,
+                ..Meta::sample()
             },
             runs: rows,
             spans: vec![],
