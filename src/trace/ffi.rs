@@ -15,8 +15,35 @@ unsafe fn name_from(ptr: *const c_char) -> Option<&'static str> {
         return None;
     }
     // SAFETY: non-null and NUL-terminated per the caller's contract.
-    let s = unsafe { CStr::from_ptr(ptr) };
-    Some(intern(&s.to_string_lossy()))
+    let bytes = unsafe { CStr::from_ptr(ptr) }.to_bytes();
+    // C callers pass the same few literals again and again: a small per-thread cache of
+    // recent names skips the global intern table's lock. Entries are checked by content,
+    // so a buffer reused for another name is never mistaken for the old one.
+    let hit = NAME_CACHE.with(|c| {
+        c.borrow()
+            .iter()
+            .find(|(p, name)| *p == ptr as usize && name.as_bytes() == bytes)
+            .map(|(_, name)| *name)
+    });
+    if hit.is_some() {
+        return hit;
+    }
+    let name = intern(&String::from_utf8_lossy(bytes));
+    NAME_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() == NAME_CACHE_LEN {
+            c.remove(0);
+        }
+        c.push((ptr as usize, name));
+    });
+    Some(name)
+}
+
+const NAME_CACHE_LEN: usize = 32;
+
+thread_local! {
+    static NAME_CACHE: std::cell::RefCell<Vec<(usize, &'static str)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Opens a span named `name` on the calling thread; returns its handle (0 on a null name).
@@ -167,6 +194,28 @@ mod tests {
                 .join()
                 .unwrap(),
             0
+        );
+    }
+
+    #[test]
+    fn a_name_buffer_reused_for_another_name_is_read_again() {
+        let root = Span::enter("ffi_reuse_root");
+        let trace = root.trace();
+        let mut buf = *b"name_one\0";
+        for _ in 0..2 {
+            // SAFETY: buf is NUL-terminated and outlives the call.
+            let h = unsafe { super::gapscope_span_enter(buf.as_ptr().cast()) };
+            assert_eq!(super::gapscope_span_exit(h), 1);
+        }
+        buf[5..8].copy_from_slice(b"two");
+        // SAFETY: as above; same pointer, new contents.
+        let h = unsafe { super::gapscope_span_enter(buf.as_ptr().cast()) };
+        assert_eq!(super::gapscope_span_exit(h), 1);
+        drop(root);
+        let names: Vec<&str> = drain_trace(trace).iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            ["ffi_reuse_root", "name_one", "name_one", "name_two"]
         );
     }
 

@@ -111,7 +111,8 @@ struct OpenSpan {
     name: &'static str,
     start_ns: u64,
     attrs: Vec<(&'static str, AttrValue)>,
-    counters_start: Option<CounterValues>,
+    /// Boxed: spans are moved around on the hot path, and counters are usually off.
+    counters_start: Option<Box<CounterValues>>,
 }
 
 /// A finished span before thread information is attached (at drain time).
@@ -123,7 +124,7 @@ struct Finished {
     start_ns: u64,
     end_ns: u64,
     attrs: Vec<(&'static str, AttrValue)>,
-    counters: Option<CounterValues>,
+    counters: Option<Box<CounterValues>>,
 }
 
 /// Finished spans of one thread, visible to [`drain_trace`].
@@ -284,7 +285,7 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
 }
 
 fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
-    let counters_start = read_counters();
+    let counters_start = read_counters().map(Box::new);
     let ctx = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let id = s.new_id();
@@ -325,7 +326,7 @@ pub fn exit(id: u64) -> bool {
         };
         let open = s.stack.remove(pos);
         let counters = match (open.counters_start, end_counters) {
-            (Some(a), Some(b)) => Some(b.delta_since(&a)),
+            (Some(a), Some(b)) => Some(Box::new(b.delta_since(&a))),
             _ => None,
         };
         s.local.push(Finished {
@@ -398,7 +399,7 @@ pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
                 start_ns: f.start_ns,
                 end_ns: f.end_ns,
                 attrs: f.attrs,
-                counters: f.counters,
+                counters: f.counters.map(|c| *c),
             }));
         }
     }
