@@ -233,6 +233,35 @@ where
         Ok(())
     }
 
+    /// A time axis's ticks: a grid line from `top` to `bottom` and a label at `label_y`
+    /// for each of `axis`'s ticks (about `count`), in `unit`. Returns the ticks' x pixels.
+    pub fn time_ticks(
+        &self,
+        axis: &Axis,
+        unit: &TimeUnit,
+        count: usize,
+        (top, bottom): (i32, i32),
+        grid: RGBAColor,
+        label_y: i32,
+    ) -> Drawn<Vec<i32>> {
+        let ticks = axis.ticks(count);
+        let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
+        let mut xs = Vec::with_capacity(ticks.len());
+        for t in &ticks {
+            let px = axis.px(*t);
+            self.line(&[(px, top), (px, bottom)], grid, 1)?;
+            self.text(
+                &unit.tick(*t, step),
+                (px, label_y),
+                SMALL_PX,
+                INK,
+                Align::Center,
+            )?;
+            xs.push(px);
+        }
+        Ok(xs)
+    }
+
     pub fn bold(
         &self,
         s: &str,

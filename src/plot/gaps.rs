@@ -215,19 +215,7 @@ impl Gaps {
             }
             y += 6;
         }
-        let ticks = x.ticks(8);
-        let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
-        for t in &ticks {
-            let p = x.px(*t);
-            c.line(&[(p, top), (p, y)], GRID.mix(0.7), 1)?;
-            c.text(
-                &unit.tick(*t, step),
-                (p, y + 12),
-                SMALL_PX,
-                INK,
-                Align::Center,
-            )?;
-        }
+        c.time_ticks(&x, &unit, 8, (top, y), GRID.mix(0.7), y + 12)?;
         c.text(
             &format!("time since {OUTER} began ({})", unit.suffix),
             (w - RIGHT_W + 10, y + 12),

@@ -291,19 +291,8 @@ impl Phases {
             y += 18;
         }
         // Time axis.
-        let ticks = x.ticks(8);
-        let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
-        for t in &ticks {
-            let px = x.px(*t);
-            c.line(&[(px, top - 4), (px, y - 10)], GRID.mix(0.8), 1)?;
+        for px in c.time_ticks(&x, &unit, 8, (top - 4, y - 10), GRID.mix(0.8), y + 5)? {
             c.line(&[(px, y - 10), (px, y - 5)], INK.mix(1.0), 1)?;
-            c.text(
-                &unit.tick(*t, step),
-                (px, y + 5),
-                SMALL_PX,
-                INK,
-                Align::Center,
-            )?;
         }
         c.text(
             &format!("time ({})", unit.suffix),

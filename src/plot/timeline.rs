@@ -373,19 +373,7 @@ impl Timeline {
                 y += NOTE_H;
             }
             // Grid and time axis of this panel.
-            let ticks = x.ticks(10);
-            let step = ticks.get(1).map(|t| t - ticks[0]).unwrap_or(1.0);
-            for t in &ticks {
-                let tx = x.px(*t);
-                c.line(&[(tx, top), (tx, y)], INK.mix(0.12), 1)?;
-                c.text(
-                    &unit.tick(*t, step),
-                    (tx, y + 10),
-                    SMALL_PX,
-                    INK,
-                    Align::Center,
-                )?;
-            }
+            c.time_ticks(&x, &unit, 10, (top, y), INK.mix(0.12), y + 10)?;
             c.text(
                 &format!("time ({})", unit.suffix),
                 (LABEL_W - 24, y + 10),
