@@ -6,6 +6,7 @@
 #   .bundle/gapscope          the binary (debug info stripped: the bundle must stay small)
 #   .bundle/experiments/      every experiments/*.toml
 #   .bundle/device-run.sh     runs experiments there and packs the results into $OUT
+#   .bundle/diag-supraseal.sh probes the upstream prover (ours and bellperson's hand-off)
 #   .bundle/BUNDLE.txt        what was built: revision, features, toolchains, checksum
 #
 # Usage: scripts/device-bundle.sh            (features: supraseal; GAPSCOPE_GPU_FEATURES
@@ -38,8 +39,8 @@ mkdir -p "$out/experiments"
 # Symbols stay (backtraces name functions); line tables go.
 objcopy --strip-debug "$bin" "$out/gapscope"
 cp experiments/*.toml "$out/experiments/"
-cp scripts/device-run.sh "$out/device-run.sh"
-chmod +x "$out/gapscope" "$out/device-run.sh"
+cp scripts/device-run.sh scripts/diag-supraseal.sh "$out/"
+chmod +x "$out/gapscope" "$out/device-run.sh" "$out/diag-supraseal.sh"
 {
     echo "revision: $rev"
     echo "features: $features"

@@ -157,6 +157,29 @@ pub enum Command {
         #[arg(long)]
         nvtx: bool,
     },
+    /// Prove with bellperson's own `cuda-supraseal` wrapper (its synthesis, hand-off and
+    /// SRS loader) on the circuit and params file `backend = "supraseal"` uses, and
+    /// verify every proof: the control that tells upstream's behaviour from ours. Needs a
+    /// build with `--features supraseal` and a GPU.
+    #[command(name = "upstream-reference")]
+    UpstreamReference {
+        /// chain, porep or sha256.
+        #[arg(long, default_value = "chain")]
+        circuit: String,
+        #[arg(long)]
+        log2_constraints: u32,
+        /// Bit-packing gadget of the porep circuit (lc or add_to_lc).
+        #[arg(long, default_value = "lc")]
+        gadget: String,
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
+        /// Prover calls (the first includes module load and JIT).
+        #[arg(long, default_value_t = 2)]
+        calls: u32,
+        /// Params cache (defaults to $GAPSCOPE_PARAMS_DIR or ./params).
+        #[arg(long)]
+        params_dir: Option<PathBuf>,
+    },
     /// Check GPU telemetry on this machine with real kernels and copies (no prover
     /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
     #[command(name = "gpu-selftest", hide = true)]
@@ -339,6 +362,21 @@ pub fn run() -> Result<()> {
             warmup,
             nvtx,
         }),
+        Command::UpstreamReference {
+            circuit,
+            log2_constraints,
+            gadget,
+            batch,
+            calls,
+            params_dir,
+        } => upstream_reference(
+            &circuit,
+            log2_constraints,
+            &gadget,
+            batch,
+            calls,
+            &params_dir.unwrap_or_else(default_params_dir),
+        ),
         Command::GpuSelftest {
             out,
             reps,
@@ -375,4 +413,62 @@ pub fn run() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// A knob value of an enum that deserialises from its snake_case name, or an error that
+/// lists the valid names.
+fn parse_name<T: serde::de::DeserializeOwned>(what: &str, s: &str, valid: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| anyhow::anyhow!("unknown {what} {s:?}; valid: {valid}"))
+}
+
+fn upstream_reference(
+    circuit: &str,
+    log2: u32,
+    gadget: &str,
+    batch: usize,
+    calls: u32,
+    params_dir: &std::path::Path,
+) -> Result<()> {
+    let kind = parse_name("circuit", circuit, "chain, porep, sha256")?;
+    let gadget = parse_name("gadget", gadget, "lc, add_to_lc")?;
+    anyhow::ensure!(
+        batch >= 1 && calls >= 1,
+        "--batch and --calls must be at least 1"
+    );
+    reference(kind, log2, gadget, batch, calls, params_dir)
+}
+
+#[cfg(feature = "supraseal")]
+fn reference(
+    kind: crate::prover::CircuitKind,
+    log2: u32,
+    gadget: crate::prover::Gadget,
+    batch: usize,
+    calls: u32,
+    params_dir: &std::path::Path,
+) -> Result<()> {
+    let r =
+        crate::prover::reference::run(kind, log2, gadget, batch, calls, params_dir, &mut |m| {
+            eprintln!("upstream-reference: {m}")
+        })?;
+    println!("{}", serde_json::to_string_pretty(&r)?);
+    let bad: usize = r.calls.iter().map(|c| c.proofs - c.verified).sum();
+    anyhow::ensure!(bad == 0, "{bad} proof(s) did not verify");
+    Ok(())
+}
+
+#[cfg(not(feature = "supraseal"))]
+fn reference(
+    _kind: crate::prover::CircuitKind,
+    _log2: u32,
+    _gadget: crate::prover::Gadget,
+    _batch: usize,
+    _calls: u32,
+    _params_dir: &std::path::Path,
+) -> Result<()> {
+    anyhow::bail!(
+        "upstream-reference needs the upstream prover: rebuild with `--features supraseal` after \
+         `eval \"$(scripts/cuda-toolkit.sh)\"` (README.md, GPU build)"
+    )
 }

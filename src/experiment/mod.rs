@@ -3,6 +3,7 @@
 
 pub mod runner;
 pub mod spec;
+pub mod watchdog;
 pub mod worker;
 
 pub use runner::{run, RunOptions, RunOutcome};

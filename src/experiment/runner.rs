@@ -4,11 +4,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use super::spec::{Experiment, Order, ProcessPolicy, ResolvedVariant};
+use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::prover::{self, params, CircuitInstance, Gadget, Groth16Params, ProveOptions};
 use crate::store::{self, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta};
@@ -382,6 +384,71 @@ fn check_writable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Exit status of `gapscope run` stopped by its watchdog (`rep_timeout_s`, shared process).
+pub const EXIT_TIMED_OUT: i32 = 3;
+
+/// The watchdog's action for a rep of a shared process: the rep is recorded as failed
+/// (finished reps are on disk already), then the process ends.
+fn timed_out(
+    writer: &Arc<Mutex<RunWriter>>,
+    dir: &Path,
+    v: &ResolvedVariant,
+    slot: Slot,
+    limit: Duration,
+) -> impl FnOnce() + Send + 'static {
+    let writer = writer.clone();
+    let dir = dir.to_path_buf();
+    let row = worker::failed_row(
+        v,
+        slot,
+        format!(
+            "rep did not finish in {} s (rep_timeout_s) in a shared process, which cannot \
+             abandon the call; the run was stopped",
+            limit.as_secs()
+        ),
+    );
+    move || {
+        match record_timed_out(&writer, &row) {
+            Ok(()) => eprintln!(
+                "error: rep {} ({}) did not finish in {} s (run.rep_timeout_s); it is recorded \
+                 as failed in {}. gapscope stopped: a call that never returns cannot be abandoned \
+                 in a shared process. Every finished rep is kept; `gapscope run --resume {}` goes \
+                 on with the next rep, and process = \"per_rep\" kills such a rep and continues.",
+                row.rep,
+                row.variant,
+                limit.as_secs(),
+                dir.display(),
+                dir.display()
+            ),
+            Err(e) => eprintln!(
+                "error: rep {} ({}) did not finish in {} s (run.rep_timeout_s), and could not be \
+                 recorded as failed ({e}); gapscope stopped. Finished reps are kept in {}.",
+                row.rep,
+                row.variant,
+                limit.as_secs(),
+                dir.display()
+            ),
+        }
+        watchdog::exit_now(EXIT_TIMED_OUT)
+    }
+}
+
+/// Appends the failed row of a rep that outlived its limit. The rep's own thread is stuck
+/// outside any append, so the lock is free unless it was stuck in the store itself; then
+/// the row cannot be written, and the caller says so.
+fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Result<(), String> {
+    match writer.try_lock() {
+        Ok(mut w) => w.append_rep(row, &[]).map_err(|e| e.to_string()),
+        Err(std::sync::TryLockError::Poisoned(p)) => p
+            .into_inner()
+            .append_rep(row, &[])
+            .map_err(|e| e.to_string()),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            Err("the results writer is busy (stuck in a write)".into())
+        }
+    }
+}
+
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (exp, text, resume) = match (&opts.resume, exp_path) {
@@ -475,14 +542,34 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             .map(|o| serde_json::to_value(o).unwrap_or_default())
             .collect();
     }
+    // A shared process cannot abandon a GPU call that never returns: past rep_timeout_s
+    // the watchdog records the rep as failed and stops the run (per_rep kills the worker).
+    let watchdog = match (exp.run.process, exp.run.rep_timeout_s) {
+        (ProcessPolicy::Shared, Some(s)) => Some((Watchdog::start(), Duration::from_secs(s))),
+        _ => None,
+    };
     if exp.run.process == ProcessPolicy::Shared {
         // per_rep: each worker sets up for itself.
+        let _deadline = watchdog.as_ref().map(|(dog, limit)| {
+            let limit = *limit;
+            dog.arm(limit, move || {
+                eprintln!(
+                    "error: backend setup (its warm-up proof) did not finish in {} s \
+                     (run.rep_timeout_s); gapscope stopped: a call that never returns cannot be \
+                     abandoned in a shared process. No rep had run and no run folder was made. \
+                     Raise rep_timeout_s if setup is merely slow; with process = \"per_rep\" \
+                     each rep's own setup is killed at the limit and the run goes on.",
+                    limit.as_secs()
+                );
+                watchdog::exit_now(EXIT_TIMED_OUT)
+            })
+        });
         let setup = setup_backends(&exp, &variants, &params, &origins, opts.progress);
         if resume.is_none() {
             meta.setup_ns.extend(setup);
         }
     }
-    let mut writer = match writer.take() {
+    let writer = match writer.take() {
         Some(w) => w,
         None => {
             let dir = opts.results_dir.join(&exp.name).join(&meta.run_id);
@@ -490,6 +577,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         }
     };
     let dir = writer.dir.clone();
+    let writer = Arc::new(Mutex::new(writer));
     if opts.progress {
         eprintln!("results: {}", dir.display());
     }
@@ -534,7 +622,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             spans,
             gpu,
         } = match exp.run.process {
-            ProcessPolicy::Shared => run_rep_here(&ctx, v, slot)?,
+            ProcessPolicy::Shared => {
+                let _deadline = watchdog
+                    .as_ref()
+                    .map(|(dog, limit)| dog.arm(*limit, timed_out(&writer, &dir, v, slot, *limit)));
+                run_rep_here(&ctx, v, slot)?
+            }
             ProcessPolicy::PerRep => worker::run_rep_in_child(
                 &dir,
                 &opts.params_dir,
@@ -545,7 +638,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             )?,
         };
         // --- GPU telemetry rows first: the runs.csv row commits the rep.
-        writer.append_gpu(&gpu.samples, &gpu.activity)?;
+        let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+        w.append_gpu(&gpu.samples, &gpu.activity)?;
         if record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry) {
             // A killed run keeps the calibration of every finished rep.
             store::write_meta(&dir, &meta)?;
@@ -553,7 +647,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         for n in &gpu.notes {
             bar.println(format!("rep {} ({}): {n}", slot.rep, v.name));
         }
-        writer.append_rep(&row, &spans)?;
+        w.append_rep(&row, &spans)?;
+        drop(w);
         if row.status == RepStatus::Failed {
             bar.println(format!(
                 "rep {} ({}) failed: {}",
@@ -577,4 +672,36 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         spans: all_spans,
         failed,
     })
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+    use crate::experiment::spec::Experiment;
+
+    #[test]
+    fn a_timed_out_rep_is_committed_as_failed_and_resume_skips_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let w = RunWriter::create(&dir, &Meta::sample(), "name = \"x\"\n").unwrap();
+        let text = "name = \"x\"\n[workload]\ncircuit = \"chain\"\nlog2_constraints = 4\n\
+                    batch = 1\nbackend = \"cpu\"\n[run]\nreps = 1\nrep_timeout_s = 7\n\
+                    [[variant]]\nname = \"a\"\n";
+        let exp = Experiment::parse(text, std::path::Path::new("x.toml")).unwrap();
+        assert_eq!(exp.run.rep_timeout_s, Some(7));
+        let v = &exp.resolved_variants()[0];
+        let slot = Slot {
+            rep: 4,
+            variant: 0,
+            iteration: 2,
+            warmup: false,
+        };
+        let row = worker::failed_row(v, slot, "did not finish in 7 s".into());
+        record_timed_out(&Mutex::new(w), &row).unwrap();
+        let (_, rows) = RunWriter::open_resume(&dir).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].rep, 4);
+        assert_eq!(rows[0].status, RepStatus::Failed);
+        assert!(rows[0].error.contains("7 s"), "{}", rows[0].error);
+    }
 }

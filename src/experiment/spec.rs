@@ -3,7 +3,7 @@
 //! ```toml
 //! name = "quickstart"
 //! [workload]
-//! circuit = "porep"          # sha256 | porep
+//! circuit = "porep"          # sha256 | porep | chain
 //! log2_constraints = 12
 //! batch = 2
 //! backend = "cpu"            # cpu | cuda | supraseal
@@ -14,6 +14,7 @@
 //! process = "shared"         # shared | per_rep (a fresh worker process per rep)
 //! counters = true
 //! telemetry_period_ms = 20   # NVML sampling period
+//! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails
 //! [[variant]]
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry
@@ -88,8 +89,11 @@ pub struct RunPolicy {
     /// NVML sampling period of GPU telemetry.
     #[serde(default = "telemetry_period_ms")]
     pub telemetry_period_ms: u64,
-    /// With `process = "per_rep"`: a worker still running after this many seconds is
-    /// killed and its rep recorded as failed (a hung GPU call must not stall the run).
+    /// A rep still running after this many seconds is recorded as failed (a hung GPU
+    /// call must not stall the run). With `process = "per_rep"` its worker is killed and
+    /// the run goes on; with `process = "shared"` (which cannot abandon a call that never
+    /// returns) the run stops after recording it, and `--resume` goes on. Shared
+    /// processes apply the limit to backend setup too.
     #[serde(default)]
     pub rep_timeout_s: Option<u64>,
 }
@@ -255,6 +259,9 @@ impl Experiment {
                 "run.telemetry_period_ms = {} must be between 1 and 60000",
                 self.run.telemetry_period_ms
             ));
+        }
+        if self.run.rep_timeout_s == Some(0) {
+            return Err("run.rep_timeout_s must be at least 1 (seconds), or left out".into());
         }
         if self.run.reps == 0 {
             return Err("run.reps must be at least 1".into());

@@ -108,7 +108,7 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
     ))
 }
 
-fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
+pub(super) fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
     RunRow {
         rep: slot.rep,
         variant: v.name.clone(),

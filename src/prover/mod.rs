@@ -17,6 +17,8 @@ pub mod dropper;
 pub mod gpu_probe;
 pub mod params;
 #[cfg(feature = "supraseal")]
+pub mod reference;
+#[cfg(feature = "supraseal")]
 pub mod supraseal;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
