@@ -148,6 +148,15 @@ mod tests {
         (c, move || r.load(Ordering::SeqCst))
     }
 
+    /// Polls until `read` is non-zero (or 10 s pass); returns how long that took.
+    fn until_fired(read: &impl Fn() -> u32) -> Duration {
+        let t = Instant::now();
+        while read() == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        t.elapsed()
+    }
+
     #[test]
     fn fires_once_after_its_deadline() {
         let dog = Watchdog::start();
@@ -155,13 +164,10 @@ mod tests {
         let _g = dog.arm(Duration::from_millis(20), move || {
             c.fetch_add(1, Ordering::SeqCst);
         });
-        let t = Instant::now();
-        while read() == 0 && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let waited = until_fired(&read);
         assert_eq!(read(), 1, "the action ran");
         assert!(
-            t.elapsed() >= Duration::from_millis(15),
+            waited >= Duration::from_millis(15),
             "not before the deadline"
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -193,10 +199,7 @@ mod tests {
             second.fetch_add(1, Ordering::SeqCst);
         });
         drop(old);
-        let t = Instant::now();
-        while read_second() == 0 && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        until_fired(&read_second);
         assert_eq!((read_first(), read_second()), (0, 1));
     }
 
