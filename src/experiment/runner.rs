@@ -155,6 +155,9 @@ pub struct RepOutput {
     pub run: RunRow,
     pub spans: Vec<SpanRow>,
     pub gpu: RepTelemetry,
+    /// Backend setup this rep's process did before it (per_rep workers), in ns, keyed as
+    /// meta.json `setup_ns` is.
+    pub setup_ns: BTreeMap<String, u64>,
 }
 
 /// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
@@ -244,6 +247,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         run: row,
         spans: rows,
         gpu,
+        setup_ns: BTreeMap::new(),
     })
 }
 
@@ -621,6 +625,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             run: row,
             spans,
             gpu,
+            setup_ns,
         } = match exp.run.process {
             ProcessPolicy::Shared => {
                 let _deadline = watchdog
@@ -637,6 +642,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
             )?,
         };
+        if !setup_ns.is_empty() {
+            // Each worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
+            for (k, ns) in setup_ns {
+                meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
+            }
+            store::write_meta(&dir, &meta)?;
+        }
         // --- GPU telemetry rows first: the runs.csv row commits the rep.
         let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
         w.append_gpu(&gpu.samples, &gpu.activity)?;

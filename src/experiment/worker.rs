@@ -25,6 +25,9 @@ struct WorkerResult {
     /// The rep's GPU telemetry (CUPTI sees only the worker's own process).
     #[serde(default)]
     gpu: RepTelemetry,
+    /// The worker's backend setup before the rep (meta.json `setup_ns` keys), in ns.
+    #[serde(default)]
+    setup_ns: std::collections::BTreeMap<String, u64>,
 }
 
 /// Arguments of the hidden `__worker` subcommand.
@@ -57,7 +60,8 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         nvtx: a.nvtx,
     });
     // Outside the rep: telemetry collects only between begin_rep and end_rep.
-    super::runner::setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
+    let setup_ns =
+        super::runner::setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
     let ctx = RepContext {
         exp: &exp,
         params: &params,
@@ -69,8 +73,15 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         iteration: a.iteration,
         warmup: a.warmup,
     };
-    let RepOutput { run, spans, gpu } = run_rep_here(&ctx, &v, slot)?;
-    let line = serde_json::to_string(&WorkerResult { run, spans, gpu })?;
+    let RepOutput {
+        run, spans, gpu, ..
+    } = run_rep_here(&ctx, &v, slot)?;
+    let line = serde_json::to_string(&WorkerResult {
+        run,
+        spans,
+        gpu,
+        setup_ns,
+    })?;
     println!("{RESULT_PREFIX}{line}");
     Ok(())
 }
@@ -103,6 +114,7 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
             run: r.run,
             spans: r.spans,
             gpu: r.gpu,
+            setup_ns: r.setup_ns,
         },
         other,
     ))
@@ -258,6 +270,7 @@ pub fn run_rep_in_child(
                 run: failed_row(v, slot, msg),
                 spans: Vec::new(),
                 gpu: RepTelemetry::default(),
+                setup_ns: Default::default(),
             })
         }
     }
@@ -284,6 +297,7 @@ mod tests {
             run: RunRow::sample(),
             spans: vec![SpanRow::sample()],
             gpu: RepTelemetry::default(),
+            setup_ns: Default::default(),
         })
         .unwrap();
         let out = format!("noise from C++\n{RESULT_PREFIX}{good}\nmore\n");
@@ -313,10 +327,12 @@ mod tests {
             run: RunRow::sample(),
             spans: vec![],
             gpu: gpu.clone(),
+            setup_ns: [("supraseal/gpu".to_string(), 7_300_000_000u64)].into(),
         })
         .unwrap();
         let (rep, _) = parse_worker_output(&format!("{RESULT_PREFIX}{line}\n")).unwrap();
         assert_eq!(rep.gpu, gpu);
+        assert_eq!(rep.setup_ns["supraseal/gpu"], 7_300_000_000);
         // A worker of an older revision (variant with `rev`) sends no `gpu` field.
         let old = format!(
             "{RESULT_PREFIX}{{\"run\":{},\"spans\":[]}}\n",
@@ -324,5 +340,6 @@ mod tests {
         );
         let (rep, _) = parse_worker_output(&old).unwrap();
         assert_eq!(rep.gpu, RepTelemetry::default());
+        assert!(rep.setup_ns.is_empty());
     }
 }

@@ -115,9 +115,7 @@ pub fn environment_section(input: &PlotInput) -> String {
         let path = p.get("path").and_then(|s| s.as_str()).unwrap_or("?");
         rows.push(vec!["params".into(), format!("{path} ({source})")]);
     }
-    for (k, ns) in &m.setup_ns {
-        rows.push(vec![format!("setup: {k}"), fmt_ns(*ns as f64)]);
-    }
+    rows.extend(setup_rows(&m.setup_ns));
     let mut out = String::new();
     table(&mut out, &["".into(), "value".into()], &rows);
     let mut vrows = Vec::new();
@@ -138,6 +136,39 @@ pub fn environment_section(input: &PlotInput) -> String {
         }
     }
     out
+}
+
+/// Rows for meta.json `setup_ns`: one per key, except that the setups of per_rep workers
+/// (keys ending in `/rep<N>`) are summarised per backend/variant: how many, median, range.
+fn setup_rows(setup: &BTreeMap<String, u64>) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut per_worker: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (k, ns) in setup {
+        match k.rsplit_once("/rep") {
+            Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                per_worker.entry(base).or_default().push(*ns)
+            }
+            _ => rows.push(vec![format!("setup: {k}"), fmt_ns(*ns as f64)]),
+        }
+    }
+    for (k, mut v) in per_worker {
+        v.sort_unstable();
+        let median = if v.len() % 2 == 1 {
+            v[v.len() / 2] as f64
+        } else {
+            (v[v.len() / 2 - 1] as f64 + v[v.len() / 2] as f64) / 2.0
+        };
+        rows.push(vec![
+            format!("setup: {k} (each worker, {} reps)", v.len()),
+            format!(
+                "median {} (from {} to {})",
+                fmt_ns(median),
+                fmt_ns(v[0] as f64),
+                fmt_ns(v[v.len() - 1] as f64)
+            ),
+        ]);
+    }
+    rows
 }
 
 fn device_line(d: &serde_json::Value) -> String {
@@ -243,6 +274,36 @@ pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn per_worker_setups_are_summarised_and_others_listed() {
+        let setup: BTreeMap<String, u64> = [
+            ("supraseal/gpu".to_string(), 7_000_000_000),
+            ("supraseal/ss/rep3".to_string(), 3_000_000_000),
+            ("supraseal/ss/rep5".to_string(), 1_000_000_000),
+            ("supraseal/ss/rep7".to_string(), 2_000_000_000),
+            ("odd/rep".to_string(), 5),
+        ]
+        .into();
+        let rows = setup_rows(&setup);
+        let text: Vec<String> = rows.iter().map(|r| r.join(" = ")).collect();
+        assert_eq!(rows.len(), 3, "{text:?}");
+        assert!(text
+            .iter()
+            .any(|t| t.starts_with("setup: supraseal/gpu = ")));
+        assert!(text.iter().any(|t| t.starts_with("setup: odd/rep = ")));
+        let w = text
+            .iter()
+            .find(|t| t.contains("each worker"))
+            .expect("a per-worker row");
+        assert!(
+            w.starts_with("setup: supraseal/ss (each worker, 3 reps)"),
+            "{w}"
+        );
+        assert!(w.contains(&format!("median {}", fmt_ns(2e9))), "{w}");
+        assert!(w.contains(&fmt_ns(1e9)) && w.contains(&fmt_ns(3e9)), "{w}");
+    }
+
     use super::*;
 
     #[test]
