@@ -315,6 +315,39 @@ fn bad_input_is_reported_before_any_work() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("missing.toml"));
+    // The upstream control names valid circuits, and fails cleanly without a GPU build
+    // or a GPU (this test runs where there is none).
+    gapscope(t)
+        .args([
+            "upstream-reference",
+            "--circuit",
+            "poerp",
+            "--log2-constraints",
+            "10",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("poerp").and(predicates::str::contains("porep")));
+    gapscope(t)
+        .args(["upstream-reference", "--log2-constraints", "10"])
+        .assert()
+        .failure()
+        .stderr(
+            predicates::str::contains("--features supraseal")
+                .or(predicates::str::contains("needs a GPU")),
+        );
+    // A zero timeout is refused with the key named.
+    let zero = experiment(
+        t,
+        "zero",
+        &TINY.replace("[run]", "[run]\nrep_timeout_s = 0"),
+    );
+    gapscope(t)
+        .arg("run")
+        .arg(&zero)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("rep_timeout_s"));
 }
 
 use predicates::prelude::PredicateBooleanExt;
