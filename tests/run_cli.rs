@@ -261,96 +261,80 @@ fn a_killed_run_resumes_without_losing_or_repeating_reps() {
     }
 }
 
+/// Runs `gapscope ARGS` in `t`, expects it to fail, and returns its stderr.
+fn failure_stderr<S: AsRef<std::ffi::OsStr>>(t: &Path, args: &[S]) -> String {
+    let out = gapscope(t).args(args).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "gapscope {:?} should fail",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `gapscope run` of a variant of TINY, expected to fail; its stderr.
+fn run_failure(t: &Path, name: &str, from: &str, to: &str) -> String {
+    let exp = experiment(t, name, &TINY.replace(from, to));
+    failure_stderr(t, &[std::ffi::OsStr::new("run"), exp.as_os_str()])
+}
+
 #[test]
 fn bad_input_is_reported_before_any_work() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let bad = experiment(t, "bad", &TINY.replace("batch = 2", "batch = = 2"));
-    gapscope(t)
-        .arg("run")
-        .arg(&bad)
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("bad.toml").and(predicates::str::contains("line 6")));
-    let knob = experiment(
-        t,
-        "knob",
-        &TINY.replace("drop = \"sync\"", "dorp = \"sync\""),
-    );
-    gapscope(t)
-        .arg("run")
-        .arg(&knob)
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("dorp").and(predicates::str::contains("gadget")));
-    let gpu = experiment(
-        t,
-        "gpu",
-        &TINY.replace("backend = \"cpu\"", "backend = \"supraseal\""),
-    );
-    gapscope(t)
-        .arg("run")
-        .arg(&gpu)
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("--features supraseal"));
+    let e = run_failure(t, "bad", "batch = 2", "batch = = 2");
+    assert!(e.contains("bad.toml") && e.contains("line 6"), "{e}");
+    let e = run_failure(t, "knob", "drop = \"sync\"", "dorp = \"sync\"");
+    assert!(e.contains("dorp") && e.contains("gadget"), "{e}");
+    let e = run_failure(t, "gpu", "backend = \"cpu\"", "backend = \"supraseal\"");
+    assert!(e.contains("--features supraseal"), "{e}");
+    let e = run_failure(t, "zero", "[run]", "[run]\nrep_timeout_s = 0");
+    assert!(e.contains("rep_timeout_s"), "{e}");
     // Unwritable results dir: a regular file stands where a directory must go.
     let good = experiment(t, "good", TINY);
     std::fs::write(t.join("blocked"), "").unwrap();
-    gapscope(t)
-        .arg("run")
-        .arg(&good)
-        .arg("--results-dir")
-        .arg(t.join("blocked"))
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("--results-dir"));
+    let e = failure_stderr(
+        t,
+        &[
+            std::ffi::OsStr::new("run"),
+            good.as_os_str(),
+            std::ffi::OsStr::new("--results-dir"),
+            t.join("blocked").as_os_str(),
+        ],
+    );
+    assert!(e.contains("--results-dir"), "{e}");
     assert!(
         !t.join("params").exists(),
         "no params work before the error"
     );
-    gapscope(t)
-        .arg("run")
-        .arg(t.join("missing.toml"))
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("missing.toml"));
+    let e = failure_stderr(
+        t,
+        &[
+            std::ffi::OsStr::new("run"),
+            t.join("missing.toml").as_os_str(),
+        ],
+    );
+    assert!(e.contains("missing.toml"), "{e}");
     // The upstream control names valid circuits, and fails cleanly without a GPU build
     // or a GPU (this test runs where there is none).
-    gapscope(t)
-        .args([
+    let e = failure_stderr(
+        t,
+        &[
             "upstream-reference",
             "--circuit",
             "poerp",
             "--log2-constraints",
             "10",
-        ])
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("poerp").and(predicates::str::contains("porep")));
-    gapscope(t)
-        .args(["upstream-reference", "--log2-constraints", "10"])
-        .assert()
-        .failure()
-        .stderr(
-            predicates::str::contains("--features supraseal")
-                .or(predicates::str::contains("needs a GPU")),
-        );
-    // A zero timeout is refused with the key named.
-    let zero = experiment(
-        t,
-        "zero",
-        &TINY.replace("[run]", "[run]\nrep_timeout_s = 0"),
+        ],
     );
-    gapscope(t)
-        .arg("run")
-        .arg(&zero)
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("rep_timeout_s"));
+    assert!(e.contains("poerp") && e.contains("porep"), "{e}");
+    let e = failure_stderr(t, &["upstream-reference", "--log2-constraints", "10"]);
+    assert!(
+        e.contains("--features supraseal") || e.contains("needs a GPU"),
+        "{e}"
+    );
 }
 
-use predicates::prelude::PredicateBooleanExt;
 
 #[test]
 fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
