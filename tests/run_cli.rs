@@ -335,7 +335,6 @@ fn bad_input_is_reported_before_any_work() {
     );
 }
 
-
 #[test]
 fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
     let tmp = tempfile::tempdir().unwrap();
