@@ -18,3 +18,4 @@ pub mod store;
 pub mod summary;
 pub mod telemetry;
 pub mod trace;
+pub mod units;

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::diff::{Comparison, Unit};
 use super::{Diff, PhaseRow};
+use crate::units::TimeUnit;
 
 /// Output format of [`render`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,18 +35,12 @@ pub fn render(diff: &Diff, format: Format) -> String {
 
 /// Nanoseconds with a unit chosen by magnitude and four significant digits.
 pub(crate) fn fmt_ns(ns: f64) -> String {
-    let a = ns.abs();
-    let (v, unit) = if a >= 1e9 {
-        (ns / 1e9, "s")
-    } else if a >= 1e6 {
-        (ns / 1e6, "ms")
-    } else if a >= 1e3 {
-        (ns / 1e3, "µs")
-    } else {
+    let unit = TimeUnit::of(ns);
+    if unit.ns == 1.0 {
         // Whole nanoseconds are the clock's resolution.
         return format!("{ns:.0} ns");
-    };
-    format!("{} {unit}", sig4(v))
+    }
+    format!("{} {}", sig4(unit.value(ns)), unit.suffix)
 }
 
 fn sig4(v: f64) -> String {

@@ -13,6 +13,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+pub use crate::units::TimeUnit;
+
 /// Error of one drawing call; charts propagate it with `?`.
 pub type DrawError = Box<dyn Error + Send + Sync>;
 pub type Drawn<T = ()> = Result<T, DrawError>;
@@ -357,68 +359,13 @@ pub fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
     out
 }
 
-/// A time unit chosen so that the largest value reads as a small number.
-#[derive(Clone, Copy, Debug)]
-pub struct TimeUnit {
-    pub ns: f64,
-    pub suffix: &'static str,
-}
-
-impl TimeUnit {
-    pub fn for_max(max_ns: f64) -> Self {
-        if max_ns >= 2e9 {
-            TimeUnit {
-                ns: 1e9,
-                suffix: "s",
-            }
-        } else if max_ns >= 2e6 {
-            TimeUnit {
-                ns: 1e6,
-                suffix: "ms",
-            }
-        } else if max_ns >= 2e3 {
-            TimeUnit {
-                ns: 1e3,
-                suffix: "µs",
-            }
-        } else {
-            TimeUnit {
-                ns: 1.0,
-                suffix: "ns",
-            }
-        }
-    }
-
-    pub fn value(&self, ns: f64) -> f64 {
-        ns / self.ns
-    }
-
-    /// A tick label: no unit, as few decimals as the step needs.
-    pub fn tick(&self, v: f64, step: f64) -> String {
-        let decimals = if step >= 1.0 {
-            0
-        } else {
-            (-step.log10()).ceil() as usize
-        };
-        format!("{v:.decimals$}")
-    }
-}
-
 /// A duration in its own best unit, three significant digits: "12.3 ms", "1.04 s".
 pub fn fmt_ns(ns: f64) -> String {
     if ns == 0.0 {
         return "0".into();
     }
-    let a = ns.abs();
-    let (v, unit) = if a >= 1e9 {
-        (ns / 1e9, "s")
-    } else if a >= 1e6 {
-        (ns / 1e6, "ms")
-    } else if a >= 1e3 {
-        (ns / 1e3, "µs")
-    } else {
-        (ns, "ns")
-    };
+    let unit = TimeUnit::of(ns);
+    let v = unit.value(ns);
     let av = v.abs();
     let decimals = if av >= 100.0 {
         0
@@ -427,7 +374,7 @@ pub fn fmt_ns(ns: f64) -> String {
     } else {
         2
     };
-    format!("{v:.decimals$} {unit}")
+    format!("{v:.decimals$} {}", unit.suffix)
 }
 
 /// A signed difference: "+1.20 ms (+3.4%)".
