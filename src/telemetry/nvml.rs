@@ -57,6 +57,19 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// Takes one reading of `gpu`, stamped with when it began and how long it took.
+    fn timed(gpu: u32, read: impl FnOnce() -> (Option<FastReading>, Option<PcieReading>)) -> Self {
+        let t_ns = now_ns();
+        let (fast, pcie) = read();
+        Sample {
+            gpu,
+            t_ns,
+            read_ns: now_ns() - t_ns,
+            fast,
+            pcie,
+        }
+    }
+
     pub fn to_row(&self, rep: u32, variant: &str) -> TelemetryRow {
         let f = self.fast.unwrap_or_default();
         let p = self.pcie.unwrap_or_default();
@@ -148,15 +161,7 @@ impl Sampler {
                         let mut tick = now_ns();
                         loop {
                             for gpu in 0..probe.gpus() {
-                                let t = now_ns();
-                                let r = probe.read(gpu);
-                                out.push(Sample {
-                                    gpu,
-                                    t_ns: t,
-                                    read_ns: now_ns() - t,
-                                    fast: Some(r),
-                                    pcie: None,
-                                });
+                                out.push(Sample::timed(gpu, || (Some(probe.read(gpu)), None)));
                             }
                             // Next tick on the grid; if a round overran, skip the missed ticks
                             // rather than sampling in a burst.
@@ -184,15 +189,7 @@ impl Sampler {
                                 if stop.is_stopped() {
                                     break;
                                 }
-                                let t = now_ns();
-                                let r = probe.read_pcie(gpu);
-                                out.push(Sample {
-                                    gpu,
-                                    t_ns: t,
-                                    read_ns: now_ns() - t,
-                                    fast: None,
-                                    pcie: Some(r),
-                                });
+                                out.push(Sample::timed(gpu, || (None, Some(probe.read_pcie(gpu)))));
                             }
                             if stop.sleep_until(now_ns() + period_ns) {
                                 break;
