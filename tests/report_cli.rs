@@ -16,6 +16,17 @@ fn gapscope() -> Command {
     Command::cargo_bin("gapscope").unwrap()
 }
 
+/// A fixture run with GPU telemetry files (NVML samples, CUPTI activity).
+fn gpu_run(dir: &Path) -> std::path::PathBuf {
+    fixture::write(
+        dir,
+        &fixture::Options {
+            gpu: true,
+            ..Default::default()
+        },
+    )
+}
+
 fn input(dir: &Path) -> PlotInput {
     PlotInput::load(dir).unwrap()
 }
@@ -77,13 +88,7 @@ fn without_gpu_files_the_timeline_says_so_and_with_them_draws_lanes_and_utilisat
         r.notes
     );
 
-    let gpu = fixture::write(
-        &tmp.path().join("b"),
-        &fixture::Options {
-            gpu: true,
-            ..Default::default()
-        },
-    );
+    let gpu = gpu_run(&tmp.path().join("b"));
     let out = tmp.path().join("gpu");
     let r = plot::render(
         &plot::timeline::Timeline,
@@ -181,24 +186,7 @@ fn report_links_only_files_that_exist_and_carries_phases_environment_and_command
 #[test]
 fn report_of_a_gpu_run_says_how_long_cupti_saw_the_gpu_busy() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = fixture::write(
-        tmp.path(),
-        &fixture::Options {
-            gpu: true,
-            ..Default::default()
-        },
-    );
-    let out = tmp.path().join("report");
-    gapscope()
-        .args([
-            "report",
-            run.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .assert()
-        .success();
-    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let md = report_of(&gpu_run(tmp.path()));
     assert!(
         md.contains("baseline: CUPTI saw a kernel running for"),
         "{md}"
@@ -264,13 +252,7 @@ fn parse_trace(path: &Path) -> (Value, Vec<Value>, Vec<Value>, Vec<Value>) {
 #[test]
 fn chrome_trace_round_trips_every_span_in_microseconds_with_nesting_and_thread_names() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = fixture::write(
-        tmp.path(),
-        &fixture::Options {
-            gpu: true,
-            ..Default::default()
-        },
-    );
+    let run = gpu_run(tmp.path());
     let file = tmp.path().join("trace.json");
     gapscope()
         .args([
