@@ -2,8 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use gapscope::store::{RepStatus, RunData};
+
+mod common;
+use common::{gapscope, run_dir_of};
 
 fn experiment(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(format!("{name}.toml"));
@@ -29,13 +31,6 @@ drop = "async"
 gadget = "lc"
 "#;
 
-fn gapscope(tmp: &Path) -> Command {
-    let mut c = Command::cargo_bin("gapscope").unwrap();
-    c.current_dir(tmp)
-        .env("GAPSCOPE_PARAMS_DIR", tmp.join("params"));
-    c
-}
-
 fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
     let out = gapscope(tmp)
         .arg("run")
@@ -48,8 +43,7 @@ fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
         .get_output()
         .stdout
         .clone();
-    let text = String::from_utf8(out).unwrap();
-    PathBuf::from(text.lines().last().unwrap().trim())
+    run_dir_of(&out)
 }
 
 fn parent_of<'a>(d: &'a RunData, s: &gapscope::store::SpanRow) -> Option<&'a str> {
@@ -201,13 +195,7 @@ fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() 
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("CUDA init noise"), "{stderr}");
     assert!(stderr.contains("1 rep(s) failed"), "{stderr}");
-    let dir = PathBuf::from(
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap()
-            .trim(),
-    );
+    let dir = run_dir_of(&o.stdout);
     let d = RunData::load(&dir).unwrap();
     assert_eq!(d.runs.len(), 2);
     let base = d.runs.iter().find(|r| r.variant == "baseline").unwrap();
@@ -365,13 +353,7 @@ fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
     let o = out.get_output();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("[worker rep 0] about to hang"), "{stderr}");
-    let dir = PathBuf::from(
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap()
-            .trim(),
-    );
+    let dir = run_dir_of(&o.stdout);
     let d = RunData::load(&dir).unwrap();
     assert_eq!(d.runs.len(), 2);
     for r in &d.runs {

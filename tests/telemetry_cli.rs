@@ -4,8 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use gapscope::store::{RepStatus, RunData};
+
+mod common;
+use common::{gapscope, run_dir_of};
 
 const AB: &str = r#"name = "tel_ab"
 [workload]
@@ -25,13 +27,6 @@ name = "off"
 telemetry = false
 "#;
 
-fn gapscope(tmp: &Path) -> Command {
-    let mut c = Command::cargo_bin("gapscope").unwrap();
-    c.current_dir(tmp)
-        .env("GAPSCOPE_PARAMS_DIR", tmp.join("params"));
-    c
-}
-
 fn run_ab(tmp: &Path, process: &str, extra: &[&str]) -> PathBuf {
     let exp = tmp.join(format!("ab_{process}.toml"));
     std::fs::write(&exp, AB.replace("PROCESS", process)).unwrap();
@@ -47,14 +42,7 @@ fn run_ab(tmp: &Path, process: &str, extra: &[&str]) -> PathBuf {
         .get_output()
         .stdout
         .clone();
-    PathBuf::from(
-        String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap()
-            .trim(),
-    )
+    run_dir_of(&out)
 }
 
 fn check_run(dir: &Path, process: &str) {

@@ -1,0 +1,26 @@
+//! What the `gapscope run` test files share: the command, run in a temp folder with its
+//! own params cache, and the run folder it prints last.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// `gapscope` with `tmp` as its working folder and params cache `tmp/params`.
+pub fn gapscope(tmp: &Path) -> Command {
+    let mut c = Command::cargo_bin("gapscope").unwrap();
+    c.current_dir(tmp)
+        .env("GAPSCOPE_PARAMS_DIR", tmp.join("params"));
+    c
+}
+
+/// The run folder `gapscope run` printed as its last line of stdout.
+pub fn run_dir_of(stdout: &[u8]) -> PathBuf {
+    PathBuf::from(
+        std::str::from_utf8(stdout)
+            .expect("gapscope run's stdout is UTF-8")
+            .lines()
+            .last()
+            .expect("gapscope run printed its run folder")
+            .trim(),
+    )
+}
