@@ -274,6 +274,7 @@ pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn per_worker_setups_are_summarised_and_others_listed() {
@@ -303,8 +304,6 @@ mod tests {
         assert!(w.contains(&format!("median {}", fmt_ns(2e9))), "{w}");
         assert!(w.contains(&fmt_ns(1e9)) && w.contains(&fmt_ns(3e9)), "{w}");
     }
-
-    use super::*;
 
     #[test]
     fn quoting_leaves_plain_words_and_quotes_the_rest() {
