@@ -415,11 +415,11 @@ pub fn run() -> Result<()> {
     }
 }
 
-/// A knob value of an enum that deserialises from its snake_case name, or an error that
-/// lists the valid names.
-fn parse_name<T: serde::de::DeserializeOwned>(what: &str, s: &str, valid: &str) -> Result<T> {
+/// An enum value given by its snake_case name; serde's error names the valid ones (as
+/// experiment files get them).
+fn parse_name<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> Result<T> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .map_err(|_| anyhow::anyhow!("unknown {what} {s:?}; valid: {valid}"))
+        .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}"))
 }
 
 fn upstream_reference(
@@ -430,8 +430,8 @@ fn upstream_reference(
     calls: u32,
     params_dir: &std::path::Path,
 ) -> Result<()> {
-    let kind = parse_name("circuit", circuit, "chain, porep, sha256")?;
-    let gadget = parse_name("gadget", gadget, "lc, add_to_lc")?;
+    let kind = parse_name("circuit", circuit)?;
+    let gadget = parse_name("gadget", gadget)?;
     anyhow::ensure!(
         batch >= 1 && calls >= 1,
         "--batch and --calls must be at least 1"
