@@ -642,18 +642,17 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
             )?,
         };
-        if !setup_ns.is_empty() {
-            // Each worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
-            for (k, ns) in setup_ns {
-                meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
-            }
-            store::write_meta(&dir, &meta)?;
+        // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
+        let mut meta_changed = !setup_ns.is_empty();
+        for (k, ns) in setup_ns {
+            meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
         }
         // --- GPU telemetry rows first: the runs.csv row commits the rep.
         let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
         w.append_gpu(&gpu.samples, &gpu.activity)?;
-        if record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry) {
-            // A killed run keeps the calibration of every finished rep.
+        meta_changed |= record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry);
+        if meta_changed {
+            // A killed run keeps the calibration and setup times of every finished rep.
             store::write_meta(&dir, &meta)?;
         }
         for n in &gpu.notes {
@@ -687,7 +686,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
 }
 
 #[cfg(test)]
-mod timeout_tests {
+mod tests {
     use super::*;
     use crate::experiment::spec::Experiment;
 
