@@ -453,8 +453,16 @@ fn reference(
             eprintln!("upstream-reference: {m}")
         })?;
     println!("{}", serde_json::to_string_pretty(&r)?);
-    let bad: usize = r.calls.iter().map(|c| c.proofs - c.verified).sum();
-    anyhow::ensure!(bad == 0, "{bad} proof(s) did not verify");
+    let failed: Vec<String> = r
+        .calls
+        .iter()
+        .filter_map(|c| c.failure.as_ref().map(|f| format!("call {}: {f}", c.call)))
+        .collect();
+    anyhow::ensure!(
+        failed.is_empty(),
+        "proofs did not verify: {}",
+        failed.join("; ")
+    );
     Ok(())
 }
 

@@ -10,9 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bellperson::groth16::{
-    create_random_proof_batch, prepare_verifying_key, verify_proof, SuprasealParameters,
-};
+use bellperson::groth16::{create_random_proof_batch, SuprasealParameters};
 use blstrs::Bls12;
 
 use super::circuits::{CircuitInstance, CircuitKind, Gadget};
@@ -25,8 +23,9 @@ pub struct ReferenceCall {
     /// 0 is the first call of the process (module load, JIT, SRS pinning included).
     pub call: u32,
     pub prove_ms: f64,
-    pub verified: usize,
     pub proofs: usize,
+    /// Why verification failed (the first failing proof); `None`: every proof verified.
+    pub failure: Option<String>,
 }
 
 /// What a reference run did.
@@ -71,7 +70,6 @@ pub fn run(
         params_dir.display()
     ));
     let (p, origin) = params::load_or_generate(params_dir, &first, &key)?;
-    let pvk = prepare_verifying_key(&p.vk);
     drop(first);
 
     progress(&format!("SRS from {}", origin.path.display()));
@@ -98,20 +96,17 @@ pub fn run(
         let proofs = create_random_proof_batch(circuits, &srs, &mut rng)
             .map_err(|e| anyhow::anyhow!("bellperson's prover failed: {e}"))?;
         let prove_ms = t.elapsed().as_secs_f64() * 1e3;
-        let verified = proofs
-            .iter()
-            .zip(&inputs)
-            .filter(|(pr, inp)| verify_proof(&pvk, pr, inp).unwrap_or(false))
-            .count();
+        let failure = super::verify_all(&p, &proofs, &inputs).err();
         progress(&format!(
-            "call {call}: {prove_ms:.1} ms, {verified}/{} verified",
-            proofs.len()
+            "call {call}: {prove_ms:.1} ms, {} proof(s), {}",
+            proofs.len(),
+            failure.as_deref().unwrap_or("all verified")
         ));
         out.push(ReferenceCall {
             call,
             prove_ms,
-            verified,
             proofs: proofs.len(),
+            failure,
         });
     }
     Ok(ReferenceReport {
