@@ -6,7 +6,7 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{median, quantile, Measure, PlotInput};
+use super::input::{median, quantile, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
 
 pub struct Distributions;
@@ -25,11 +25,7 @@ fn metrics(input: &PlotInput) -> Vec<Metric> {
     let variants = input.variants();
     let mut out = Vec::new();
     for name in input.span_order() {
-        let mut measures = vec![(Measure::Total, name.clone())];
-        if input.is_wrapper(&name) {
-            measures.push((Measure::Unattributed, format!("{name} (unattributed)")));
-        }
-        for (m, label) in measures {
+        for (m, label) in input.span_measures(&name, " (unattributed)") {
             let values: Vec<(String, Vec<f64>)> = variants
                 .iter()
                 .map(|v| {

@@ -212,6 +212,16 @@ impl PlotInput {
         self.wrappers.contains(name)
     }
 
+    /// What to show of spans named `name`, each with its label: the total, and for a
+    /// wrapper also its unattributed time, labelled `name` + `unattributed_label`.
+    pub fn span_measures(&self, name: &str, unattributed_label: &str) -> Vec<(Measure, String)> {
+        let mut out = vec![(Measure::Total, name.to_string())];
+        if self.is_wrapper(name) {
+            out.push((Measure::Unattributed, format!("{name}{unattributed_label}")));
+        }
+        out
+    }
+
     /// The thread of a rep's root span (`prove`): the critical path.
     pub fn root_thread(&self, rep: u32) -> Option<u64> {
         let spans = self.spans_of(rep);

@@ -151,11 +151,7 @@ pub fn spans_section(input: &PlotInput) -> String {
     }
     let mut rows = Vec::new();
     for name in input.span_order() {
-        let mut measures = vec![(Measure::Total, name.clone())];
-        if input.is_wrapper(&name) {
-            measures.push((Measure::Unattributed, format!("{name} · unattributed")));
-        }
-        for (m, label) in measures {
+        for (m, label) in input.span_measures(&name, " · unattributed") {
             let per: Vec<Vec<f64>> = variants
                 .iter()
                 .map(|v| {
