@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use gapscope::store::{RepStatus, RunData};
 
 mod common;
-use common::{gapscope, run_dir_of};
+use common::{gapscope, run_dir_of, run_ok};
 
 fn experiment(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(format!("{name}.toml"));
@@ -30,21 +30,6 @@ name = "candidate"
 drop = "async"
 gadget = "lc"
 "#;
-
-fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
-    let out = gapscope(tmp)
-        .arg("run")
-        .arg(exp)
-        .arg("--results-dir")
-        .arg(tmp.join("results"))
-        .args(extra)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    run_dir_of(&out)
-}
 
 fn parent_of<'a>(d: &'a RunData, s: &gapscope::store::SpanRow) -> Option<&'a str> {
     let p = s.parent_id?;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use gapscope::store::{RepStatus, RunData};
 
 mod common;
-use common::{gapscope, run_dir_of};
+use common::{gapscope, run_ok};
 
 const AB: &str = r#"name = "tel_ab"
 [workload]
@@ -30,19 +30,8 @@ telemetry = false
 fn run_ab(tmp: &Path, process: &str, extra: &[&str]) -> PathBuf {
     let exp = tmp.join(format!("ab_{process}.toml"));
     std::fs::write(&exp, AB.replace("PROCESS", process)).unwrap();
-    let out = gapscope(tmp)
-        .arg("run")
-        .arg(&exp)
-        .arg("--quiet")
-        .arg("--results-dir")
-        .arg(tmp.join("results"))
-        .args(extra)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    run_dir_of(&out)
+    let args: Vec<&str> = ["--quiet"].iter().chain(extra).copied().collect();
+    run_ok(tmp, &exp, &args)
 }
 
 fn check_run(dir: &Path, process: &str) {

@@ -24,3 +24,19 @@ pub fn run_dir_of(stdout: &[u8]) -> PathBuf {
             .trim(),
     )
 }
+
+/// `gapscope run EXP` with results under `tmp/results`, expected to succeed; its run folder.
+pub fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
+    let out = gapscope(tmp)
+        .arg("run")
+        .arg(exp)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .args(extra)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    run_dir_of(&out)
+}
