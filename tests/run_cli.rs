@@ -31,6 +31,22 @@ drop = "async"
 gadget = "lc"
 "#;
 
+/// A successful `gapscope run` of a per_rep experiment whose workers first run the shell
+/// snippet `prepend` (noise, a hang); its stderr and its run folder's data.
+fn run_with_worker_prepend(tmp: &Path, exp: &Path, prepend: &str) -> (String, RunData) {
+    let out = gapscope(tmp)
+        .env("GAPSCOPE_WORKER_PREPEND", prepend)
+        .arg("run")
+        .arg(exp)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .assert()
+        .success();
+    let o = out.get_output();
+    let d = RunData::load(&run_dir_of(&o.stdout)).unwrap();
+    (String::from_utf8_lossy(&o.stderr).into_owned(), d)
+}
+
 fn parent_of<'a>(d: &'a RunData, s: &gapscope::store::SpanRow) -> Option<&'a str> {
     let p = s.parent_id?;
     d.spans
@@ -165,23 +181,13 @@ fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() 
         .replace("warmups = 1", "warmups = 0")
         .replace("gadget = \"lc\"", "corrupt_proofs = true");
     let exp = experiment(tmp.path(), "perrep", &body);
-    let out = gapscope(tmp.path())
-        .env(
-            "GAPSCOPE_WORKER_PREPEND",
-            "echo 'CUDA init noise'; echo '{half a json'",
-        )
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(tmp.path().join("results"))
-        .assert()
-        .success();
-    let o = out.get_output();
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let (stderr, d) = run_with_worker_prepend(
+        tmp.path(),
+        &exp,
+        "echo 'CUDA init noise'; echo '{half a json'",
+    );
     assert!(stderr.contains("CUDA init noise"), "{stderr}");
     assert!(stderr.contains("1 rep(s) failed"), "{stderr}");
-    let dir = run_dir_of(&o.stdout);
-    let d = RunData::load(&dir).unwrap();
     assert_eq!(d.runs.len(), 2);
     let base = d.runs.iter().find(|r| r.variant == "baseline").unwrap();
     let cand = d.runs.iter().find(|r| r.variant == "candidate").unwrap();
@@ -319,27 +325,14 @@ fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
         .replace("warmups = 1", "warmups = 0");
     let exp = experiment(tmp.path(), "hang", &body);
     let t0 = std::time::Instant::now();
-    let out = gapscope(tmp.path())
-        // Stands in for a GPU call that never returns.
-        .env(
-            "GAPSCOPE_WORKER_PREPEND",
-            "echo 'about to hang' >&2; sleep 60",
-        )
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(tmp.path().join("results"))
-        .assert()
-        .success();
+    // `sleep 60` stands in for a GPU call that never returns.
+    let (stderr, d) =
+        run_with_worker_prepend(tmp.path(), &exp, "echo 'about to hang' >&2; sleep 60");
     assert!(
         t0.elapsed().as_secs() < 40,
         "the hung workers were not killed in time"
     );
-    let o = out.get_output();
-    let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("[worker rep 0] about to hang"), "{stderr}");
-    let dir = run_dir_of(&o.stdout);
-    let d = RunData::load(&dir).unwrap();
     assert_eq!(d.runs.len(), 2);
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Failed);
