@@ -222,10 +222,14 @@ fn compile_cuda(manifest: &Path, nvcc: &Path) {
     // cc runs the CUDA compiler named by NVCC (`compiler()` would treat it as a host compiler).
     env::set_var("NVCC", nvcc);
     let mut b = cc::Build::new();
+    // No `-G` even in a profile with debug info (cc adds it then): debug device code is
+    // unoptimised and changes timing; `-lineinfo` keeps source lines for profilers.
     b.cuda(true)
         .cudart("static")
+        .debug(false)
         .include("cuda")
-        .flag("-std=c++17");
+        .flag("-std=c++17")
+        .flag("-lineinfo");
     for (gencode, arch) in GENCODE {
         if arch_supported(nvcc, arch) {
             b.flag("-gencode").flag(gencode);
