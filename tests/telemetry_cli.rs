@@ -143,21 +143,36 @@ fn gpu_selftest_explains_a_missing_gpu() {
 }
 
 #[test]
-fn telemetry_experiments_are_valid() {
+fn experiment_files_load_and_telemetry_ones_differ_only_in_telemetry() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
-    for name in ["telemetry_overhead.toml", "telemetry_per_rep.toml"] {
-        let (e, _) = gapscope::experiment::Experiment::load(&root.join(name)).unwrap();
-        assert!(e.resolved_variants().iter().any(|v| v.telemetry), "{name}");
+    let mut files: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    for path in &files {
+        let (e, _) = gapscope::experiment::Experiment::load(path)
+            .unwrap_or_else(|err| panic!("{}: {err:#}", path.display()));
+        let name = path.file_name().unwrap().to_string_lossy();
+        if !name.starts_with("telemetry_") {
+            continue;
+        }
+        let v = e.resolved_variants();
+        assert!(v.iter().any(|v| v.telemetry.any()), "{name}");
+        if name.contains("overhead") {
+            assert_eq!(
+                v.iter().filter(|v| !v.telemetry.any()).count(),
+                1,
+                "{name}: one variant with telemetry off"
+            );
+            assert!(
+                v.iter().all(|x| x.backend == v[0].backend
+                    && x.gadget == v[0].gadget
+                    && x.drop == v[0].drop),
+                "{name}: variants differ only in telemetry"
+            );
+        }
     }
-    let (e, _) =
-        gapscope::experiment::Experiment::load(&root.join("telemetry_overhead.toml")).unwrap();
-    let v = e.resolved_variants();
-    assert_eq!(
-        v.iter().filter(|v| !v.telemetry).count(),
-        1,
-        "one variant with telemetry off"
-    );
-    assert!(v
-        .iter()
-        .all(|x| x.backend == v[0].backend && x.gadget == v[0].gadget && x.drop == v[0].drop));
 }

@@ -258,13 +258,13 @@ fn record_gpu_meta(
     g: &mut store::GpuMeta,
     rep: &RepTelemetry,
     process: ProcessPolicy,
-    enabled: bool,
+    cupti: bool,
 ) -> bool {
     let before = (g.clock_calibration.len(), g.cupti.clone());
     if let Some(c) = &rep.calibration {
         g.clock_calibration.push(c.clone());
     }
-    if process == ProcessPolicy::PerRep && enabled {
+    if process == ProcessPolicy::PerRep && cupti {
         if let Some(s) = &rep.cupti_status {
             if g.cupti.as_deref().is_none_or(|c| c.starts_with("off")) {
                 g.cupti = Some(format!("{s} (in worker processes)"));
@@ -485,7 +485,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let telemetry = Telemetry::start(TelemetryConfig {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
         nvml: true,
-        cupti: exp.run.process == ProcessPolicy::Shared && variants.iter().any(|v| v.telemetry),
+        cupti: exp.run.process == ProcessPolicy::Shared
+            && variants.iter().any(|v| v.telemetry.cupti),
         nvtx: opts.nvtx,
     });
 
@@ -650,7 +651,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         // --- GPU telemetry rows first: the runs.csv row commits the rep.
         let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
         w.append_gpu(&gpu.samples, &gpu.activity)?;
-        meta_changed |= record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry);
+        meta_changed |= record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry.cupti);
         if meta_changed {
             // A killed run keeps the calibration and setup times of every finished rep.
             store::write_meta(&dir, &meta)?;

@@ -18,7 +18,7 @@
 //! [[variant]]
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry
-//! telemetry = true           # GPU telemetry (NVML, CUPTI) during this variant's reps
+//! telemetry = true           # GPU telemetry during the reps: true | false | "nvml" | "cupti"
 //! ```
 
 use std::collections::BTreeMap;
@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
+use crate::telemetry::TelemetryParts;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -149,10 +150,11 @@ pub struct Variant {
     pub host_memory: Option<HostMemory>,
     #[serde(default)]
     pub backend: Option<BackendKind>,
-    /// GPU telemetry during this variant's reps (default true). `false` runs the reps
-    /// with NVML sampling and CUPTI activity off: an A/B of telemetry's own overhead.
+    /// GPU telemetry during this variant's reps (default true: NVML sampling and CUPTI
+    /// activity). `false` runs the reps with both off, `"nvml"` / `"cupti"` with one of
+    /// them: A/B tests of telemetry's own overhead, part by part.
     #[serde(default)]
-    pub telemetry: Option<bool>,
+    pub telemetry: Option<TelemetryParts>,
     /// Test hook: corrupt every proof after proving, to exercise the failed-rep path.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub corrupt_proofs: bool,
@@ -166,7 +168,7 @@ pub struct ResolvedVariant {
     pub gadget: Gadget,
     pub host_memory: HostMemory,
     pub backend: BackendKind,
-    pub telemetry: bool,
+    pub telemetry: TelemetryParts,
     pub corrupt_proofs: bool,
 }
 
@@ -183,7 +185,7 @@ impl ResolvedVariant {
             }
             .into(),
         );
-        m.insert("telemetry".into(), self.telemetry.to_string());
+        m.insert("telemetry".into(), self.telemetry.as_str().into());
         if self.corrupt_proofs {
             m.insert("corrupt_proofs".into(), "true".into());
         }
@@ -301,7 +303,7 @@ impl Experiment {
             gadget: v.gadget.unwrap_or(Gadget::AddToLc),
             host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
             backend: v.backend.unwrap_or(self.workload.backend),
-            telemetry: v.telemetry.unwrap_or(true),
+            telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             corrupt_proofs: v.corrupt_proofs,
         }
     }
@@ -365,7 +367,7 @@ gadget = "lc"
         assert_eq!(v[1].gadget, Gadget::Lc);
         assert_eq!(v[1].backend, BackendKind::Cpu);
         assert_eq!(e.run.warmups, 1);
-        assert!(v[0].telemetry);
+        assert_eq!(v[0].telemetry, TelemetryParts::ALL);
         assert_eq!(v[0].knobs()["telemetry"], "true");
         assert_eq!(e.run.telemetry_period_ms, 20);
     }
@@ -377,13 +379,49 @@ gadget = "lc"
             .replace("reps = 3", "reps = 3\ntelemetry_period_ms = 50");
         let e = parse(&text).unwrap();
         let v = e.resolved_variants();
-        assert!(v[0].telemetry && !v[1].telemetry);
+        assert_eq!(
+            (v[0].telemetry, v[1].telemetry),
+            (TelemetryParts::ALL, TelemetryParts::NONE)
+        );
         assert_eq!(v[1].knobs()["telemetry"], "false");
         assert_eq!(e.run.telemetry_period_ms, 50);
         let m = parse(&GOOD.replace("reps = 3", "reps = 3\ntelemetry_period_ms = 0"))
             .unwrap_err()
             .to_string();
         assert!(m.contains("telemetry_period_ms"), "{m}");
+    }
+
+    #[test]
+    fn telemetry_knob_takes_one_part_and_refuses_others() {
+        for (knob, nvml, cupti) in [("\"nvml\"", true, false), ("\"cupti\"", false, true)] {
+            let e = parse(&GOOD.replace(
+                "gadget = \"lc\"",
+                &format!("gadget = \"lc\"\ntelemetry = {knob}"),
+            ))
+            .unwrap();
+            let v = &e.resolved_variants()[1];
+            assert_eq!(
+                (v.telemetry.nvml, v.telemetry.cupti),
+                (nvml, cupti),
+                "{knob}"
+            );
+            assert_eq!(v.knobs()["telemetry"], knob.trim_matches('"'));
+            // Written back (experiment.toml in the run folder) and read again, unchanged.
+            let again = parse(&toml::to_string(&e).unwrap()).unwrap();
+            assert_eq!(again.resolved_variants()[1].telemetry, v.telemetry);
+        }
+        for bad in ["\"nmvl\"", "3"] {
+            let m = parse(&GOOD.replace(
+                "gadget = \"lc\"",
+                &format!("gadget = \"lc\"\ntelemetry = {bad}"),
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                m.contains(r#"true, false, "nvml" or "cupti""#),
+                "{bad}: {m}"
+            );
+        }
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
     let telemetry = Telemetry::start(TelemetryConfig {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
         nvml: true,
-        cupti: v.telemetry,
+        cupti: v.telemetry.cupti,
         nvtx: a.nvtx,
     });
     // Outside the rep: telemetry collects only between begin_rep and end_rep.

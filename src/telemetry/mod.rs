@@ -19,8 +19,9 @@
 //! reported as "unavailable: <reason>" in meta.json and the run goes on.
 //!
 //! Knobs: `[run] telemetry_period_ms` (NVML period, default 20) and the variant knob
-//! `telemetry = true|false` (default true; `false` collects nothing during that variant's
-//! reps, which is how experiments/telemetry_overhead.toml measures telemetry's own cost).
+//! `telemetry = true|false|"nvml"|"cupti"` ([`TelemetryParts`]; default true, both;
+//! `false` collects nothing during that variant's reps, which is how
+//! experiments/telemetry_overhead*.toml measure telemetry's own cost, part by part).
 //! `gapscope run --nvtx` adds the NVTX mirror.
 //!
 //! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
@@ -71,6 +72,85 @@ impl Default for TelemetryConfig {
             cupti: true,
             nvtx: false,
         }
+    }
+}
+
+/// Which sources a variant's reps collect: the variant knob `telemetry`, written `true`
+/// (both), `false` (neither), `"nvml"` or `"cupti"` (one of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TelemetryParts {
+    /// NVML sampling during the rep.
+    pub nvml: bool,
+    /// CUPTI kernel/memcpy/memset activity during the rep.
+    pub cupti: bool,
+}
+
+impl TelemetryParts {
+    pub const ALL: TelemetryParts = TelemetryParts {
+        nvml: true,
+        cupti: true,
+    };
+    pub const NONE: TelemetryParts = TelemetryParts {
+        nvml: false,
+        cupti: false,
+    };
+
+    /// The knob's spelling: "true", "false", "nvml" or "cupti".
+    pub fn as_str(self) -> &'static str {
+        match (self.nvml, self.cupti) {
+            (true, true) => "true",
+            (false, false) => "false",
+            (true, false) => "nvml",
+            (false, true) => "cupti",
+        }
+    }
+
+    pub fn any(self) -> bool {
+        self.nvml || self.cupti
+    }
+}
+
+impl Serialize for TelemetryParts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (self.nvml, self.cupti) {
+            (a, b) if a == b => s.serialize_bool(a),
+            _ => s.serialize_str(self.as_str()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TelemetryParts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = TelemetryParts;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#"true, false, "nvml" or "cupti""#)
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<Self::Value, E> {
+                Ok(if b {
+                    TelemetryParts::ALL
+                } else {
+                    TelemetryParts::NONE
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                match s {
+                    "nvml" => Ok(TelemetryParts {
+                        nvml: true,
+                        cupti: false,
+                    }),
+                    "cupti" => Ok(TelemetryParts {
+                        nvml: false,
+                        cupti: true,
+                    }),
+                    "true" => Ok(TelemetryParts::ALL),
+                    "false" => Ok(TelemetryParts::NONE),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -206,30 +286,29 @@ impl Telemetry {
         status(&self.cupti)
     }
 
-    /// Starts a rep's collection; with `enabled` false (a variant with
-    /// `telemetry = false`) nothing runs during the rep.
-    pub fn begin_rep(&self, enabled: bool) -> Vec<String> {
+    /// Starts a rep's collection of the `parts` the variant asks for (with
+    /// [`TelemetryParts::NONE`], a variant with `telemetry = false`, nothing runs during
+    /// the rep; sources this process did not open stay off).
+    pub fn begin_rep(&self, parts: TelemetryParts) -> Vec<String> {
         let mut notes = Vec::new();
         let mut active = Active {
             sampler: None,
             cupti: false,
             begin_pair: None,
         };
-        if enabled {
-            if let (Ok(c), true) = (&self.cupti, self.cfg.cupti) {
-                match c.start() {
-                    Ok(()) => {
-                        active.cupti = true;
-                        active.begin_pair = c.clock_pair();
-                    }
-                    Err(e) => notes.push(format!("CUPTI not started: {e}")),
+        if let (Ok(c), true) = (&self.cupti, self.cfg.cupti && parts.cupti) {
+            match c.start() {
+                Ok(()) => {
+                    active.cupti = true;
+                    active.begin_pair = c.clock_pair();
                 }
+                Err(e) => notes.push(format!("CUPTI not started: {e}")),
             }
-            if let (Ok(p), true) = (&self.nvml, self.cfg.nvml) {
-                match Sampler::start(p.clone() as Arc<dyn GpuProbe>, self.cfg.period, true) {
-                    Ok(s) => active.sampler = Some(s),
-                    Err(e) => notes.push(format!("NVML sampler not started: {e}")),
-                }
+        }
+        if let (Ok(p), true) = (&self.nvml, self.cfg.nvml && parts.nvml) {
+            match Sampler::start(p.clone() as Arc<dyn GpuProbe>, self.cfg.period, true) {
+                Ok(s) => active.sampler = Some(s),
+                Err(e) => notes.push(format!("NVML sampler not started: {e}")),
             }
         }
         *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Some(active);
@@ -391,7 +470,7 @@ mod tests {
         );
         assert_eq!(m.nvtx.as_deref(), Some("off (run with --nvtx)"));
         assert_eq!(m.sample_period_ms, Some(20));
-        assert!(t.begin_rep(true).is_empty());
+        assert!(t.begin_rep(TelemetryParts::ALL).is_empty());
         let r = t.end_rep(0, "v");
         assert!(
             !r.collected

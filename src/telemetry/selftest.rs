@@ -498,7 +498,7 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
     for rep in 0..=o.reps {
         let warmup = rep == 0;
         let started_utc = chrono::Utc::now().to_rfc3339();
-        let notes = tel.begin_rep(true);
+        let notes = tel.begin_rep(super::TelemetryParts::ALL);
         let (trace, outcome) = gpu_rep(&gpu, o);
         let t = tel.end_rep(rep, "selftest");
         let (verified, error) = match outcome {
