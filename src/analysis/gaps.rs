@@ -13,9 +13,10 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::diff::{compare, Comparison, Measure, Unit};
+use super::diff::{compare, fnv1a, Comparison, Measure, Unit};
 use super::render::fmt_ns;
 use super::select::{Agg, Side};
+use super::stats::{self, Interval, Sample};
 use super::DiffOptions;
 
 /// One side of a wrapper span's gap.
@@ -52,6 +53,16 @@ pub struct Contribution {
     pub comparison: Comparison,
     /// This span's change of medians over the total change (None when it is 0).
     pub share_of_change: Option<f64>,
+    /// This span's change of medians as a fraction of the baseline's median end-to-end
+    /// time (0.008 = the span added 0.8 % to the whole); None without a baseline total.
+    /// It answers "does this cost more than 1 % of the whole?" with the precision of the
+    /// span's own spread, which is often far tighter than the total's.
+    #[serde(default)]
+    pub of_total: Option<f64>,
+    /// Bootstrap interval of the span's difference of medians over the same baseline
+    /// median end-to-end time (the total's own median taken as fixed).
+    #[serde(default)]
+    pub of_total_ci: Option<Interval>,
 }
 
 /// Where the change in end-to-end time went.
@@ -160,6 +171,28 @@ fn root_name(side: &Side) -> Option<String> {
     }
 }
 
+/// The bootstrap interval of the difference of medians of `base` and `cand`, divided by
+/// `whole`; None when either side has too few reps.
+fn of_total_interval(
+    base: &[f64],
+    cand: &[f64],
+    whole: f64,
+    name: &str,
+    opts: &DiffOptions,
+) -> Option<Interval> {
+    let (b, c) = (
+        Sample::new(base.to_vec()).ok()?,
+        Sample::new(cand.to_vec()).ok()?,
+    );
+    let seed = opts.seed ^ fnv1a(name.as_bytes()) ^ fnv1a(b"of_total").rotate_left(29);
+    let i = stats::bootstrap_difference(&b, &c, opts.bootstrap_resamples, 1.0 - opts.alpha, seed)?;
+    Some(Interval {
+        lo: i.lo.map(|x| x / whole),
+        hi: i.hi.map(|x| x / whole),
+        level: i.level,
+    })
+}
+
 /// Ranked contributions of spans' critical-path self time to the change of the total.
 pub(crate) fn contributions(
     base: &Side,
@@ -197,8 +230,11 @@ pub(crate) fn contributions(
             let comparison = compare(name, Measure::CriticalSelf, Unit::Ns, &b, &c, opts);
             let delta = comparison.delta.unwrap_or(0.0);
             let total_delta = total.delta.unwrap_or(0.0);
+            let whole = total.baseline.median.filter(|&m| m > 0.0);
             Some(Contribution {
                 share_of_change: (total_delta != 0.0).then(|| delta / total_delta),
+                of_total: whole.and_then(|w| comparison.delta.map(|d| d / w)),
+                of_total_ci: whole.and_then(|w| of_total_interval(&b, &c, w, name, opts)),
                 comparison,
             })
         })

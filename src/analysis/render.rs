@@ -118,6 +118,18 @@ fn delta_cell(c: &Comparison) -> String {
     s
 }
 
+/// A contribution's change as a share of the baseline's end-to-end median, with its
+/// interval: "+0.83% [+0.67%, +0.98%]" (two decimals: these are often below 1 %).
+fn of_total_cell(item: &super::Contribution) -> String {
+    let p2 = |r: f64| format!("{:+.2}%", r * 100.0);
+    let mut s = item.of_total.map(p2).unwrap_or_else(|| "-".into());
+    if let Some(ci) = item.of_total_ci {
+        let bound = |b: Option<f64>| b.map(p2).unwrap_or_else(|| "n/a".into());
+        let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
+    }
+    s
+}
+
 fn verdict_cell(c: &Comparison) -> String {
     let p = fmt_p(c.p_value);
     if p.is_empty() {
@@ -451,6 +463,7 @@ fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
                 opt_value(x.unit, x.baseline.median),
                 opt_value(x.unit, x.candidate.median),
                 x.delta.map(|v| signed(x.unit, v)).unwrap_or_default(),
+                of_total_cell(item),
                 item.share_of_change
                     .map(|s| format!("{:.1}%", s * 100.0))
                     .unwrap_or_default(),
@@ -467,10 +480,11 @@ fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
             "Baseline",
             "Candidate",
             "Delta",
+            "Of total [95% CI]",
             "Share",
             "Verdict",
         ],
-        &[true, false, true, true, true, true, false],
+        &[true, false, true, true, true, true, true, false],
         &rows,
     );
     let sep = if md { "\n" } else { "" };
@@ -516,6 +530,9 @@ struct CsvRow<'a> {
     p_value: Option<f64>,
     verdict: String,
     share_of_change: Option<f64>,
+    of_total: Option<f64>,
+    of_total_ci_lo: Option<f64>,
+    of_total_ci_hi: Option<f64>,
 }
 
 impl<'a> CsvRow<'a> {
@@ -539,6 +556,9 @@ impl<'a> CsvRow<'a> {
             p_value: c.p_value,
             verdict: c.verdict.to_string(),
             share_of_change: None,
+            of_total: None,
+            of_total_ci_lo: None,
+            of_total_ci_hi: None,
         }
     }
 }
@@ -557,6 +577,9 @@ fn csv_rows(d: &Diff) -> String {
     for item in &d.contributions.items {
         let mut r = CsvRow::of("contribution", &item.comparison.span, &item.comparison);
         r.share_of_change = item.share_of_change;
+        r.of_total = item.of_total;
+        r.of_total_ci_lo = item.of_total_ci.and_then(|i| i.lo);
+        r.of_total_ci_hi = item.of_total_ci.and_then(|i| i.hi);
         rows.push(r);
     }
     let leaks: Vec<(String, String)> = d
@@ -588,6 +611,9 @@ fn csv_rows(d: &Diff) -> String {
             p_value: None,
             verdict: "possible leak".into(),
             share_of_change: None,
+            of_total: None,
+            of_total_ci_lo: None,
+            of_total_ci_hi: None,
         });
     }
     for r in &rows {

@@ -317,26 +317,65 @@ pub fn bootstrap_relative_change(
     if baseline.median() == 0.0 || resamples == 0 {
         return None;
     }
+    Some(bootstrap_medians(
+        baseline,
+        candidate,
+        resamples,
+        level,
+        seed,
+        |b, c| (b != 0.0).then(|| c / b - 1.0),
+    ))
+}
+
+/// Percentile bootstrap interval of the difference of medians,
+/// median(candidate) − median(baseline), in the samples' unit; resampled like
+/// [`bootstrap_relative_change`] (same seed, same resamples), so both intervals of one
+/// comparison come from the same draws. `None` without resamples.
+pub fn bootstrap_difference(
+    baseline: &Sample,
+    candidate: &Sample,
+    resamples: usize,
+    level: f64,
+    seed: u64,
+) -> Option<Interval> {
+    (resamples > 0).then(|| {
+        bootstrap_medians(baseline, candidate, resamples, level, seed, |b, c| {
+            Some(c - b)
+        })
+    })
+}
+
+/// The percentile interval of `stat(baseline median, candidate median)` over `resamples`
+/// pairs of resampled medians; resamples where `stat` is undefined (`None`) take the
+/// outermost places (see [`bootstrap_relative_change`]).
+fn bootstrap_medians(
+    baseline: &Sample,
+    candidate: &Sample,
+    resamples: usize,
+    level: f64,
+    seed: u64,
+    stat: impl Fn(f64, f64) -> Option<f64>,
+) -> Interval {
     let (rb, rc) = (
         MedianResampler::new(baseline.sorted()),
         MedianResampler::new(candidate.sorted()),
     );
     let mut rng = Xoshiro::seed(seed);
-    let mut rel = Vec::with_capacity(resamples);
+    let mut values = Vec::with_capacity(resamples);
     for _ in 0..resamples {
         let (b, c) = (rb.draw(&mut rng), rc.draw(&mut rng));
-        if b != 0.0 {
-            rel.push(c / b - 1.0);
+        if let Some(v) = stat(b, c) {
+            values.push(v);
         }
     }
-    rel.sort_unstable_by(f64::total_cmp);
-    let undefined = resamples - rel.len();
+    values.sort_unstable_by(f64::total_cmp);
+    let undefined = resamples - values.len();
     let tail = (1.0 - level) / 2.0;
-    Some(Interval {
-        lo: quantile_with_undefined(&rel, undefined, tail, true),
-        hi: quantile_with_undefined(&rel, undefined, 1.0 - tail, false),
+    Interval {
+        lo: quantile_with_undefined(&values, undefined, tail, true),
+        hi: quantile_with_undefined(&values, undefined, 1.0 - tail, false),
         level,
-    })
+    }
 }
 
 /// Quantile `q` (type 7) of `defined` (sorted) together with `undefined` values placed

@@ -237,6 +237,47 @@ fn contributions_add_up_to_the_total_change() {
 }
 
 #[test]
+fn a_small_span_s_cost_is_bounded_as_a_share_of_the_total() {
+    // 5 % noise on every span: the end-to-end interval is wide, but a 10 % slowdown of
+    // one small span is resolved as a share of the whole.
+    let mut run = SyntheticRun::new();
+    run.noise = 0.05;
+    run.reps = 30;
+    *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("b_g2_msm", 1.1);
+    let d = diff_of(&run);
+    let c = &d.contributions;
+    let whole = c.total.baseline.median.unwrap();
+    let item = c
+        .items
+        .iter()
+        .find(|i| i.comparison.span == "b_g2_msm")
+        .unwrap();
+    let own = item.comparison.baseline.median.unwrap();
+    let expected = 0.1 * own / whole;
+    let got = item.of_total.unwrap();
+    assert!(
+        (got - expected).abs() < 0.3 * expected,
+        "{got} vs {expected}"
+    );
+    let ci = item.of_total_ci.unwrap();
+    let (lo, hi) = (ci.lo.unwrap(), ci.hi.unwrap());
+    assert!(
+        0.0 < lo && lo <= got && got <= hi,
+        "[{lo}, {hi}] around {got}"
+    );
+    // The end-to-end interval is wider than the whole effect.
+    let t = c.total.ci.unwrap();
+    assert!(t.hi.unwrap() - t.lo.unwrap() > hi - lo);
+    // Every item: the share is its change over the baseline's total median.
+    for i in &c.items {
+        let want = i.comparison.delta.unwrap() / whole;
+        assert!((i.of_total.unwrap() - want).abs() < 1e-12);
+    }
+    let md = render(&d, Format::Markdown);
+    assert!(md.contains("Of total [95% CI]"), "{md}");
+}
+
+#[test]
 fn a_wrapper_gap_is_flagged_with_its_size_and_share() {
     let mut run = SyntheticRun::new();
     run.variant_mut("candidate").gpu_gap_ns = 400_000_000;

@@ -297,6 +297,23 @@ fn bootstrap_is_reproducible_and_undefined_for_a_zero_baseline() {
     assert!(bootstrap_relative_change(&s(&[0.0, 0.0, 1.0]), &b, 100, 0.95, 1).is_none());
 }
 
+#[test]
+fn difference_interval_is_in_the_samples_unit_and_defined_at_zero() {
+    let a = s(&[10.0, 11.0, 12.0, 10.5, 11.5]);
+    let b = s(&[12.0, 12.5, 13.0, 12.2, 12.8]);
+    let d = bootstrap_difference(&a, &b, 2000, 0.95, 42).unwrap();
+    let (lo, hi) = (d.lo.unwrap(), d.hi.unwrap());
+    // Medians 11 and 12.5: the interval holds the point difference, above 0.
+    assert!(0.0 < lo && lo <= 1.5 && 1.5 <= hi, "[{lo}, {hi}]");
+    // Same draws as the relative interval: the same resamples, a different statistic.
+    let r = bootstrap_relative_change(&a, &b, 2000, 0.95, 42).unwrap();
+    assert!(r.lo.unwrap() > 0.0);
+    // A zero baseline has a difference, if not a relative change.
+    let z = bootstrap_difference(&s(&[0.0, 0.0, 0.0]), &b, 200, 0.95, 1).unwrap();
+    assert!(z.is_defined() && z.lo.unwrap() >= 12.0);
+    assert!(bootstrap_difference(&a, &b, 0, 0.95, 1).is_none());
+}
+
 fn values() -> impl Strategy<Value = Vec<f64>> {
     prop::collection::vec(1.0f64..1e6, 2..40)
 }
