@@ -471,7 +471,9 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
     assert!(phases.contains("#### Where the time went: prove +33.48 ms (+3.0%)"));
     // Async drop leaves the critical path: the one significant change.
     assert!(
-        phases.contains("| drop | 24.77 µs | 0 ns | -24.77 µs | -0.1% | improved (p=0.008) |"),
+        phases.contains(
+            "| drop | 24.77 µs | 0 ns | -24.77 µs | -0.00% [-0.01%, -0.00%] | -0.1% | improved (p=0.008) |"
+        ),
         "{phases}"
     );
     assert!(md.contains("## Leak watch\n\nNo monotonic growth of host RSS or GPU memory"));
