@@ -1,6 +1,11 @@
-//! Gaps: for every measured rep, the wrapper `gpu_prove` against the inner GPU time
-//! `kernels`, drawn where they happened; the wrapper's time outside `kernels` is the
-//! striped gap. The seed's 10.2-second ghost is exactly such a gap.
+//! Gaps: for every measured rep, the wrapper `gpu_prove` against the inner GPU time,
+//! drawn where it happened; the wrapper's time outside it is the striped gap. The seed's
+//! 10.2-second ghost is exactly such a gap.
+//!
+//! Inner GPU time is the GPU's own view where the rep has one: the union of the kernels
+//! CUPTI recorded inside the wrapper (`gpu_activity.csv`), which also covers code that
+//! records no spans of its own (the upstream prover). A rep without kernel records falls
+//! back to the backend's `kernels` span(s).
 
 use plotters::prelude::*;
 
@@ -13,6 +18,24 @@ pub const INNER: &str = "kernels";
 
 pub struct Gaps;
 
+/// Where a rep's inner GPU time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InnerSource {
+    /// Kernel records of CUPTI, on the span clock.
+    Cupti,
+    /// The backend's `kernels` span(s).
+    Span,
+}
+
+impl InnerSource {
+    pub fn describe(self) -> &'static str {
+        match self {
+            InnerSource::Cupti => "GPU kernels (CUPTI)",
+            InnerSource::Span => "the kernels span",
+        }
+    }
+}
+
 /// One rep's wrapper, its inner intervals (relative to the wrapper's start) and the gap.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepGap {
@@ -20,6 +43,7 @@ pub struct RepGap {
     pub iteration: u32,
     pub outer_ns: u64,
     pub inner: Vec<(u64, u64)>,
+    pub source: InnerSource,
     pub inner_ns: u64,
     pub gap_ns: u64,
     /// The wrapper's other children on its thread, relative to its start: what part of
@@ -64,11 +88,25 @@ pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
                 .filter(|s| s.name == OUTER)
                 .min_by_key(|s| s.start_ns)?;
             let (lo, hi) = (outer.start_ns, outer.end_ns.max(outer.start_ns));
-            let inner: Vec<(u64, u64)> = spans
+            let clip =
+                |a: u64, b: u64| (b > lo && a < hi).then(|| (a.max(lo) - lo, b.min(hi) - lo));
+            let kernels: Vec<(u64, u64)> = input
+                .gpu
+                .activity_of(r.rep)
                 .iter()
-                .filter(|s| s.name == INNER && s.end_ns > lo && s.start_ns < hi)
-                .map(|s| (s.start_ns.max(lo) - lo, s.end_ns.min(hi) - lo))
+                .filter(|a| a.kind == "kernel")
+                .filter_map(|a| clip(a.start_ns, a.end_ns))
                 .collect();
+            let (inner, source) = if kernels.is_empty() {
+                let spans: Vec<(u64, u64)> = spans
+                    .iter()
+                    .filter(|s| s.name == INNER)
+                    .filter_map(|s| clip(s.start_ns, s.end_ns))
+                    .collect();
+                (spans, InnerSource::Span)
+            } else {
+                (kernels, InnerSource::Cupti)
+            };
             let merged = union(inner);
             let others = spans
                 .iter()
@@ -93,6 +131,7 @@ pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
                 iteration: r.iteration,
                 outer_ns,
                 inner: merged,
+                source,
                 inner_ns,
                 gap_ns: outer_ns.saturating_sub(inner_ns),
                 others,
@@ -117,9 +156,9 @@ impl Gaps {
         let mut notes = Notes::default();
         let mut y = header(
             c,
-            &format!("Wrapper vs inner GPU time: {OUTER} against {INNER}, per rep"),
+            &format!("Wrapper vs inner GPU time: {OUTER} against its kernels, per rep"),
             &format!(
-                "{} · striped = time inside {OUTER} outside {INNER} (the gap)",
+                "{} · striped = time inside {OUTER} with no kernel running (the gap)",
                 run_line(input)
             ),
         )?;
@@ -148,12 +187,22 @@ impl Gaps {
         for (vi, (variant, reps)) in groups.iter().enumerate() {
             let gaps: Vec<f64> = reps.iter().map(|r| r.gap_ns as f64).collect();
             let outers: Vec<f64> = reps.iter().map(|r| r.outer_ns as f64).collect();
+            let sources: Vec<&str> = [InnerSource::Cupti, InnerSource::Span]
+                .into_iter()
+                .filter(|s| reps.iter().any(|r| r.source == *s && !r.inner.is_empty()))
+                .map(InnerSource::describe)
+                .collect();
             let head = match (median(&gaps), median(&outers)) {
                 (Some(g), Some(o)) => format!(
-                    "{variant}: median gap {} of {} {OUTER} ({:.0}%)",
+                    "{variant}: median gap {} of {} {OUTER} ({:.0}%){}",
                     fmt_ns(g),
                     fmt_ns(o),
-                    100.0 * g / o.max(1.0)
+                    100.0 * g / o.max(1.0),
+                    if sources.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" · inner: {}", sources.join(" and "))
+                    }
                 ),
                 _ => format!("{variant}: no {OUTER} span in any verified rep"),
             };
@@ -168,7 +217,7 @@ impl Gaps {
             let without_inner = reps.iter().filter(|r| r.inner.is_empty()).count();
             if without_inner > 0 {
                 notes.push(format!(
-                    "{variant}: {without_inner} rep(s) have no {INNER} span inside {OUTER}"
+                    "{variant}: {without_inner} rep(s) have neither CUPTI kernel records nor a {INNER} span inside {OUTER}"
                 ));
             }
             for r in reps {
@@ -224,18 +273,13 @@ impl Gaps {
             Align::Left,
         )?;
         y += 40;
+        let inner_label = "inner GPU time: CUPTI kernels, else the kernels span";
         c.rect((20, y - 7), (40, y + 7), span_color(INNER).to_rgba())?;
-        c.text(
-            &format!("{INNER}: inner GPU time"),
-            (48, y),
-            LABEL_PX,
-            INK,
-            Align::Left,
-        )?;
-        let lx = 48 + text_width(&format!("{INNER}: inner GPU time"), LABEL_PX) + 30;
+        c.text(inner_label, (48, y), LABEL_PX, INK, Align::Left)?;
+        let lx = 48 + text_width(inner_label, LABEL_PX) + 30;
         c.hatch((lx, y - 7), (lx + 20, y + 7), GHOST)?;
         c.text(
-            &format!("gap: {OUTER} time outside {INNER}"),
+            &format!("gap: {OUTER} time with no kernel running"),
             (lx + 28, y),
             LABEL_PX,
             INK,
@@ -289,7 +333,7 @@ impl Chart for Gaps {
         "Wrapper vs kernels: the gap"
     }
     fn caption(&self) -> &'static str {
-        "Each rep's gpu_prove wrapper with its kernels interval drawn where it ran; the striped remainder is wrapper time the kernels do not explain."
+        "Each rep's gpu_prove wrapper with its kernels drawn where they ran (CUPTI's kernel records where the rep has them, else the kernels span); the striped remainder is wrapper time no kernel explains."
     }
     fn size(&self, input: &PlotInput) -> (u32, u32) {
         let variants = input.variants();
@@ -305,7 +349,59 @@ impl Chart for Gaps {
 
 #[cfg(test)]
 mod tests {
-    use super::union;
+    use super::*;
+    use crate::analysis::synthetic::SyntheticRun;
+    use crate::plot::gpu::GpuRecords;
+    use crate::store::GpuActivityRow;
+
+    /// A synthetic run where the first measured rep has two kernel records inside its
+    /// `kernels` span (together half of it, overlapping once) and the others have none.
+    #[test]
+    fn cupti_kernels_are_the_inner_time_where_a_rep_has_them() {
+        let run = SyntheticRun::new();
+        let plain = PlotInput::new(run.build());
+        let spans = rep_gaps(&plain, "baseline");
+        let first = spans[0].rep;
+        let k = plain
+            .spans_of(first)
+            .into_iter()
+            .find(|s| s.name == INNER)
+            .unwrap()
+            .clone();
+        let quarter = (k.end_ns - k.start_ns) / 4;
+        let kernel = |a: u64, b: u64| GpuActivityRow {
+            rep: first,
+            kind: "kernel".into(),
+            start_ns: a,
+            end_ns: b,
+            ..GpuActivityRow::sample()
+        };
+        let copy = GpuActivityRow {
+            kind: "memcpy".into(),
+            ..kernel(k.start_ns, k.end_ns)
+        };
+        let activity = vec![
+            kernel(k.start_ns, k.start_ns + quarter),
+            kernel(k.start_ns + quarter / 2, k.start_ns + 2 * quarter),
+            copy,
+        ];
+        let mut gpu = GpuRecords::default();
+        gpu.activity = activity;
+        let input = PlotInput::with_gpu(run.build(), gpu);
+        let gaps = rep_gaps(&input, "baseline");
+        assert_eq!(gaps[0].source, InnerSource::Cupti);
+        assert_eq!(
+            gaps[0].inner_ns,
+            2 * quarter,
+            "the union of the kernels, no copies"
+        );
+        assert_eq!(gaps[0].inner.len(), 1);
+        // Reps without records keep the span.
+        assert_eq!(gaps[1].source, InnerSource::Span);
+        assert_eq!(gaps[1].inner_ns, spans[1].inner_ns);
+        assert_eq!(spans[0].source, InnerSource::Span);
+        assert!(gaps[0].gap_ns > spans[0].gap_ns);
+    }
 
     #[test]
     fn overlapping_inner_intervals_count_once() {
