@@ -13,6 +13,17 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart-cpu")
 }
 
+/// `gapscope diff --format json` of the committed quickstart run, parsed.
+fn fixture_json() -> serde_json::Value {
+    let json = stdout_of(&[
+        "diff".as_ref(),
+        fixture().as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    serde_json::from_str(&json).unwrap()
+}
+
 fn gapscope() -> Command {
     Command::cargo_bin("gapscope").unwrap()
 }
@@ -87,13 +98,7 @@ fn a_real_run_prints_the_phase_table_first() {
 
 #[test]
 fn every_format_of_a_real_run() {
-    let json = stdout_of(&[
-        "diff".as_ref(),
-        fixture().as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = fixture_json();
     assert_eq!(v["baseline"]["variant"], "baseline");
     assert_eq!(v["candidate"]["knobs"]["drop"], "async");
     assert_eq!(v["excluded"]["candidate"]["warmup"], 1);
@@ -400,13 +405,7 @@ fn a_leak_is_a_line_in_every_format() {
 #[test]
 fn a_json_diff_without_leaks_reads_back() {
     // Records written before the leak watch have no `leaks` field.
-    let json = stdout_of(&[
-        "diff".as_ref(),
-        fixture().as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-    ]);
-    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut v = fixture_json();
     assert_eq!(v["leaks"], serde_json::json!([]));
     v.as_object_mut().unwrap().remove("leaks");
     let d: gapscope::analysis::Diff = serde_json::from_value(v).unwrap();

@@ -393,12 +393,15 @@ gadget = "lc"
 
     #[test]
     fn telemetry_knob_takes_one_part_and_refuses_others() {
-        for (knob, nvml, cupti) in [("\"nvml\"", true, false), ("\"cupti\"", false, true)] {
-            let e = parse(&GOOD.replace(
+        // The second variant (gadget = "lc") with `telemetry = <value>`.
+        let with_knob = |value: &str| {
+            parse(&GOOD.replace(
                 "gadget = \"lc\"",
-                &format!("gadget = \"lc\"\ntelemetry = {knob}"),
+                &format!("gadget = \"lc\"\ntelemetry = {value}"),
             ))
-            .unwrap();
+        };
+        for (knob, nvml, cupti) in [("\"nvml\"", true, false), ("\"cupti\"", false, true)] {
+            let e = with_knob(knob).unwrap();
             let v = &e.resolved_variants()[1];
             assert_eq!(
                 (v.telemetry.nvml, v.telemetry.cupti),
@@ -411,12 +414,7 @@ gadget = "lc"
             assert_eq!(again.resolved_variants()[1].telemetry, v.telemetry);
         }
         for bad in ["\"nmvl\"", "3"] {
-            let m = parse(&GOOD.replace(
-                "gadget = \"lc\"",
-                &format!("gadget = \"lc\"\ntelemetry = {bad}"),
-            ))
-            .unwrap_err()
-            .to_string();
+            let m = with_knob(bad).unwrap_err().to_string();
             assert!(
                 m.contains(r#"true, false, "nvml" or "cupti""#),
                 "{bad}: {m}"

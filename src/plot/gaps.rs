@@ -12,6 +12,7 @@ use plotters::prelude::*;
 use super::canvas::*;
 use super::input::{median, Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::telemetry::activity::{ActivityKind, Coverage};
 
 pub const OUTER: &str = "gpu_prove";
 pub const INNER: &str = "kernels";
@@ -63,19 +64,6 @@ impl RepGap {
     }
 }
 
-/// Sorted, disjoint union of intervals: overlapping inner spans count once.
-fn union(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    intervals.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in intervals {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    merged
-}
-
 /// The gap of every measured rep of `variant` that has a `gpu_prove` span.
 pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
     input
@@ -94,7 +82,7 @@ pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
                 .gpu
                 .activity_of(r.rep)
                 .iter()
-                .filter(|a| a.kind == "kernel")
+                .filter(|a| a.kind == ActivityKind::Kernel.as_str())
                 .filter_map(|a| clip(a.start_ns, a.end_ns))
                 .collect();
             let (inner, source) = if kernels.is_empty() {
@@ -107,7 +95,8 @@ pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
             } else {
                 (kernels, InnerSource::Cupti)
             };
-            let merged = union(inner);
+            // Overlapping inner intervals count once.
+            let merged = Coverage::new(inner).intervals().to_vec();
             let others = spans
                 .iter()
                 .filter(|s| {
@@ -401,6 +390,10 @@ mod tests {
         assert_eq!(gaps[1].inner_ns, spans[1].inner_ns);
         assert_eq!(spans[0].source, InnerSource::Span);
         assert!(gaps[0].gap_ns > spans[0].gap_ns);
+    }
+
+    fn union(v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+        Coverage::new(v).intervals().to_vec()
     }
 
     #[test]

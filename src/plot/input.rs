@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::gpu::GpuRecords;
 use crate::store::{RepStatus, RunData, RunRow, SpanRow, StoreError};
+use crate::telemetry::activity::Coverage;
 
 /// Which time of a span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,21 +47,7 @@ pub fn family(name: &str) -> Cow<'_, str> {
 
 /// Length of the union of `intervals` clipped to `window`.
 pub fn covered_ns(intervals: &[(u64, u64)], (lo, hi): (u64, u64)) -> u64 {
-    let mut iv: Vec<(u64, u64)> = intervals
-        .iter()
-        .map(|&(a, b)| (a.max(lo), b.min(hi)))
-        .filter(|(a, b)| b > a)
-        .collect();
-    iv.sort_unstable();
-    let (mut total, mut end) = (0, lo);
-    for (a, b) in iv {
-        let a = a.max(end);
-        if b > a {
-            total += b - a;
-            end = b;
-        }
-    }
-    total
+    Coverage::new(intervals.iter().copied()).within(lo, hi)
 }
 
 /// Median of a sample (mean of the middle two for an even count); `None` when empty.

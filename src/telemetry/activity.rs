@@ -140,6 +140,11 @@ impl Coverage {
     pub fn total(&self) -> u64 {
         *self.prefix.last().unwrap_or(&0)
     }
+
+    /// The union itself: disjoint, sorted, non-empty intervals.
+    pub fn intervals(&self) -> &[(u64, u64)] {
+        &self.merged
+    }
 }
 
 /// Sets `gpu_busy_ns` on every span from the rep's kernel rows (all on the span clock).
