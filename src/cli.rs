@@ -135,6 +135,11 @@ pub enum Command {
         /// Compare even when workloads, hosts or GPUs differ (the differences are listed).
         #[arg(long)]
         force: bool,
+        /// Compare the sides as independent samples even when they are variants of one
+        /// interleaved run (by default the reps of one iteration are paired, which
+        /// cancels the machine's drift between iterations).
+        #[arg(long)]
+        unpaired: bool,
         /// Exit with status 2 when any row of the phase table is regressed (for CI); the
         /// diff is printed first and the regressed phases are named on stderr.
         #[arg(long)]
@@ -312,6 +317,7 @@ pub fn run() -> Result<()> {
             gap_threshold,
             seed,
             force,
+            unpaired,
             fail_on_regression,
         } => {
             let load = |dir: &PathBuf| {
@@ -330,6 +336,7 @@ pub fn run() -> Result<()> {
                 bootstrap_resamples: resamples,
                 gap_threshold,
                 force,
+                paired: !unpaired,
                 seed: seed.unwrap_or(defaults.seed),
             };
             let diff = analysis::diff_runs(&a, &bv, cand_data, &cv, &opts)?;

@@ -352,7 +352,12 @@ fn options_change_the_verdict_rule() {
         "--noise-floor".as_ref(),
         "5".as_ref(),
     ]);
-    assert!(out.contains("must lie outside ±5% and Mann–Whitney p < 0.05"));
+    assert!(out.contains(
+        "interval of the median per-pair difference must lie outside ±5% and Wilcoxon signed-rank p < 0.05"
+    ));
+    let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
+    assert!(out.contains("change of medians must lie outside ±1% and Mann–Whitney p < 0.05"));
+    assert!(!out.contains("paired by iteration"));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::gaps;
-use super::select::{same_run, variant, workload_differences, Side, COUNTERS};
+use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
 use super::stats::{self, Interval, Sample};
 use super::{
     Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak,
@@ -150,22 +150,29 @@ pub struct Comparison {
     pub unit: Unit,
     pub baseline: SideStats,
     pub candidate: SideStats,
-    /// Candidate median − baseline median, in `unit`.
+    /// Candidate median − baseline median, in `unit`; when paired, the median of the
+    /// per-pair differences (candidate − baseline of one iteration).
     pub delta: Option<f64>,
     /// `delta` / baseline median (0.02 = +2 %).
     pub relative: Option<f64>,
-    /// Percentile bootstrap interval of `relative`.
+    /// Percentile bootstrap interval of `relative` (over resampled pairs, when paired).
     pub ci: Option<Interval>,
-    /// Two-sided Mann–Whitney U p-value.
+    /// Two-sided p-value: Mann–Whitney U, or Wilcoxon signed-rank when paired.
     pub p_value: Option<f64>,
     pub verdict: Verdict,
+    /// Pairs compared, when the comparison is paired (see [`super::DiffOptions::paired`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<usize>,
 }
 
-/// Compares per-rep values of one metric.
+/// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
+/// of reps of one iteration), through the per-pair differences.
 ///
-/// Verdict rule: regressed (improved) only when the 1 − alpha bootstrap interval of the
-/// relative change of medians lies wholly above +noise floor (below −noise floor) *and*
-/// the Mann–Whitney p-value is below alpha; otherwise unchanged. With a baseline median
+/// The change is the change of medians, or, paired, the median of the differences; both
+/// are relative to the baseline median. Verdict rule: regressed (improved) only when the
+/// 1 − alpha bootstrap interval of the relative change lies wholly above +noise floor
+/// (below −noise floor) *and* the rank test's p-value (Mann–Whitney, or Wilcoxon
+/// signed-rank when paired) is below alpha; otherwise unchanged. With a baseline median
 /// of 0 there is no relative change: a significant rise from 0 counts as regressed. An
 /// interval with an undefined bound (resamples of the baseline with median 0) gives no
 /// verdict: unchanged.
@@ -175,6 +182,7 @@ pub(crate) fn compare(
     unit: Unit,
     base: &[f64],
     cand: &[f64],
+    pairs: Option<&[(f64, f64)]>,
     opts: &DiffOptions,
 ) -> Comparison {
     let (bs, b_sample) = SideStats::of(base);
@@ -190,6 +198,7 @@ pub(crate) fn compare(
         ci: None,
         p_value: None,
         verdict: Verdict::Unchanged,
+        pairs: None,
     };
     if let (Some(b), Some(m)) = (bs.median, cs.median) {
         c.delta = Some(m - b);
@@ -212,12 +221,38 @@ pub(crate) fn compare(
     let seed = opts.seed
         ^ fnv1a(span.as_bytes())
         ^ fnv1a(c.measure.to_string().as_bytes()).rotate_left(17);
-    c.ci =
-        stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, 1.0 - opts.alpha, seed);
-    let p = stats::mann_whitney(&b, &k).p_value;
-    c.p_value = Some(p);
-    let needed = stats::min_reps_for_verdict(opts.alpha);
-    c.verdict = if b.len() < needed || k.len() < needed {
+    let level = 1.0 - opts.alpha;
+    let (needed, enough) = match pairs {
+        Some(pairs) => {
+            let d: Vec<f64> = pairs.iter().map(|(x, y)| y - x).collect();
+            let needed = stats::min_pairs_for_verdict(opts.alpha);
+            c.pairs = Some(pairs.len());
+            c.p_value = Some(stats::signed_rank(&d).p_value);
+            // With fewer than 2 pairs the change of medians stays (no verdict follows).
+            if let Ok(d) = Sample::new(d) {
+                let base_median = b.median();
+                c.delta = Some(d.median());
+                c.relative = (base_median != 0.0).then(|| d.median() / base_median);
+                c.ci = (base_median != 0.0)
+                    .then(|| stats::bootstrap_median(&d, opts.bootstrap_resamples, level, seed))
+                    .flatten()
+                    .map(|i| Interval {
+                        lo: i.lo.map(|x| x / base_median),
+                        hi: i.hi.map(|x| x / base_median),
+                        level,
+                    });
+            }
+            (needed, pairs.len() >= needed)
+        }
+        None => {
+            c.ci = stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, level, seed);
+            c.p_value = Some(stats::mann_whitney(&b, &k).p_value);
+            let needed = stats::min_reps_for_verdict(opts.alpha);
+            (needed, b.len() >= needed && k.len() >= needed)
+        }
+    };
+    let p = c.p_value.unwrap_or(1.0);
+    c.verdict = if !enough {
         Verdict::TooFewReps { needed }
     } else if p >= opts.alpha {
         Verdict::Unchanged
@@ -239,7 +274,7 @@ pub(crate) fn compare(
             // A bound some resamples leave undefined (their baseline median is 0): no
             // verdict rests on it.
             Some(_) => Verdict::Unchanged,
-            None if k.median() > b.median() => Verdict::Regressed,
+            None if c.delta.unwrap_or(0.0) > 0.0 => Verdict::Regressed,
             None => Verdict::Unchanged,
         }
     };
@@ -271,13 +306,18 @@ fn counter_unit(k: CounterKind) -> Unit {
     }
 }
 
-/// A metric's per-rep values on both sides, before the statistics.
+/// A metric's per-rep values on both sides (None where a rep has no value), before the
+/// statistics.
 struct Spec {
     span: String,
     measure: Measure,
     unit: Unit,
-    base: Vec<f64>,
-    cand: Vec<f64>,
+    base: Vec<Option<f64>>,
+    cand: Vec<Option<f64>>,
+}
+
+fn all(v: Vec<f64>) -> Vec<Option<f64>> {
+    v.into_iter().map(Some).collect()
 }
 
 /// Compares variant `base_variant` of `base` (baseline) against `cand_variant` of `cand`
@@ -335,12 +375,12 @@ pub fn diff_runs(
                 span: name.into(),
                 measure,
                 unit: Unit::Ns,
-                base: sb.times(name, f),
-                cand: sc.times(name, f),
+                base: all(sb.times(name, f)),
+                cand: all(sc.times(name, f)),
             });
         }
         let (gb, gc) = (sb.span_gpu_busy(name), sc.span_gpu_busy(name));
-        if !gb.is_empty() && !gc.is_empty() {
+        if gb.iter().any(Option::is_some) && gc.iter().any(Option::is_some) {
             specs.push(Spec {
                 span: name.into(),
                 measure: Measure::GpuBusy,
@@ -368,15 +408,43 @@ pub fn diff_runs(
             cand: sc.thread_total(k),
         });
     }
+    // Pairing pays only with enough pairs for a verdict of its own (6 at alpha 0.05);
+    // fewer are compared as independent samples, which need fewer reps (5).
+    let pairable = (opts.paired && same_run(base, cand) && alternates(&base.meta.order))
+        .then(|| Pairs::of(&sb, &sc));
+    let few_pairs = pairable
+        .as_ref()
+        .map(Pairs::len)
+        .filter(|&n| n < stats::min_pairs_for_verdict(opts.alpha));
+    let pairs = pairable.filter(|_| few_pairs.is_none());
     let metrics: Vec<Comparison> = specs
         .into_par_iter()
-        .map(|s| compare(&s.span, s.measure, s.unit, &s.base, &s.cand, opts))
+        .map(|s| {
+            let paired = pairs.as_ref().map(|p| p.values(&s.base, &s.cand));
+            compare(
+                &s.span,
+                s.measure,
+                s.unit,
+                &present(&s.base),
+                &present(&s.cand),
+                paired.as_deref(),
+                opts,
+            )
+        })
         .collect();
 
-    let contributions = gaps::contributions(&sb, &sc, &names, opts);
-    let gaps = gaps::gaps(&sb, &sc, &names, opts);
+    let contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
+    let gaps = gaps::gaps(&sb, &sc, &names, pairs.as_ref(), opts);
     let phase_table = phase_table(&metrics, &contributions.total, &counters);
-    let notes = notes([base, cand], &sb, &sc, &workload_differences, opts);
+    let notes = notes(
+        [base, cand],
+        &sb,
+        &sc,
+        &workload_differences,
+        pairs.as_ref(),
+        few_pairs,
+        opts,
+    );
     let leaks = [
         (DiffSide::Baseline, base, base_variant),
         (DiffSide::Candidate, cand, cand_variant),
@@ -399,7 +467,12 @@ pub fn diff_runs(
             baseline: sb.counts,
             candidate: sc.counts,
         },
-        reps_needed: stats::min_reps_for_verdict(opts.alpha),
+        reps_needed: if pairs.is_some() {
+            stats::min_pairs_for_verdict(opts.alpha)
+        } else {
+            stats::min_reps_for_verdict(opts.alpha)
+        },
+        pairs: pairs.as_ref().map(Pairs::len),
         phase_table,
         metrics,
         gaps,
@@ -467,14 +540,39 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
     rows
 }
 
+/// Whether a run's schedule puts the variants' reps of one iteration back to back.
+fn alternates(order: &str) -> bool {
+    matches!(order, "interleaved" | "counterbalanced")
+}
+
 fn notes(
     data: [&RunData; 2],
     sb: &Side,
     sc: &Side,
     differences: &[WorkloadDifference],
+    pairs: Option<&Pairs>,
+    few_pairs: Option<usize>,
     opts: &DiffOptions,
 ) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(p) = pairs {
+        notes.push(format!(
+            "paired by iteration ({} pairs, {} order): each change is the median of the \
+             differences between the candidate's and the baseline's rep of one iteration, \
+             its interval a bootstrap over the pairs, its p-value Wilcoxon's signed-rank \
+             test; pass --unpaired to compare the medians of independent samples instead",
+            p.len(),
+            data[0].meta.order
+        ));
+        if data[0].meta.order == "interleaved" {
+            notes.push(
+                "in interleaved order the baseline always runs first in an iteration; \
+                 order = \"counterbalanced\" (ABBA) keeps a carry-over from one rep to the \
+                 next out of the paired change"
+                    .into(),
+            );
+        }
+    }
     if !differences.is_empty() {
         let list: Vec<String> = differences
             .iter()
@@ -483,6 +581,14 @@ fn notes(
         notes.push(format!(
             "compared despite different workloads (forced): {}",
             list.join("; ")
+        ));
+    }
+    if let Some(n) = few_pairs {
+        notes.push(format!(
+            "compared as independent samples: only {n} iterations have a successful rep of \
+             both variants, and a paired comparison needs at least {0} (rerun with reps >= {0} \
+             to pair them)",
+            stats::min_pairs_for_verdict(opts.alpha)
         ));
     }
     let needed = stats::min_reps_for_verdict(opts.alpha);

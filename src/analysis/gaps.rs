@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::diff::{compare, fnv1a, Comparison, Measure, Unit};
 use super::render::fmt_ns;
-use super::select::{Agg, Side};
+use super::select::{Agg, Pairs, Side};
 use super::stats::{self, Interval, Sample};
 use super::DiffOptions;
 
@@ -120,7 +120,13 @@ fn gap_side(side: &Side, name: &str, opts: &DiffOptions) -> Option<GapSide> {
 }
 
 /// Gaps of every span that has children on either side, in span-tree order.
-pub(crate) fn gaps(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions) -> Vec<Gap> {
+pub(crate) fn gaps(
+    base: &Side,
+    cand: &Side,
+    names: &[&str],
+    pairs: Option<&Pairs>,
+    opts: &DiffOptions,
+) -> Vec<Gap> {
     names
         .par_iter()
         .filter(|n| base.wrappers.contains(**n) || cand.wrappers.contains(**n))
@@ -138,6 +144,11 @@ pub(crate) fn gaps(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions)
                     })
                 })
                 .collect();
+            let (ub, uc) = (
+                base.times(name, unattributed),
+                cand.times(name, unattributed),
+            );
+            let paired = pairs.map(|p| p.values_all(&ub, &uc));
             Gap {
                 span: name.into(),
                 baseline: b,
@@ -146,8 +157,9 @@ pub(crate) fn gaps(base: &Side, cand: &Side, names: &[&str], opts: &DiffOptions)
                     name,
                     Measure::Unattributed,
                     Unit::Ns,
-                    &base.times(name, unattributed),
-                    &cand.times(name, unattributed),
+                    &ub,
+                    &uc,
+                    paired.as_deref(),
                     opts,
                 ),
                 flags,
@@ -171,21 +183,32 @@ fn root_name(side: &Side) -> Option<String> {
     }
 }
 
-/// The bootstrap interval of the difference of medians of `base` and `cand`, divided by
-/// `whole`; None when either side has too few reps.
+/// The bootstrap interval of the span's change (difference of medians of `base` and
+/// `cand`, or the median of the paired differences), divided by `whole`; None when
+/// either side has too few reps.
 fn of_total_interval(
     base: &[f64],
     cand: &[f64],
+    paired: Option<&[(f64, f64)]>,
     whole: f64,
     name: &str,
     opts: &DiffOptions,
 ) -> Option<Interval> {
-    let (b, c) = (
-        Sample::new(base.to_vec()).ok()?,
-        Sample::new(cand.to_vec()).ok()?,
-    );
     let seed = opts.seed ^ fnv1a(name.as_bytes()) ^ fnv1a(b"of_total").rotate_left(29);
-    let i = stats::bootstrap_difference(&b, &c, opts.bootstrap_resamples, 1.0 - opts.alpha, seed)?;
+    let level = 1.0 - opts.alpha;
+    let i = match paired {
+        Some(p) => {
+            let d = Sample::new(p.iter().map(|(x, y)| y - x).collect()).ok()?;
+            stats::bootstrap_median(&d, opts.bootstrap_resamples, level, seed)?
+        }
+        None => {
+            let (b, c) = (
+                Sample::new(base.to_vec()).ok()?,
+                Sample::new(cand.to_vec()).ok()?,
+            );
+            stats::bootstrap_difference(&b, &c, opts.bootstrap_resamples, level, seed)?
+        }
+    };
     Some(Interval {
         lo: i.lo.map(|x| x / whole),
         hi: i.hi.map(|x| x / whole),
@@ -198,18 +221,22 @@ pub(crate) fn contributions(
     base: &Side,
     cand: &Side,
     names: &[&str],
+    pairs: Option<&Pairs>,
     opts: &DiffOptions,
 ) -> Contributions {
     let as_f64 = |v: &[u64]| v.iter().map(|&t| t as f64).collect::<Vec<_>>();
     let root = root_name(base)
         .or_else(|| root_name(cand))
         .unwrap_or_else(|| "(roots)".into());
+    let (tb, tc) = (as_f64(&base.root_total_ns), as_f64(&cand.root_total_ns));
+    let paired = pairs.map(|p| p.values_all(&tb, &tc));
     let total = compare(
         &root,
         Measure::Total,
         Unit::Ns,
-        &as_f64(&base.root_total_ns),
-        &as_f64(&cand.root_total_ns),
+        &tb,
+        &tc,
+        paired.as_deref(),
         opts,
     );
     let values = |side: &Side, name: &str| -> Vec<f64> {
@@ -227,14 +254,24 @@ pub(crate) fn contributions(
             if b.iter().chain(&c).all(|&x| x == 0.0) {
                 return None;
             }
-            let comparison = compare(name, Measure::CriticalSelf, Unit::Ns, &b, &c, opts);
+            let paired = pairs.map(|p| p.values_all(&b, &c));
+            let comparison = compare(
+                name,
+                Measure::CriticalSelf,
+                Unit::Ns,
+                &b,
+                &c,
+                paired.as_deref(),
+                opts,
+            );
             let delta = comparison.delta.unwrap_or(0.0);
             let total_delta = total.delta.unwrap_or(0.0);
             let whole = total.baseline.median.filter(|&m| m > 0.0);
             Some(Contribution {
                 share_of_change: (total_delta != 0.0).then(|| delta / total_delta),
                 of_total: whole.and_then(|w| comparison.delta.map(|d| d / w)),
-                of_total_ci: whole.and_then(|w| of_total_interval(&b, &c, w, name, opts)),
+                of_total_ci: whole
+                    .and_then(|w| of_total_interval(&b, &c, paired.as_deref(), w, name, opts)),
                 comparison,
             })
         })

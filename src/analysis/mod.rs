@@ -64,6 +64,12 @@ pub struct DiffOptions {
     pub gap_threshold: f64,
     /// Compare runs of different workloads anyway (the differences are recorded).
     pub force: bool,
+    /// Pair the reps of one iteration when both sides are variants of one interleaved
+    /// (or counterbalanced) run, and compare per-pair differences (see
+    /// [`stats::signed_rank`]); false compares the two sides as independent samples.
+    /// Default true.
+    #[serde(default = "yes")]
+    pub paired: bool,
     /// Seed of the bootstrap, so the same data give the same intervals.
     pub seed: u64,
 }
@@ -76,9 +82,14 @@ impl Default for DiffOptions {
             bootstrap_resamples: 2000,
             gap_threshold: 0.05,
             force: false,
+            paired: true,
             seed: 0x6761_7073_636f_7065,
         }
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl DiffOptions {
@@ -181,8 +192,12 @@ pub struct Diff {
     pub workload_differences: Vec<WorkloadDifference>,
     /// Reps per side that entered the diff, and those left out.
     pub excluded: Excluded,
-    /// Reps each side needs for a verdict.
+    /// Reps each side needs for a verdict (pairs, when paired).
     pub reps_needed: usize,
+    /// Pairs of reps compared (one iteration of an interleaved run each), when the
+    /// comparison is paired; None when the sides were compared as independent samples.
+    #[serde(default)]
+    pub pairs: Option<usize>,
     /// synthesis, GPU wrapper, kernels, drop, total, then whole-rep counters.
     pub phase_table: Vec<PhaseRow>,
     /// Every span name on total and self time, per counter, and whole-rep counters.

@@ -317,9 +317,13 @@ fn header(out: &mut String, d: &Diff, md: bool, level: usize) {
         eb.used, ec.used, eb.failed, ec.failed, eb.warmup, ec.warmup
     );
     let o = &d.options;
+    let (change, test) = match d.pairs {
+        Some(_) => ("median per-pair difference", "Wilcoxon signed-rank"),
+        None => ("change of medians", "Mann–Whitney"),
+    };
     let _ = writeln!(
         out,
-        "{bullet}verdict: the {:.0}% bootstrap interval of the change of medians must lie outside ±{}% and Mann–Whitney p < {}",
+        "{bullet}verdict: the {:.0}% bootstrap interval of the {change} must lie outside ±{}% and {test} p < {}",
         (1.0 - o.alpha) * 100.0,
         o.noise_floor * 100.0,
         o.alpha
@@ -533,6 +537,8 @@ struct CsvRow<'a> {
     of_total: Option<f64>,
     of_total_ci_lo: Option<f64>,
     of_total_ci_hi: Option<f64>,
+    /// Pairs compared, when paired (delta is then the median per-pair difference).
+    pairs: Option<usize>,
 }
 
 impl<'a> CsvRow<'a> {
@@ -559,6 +565,7 @@ impl<'a> CsvRow<'a> {
             of_total: None,
             of_total_ci_lo: None,
             of_total_ci_hi: None,
+            pairs: c.pairs,
         }
     }
 }
@@ -614,6 +621,7 @@ fn csv_rows(d: &Diff) -> String {
             of_total: None,
             of_total_ci_lo: None,
             of_total_ci_hi: None,
+            pairs: None,
         });
     }
     for r in &rows {

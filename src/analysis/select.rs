@@ -63,17 +63,22 @@ pub(crate) struct Side<'a> {
     pub thread_totals: [Vec<Option<u64>>; 6],
     /// Counters meta.json reports as available.
     pub counter_available: [bool; 6],
+    /// Per used rep: its iteration in the run's schedule (what pairs reps of two
+    /// variants of one interleaved run).
+    pub iterations: Vec<u32>,
 }
 
 impl<'a> Side<'a> {
     pub fn build(data: &'a RunData, variant: &str) -> Side<'a> {
         let mut counts = RepCounts::default();
         let mut rep_index: HashMap<u32, usize> = HashMap::new();
+        let mut iterations = Vec::new();
         for r in data.runs.iter().filter(|r| r.variant == variant) {
             if r.warmup {
                 counts.warmup += 1;
             } else if r.status == RepStatus::Ok && r.verified {
                 rep_index.insert(r.rep, rep_index.len());
+                iterations.push(r.iteration);
             } else {
                 counts.failed += 1;
             }
@@ -113,6 +118,7 @@ impl<'a> Side<'a> {
             root_total_ns: vec![0; reps],
             thread_totals: std::array::from_fn(|_| vec![Some(0); reps]),
             counter_available,
+            iterations,
         };
         for &(i, s) in &spans {
             let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));
@@ -169,39 +175,79 @@ impl<'a> Side<'a> {
             .unwrap_or_default()
     }
 
-    /// Per-rep counts of `name` for counter `k`, skipping reps without a value.
-    pub fn span_counter(&self, name: &str, k: usize) -> Vec<f64> {
+    /// Per-rep counts of `name` for counter `k` (None where the rep has no value).
+    pub fn span_counter(&self, name: &str, k: usize) -> Vec<Option<f64>> {
         self.per_name
             .get(name)
-            .map(|v| {
-                v.iter()
-                    .filter_map(|a| a.counters[k])
-                    .map(|c| c as f64)
-                    .collect()
-            })
+            .map(|v| v.iter().map(|a| a.counters[k].map(|c| c as f64)).collect())
             .unwrap_or_default()
     }
 
-    /// Per-rep GPU-busy time of `name`, skipping reps without a value.
-    pub fn span_gpu_busy(&self, name: &str) -> Vec<f64> {
+    /// Per-rep GPU-busy time of `name` (None where the rep has no value).
+    pub fn span_gpu_busy(&self, name: &str) -> Vec<Option<f64>> {
         self.per_name
             .get(name)
-            .map(|v| {
-                v.iter()
-                    .filter_map(|a| a.gpu_busy_ns)
-                    .map(|c| c as f64)
-                    .collect()
-            })
+            .map(|v| v.iter().map(|a| a.gpu_busy_ns.map(|c| c as f64)).collect())
             .unwrap_or_default()
     }
 
-    pub fn thread_total(&self, k: usize) -> Vec<f64> {
+    /// Per-rep count of counter `k` over every span thread (None where not counted).
+    pub fn thread_total(&self, k: usize) -> Vec<Option<f64>> {
         self.thread_totals[k]
             .iter()
-            .flatten()
-            .map(|&c| c as f64)
+            .map(|c| c.map(|c| c as f64))
             .collect()
     }
+}
+
+/// Reps of two variants of one interleaved run that belong together: the baseline's and
+/// the candidate's rep of the same iteration, as indices into each [`Side`]'s reps.
+/// Only variants of one run whose schedule alternates them (interleaved or
+/// counterbalanced) are paired: their reps of one iteration ran back to back.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Pairs(Vec<(usize, usize)>);
+
+impl Pairs {
+    pub fn of(base: &Side, cand: &Side) -> Pairs {
+        let at: HashMap<u32, usize> = cand
+            .iterations
+            .iter()
+            .enumerate()
+            .map(|(j, &it)| (it, j))
+            .collect();
+        Pairs(
+            base.iterations
+                .iter()
+                .enumerate()
+                .filter_map(|(i, it)| at.get(it).map(|&j| (i, j)))
+                .collect(),
+        )
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// (baseline, candidate) values of each pair where both reps have one.
+    pub fn values(&self, base: &[Option<f64>], cand: &[Option<f64>]) -> Vec<(f64, f64)> {
+        self.0
+            .iter()
+            .filter_map(|&(i, j)| Some((base.get(i).copied()??, cand.get(j).copied()??)))
+            .collect()
+    }
+
+    /// [`Pairs::values`] of per-rep values every rep has.
+    pub fn values_all(&self, base: &[f64], cand: &[f64]) -> Vec<(f64, f64)> {
+        self.0
+            .iter()
+            .filter_map(|&(i, j)| Some((*base.get(i)?, *cand.get(j)?)))
+            .collect()
+    }
+}
+
+/// The values of the reps that have one.
+pub(crate) fn present(v: &[Option<f64>]) -> Vec<f64> {
+    v.iter().flatten().copied().collect()
 }
 
 /// Time of `s` covered by none of its children, on any thread, clipped to `s`.

@@ -18,6 +18,9 @@
 //!   (1947); exact null distribution for small samples without ties, otherwise the
 //!   normal approximation with tie and continuity corrections (Lehmann,
 //!   *Nonparametrics*, 1975, §1.4).
+//! - paired differences (reps of one iteration of an interleaved run): median of the
+//!   differences, its bootstrap interval ([`bootstrap_median`]), Wilcoxon signed-rank test
+//!   ([`signed_rank`]).
 //! - random numbers: xoshiro256++ seeded through SplitMix64 (Blackman & Vigna,
 //!   "Scrambled linear pseudorandom number generators", ACM TOMS 47 (2021)), written out
 //!   here so that a seed gives the same interval whatever version of `rand` is linked.
@@ -565,6 +568,9 @@ pub fn min_reps_for_verdict(alpha: f64) -> usize {
     }
     n.max(BOOTSTRAP_MIN)
 }
+
+mod paired;
+pub use paired::{bootstrap_median, min_pairs_for_verdict, signed_rank, SignedRankTest};
 
 #[cfg(test)]
 mod tests;

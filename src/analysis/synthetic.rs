@@ -75,6 +75,10 @@ pub struct SyntheticRun {
     pub gpu_activity: bool,
     /// Leaf spans added under `kernels` (kernel_0, kernel_1, …) to reach a span count.
     pub extra_kernels: usize,
+    /// Machine drift between iterations: each iteration is, with probability ½, slower
+    /// by this fraction for every variant alike (a CPU whose memory got slower for a
+    /// while, as on a shared host). 0 = none.
+    pub drift: f64,
     pub seed: u64,
 }
 
@@ -101,6 +105,7 @@ impl SyntheticRun {
             hardware_counters: false,
             gpu_activity: false,
             extra_kernels: 0,
+            drift: 0.0,
             seed: 1,
         }
     }
@@ -170,14 +175,22 @@ impl SyntheticRun {
     fn reps(&self) -> Vec<(RunRow, Vec<SpanRow>)> {
         let mut rng = StdRng::seed_from_u64(self.seed);
         let mut out = Vec::new();
+        let mut drift_rng = StdRng::seed_from_u64(self.seed ^ 0xd21f7);
         let (mut clock, mut next_id) = (1_000_000_000u64, 1u64);
         for iteration in 0..self.warmups + self.reps {
+            let slow = if self.drift > 0.0 && drift_rng.gen_bool(0.5) {
+                1.0 + self.drift
+            } else {
+                1.0
+            };
             for v in &self.variants {
                 let rep = out.len() as u32;
                 let warmup = iteration < self.warmups;
                 let measured = iteration.saturating_sub(self.warmups);
                 let failed = !warmup && measured >= self.reps - v.failed_reps.min(self.reps);
-                let spans = self.rep_spans(v, rep, clock, &mut next_id, failed, &mut rng);
+                // A failed rep's spans are 10× slower.
+                let slow = if failed { 10.0 } else { slow };
+                let spans = self.rep_spans(v, rep, clock, &mut next_id, slow, &mut rng);
                 let prove = &spans[0];
                 let row = RunRow {
                     rep,
@@ -218,7 +231,7 @@ impl SyntheticRun {
         rep: u32,
         t0: u64,
         next_id: &mut u64,
-        failed: bool,
+        slow: f64,
         rng: &mut StdRng,
     ) -> Vec<SpanRow> {
         let mut tr = Tree {
@@ -226,7 +239,7 @@ impl SyntheticRun {
             next_id,
             rng,
             variant: v,
-            slow: if failed { 10.0 } else { 1.0 },
+            slow,
             noise: self.noise,
             t: t0,
         };

@@ -46,7 +46,7 @@ fn interval_covers_a_known_shift_in_at_least_93_percent_of_trials() {
         let coverage = run(300, |rng| {
             let a = timings(rng, n, 1e9, noise, lognormal);
             let b = timings(rng, n, 1e9 * (1.0 + shift), noise, lognormal);
-            compare("x", Measure::Total, Unit::Ns, &a, &b, &opts)
+            compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts)
                 .ci
                 .unwrap()
                 .contains(shift)
@@ -73,7 +73,7 @@ fn same_distribution_gives_at_most_5_percent_false_verdicts() {
             let false_rate = run(400, |rng| {
                 let a = timings(rng, n, 1e9, noise, lognormal);
                 let b = timings(rng, n, 1e9, noise, lognormal);
-                compare("x", Measure::Total, Unit::Ns, &a, &b, &opts)
+                compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts)
                     .verdict
                     .is_change()
             });
@@ -97,7 +97,7 @@ fn a_2_percent_shift_is_detected_with_10_reps_at_half_percent_noise() {
         let rate = run(200, |rng| {
             let a = timings(rng, 10, 1e9, 0.005, false);
             let b = timings(rng, 10, 1e9 * (1.0 + shift), 0.005, false);
-            compare("x", Measure::Total, Unit::Ns, &a, &b, &opts).verdict == want
+            compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts).verdict == want
         });
         eprintln!("shift {shift}, 10 reps, 0.5% noise: detected in {rate:.3}");
         assert!(
@@ -113,7 +113,7 @@ fn a_shift_inside_the_noise_floor_is_unchanged() {
     let rate = run(100, |rng| {
         let a = timings(rng, 30, 1e9, 0.001, false);
         let b = timings(rng, 30, 1e9 * 1.004, 0.001, false);
-        let c = compare("x", Measure::Total, Unit::Ns, &a, &b, &opts);
+        let c = compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts);
         c.p_value.unwrap() < 0.05 && c.verdict == Verdict::Unchanged
     });
     assert!(
@@ -125,7 +125,8 @@ fn a_shift_inside_the_noise_floor_is_unchanged() {
 #[test]
 fn verdict_edge_cases() {
     let opts = DiffOptions::default();
-    let c = |a: &[f64], b: &[f64]| compare("x", Measure::Total, Unit::Ns, a, b, &opts).verdict;
+    let c =
+        |a: &[f64], b: &[f64]| compare("x", Measure::Total, Unit::Ns, a, b, None, &opts).verdict;
     let needed = stats::min_reps_for_verdict(0.05);
     assert_eq!(
         c(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]),
@@ -150,15 +151,19 @@ fn verdict_edge_cases() {
 }
 
 fn diff_of(run: &SyntheticRun) -> Diff {
+    diff_with(run, &DiffOptions::default())
+}
+
+fn diff_with(run: &SyntheticRun, opts: &DiffOptions) -> Diff {
     let data = run.build();
-    diff_runs(
-        &data,
-        "baseline",
-        &data,
-        "candidate",
-        &DiffOptions::default(),
-    )
-    .unwrap()
+    diff_runs(&data, "baseline", &data, "candidate", opts).unwrap()
+}
+
+fn unpaired() -> DiffOptions {
+    DiffOptions {
+        paired: false,
+        ..DiffOptions::default()
+    }
 }
 
 fn metric<'a>(d: &'a Diff, span: &str, m: Measure) -> &'a Comparison {
@@ -365,7 +370,8 @@ fn failed_and_warmup_reps_are_excluded_and_counted() {
 fn too_few_reps_say_how_many_are_needed() {
     let mut run = SyntheticRun::new();
     run.reps = 3;
-    let d = diff_of(&run);
+    let d = diff_with(&run, &unpaired());
+    assert_eq!((d.pairs, d.reps_needed), (None, 5));
     assert!(d
         .metrics
         .iter()
@@ -378,6 +384,22 @@ fn too_few_reps_say_how_many_are_needed() {
         d.notes
     );
     assert!(render(&d, Format::Terminal).contains("too few reps (need 5/side)"));
+    // Too few pairs for a paired verdict (6: all of one sign gives p = 2/64): the default
+    // compares them as independent samples, and says so.
+    let d = diff_of(&run);
+    assert_eq!((d.pairs, d.reps_needed), (None, 5));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("independent samples: only 3 iterations")
+                && n.contains("at least 6")),
+        "{:?}",
+        d.notes
+    );
+    run.reps = 6;
+    let d = diff_of(&run);
+    assert_eq!((d.pairs, d.reps_needed), (Some(6), 6));
+    assert!(d.metrics.iter().all(|c| c.pairs == Some(6)));
 }
 
 #[test]
@@ -560,6 +582,7 @@ fn resamples_of_a_zero_baseline_leave_the_interval_undefined_and_give_no_verdict
         Unit::Count,
         &base,
         &cand,
+        None,
         &DiffOptions::default(),
     );
     assert!(c.p_value.unwrap() < 0.001);
@@ -589,4 +612,110 @@ fn resamples_of_a_zero_baseline_leave_the_interval_undefined_and_give_no_verdict
     let mut rdr = csv::Reader::from_reader(csv.as_bytes());
     let first = rdr.records().next().unwrap().unwrap();
     assert_eq!((&first[13], &first[14]), ("", ""));
+}
+
+/// A host that is 30 % slower in half of the iterations, at random (both variants
+/// alike), and a candidate 2 % slower in `msm_h` (about 1 % of the whole).
+fn drifting_run(seed: u64, shift: f64) -> SyntheticRun {
+    let mut run = SyntheticRun::new();
+    run.reps = 40;
+    run.drift = 0.3;
+    run.seed = seed;
+    *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", shift);
+    run
+}
+
+#[test]
+fn pairing_by_iteration_cancels_drift_that_hides_a_shift_unpaired() {
+    let run = drifting_run(3, 1.02);
+    let paired = diff_of(&run);
+    assert_eq!(paired.pairs, Some(40));
+    let p = metric(&paired, "msm_h", Measure::Total);
+    assert_eq!(p.pairs, Some(40));
+    let (lo, hi) = (p.ci.unwrap().lo.unwrap(), p.ci.unwrap().hi.unwrap());
+    assert!(lo > 0.01 && hi < 0.03, "paired msm_h [{lo}, {hi}]");
+    assert_eq!(p.verdict, Verdict::Regressed);
+    assert!(paired
+        .notes
+        .iter()
+        .any(|n| n.starts_with("paired by iteration (40 pairs")));
+
+    let independent = diff_with(&run, &unpaired());
+    let u = metric(&independent, "msm_h", Measure::Total);
+    assert_eq!(u.pairs, None);
+    let (ulo, uhi) = (u.ci.unwrap().lo.unwrap(), u.ci.unwrap().hi.unwrap());
+    assert!(
+        uhi - ulo > 5.0 * (hi - lo),
+        "unpaired [{ulo}, {uhi}] vs paired [{lo}, {hi}]"
+    );
+    assert_ne!(u.verdict, Verdict::Regressed);
+}
+
+#[test]
+fn paired_comparisons_of_identical_variants_under_drift_stay_unchanged() {
+    // A/A under drift: no span may be called changed in any of 20 runs.
+    for seed in 0..20 {
+        let d = diff_of(&drifting_run(100 + seed, 1.0));
+        let changed: Vec<String> = d
+            .metrics
+            .iter()
+            .filter(|c| c.verdict.is_change())
+            .map(|c| format!("{} {}", c.span, c.measure))
+            .collect();
+        assert!(changed.is_empty(), "seed {seed}: {changed:?}");
+    }
+}
+
+#[test]
+fn only_variants_of_one_alternating_run_are_paired() {
+    let run = drifting_run(3, 1.02);
+    let data = run.build();
+    let mut sequential = run.build();
+    sequential.meta.order = "sequential".into();
+    let d = diff_runs(
+        &sequential,
+        "baseline",
+        &sequential,
+        "candidate",
+        &DiffOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(d.pairs, None);
+    assert!(d.metrics.iter().all(|c| c.pairs.is_none()));
+    // Two runs: their iterations did not run side by side.
+    let mut other = run.build();
+    other.dir = "another run".into();
+    let d = diff_runs(
+        &data,
+        "baseline",
+        &other,
+        "candidate",
+        &DiffOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(d.pairs, None);
+    let mut counterbalanced = run.build();
+    counterbalanced.meta.order = "counterbalanced".into();
+    let d = diff_runs(
+        &counterbalanced,
+        "baseline",
+        &counterbalanced,
+        "candidate",
+        &DiffOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(d.pairs, Some(40));
+    assert!(!d
+        .notes
+        .iter()
+        .any(|n| n.contains("baseline always runs first")));
+}
+
+#[test]
+fn failed_reps_leave_their_iteration_unpaired() {
+    let mut run = drifting_run(5, 1.0);
+    run.variant_mut("candidate").failed_reps = 4;
+    let d = diff_of(&run);
+    assert_eq!(d.pairs, Some(36));
+    assert_eq!(metric(&d, "prove", Measure::Total).pairs, Some(36));
 }

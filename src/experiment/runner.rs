@@ -48,8 +48,8 @@ pub struct Slot {
     pub warmup: bool,
 }
 
-/// Warm-ups first (each variant, in turn), then measured reps, interleaved (ABAB…) or
-/// sequential (AA…BB…).
+/// Warm-ups first (each variant, in turn), then measured reps, interleaved (ABAB…),
+/// counterbalanced (ABBA…) or sequential (AA…BB…).
 pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order) -> Vec<Slot> {
     let mut out = Vec::new();
     let mut push = |variant, iteration, warmup| {
@@ -70,6 +70,14 @@ pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order) -> Vec<S
         Order::Interleaved => {
             for i in 0..reps {
                 for v in 0..variants {
+                    push(v, i, false);
+                }
+            }
+        }
+        Order::Counterbalanced => {
+            for i in 0..reps {
+                for k in 0..variants {
+                    let v = if i % 2 == 0 { k } else { variants - 1 - k };
                     push(v, i, false);
                 }
             }
@@ -690,6 +698,39 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
 mod tests {
     use super::*;
     use crate::experiment::spec::Experiment;
+
+    fn order_of(order: Order) -> String {
+        let slots = schedule(2, 1, 4, order);
+        assert_eq!(slots.len(), 10);
+        assert!(slots.iter().enumerate().all(|(i, s)| s.rep == i as u32));
+        assert!(slots[..2].iter().all(|s| s.warmup) && slots[2..].iter().all(|s| !s.warmup));
+        // Every variant gets each iteration once.
+        for v in 0..2 {
+            let mut its: Vec<u32> = slots[2..]
+                .iter()
+                .filter(|s| s.variant == v)
+                .map(|s| s.iteration)
+                .collect();
+            its.sort_unstable();
+            assert_eq!(its, [0, 1, 2, 3]);
+        }
+        slots[2..]
+            .iter()
+            .map(|s| char::from(b'A' + s.variant as u8))
+            .collect()
+    }
+
+    #[test]
+    fn schedules_interleave_counterbalance_or_run_in_sequence() {
+        assert_eq!(order_of(Order::Interleaved), "ABABABAB");
+        assert_eq!(order_of(Order::Counterbalanced), "ABBAABBA");
+        assert_eq!(order_of(Order::Sequential), "AAAABBBB");
+        let three: String = schedule(3, 0, 2, Order::Counterbalanced)
+            .iter()
+            .map(|s| char::from(b'A' + s.variant as u8))
+            .collect();
+        assert_eq!(three, "ABCCBA");
+    }
 
     #[test]
     fn a_timed_out_rep_is_committed_as_failed_and_resume_skips_it() {

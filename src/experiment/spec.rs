@@ -10,7 +10,7 @@
 //! [run]
 //! reps = 5
 //! warmups = 1
-//! order = "interleaved"      # interleaved (ABAB…) | sequential (AA…BB…)
+//! order = "interleaved"      # interleaved (ABAB…) | counterbalanced (ABBA…) | sequential (AA…BB…)
 //! process = "shared"         # shared | per_rep (a fresh worker process per rep)
 //! counters = true
 //! telemetry_period_ms = 20   # NVML sampling period
@@ -63,7 +63,13 @@ fn cpu() -> BackendKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
+    /// ABAB…: every iteration runs the variants in the same order.
     Interleaved,
+    /// ABBA…: even iterations run the variants in order, odd ones in reverse, so that no
+    /// variant always runs first (or always follows the same one). A carry-over from one
+    /// rep to the next (allocator state, caches, a background task) then lands on every
+    /// variant alike and cancels in the paired comparison of `gapscope diff`.
+    Counterbalanced,
     Sequential,
 }
 
