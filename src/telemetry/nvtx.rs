@@ -147,7 +147,8 @@ pub mod injection {
     /// Export table ids (nvtxTypes.h).
     pub const ETID_CALLBACKS: u32 = 1;
     pub const ETID_VERSIONINFO: u32 = 3;
-    /// Slots per callback module, modules 1..=6: CORE, CUDA, OPENCL, CUDART, CORE2, SYNC.
+    /// Callback ids per module, modules 1..=6: CORE, CUDA, OPENCL, CUDART, CORE2, SYNC
+    /// (`NVTX_CBID_<module>_SIZE`; id 0 is INVALID in every module).
     pub const MODULE_SIZES: [usize; 6] = [16, 9, 15, 7, 16, 7];
     pub const MODULE_CORE: c_int = 1;
     pub const CBID_CORE_RANGE_PUSH_A: usize = 9;
@@ -179,10 +180,21 @@ pub mod injection {
         set_injection_nvtx_version,
     };
 
-    /// Every module's slots, and the table of slot addresses handed to the tool.
+    /// Every module's slots, and the tables of slot addresses handed to the tool.
     struct Tables {
+        /// `MODULE_SIZES[m]` slots per module, back to back (slot 0 of each unused).
         slots: &'static [AtomicPtr<c_void>],
+        /// Per module, `MODULE_SIZES[m] + 1` entries, laid out as nvtxImpl.h's
+        /// `functionTable_<module>`: entry 0 (INVALID) null, entries 1.. the slots'
+        /// addresses, and a null after the last, so a tool that walks a table to its
+        /// terminator stops at its end.
         slot_addrs: &'static [usize],
+    }
+
+    /// Where module `m`'s (0-based) slots and address table start.
+    fn offsets(m: usize) -> (usize, usize) {
+        let slots: usize = MODULE_SIZES[..m].iter().sum();
+        (slots, slots + m)
     }
 
     fn tables() -> &'static Tables {
@@ -196,8 +208,17 @@ pub mod injection {
             );
             // AtomicPtr<c_void> has the layout of *mut c_void: the tool writes through
             // these addresses as into plain function-pointer slots.
-            let slot_addrs = Box::leak(slots.iter().map(|s| s.as_ptr() as usize).collect());
-            Tables { slots, slot_addrs }
+            let mut addrs = Vec::with_capacity(n + MODULE_SIZES.len());
+            for (m, size) in MODULE_SIZES.iter().enumerate() {
+                let (first, _) = offsets(m);
+                addrs.push(0);
+                addrs.extend((1..*size).map(|i| slots[first + i].as_ptr() as usize));
+                addrs.push(0);
+            }
+            Tables {
+                slots,
+                slot_addrs: Box::leak(addrs.into_boxed_slice()),
+            }
         })
     }
 
@@ -222,10 +243,10 @@ pub mod injection {
             return 0;
         }
         let m = module as usize - 1;
-        let offset: usize = MODULE_SIZES[..m].iter().sum();
+        let (_, offset) = offsets(m);
         let t = tables();
         // SAFETY: out-pointers are valid or null per the protocol; the table lives
-        // forever and holds MODULE_SIZES[m] entries from `offset`.
+        // forever and holds MODULE_SIZES[m] + 1 entries from `offset`.
         unsafe {
             if !out_table.is_null() {
                 *out_table = t.slot_addrs.as_ptr().add(offset) as *mut *mut *mut c_void;
@@ -433,6 +454,42 @@ mod tests {
         0
     }
 
+    unsafe extern "C" fn tool_other() {}
+
+    /// A tool that implements every callback it is offered (as CUPTI may): walks each
+    /// module's table as nvtxImpl.h lays it out (entry 0 null, then the slots, then a
+    /// null terminator), fills every slot, CORE's range functions with its own.
+    unsafe extern "C" fn walking_tool(get: injection::GetExportTableFn) -> c_int {
+        use injection::*;
+        // SAFETY (whole body): as in good_tool; reads stop at each table's terminator.
+        unsafe {
+            let cb = get(ETID_CALLBACKS) as *const ExportTableCallbacks;
+            for module in 1..=MODULE_SIZES.len() as c_int {
+                let (mut table, mut size) = (std::ptr::null_mut(), 0);
+                if ((*cb).get_module_function_table)(module, &mut table, &mut size) == 0
+                    || size as usize != MODULE_SIZES[module as usize - 1]
+                    || !(*table).is_null()
+                    || !(*table.add(size as usize)).is_null()
+                {
+                    return 0;
+                }
+                let mut i = 1;
+                while !(*table.add(i)).is_null() {
+                    **table.add(i) = match (module, i) {
+                        (MODULE_CORE, CBID_CORE_RANGE_PUSH_A) => tool_push as *mut std::ffi::c_void,
+                        (MODULE_CORE, CBID_CORE_RANGE_POP) => tool_pop as *mut std::ffi::c_void,
+                        _ => tool_other as *mut std::ffi::c_void,
+                    };
+                    i += 1;
+                }
+                if i != size as usize {
+                    return 0;
+                }
+            }
+            1
+        }
+    }
+
     unsafe extern "C" fn empty_tool(_get: injection::GetExportTableFn) -> c_int {
         1
     }
@@ -458,5 +515,14 @@ mod tests {
         assert!(e.contains("returned 0"), "{e}");
         let e = injection::attach(empty_tool).err().unwrap();
         assert!(e.contains("no nvtxRangePushA"), "{e}");
+        // Filling every module's every slot leaves CORE's range functions in place.
+        let (push, pop) = injection::attach(walking_tool).unwrap();
+        assert_eq!(
+            (push as usize, pop as usize),
+            (
+                tool_push as *const () as usize,
+                tool_pop as *const () as usize
+            )
+        );
     }
 }
