@@ -69,7 +69,9 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
         /// Mirror every span as an NVTX range, so that Nsight Systems shows the phases
-        /// (needs libnvToolsExt.so.1; meta.json says when it is unavailable).
+        /// (under `nsys profile -t cuda,nvtx`; without a profiler the ranges go to
+        /// gapscope's CUPTI, as `nvtx` rows of gpu_activity.csv; meta.json says where, or
+        /// why the mirror is unavailable).
         #[arg(long)]
         nvtx: bool,
     },
@@ -207,7 +209,8 @@ pub enum Command {
         /// NVML sampling period.
         #[arg(long, default_value_t = crate::telemetry::DEFAULT_PERIOD_MS)]
         period_ms: u64,
-        /// Mirror spans as NVTX ranges.
+        /// Mirror spans as NVTX ranges into CUPTI and check CUPTI's record of them
+        /// against the spans (names, times, nesting).
         #[arg(long)]
         nvtx: bool,
     },

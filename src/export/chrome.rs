@@ -4,7 +4,8 @@
 //! - spans are complete ("X") events, tid = the recorded thread id, named by "M"
 //!   thread_name metadata; `ts`/`dur` are microseconds as floats from the rep's first
 //!   record, so every rep starts at 0 (the origins are in `otherData`);
-//! - GPU intervals are "X" events on one track per GPU lane;
+//! - GPU intervals are "X" events on one track per GPU lane (NVTX ranges that CUPTI
+//!   recorded are not GPU intervals: the spans show those phases already);
 //! - NVML samples are counter ("C") events, one track per GPU and series.
 
 use std::collections::BTreeMap;

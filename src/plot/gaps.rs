@@ -369,10 +369,20 @@ mod tests {
             kind: "memcpy".into(),
             ..kernel(k.start_ns, k.end_ns)
         };
+        // NVTX ranges (`--nvtx` with CUPTI as the tool) are host phases, never inner
+        // GPU time, also in a rep that has nothing else.
+        let range = |rep: u32| GpuActivityRow {
+            rep,
+            kind: "nvtx".into(),
+            name: INNER.into(),
+            ..kernel(k.start_ns, k.end_ns)
+        };
         let activity = vec![
             kernel(k.start_ns, k.start_ns + quarter),
             kernel(k.start_ns + quarter / 2, k.start_ns + 2 * quarter),
             copy,
+            range(first),
+            range(spans[1].rep),
         ];
         let mut gpu = GpuRecords::default();
         gpu.activity = activity;
@@ -382,7 +392,7 @@ mod tests {
         assert_eq!(
             gaps[0].inner_ns,
             2 * quarter,
-            "the union of the kernels, no copies"
+            "the union of the kernels, no copies or NVTX ranges"
         );
         assert_eq!(gaps[0].inner.len(), 1);
         // Reps without records keep the span.

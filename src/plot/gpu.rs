@@ -1,9 +1,12 @@
 //! The GPU side of a run folder as the charts and the trace export read it: NVML samples
 //! (`telemetry.csv`) and CUPTI kernel/copy intervals (`gpu_activity.csv`), both on the
 //! span clock. A run without a GPU has the files empty, and one from before telemetry
-//! has none; either way the charts say so rather than fail.
+//! has none; either way the charts say so rather than fail. NVTX ranges that CUPTI
+//! recorded (`--nvtx`, kind `nvtx`) are host phases, the spans again: they are loaded
+//! but drawn on no GPU lane.
 
 use crate::store::{GpuActivityRow, RunData, TelemetryRow, GPU_ACTIVITY, TELEMETRY};
+use crate::telemetry::activity::ActivityKind;
 
 /// The track a GPU interval is drawn on: one per device and stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -88,7 +91,11 @@ impl GpuRecords {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.telemetry.is_empty() && self.activity.is_empty()
+        self.telemetry.is_empty()
+            && !self
+                .activity
+                .iter()
+                .any(|a| ActivityKind::is_gpu_interval(&a.kind))
     }
 
     /// NVML samples of one rep.
@@ -96,9 +103,13 @@ impl GpuRecords {
         self.telemetry.iter().filter(|r| r.rep == rep).collect()
     }
 
-    /// GPU intervals of one rep.
+    /// GPU intervals of one rep (kernels, copies, memsets, kinds this version does not
+    /// know; not NVTX ranges).
     pub fn activity_of(&self, rep: u32) -> Vec<&GpuActivityRow> {
-        self.activity.iter().filter(|r| r.rep == rep).collect()
+        self.activity
+            .iter()
+            .filter(|r| r.rep == rep && ActivityKind::is_gpu_interval(&r.kind))
+            .collect()
     }
 
     /// What the charts say when a run has no GPU records.
@@ -162,7 +173,21 @@ mod tests {
             end_ns: 180,
             ..GpuActivityRow::sample()
         };
-        w.append_gpu(&[t], &[a]).unwrap();
+        let range = GpuActivityRow {
+            kind: "nvtx".into(),
+            name: "gpu_prove".into(),
+            stream: 0,
+            start_ns: 100,
+            end_ns: 200,
+            ..a.clone()
+        };
+        let unknown = GpuActivityRow {
+            kind: "graph".into(),
+            start_ns: 185,
+            end_ns: 190,
+            ..a.clone()
+        };
+        w.append_gpu(&[t], &[a, range, unknown]).unwrap();
         drop(w);
         let data = RunData::load(&run).unwrap();
         (dir, data)
@@ -180,6 +205,22 @@ mod tests {
             "GPU 0 stream 7"
         );
         assert_eq!(label(g.activity_of(3)[0]), "kernel");
+        // Every row loads; NVTX ranges are no GPU interval, a kind unknown here is.
+        assert_eq!(g.activity.len(), 3);
+        let kinds: Vec<&str> = g.activity_of(3).iter().map(|a| a.kind.as_str()).collect();
+        assert_eq!(kinds, ["kernel", "graph"]);
+    }
+
+    #[test]
+    fn nvtx_ranges_alone_are_no_gpu_record() {
+        let g = GpuRecords {
+            activity: vec![GpuActivityRow {
+                kind: "nvtx".into(),
+                ..GpuActivityRow::sample()
+            }],
+            ..Default::default()
+        };
+        assert!(g.is_empty() && g.activity_of(0).is_empty());
     }
 
     #[test]

@@ -186,7 +186,8 @@ pub struct GpuMeta {
     /// CUPTI activity: "available", or "unavailable: <reason>" (gpu_activity.csv).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cupti: Option<String>,
-    /// NVTX mirroring of spans (`--nvtx`): "available", "off", or "unavailable: <reason>".
+    /// NVTX mirroring of spans (`--nvtx`): "available (<where the ranges go>)", "off", or
+    /// "unavailable: <reason>"; "(CUPTI markers)" at the end when CUPTI records them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvtx: Option<String>,
     /// NVML sampling period.
@@ -260,12 +261,15 @@ impl TelemetryRow {
 
 /// One row of gpu_activity.csv: a kernel, memcpy or memset as CUPTI saw it, on the span
 /// clock. `name` is the (mangled) kernel name, or the copy direction for a memcpy
-/// (HtoD, DtoH, DtoD, …) and "memset" for a memset.
+/// (HtoD, DtoH, DtoD, …) and "memset" for a memset. With `--nvtx` and CUPTI as the NVTX
+/// tool, rows of kind "nvtx" are the span mirror's ranges (host time, not GPU work):
+/// `name` is the range's message, `correlation_id` CUPTI's marker id, device and stream
+/// 0. Readers keep rows of kinds they do not know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuActivityRow {
     pub rep: u32,
     pub variant: String,
-    /// kernel | memcpy | memset
+    /// kernel | memcpy | memset | nvtx
     pub kind: String,
     pub name: String,
     pub device: u32,

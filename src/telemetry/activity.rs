@@ -1,10 +1,12 @@
-//! GPU activity records (kernels, copies, memsets) independent of CUPTI's structs, their
-//! rows in gpu_activity.csv, and the GPU-busy time of each span.
+//! GPU activity records (kernels, copies, memsets, and the NVTX ranges CUPTI recorded)
+//! independent of CUPTI's structs, their rows in gpu_activity.csv, and the GPU-busy time
+//! of each span.
 //!
 //! Busy time of a span = length of the union of the rep's kernel intervals (any stream,
 //! any GPU) clipped to the span. Copies and memsets are recorded but do not count as busy:
 //! the question busy/idle answers is "were the SMs working", and copy engines run
-//! alongside kernels.
+//! alongside kernels. NVTX ranges are host-side phases (the spans as an NVTX tool saw
+//! them), never GPU work.
 
 use crate::store::{GpuActivityRow, SpanRow};
 
@@ -15,6 +17,9 @@ pub enum ActivityKind {
     Kernel,
     Memcpy,
     Memset,
+    /// An NVTX push/pop range as CUPTI recorded it (`--nvtx` with CUPTI as the NVTX
+    /// tool): host time, not GPU work.
+    NvtxRange,
 }
 
 impl ActivityKind {
@@ -23,7 +28,15 @@ impl ActivityKind {
             ActivityKind::Kernel => "kernel",
             ActivityKind::Memcpy => "memcpy",
             ActivityKind::Memset => "memset",
+            ActivityKind::NvtxRange => "nvtx",
         }
+    }
+
+    /// Whether a gpu_activity.csv row of kind `kind` is an interval of the GPU (a
+    /// kernel, a copy, a memset, or a kind this version does not know), as opposed to an
+    /// NVTX range, which the GPU lanes of charts and traces leave out.
+    pub fn is_gpu_interval(kind: &str) -> bool {
+        kind != ActivityKind::NvtxRange.as_str()
     }
 }
 
@@ -31,10 +44,11 @@ impl ActivityKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActivityRecord {
     pub kind: ActivityKind,
-    /// Kernel name, copy direction, or "memset".
+    /// Kernel name, copy direction, "memset", or the NVTX range's message.
     pub name: String,
     pub device: u32,
     pub stream: u32,
+    /// CUPTI's correlation id; for an NVTX range, the marker id CUPTI gave it.
     pub correlation_id: u32,
     pub start: u64,
     pub end: u64,
@@ -249,11 +263,23 @@ mod tests {
         });
         let mut copy = kernel(0, 1_000).to_row(0, "v", &map);
         copy.kind = "memcpy".into();
+        let range = ActivityRecord {
+            kind: ActivityKind::NvtxRange,
+            name: "gpu_prove".into(),
+            grid: None,
+            block: None,
+            ..kernel(0, 1_000)
+        }
+        .to_row(0, "v", &map);
+        assert_eq!((range.kind.as_str(), range.grid_x), ("nvtx", None));
+        assert!(!ActivityKind::is_gpu_interval(&range.kind));
+        assert!(ActivityKind::is_gpu_interval("kernel") && ActivityKind::is_gpu_interval("new"));
         let acts = vec![
             kernel(100, 300).to_row(0, "v", &map),
             kernel(250, 400).to_row(0, "v", &map), // overlaps the first (another stream)
             kernel(700, 800).to_row(0, "v", &map),
-            copy, // copies are not "busy"
+            copy,  // copies are not "busy"
+            range, // nor are NVTX ranges (host phases)
         ];
         let mut gpu_prove = SpanRow::sample();
         (gpu_prove.start_ns, gpu_prove.end_ns, gpu_prove.duration_ns) = (0, 1_000, 1_000);

@@ -2,6 +2,11 @@
 //! `cupti` bindings with `libcupti` opened at run time. This is the one place where
 //! CUPTI's records are read; everything downstream works on [`ActivityRecord`].
 //!
+//! With `--nvtx` and CUPTI as the NVTX tool ([`super::nvtx`]), the marker records of the
+//! span mirror's ranges are collected too: a START record (with the range's name) and an
+//! END record per range, paired by id into one [`ActivityKind::NvtxRange`] record
+//! ([`pair_markers`]), which is how `gapscope gpu-selftest --nvtx` checks the mirror.
+//!
 //! CUPTI hands over records in buffers through two C callbacks without user data, so the
 //! collector is process-global: [`Cupti::get`] sets it up once (or says why it cannot),
 //! [`Cupti::start`] enables the record kinds at a rep's start, [`Cupti::stop`] flushes,
@@ -10,7 +15,7 @@
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::ptr::addr_of;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::result::{activity, get_timestamp, subscribe};
@@ -28,6 +33,10 @@ const BUFFER_ALIGN: usize = 8;
 static RECORDS: Mutex<Vec<ActivityRecord>> = Mutex::new(Vec::new());
 /// Records CUPTI reported as dropped (buffers full), since the last stop.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// NVTX marker records delivered since the last stop, in delivery order.
+static MARKERS: Mutex<Vec<Marker>> = Mutex::new(Vec::new());
+/// Marker records are enabled (since the last [`Cupti::start`] that asked for them).
+static MARKERS_ON: AtomicBool = AtomicBool::new(false);
 
 const KINDS: [Kind; 3] = [
     Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -75,13 +84,16 @@ unsafe extern "C" fn buffer_completed(
         return;
     }
     let mut out = Vec::new();
+    let mut markers = Vec::new();
     let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
     // SAFETY: `buffer` holds `valid_size` bytes of records written by CUPTI; `record`
     // points into it while the loop runs.
     while unsafe { activity::get_next_record(buffer, valid_size, &mut record) }.is_ok() {
-        // SAFETY: CUPTI returned a pointer to a complete record inside the buffer.
+        // SAFETY (both): CUPTI returned a pointer to a complete record inside the buffer.
         if let Some(r) = unsafe { decode(record as *const u8) } {
             out.push(r);
+        } else if let Some(m) = unsafe { decode_marker(record as *const u8) } {
+            markers.push(m);
         }
     }
     let mut dropped = 0usize;
@@ -93,6 +105,12 @@ unsafe extern "C" fn buffer_completed(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend(out);
+    if !markers.is_empty() {
+        MARKERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(markers);
+    }
     // SAFETY: allocated in buffer_requested with the same layout.
     unsafe { dealloc(buffer, buffer_layout()) };
 }
@@ -185,6 +203,111 @@ pub unsafe fn decode(rec: *const u8) -> Option<ActivityRecord> {
     }
 }
 
+/// Which end of an NVTX range a marker record is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkerEdge {
+    /// The range's start, with its message (CUPTI names only the start record).
+    Start(String),
+    End,
+}
+
+/// One NVTX marker record (`CUpti_ActivityMarker2`) of a push/pop or start/end range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// Shared by a range's START and END records.
+    pub id: u32,
+    /// On CUPTI's clock, like every activity timestamp.
+    pub timestamp: u64,
+    pub edge: MarkerEdge,
+}
+
+/// Reads one CUPTI marker record; `None` for other kinds and for markers that are not a
+/// range's start or end (instantaneous marks, synchronisation markers).
+///
+/// `CUpti_ActivityMarker2` has kept its layout since CUDA 8; fields are read unaligned,
+/// and `flags` as a plain u32 (it is a bit set, not one enum value).
+///
+/// # Safety
+/// `rec` must point to a complete CUPTI activity record, valid for the call, at least as
+/// long as `CUpti_ActivityMarker2` when its kind is `CUPTI_ACTIVITY_KIND_MARKER`; a
+/// marker's `name`, when non-null, must be a NUL-terminated string.
+pub unsafe fn decode_marker(rec: *const u8) -> Option<Marker> {
+    // SAFETY (whole body): as in `decode`: addresses from addr_of!, unaligned reads
+    // within the record per the caller.
+    unsafe {
+        let kind = (rec as *const u32).read_unaligned();
+        if kind != Kind::CUPTI_ACTIVITY_KIND_MARKER as u32 {
+            return None;
+        }
+        let m = rec as *const sys::CUpti_ActivityMarker2;
+        let flags = (addr_of!((*m).flags) as *const u32).read_unaligned();
+        let start = sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_START as u32;
+        let end = sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_END as u32;
+        let edge = if flags & start != 0 {
+            let name_ptr = addr_of!((*m).name).read_unaligned();
+            MarkerEdge::Start(if name_ptr.is_null() {
+                String::from("<unnamed range>")
+            } else {
+                std::ffi::CStr::from_ptr(name_ptr)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+        } else if flags & end != 0 {
+            MarkerEdge::End
+        } else {
+            return None;
+        };
+        Some(Marker {
+            id: addr_of!((*m).id).read_unaligned(),
+            timestamp: addr_of!((*m).timestamp).read_unaligned(),
+            edge,
+        })
+    }
+}
+
+/// Pairs START and END marker records by id into one [`ActivityKind::NvtxRange`] record
+/// each (name from the START, start and end from the two timestamps), sorted by start.
+/// Records arrive buffer by buffer, so a range's two ends may come in any order. Also
+/// returns how many records found no pair: a range open when collection started or
+/// stopped has only one of them.
+pub fn pair_markers(mut markers: Vec<Marker>) -> (Vec<ActivityRecord>, u64) {
+    markers.sort_by_key(|m| (m.id, m.timestamp, m.edge == MarkerEdge::End));
+    let mut ranges = Vec::new();
+    let mut unpaired = 0u64;
+    let mut open: Option<(u32, String, u64)> = None;
+    for m in markers {
+        if open.as_ref().is_some_and(|(id, _, _)| *id != m.id) {
+            open = None;
+            unpaired += 1;
+        }
+        match m.edge {
+            MarkerEdge::Start(name) => {
+                if open.replace((m.id, name, m.timestamp)).is_some() {
+                    unpaired += 1;
+                }
+            }
+            MarkerEdge::End => match open.take() {
+                Some((id, name, start)) => ranges.push(ActivityRecord {
+                    kind: ActivityKind::NvtxRange,
+                    name,
+                    device: 0,
+                    stream: 0,
+                    correlation_id: id,
+                    start,
+                    end: m.timestamp,
+                    grid: None,
+                    block: None,
+                    bytes: None,
+                }),
+                None => unpaired += 1,
+            },
+        }
+    }
+    unpaired += u64::from(open.is_some());
+    ranges.sort_by_key(|r| (r.start, r.correlation_id));
+    (ranges, unpaired)
+}
+
 /// The process-wide CUPTI collector.
 #[derive(Debug)]
 pub struct Cupti {
@@ -197,8 +320,11 @@ pub struct Cupti {
 /// What one rep's collection produced.
 #[derive(Debug, Default)]
 pub struct Collected {
+    /// GPU activity, then the NVTX ranges (when markers were enabled).
     pub records: Vec<ActivityRecord>,
     pub dropped: u64,
+    /// Marker records whose range's other end was not recorded.
+    pub unpaired_markers: u64,
 }
 
 impl Cupti {
@@ -210,15 +336,28 @@ impl Cupti {
         CUPTI.get_or_init(init).as_ref().map_err(|e| e.clone())
     }
 
-    /// Enables kernel, memcpy and memset records.
-    pub fn start(&self) -> Result<(), String> {
+    /// Enables kernel, memcpy and memset records, and with `markers` NVTX marker records
+    /// (not GPU work: only when the NVTX mirror's tool is this CUPTI). Returns notes: a
+    /// marker kind that cannot be enabled does not stop the GPU records.
+    pub fn start(&self, markers: bool) -> Result<Vec<String>, String> {
         dylib::guard("CUPTI enable", || {
             RECORDS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            MARKERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
             DROPPED.store(0, Ordering::Relaxed);
             for k in KINDS {
                 activity::enable(k).map_err(|e| format!("cuptiActivityEnable({k:?}): {e:?}"))?;
             }
-            Ok(())
+            let mut notes = Vec::new();
+            if markers {
+                let k = Kind::CUPTI_ACTIVITY_KIND_MARKER;
+                match activity::enable(k) {
+                    Ok(()) => MARKERS_ON.store(true, Ordering::Relaxed),
+                    Err(e) => notes.push(format!(
+                        "cuptiActivityEnable({k:?}): {e:?}; NVTX ranges are not recorded"
+                    )),
+                }
+            }
+            Ok(notes)
         })
     }
 
@@ -233,11 +372,19 @@ impl Cupti {
             for k in KINDS {
                 let _ = activity::disable(k);
             }
+            if MARKERS_ON.swap(false, Ordering::Relaxed) {
+                let _ = activity::disable(Kind::CUPTI_ACTIVITY_KIND_MARKER);
+            }
             flushed?;
-            let records = std::mem::take(&mut *RECORDS.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut records =
+                std::mem::take(&mut *RECORDS.lock().unwrap_or_else(|e| e.into_inner()));
+            let markers = std::mem::take(&mut *MARKERS.lock().unwrap_or_else(|e| e.into_inner()));
+            let (ranges, unpaired_markers) = pair_markers(markers);
+            records.extend(ranges);
             Ok(Collected {
                 records,
                 dropped: DROPPED.swap(0, Ordering::Relaxed),
+                unpaired_markers,
             })
         })
     }
@@ -364,6 +511,140 @@ mod tests {
         m.kind = Kind::CUPTI_ACTIVITY_KIND_DRIVER;
         // SAFETY: a complete record (of a kind that is skipped).
         assert!(unsafe { decode(&m as *const _ as *const u8) }.is_none());
+    }
+
+    fn marker(flags: sys::CUpti_ActivityFlag, id: u32, ts: u64) -> sys::CUpti_ActivityMarker2 {
+        // SAFETY: plain-old-data struct; zero is valid for every field (null pointers,
+        // enum values 0).
+        let mut m: sys::CUpti_ActivityMarker2 = unsafe { MaybeUninit::zeroed().assume_init() };
+        m.kind = Kind::CUPTI_ACTIVITY_KIND_MARKER;
+        m.flags = flags;
+        (m.id, m.timestamp) = (id, ts);
+        m.objectKind = sys::CUpti_ActivityObjectKind::CUPTI_ACTIVITY_OBJECT_THREAD;
+        m
+    }
+
+    /// Decodes a marker record after copying it to an odd address (as `decode` must
+    /// cope with any alignment).
+    fn decode_at_odd_address(m: &sys::CUpti_ActivityMarker2) -> Option<Marker> {
+        let size = std::mem::size_of_val(m);
+        let mut buf = vec![0u8; size + 1];
+        // SAFETY: `buf` has room for the record at offset 1.
+        unsafe {
+            std::ptr::copy_nonoverlapping(m as *const _ as *const u8, buf.as_mut_ptr().add(1), size)
+        };
+        // SAFETY: a complete record at buf[1..]; its name (if any) outlives the call.
+        let out = unsafe { decode_marker(buf.as_ptr().add(1)) };
+        // SAFETY: as above; a marker is never a kernel, copy or memset.
+        assert!(unsafe { decode(buf.as_ptr().add(1)) }.is_none());
+        out
+    }
+
+    #[test]
+    fn marker_records_decode_and_other_kinds_are_not_markers() {
+        use sys::CUpti_ActivityFlag as F;
+        let name = c"gpu_prove";
+        let mut start = marker(F::CUPTI_ACTIVITY_FLAG_MARKER_START, 42, 1_000);
+        start.name = name.as_ptr();
+        assert_eq!(
+            decode_at_odd_address(&start),
+            Some(Marker {
+                id: 42,
+                timestamp: 1_000,
+                edge: MarkerEdge::Start("gpu_prove".into())
+            })
+        );
+        start.name = std::ptr::null();
+        assert_eq!(
+            decode_at_odd_address(&start).unwrap().edge,
+            MarkerEdge::Start("<unnamed range>".into())
+        );
+        // An END record has no name.
+        let end = marker(F::CUPTI_ACTIVITY_FLAG_MARKER_END, 42, 2_500);
+        assert_eq!(
+            decode_at_odd_address(&end),
+            Some(Marker {
+                id: 42,
+                timestamp: 2_500,
+                edge: MarkerEdge::End
+            })
+        );
+        // Instantaneous marks (flag bit 0) and synchronisation markers are not ranges.
+        let mark = marker(F::CUPTI_ACTIVITY_FLAG_DEVICE_CONCURRENT_KERNELS, 7, 5);
+        assert_eq!(decode_at_odd_address(&mark), None);
+        let sync = marker(F::CUPTI_ACTIVITY_FLAG_MARKER_SYNC_ACQUIRE, 7, 5);
+        assert_eq!(decode_at_odd_address(&sync), None);
+        // A kernel record is not a marker.
+        // SAFETY: plain-old-data struct.
+        let mut k: sys::CUpti_ActivityKernel10 = unsafe { MaybeUninit::zeroed().assume_init() };
+        k.kind = Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        // SAFETY: a complete record.
+        assert_eq!(unsafe { decode_marker(&k as *const _ as *const u8) }, None);
+    }
+
+    fn start(id: u32, name: &str, ts: u64) -> Marker {
+        Marker {
+            id,
+            timestamp: ts,
+            edge: MarkerEdge::Start(name.into()),
+        }
+    }
+
+    fn end(id: u32, ts: u64) -> Marker {
+        Marker {
+            id,
+            timestamp: ts,
+            edge: MarkerEdge::End,
+        }
+    }
+
+    #[test]
+    fn markers_pair_by_id_into_ranges_in_any_delivery_order() {
+        // Nested ranges, their END records delivered (another buffer) before a START.
+        let (ranges, unpaired) = pair_markers(vec![
+            end(2, 300),
+            start(1, "prove", 100),
+            end(1, 900),
+            start(2, "kernels", 200),
+        ]);
+        assert_eq!(unpaired, 0);
+        let got: Vec<_> = ranges
+            .iter()
+            .map(|r| (r.kind, r.name.as_str(), r.start, r.end, r.correlation_id))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (ActivityKind::NvtxRange, "prove", 100, 900, 1),
+                (ActivityKind::NvtxRange, "kernels", 200, 300, 2),
+            ]
+        );
+        assert_eq!((ranges[0].grid, ranges[0].bytes), (None, None));
+    }
+
+    #[test]
+    fn unpaired_markers_are_counted_not_ranges() {
+        // Truncated at both ends: an END whose START came before collection, a START
+        // whose END came after, a START repeated under one id, and one good range.
+        let (ranges, unpaired) = pair_markers(vec![
+            end(1, 50),
+            start(2, "gpu_prove", 100),
+            start(3, "h2d", 110),
+            end(3, 120),
+            start(4, "x", 130),
+            start(4, "x", 140),
+            end(4, 150),
+        ]);
+        let names: Vec<_> = ranges
+            .iter()
+            .map(|r| (r.name.as_str(), r.start, r.end))
+            .collect();
+        assert_eq!(names, [("h2d", 110, 120), ("x", 140, 150)]);
+        assert_eq!(unpaired, 3);
+        // Only ENDs, only STARTs, nothing at all: no ranges and no panic.
+        assert_eq!(pair_markers(vec![end(9, 1), end(9, 2)]), (vec![], 2));
+        assert_eq!(pair_markers(vec![start(9, "a", 1)]), (vec![], 1));
+        assert_eq!(pair_markers(vec![]), (vec![], 0));
     }
 
     /// Without a GPU (or without libcupti) CUPTI says why; it never panics. With

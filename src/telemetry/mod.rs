@@ -10,7 +10,9 @@
 //! - [`cupti`]: every kernel, memcpy and memset of the process, on the span clock
 //!   ([`clock`] keeps the calibration), from which [`activity`] derives each span's
 //!   GPU-busy time.
-//! - [`nvtx`]: spans mirrored as NVTX ranges for Nsight Systems.
+//! - [`nvtx`]: spans mirrored as NVTX ranges for Nsight Systems (or, with no profiler
+//!   attached, for CUPTI, whose marker records then land in gpu_activity.csv as kind
+//!   `nvtx`).
 //! - [`leak`]: steady memory growth across reps.
 //! - [`selftest`]: real kernels and copies through cudarc, to check all of the above on
 //!   a GPU machine without a prover backend.
@@ -25,7 +27,8 @@
 //! `gapscope run --nvtx` adds the NVTX mirror.
 //!
 //! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
-//! real kernels and copies and prints PASS/FAIL per check; `cuda/tests/gpu_timer_check.cpp`
+//! real kernels and copies and prints PASS/FAIL per check (with `--nvtx`, the NVTX
+//! mirror too, against CUPTI's record of its ranges); `cuda/tests/gpu_timer_check.cpp`
 //! checks the CUDA-event helper (`cuda/gpu_timer.cuh`) on its own.
 
 pub mod activity;
@@ -191,6 +194,8 @@ pub struct Telemetry {
     nvml: Result<Arc<NvmlProbe>, String>,
     cupti: Result<&'static Cupti, String>,
     nvtx_status: String,
+    /// The NVTX mirror's tool is CUPTI: reps also collect its marker records.
+    nvtx_markers: bool,
     runtime_version: Option<String>,
     active: Mutex<Option<Active>>,
 }
@@ -237,10 +242,11 @@ impl Telemetry {
             (Err(e), true) => Err(format!("no GPU found through NVML ({e})")),
             (Ok(_), true) => Cupti::get(),
         };
-        let nvtx_status = if cfg.nvtx {
-            nvtx::enable()
+        let (nvtx_status, nvtx_markers) = if cfg.nvtx {
+            let m = nvtx::enable(cupti.as_ref().ok().map(|c| c.library.as_str()));
+            (m.status, m.to_cupti && cupti.is_ok())
         } else {
-            "off (run with --nvtx)".into()
+            ("off (run with --nvtx)".into(), false)
         };
         let runtime_version = if nvml.is_ok() {
             runtime_version()
@@ -252,6 +258,7 @@ impl Telemetry {
             nvml,
             cupti,
             nvtx_status,
+            nvtx_markers,
             runtime_version,
             active: Mutex::new(None),
         }
@@ -286,6 +293,12 @@ impl Telemetry {
         status(&self.cupti)
     }
 
+    /// Where the NVTX mirror's ranges go (meta.json's `gpu.nvtx`) and whether CUPTI
+    /// records them (then reps with CUPTI activity get them as kind `nvtx` rows).
+    pub fn nvtx(&self) -> (&str, bool) {
+        (&self.nvtx_status, self.nvtx_markers)
+    }
+
     /// Starts a rep's collection of the `parts` the variant asks for (with
     /// [`TelemetryParts::NONE`], a variant with `telemetry = false`, nothing runs during
     /// the rep; sources this process did not open stay off).
@@ -297,8 +310,9 @@ impl Telemetry {
             begin_pair: None,
         };
         if let (Ok(c), true) = (&self.cupti, self.cfg.cupti && parts.cupti) {
-            match c.start() {
-                Ok(()) => {
+            match c.start(self.nvtx_markers) {
+                Ok(n) => {
+                    notes.extend(n);
                     active.cupti = true;
                     active.begin_pair = c.clock_pair();
                 }
@@ -345,6 +359,13 @@ impl Telemetry {
                     if collected.dropped > 0 {
                         out.notes
                             .push(format!("CUPTI dropped {} records", collected.dropped));
+                    }
+                    if collected.unpaired_markers > 0 {
+                        out.notes.push(format!(
+                            "{} NVTX marker records without their range's other end \
+                             (a range open at the rep's start or end)",
+                            collected.unpaired_markers
+                        ));
                     }
                 }
                 Err(e) => out.notes.push(format!("CUPTI flush failed: {e}")),

@@ -11,7 +11,13 @@
 //!    an export table, and the tool writes its range functions into the table's slots
 //!    ([`injection`]).
 //!
-//! With neither, the mirror is unavailable and meta.json says why.
+//! Without a tool (`NVTX_INJECTION64_PATH` unset: no profiler attached) ranges would go
+//! nowhere, so where gapscope's own CUPTI collector is running the mirror attaches to
+//! that libcupti by the same protocol, without touching the environment ([`enable`]):
+//! CUPTI then records every range as marker records, gpu_activity.csv gets them as
+//! kind `nvtx` rows, and `gapscope gpu-selftest --nvtx` checks them against the spans.
+//!
+//! With none of these, the mirror is unavailable and meta.json says why.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -23,6 +29,9 @@ use super::dylib;
 
 type PushFn = unsafe extern "C" fn(*const c_char) -> c_int;
 type PopFn = unsafe extern "C" fn() -> c_int;
+
+/// The variable through which a profiler names its NVTX tool library.
+pub const INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
 
 /// NVTX's range functions, from libnvToolsExt or from an injected tool.
 pub struct Nvtx {
@@ -47,7 +56,7 @@ impl Nvtx {
             Ok(n) => return Ok(n),
             Err(e) => e,
         };
-        match std::env::var_os("NVTX_INJECTION64_PATH") {
+        match std::env::var_os(INJECTION_ENV) {
             Some(path) => {
                 Self::load_injection(&path).map_err(|e| format!("{lib_err}; NVTX 3 injection: {e}"))
             }
@@ -58,8 +67,9 @@ impl Nvtx {
         }
     }
 
-    /// Attaches to the NVTX 3 tool library at `path`.
-    fn load_injection(path: &std::ffi::OsStr) -> Result<Nvtx, String> {
+    /// Attaches to the NVTX 3 tool library at `path` (a file, or a soname the loader
+    /// resolves), as if `NVTX_INJECTION64_PATH` named it.
+    pub fn load_injection(path: &std::ffi::OsStr) -> Result<Nvtx, String> {
         let shown = std::path::Path::new(path).display().to_string();
         // SAFETY: the tool library is meant to be loaded into NVTX clients; its
         // initialisers have no preconditions on our side.
@@ -75,7 +85,7 @@ impl Nvtx {
             push,
             pop,
             _lib: Some(lib),
-            source: format!("NVTX 3 injection {shown}"),
+            source: format!("NVTX 3 injection: {shown}"),
         })
     }
 
@@ -147,7 +157,8 @@ pub mod injection {
     /// Export table ids (nvtxTypes.h).
     pub const ETID_CALLBACKS: u32 = 1;
     pub const ETID_VERSIONINFO: u32 = 3;
-    /// Slots per callback module, modules 1..=6: CORE, CUDA, OPENCL, CUDART, CORE2, SYNC.
+    /// Callback ids per module, modules 1..=6: CORE, CUDA, OPENCL, CUDART, CORE2, SYNC
+    /// (`NVTX_CBID_<module>_SIZE`; id 0 is INVALID in every module).
     pub const MODULE_SIZES: [usize; 6] = [16, 9, 15, 7, 16, 7];
     pub const MODULE_CORE: c_int = 1;
     pub const CBID_CORE_RANGE_PUSH_A: usize = 9;
@@ -179,10 +190,21 @@ pub mod injection {
         set_injection_nvtx_version,
     };
 
-    /// Every module's slots, and the table of slot addresses handed to the tool.
+    /// Every module's slots, and the tables of slot addresses handed to the tool.
     struct Tables {
+        /// `MODULE_SIZES[m]` slots per module, back to back (slot 0 of each unused).
         slots: &'static [AtomicPtr<c_void>],
+        /// Per module, `MODULE_SIZES[m] + 1` entries, laid out as nvtxImpl.h's
+        /// `functionTable_<module>`: entry 0 (INVALID) null, entries 1.. the slots'
+        /// addresses, and a null after the last, so a tool that walks a table to its
+        /// terminator stops at its end.
         slot_addrs: &'static [usize],
+    }
+
+    /// Where module `m`'s (0-based) slots and address table start.
+    fn offsets(m: usize) -> (usize, usize) {
+        let slots: usize = MODULE_SIZES[..m].iter().sum();
+        (slots, slots + m)
     }
 
     fn tables() -> &'static Tables {
@@ -196,8 +218,17 @@ pub mod injection {
             );
             // AtomicPtr<c_void> has the layout of *mut c_void: the tool writes through
             // these addresses as into plain function-pointer slots.
-            let slot_addrs = Box::leak(slots.iter().map(|s| s.as_ptr() as usize).collect());
-            Tables { slots, slot_addrs }
+            let mut addrs = Vec::with_capacity(n + MODULE_SIZES.len());
+            for (m, size) in MODULE_SIZES.iter().enumerate() {
+                let (first, _) = offsets(m);
+                addrs.push(0);
+                addrs.extend((1..*size).map(|i| slots[first + i].as_ptr() as usize));
+                addrs.push(0);
+            }
+            Tables {
+                slots,
+                slot_addrs: Box::leak(addrs.into_boxed_slice()),
+            }
         })
     }
 
@@ -222,10 +253,10 @@ pub mod injection {
             return 0;
         }
         let m = module as usize - 1;
-        let offset: usize = MODULE_SIZES[..m].iter().sum();
+        let (_, offset) = offsets(m);
         let t = tables();
         // SAFETY: out-pointers are valid or null per the protocol; the table lives
-        // forever and holds MODULE_SIZES[m] entries from `offset`.
+        // forever and holds MODULE_SIZES[m] + 1 entries from `offset`.
         unsafe {
             if !out_table.is_null() {
                 *out_table = t.slot_addrs.as_ptr().add(offset) as *mut *mut *mut c_void;
@@ -282,19 +313,73 @@ impl SpanMirror for Nvtx {
     }
 }
 
-/// Switches NVTX mirroring on for this process; returns meta.json's status line.
-pub fn enable() -> String {
-    match Nvtx::load() {
+/// What [`enable`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    /// meta.json's `gpu.nvtx`: "available (<where the ranges go>)" or
+    /// "unavailable: <reason>".
+    pub status: String,
+    /// The ranges go to CUPTI, so its marker records hold them.
+    pub to_cupti: bool,
+}
+
+/// Switches NVTX mirroring on for this process. `cupti_library` is the libcupti that
+/// gapscope's CUPTI collector opened, if it runs in this process: with no tool named in
+/// `NVTX_INJECTION64_PATH` the ranges go to it (libnvToolsExt would find no tool either);
+/// otherwise libnvToolsExt or the named tool, as [`Nvtx::load`] finds them.
+pub fn enable(cupti_library: Option<&str>) -> Mirror {
+    let (loaded, to_cupti) = match (std::env::var_os(INJECTION_ENV), cupti_library) {
+        (None, Some(lib)) => (
+            Nvtx::load_injection(lib.as_ref()).map_err(|e| {
+                format!(
+                    "no NVTX tool is attached ({INJECTION_ENV} is unset), and CUPTI as the tool: {e}"
+                )
+            }),
+            true,
+        ),
+        // The variable may name libcupti itself (CUPTI's documented way to record NVTX);
+        // libnvToolsExt, too, hands the ranges to the tool it names.
+        (Some(path), _) => (Nvtx::load(), names_cupti(&path)),
+        (None, None) => (Nvtx::load(), false),
+    };
+    install(loaded, to_cupti)
+}
+
+/// Whether a tool path names a CUPTI library (`…/libcupti.so.13`).
+fn names_cupti(path: &std::ffi::OsStr) -> bool {
+    std::path::Path::new(path)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .is_some_and(|f| f.starts_with("libcupti"))
+}
+
+/// Installs a loaded mirror; `to_cupti`: its ranges go to CUPTI.
+fn install(loaded: Result<Nvtx, String>, to_cupti: bool) -> Mirror {
+    match loaded {
         Ok(n) => {
-            let lib = n.source.clone();
+            let mut source = n.source.clone();
+            if to_cupti {
+                source.push_str(" (CUPTI markers)");
+            }
             if trace::set_mirror(Box::new(n)) {
-                format!("available ({lib})")
+                Mirror {
+                    status: format!("available ({source})"),
+                    to_cupti,
+                }
             } else {
+                // Another mirror (GAPSCOPE_LOG_SPANS) holds the slot: spans are not
+                // mirrored to this tool.
                 trace::set_mirror_enabled(true);
-                "available (mirror already installed)".into()
+                Mirror {
+                    status: "available (mirror already installed)".into(),
+                    to_cupti: false,
+                }
             }
         }
-        Err(e) => format!("unavailable: {e}"),
+        Err(e) => Mirror {
+            status: format!("unavailable: {e}"),
+            to_cupti: false,
+        },
     }
 }
 
@@ -362,15 +447,49 @@ mod tests {
     #[test]
     fn without_a_library_nvtx_is_unavailable_with_a_reason() {
         if Nvtx::load().is_err() {
-            let s = enable();
+            let m = enable(None);
+            let s = &m.status;
             assert!(
                 s.starts_with("unavailable: libnvToolsExt.so.1 not found"),
                 "{s}"
             );
-            if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
+            if std::env::var_os(INJECTION_ENV).is_none() {
                 assert!(s.contains("NVTX_INJECTION64_PATH is unset"), "{s}");
             }
+            assert!(!m.to_cupti);
         }
+    }
+
+    /// With no tool named, the mirror goes to the CUPTI library gapscope opened; one
+    /// that cannot serve as the tool is an error naming it, never a panic.
+    #[test]
+    fn a_cupti_tool_that_does_not_load_is_unavailable_with_a_reason() {
+        if std::env::var_os(INJECTION_ENV).is_some() {
+            return; // a profiler's tool takes precedence
+        }
+        let m = enable(Some("/nonexistent/libcupti.so.13"));
+        assert!(!m.to_cupti);
+        assert!(
+            m.status.starts_with(
+                "unavailable: no NVTX tool is attached (NVTX_INJECTION64_PATH is unset), \
+                 and CUPTI as the tool: cannot open /nonexistent/libcupti.so.13"
+            ),
+            "{}",
+            m.status
+        );
+        // A library without the NVTX 3 entry point (libc) is refused by name.
+        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists());
+        if let Some(libc) = libc {
+            let e = Nvtx::load_injection(libc.as_ref()).err().unwrap();
+            assert!(e.contains("has no InitializeInjectionNvtx2"), "{e}");
+        }
+        assert!(names_cupti(
+            "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13".as_ref()
+        ));
+        assert!(names_cupti("libcupti.so".as_ref()));
+        assert!(!names_cupti("/opt/nsys/libToolsInjection64.so".as_ref()));
     }
 
     static TOOL_CALLS: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -433,6 +552,42 @@ mod tests {
         0
     }
 
+    unsafe extern "C" fn tool_other() {}
+
+    /// A tool that implements every callback it is offered (as CUPTI may): walks each
+    /// module's table as nvtxImpl.h lays it out (entry 0 null, then the slots, then a
+    /// null terminator), fills every slot, CORE's range functions with its own.
+    unsafe extern "C" fn walking_tool(get: injection::GetExportTableFn) -> c_int {
+        use injection::*;
+        // SAFETY (whole body): as in good_tool; reads stop at each table's terminator.
+        unsafe {
+            let cb = get(ETID_CALLBACKS) as *const ExportTableCallbacks;
+            for module in 1..=MODULE_SIZES.len() as c_int {
+                let (mut table, mut size) = (std::ptr::null_mut(), 0);
+                if ((*cb).get_module_function_table)(module, &mut table, &mut size) == 0
+                    || size as usize != MODULE_SIZES[module as usize - 1]
+                    || !(*table).is_null()
+                    || !(*table.add(size as usize)).is_null()
+                {
+                    return 0;
+                }
+                let mut i = 1;
+                while !(*table.add(i)).is_null() {
+                    **table.add(i) = match (module, i) {
+                        (MODULE_CORE, CBID_CORE_RANGE_PUSH_A) => tool_push as *mut std::ffi::c_void,
+                        (MODULE_CORE, CBID_CORE_RANGE_POP) => tool_pop as *mut std::ffi::c_void,
+                        _ => tool_other as *mut std::ffi::c_void,
+                    };
+                    i += 1;
+                }
+                if i != size as usize {
+                    return 0;
+                }
+            }
+            1
+        }
+    }
+
     unsafe extern "C" fn empty_tool(_get: injection::GetExportTableFn) -> c_int {
         1
     }
@@ -458,5 +613,14 @@ mod tests {
         assert!(e.contains("returned 0"), "{e}");
         let e = injection::attach(empty_tool).err().unwrap();
         assert!(e.contains("no nvtxRangePushA"), "{e}");
+        // Filling every module's every slot leaves CORE's range functions in place.
+        let (push, pop) = injection::attach(walking_tool).unwrap();
+        assert_eq!(
+            (push as usize, pop as usize),
+            (
+                tool_push as *const () as usize,
+                tool_pop as *const () as usize
+            )
+        );
     }
 }

@@ -5,8 +5,12 @@
 //! spans, CUDA-event time attached, NVML sampled. It needs no prover backend, so it
 //! verifies telemetry on a GPU machine on its own.
 //!
-//! The checks ([`check_rep`]) are plain functions over rows, tested here on synthetic
-//! reps; only [`run`] needs a GPU.
+//! With `--nvtx` the span mirror's ranges go to CUPTI (the NVTX tool when no profiler
+//! is attached, [`super::nvtx`]), and [`check_nvtx`] compares CUPTI's record of them with
+//! the spans: a real NVTX tool's view of the mirror, without Nsight Systems.
+//!
+//! The checks ([`check_rep`], [`check_nvtx`]) are plain functions over rows, tested here
+//! on synthetic reps; only [`run`] needs a GPU.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,7 +20,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::store::{self, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta};
+use crate::store::{
+    self, GpuActivityRow, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta,
+};
 use crate::trace::{self, Span};
 
 use super::{activity, dylib, RepTelemetry, Telemetry, TelemetryConfig};
@@ -37,6 +43,7 @@ pub struct SelftestOptions {
     /// Host-only pause inside `gpu_prove`, which must show as GPU-idle time.
     pub host_gap: Duration,
     pub period: Duration,
+    /// Mirror spans as NVTX ranges and check CUPTI's record of them ([`check_nvtx`]).
     pub nvtx: bool,
     pub command: Vec<String>,
 }
@@ -232,6 +239,126 @@ pub fn check_rep(
         format!("{:?} bytes", t.gpu_mem_used_end_bytes),
     );
     out
+}
+
+/// Checks one rep's NVTX ranges (gpu_activity rows of kind `nvtx`) against its spans:
+/// every span on the rep's main thread (the root span's) has a range of the same name
+/// whose start and end lie within `tolerance_ns` of the span's (one clock: CUPTI's
+/// timestamps are CLOCK_MONOTONIC, or converted to it), and the ranges nest as the spans
+/// do. `tool` is the NVTX tool that recorded them, or why none did: then the check fails
+/// with that reason (the mirror was asked for).
+pub fn check_nvtx(
+    rep: u32,
+    tool: Result<&str, &str>,
+    spans: &[SpanRow],
+    activity: &[GpuActivityRow],
+    tolerance_ns: u64,
+) -> Check {
+    let check = |ok: bool, detail: String| Check {
+        rep,
+        name: "NVTX ranges match the spans",
+        ok,
+        detail,
+    };
+    let tool = match tool {
+        Ok(t) => t,
+        Err(reason) => return check(false, format!("no NVTX tool recorded the ranges: {reason}")),
+    };
+    let Some(root) = spans
+        .iter()
+        .filter(|s| s.parent_id.is_none())
+        .min_by_key(|s| s.start_ns)
+    else {
+        return check(false, "no root span".into());
+    };
+    let mut main: Vec<&SpanRow> = spans
+        .iter()
+        .filter(|s| s.thread_id == root.thread_id)
+        .collect();
+    main.sort_by_key(|s| (s.start_ns, std::cmp::Reverse(s.end_ns)));
+    let ranges: Vec<&GpuActivityRow> = activity
+        .iter()
+        .filter(|a| a.kind == activity::ActivityKind::NvtxRange.as_str())
+        .collect();
+    let diff = |a: u64, b: u64| a as i128 - b as i128;
+    let mut used = vec![false; ranges.len()];
+    let mut matched: BTreeMap<u64, &GpuActivityRow> = BTreeMap::new();
+    let (mut missing, mut shifted) = (Vec::new(), Vec::new());
+    let (mut worst_start, mut worst_end) = (0u128, 0u128);
+    for s in &main {
+        let best = (0..ranges.len())
+            .filter(|&i| !used[i] && ranges[i].name == s.name)
+            .min_by_key(|&i| diff(ranges[i].start_ns, s.start_ns).unsigned_abs());
+        let Some(i) = best else {
+            missing.push(s.name.clone());
+            continue;
+        };
+        used[i] = true;
+        let r = ranges[i];
+        matched.insert(s.span_id, r);
+        let (ds, de) = (diff(r.start_ns, s.start_ns), diff(r.end_ns, s.end_ns));
+        worst_start = worst_start.max(ds.unsigned_abs());
+        worst_end = worst_end.max(de.unsigned_abs());
+        if ds.unsigned_abs() > tolerance_ns as u128 || de.unsigned_abs() > tolerance_ns as u128 {
+            shifted.push(format!("{} (start {ds:+} ns, end {de:+} ns)", s.name));
+        }
+    }
+    let unnested: Vec<String> = main
+        .iter()
+        .filter_map(|s| {
+            let parent = spans.iter().find(|p| Some(p.span_id) == s.parent_id)?;
+            let (c, p) = (matched.get(&s.span_id)?, matched.get(&parent.span_id)?);
+            (c.start_ns < p.start_ns || c.end_ns > p.end_ns)
+                .then(|| format!("{} outside {}", s.name, parent.name))
+        })
+        .collect();
+    let mut problems = Vec::new();
+    if !missing.is_empty() {
+        problems.push(format!("no range for {}", missing.join(", ")));
+    }
+    if !shifted.is_empty() {
+        problems.push(format!("beyond ±{tolerance_ns} ns: {}", shifted.join(", ")));
+    }
+    if !unnested.is_empty() {
+        problems.push(format!("not nested as the spans: {}", unnested.join(", ")));
+    }
+    if problems.is_empty() {
+        check(
+            true,
+            format!(
+                "{} spans of thread {} matched by NVTX ranges ({tool}): starts within {worst_start} ns, ends within {worst_end} ns (tolerance {tolerance_ns} ns), nested as the spans",
+                main.len(),
+                root.thread_id
+            ),
+        )
+    } else {
+        check(
+            false,
+            format!(
+                "{} spans of thread {}, {} NVTX ranges ({tool}): {}",
+                main.len(),
+                root.thread_id,
+                ranges.len(),
+                problems.join("; ")
+            ),
+        )
+    }
+}
+
+/// The NVTX tool of a self-test rep, as [`check_nvtx`] takes it: the mirror's status
+/// when CUPTI recorded its ranges this rep, else why not.
+fn nvtx_tool(status: &str, to_cupti: bool, collected: bool) -> Result<&str, String> {
+    match (to_cupti, collected) {
+        (true, true) => Ok(status
+            .strip_prefix("available (")
+            .and_then(|s| s.strip_suffix(')'))
+            .unwrap_or(status)),
+        (true, false) => Err("CUPTI collected nothing in this rep".into()),
+        (false, _) if status.starts_with("available") => Err(format!(
+            "the mirror's tool is not CUPTI ({status}); only CUPTI's record can be checked here"
+        )),
+        (false, _) => Err(format!("NVTX mirror {status}")),
+    }
 }
 
 /// CUDA C of the self-test: a copy-bound saxpy and an arithmetic-bound spin.
@@ -555,6 +682,17 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
                 .unwrap_or(0)
                 .max(50_000);
             checks.extend(check_rep(rep, &rows, &t, &exp, slack));
+            if o.nvtx {
+                let (status, to_cupti) = tel.nvtx();
+                let tool = nvtx_tool(status, to_cupti, t.collected);
+                checks.push(check_nvtx(
+                    rep,
+                    tool.as_deref().map_err(String::as_str),
+                    &rows,
+                    &t.activity,
+                    slack,
+                ));
+            }
             if let Some(c) = &t.calibration {
                 checks.push(Check {
                     rep,
@@ -711,6 +849,136 @@ mod tests {
             f.contains(&"activity collected") && f.contains(&"kernels recorded"),
             "{f:?}"
         );
+    }
+
+    /// A rep's span tree: prove > gpu_prove > (copy, kernels, copy, d2h) on thread 7,
+    /// and a helper span on thread 8.
+    fn tree() -> Vec<SpanRow> {
+        let s = |id: u64, parent: Option<u64>, thread: u64, name: &str, a: u64, b: u64| {
+            let mut r = span(name, a, b, "{}");
+            (r.span_id, r.parent_id, r.thread_id) = (id, parent, thread);
+            r
+        };
+        vec![
+            s(1, None, 7, "prove", 0, 2_100),
+            s(2, Some(1), 7, "gpu_prove", 10, 2_000),
+            s(3, Some(2), 7, "copy", 20, 200),
+            s(4, Some(2), 7, "kernels", 1_000, 1_500),
+            s(5, Some(2), 7, "copy", 1_600, 1_700),
+            s(6, Some(2), 7, "d2h", 1_900, 2_000),
+            s(7, Some(2), 8, "helper", 300, 900),
+        ]
+    }
+
+    /// The NVTX ranges a tool records for the spans of thread 7: a few ns after each
+    /// span's own timestamps (the mirror runs right after the recorder), plus a
+    /// kernel record and a range of another thread, which the check ignores.
+    fn ranges(spans: &[SpanRow]) -> Vec<GpuActivityRow> {
+        let mut out: Vec<GpuActivityRow> = spans
+            .iter()
+            .filter(|s| s.thread_id == 7)
+            .map(|s| act("nvtx", &s.name, s.start_ns + 3, s.end_ns + 5))
+            .collect();
+        out.push(act("kernel", "spin", 1_010, 1_400));
+        out.push(act("nvtx", "other thread", 400, 800));
+        out
+    }
+
+    const TOOL: Result<&str, &str> = Ok("NVTX 3 injection: libcupti.so.13 (CUPTI markers)");
+
+    #[test]
+    fn nvtx_ranges_that_mirror_the_spans_pass() {
+        let spans = tree();
+        let c = check_nvtx(2, TOOL, &spans, &ranges(&spans), 50);
+        assert!(c.ok, "{c}");
+        assert_eq!((c.rep, c.name), (2, "NVTX ranges match the spans"));
+        assert!(
+            c.detail.starts_with("6 spans of thread 7 matched by NVTX ranges (NVTX 3 injection: libcupti.so.13 (CUPTI markers)): starts within 3 ns, ends within 5 ns"),
+            "{c}"
+        );
+        // Delivery order does not matter.
+        let mut r = ranges(&spans);
+        r.reverse();
+        assert!(check_nvtx(2, TOOL, &spans, &r, 50).ok);
+    }
+
+    #[test]
+    fn each_nvtx_defect_fails_the_check() {
+        let spans = tree();
+        let fails = |r: &[GpuActivityRow], needle: &str| {
+            let c = check_nvtx(2, TOOL, &spans, r, 50);
+            assert!(!c.ok, "{c}");
+            assert!(c.detail.contains(needle), "{needle:?} not in {c}");
+        };
+        // A span without its range.
+        let mut r = ranges(&spans);
+        r.retain(|a| a.name != "kernels");
+        fails(&r, "no range for kernels");
+        // A range under another name.
+        let mut r = ranges(&spans);
+        r.iter_mut()
+            .filter(|a| a.name == "d2h")
+            .for_each(|a| a.name = "D2H".into());
+        fails(&r, "no range for d2h");
+        // One of two same-named ranges missing.
+        let mut r = ranges(&spans);
+        let second = r.iter().rposition(|a| a.name == "copy").unwrap();
+        r.remove(second);
+        fails(&r, "no range for copy");
+        // A range 100 ns late (the clocks disagree).
+        let mut r = ranges(&spans);
+        r.iter_mut().filter(|a| a.name == "kernels").for_each(|a| {
+            a.start_ns += 100;
+            a.end_ns += 100;
+        });
+        fails(&r, "beyond ±50 ns: kernels (start +103 ns, end +105 ns)");
+        // … which a tolerance of that size excuses.
+        assert!(check_nvtx(2, TOOL, &spans, &r, 110).ok);
+        // Within tolerance, yet ending after its parent: not nested as the spans.
+        let mut r = ranges(&spans);
+        r.iter_mut()
+            .filter(|a| a.name == "d2h")
+            .for_each(|a| a.end_ns += 20);
+        fails(&r, "not nested as the spans: d2h outside gpu_prove");
+        // No ranges at all, e.g. a tool that dropped them.
+        let only_kernels: Vec<_> = ranges(&spans)
+            .into_iter()
+            .filter(|a| a.kind == "kernel")
+            .collect();
+        fails(&only_kernels, "no range for prove, gpu_prove, copy");
+        // No spans.
+        let c = check_nvtx(2, TOOL, &[], &ranges(&spans), 50);
+        assert_eq!((c.ok, c.detail.as_str()), (false, "no root span"));
+    }
+
+    #[test]
+    fn without_an_nvtx_tool_the_check_fails_with_the_reason() {
+        let spans = tree();
+        let c = check_nvtx(
+            1,
+            Err("NVTX mirror unavailable: x"),
+            &spans,
+            &ranges(&spans),
+            50,
+        );
+        assert!(!c.ok);
+        assert_eq!(
+            c.detail,
+            "no NVTX tool recorded the ranges: NVTX mirror unavailable: x"
+        );
+
+        let status = "available (NVTX 3 injection: libcupti.so.13 (CUPTI markers))";
+        assert_eq!(
+            nvtx_tool(status, true, true),
+            Ok("NVTX 3 injection: libcupti.so.13 (CUPTI markers)")
+        );
+        assert!(nvtx_tool(status, true, false)
+            .unwrap_err()
+            .contains("CUPTI collected nothing"));
+        let e = nvtx_tool("available (/usr/lib/libnvToolsExt.so.1)", false, true).unwrap_err();
+        assert!(e.contains("not CUPTI"), "{e}");
+        let e = nvtx_tool("unavailable: no tool", false, true).unwrap_err();
+        assert_eq!(e, "NVTX mirror unavailable: no tool");
     }
 
     #[test]
