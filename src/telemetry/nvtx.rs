@@ -428,8 +428,10 @@ mod tests {
             drop(_inner);
             drop(outer);
         }
+        trace::mirror_mark("mirror_probe_mark");
         trace::set_mirror_enabled(false);
         drop(trace::Span::enter("mirror_probe_off"));
+        trace::mirror_mark("mirror_probe_mark_off");
         trace::set_mirror_enabled(true);
         let calls = probe.0.lock().unwrap().clone();
         assert_eq!(
@@ -438,7 +440,9 @@ mod tests {
                 "+mirror_probe_outer",
                 "+mirror_probe_inner",
                 "-mirror_probe_inner",
-                "-mirror_probe_outer"
+                "-mirror_probe_outer",
+                "+mirror_probe_mark",
+                "-mirror_probe_mark"
             ]
         );
         trace::set_mirror_enabled(false);

@@ -176,6 +176,15 @@ pub fn set_mirror_enabled(on: bool) {
     MIRROR_ON.store(on && MIRROR.get().is_some(), Ordering::Release);
 }
 
+/// Sends one range named `name` to the mirror, if it is on, without recording a span
+/// (e.g. to let an NVTX tool do its first-range setup outside the measured spans).
+pub fn mirror_mark(name: &'static str) {
+    if let Some(m) = mirror() {
+        m.enter(name);
+        m.exit(name);
+    }
+}
+
 #[inline]
 fn mirror() -> Option<&'static dyn SpanMirror> {
     if MIRROR_ON.load(Ordering::Relaxed) {
