@@ -1,7 +1,7 @@
 //! Per-metric comparisons of two [`Side`]s and the verdict rule; [`diff_runs`], which
 //! assembles the whole [`Diff`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use rayon::prelude::*;
@@ -163,6 +163,25 @@ pub struct Comparison {
     /// Pairs compared, when the comparison is paired (see [`super::DiffOptions::paired`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<usize>,
+}
+
+/// End-to-end time split by the variant of the rep that ran just before (variants of one
+/// run in alternating order). Memory, caches or a background task one rep leaves behind
+/// show up here. The paired change measures each rep's own cost. A candidate that slows
+/// the rep after it does so in every rep of a run that uses it throughout, which the
+/// `steady` comparison estimates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CarryOver {
+    /// Baseline reps after a baseline rep (baseline side) against baseline reps after a
+    /// candidate rep (candidate side).
+    pub baseline: Comparison,
+    /// Candidate reps after a baseline rep (baseline side) against candidate reps after
+    /// a candidate rep (candidate side). With [`CarryOver::baseline`]: a positive change
+    /// in both says a candidate rep slows the rep after it, whichever variant that is.
+    pub candidate: Comparison,
+    /// Baseline reps after a baseline rep against candidate reps after a candidate rep:
+    /// the change when every rep runs one variant.
+    pub steady: Comparison,
 }
 
 /// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
@@ -434,6 +453,17 @@ pub fn diff_runs(
         .collect();
 
     let contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
+    let carry_over = (same_run(base, cand) && alternates(&base.meta.order)).then(|| {
+        carry_over(
+            base,
+            &sb,
+            &sc,
+            base_variant,
+            cand_variant,
+            &contributions,
+            opts,
+        )
+    });
     let gaps = gaps::gaps(&sb, &sc, &names, pairs.as_ref(), opts);
     let phase_table = phase_table(&metrics, &contributions.total, &counters);
     let notes = notes(
@@ -473,6 +503,7 @@ pub fn diff_runs(
             stats::min_reps_for_verdict(opts.alpha)
         },
         pairs: pairs.as_ref().map(Pairs::len),
+        carry_over,
         phase_table,
         metrics,
         gaps,
@@ -538,6 +569,42 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
         }
     }
     rows
+}
+
+/// The end-to-end time of each side's reps by the variant of the rep before (see
+/// [`CarryOver`]).
+fn carry_over(
+    data: &RunData,
+    sb: &Side,
+    sc: &Side,
+    base_variant: &str,
+    cand_variant: &str,
+    contributions: &gaps::Contributions,
+    opts: &DiffOptions,
+) -> CarryOver {
+    let before: HashMap<u32, &str> = data
+        .runs
+        .iter()
+        .map(|r| (r.rep + 1, r.variant.as_str()))
+        .collect();
+    // The side's end-to-end times of reps that follow a rep of `prev`.
+    let after = |side: &Side, prev: &str| -> Vec<f64> {
+        side.reps
+            .iter()
+            .zip(&side.root_total_ns)
+            .filter(|(rep, _)| before.get(*rep) == Some(&prev))
+            .map(|(_, &t)| t as f64)
+            .collect()
+    };
+    let span = &contributions.total.span;
+    let cmp = |b: &[f64], c: &[f64]| compare(span, Measure::Total, Unit::Ns, b, c, None, opts);
+    let (bb, bc) = (after(sb, base_variant), after(sb, cand_variant));
+    let (cc, cb) = (after(sc, cand_variant), after(sc, base_variant));
+    CarryOver {
+        baseline: cmp(&bb, &bc),
+        candidate: cmp(&cb, &cc),
+        steady: cmp(&bb, &cc),
+    }
 }
 
 /// Whether a run's schedule puts the variants' reps of one iteration back to back.

@@ -39,7 +39,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use diff::{diff_runs, Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
+pub use diff::{diff_runs, CarryOver, Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use render::{markdown_sections, render, Format, Section};
 pub use select::{pick_variants, RepCounts};
@@ -198,6 +198,10 @@ pub struct Diff {
     /// comparison is paired; None when the sides were compared as independent samples.
     #[serde(default)]
     pub pairs: Option<usize>,
+    /// End-to-end time by the variant of the rep before, for variants of one run in
+    /// alternating order.
+    #[serde(default)]
+    pub carry_over: Option<CarryOver>,
     /// synthesis, GPU wrapper, kernels, drop, total, then whole-rep counters.
     pub phase_table: Vec<PhaseRow>,
     /// Every span name on total and self time, per counter, and whole-rep counters.

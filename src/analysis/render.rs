@@ -270,11 +270,59 @@ fn section(out: &mut String, d: &Diff, s: Section, md: bool, level: usize) {
                 &[false, true, true, false, false],
                 &rows,
             );
+            if let Some(c) = &d.carry_over {
+                carry_over(out, d, c, md, level + 1);
+            }
         }
         Section::Gaps => gaps(out, d, md, level + 1),
         Section::Contributions => contributions(out, md, level + 1, d),
         Section::Metrics => metrics(out, d, md, level + 1),
     }
+}
+
+/// End-to-end time by the variant of the rep before: each side's reps after a baseline
+/// rep on the left, after a candidate rep on the right, then the steady state.
+fn carry_over(out: &mut String, d: &Diff, c: &super::CarryOver, md: bool, level: usize) {
+    let (b, k) = (&d.baseline.variant, &d.candidate.variant);
+    heading(
+        out,
+        md,
+        level,
+        &format!(
+            "Carry-over: {} by the variant of the rep before",
+            c.steady.span
+        ),
+    );
+    let row = |label: String, x: &Comparison| {
+        vec![
+            label,
+            opt_value(x.unit, x.baseline.median),
+            opt_value(x.unit, x.candidate.median),
+            delta_cell(x),
+            verdict_cell(x),
+        ]
+    };
+    let rows = vec![
+        row(format!("{b}: after {b} → after {k}"), &c.baseline),
+        row(format!("{k}: after {b} → after {k}"), &c.candidate),
+        row(format!("steady: {b} after {b} → {k} after {k}"), &c.steady),
+    ];
+    table(
+        out,
+        md,
+        &["Reps", "Left", "Right", "Delta", "Verdict"],
+        &[false, true, true, false, false],
+        &rows,
+    );
+    if md {
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "A variant that slows the rep after it shows in the first two rows; the paired \
+         change counts only each rep's own time, the steady row what a run of one variant \
+         would see (independent samples)."
+    );
 }
 
 fn header(out: &mut String, d: &Diff, md: bool, level: usize) {

@@ -66,6 +66,8 @@ pub(crate) struct Side<'a> {
     /// Per used rep: its iteration in the run's schedule (what pairs reps of two
     /// variants of one interleaved run).
     pub iterations: Vec<u32>,
+    /// Per used rep: its number in the run's schedule.
+    pub reps: Vec<u32>,
 }
 
 impl<'a> Side<'a> {
@@ -73,12 +75,14 @@ impl<'a> Side<'a> {
         let mut counts = RepCounts::default();
         let mut rep_index: HashMap<u32, usize> = HashMap::new();
         let mut iterations = Vec::new();
+        let mut rep_ids = Vec::new();
         for r in data.runs.iter().filter(|r| r.variant == variant) {
             if r.warmup {
                 counts.warmup += 1;
             } else if r.status == RepStatus::Ok && r.verified {
                 rep_index.insert(r.rep, rep_index.len());
                 iterations.push(r.iteration);
+                rep_ids.push(r.rep);
             } else {
                 counts.failed += 1;
             }
@@ -119,6 +123,7 @@ impl<'a> Side<'a> {
             thread_totals: std::array::from_fn(|_| vec![Some(0); reps]),
             counter_available,
             iterations,
+            reps: rep_ids,
         };
         for &(i, s) in &spans {
             let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));

@@ -34,6 +34,9 @@ pub struct SyntheticVariant {
     /// Host RSS after each rep grows by this much per rep of the variant (a leak); it
     /// starts at 512 MiB.
     pub rss_growth_bytes_per_rep: u64,
+    /// The rep after one of this variant (of any variant) is slower by this fraction: a
+    /// carry-over, e.g. heap state left behind.
+    pub slows_next_rep: f64,
 }
 
 impl SyntheticVariant {
@@ -46,6 +49,7 @@ impl SyntheticVariant {
             async_drop: false,
             failed_reps: 0,
             rss_growth_bytes_per_rep: 0,
+            slows_next_rep: 0.0,
         }
     }
 
@@ -79,6 +83,9 @@ pub struct SyntheticRun {
     /// by this fraction for every variant alike (a CPU whose memory got slower for a
     /// while, as on a shared host). 0 = none.
     pub drift: f64,
+    /// Schedule order: odd iterations run the variants in reverse (ABBA…), as gapscope's
+    /// `order = "counterbalanced"`; else interleaved (ABAB…).
+    pub counterbalanced: bool,
     pub seed: u64,
 }
 
@@ -106,6 +113,7 @@ impl SyntheticRun {
             gpu_activity: false,
             extra_kernels: 0,
             drift: 0.0,
+            counterbalanced: false,
             seed: 1,
         }
     }
@@ -163,7 +171,12 @@ impl SyntheticRun {
                 .collect(),
             reps: self.reps as u32,
             warmups: self.warmups as u32,
-            order: "interleaved".into(),
+            order: if self.counterbalanced {
+                "counterbalanced"
+            } else {
+                "interleaved"
+            }
+            .into(),
             process: "shared".into(),
             params: Vec::new(),
             setup_ns: BTreeMap::new(),
@@ -171,19 +184,26 @@ impl SyntheticRun {
         }
     }
 
-    /// Every rep in schedule order (interleaved), with its spans.
+    /// Every rep in schedule order (interleaved or counterbalanced), with its spans.
     fn reps(&self) -> Vec<(RunRow, Vec<SpanRow>)> {
         let mut rng = StdRng::seed_from_u64(self.seed);
         let mut out = Vec::new();
         let mut drift_rng = StdRng::seed_from_u64(self.seed ^ 0xd21f7);
         let (mut clock, mut next_id) = (1_000_000_000u64, 1u64);
+        let mut carried = 0.0;
         for iteration in 0..self.warmups + self.reps {
-            let slow = if self.drift > 0.0 && drift_rng.gen_bool(0.5) {
+            let drift = if self.drift > 0.0 && drift_rng.gen_bool(0.5) {
                 1.0 + self.drift
             } else {
                 1.0
             };
-            for v in &self.variants {
+            let mut order: Vec<&SyntheticVariant> = self.variants.iter().collect();
+            if self.counterbalanced && iteration % 2 == 1 {
+                order.reverse();
+            }
+            for v in order {
+                let slow = drift * (1.0 + carried);
+                carried = v.slows_next_rep;
                 let rep = out.len() as u32;
                 let warmup = iteration < self.warmups;
                 let measured = iteration.saturating_sub(self.warmups);

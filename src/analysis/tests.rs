@@ -719,3 +719,67 @@ fn failed_reps_leave_their_iteration_unpaired() {
     assert_eq!(d.pairs, Some(36));
     assert_eq!(metric(&d, "prove", Measure::Total).pairs, Some(36));
 }
+
+/// Counterbalanced, 40 iterations; the candidate makes the rep after it 5 % slower.
+fn carrying_run(slows_next_rep: f64) -> SyntheticRun {
+    let mut run = SyntheticRun::new();
+    run.reps = 40;
+    run.counterbalanced = true;
+    run.variant_mut("candidate").slows_next_rep = slows_next_rep;
+    run
+}
+
+#[test]
+fn a_variant_that_slows_the_next_rep_shows_in_the_carry_over_not_in_the_paired_change() {
+    let d = diff_of(&carrying_run(0.05));
+    assert_eq!(d.pairs, Some(40));
+    // Each rep's own time is the same for both variants: pairs of one iteration share
+    // their predecessor's effect half of the time either way.
+    let total = &d.contributions.total;
+    assert!(total.relative.unwrap().abs() < 0.02, "{total:?}");
+    let c = d
+        .carry_over
+        .as_ref()
+        .expect("carry-over of a counterbalanced run");
+    for (what, x) in [("baseline", &c.baseline), ("candidate", &c.candidate)] {
+        let r = x.relative.unwrap();
+        assert!((0.04..0.06).contains(&r), "{what}: {r}");
+        assert_eq!(x.verdict, Verdict::Regressed, "{what}");
+    }
+    let steady = c.steady.relative.unwrap();
+    assert!((0.04..0.06).contains(&steady), "steady {steady}");
+    assert_eq!(c.steady.verdict, Verdict::Regressed);
+    let term = render(&d, Format::Terminal);
+    assert!(term.contains("Carry-over: prove by the variant of the rep before"));
+    assert!(term.contains("steady: baseline after baseline → candidate after candidate"));
+    let md = render(&d, Format::Markdown);
+    assert!(md.contains("| candidate: after baseline → after candidate |"));
+
+    // Without a carry-over nothing is flagged.
+    let d = diff_of(&carrying_run(0.0));
+    let c = d.carry_over.unwrap();
+    for x in [&c.baseline, &c.candidate, &c.steady] {
+        assert_eq!(x.verdict, Verdict::Unchanged, "{x:?}");
+    }
+}
+
+#[test]
+fn carry_over_needs_variants_of_one_alternating_run() {
+    let mut data = carrying_run(0.05).build();
+    data.meta.order = "sequential".into();
+    let d = diff_runs(
+        &data,
+        "baseline",
+        &data,
+        "candidate",
+        &DiffOptions::default(),
+    )
+    .unwrap();
+    assert!(d.carry_over.is_none());
+    assert!(!render(&d, Format::Terminal).contains("Carry-over"));
+    // Interleaved (ABAB): every candidate rep follows a baseline rep, so one group is
+    // empty and compares as such.
+    let d = diff_of(&SyntheticRun::new());
+    let c = d.carry_over.unwrap();
+    assert_eq!(c.candidate.candidate.reps, 0);
+}
