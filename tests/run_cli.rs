@@ -147,6 +147,15 @@ fn tiny_experiment_end_to_end() {
         );
     }
     assert!(d.spans.iter().any(|s| s.task_clock_ns.unwrap() > 0));
+    // Every rep's prove span carries the heap it started from (glibc).
+    for p in d.spans.iter().filter(|s| s.name == "prove") {
+        let attrs: serde_json::Value = serde_json::from_str(&p.attrs).unwrap();
+        assert_eq!(attrs["backend"], "cpu", "{attrs}");
+        if cfg!(target_env = "gnu") {
+            assert!(attrs["heap_arena_bytes"].as_u64().unwrap() > 0, "{attrs}");
+            assert!(attrs["heap_free_bytes"].is_u64(), "{attrs}");
+        }
+    }
     for c in ["instructions", "branches", "cycles"] {
         let a = &d.meta.counters[c];
         if a.available {

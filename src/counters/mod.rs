@@ -6,6 +6,8 @@
 //! by the kernel itself and work wherever perf_event_open is permitted. A count is never
 //! invented: an unavailable counter is `None` in every row.
 
+pub mod heap;
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 

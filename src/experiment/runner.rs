@@ -187,6 +187,10 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .collect();
     let started_utc = chrono::Utc::now().to_rfc3339();
     let mut rng = rand::rngs::OsRng;
+    if ctx.exp.run.heap_trim {
+        crate::counters::heap::trim();
+    }
+    let heap = crate::counters::heap::HeapStats::read();
     // --- GPU telemetry: on for exactly the proving and its background drops.
     let tel_notes = ctx
         .telemetry
@@ -207,6 +211,9 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     gpu.notes.splice(0..0, tel_notes);
     let spans = trace::drain_trace(out.trace);
     let mut rows = span_rows(slot.rep, &v.name, &spans);
+    if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {
+        root.attrs = h.add_to_attrs(&root.attrs);
+    }
     if gpu.collected {
         telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity);
     }

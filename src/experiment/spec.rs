@@ -15,6 +15,7 @@
 //! counters = true
 //! telemetry_period_ms = 20   # NVML sampling period
 //! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails
+//! heap_trim = false          # malloc_trim before every rep (no heap carried between reps)
 //! [[variant]]
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry
@@ -103,6 +104,11 @@ pub struct RunPolicy {
     /// processes apply the limit to backend setup too.
     #[serde(default)]
     pub rep_timeout_s: Option<u64>,
+    /// Return the allocator's free memory to the kernel (`malloc_trim`) before every rep,
+    /// so that no rep inherits the heap another left behind (each then faults its memory
+    /// in afresh). Every rep's `prove` span carries the heap's figures either way.
+    #[serde(default)]
+    pub heap_trim: bool,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -132,6 +138,7 @@ impl Default for RunPolicy {
             counters: true,
             telemetry_period_ms: telemetry_period_ms(),
             rep_timeout_s: None,
+            heap_trim: false,
         }
     }
 }
