@@ -520,13 +520,19 @@ fn exact_p(groups: &[(usize, usize)], n1: usize, n2: usize, u: f64) -> f64 {
         dp = next;
         seen += t;
     }
-    let dist = &dp[n1];
-    let (mean2, dev2) = ((n1 * n2) as f64, (2.0 * u - (n1 * n2) as f64).abs());
+    two_sided_tail(&dp[n1], (n1 * n2) as f64, 2.0 * u)
+}
+
+/// Two-sided exact p-value from a null distribution given as weights by statistic value
+/// (index = value): the share of the weight at values at least as far from `center` as
+/// `observed`.
+fn two_sided_tail(dist: &[f64], center: f64, observed: f64) -> f64 {
+    let dev = (observed - center).abs();
     let total: f64 = dist.iter().sum();
     let extreme: f64 = dist
         .iter()
         .enumerate()
-        .filter(|&(u2, _)| (u2 as f64 - mean2).abs() >= dev2 - 1e-9)
+        .filter(|&(v, _)| (v as f64 - center).abs() >= dev - 1e-9)
         .map(|(_, c)| c)
         .sum();
     (extreme / total).min(1.0)

@@ -6,6 +6,7 @@ use rand::{Rng, SeedableRng};
 use super::diff::{compare, Measure, Unit, Verdict};
 use super::synthetic::{SyntheticRun, SyntheticVariant};
 use super::*;
+use crate::store::RunData;
 
 /// Standard normal by Box–Muller.
 fn normal(rng: &mut StdRng) -> f64 {
@@ -157,6 +158,11 @@ fn diff_of(run: &SyntheticRun) -> Diff {
 fn diff_with(run: &SyntheticRun, opts: &DiffOptions) -> Diff {
     let data = run.build();
     diff_runs(&data, "baseline", &data, "candidate", opts).unwrap()
+}
+
+/// `baseline` of `base` against `candidate` of `cand`, default options.
+fn diff_data(base: &RunData, cand: &RunData) -> Diff {
+    diff_runs(base, "baseline", cand, "candidate", &DiffOptions::default()).unwrap()
 }
 
 fn unpaired() -> DiffOptions {
@@ -672,38 +678,17 @@ fn only_variants_of_one_alternating_run_are_paired() {
     let data = run.build();
     let mut sequential = run.build();
     sequential.meta.order = "sequential".into();
-    let d = diff_runs(
-        &sequential,
-        "baseline",
-        &sequential,
-        "candidate",
-        &DiffOptions::default(),
-    )
-    .unwrap();
+    let d = diff_data(&sequential, &sequential);
     assert_eq!(d.pairs, None);
     assert!(d.metrics.iter().all(|c| c.pairs.is_none()));
     // Two runs: their iterations did not run side by side.
     let mut other = run.build();
     other.dir = "another run".into();
-    let d = diff_runs(
-        &data,
-        "baseline",
-        &other,
-        "candidate",
-        &DiffOptions::default(),
-    )
-    .unwrap();
+    let d = diff_data(&data, &other);
     assert_eq!(d.pairs, None);
     let mut counterbalanced = run.build();
     counterbalanced.meta.order = "counterbalanced".into();
-    let d = diff_runs(
-        &counterbalanced,
-        "baseline",
-        &counterbalanced,
-        "candidate",
-        &DiffOptions::default(),
-    )
-    .unwrap();
+    let d = diff_data(&counterbalanced, &counterbalanced);
     assert_eq!(d.pairs, Some(40));
     assert!(!d
         .notes
@@ -767,14 +752,7 @@ fn a_variant_that_slows_the_next_rep_shows_in_the_carry_over_not_in_the_paired_c
 fn carry_over_needs_variants_of_one_alternating_run() {
     let mut data = carrying_run(0.05).build();
     data.meta.order = "sequential".into();
-    let d = diff_runs(
-        &data,
-        "baseline",
-        &data,
-        "candidate",
-        &DiffOptions::default(),
-    )
-    .unwrap();
+    let d = diff_data(&data, &data);
     assert!(d.carry_over.is_none());
     assert!(!render(&d, Format::Terminal).contains("Carry-over"));
     // Interleaved (ABAB): every candidate rep follows a baseline rep, so one group is

@@ -15,7 +15,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{erfc, quantile_sorted, Interval, MedianResampler, Sample, Xoshiro};
+use super::{
+    erfc, quantile_sorted, two_sided_tail, Interval, MedianResampler, Sample, Xoshiro,
+};
 
 /// Result of a two-sided Wilcoxon signed-rank test of differences against 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -118,16 +120,7 @@ fn exact_p(ranks2: &[usize], w2: usize) -> f64 {
         }
         reach += r;
     }
-    let mean2 = total as f64 / 2.0;
-    let dev = (w2 as f64 - mean2).abs();
-    let all: f64 = dist.iter().sum();
-    let extreme: f64 = dist
-        .iter()
-        .enumerate()
-        .filter(|&(s, _)| (s as f64 - mean2).abs() >= dev - 1e-9)
-        .map(|(_, c)| c)
-        .sum();
-    (extreme / all).min(1.0)
+    two_sided_tail(&dist, total as f64 / 2.0, w2 as f64)
 }
 
 /// Percentile bootstrap interval of the median of `x` (in `x`'s unit), from `resamples`
