@@ -156,6 +156,14 @@ fn tiny_experiment_end_to_end() {
             assert!(attrs["heap_free_bytes"].is_u64(), "{attrs}");
         }
     }
+    // Each circuit's synthesis says which CPU it started and ended on.
+    for w in d.spans.iter().filter(|s| s.name.starts_with("synthesis[")) {
+        let attrs: serde_json::Value = serde_json::from_str(&w.attrs).unwrap();
+        for k in ["cpu_start", "cpu_end"] {
+            let cpu = attrs[k].as_i64().unwrap_or(-2);
+            assert!((0..4096).contains(&cpu), "{k}: {attrs}");
+        }
+    }
     for c in ["instructions", "branches", "cycles"] {
         let a = &d.meta.counters[c];
         if a.available {

@@ -121,8 +121,15 @@ fn supraseal_backend() -> Result<Box<dyn Backend>, ProverError> {
     ))
 }
 
+/// The CPU this thread runs on (-1 when the kernel cannot say).
+fn current_cpu() -> i64 {
+    // SAFETY: no arguments; returns -1 on error.
+    i64::from(unsafe { libc::sched_getcpu() })
+}
+
 /// Synthesises every circuit in parallel: a `synthesis` span with one `synthesis[i]`
-/// child per circuit on the worker thread that ran it.
+/// child per circuit on the worker thread that ran it, with the CPU it started and ended
+/// on (`cpu_start`, `cpu_end`).
 pub fn synthesize_all(circuits: Vec<CircuitInstance>) -> Result<Vec<Assignment>, ProverError> {
     let s = Span::enter("synthesis");
     s.set_attr("circuits", circuits.len());
@@ -131,8 +138,14 @@ pub fn synthesize_all(circuits: Vec<CircuitInstance>) -> Result<Vec<Assignment>,
         .into_par_iter()
         .enumerate()
         .map(|(i, c)| {
-            let _g = Span::child_of(intern(&format!("synthesis[{i}]")), ctx);
-            Assignment::synthesize(c).map_err(|source| ProverError::Synthesis { index: i, source })
+            let g = Span::child_of(intern(&format!("synthesis[{i}]")), ctx);
+            // Which CPU ran it: on hosts whose CPUs differ in memory speed, synthesis time
+            // follows the placement.
+            g.set_attr("cpu_start", current_cpu());
+            let a = Assignment::synthesize(c)
+                .map_err(|source| ProverError::Synthesis { index: i, source });
+            g.set_attr("cpu_end", current_cpu());
+            a
         })
         .collect()
 }

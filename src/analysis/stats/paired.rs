@@ -15,9 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    erfc, quantile_sorted, two_sided_tail, Interval, MedianResampler, Sample, Xoshiro,
-};
+use super::{erfc, quantile_sorted, two_sided_tail, Interval, MedianResampler, Sample, Xoshiro};
 
 /// Result of a two-sided Wilcoxon signed-rank test of differences against 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
