@@ -453,17 +453,19 @@ pub fn diff_runs(
         .collect();
 
     let contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
-    let carry_over = (same_run(base, cand) && alternates(&base.meta.order)).then(|| {
-        carry_over(
-            base,
-            &sb,
-            &sc,
-            base_variant,
-            cand_variant,
-            &contributions,
-            opts,
-        )
-    });
+    let carry_over = (same_run(base, cand) && alternates(&base.meta.order))
+        .then(|| {
+            carry_over(
+                base,
+                &sb,
+                &sc,
+                base_variant,
+                cand_variant,
+                &contributions,
+                opts,
+            )
+        })
+        .flatten();
     let gaps = gaps::gaps(&sb, &sc, &names, pairs.as_ref(), opts);
     let phase_table = phase_table(&metrics, &contributions.total, &counters);
     let notes = notes(
@@ -572,7 +574,8 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
 }
 
 /// The end-to-end time of each side's reps by the variant of the rep before (see
-/// [`CarryOver`]).
+/// [`CarryOver`]); None unless each side has at least 2 reps after either variant
+/// (interleaved order never runs a variant after itself).
 fn carry_over(
     data: &RunData,
     sb: &Side,
@@ -581,7 +584,7 @@ fn carry_over(
     cand_variant: &str,
     contributions: &gaps::Contributions,
     opts: &DiffOptions,
-) -> CarryOver {
+) -> Option<CarryOver> {
     let before: HashMap<u32, &str> = data
         .runs
         .iter()
@@ -600,11 +603,14 @@ fn carry_over(
     let cmp = |b: &[f64], c: &[f64]| compare(span, Measure::Total, Unit::Ns, b, c, None, opts);
     let (bb, bc) = (after(sb, base_variant), after(sb, cand_variant));
     let (cc, cb) = (after(sc, cand_variant), after(sc, base_variant));
-    CarryOver {
+    if [&bb, &bc, &cc, &cb].iter().any(|g| g.len() < 2) {
+        return None;
+    }
+    Some(CarryOver {
         baseline: cmp(&bb, &bc),
         candidate: cmp(&cb, &cc),
         steady: cmp(&bb, &cc),
-    }
+    })
 }
 
 /// Whether a run's schedule puts the variants' reps of one iteration back to back.
