@@ -293,19 +293,10 @@ fn carry_over(out: &mut String, d: &Diff, c: &super::CarryOver, md: bool, level:
             c.steady.span
         ),
     );
-    let row = |label: String, x: &Comparison| {
-        vec![
-            label,
-            opt_value(x.unit, x.baseline.median),
-            opt_value(x.unit, x.candidate.median),
-            delta_cell(x),
-            verdict_cell(x),
-        ]
-    };
     let rows = vec![
-        row(format!("{b}: after {b} → after {k}"), &c.baseline),
-        row(format!("{k}: after {b} → after {k}"), &c.candidate),
-        row(format!("steady: {b} after {b} → {k} after {k}"), &c.steady),
+        comparison_row(format!("{b}: after {b} → after {k}"), &c.baseline),
+        comparison_row(format!("{k}: after {b} → after {k}"), &c.candidate),
+        comparison_row(format!("steady: {b} after {b} → {k} after {k}"), &c.steady),
     ];
     table(
         out,
@@ -473,9 +464,13 @@ fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
 }
 
 fn phase_row(r: &PhaseRow) -> Vec<String> {
-    let c = &r.comparison;
+    comparison_row(r.phase.clone(), &r.comparison)
+}
+
+/// A label, both medians, the change and the verdict.
+fn comparison_row(label: String, c: &Comparison) -> Vec<String> {
     vec![
-        r.phase.clone(),
+        label,
         opt_value(c.unit, c.baseline.median),
         opt_value(c.unit, c.candidate.median),
         delta_cell(c),
