@@ -615,7 +615,7 @@ fn carry_over(
 
 /// Whether a run's schedule puts the variants' reps of one iteration back to back.
 fn alternates(order: &str) -> bool {
-    matches!(order, "interleaved" | "counterbalanced")
+    matches!(order, "interleaved" | "counterbalanced" | "blocks")
 }
 
 fn notes(

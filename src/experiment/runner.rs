@@ -49,8 +49,9 @@ pub struct Slot {
 }
 
 /// Warm-ups first (each variant, in turn), then measured reps, interleaved (ABAB…),
-/// counterbalanced (ABBA…) or sequential (AA…BB…).
-pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order) -> Vec<Slot> {
+/// counterbalanced (ABBA…), in blocks of `block` reps (counterbalanced blocks) or
+/// sequential (AA…BB…).
+pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order, block: u32) -> Vec<Slot> {
     let mut out = Vec::new();
     let mut push = |variant, iteration, warmup| {
         let rep = out.len() as u32;
@@ -79,6 +80,17 @@ pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order) -> Vec<S
                 for k in 0..variants {
                     let v = if i % 2 == 0 { k } else { variants - 1 - k };
                     push(v, i, false);
+                }
+            }
+        }
+        Order::Blocks => {
+            let block = block.max(1);
+            for (b, first) in (0..reps).step_by(block as usize).enumerate() {
+                for k in 0..variants {
+                    let v = if b % 2 == 0 { k } else { variants - 1 - k };
+                    for i in first..(first + block).min(reps) {
+                        push(v, i, false);
+                    }
                 }
             }
         }
@@ -602,7 +614,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         eprintln!("results: {}", dir.display());
     }
 
-    let slots = schedule(variants.len(), exp.run.warmups, exp.run.reps, exp.run.order);
+    let slots = schedule(
+        variants.len(),
+        exp.run.warmups,
+        exp.run.reps,
+        exp.run.order,
+        exp.run.block_size(),
+    );
     let done: std::collections::HashSet<u32> = done_rows.iter().map(|r| r.rep).collect();
     let todo: Vec<Slot> = slots
         .iter()
@@ -707,7 +725,7 @@ mod tests {
     use crate::experiment::spec::Experiment;
 
     fn order_of(order: Order) -> String {
-        let slots = schedule(2, 1, 4, order);
+        let slots = schedule(2, 1, 4, order, 3);
         assert_eq!(slots.len(), 10);
         assert!(slots.iter().enumerate().all(|(i, s)| s.rep == i as u32));
         assert!(slots[..2].iter().all(|s| s.warmup) && slots[2..].iter().all(|s| !s.warmup));
@@ -732,7 +750,9 @@ mod tests {
         assert_eq!(order_of(Order::Interleaved), "ABABABAB");
         assert_eq!(order_of(Order::Counterbalanced), "ABBAABBA");
         assert_eq!(order_of(Order::Sequential), "AAAABBBB");
-        let three: String = schedule(3, 0, 2, Order::Counterbalanced)
+        // Blocks of 3 (the last one shorter), counterbalanced.
+        assert_eq!(order_of(Order::Blocks), "AAABBBBA");
+        let three: String = schedule(3, 0, 2, Order::Counterbalanced, 1)
             .iter()
             .map(|s| char::from(b'A' + s.variant as u8))
             .collect();

@@ -10,7 +10,8 @@
 //! [run]
 //! reps = 5
 //! warmups = 1
-//! order = "interleaved"      # interleaved (ABAB…) | counterbalanced (ABBA…) | sequential (AA…BB…)
+//! order = "interleaved"      # interleaved (ABAB…) | counterbalanced (ABBA…) | blocks | sequential (AA…BB…)
+//! block = 5                  # reps per block with order = "blocks" (AAAAABBBBBBBBBBAAAAA…)
 //! process = "shared"         # shared | per_rep (a fresh worker process per rep)
 //! counters = true
 //! telemetry_period_ms = 20   # NVML sampling period
@@ -71,6 +72,12 @@ pub enum Order {
     /// rep to the next (allocator state, caches, a background task) then lands on every
     /// variant alike and cancels in the paired comparison of `gapscope diff`.
     Counterbalanced,
+    /// `block` reps of one variant in a row, then `block` of the next (AAAABBBBBBBBAAAA…,
+    /// blocks counterbalanced like iterations): most reps follow a rep of their own
+    /// variant, as in a run of that variant alone, while the blocks still alternate
+    /// often enough to pair against the machine's drift. For effects that one rep
+    /// leaves on the next.
+    Blocks,
     Sequential,
 }
 
@@ -109,6 +116,9 @@ pub struct RunPolicy {
     /// in afresh). Every rep's `prove` span carries the heap's figures either way.
     #[serde(default)]
     pub heap_trim: bool,
+    /// Reps per block with `order = "blocks"` (default 5).
+    #[serde(default)]
+    pub block: Option<u32>,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -128,6 +138,13 @@ fn yes() -> bool {
     true
 }
 
+impl RunPolicy {
+    /// Reps per block of `order = "blocks"`.
+    pub fn block_size(&self) -> u32 {
+        self.block.unwrap_or(5)
+    }
+}
+
 impl Default for RunPolicy {
     fn default() -> Self {
         RunPolicy {
@@ -139,6 +156,7 @@ impl Default for RunPolicy {
             telemetry_period_ms: telemetry_period_ms(),
             rep_timeout_s: None,
             heap_trim: false,
+            block: None,
         }
     }
 }
@@ -280,6 +298,18 @@ impl Experiment {
         }
         if self.run.reps == 0 {
             return Err("run.reps must be at least 1".into());
+        }
+        match (self.run.order, self.run.block) {
+            (Order::Blocks, Some(0)) => {
+                return Err("run.block must be at least 1 (reps per block)".into());
+            }
+            (Order::Blocks, _) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(
+                    "run.block applies only to order = \"blocks\"; remove it or set that order"
+                        .into(),
+                );
+            }
         }
         if self.variants.is_empty() {
             return Err(
@@ -433,6 +463,24 @@ gadget = "lc"
                 "{bad}: {m}"
             );
         }
+    }
+
+    #[test]
+    fn blocks_take_a_block_size_and_other_orders_refuse_one() {
+        let e =
+            parse(&GOOD.replace("reps = 3", "reps = 3\norder = \"blocks\"\nblock = 2")).unwrap();
+        assert_eq!((e.run.order, e.run.block), (Order::Blocks, Some(2)));
+        assert_eq!(e.run.block_size(), 2);
+        let e = parse(&GOOD.replace("reps = 3", "reps = 3\norder = \"blocks\"")).unwrap();
+        assert_eq!(e.run.block_size(), 5);
+        let m = parse(&GOOD.replace("reps = 3", "reps = 3\norder = \"blocks\"\nblock = 0"))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("run.block must be at least 1"), "{m}");
+        let m = parse(&GOOD.replace("reps = 3", "reps = 3\nblock = 4"))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("applies only to order = \"blocks\""), "{m}");
     }
 
     #[test]
