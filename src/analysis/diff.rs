@@ -255,11 +255,7 @@ pub(crate) fn compare(
                 c.ci = (base_median != 0.0)
                     .then(|| stats::bootstrap_median(&d, opts.bootstrap_resamples, level, seed))
                     .flatten()
-                    .map(|i| Interval {
-                        lo: i.lo.map(|x| x / base_median),
-                        hi: i.hi.map(|x| x / base_median),
-                        level,
-                    });
+                    .map(|i| i.divided_by(base_median));
             }
             (needed, pairs.len() >= needed)
         }
@@ -429,8 +425,8 @@ pub fn diff_runs(
     }
     // Pairing pays only with enough pairs for a verdict of its own (6 at alpha 0.05);
     // fewer are compared as independent samples, which need fewer reps (5).
-    let pairable = (opts.paired && same_run(base, cand) && alternates(&base.meta.order))
-        .then(|| Pairs::of(&sb, &sc));
+    let alternating = same_run(base, cand) && alternates(&base.meta.order);
+    let pairable = (opts.paired && alternating).then(|| Pairs::of(&sb, &sc));
     let few_pairs = pairable
         .as_ref()
         .map(Pairs::len)
@@ -453,7 +449,7 @@ pub fn diff_runs(
         .collect();
 
     let contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
-    let carry_over = (same_run(base, cand) && alternates(&base.meta.order))
+    let carry_over = alternating
         .then(|| {
             carry_over(
                 base,

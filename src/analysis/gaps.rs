@@ -209,11 +209,7 @@ fn of_total_interval(
             stats::bootstrap_difference(&b, &c, opts.bootstrap_resamples, level, seed)?
         }
     };
-    Some(Interval {
-        lo: i.lo.map(|x| x / whole),
-        hi: i.hi.map(|x| x / whole),
-        level: i.level,
-    })
+    Some(i.divided_by(whole))
 }
 
 /// Ranked contributions of spans' critical-path self time to the change of the total.

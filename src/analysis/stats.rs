@@ -136,6 +136,15 @@ impl Interval {
     pub fn contains(&self, x: f64) -> bool {
         matches!((self.lo, self.hi), (Some(lo), Some(hi)) if lo <= x && x <= hi)
     }
+
+    /// Both bounds divided by `whole` (an interval of a difference as a share of it).
+    pub fn divided_by(self, whole: f64) -> Interval {
+        Interval {
+            lo: self.lo.map(|x| x / whole),
+            hi: self.hi.map(|x| x / whole),
+            level: self.level,
+        }
+    }
 }
 
 /// Draws medians of bootstrap resamples of one sample from their exact distribution.

@@ -75,16 +75,13 @@ pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order, block: u
                 }
             }
         }
-        Order::Counterbalanced => {
-            for i in 0..reps {
-                for k in 0..variants {
-                    let v = if i % 2 == 0 { k } else { variants - 1 - k };
-                    push(v, i, false);
-                }
-            }
-        }
-        Order::Blocks => {
-            let block = block.max(1);
+        // Counterbalanced is blocks of one rep.
+        Order::Counterbalanced | Order::Blocks => {
+            let block = if order == Order::Blocks {
+                block.max(1)
+            } else {
+                1
+            };
             for (b, first) in (0..reps).step_by(block as usize).enumerate() {
                 for k in 0..variants {
                     let v = if b % 2 == 0 { k } else { variants - 1 - k };
