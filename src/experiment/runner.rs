@@ -224,7 +224,11 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         root.attrs = h.add_to_attrs(&root.attrs);
     }
     if gpu.collected {
-        telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity);
+        let mut annotate = || telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity);
+        match ctx.telemetry {
+            Some(t) => t.on_thread(annotate),
+            None => annotate(),
+        }
     }
     // --- end GPU telemetry.
     let prove = spans.iter().find(|s| s.id == out.trace);
@@ -678,17 +682,23 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         for (k, ns) in setup_ns {
             meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
         }
-        // --- GPU telemetry rows first: the runs.csv row commits the rep.
-        let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.append_gpu(&gpu.samples, &gpu.activity)?;
-        meta_changed |= record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry.cupti);
-        if meta_changed {
-            // A killed run keeps the calibration and setup times of every finished rep.
-            store::write_meta(&dir, &meta)?;
-        }
+        // --- GPU telemetry rows first: the runs.csv row commits the rep. On telemetry's
+        // thread, so that only what every variant does runs (and allocates) here.
+        telemetry.on_thread(|| -> Result<()> {
+            let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+            w.append_gpu(&gpu.samples, &gpu.activity)?;
+            meta_changed |=
+                record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry.cupti);
+            if meta_changed {
+                // A killed run keeps the calibration and setup times of every finished rep.
+                store::write_meta(&dir, &meta)?;
+            }
+            Ok(())
+        })?;
         for n in &gpu.notes {
             bar.println(format!("rep {} ({}): {n}", slot.rep, v.name));
         }
+        let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
         w.append_rep(&row, &spans)?;
         drop(w);
         if row.status == RepStatus::Failed {

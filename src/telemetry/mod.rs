@@ -6,7 +6,8 @@
 //! the store (telemetry.csv, gpu_activity.csv) and the device description to meta.json.
 //!
 //! - [`nvml`]: background sampling of utilisation, memory, power, clock, temperature and
-//!   PCIe throughput; device information.
+//!   PCIe throughput (two threads per run, resumed and paused with each rep); device
+//!   information.
 //! - [`cupti`]: every kernel, memcpy and memset of the process, on the span clock
 //!   ([`clock`] keeps the calibration), from which [`activity`] derives each span's
 //!   GPU-busy time.
@@ -16,6 +17,13 @@
 //! - [`leak`]: steady memory growth across reps.
 //! - [`selftest`]: real kernels and copies through cudarc, to check all of the above on
 //!   a GPU machine without a prover backend.
+//!
+//! Telemetry's own work between reps (CUPTI enable, flush and decode, sample
+//! conversion, the runner's GPU rows and meta.json) runs on one thread of its own,
+//! `gapscope-telemetry` ([`Telemetry::on_thread`]), for every variant alike. Done on the
+//! proving thread, its allocations changed the layout of that thread's heap, and the
+//! next reps' synthesis then faulted more pages and ran slower
+//! (results/telemetry_overhead_gpu/README.md).
 //!
 //! Every library is opened at run time. Nothing here fails a run: what is missing is
 //! reported as "unavailable: <reason>" in meta.json and the run goes on.
@@ -183,7 +191,8 @@ pub struct RepTelemetry {
 }
 
 struct Active {
-    sampler: Option<Sampler>,
+    /// The NVML sampler was resumed for this rep.
+    sampling: bool,
     cupti: bool,
     begin_pair: Option<ClockPair>,
 }
@@ -191,6 +200,9 @@ struct Active {
 /// GPU telemetry of one process for one run.
 pub struct Telemetry {
     cfg: TelemetryConfig,
+    /// The NVML sampler of the run, spawned by the first rep that samples and paused
+    /// between reps; declared before `nvml` so that its threads are joined first.
+    sampler: Mutex<Option<Sampler>>,
     nvml: Result<Arc<NvmlProbe>, String>,
     cupti: Result<&'static Cupti, String>,
     nvtx_status: String,
@@ -198,6 +210,9 @@ pub struct Telemetry {
     nvtx_markers: bool,
     runtime_version: Option<String>,
     active: Mutex<Option<Active>>,
+    /// The thread telemetry's work runs on; `None` if it could not be spawned (then the
+    /// caller's thread does the work).
+    thread: Option<rayon::ThreadPool>,
 }
 
 fn status<T>(r: &Result<T, String>) -> String {
@@ -255,12 +270,18 @@ impl Telemetry {
         };
         Telemetry {
             cfg,
+            sampler: Mutex::new(None),
             nvml,
             cupti,
             nvtx_status,
             nvtx_markers,
             runtime_version,
             active: Mutex::new(None),
+            thread: rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "gapscope-telemetry".into())
+                .build()
+                .ok(),
         }
     }
 
@@ -303,9 +324,30 @@ impl Telemetry {
     /// [`TelemetryParts::NONE`], a variant with `telemetry = false`, nothing runs during
     /// the rep; sources this process did not open stay off).
     pub fn begin_rep(&self, parts: TelemetryParts) -> Vec<String> {
+        self.on_thread(|| self.begin_rep_here(parts))
+    }
+
+    /// Ends the rep begun last: pauses sampling, flushes activity, converts both to rows
+    /// of rep `rep` of `variant`, and reads GPU memory for the leak watch.
+    pub fn end_rep(&self, rep: u32, variant: &str) -> RepTelemetry {
+        self.on_thread(|| self.end_rep_here(rep, variant))
+    }
+
+    /// Runs `f` on telemetry's own thread and waits for it: whatever `f` allocates comes
+    /// from that thread's heap, not the prover's. Every variant's telemetry calls go
+    /// through here, also those that collect nothing, so that the proving thread does
+    /// the same work whichever variant ran before.
+    pub fn on_thread<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.thread {
+            Some(t) => t.install(f),
+            None => f(),
+        }
+    }
+
+    fn begin_rep_here(&self, parts: TelemetryParts) -> Vec<String> {
         let mut notes = Vec::new();
         let mut active = Active {
-            sampler: None,
+            sampling: false,
             cupti: false,
             begin_pair: None,
         };
@@ -320,18 +362,24 @@ impl Telemetry {
             }
         }
         if let (Ok(p), true) = (&self.nvml, self.cfg.nvml && parts.nvml) {
-            match Sampler::start(p.clone() as Arc<dyn GpuProbe>, self.cfg.period, true) {
-                Ok(s) => active.sampler = Some(s),
-                Err(e) => notes.push(format!("NVML sampler not started: {e}")),
+            let mut sampler = self.sampler.lock().unwrap_or_else(|e| e.into_inner());
+            if sampler.is_none() {
+                // Spawned once for the run; after a failure, the next rep tries again.
+                match Sampler::spawn(p.clone() as Arc<dyn GpuProbe>, self.cfg.period, true) {
+                    Ok(s) => *sampler = Some(s),
+                    Err(e) => notes.push(format!("NVML sampler not started: {e}")),
+                }
+            }
+            if let Some(s) = sampler.as_ref() {
+                s.resume();
+                active.sampling = true;
             }
         }
         *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Some(active);
         notes
     }
 
-    /// Ends the rep begun last: stops sampling, flushes activity, converts both to rows
-    /// of rep `rep` of `variant`, and reads GPU memory for the leak watch.
-    pub fn end_rep(&self, rep: u32, variant: &str) -> RepTelemetry {
+    fn end_rep_here(&self, rep: u32, variant: &str) -> RepTelemetry {
         let active = self.active.lock().unwrap_or_else(|e| e.into_inner()).take();
         let mut out = RepTelemetry {
             cupti_status: Some(self.cupti_status()),
@@ -371,8 +419,15 @@ impl Telemetry {
                 Err(e) => out.notes.push(format!("CUPTI flush failed: {e}")),
             }
         }
-        if let Some(s) = active.sampler {
-            out.samples = s.stop().iter().map(|s| s.to_row(rep, variant)).collect();
+        if active.sampling {
+            if let Some(s) = self
+                .sampler
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            {
+                out.samples = s.pause().iter().map(|s| s.to_row(rep, variant)).collect();
+            }
         }
         if let Ok(p) = &self.nvml {
             out.gpu_mem_used_end_bytes = nvml::mem_used_for_leak_watch(p.as_ref());
