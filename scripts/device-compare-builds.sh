@@ -8,16 +8,22 @@
 #   compare.log      what was run, in order, and everything gapscope printed
 #
 # Usage (from the repository root, on the GPU host):
-#   bash scripts/device-compare-builds.sh LABEL_A:DIR_A LABEL_B:DIR_B ROUNDS EXPERIMENT...
+#   bash scripts/device-compare-builds.sh [--fresh-params] LABEL_A:DIR_A LABEL_B:DIR_B ROUNDS EXPERIMENT...
 # DIR is a bundle folder (scripts/device-bundle.sh) holding the `gapscope` binary to run;
 # EXPERIMENT is a path. Each round runs every experiment with A, then with B; params are
-# generated once into ./params and shared.
+# generated once into ./params and shared, or with --fresh-params generated anew by every
+# run (each run then starts as a first run on a machine without a params cache does).
 #
 # Environment: OUT (default ./device-out), GAPSCOPE_PARAMS_DIR (default ./params).
 set -uo pipefail
 
+fresh=0
+if [ "${1:-}" = "--fresh-params" ]; then
+    fresh=1
+    shift
+fi
 if [ $# -lt 4 ]; then
-    sed -n '2,17p' "$0"
+    sed -n '2,18p' "$0"
     exit 2
 fi
 a="$1" b="$2" rounds="$3"
@@ -43,6 +49,10 @@ for round in $(seq 1 "$rounds"); do
         label="${side%%:*}"
         for e in "$@"; do
             echo "== round $round, $label: $e ($(date -u +%H:%M:%S))"
+            if [ "$fresh" = 1 ]; then
+                rm -rf "$params"
+                mkdir -p "$params"
+            fi
             "${side#*:}/gapscope" run "$e" --results-dir "$root/$label" --params-dir "$params" ||
                 { echo "$label: gapscope exited with $?"; status=1; }
         done
