@@ -205,41 +205,6 @@ pub fn load_or_generate(
     } else {
         None
     };
-    // Generated and written on a thread of its own, then read back like a cached file:
-    // the run then proves from the same heap whether its params were cached or not.
-    // Generation's garbage, left in the proving thread's heap, changed how many pages
-    // every rep's synthesis faulted (results/telemetry_overhead_gpu/README.md).
-    std::thread::scope(|s| {
-        s.spawn(|| generate_and_write(&stem, circuit, key, t))
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })?;
-    let p = try_load(&stem, key).map_err(|why| ParamsError::Write {
-        path: params_path.clone(),
-        source: std::io::Error::other(format!("written but not readable back: {why}")),
-    })?;
-    Ok((
-        p,
-        ParamsOrigin {
-            key: key.clone(),
-            path: params_path,
-            source: match why {
-                Some(w) => format!("regenerated: {w}"),
-                None => "generated".into(),
-            },
-            elapsed_ms: t.elapsed().as_millis() as u64,
-        },
-    ))
-}
-
-/// Generates params for `circuit` and writes them with their sidecar under `stem`
-/// (`t`: when loading began, for the sidecar's generation time).
-fn generate_and_write(
-    stem: &Path,
-    circuit: &CircuitInstance,
-    key: &ParamsKey,
-    t: Instant,
-) -> Result<(), ParamsError> {
     let mut rng = rand::rngs::OsRng;
     let p =
         generate_random_parameters::<Bls12, _, _>(circuit.blank(), &mut rng).map_err(|source| {
@@ -249,7 +214,6 @@ fn generate_and_write(
             }
         })?;
     let generation_ms = t.elapsed().as_millis() as u64;
-    let params_path = stem.with_extension("params");
     let werr = |source| ParamsError::Write {
         path: params_path.clone(),
         source,
@@ -275,5 +239,16 @@ fn generate_and_write(
         &serde_json::to_vec_pretty(&side).expect("serialisable"),
     )
     .map_err(werr)?;
-    Ok(())
+    Ok((
+        p,
+        ParamsOrigin {
+            key: key.clone(),
+            path: params_path,
+            source: match why {
+                Some(w) => format!("regenerated: {w}"),
+                None => "generated".into(),
+            },
+            elapsed_ms: t.elapsed().as_millis() as u64,
+        },
+    ))
 }
