@@ -614,6 +614,40 @@ fn alternates(order: &str) -> bool {
     matches!(order, "interleaved" | "counterbalanced" | "blocks")
 }
 
+/// Where each run's params came from ("generated", "loaded", …), as meta.json's `params`
+/// entries say.
+fn params_origin(d: &RunData) -> String {
+    let mut o: Vec<&str> = d
+        .meta
+        .params
+        .iter()
+        .filter_map(|p| p.get("source").and_then(|s| s.as_str()))
+        // "regenerated: <why the cache was rejected>" is generated in this process too.
+        .map(|s| match s.split(':').next().unwrap_or(s) {
+            "regenerated" => "generated",
+            o => o,
+        })
+        .collect();
+    o.dedup();
+    o.join("+")
+}
+
+/// Two runs whose params came one from the cache and one from generation in the same
+/// process: the process's heap then differs, and with it synthesis's page faults and time
+/// (on the H200, synthesis of porep 2^18 faulted no pages after generation and about
+/// 11.5k per rep after a load; results/telemetry_overhead_gpu/README.md).
+fn params_origin_note(data: [&RunData; 2]) -> Option<String> {
+    let (b, c) = (params_origin(data[0]), params_origin(data[1]));
+    (!b.is_empty() && !c.is_empty() && b != c).then(|| {
+        format!(
+            "params were {b} in the baseline's run and {c} in the candidate's: generating \
+             params in the process leaves its heap in another state than loading them, \
+             which changes synthesis's page faults and time; compare runs whose params \
+             came the same way (run each once more with the params cached)"
+        )
+    })
+}
+
 fn notes(
     data: [&RunData; 2],
     sb: &Side,
@@ -659,6 +693,9 @@ fn notes(
              to pair them)",
             stats::min_pairs_for_verdict(opts.alpha)
         ));
+    }
+    if let Some(n) = params_origin_note(data) {
+        notes.push(n);
     }
     let needed = stats::min_reps_for_verdict(opts.alpha);
     if sb.counts.used < needed || sc.counts.used < needed {

@@ -483,6 +483,52 @@ fn workloads_must_match_unless_forced() {
 }
 
 #[test]
+fn runs_with_params_of_different_origin_get_a_note() {
+    let with_params = |source: &str, seed| {
+        let mut r = SyntheticRun::new();
+        r.seed = seed;
+        let mut d = r.build();
+        d.meta.params = vec![serde_json::json!({ "source": source, "elapsed_ms": 5 })];
+        d
+    };
+    let generated = with_params("generated", 1);
+    let loaded = with_params("loaded", 2);
+    let opts = DiffOptions::default();
+    let d = diff_runs(&generated, "baseline", &loaded, "baseline", &opts).unwrap();
+    let note = d.notes.iter().find(|n| n.contains("params were")).unwrap();
+    assert!(
+        note.contains("generated in the baseline's run and loaded in the candidate's"),
+        "{note}"
+    );
+    let regenerated = with_params("regenerated: sha256 mismatch", 3);
+    let d = diff_runs(&generated, "baseline", &regenerated, "baseline", &opts).unwrap();
+    assert!(
+        !d.notes.iter().any(|n| n.contains("params were")),
+        "{:?}",
+        d.notes
+    );
+    let d = diff_runs(
+        &loaded,
+        "baseline",
+        &with_params("loaded", 4),
+        "baseline",
+        &opts,
+    )
+    .unwrap();
+    assert!(
+        !d.notes.iter().any(|n| n.contains("params were")),
+        "{:?}",
+        d.notes
+    );
+    let d = diff_runs(&loaded, "baseline", &loaded, "candidate", &opts).unwrap();
+    assert!(
+        !d.notes.iter().any(|n| n.contains("params were")),
+        "{:?}",
+        d.notes
+    );
+}
+
+#[test]
 fn variants_are_picked_by_name_then_position() {
     let data = SyntheticRun::new().build();
     assert_eq!(
