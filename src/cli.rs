@@ -147,6 +147,18 @@ pub enum Command {
         #[arg(long)]
         fail_on_regression: bool,
     },
+    /// Generates params into the cache (a run's child process: see obtain_params).
+    #[command(name = "__params", hide = true)]
+    Params {
+        #[arg(long)]
+        circuit: String,
+        #[arg(long)]
+        log2_constraints: u32,
+        #[arg(long)]
+        gadget: String,
+        #[arg(long)]
+        params_dir: PathBuf,
+    },
     #[command(name = "__worker", hide = true)]
     Worker {
         #[arg(long)]
@@ -355,6 +367,12 @@ pub fn run() -> Result<()> {
             }
             Ok(())
         }
+        Command::Params {
+            circuit,
+            log2_constraints,
+            gadget,
+            params_dir,
+        } => generate_params(&circuit, log2_constraints, &gadget, &params_dir),
         Command::Worker {
             run_dir,
             params_dir,
@@ -430,6 +448,24 @@ pub fn run() -> Result<()> {
 fn parse_name<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> Result<T> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
         .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}"))
+}
+
+/// `gapscope __params`: loads or generates the params of one circuit into the cache and
+/// prints how (a [`crate::prover::params::ParamsOrigin`] as JSON) on stdout.
+fn generate_params(
+    circuit: &str,
+    log2: u32,
+    gadget: &str,
+    params_dir: &std::path::Path,
+) -> Result<()> {
+    use crate::prover::{params, CircuitInstance};
+    let kind: crate::prover::CircuitKind = parse_name("circuit", circuit)?;
+    let c = CircuitInstance::new(kind, log2, parse_name("gadget", gadget)?, 0)
+        .map_err(anyhow::Error::msg)?;
+    let key = params::ParamsKey::for_circuit(&c, kind.as_str(), log2)?;
+    let (_, origin) = params::load_or_generate(params_dir, &c, &key)?;
+    println!("{}", serde_json::to_string(&origin)?);
+    Ok(())
 }
 
 fn upstream_reference(

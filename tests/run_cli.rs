@@ -191,6 +191,41 @@ fn tiny_experiment_end_to_end() {
 }
 
 #[test]
+fn params_missing_from_the_cache_are_generated_in_a_child_then_loaded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let exp = experiment(t, "tiny", TINY);
+    let source = |dir: &Path| {
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+        meta["params"][0]["source"].as_str().unwrap().to_string()
+    };
+    // The run process only loads: the first run's params come from a child process, the
+    // second run's from the cache the child filled.
+    assert_eq!(
+        source(&run_ok(t, &exp, &[])),
+        "generated in a child process"
+    );
+    assert_eq!(source(&run_ok(t, &exp, &[])), "loaded");
+    // The child's own errors name what was wrong.
+    let e = failure_stderr(
+        t,
+        &[
+            "__params",
+            "--circuit",
+            "nope",
+            "--log2-constraints",
+            "10",
+            "--gadget",
+            "lc",
+            "--params-dir",
+            "p",
+        ],
+    );
+    assert!(e.contains("--circuit") && e.contains("porep"), "{e}");
+}
+
+#[test]
 fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() {
     let tmp = tempfile::tempdir().unwrap();
     let body = TINY

@@ -614,22 +614,25 @@ fn alternates(order: &str) -> bool {
     matches!(order, "interleaved" | "counterbalanced" | "blocks")
 }
 
-/// Where each run's params came from ("generated", "loaded", …), as meta.json's `params`
-/// entries say.
+/// How each run's process got its params, as meta.json's `params` entries say:
+/// "generated in the process" (`generated`, `regenerated: …`) or "loaded" (`loaded`, or
+/// `generated in a child process` and then loaded).
 fn params_origin(d: &RunData) -> String {
     let mut o: Vec<&str> = d
         .meta
         .params
         .iter()
         .filter_map(|p| p.get("source").and_then(|s| s.as_str()))
-        // "regenerated: <why the cache was rejected>" is generated in this process too.
-        .map(|s| match s.split(':').next().unwrap_or(s) {
-            "regenerated" => "generated",
-            o => o,
+        .map(|s| {
+            if s == "generated" || s.starts_with("regenerated") {
+                "generated in the process"
+            } else {
+                "loaded"
+            }
         })
         .collect();
     o.dedup();
-    o.join("+")
+    o.join(" and ")
 }
 
 /// Two runs whose params came one from the cache and one from generation in the same

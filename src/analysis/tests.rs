@@ -497,7 +497,9 @@ fn runs_with_params_of_different_origin_get_a_note() {
     let d = diff_runs(&generated, "baseline", &loaded, "baseline", &opts).unwrap();
     let note = d.notes.iter().find(|n| n.contains("params were")).unwrap();
     assert!(
-        note.contains("generated in the baseline's run and loaded in the candidate's"),
+        note.contains(
+            "generated in the process in the baseline's run and loaded in the candidate's"
+        ),
         "{note}"
     );
     let regenerated = with_params("regenerated: sha256 mismatch", 3);
@@ -510,7 +512,7 @@ fn runs_with_params_of_different_origin_get_a_note() {
     let d = diff_runs(
         &loaded,
         "baseline",
-        &with_params("loaded", 4),
+        &with_params("generated in a child process", 4),
         "baseline",
         &opts,
     )

@@ -52,7 +52,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         .find(|(_, v)| v.name == a.variant)
         .with_context(|| format!("variant {:?} not in the experiment", a.variant))?;
     crate::trace::set_counters_enabled(exp.run.counters);
-    let (params, origins) = obtain_params(&exp, &a.params_dir, false)?;
+    let (params, origins) = obtain_params(&exp, &a.params_dir, false, false)?;
     let telemetry = Telemetry::start(TelemetryConfig {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
         nvml: true,

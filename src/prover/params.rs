@@ -96,7 +96,8 @@ struct Sidecar {
 pub struct ParamsOrigin {
     pub key: ParamsKey,
     pub path: PathBuf,
-    /// `loaded`, `generated`, or `regenerated: <why the cache was rejected>`.
+    /// `loaded`, `generated`, `regenerated: <why the cache was rejected>` (both in this
+    /// process), or `generated in a child process` (then loaded here).
     pub source: String,
     pub elapsed_ms: u64,
 }
@@ -169,6 +170,13 @@ fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
 /// Path stem (no extension) of the cache entry for `key` under `dir`.
 pub fn cache_stem(dir: &Path, key: &ParamsKey) -> PathBuf {
     dir.join(key.file_stem())
+}
+
+/// Whether the cache holds a params file and its sidecar for `key` (not yet checked:
+/// [`load_or_generate`] verifies them when it loads).
+pub fn cached(dir: &Path, key: &ParamsKey) -> bool {
+    let stem = cache_stem(dir, key);
+    stem.with_extension("params").is_file() && stem.with_extension("json").is_file()
 }
 
 /// Loads params for `circuit` from `dir`, or generates and caches them.
