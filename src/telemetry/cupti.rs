@@ -397,10 +397,7 @@ impl Cupti {
             if markers {
                 let k = Kind::CUPTI_ACTIVITY_KIND_MARKER;
                 match activity::enable(k) {
-                    Ok(()) => {
-                        MARKERS_ON.store(true, Ordering::Relaxed);
-                        crate::trace::mirror_mark(NVTX_PRIMER);
-                    }
+                    Ok(()) => MARKERS_ON.store(true, Ordering::Relaxed),
                     Err(e) => notes.push(format!(
                         "cuptiActivityEnable({k:?}): {e:?}; NVTX ranges are not recorded"
                     )),
@@ -408,6 +405,12 @@ impl Cupti {
             }
             Ok(notes)
         })
+    }
+
+    /// NVTX marker records are on (between a [`Cupti::start`] with markers and the next
+    /// [`Cupti::stop`]).
+    pub fn markers_on(&self) -> bool {
+        MARKERS_ON.load(Ordering::Relaxed)
     }
 
     /// Flushes every buffer (records of finished work), disables the kinds and returns
