@@ -36,10 +36,10 @@ static MARKERS: Mutex<Vec<Marker>> = Mutex::new(Vec::new());
 /// Marker records are enabled (since the last [`Cupti::start`] that asked for them).
 static MARKERS_ON: AtomicBool = AtomicBool::new(false);
 
-/// The NVTX range [`Cupti::start`] sends through the span mirror right after enabling
-/// marker records: CUPTI sets itself up on the first range after each enable (about
-/// 0.85 ms on the H200), which would otherwise land inside the rep's first span. Its
-/// records are dropped.
+/// The NVTX range [`super::Telemetry::begin_rep`] sends through the span mirror right
+/// after CUPTI's marker records are enabled: CUPTI sets itself up on the first range after
+/// each enable (about 0.85 ms on the H200), which would otherwise land inside the rep's
+/// first span. Its records are dropped.
 pub const NVTX_PRIMER: &str = "gapscope: NVTX primer";
 
 const KINDS: [Kind; 3] = [
