@@ -631,6 +631,7 @@ fn params_origin(d: &RunData) -> String {
             }
         })
         .collect();
+    o.sort_unstable();
     o.dedup();
     o.join(" and ")
 }

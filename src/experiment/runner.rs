@@ -223,12 +223,9 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {
         root.attrs = h.add_to_attrs(&root.attrs);
     }
-    if gpu.collected {
-        let mut annotate = || telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity);
-        match ctx.telemetry {
-            Some(t) => t.on_thread(annotate),
-            None => annotate(),
-        }
+    // Only a rep with telemetry collects activity.
+    if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {
+        t.on_thread(|| telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity));
     }
     // --- end GPU telemetry.
     let prove = spans.iter().find(|s| s.id == out.trace);
