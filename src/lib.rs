@@ -8,7 +8,6 @@
 pub mod analysis;
 pub mod cli;
 pub mod counters;
-pub mod envinfo;
 pub mod experiment;
 pub mod export;
 pub mod plot;

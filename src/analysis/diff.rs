@@ -1,15 +1,15 @@
-//! Per-metric comparisons of two [`Side`]s and the verdict rule; [`diff_runs`], which
-//! assembles the whole [`Diff`].
+//! [`diff_runs`]: assembles the whole [`Diff`] from per-metric comparisons
+//! ([`super::compare`]), gaps and contributions ([`super::gaps`]).
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::compare::{compare, Comparison, Measure, Unit};
 use super::gaps;
 use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
-use super::stats::{self, Interval, Sample};
+use super::stats;
 use super::{
     Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak,
     WorkloadDifference,
@@ -20,150 +20,6 @@ use crate::store::{RunData, VariantMeta};
 /// Span label of whole-rep counter totals: the sum over every thread that recorded
 /// spans (threads without spans, such as a library's own worker pool, are not counted).
 pub const SPAN_THREADS: &str = "(span threads)";
-
-/// What a metric measures of a span.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "String", from = "String")]
-pub enum Measure {
-    /// Duration, summed over the span's occurrences in a rep.
-    Total,
-    /// Duration minus the union of same-thread children (store's `self_ns`).
-    SelfTime,
-    /// Time covered by no child on any thread (gaps).
-    Unattributed,
-    /// Self time of the occurrences on the critical path (contributions).
-    CriticalSelf,
-    /// Time with a GPU kernel running inside the span (`gpu_busy_ns`, from CUPTI).
-    GpuBusy,
-    /// A counter column (spans.csv name).
-    Counter(String),
-}
-
-impl fmt::Display for Measure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Measure::Total => "total",
-            Measure::SelfTime => "self",
-            Measure::Unattributed => "unattributed",
-            Measure::CriticalSelf => "critical_self",
-            Measure::GpuBusy => "gpu_busy",
-            Measure::Counter(c) => c,
-        })
-    }
-}
-
-impl From<Measure> for String {
-    fn from(m: Measure) -> String {
-        m.to_string()
-    }
-}
-
-impl From<String> for Measure {
-    fn from(s: String) -> Measure {
-        match s.as_str() {
-            "total" => Measure::Total,
-            "self" => Measure::SelfTime,
-            "unattributed" => Measure::Unattributed,
-            "critical_self" => Measure::CriticalSelf,
-            "gpu_busy" => Measure::GpuBusy,
-            _ => Measure::Counter(s),
-        }
-    }
-}
-
-/// Unit of a metric's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unit {
-    Ns,
-    Count,
-    Bytes,
-}
-
-/// The outcome for one metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The interval lies wholly above +noise floor and p < alpha.
-    Regressed,
-    /// The interval lies wholly below −noise floor and p < alpha.
-    Improved,
-    /// No change shown beyond the noise floor (this includes inconclusive intervals).
-    Unchanged,
-    /// A side has fewer reps than a verdict needs (`needed` per side).
-    TooFewReps {
-        needed: usize,
-    },
-    OnlyInBaseline,
-    OnlyInCandidate,
-}
-
-impl Verdict {
-    /// Regressed or improved.
-    pub fn is_change(self) -> bool {
-        matches!(self, Verdict::Regressed | Verdict::Improved)
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Verdict::Regressed => f.write_str("regressed"),
-            Verdict::Improved => f.write_str("improved"),
-            Verdict::Unchanged => f.write_str("unchanged"),
-            Verdict::TooFewReps { needed } => write!(f, "too few reps (need {needed}/side)"),
-            Verdict::OnlyInBaseline => f.write_str("only in baseline"),
-            Verdict::OnlyInCandidate => f.write_str("only in candidate"),
-        }
-    }
-}
-
-/// Location and spread of one side of a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct SideStats {
-    pub reps: usize,
-    pub median: Option<f64>,
-    /// Median absolute deviation (unscaled), from 2 reps on.
-    pub mad: Option<f64>,
-}
-
-impl SideStats {
-    fn of(values: &[f64]) -> (SideStats, Option<Sample>) {
-        let sample = Sample::new(values.to_vec()).ok();
-        let stats = SideStats {
-            reps: values.len(),
-            median: sample
-                .as_ref()
-                .map(Sample::median)
-                .or(values.first().copied()),
-            mad: sample.as_ref().map(Sample::mad),
-        };
-        (stats, sample)
-    }
-}
-
-/// Baseline against candidate on one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    pub span: String,
-    pub measure: Measure,
-    pub unit: Unit,
-    pub baseline: SideStats,
-    pub candidate: SideStats,
-    /// Candidate median − baseline median, in `unit`; when paired, the median of the
-    /// per-pair differences (candidate − baseline of one iteration).
-    pub delta: Option<f64>,
-    /// `delta` / baseline median (0.02 = +2 %).
-    pub relative: Option<f64>,
-    /// Percentile bootstrap interval of `relative` (over resampled pairs, when paired).
-    pub ci: Option<Interval>,
-    /// Two-sided p-value: Mann–Whitney U, or Wilcoxon signed-rank when paired.
-    pub p_value: Option<f64>,
-    pub verdict: Verdict,
-    /// Pairs compared, when the comparison is paired (see [`super::DiffOptions::paired`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pairs: Option<usize>,
-}
 
 /// End-to-end time split by the variant of the rep that ran just before (variants of one
 /// run in alternating order). Memory, caches or a background task one rep leaves behind
@@ -182,124 +38,6 @@ pub struct CarryOver {
     /// Baseline reps after a baseline rep against candidate reps after a candidate rep:
     /// the change when every rep runs one variant.
     pub steady: Comparison,
-}
-
-/// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
-/// of reps of one iteration), through the per-pair differences.
-///
-/// The change is the change of medians, or, paired, the median of the differences; both
-/// are relative to the baseline median. Verdict rule: regressed (improved) only when the
-/// 1 − alpha bootstrap interval of the relative change lies wholly above +noise floor
-/// (below −noise floor) *and* the rank test's p-value (Mann–Whitney, or Wilcoxon
-/// signed-rank when paired) is below alpha; otherwise unchanged. With a baseline median
-/// of 0 there is no relative change: a significant rise from 0 counts as regressed. An
-/// interval with an undefined bound (resamples of the baseline with median 0) gives no
-/// verdict: unchanged.
-pub(crate) fn compare(
-    span: &str,
-    measure: Measure,
-    unit: Unit,
-    base: &[f64],
-    cand: &[f64],
-    pairs: Option<&[(f64, f64)]>,
-    opts: &DiffOptions,
-) -> Comparison {
-    let (bs, b_sample) = SideStats::of(base);
-    let (cs, c_sample) = SideStats::of(cand);
-    let mut c = Comparison {
-        span: span.to_string(),
-        measure,
-        unit,
-        baseline: bs,
-        candidate: cs,
-        delta: None,
-        relative: None,
-        ci: None,
-        p_value: None,
-        verdict: Verdict::Unchanged,
-        pairs: None,
-    };
-    if let (Some(b), Some(m)) = (bs.median, cs.median) {
-        c.delta = Some(m - b);
-        c.relative = (b != 0.0).then(|| m / b - 1.0);
-    }
-    c.verdict = match (base.is_empty(), cand.is_empty()) {
-        (true, true) => Verdict::Unchanged,
-        (false, true) => Verdict::OnlyInBaseline,
-        (true, false) => Verdict::OnlyInCandidate,
-        _ => Verdict::Unchanged,
-    };
-    let (Some(b), Some(k)) = (b_sample, c_sample) else {
-        if !base.is_empty() && !cand.is_empty() {
-            c.verdict = Verdict::TooFewReps {
-                needed: stats::min_reps_for_verdict(opts.alpha),
-            };
-        }
-        return c;
-    };
-    let seed = opts.seed
-        ^ fnv1a(span.as_bytes())
-        ^ fnv1a(c.measure.to_string().as_bytes()).rotate_left(17);
-    let level = 1.0 - opts.alpha;
-    let (needed, enough) = match pairs {
-        Some(pairs) => {
-            let d: Vec<f64> = pairs.iter().map(|(x, y)| y - x).collect();
-            let needed = stats::min_pairs_for_verdict(opts.alpha);
-            c.pairs = Some(pairs.len());
-            c.p_value = Some(stats::signed_rank(&d).p_value);
-            // With fewer than 2 pairs the change of medians stays (no verdict follows).
-            if let Ok(d) = Sample::new(d) {
-                let base_median = b.median();
-                c.delta = Some(d.median());
-                c.relative = (base_median != 0.0).then(|| d.median() / base_median);
-                c.ci = (base_median != 0.0)
-                    .then(|| stats::bootstrap_median(&d, opts.bootstrap_resamples, level, seed))
-                    .flatten()
-                    .map(|i| i.divided_by(base_median));
-            }
-            (needed, pairs.len() >= needed)
-        }
-        None => {
-            c.ci = stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, level, seed);
-            c.p_value = Some(stats::mann_whitney(&b, &k).p_value);
-            let needed = stats::min_reps_for_verdict(opts.alpha);
-            (needed, b.len() >= needed && k.len() >= needed)
-        }
-    };
-    let p = c.p_value.unwrap_or(1.0);
-    c.verdict = if !enough {
-        Verdict::TooFewReps { needed }
-    } else if p >= opts.alpha {
-        Verdict::Unchanged
-    } else {
-        match c.ci {
-            Some(Interval {
-                lo: Some(lo),
-                hi: Some(hi),
-                ..
-            }) => {
-                if lo > opts.noise_floor {
-                    Verdict::Regressed
-                } else if hi < -opts.noise_floor {
-                    Verdict::Improved
-                } else {
-                    Verdict::Unchanged
-                }
-            }
-            // A bound some resamples leave undefined (their baseline median is 0): no
-            // verdict rests on it.
-            Some(_) => Verdict::Unchanged,
-            None if c.delta.unwrap_or(0.0) > 0.0 => Verdict::Regressed,
-            None => Verdict::Unchanged,
-        }
-    };
-    c
-}
-
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 fn side_info(data: &RunData, v: &VariantMeta) -> SideInfo {

@@ -13,11 +13,11 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::diff::{compare, fnv1a, Comparison, Measure, Unit};
-use super::render::fmt_ns;
+use super::compare::{compare, fnv1a, Comparison, Measure, Unit};
 use super::select::{Agg, Pairs, Side};
 use super::stats::{self, Interval, Sample};
 use super::DiffOptions;
+use crate::units::fmt_ns;
 
 /// One side of a wrapper span's gap.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

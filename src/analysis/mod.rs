@@ -9,7 +9,8 @@
 //! - [`stats`]: samples, medians, MAD, bootstrap interval, Mann–Whitney U.
 //! - `select`: which variants, the workload check, and the measured reps of one
 //!   variant as one value per rep and metric.
-//! - `diff`: per-metric comparisons and verdicts.
+//! - `compare`: one metric, baseline against candidate, and the verdict rule.
+//! - `diff`: assembles the [`Diff`] from comparisons, gaps and contributions.
 //! - `gaps`: unattributed time of wrapper spans and the ranked contributions to the
 //!   change in end-to-end time.
 //! - `render`: the four output formats.
@@ -24,6 +25,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod compare;
 mod diff;
 mod gaps;
 mod render;
@@ -39,7 +41,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use diff::{diff_runs, CarryOver, Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
+pub use compare::{Comparison, Measure, SideStats, Unit, Verdict};
+pub use diff::{diff_runs, CarryOver, SPAN_THREADS};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use render::{markdown_sections, render, Format, Section};
 pub use select::{pick_variants, RepCounts};

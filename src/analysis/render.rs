@@ -5,9 +5,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::diff::{Comparison, Unit};
+use super::compare::{Comparison, Unit};
 use super::{Diff, PhaseRow};
-use crate::units::TimeUnit;
+use crate::units::{fmt_ns, sig4};
 
 /// Output format of [`render`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,27 +30,6 @@ pub fn render(diff: &Diff, format: Format) -> String {
             s
         }
         Format::Csv => csv_rows(diff),
-    }
-}
-
-/// Nanoseconds with a unit chosen by magnitude and four significant digits.
-pub(crate) fn fmt_ns(ns: f64) -> String {
-    let unit = TimeUnit::of(ns);
-    if unit.ns == 1.0 {
-        // Whole nanoseconds are the clock's resolution.
-        return format!("{ns:.0} ns");
-    }
-    format!("{} {}", sig4(unit.value(ns)), unit.suffix)
-}
-
-fn sig4(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 10.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
     }
 }
 

@@ -3,7 +3,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::diff::{compare, Measure, Unit, Verdict};
+use super::compare::{compare, Measure, Unit, Verdict};
 use super::synthetic::{SyntheticRun, SyntheticVariant};
 use super::*;
 use crate::store::RunData;

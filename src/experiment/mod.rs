@@ -1,7 +1,15 @@
 //! Experiments: the spec ([`spec`]) and the runner ([`runner`]) that proves every
 //! variant rep by rep and hands each rep to the store.
+//!
+//! The runner walks the [`schedule`], sets up params and backends ([`setup`]) and runs
+//! each [`rep`] in its own process or, for `process = "per_rep"`, in a [`worker`] child
+//! that does the same setup and rep. runner and worker both depend on rep, schedule and
+//! setup; those three depend on neither.
 
+pub mod rep;
 pub mod runner;
+pub mod schedule;
+pub mod setup;
 pub mod spec;
 pub mod watchdog;
 pub mod worker;

@@ -2,20 +2,24 @@
 //! params, then runs the schedule (warm-ups, then interleaved reps), writing each rep as
 //! soon as it is verified.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::spec::{Experiment, Order, ProcessPolicy, ResolvedVariant};
+use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
+use super::schedule::{schedule, Slot};
+use super::setup::{obtain_params, setup_backends};
+use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
 use super::watchdog::{self, Watchdog};
 use super::worker;
-use crate::prover::{self, params, CircuitInstance, Gadget, Groth16Params, ProveOptions};
-use crate::store::{self, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta};
-use crate::telemetry::{self, RepTelemetry, Telemetry, TelemetryConfig};
-use crate::trace::{self, selftime};
+use crate::prover;
+use crate::store::{
+    self, NewRun, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta,
+};
+use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
+use crate::trace;
 
 /// Where and how to run.
 #[derive(Debug, Clone)]
@@ -39,243 +43,6 @@ pub struct RunOutcome {
     pub failed: usize,
 }
 
-/// One slot of the schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
-    pub rep: u32,
-    pub variant: usize,
-    pub iteration: u32,
-    pub warmup: bool,
-}
-
-/// Warm-ups first (each variant, in turn), then measured reps, interleaved (ABAB…),
-/// counterbalanced (ABBA…), in blocks of `block` reps (counterbalanced blocks) or
-/// sequential (AA…BB…).
-pub fn schedule(variants: usize, warmups: u32, reps: u32, order: Order, block: u32) -> Vec<Slot> {
-    let mut out = Vec::new();
-    let mut push = |variant, iteration, warmup| {
-        let rep = out.len() as u32;
-        out.push(Slot {
-            rep,
-            variant,
-            iteration,
-            warmup,
-        })
-    };
-    for w in 0..warmups {
-        for v in 0..variants {
-            push(v, w, true);
-        }
-    }
-    match order {
-        Order::Interleaved => {
-            for i in 0..reps {
-                for v in 0..variants {
-                    push(v, i, false);
-                }
-            }
-        }
-        // Counterbalanced is blocks of one rep.
-        Order::Counterbalanced | Order::Blocks => {
-            let block = if order == Order::Blocks {
-                block.max(1)
-            } else {
-                1
-            };
-            for (b, first) in (0..reps).step_by(block as usize).enumerate() {
-                for k in 0..variants {
-                    let v = if b % 2 == 0 { k } else { variants - 1 - k };
-                    for i in first..(first + block).min(reps) {
-                        push(v, i, false);
-                    }
-                }
-            }
-        }
-        Order::Sequential => {
-            for v in 0..variants {
-                for i in 0..reps {
-                    push(v, i, false);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// A new run's folder name: UTC time and a short nonce.
-pub fn run_id() -> String {
-    let now = chrono::Utc::now();
-    let nonce = (trace::now_ns() ^ ((std::process::id() as u64) << 20)) & 0xff_ffff;
-    format!("{}-{nonce:06x}", now.format("%Y%m%dT%H%M%SZ"))
-}
-
-/// Converts drained spans to rows (with self time) for one rep.
-pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<SpanRow> {
-    let ivs: Vec<selftime::Interval> = spans
-        .iter()
-        .map(|s| selftime::Interval {
-            id: s.id,
-            parent: s.parent,
-            thread_id: s.thread_id,
-            start_ns: s.start_ns,
-            end_ns: s.end_ns,
-        })
-        .collect();
-    let selfs = selftime::self_times(&ivs);
-    spans
-        .iter()
-        .zip(selfs)
-        .map(|(s, self_ns)| {
-            let c = |k: crate::counters::CounterKind| s.counters.and_then(|v| v.get(k));
-            use crate::counters::CounterKind as K;
-            let attrs: serde_json::Map<String, serde_json::Value> = s
-                .attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), serde_json::to_value(v).unwrap_or_default()))
-                .collect();
-            SpanRow {
-                rep,
-                variant: variant.to_string(),
-                span_id: s.id,
-                parent_id: s.parent,
-                name: s.name.to_string(),
-                thread_id: s.thread_id,
-                thread_name: s.thread_name.to_string(),
-                start_ns: s.start_ns,
-                end_ns: s.end_ns,
-                duration_ns: s.duration_ns(),
-                self_ns,
-                instructions: c(K::Instructions),
-                branches: c(K::Branches),
-                cycles: c(K::Cycles),
-                task_clock_ns: c(K::TaskClockNs),
-                page_faults: c(K::PageFaults),
-                context_switches: c(K::ContextSwitches),
-                attrs: serde_json::Value::Object(attrs).to_string(),
-                gpu_busy_ns: None,
-            }
-        })
-        .collect()
-}
-
-/// Everything one rep needs that is shared across reps.
-pub struct RepContext<'a> {
-    pub exp: &'a Experiment,
-    pub params: &'a ParamsByGadget,
-    /// GPU telemetry of this process (begun and ended around each rep's proving).
-    pub telemetry: Option<&'a Telemetry>,
-}
-
-/// What one rep produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RepOutput {
-    pub run: RunRow,
-    pub spans: Vec<SpanRow>,
-    pub gpu: RepTelemetry,
-    /// Backend setup this rep's process did before it (per_rep workers), in ns, keyed as
-    /// meta.json `setup_ns` is.
-    pub setup_ns: BTreeMap<String, u64>,
-}
-
-/// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
-/// waits for background drops, verifies outside the spans.
-pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
-    let w = &ctx.exp.workload;
-    let backend = prover::backend(v.backend)?;
-    let params = ctx
-        .params
-        .get(&v.gadget)
-        .context("params missing for this gadget")?;
-    let circuits: Vec<CircuitInstance> = (0..w.batch as u64)
-        .map(|i| CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, i))
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let inputs: Vec<_> = circuits
-        .iter()
-        .map(CircuitInstance::public_inputs)
-        .collect();
-    let started_utc = chrono::Utc::now().to_rfc3339();
-    let mut rng = rand::rngs::OsRng;
-    if ctx.exp.run.heap_trim {
-        crate::counters::heap::trim();
-    }
-    let heap = crate::counters::heap::HeapStats::read();
-    // --- GPU telemetry: on for exactly the proving and its background drops.
-    let tel_notes = ctx
-        .telemetry
-        .map(|t| t.begin_rep(v.telemetry))
-        .unwrap_or_default();
-    let out = prover::prove_batch(
-        backend.as_ref(),
-        params,
-        circuits,
-        ProveOptions { drop: v.drop },
-        &mut rng,
-    );
-    prover::dropper::wait_idle();
-    let mut gpu = ctx
-        .telemetry
-        .map(|t| t.end_rep(slot.rep, &v.name))
-        .unwrap_or_default();
-    gpu.notes.splice(0..0, tel_notes);
-    let spans = trace::drain_trace(out.trace);
-    let mut rows = span_rows(slot.rep, &v.name, &spans);
-    if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {
-        root.attrs = h.add_to_attrs(&root.attrs);
-    }
-    // Only a rep with telemetry collects activity.
-    if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {
-        t.on_thread(|| telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity));
-    }
-    // --- end GPU telemetry.
-    let prove = spans.iter().find(|s| s.id == out.trace);
-    let (status, verified, error, proofs) = match out.result {
-        Ok(mut proofs) => {
-            if v.corrupt_proofs {
-                for p in proofs.iter_mut() {
-                    p.a = p.c;
-                }
-            }
-            match prover::verify_all(params, &proofs, &inputs) {
-                Ok(()) => (RepStatus::Ok, true, String::new(), proofs.len()),
-                Err(e) => (
-                    RepStatus::Failed,
-                    false,
-                    format!("verification failed: {e}"),
-                    proofs.len(),
-                ),
-            }
-        }
-        Err(e) => (RepStatus::Failed, false, e.to_string(), 0),
-    };
-    let row = RunRow {
-        rep: slot.rep,
-        variant: v.name.clone(),
-        iteration: slot.iteration,
-        warmup: slot.warmup,
-        status,
-        verified,
-        proofs: proofs as u32,
-        start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
-        wall_ns: if status == RepStatus::Ok {
-            prove.map(|p| p.duration_ns()).unwrap_or(0)
-        } else {
-            0
-        },
-        started_utc,
-        pid: std::process::id(),
-        rss_end_bytes: crate::envinfo::rss_bytes(),
-        gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
-        error,
-    };
-    Ok(RepOutput {
-        run: row,
-        spans: rows,
-        gpu,
-        setup_ns: BTreeMap::new(),
-    })
-}
-
 /// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for
 /// worker processes, CUPTI's status there (the parent does not load CUPTI). True when
 /// meta.json changed.
@@ -297,152 +64,6 @@ fn record_gpu_meta(
         }
     }
     before != (g.clock_calibration.len(), g.cupti.clone())
-}
-
-/// Params by the gadget a variant uses (gadgets with one shape share one Arc).
-pub type ParamsByGadget = HashMap<Gadget, Arc<Groth16Params>>;
-
-/// Loads (or generates) params for every gadget the variants use. With `in_child`,
-/// params missing from the cache are generated by a child process (`gapscope __params`)
-/// and then loaded here like cached ones: generation leaves this process's heap in
-/// another state than a load, and synthesis then faults a different number of pages
-/// (results/telemetry_overhead_gpu/README.md), so a first run would not match later ones.
-pub fn obtain_params(
-    exp: &Experiment,
-    params_dir: &Path,
-    progress: bool,
-    in_child: bool,
-) -> Result<(ParamsByGadget, Vec<params::ParamsOrigin>)> {
-    let w = &exp.workload;
-    let mut by_gadget = HashMap::new();
-    let mut by_key: HashMap<String, Arc<Groth16Params>> = HashMap::new();
-    let mut origins = Vec::new();
-    for v in exp.resolved_variants() {
-        if by_gadget.contains_key(&v.gadget) {
-            continue;
-        }
-        let c = CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0)
-            .map_err(anyhow::Error::msg)?;
-        let key = params::ParamsKey::for_circuit(&c, w.circuit.as_str(), w.log2_constraints)?;
-        let p = match by_key.get(&key.shape_digest) {
-            Some(p) => p.clone(),
-            None => {
-                if progress {
-                    eprintln!(
-                        "params: {} 2^{} ({} constraints) from {}",
-                        key.circuit,
-                        key.log2_constraints,
-                        key.num_constraints,
-                        params_dir.display()
-                    );
-                }
-                let child = (in_child && !params::cached(params_dir, &key))
-                    .then(|| generate_in_child(w.circuit.as_str(), &key, v.gadget, params_dir))
-                    .transpose()?;
-                let (p, mut origin) = params::load_or_generate(params_dir, &c, &key)?;
-                if let (Some(generated), "loaded") = (child, origin.source.as_str()) {
-                    origin.source = "generated in a child process".into();
-                    origin.elapsed_ms += generated.elapsed_ms;
-                }
-                if progress {
-                    eprintln!("params: {} in {} ms", origin.source, origin.elapsed_ms);
-                }
-                origins.push(origin);
-                let p = Arc::new(p);
-                by_key.insert(key.shape_digest.clone(), p.clone());
-                p
-            }
-        };
-        by_gadget.insert(v.gadget, p);
-    }
-    Ok((by_gadget, origins))
-}
-
-/// Runs `gapscope __params` for `key`, which generates the params into `params_dir`
-/// (its progress goes to this process's stderr), and returns how it went.
-fn generate_in_child(
-    circuit: &str,
-    key: &params::ParamsKey,
-    gadget: crate::prover::Gadget,
-    params_dir: &Path,
-) -> Result<params::ParamsOrigin> {
-    let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
-    let out = std::process::Command::new(exe)
-        .arg("__params")
-        .arg("--circuit")
-        .arg(circuit)
-        .arg("--log2-constraints")
-        .arg(key.log2_constraints.to_string())
-        .arg("--gadget")
-        .arg(gadget.as_str())
-        .arg("--params-dir")
-        .arg(params_dir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("cannot start the params generation process")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "generating params for {} 2^{} in a child process failed ({}); its error is above",
-        key.circuit,
-        key.log2_constraints,
-        out.status
-    );
-    serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "the params generation process printed {:?}, not its result",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-/// One-time backend setup outside the measured reps (supraseal: SRS load and a warm-up
-/// proof), per variant that needs it, in ns for meta.json `setup_ns`. A failed setup is
-/// reported here and fails that variant's reps with its cause; the run goes on.
-#[cfg(feature = "supraseal")]
-pub fn setup_backends(
-    exp: &Experiment,
-    variants: &[ResolvedVariant],
-    params: &ParamsByGadget,
-    origins: &[params::ParamsOrigin],
-    progress: bool,
-) -> BTreeMap<String, u64> {
-    let files: Vec<PathBuf> = origins.iter().map(|o| o.path.clone()).collect();
-    let w = &exp.workload;
-    let mut out = BTreeMap::new();
-    let gpu_variants = variants
-        .iter()
-        .filter(|v| v.backend == prover::BackendKind::Supraseal);
-    for v in gpu_variants {
-        let (Some(p), Ok(c)) = (
-            params.get(&v.gadget),
-            CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0),
-        ) else {
-            continue;
-        };
-        match prover::supraseal::setup_from(&files, p, c) {
-            Ok(r) if !r.reused => {
-                if progress {
-                    eprintln!("setup: {}: {r}", v.name);
-                }
-                out.insert(format!("{}/{}", v.backend.as_str(), v.name), r.total_ns());
-            }
-            Ok(_) => {}
-            Err(e) => eprintln!("warning: variant {:?}: {e}; its reps will fail", v.name),
-        }
-    }
-    out
-}
-
-#[cfg(not(feature = "supraseal"))]
-pub fn setup_backends(
-    _: &Experiment,
-    _: &[ResolvedVariant],
-    _: &ParamsByGadget,
-    _: &[params::ParamsOrigin],
-    _: bool,
-) -> BTreeMap<String, u64> {
-    BTreeMap::new()
 }
 
 fn check_writable(dir: &Path) -> Result<()> {
@@ -477,7 +98,7 @@ fn timed_out(
 ) -> impl FnOnce() + Send + 'static {
     let writer = writer.clone();
     let dir = dir.to_path_buf();
-    let row = worker::failed_row(
+    let row = failed_row(
         v,
         slot,
         format!(
@@ -575,15 +196,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         None => {
             let exp_dir = opts.results_dir.join(&exp.name);
             check_writable(&exp_dir)?;
-            let meta = Meta {
-                schema_version: store::SCHEMA_VERSION,
-                gapscope_version: env!("CARGO_PKG_VERSION").into(),
+            let meta = NewRun {
                 experiment: exp.name.clone(),
-                run_id: run_id(),
-                created_utc: chrono::Utc::now().to_rfc3339(),
                 command: opts.command.clone(),
-                host: crate::envinfo::host(),
-                git: crate::envinfo::git(Path::new(".")),
                 counters,
                 gpu: telemetry.gpu_meta(),
                 workload: WorkloadMeta {
@@ -607,10 +222,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                     ProcessPolicy::Shared => "shared".into(),
                     ProcessPolicy::PerRep => "per_rep".into(),
                 },
-                params: Vec::new(),
-                setup_ns: BTreeMap::new(),
-                completed_utc: None,
-            };
+            }
+            .meta();
             (None, Vec::new(), meta)
         }
     };
@@ -777,41 +390,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
 mod tests {
     use super::*;
     use crate::experiment::spec::Experiment;
-
-    fn order_of(order: Order) -> String {
-        let slots = schedule(2, 1, 4, order, 3);
-        assert_eq!(slots.len(), 10);
-        assert!(slots.iter().enumerate().all(|(i, s)| s.rep == i as u32));
-        assert!(slots[..2].iter().all(|s| s.warmup) && slots[2..].iter().all(|s| !s.warmup));
-        // Every variant gets each iteration once.
-        for v in 0..2 {
-            let mut its: Vec<u32> = slots[2..]
-                .iter()
-                .filter(|s| s.variant == v)
-                .map(|s| s.iteration)
-                .collect();
-            its.sort_unstable();
-            assert_eq!(its, [0, 1, 2, 3]);
-        }
-        slots[2..]
-            .iter()
-            .map(|s| char::from(b'A' + s.variant as u8))
-            .collect()
-    }
-
-    #[test]
-    fn schedules_interleave_counterbalance_or_run_in_sequence() {
-        assert_eq!(order_of(Order::Interleaved), "ABABABAB");
-        assert_eq!(order_of(Order::Counterbalanced), "ABBAABBA");
-        assert_eq!(order_of(Order::Sequential), "AAAABBBB");
-        // Blocks of 3 (the last one shorter), counterbalanced.
-        assert_eq!(order_of(Order::Blocks), "AAABBBBA");
-        let three: String = schedule(3, 0, 2, Order::Counterbalanced, 1)
-            .iter()
-            .map(|s| char::from(b'A' + s.variant as u8))
-            .collect();
-        assert_eq!(three, "ABCCBA");
-    }
+    use crate::store::Meta;
 
     #[test]
     fn a_timed_out_rep_is_committed_as_failed_and_resume_skips_it() {
@@ -830,7 +409,7 @@ mod tests {
             iteration: 2,
             warmup: false,
         };
-        let row = worker::failed_row(v, slot, "did not finish in 7 s".into());
+        let row = failed_row(v, slot, "did not finish in 7 s".into());
         record_timed_out(&Mutex::new(w), &row).unwrap();
         let (_, rows) = RunWriter::open_resume(&dir).unwrap();
         assert_eq!(rows.len(), 1);

@@ -10,9 +10,11 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use super::runner::{obtain_params, run_rep_here, RepContext, RepOutput, Slot};
+use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
+use super::schedule::Slot;
+use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ResolvedVariant};
-use crate::store::{self, RepStatus, RunRow, SpanRow};
+use crate::store::{self, RunRow, SpanRow};
 use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
 
 /// Prefix of the one line a worker prints with its result.
@@ -60,8 +62,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         nvtx: a.nvtx,
     });
     // Outside the rep: telemetry collects only between begin_rep and end_rep.
-    let setup_ns =
-        super::runner::setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
+    let setup_ns = setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
     let ctx = RepContext {
         exp: &exp,
         params: &params,
@@ -118,25 +119,6 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
         },
         other,
     ))
-}
-
-pub(super) fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
-    RunRow {
-        rep: slot.rep,
-        variant: v.name.clone(),
-        iteration: slot.iteration,
-        warmup: slot.warmup,
-        status: RepStatus::Failed,
-        verified: false,
-        proofs: 0,
-        start_ns: 0,
-        wall_ns: 0,
-        started_utc: chrono::Utc::now().to_rfc3339(),
-        pid: 0,
-        rss_end_bytes: None,
-        gpu_mem_used_end_bytes: None,
-        error,
-    }
 }
 
 /// Runs one rep in a child process of this same binary.

@@ -359,38 +359,6 @@ pub fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
     out
 }
 
-/// A duration in its own best unit, three significant digits: "12.3 ms", "1.04 s".
-pub fn fmt_ns(ns: f64) -> String {
-    if ns == 0.0 {
-        return "0".into();
-    }
-    let unit = TimeUnit::of(ns);
-    let v = unit.value(ns);
-    let av = v.abs();
-    let decimals = if av >= 100.0 {
-        0
-    } else if av >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.decimals$} {}", unit.suffix)
-}
-
-/// A signed difference: "+1.20 ms (+3.4%)".
-pub fn fmt_delta(delta_ns: f64, base_ns: f64) -> String {
-    if delta_ns == 0.0 {
-        return "±0".into();
-    }
-    let sign = if delta_ns >= 0.0 { "+" } else { "−" };
-    let mut s = format!("{sign}{}", fmt_ns(delta_ns.abs()));
-    if base_ns > 0.0 {
-        let pct = 100.0 * delta_ns / base_ns;
-        s.push_str(&format!(" ({sign}{:.1}%)", pct.abs()));
-    }
-    s
-}
-
 /// Colour of a delta: red for slower, green for faster, grey when under 1%.
 pub fn delta_color(delta_ns: f64, base_ns: f64) -> RGBColor {
     if base_ns > 0.0 && (delta_ns / base_ns).abs() < 0.01 {
@@ -483,15 +451,6 @@ mod tests {
             nice_ticks(700.0, 9700.0, 4),
             vec![2000.0, 4000.0, 6000.0, 8000.0]
         );
-    }
-
-    #[test]
-    fn durations_read_in_their_unit() {
-        assert_eq!(fmt_ns(12_345_678.0), "12.3 ms");
-        assert_eq!(fmt_ns(1_040_000_000.0), "1.04 s");
-        assert_eq!(fmt_ns(950.0), "950 ns");
-        assert_eq!(fmt_ns(0.0), "0");
-        assert_eq!(fmt_delta(-2e6, 10e6), "−2.00 ms (−20.0%)");
     }
 
     #[test]

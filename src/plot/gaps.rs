@@ -13,6 +13,7 @@ use super::canvas::*;
 use super::input::{median, Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::telemetry::activity::{ActivityKind, Coverage};
+use crate::units::fmt_ns_short;
 
 pub const OUTER: &str = "gpu_prove";
 pub const INNER: &str = "kernels";
@@ -184,8 +185,8 @@ impl Gaps {
             let head = match (median(&gaps), median(&outers)) {
                 (Some(g), Some(o)) => format!(
                     "{variant}: median gap {} of {} {OUTER} ({:.0}%){}",
-                    fmt_ns(g),
-                    fmt_ns(o),
+                    fmt_ns_short(g),
+                    fmt_ns_short(o),
                     100.0 * g / o.max(1.0),
                     if sources.is_empty() {
                         String::new()
@@ -238,9 +239,9 @@ impl Gaps {
                 c.outline((px(0), y0), (px(r.outer_ns), y1), INK.mix(0.6), 1)?;
                 let label = format!(
                     "gap {} ({:.0}%), {} in no span",
-                    fmt_ns(r.gap_ns as f64),
+                    fmt_ns_short(r.gap_ns as f64),
                     100.0 * r.gap_fraction(),
-                    fmt_ns(r.unattributed_ns as f64)
+                    fmt_ns_short(r.unattributed_ns as f64)
                 );
                 c.text(
                     &label,

@@ -13,6 +13,7 @@ use super::canvas::*;
 use super::input::{median, Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::plot::input::family;
+use crate::units::{fmt_delta, fmt_ns_short};
 
 pub struct Phases;
 
@@ -233,7 +234,7 @@ impl Phases {
             let end = x.px(unit.value(at)) + 8;
             let wall = p.wall_ns.unwrap_or(at);
             c.text(
-                &fmt_ns(wall),
+                &fmt_ns_short(wall),
                 (end, y + BAR_H / 2 - 8),
                 LABEL_PX,
                 INK,
@@ -279,7 +280,7 @@ impl Phases {
                 }
                 if at > 0.0 {
                     c.text(
-                        &fmt_ns(at),
+                        &fmt_ns_short(at),
                         (x.px(unit.value(at)) + 8, y + OTHER_H / 2),
                         SMALL_PX,
                         MUTED,
@@ -372,7 +373,7 @@ impl Phases {
                 Align::Left,
             )?;
             for (p, &cx) in with_data.iter().zip(&cols) {
-                let shown = value(p).map(fmt_ns).unwrap_or_else(|| "—".into());
+                let shown = value(p).map(fmt_ns_short).unwrap_or_else(|| "—".into());
                 c.text(&shown, (cx + col_w - 8, y), LABEL_PX, INK, Align::Right)?;
             }
             for (k, p) in with_data.iter().enumerate().skip(1) {

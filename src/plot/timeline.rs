@@ -12,6 +12,7 @@ use super::gpu::{label, GpuLane};
 use super::input::{family, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::store::{GpuActivityRow, RunRow, SpanRow, TelemetryRow};
+use crate::units::fmt_ns_short;
 
 pub struct Timeline;
 
@@ -273,7 +274,7 @@ impl Timeline {
                 p.variant,
                 p.run.rep,
                 p.run.iteration,
-                fmt_ns(p.run.wall_ns as f64),
+                fmt_ns_short(p.run.wall_ns as f64),
                 p.reps
             );
             c.text(

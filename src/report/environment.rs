@@ -6,9 +6,9 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::sections::table;
-use crate::plot::canvas::fmt_ns;
 use crate::plot::input::PlotInput;
 use crate::store::EXPERIMENT_COPY;
+use crate::units::fmt_ns_short;
 
 /// Host, GPU, driver, CUDA, revisions, run policy and variants.
 pub fn environment_section(input: &PlotInput) -> String {
@@ -148,7 +148,7 @@ fn setup_rows(setup: &BTreeMap<String, u64>) -> Vec<Vec<String>> {
             Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
                 per_worker.entry(base).or_default().push(*ns)
             }
-            _ => rows.push(vec![format!("setup: {k}"), fmt_ns(*ns as f64)]),
+            _ => rows.push(vec![format!("setup: {k}"), fmt_ns_short(*ns as f64)]),
         }
     }
     for (k, mut v) in per_worker {
@@ -162,9 +162,9 @@ fn setup_rows(setup: &BTreeMap<String, u64>) -> Vec<Vec<String>> {
             format!("setup: {k} (each worker, {} reps)", v.len()),
             format!(
                 "median {} (from {} to {})",
-                fmt_ns(median),
-                fmt_ns(v[0] as f64),
-                fmt_ns(v[v.len() - 1] as f64)
+                fmt_ns_short(median),
+                fmt_ns_short(v[0] as f64),
+                fmt_ns_short(v[v.len() - 1] as f64)
             ),
         ]);
     }
@@ -301,8 +301,11 @@ mod tests {
             w.starts_with("setup: supraseal/ss (each worker, 3 reps)"),
             "{w}"
         );
-        assert!(w.contains(&format!("median {}", fmt_ns(2e9))), "{w}");
-        assert!(w.contains(&fmt_ns(1e9)) && w.contains(&fmt_ns(3e9)), "{w}");
+        assert!(w.contains(&format!("median {}", fmt_ns_short(2e9))), "{w}");
+        assert!(
+            w.contains(&fmt_ns_short(1e9)) && w.contains(&fmt_ns_short(3e9)),
+            "{w}"
+        );
     }
 
     #[test]

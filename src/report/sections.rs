@@ -5,10 +5,10 @@
 use std::fmt::Write;
 
 use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
-use crate::plot::canvas::{fmt_delta, fmt_ns};
 use crate::plot::gaps::{INNER, OUTER};
 use crate::plot::input::{median, Measure, PlotInput};
 use crate::store::RunData;
+use crate::units::{fmt_delta, fmt_ns_short};
 
 /// A markdown table cell: pipes escaped, newlines flattened.
 pub fn cell(s: &str) -> String {
@@ -168,7 +168,12 @@ pub fn spans_section(input: &PlotInput) -> String {
                     Some(md) => {
                         let lo = vals.iter().copied().fold(f64::MAX, f64::min);
                         let hi = vals.iter().copied().fold(f64::MIN, f64::max);
-                        format!("{} ({}–{})", fmt_ns(md), fmt_ns(lo), fmt_ns(hi))
+                        format!(
+                            "{} ({}–{})",
+                            fmt_ns_short(md),
+                            fmt_ns_short(lo),
+                            fmt_ns_short(hi)
+                        )
                     }
                     None => "—".into(),
                 });
@@ -226,8 +231,8 @@ fn gpu_busy_lines(input: &PlotInput) -> Vec<String> {
         if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, Measure::Total)) {
             lines.push(format!(
                 "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
-                fmt_ns(b),
-                fmt_ns((o - b).max(0.0))
+                fmt_ns_short(b),
+                fmt_ns_short((o - b).max(0.0))
             ));
         }
     }
@@ -311,7 +316,7 @@ pub fn counters_section(input: &PlotInput) -> String {
                     Some(m) => {
                         any = true;
                         if column.ends_with("_ns") {
-                            fmt_ns(m)
+                            fmt_ns_short(m)
                         } else {
                             format!("{m:.0}")
                         }

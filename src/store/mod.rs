@@ -7,12 +7,15 @@
 //! a partial tail that [`RunWriter::open_resume`] cuts off; every finished rep stays.
 //! Whole files (meta.json) are written atomically (temp file + rename).
 
+pub mod envinfo;
+mod new_run;
 pub mod schema;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, Write};
 use std::path::{Path, PathBuf};
 
+pub use new_run::{run_id, span_rows, NewRun};
 pub use schema::*;
 
 #[derive(Debug, thiserror::Error)]

@@ -21,7 +21,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::store::{
-    self, GpuActivityRow, Meta, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta,
+    self, GpuActivityRow, Meta, NewRun, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta,
+    WorkloadMeta,
 };
 use crate::trace::{self, Span};
 
@@ -557,15 +558,9 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
     knobs.insert("launches".into(), o.launches.to_string());
     knobs.insert("spin_iters".into(), o.spin_iters.to_string());
     knobs.insert("telemetry".into(), "true".into());
-    Meta {
-        schema_version: store::SCHEMA_VERSION,
-        gapscope_version: env!("CARGO_PKG_VERSION").into(),
+    NewRun {
         experiment: "gpu-selftest".into(),
-        run_id: crate::experiment::runner::run_id(),
-        created_utc: chrono::Utc::now().to_rfc3339(),
         command: o.command.clone(),
-        host: crate::envinfo::host(),
-        git: crate::envinfo::git(Path::new(".")),
         counters: crate::counters::probe(),
         gpu: tel.gpu_meta(),
         workload: WorkloadMeta {
@@ -583,10 +578,8 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
         warmups: 1,
         order: "sequential".into(),
         process: "shared".into(),
-        params: Vec::new(),
-        setup_ns: BTreeMap::new(),
-        completed_utc: None,
     }
+    .meta()
 }
 
 /// Runs the self-test and writes its run folder. Fails at once, with the reason, where
@@ -634,7 +627,7 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
             Err(e) => (false, e),
         };
         let spans = trace::drain_trace(trace);
-        let mut rows = crate::experiment::runner::span_rows(rep, "selftest", &spans);
+        let mut rows = store::span_rows(rep, "selftest", &spans);
         if t.collected {
             activity::annotate_gpu_busy(&mut rows, &t.activity);
         }
@@ -655,7 +648,7 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
             wall_ns: prove.map(|p| p.duration_ns).unwrap_or(0),
             started_utc,
             pid: std::process::id(),
-            rss_end_bytes: crate::envinfo::rss_bytes(),
+            rss_end_bytes: crate::store::envinfo::rss_bytes(),
             gpu_mem_used_end_bytes: t.gpu_mem_used_end_bytes,
             error: error.clone(),
         };

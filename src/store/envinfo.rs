@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::store::{GitInfo, HostInfo};
+use super::schema::{GitInfo, HostInfo};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()

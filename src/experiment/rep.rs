@@ -1,0 +1,155 @@
+//! One rep, in whichever process runs it: prove with spans and GPU telemetry on, wait
+//! for background drops, verify outside the spans, and return the rows the store
+//! writes. The runner calls it in its own process; a `__worker` child calls it for
+//! `process = "per_rep"`.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+
+use super::schedule::Slot;
+use super::setup::ParamsByGadget;
+use super::spec::{Experiment, ResolvedVariant};
+use crate::prover::{self, CircuitInstance, ProveOptions};
+use crate::store::{self, RepStatus, RunRow, SpanRow};
+use crate::telemetry::{self, RepTelemetry, Telemetry};
+use crate::trace;
+
+/// Everything one rep needs that is shared across reps.
+pub struct RepContext<'a> {
+    pub exp: &'a Experiment,
+    pub params: &'a ParamsByGadget,
+    /// GPU telemetry of this process (begun and ended around each rep's proving).
+    pub telemetry: Option<&'a Telemetry>,
+}
+
+/// What one rep produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepOutput {
+    pub run: RunRow,
+    pub spans: Vec<SpanRow>,
+    pub gpu: RepTelemetry,
+    /// Backend setup this rep's process did before it (per_rep workers), in ns, keyed as
+    /// meta.json `setup_ns` is.
+    pub setup_ns: BTreeMap<String, u64>,
+}
+
+/// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
+/// waits for background drops, verifies outside the spans.
+pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
+    let w = &ctx.exp.workload;
+    let backend = prover::backend(v.backend)?;
+    let params = ctx
+        .params
+        .get(&v.gadget)
+        .context("params missing for this gadget")?;
+    let circuits: Vec<CircuitInstance> = (0..w.batch as u64)
+        .map(|i| CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, i))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let inputs: Vec<_> = circuits
+        .iter()
+        .map(CircuitInstance::public_inputs)
+        .collect();
+    let started_utc = chrono::Utc::now().to_rfc3339();
+    let mut rng = rand::rngs::OsRng;
+    if ctx.exp.run.heap_trim {
+        crate::counters::heap::trim();
+    }
+    let heap = crate::counters::heap::HeapStats::read();
+    // --- GPU telemetry: on for exactly the proving and its background drops.
+    let tel_notes = ctx
+        .telemetry
+        .map(|t| t.begin_rep(v.telemetry))
+        .unwrap_or_default();
+    let out = prover::prove_batch(
+        backend.as_ref(),
+        params,
+        circuits,
+        ProveOptions { drop: v.drop },
+        &mut rng,
+    );
+    prover::dropper::wait_idle();
+    let mut gpu = ctx
+        .telemetry
+        .map(|t| t.end_rep(slot.rep, &v.name))
+        .unwrap_or_default();
+    gpu.notes.splice(0..0, tel_notes);
+    let spans = trace::drain_trace(out.trace);
+    let mut rows = store::span_rows(slot.rep, &v.name, &spans);
+    if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {
+        root.attrs = h.add_to_attrs(&root.attrs);
+    }
+    // Only a rep with telemetry collects activity.
+    if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {
+        t.on_thread(|| telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity));
+    }
+    // --- end GPU telemetry.
+    let prove = spans.iter().find(|s| s.id == out.trace);
+    let (status, verified, error, proofs) = match out.result {
+        Ok(mut proofs) => {
+            if v.corrupt_proofs {
+                for p in proofs.iter_mut() {
+                    p.a = p.c;
+                }
+            }
+            match prover::verify_all(params, &proofs, &inputs) {
+                Ok(()) => (RepStatus::Ok, true, String::new(), proofs.len()),
+                Err(e) => (
+                    RepStatus::Failed,
+                    false,
+                    format!("verification failed: {e}"),
+                    proofs.len(),
+                ),
+            }
+        }
+        Err(e) => (RepStatus::Failed, false, e.to_string(), 0),
+    };
+    let row = RunRow {
+        rep: slot.rep,
+        variant: v.name.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+        status,
+        verified,
+        proofs: proofs as u32,
+        start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
+        wall_ns: if status == RepStatus::Ok {
+            prove.map(|p| p.duration_ns()).unwrap_or(0)
+        } else {
+            0
+        },
+        started_utc,
+        pid: std::process::id(),
+        rss_end_bytes: crate::store::envinfo::rss_bytes(),
+        gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
+        error,
+    };
+    Ok(RepOutput {
+        run: row,
+        spans: rows,
+        gpu,
+        setup_ns: BTreeMap::new(),
+    })
+}
+
+/// The row of a rep that never produced one of its own (its worker died or outlived
+/// its limit): failed, with the reason.
+pub fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
+    RunRow {
+        rep: slot.rep,
+        variant: v.name.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+        status: RepStatus::Failed,
+        verified: false,
+        proofs: 0,
+        start_ns: 0,
+        wall_ns: 0,
+        started_utc: chrono::Utc::now().to_rfc3339(),
+        pid: 0,
+        rss_end_bytes: None,
+        gpu_mem_used_end_bytes: None,
+        error,
+    }
+}
