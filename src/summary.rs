@@ -3,31 +3,25 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::analysis::stats::median;
+use crate::prover::spans;
 use crate::store::{RepStatus, RunData};
 
-/// Phases shown, with the column each reads (total or self time).
-const PHASES: &[(&str, &str, bool)] = &[
-    ("prove", "total (prove)", false),
-    ("synthesis", "synthesis", false),
-    ("gpu_prove", "gpu_prove", false),
-    ("gpu_prove", "  unattributed", true),
-    ("kernels", "  kernels", false),
-    ("b_g2_msm", "  b_g2_msm", false),
-    ("drop", "  drop", false),
-    ("drop_assignments", "drop_assignments", false),
-];
-
-fn median(v: &mut [u64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
+/// Rows shown: (span, label, self time rather than total). The summary's phases of the
+/// span tree, indented by depth, with the wrapper's unattributed (self) time under it.
+fn rows() -> Vec<(&'static str, String, bool)> {
+    let mut out = Vec::new();
+    for (name, depth) in spans::SUMMARY_PHASES {
+        let label = match depth {
+            0 => format!("total ({name})"),
+            d => format!("{}{name}", "  ".repeat(d - 1)),
+        };
+        out.push((name, label, false));
+        if name == spans::GPU_PROVE {
+            out.push((name, "  unattributed".to_string(), true));
+        }
     }
-    v.sort_unstable();
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2] as f64
-    } else {
-        (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
-    })
+    out
 }
 
 /// Median over reps of the per-rep sum of `name`'s time on the thread of `prove`
@@ -40,7 +34,7 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
         .map(|r| r.rep)
         .collect();
     let mut out = BTreeMap::new();
-    for &(name, _, selft) in PHASES {
+    for (name, _, selft) in rows() {
         let mut per_rep: BTreeMap<u32, u64> = BTreeMap::new();
         for s in data
             .spans
@@ -49,8 +43,8 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
         {
             *per_rep.entry(s.rep).or_default() += if selft { s.self_ns } else { s.duration_ns };
         }
-        let mut v: Vec<u64> = per_rep.into_values().collect();
-        if let Some(m) = median(&mut v) {
+        let v: Vec<f64> = per_rep.into_values().map(|ns| ns as f64).collect();
+        if let Some(m) = median(&v) {
             out.insert((name.to_string(), selft), m);
         }
     }
@@ -76,7 +70,7 @@ pub fn phase_table(data: &RunData) -> String {
         let _ = write!(s, " {:>14}", v);
     }
     s.push('\n');
-    for &(name, label, selft) in PHASES {
+    for (name, label, selft) in rows() {
         if cols
             .iter()
             .all(|c| !c.contains_key(&(name.to_string(), selft)))

@@ -15,6 +15,7 @@ use super::{
     WorkloadDifference,
 };
 use crate::counters::CounterKind;
+use crate::prover::spans;
 use crate::store::{RunData, VariantMeta};
 
 /// Span label of whole-rep counter totals: the sum over every thread that recorded
@@ -252,23 +253,20 @@ pub fn diff_runs(
 /// The hand-written table of every review: the prover's phases, the end-to-end total,
 /// then whole-rep counters (hardware ones where the CPU has them, else the software ones).
 fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -> Vec<PhaseRow> {
-    const PHASES: [(&str, &str); 4] = [
-        ("synthesis", "synthesis"),
-        ("GPU wrapper (gpu_prove)", "gpu_prove"),
-        ("kernels", "kernels"),
-        ("drop", "drop"),
-    ];
     let find = |span: &str, m: &Measure| {
         metrics
             .iter()
             .find(|c| c.span == span && &c.measure == m)
             .cloned()
     };
-    let mut rows: Vec<PhaseRow> = PHASES
+    let mut rows: Vec<PhaseRow> = spans::REVIEW_PHASES
         .iter()
-        .filter_map(|&(label, span)| {
+        .filter_map(|&span| {
             find(span, &Measure::Total).map(|comparison| PhaseRow {
-                phase: label.into(),
+                phase: match span {
+                    spans::GPU_PROVE => format!("GPU wrapper ({span})"),
+                    _ => span.into(),
+                },
                 comparison,
             })
         })

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compare::{compare, fnv1a, Comparison, Measure, Unit};
 use super::select::{Agg, Pairs, Side};
-use super::stats::{self, Interval, Sample};
+use super::stats::{self, median, Interval, Sample};
 use super::DiffOptions;
 use crate::units::fmt_ns;
 
@@ -76,20 +76,6 @@ pub struct Contributions {
     pub explained_ns: f64,
     /// Change of the total not accounted for by the items (medians do not add), ns.
     pub unexplained_ns: f64,
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    let mut v = v.to_vec();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 fn unattributed(a: &Agg) -> u64 {

@@ -85,6 +85,27 @@ impl Sample {
     }
 }
 
+/// Median of the finite values (mean of the middle two for an even count); `None` when
+/// there are none. For tables and charts of any number of values; the comparisons use
+/// [`Sample`], which refuses fewer than 2.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let v = finite_sorted(values);
+    (!v.is_empty()).then(|| median_sorted(&v))
+}
+
+/// Quantile `q` in [0, 1] of the finite values, linear between order statistics
+/// (Hyndman & Fan type 7, the default of R and numpy); `None` when there are none.
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    let v = finite_sorted(values);
+    (!v.is_empty()).then(|| quantile_sorted(&v, q))
+}
+
+fn finite_sorted(values: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_unstable_by(f64::total_cmp);
+    v
+}
+
 fn median_sorted(v: &[f64]) -> f64 {
     let n = v.len();
     if n % 2 == 1 {

@@ -6,8 +6,9 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{median, quantile, PlotInput};
+use super::input::PlotInput;
 use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::analysis::stats::{median, quantile};
 
 pub struct Distributions;
 

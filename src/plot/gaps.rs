@@ -10,13 +10,15 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{median, Measure, PlotInput};
+use super::input::{Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::analysis::stats::median;
+use crate::prover::spans;
 use crate::telemetry::activity::{ActivityKind, Coverage};
 use crate::units::fmt_ns_short;
 
-pub const OUTER: &str = "gpu_prove";
-pub const INNER: &str = "kernels";
+pub const OUTER: &str = spans::GPU_PROVE;
+pub const INNER: &str = spans::KERNELS;
 
 pub struct Gaps;
 

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use super::gpu::GpuRecords;
+use crate::analysis::stats::median;
+use crate::prover::spans;
 use crate::store::{RepStatus, RunData, RunRow, SpanRow, StoreError};
 use crate::telemetry::activity::Coverage;
 
@@ -48,27 +50,6 @@ pub fn family(name: &str) -> Cow<'_, str> {
 /// Length of the union of `intervals` clipped to `window`.
 pub fn covered_ns(intervals: &[(u64, u64)], (lo, hi): (u64, u64)) -> u64 {
     Coverage::new(intervals.iter().copied()).within(lo, hi)
-}
-
-/// Median of a sample (mean of the middle two for an even count); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    quantile(values, 0.5)
-}
-
-/// Linear-interpolated quantile (type 7, as R and numpy default).
-pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let pos = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
-    let (i, frac) = (pos.floor() as usize, pos.fract());
-    Some(if i + 1 < v.len() {
-        v[i] + frac * (v[i + 1] - v[i])
-    } else {
-        v[i]
-    })
 }
 
 impl PlotInput {
@@ -214,7 +195,7 @@ impl PlotInput {
         let spans = self.spans_of(rep);
         spans
             .iter()
-            .find(|s| s.name == "prove")
+            .find(|s| s.name == spans::PROVE)
             .or_else(|| spans.iter().find(|s| s.parent_id.is_none()))
             .map(|s| s.thread_id)
     }
@@ -328,13 +309,5 @@ mod tests {
         assert_eq!(covered_ns(&[(50, 60)], (0, 40)), 0);
         assert_eq!(covered_ns(&[(0, 100), (10, 20)], (0, 100)), 100);
         assert_eq!(covered_ns(&[], (0, 1)), 0);
-    }
-
-    #[test]
-    fn quantiles_interpolate() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.25), Some(2.0));
-        assert_eq!(median(&[]), None);
     }
 }

@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{median, Measure, PlotInput};
+use super::input::{Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::analysis::stats::median;
 use crate::plot::input::family;
+use crate::prover::spans;
 use crate::units::{fmt_delta, fmt_ns_short};
 
 pub struct Phases;
@@ -167,7 +169,7 @@ impl Phases {
             &format!(
                 "{} · bar = critical path ({} thread); striped = in no child span; pale = waiting on other threads",
                 run_line(input),
-                "prove"
+                spans::PROVE
             ),
         )?;
         let with_data: Vec<&VariantPhases> = phases.iter().filter(|p| p.reps > 0).collect();

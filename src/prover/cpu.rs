@@ -14,6 +14,7 @@ use ff::PrimeField;
 use group::{prime::PrimeCurveAffine, Curve};
 use rayon::prelude::*;
 
+use super::spans;
 use super::{dropper, Assignment, Backend, BackendKind, Groth16Params, ProveOptions, ProverError};
 use crate::trace::Span;
 
@@ -153,7 +154,7 @@ impl Backend for CpuBackend {
         let w = &self.worker;
         // entry: lock, argument checks, SRS slices.
         let (_guard, vk, n) = {
-            let s = Span::enter("entry");
+            let s = Span::enter(spans::ENTRY);
             let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             let first = assignments.first().ok_or_else(|| err("no circuits"))?;
             let n = first.a.len().next_power_of_two();
@@ -188,7 +189,7 @@ impl Backend for CpuBackend {
 
         // prep: scalars to canonical form, density bitmaps copied out, 0/1 census.
         let mut splits: Vec<Split> = {
-            let s = Span::enter("prep");
+            let s = Span::enter(spans::PREP);
             let (mut zeros, mut ones) = (0u64, 0u64);
             for a in assignments {
                 for x in &a.aux_assignment {
@@ -215,7 +216,7 @@ impl Backend for CpuBackend {
 
         // split_vectors_alloc: the evaluation-domain vectors (a, b, c padded to 2^k).
         {
-            let s = Span::enter("split_vectors_alloc");
+            let s = Span::enter(spans::SPLIT_VECTORS_ALLOC);
             for (sp, a) in splits.iter_mut().zip(assignments) {
                 let mk = |v: &Vec<Scalar>| {
                     let mut c = Vec::with_capacity(n);
@@ -227,7 +228,7 @@ impl Backend for CpuBackend {
             s.set_attr("bytes", (3 * n * 32 * assignments.len()) as u64);
         }
 
-        let kernels = Span::enter("kernels");
+        let kernels = Span::enter(spans::KERNELS);
         {
             let s = Span::enter("ntt_h");
             s.set_attr("n", n);
@@ -294,7 +295,7 @@ impl Backend for CpuBackend {
         };
         drop(kernels);
         let b2_s = {
-            let _s = Span::enter("b_g2_msm");
+            let _s = Span::enter(spans::B_G2_MSM);
             splits
                 .iter()
                 .map(|sp| b_query(w, &params.b_g2, sp, g2_msm))
@@ -302,7 +303,7 @@ impl Backend for CpuBackend {
         };
 
         let proofs = {
-            let _s = Span::enter("assemble");
+            let _s = Span::enter(spans::ASSEMBLE);
             if bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()) {
                 return Err(err("verifying key has an identity delta (subverted CRS)"));
             }
@@ -328,7 +329,7 @@ impl Backend for CpuBackend {
         };
 
         let bytes: u64 = splits.iter().map(Split::heap_bytes).sum();
-        dropper::dispose(opts.drop, "drop", bytes, splits);
+        dropper::dispose(opts.drop, spans::DROP, bytes, splits);
         Ok(proofs)
     }
 }

@@ -18,6 +18,7 @@ pub mod gpu_probe;
 pub mod params;
 #[cfg(feature = "supraseal")]
 pub mod reference;
+pub mod spans;
 #[cfg(feature = "supraseal")]
 pub mod supraseal;
 
@@ -131,7 +132,7 @@ fn current_cpu() -> i64 {
 /// child per circuit on the worker thread that ran it, with the CPU it started and ended
 /// on (`cpu_start`, `cpu_end`).
 pub fn synthesize_all(circuits: Vec<CircuitInstance>) -> Result<Vec<Assignment>, ProverError> {
-    let s = Span::enter("synthesis");
+    let s = Span::enter(spans::SYNTHESIS);
     s.set_attr("circuits", circuits.len());
     let ctx = s.context();
     circuits
@@ -168,18 +169,18 @@ pub fn prove_batch(
     let n = circuits.len();
     let r_s: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut *rng)).collect();
     let s_s: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut *rng)).collect();
-    let prove = Span::enter("prove");
+    let prove = Span::enter(spans::PROVE);
     prove.set_attr("circuits", n);
     prove.set_attr("backend", backend.kind().as_str());
     let trace = prove.trace();
     let result = synthesize_all(circuits).and_then(|assignments| {
         let proofs = {
-            let g = Span::enter("gpu_prove");
+            let g = Span::enter(spans::GPU_PROVE);
             g.set_attr("backend", backend.kind().as_str());
             backend.prove(params, &assignments, &r_s, &s_s, opts)
         };
         let bytes: u64 = assignments.iter().map(Assignment::heap_bytes).sum();
-        dropper::dispose(opts.drop, "drop_assignments", bytes, assignments);
+        dropper::dispose(opts.drop, spans::DROP_ASSIGNMENTS, bytes, assignments);
         proofs
     });
     drop(prove);

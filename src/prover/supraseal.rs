@@ -29,6 +29,7 @@ use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
 use group::prime::PrimeCurveAffine;
 
 use super::gpu_probe::{self, GpuDevice, GpuError};
+use super::spans;
 use super::{
     dropper, Assignment, Backend, BackendKind, CircuitInstance, Groth16Params, ProveOptions,
     ProverError,
@@ -354,7 +355,7 @@ impl Backend for SuprasealBackend {
         opts: ProveOptions,
     ) -> Result<Vec<Proof<Bls12>>, ProverError> {
         let (_guard, loaded, table, devices) = {
-            let s = Span::enter("entry");
+            let s = Span::enter(spans::ENTRY);
             let guard = PROVE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
             let loaded = match find_loaded(&params.vk) {
                 Some(l) => l,
@@ -419,7 +420,7 @@ impl Backend for SuprasealBackend {
         };
 
         let bytes = table.heap_bytes();
-        dropper::dispose(opts.drop, "drop", bytes, table);
+        dropper::dispose(opts.drop, spans::DROP, bytes, table);
         Ok(proofs)
     }
 }

@@ -4,9 +4,10 @@
 
 use std::fmt::Write;
 
+use crate::analysis::stats::median;
 use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
 use crate::plot::gaps::{INNER, OUTER};
-use crate::plot::input::{median, Measure, PlotInput};
+use crate::plot::input::{Measure, PlotInput};
 use crate::store::RunData;
 use crate::units::{fmt_delta, fmt_ns_short};
 

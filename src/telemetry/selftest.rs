@@ -27,6 +27,7 @@ use crate::store::{
 use crate::trace::{self, Span};
 
 use super::{activity, dylib, RepTelemetry, Telemetry, TelemetryConfig};
+use crate::prover::spans;
 
 /// Options of a self-test run.
 #[derive(Debug, Clone)]
@@ -151,7 +152,7 @@ pub fn check_rep(
         format!("{} dropped", t.dropped_records),
     );
 
-    match span("kernels") {
+    match span(spans::KERNELS) {
         Some(ks) => {
             let outside: Vec<String> = t
                 .activity
@@ -205,7 +206,7 @@ pub fn check_rep(
             "no `kernels` span".into(),
         ),
     }
-    match span("gpu_prove") {
+    match span(spans::GPU_PROVE) {
         Some(g) => {
             let idle = g.gpu_idle_ns().unwrap_or(0);
             check(
@@ -484,10 +485,10 @@ fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> (u64, Result<bool, String>) {
     let n = o.elements;
     let x: Vec<f32> = (0..n as usize).map(x_of).collect();
     let ones = vec![1.0f32; n as usize];
-    let prove = Span::enter("prove");
+    let prove = Span::enter(spans::PROVE);
     let trace = prove.trace();
     let result = (|| -> Result<Vec<f32>, String> {
-        let _g = Span::enter("gpu_prove");
+        let _g = Span::enter(spans::GPU_PROVE);
         let (x_dev, mut y_dev) = {
             let s = Span::enter("h2d");
             s.set_attr("bytes", 2 * n as u64 * 4);
@@ -506,7 +507,7 @@ fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> (u64, Result<bool, String>) {
             s.set_attr("bytes", n as u64 * 4);
         }
         {
-            let s = Span::enter("kernels");
+            let s = Span::enter(spans::KERNELS);
             let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
             let start = gpu.ctx.new_event(timing).map_err(e("event"))?;
             let stop = gpu.ctx.new_event(timing).map_err(e("event"))?;
@@ -536,7 +537,7 @@ fn gpu_rep(gpu: &Gpu, o: &SelftestOptions) -> (u64, Result<bool, String>) {
             let _s = Span::enter("d2h");
             gpu.stream.clone_dtoh(&y_dev).map_err(e("DtoH"))?
         };
-        let _d = Span::enter("drop");
+        let _d = Span::enter(spans::DROP);
         drop((x_dev, y_dev));
         Ok(y)
     })();
@@ -631,7 +632,7 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
         if t.collected {
             activity::annotate_gpu_busy(&mut rows, &t.activity);
         }
-        let prove = rows.iter().find(|s| s.name == "prove");
+        let prove = rows.iter().find(|s| s.name == spans::PROVE);
         let row = RunRow {
             rep,
             variant: "selftest".into(),

@@ -9,6 +9,18 @@ fn s(v: &[f64]) -> Sample {
 }
 
 #[test]
+fn free_median_and_quantile_skip_non_finite_values() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+    assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    assert_eq!(median(&[7.0]), Some(7.0));
+    assert_eq!(median(&[f64::NAN, 5.0, 1.0]), Some(3.0));
+    assert_eq!(median(&[]), None);
+    assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.25), Some(2.0));
+    assert_eq!(quantile(&[1.0, 2.0], 0.75), Some(1.75));
+    assert_eq!(quantile(&[f64::NAN], 0.5), None);
+}
+
+#[test]
 fn sample_refuses_too_few_and_non_finite_values() {
     assert_eq!(Sample::new(vec![]), Err(SampleError::TooFew(0)));
     assert_eq!(Sample::new(vec![1.0]), Err(SampleError::TooFew(1)));
@@ -319,6 +331,12 @@ fn values() -> impl Strategy<Value = Vec<f64>> {
 }
 
 proptest! {
+    #[test]
+    fn free_median_agrees_with_the_sample_median(v in prop::collection::vec(-1e12f64..1e12, 2..40)) {
+        prop_assert_eq!(median(&v), Some(s(&v).median()));
+        prop_assert_eq!(quantile(&v, 0.9), Some(s(&v).quantile(0.9)));
+    }
+
     #[test]
     fn median_and_mad_are_bounded(v in values()) {
         let x = Sample::new(v).unwrap();
