@@ -8,7 +8,7 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use gapscope::analysis::synthetic::{SyntheticRun, SyntheticVariant};
-use gapscope::plot::{self, Format, PlotInput};
+use gapscope::plot::{self, ImageFormat, PlotInput};
 use gapscope::store::RunData;
 use serde_json::Value;
 
@@ -36,7 +36,7 @@ fn every_chart_is_drawn_as_svg_and_png_naming_the_top_level_spans() {
     let tmp = tempfile::tempdir().unwrap();
     let run = fixture::write(tmp.path(), &fixture::Options::default());
     let out = tmp.path().join("charts");
-    let results = plot::render_all(&input(&run), &out, &[Format::Svg, Format::Png]);
+    let results = plot::render_all(&input(&run), &out, &[ImageFormat::Svg, ImageFormat::Png]);
     assert_eq!(results.len(), 4);
     for (name, outcome) in results {
         let r = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -74,7 +74,7 @@ fn without_gpu_files_the_timeline_says_so_and_with_them_draws_lanes_and_utilisat
         &plot::timeline::Timeline,
         &input(&plain),
         &out,
-        &[Format::Svg],
+        &[ImageFormat::Svg],
     )
     .unwrap();
     let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
@@ -94,7 +94,7 @@ fn without_gpu_files_the_timeline_says_so_and_with_them_draws_lanes_and_utilisat
         &plot::timeline::Timeline,
         &input(&gpu),
         &out,
-        &[Format::Svg, Format::Png],
+        &[ImageFormat::Svg, ImageFormat::Png],
     )
     .unwrap();
     let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
@@ -118,7 +118,9 @@ fn a_run_with_no_verified_rep_still_draws_every_chart_saying_what_is_missing() {
         },
     );
     let out = tmp.path().join("charts");
-    for (name, outcome) in plot::render_all(&input(&run), &out, &[Format::Svg, Format::Png]) {
+    for (name, outcome) in
+        plot::render_all(&input(&run), &out, &[ImageFormat::Svg, ImageFormat::Png])
+    {
         let r = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!r.notes.0.is_empty(), "{name} should say what is missing");
         image::open(out.join(format!("{name}.png"))).unwrap();

@@ -9,8 +9,8 @@ use super::compare::{Comparison, Unit};
 use super::{Diff, PhaseRow};
 use crate::units::{fmt_ns, sig4};
 
-/// Output format of [`render`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Output format of [`render`] (`gapscope diff --format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Terminal,
     Markdown,

@@ -32,15 +32,23 @@ struct WorkerResult {
     setup_ns: std::collections::BTreeMap<String, u64>,
 }
 
-/// Arguments of the hidden `__worker` subcommand.
-#[derive(Debug, Clone)]
+/// Arguments of the hidden `__worker` subcommand: the runner writes them, this parses
+/// them, so one definition serves both ends.
+#[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
+    #[arg(long)]
     pub run_dir: std::path::PathBuf,
+    #[arg(long)]
     pub params_dir: std::path::PathBuf,
+    #[arg(long)]
     pub variant: String,
+    #[arg(long)]
     pub rep: u32,
+    #[arg(long)]
     pub iteration: u32,
+    #[arg(long)]
     pub warmup: bool,
+    #[arg(long)]
     pub nvtx: bool,
 }
 

@@ -8,6 +8,22 @@ use std::path::{Path, PathBuf};
 
 use crate::plot::PlotInput;
 
+/// Formats a run folder is exported in (`gapscope export --format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
+    Chrome,
+}
+
+impl ExportFormat {
+    /// The exporter that writes this format.
+    pub fn exporter(self) -> &'static dyn Exporter {
+        match self {
+            ExportFormat::Chrome => &chrome::ChromeTrace,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     #[error("{dir}: no rep {rep} in runs.csv (reps present: {available})")]

@@ -60,16 +60,16 @@ pub enum PlotError {
 
 /// Image formats a chart is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum ImageFormat {
     Svg,
     Png,
 }
 
-impl Format {
+impl ImageFormat {
     pub fn extension(self) -> &'static str {
         match self {
-            Format::Svg => "svg",
-            Format::Png => "png",
+            ImageFormat::Svg => "svg",
+            ImageFormat::Png => "png",
         }
     }
 }
@@ -167,7 +167,7 @@ pub fn render(
     chart: &dyn Chart,
     input: &PlotInput,
     dir: &Path,
-    formats: &[Format],
+    formats: &[ImageFormat],
 ) -> ChartOutcome {
     register_font()?;
     std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
@@ -219,17 +219,17 @@ fn draw_file(
     input: &PlotInput,
     path: &Path,
     size: (u32, u32),
-    format: Format,
+    format: ImageFormat,
 ) -> Drawn<Notes> {
     match format {
-        Format::Svg => {
+        ImageFormat::Svg => {
             let root = SVGBackend::new(path, size).into_drawing_area();
             root.fill(&WHITE)?;
             let notes = chart.draw_svg(input, &root)?;
             root.present()?;
             Ok(notes)
         }
-        Format::Png => {
+        ImageFormat::Png => {
             let root = BitMapBackend::new(path, size).into_drawing_area();
             root.fill(&WHITE)?;
             let notes = chart.draw_png(input, &root)?;
@@ -252,7 +252,7 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 pub fn render_all(
     input: &PlotInput,
     dir: &Path,
-    formats: &[Format],
+    formats: &[ImageFormat],
 ) -> Vec<(&'static str, ChartOutcome)> {
     all_charts()
         .iter()

@@ -14,7 +14,7 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use crate::export::{chrome::ChromeTrace, RepSelection};
-use crate::plot::{self, Format, PlotInput};
+use crate::plot::{self, ImageFormat, PlotInput};
 
 pub use sections::{diffs, phase_section, Diffs};
 
@@ -89,7 +89,7 @@ pub fn write_report(
     let _ = writeln!(md, "## Charts\n");
     let mut drawn = 0;
     let mut failures = Vec::new();
-    for (name, outcome) in plot::render_all(input, out, &[Format::Svg, Format::Png]) {
+    for (name, outcome) in plot::render_all(input, out, &[ImageFormat::Svg, ImageFormat::Png]) {
         match outcome {
             Ok(r) => {
                 drawn += 1;

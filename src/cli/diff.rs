@@ -1,0 +1,104 @@
+//! `gapscope diff`: baseline against candidate, printed in one of the diff's formats.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::analysis::{self, DiffOptions, Format, Verdict};
+use crate::store::RunData;
+
+/// "1", "1%" or "0.5 %" → 0.01, 0.01, 0.005.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('%').trim();
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..100.0).contains(&v) => Ok(v / 100.0),
+        _ => Err(format!(
+            "{s:?} is not a percentage in [0, 100), e.g. 1 or 0.5%"
+        )),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiffArgs {
+    /// RUN_DIR, or RUN_A RUN_B.
+    #[arg(required = true, num_args = 1..=2, value_name = "RUN_DIR")]
+    runs: Vec<PathBuf>,
+    /// Baseline variant (in the first run).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Candidate variant (in the last run).
+    #[arg(long)]
+    candidate: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Terminal)]
+    pub(super) format: Format,
+    /// Smallest relative change a verdict reports, in percent ("1" or "1%").
+    #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
+    noise_floor: f64,
+    /// Significance level of the rank test; the interval has confidence 1 - alpha.
+    #[arg(long, default_value_t = 0.05)]
+    alpha: f64,
+    /// Bootstrap resamples per metric.
+    #[arg(long, default_value_t = 2000)]
+    resamples: usize,
+    /// Flag wrapper spans whose unattributed time exceeds this share, in percent.
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    gap_threshold: f64,
+    /// Bootstrap seed (the output is reproducible for a given seed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Compare even when workloads, hosts or GPUs differ (the differences are listed).
+    #[arg(long)]
+    force: bool,
+    /// Compare the sides as independent samples even when they are variants of one
+    /// interleaved run (by default the reps of one iteration are paired, which
+    /// cancels the machine's drift between iterations).
+    #[arg(long)]
+    unpaired: bool,
+    /// Exit with status 2 when any row of the phase table is regressed (for CI); the
+    /// diff is printed first and the regressed phases are named on stderr.
+    #[arg(long)]
+    fail_on_regression: bool,
+}
+
+impl DiffArgs {
+    pub(super) fn options(&self) -> DiffOptions {
+        let defaults = DiffOptions::default();
+        DiffOptions {
+            noise_floor: self.noise_floor,
+            alpha: self.alpha,
+            bootstrap_resamples: self.resamples,
+            gap_threshold: self.gap_threshold,
+            force: self.force,
+            paired: !self.unpaired,
+            seed: self.seed.unwrap_or(defaults.seed),
+        }
+    }
+}
+
+pub fn run(a: DiffArgs) -> Result<()> {
+    let load = |dir: &PathBuf| {
+        RunData::load(dir).with_context(|| format!("cannot read run folder {}", dir.display()))
+    };
+    let base = load(&a.runs[0])?;
+    let other = a.runs.get(1).map(load).transpose()?;
+    let cand = other.as_ref().unwrap_or(&base);
+    let (bv, cv) = analysis::pick_variants(
+        &base,
+        other.as_ref(),
+        a.baseline.as_deref(),
+        a.candidate.as_deref(),
+    )?;
+    let diff = analysis::diff_runs(&base, &bv, cand, &cv, &a.options())?;
+    print!("{}", analysis::render(&diff, a.format));
+    let phases: Vec<String> = diff
+        .phase_table
+        .iter()
+        .filter(|r| r.comparison.verdict == Verdict::Regressed)
+        .map(|r| r.phase.clone())
+        .collect();
+    if a.fail_on_regression && !phases.is_empty() {
+        return Err(super::Regressed { phases }.into());
+    }
+    Ok(())
+}

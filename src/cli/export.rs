@@ -1,0 +1,39 @@
+//! `gapscope export`: a run folder's spans, GPU intervals and NVML samples in another
+//! tool's format.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::export::{self, ExportFormat, RepSelection};
+use crate::plot::PlotInput;
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    run_dir: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Chrome)]
+    format: ExportFormat,
+    /// Same as `--format chrome`.
+    #[arg(long, hide = true, conflicts_with = "format")]
+    chrome: bool,
+    /// Only this rep (the `rep` column of runs.csv); default: every rep.
+    #[arg(long, value_name = "N")]
+    rep: Option<u32>,
+    /// Output file (default: trace.json, or trace-rep<N>.json, in the run folder).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+pub fn run(a: ExportArgs) -> Result<()> {
+    let format = if a.chrome {
+        ExportFormat::Chrome
+    } else {
+        a.format
+    };
+    let input = PlotInput::load(&a.run_dir)?;
+    let selection = a.rep.map_or(RepSelection::All, RepSelection::One);
+    let path = export::export_to_file(format.exporter(), &input, selection, a.out.as_deref())?;
+    println!("{}", path.display());
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! Command line: clap parses the arguments into one struct per subcommand, which turns
+//! itself into the library's options; each subcommand's handler is in its own file.
+//! `main` only calls [`run`] and maps its error to an exit status.
+
+mod completions;
+mod diff;
+mod export;
+mod params;
+mod report;
+mod run;
+mod selftest;
+mod summary;
+mod upstream;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gapscope",
+    version,
+    about = "Find where a Groth16 prover's time went: run, diff, report."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run an experiment (variants × reps) and write results/<experiment>/<run>/.
+    Run(run::RunArgs),
+    /// Print the phase summary of a run folder.
+    Summary(summary::SummaryArgs),
+    /// Write a review report (report.md, SVG/PNG charts, Chrome trace) of a run folder.
+    Report(report::ReportArgs),
+    /// Export a run folder's spans, GPU intervals and NVML samples for another tool.
+    Export(export::ExportArgs),
+    /// Compare a baseline against a candidate: phase table, statistics with verdicts,
+    /// unattributed time in wrapper spans and where the time went.
+    ///
+    /// With one run folder, compares two of its variants (`baseline` and `candidate`
+    /// when so named, else the first two). With two, compares a variant of the first
+    /// (baseline) with one of the second (candidate; by default the same name).
+    ///
+    /// Exit status: 0 when the diff was printed, 1 on an error, 2 with
+    /// --fail-on-regression when a row of the phase table is regressed.
+    Diff(diff::DiffArgs),
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions(completions::CompletionsArgs),
+    /// Generates params into the cache (a run's child process: see obtain_params).
+    #[command(name = "__params", hide = true)]
+    Params(params::ParamsArgs),
+    /// Runs one rep of a run folder and prints its result line (process = "per_rep").
+    #[command(name = "__worker", hide = true)]
+    Worker(worker::WorkerArgs),
+    /// Prove with bellperson's own `cuda-supraseal` wrapper (its synthesis, hand-off and
+    /// SRS loader) on the circuit and params file `backend = "supraseal"` uses, and
+    /// verify every proof: the control that tells upstream's behaviour from ours. Needs a
+    /// build with `--features supraseal` and a GPU.
+    #[command(name = "upstream-reference")]
+    UpstreamReference(upstream::UpstreamArgs),
+    /// Check GPU telemetry on this machine with real kernels and copies (no prover
+    /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
+    #[command(name = "gpu-selftest", hide = true)]
+    GpuSelftest(selftest::SelftestArgs),
+}
+
+/// Exit status of `gapscope diff --fail-on-regression` when a phase regressed.
+pub const EXIT_REGRESSED: i32 = 2;
+
+/// `gapscope diff --fail-on-regression` found regressed phases: not a failure of the
+/// tool, so `main` exits with [`EXIT_REGRESSED`] rather than 1.
+#[derive(Debug, thiserror::Error)]
+#[error("regressed: {} (phase table; --fail-on-regression)", phases.join(", "))]
+pub struct Regressed {
+    pub phases: Vec<String>,
+}
+
+/// The params cache when no `--params-dir` is given: $GAPSCOPE_PARAMS_DIR, else ./params.
+fn default_params_dir() -> PathBuf {
+    std::env::var_os("GAPSCOPE_PARAMS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("params"))
+}
+
+/// The command line as given, kept in meta.json and the report.
+fn command_line() -> Vec<String> {
+    std::env::args().collect()
+}
+
+/// An enum value given by its snake_case name; serde's error names the valid ones (as
+/// experiment files get them).
+fn parse_name<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}"))
+}
+
+/// Parses the command line and runs the subcommand.
+pub fn run() -> Result<()> {
+    let cli = Cli::parse();
+    if std::env::var_os("GAPSCOPE_LOG_SPANS").is_some_and(|v| v != "0") {
+        crate::trace::set_mirror(Box::new(crate::trace::StderrSpanLog));
+    }
+    match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Summary(a) => summary::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Export(a) => export::run(a),
+        Command::Diff(a) => diff::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Params(a) => params::run(a),
+        Command::Worker(a) => worker::run(a),
+        Command::UpstreamReference(a) => upstream::run(a),
+        Command::GpuSelftest(a) => selftest::run(a),
+    }
+}

@@ -1,0 +1,67 @@
+//! `gapscope run`: runs an experiment, then prints its summary and run folder.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::experiment::{self, RunOptions};
+use crate::store::RunData;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Experiment TOML (omit with --resume).
+    experiment: Option<PathBuf>,
+    /// Continue a killed run in this folder; finished reps are kept.
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<PathBuf>,
+    /// Where run folders go.
+    #[arg(long, default_value = "results")]
+    results_dir: PathBuf,
+    /// Params cache (defaults to $GAPSCOPE_PARAMS_DIR or ./params).
+    #[arg(long)]
+    params_dir: Option<PathBuf>,
+    /// No progress bar or summary table.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Mirror every span as an NVTX range, so that Nsight Systems shows the phases
+    /// (under `nsys profile -t cuda,nvtx`; without a profiler the ranges go to
+    /// gapscope's CUPTI, as `nvtx` rows of gpu_activity.csv; meta.json says where, or
+    /// why the mirror is unavailable).
+    #[arg(long)]
+    nvtx: bool,
+}
+
+impl RunArgs {
+    fn options(&self) -> RunOptions {
+        RunOptions {
+            results_dir: self.results_dir.clone(),
+            params_dir: self
+                .params_dir
+                .clone()
+                .unwrap_or_else(super::default_params_dir),
+            resume: self.resume.clone(),
+            progress: !self.quiet,
+            command: super::command_line(),
+            nvtx: self.nvtx,
+        }
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let out = experiment::run(a.experiment.as_deref(), &a.options())?;
+    let data = RunData::load(&out.dir)?;
+    if !a.quiet {
+        print!("{}", crate::summary::phase_table(&data));
+    }
+    for f in crate::telemetry::leak_flags(&data) {
+        eprintln!("leak watch: {f}");
+    }
+    println!("{}", out.dir.display());
+    if out.failed > 0 {
+        eprintln!(
+            "warning: {} rep(s) failed; see error column of runs.csv",
+            out.failed
+        );
+    }
+    Ok(())
+}

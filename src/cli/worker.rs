@@ -1,0 +1,10 @@
+//! `gapscope __worker` (hidden): one rep of a run folder in a fresh process
+//! (`process = "per_rep"`); the runner reads its result line.
+
+use anyhow::Result;
+
+pub use crate::experiment::worker::WorkerArgs;
+
+pub fn run(a: WorkerArgs) -> Result<()> {
+    crate::experiment::worker::worker_main(&a)
+}
