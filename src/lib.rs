@@ -13,6 +13,7 @@ pub mod export;
 pub mod plot;
 pub mod prover;
 pub mod report;
+pub mod stats;
 pub mod store;
 pub mod summary;
 pub mod telemetry;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::analysis::stats::median;
 use crate::prover::spans;
+use crate::stats::median;
 use crate::store::{RepStatus, RunData};
 
 /// Rows shown: (span, label, self time rather than total). The summary's phases of the

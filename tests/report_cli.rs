@@ -8,8 +8,9 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use gapscope::analysis::synthetic::{SyntheticRun, SyntheticVariant};
-use gapscope::plot::{self, ImageFormat, PlotInput};
+use gapscope::plot::{self, ImageFormat};
 use gapscope::store::RunData;
+use gapscope::store::RunView;
 use serde_json::Value;
 
 fn gapscope() -> Command {
@@ -27,8 +28,8 @@ fn gpu_run(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-fn input(dir: &Path) -> PlotInput {
-    PlotInput::load(dir).unwrap()
+fn input(dir: &Path) -> RunView {
+    RunView::load(dir).unwrap()
 }
 
 #[test]
@@ -412,7 +413,7 @@ fn unattributed_time_counts_children_on_every_thread_and_self_time_only_its_own(
     let tmp = tempfile::tempdir().unwrap();
     let run = fixture::write(tmp.path(), &fixture::Options::default());
     let input = input(&run);
-    use gapscope::plot::input::Measure::{SelfTime, Unattributed};
+    use gapscope::store::SpanTime::{SelfTime, Unattributed};
     // synthesis waits 1000 µs on its thread while workers cover all but 20 µs of it.
     assert_eq!(
         input.median_of("baseline", "synthesis", SelfTime),

@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::{self, Interval, Sample};
 use super::DiffOptions;
+use crate::stats::{self, Interval, Sample};
 /// What a metric measures of a span.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(into = "String", from = "String")]

@@ -9,13 +9,13 @@ use serde::{Deserialize, Serialize};
 use super::compare::{compare, Comparison, Measure, Unit};
 use super::gaps;
 use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
-use super::stats;
 use super::{
     Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak,
     WorkloadDifference,
 };
 use crate::counters::CounterKind;
 use crate::prover::spans;
+use crate::stats;
 use crate::store::{RunData, VariantMeta};
 
 /// Span label of whole-rep counter totals: the sum over every thread that recorded

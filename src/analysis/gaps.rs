@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::compare::{compare, fnv1a, Comparison, Measure, Unit};
 use super::select::{Agg, Pairs, Side};
-use super::stats::{self, median, Interval, Sample};
 use super::DiffOptions;
+use crate::stats::{self, median, Interval, Sample};
 use crate::units::fmt_ns;
 
 /// One side of a wrapper span's gap.

@@ -6,7 +6,6 @@
 //! the output is a [`Diff`], one serde record that [`render`] prints as a terminal table,
 //! markdown, JSON or CSV, and that the report generator consumes directly.
 //!
-//! - [`stats`]: samples, medians, MAD, bootstrap interval, Mann–Whitney U.
 //! - `select`: which variants, the workload check, and the measured reps of one
 //!   variant as one value per rep and metric.
 //! - `compare`: one metric, baseline against candidate, and the verdict rule.
@@ -30,7 +29,6 @@ mod diff;
 mod gaps;
 mod render;
 mod select;
-pub mod stats;
 pub mod synthetic;
 
 #[cfg(test)]
@@ -41,12 +39,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::stats::Interval;
 pub use compare::{Comparison, Measure, SideStats, Unit, Verdict};
 pub use diff::{diff_runs, CarryOver, SPAN_THREADS};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use render::{markdown_sections, render, Format, Section};
 pub use select::{pick_variants, RepCounts};
-pub use stats::Interval;
 
 use crate::store::WorkloadMeta;
 use crate::telemetry::LeakFlag;
@@ -69,7 +67,7 @@ pub struct DiffOptions {
     pub force: bool,
     /// Pair the reps of one iteration when both sides are variants of one interleaved
     /// (or counterbalanced) run, and compare per-pair differences (see
-    /// [`stats::signed_rank`]); false compares the two sides as independent samples.
+    /// [`crate::stats::signed_rank`]); false compares the two sides as independent samples.
     /// Default true.
     #[serde(default = "yes")]
     pub paired: bool,

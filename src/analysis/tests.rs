@@ -128,7 +128,7 @@ fn verdict_edge_cases() {
     let opts = DiffOptions::default();
     let c =
         |a: &[f64], b: &[f64]| compare("x", Measure::Total, Unit::Ns, a, b, None, &opts).verdict;
-    let needed = stats::min_reps_for_verdict(0.05);
+    let needed = crate::stats::min_reps_for_verdict(0.05);
     assert_eq!(
         c(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]),
         Verdict::TooFewReps { needed }

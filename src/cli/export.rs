@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::export::{self, ExportFormat, RepSelection};
-use crate::plot::PlotInput;
+use crate::store::RunView;
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
@@ -31,7 +31,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
     } else {
         a.format
     };
-    let input = PlotInput::load(&a.run_dir)?;
+    let input = RunView::load(&a.run_dir)?;
     let selection = a.rep.map_or(RepSelection::All, RepSelection::One);
     let path = export::export_to_file(format.exporter(), &input, selection, a.out.as_deref())?;
     println!("{}", path.display());

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::plot::PlotInput;
 use crate::report;
+use crate::store::RunView;
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
@@ -16,7 +16,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> Result<()> {
-    let input = PlotInput::load(&a.run_dir)?;
+    let input = RunView::load(&a.run_dir)?;
     let out = a.out.unwrap_or_else(|| report::default_out_dir(&input));
     let done = report::write_report(&input, &out, &super::command_line())
         .with_context(|| format!("writing the report into {}", out.display()))?;

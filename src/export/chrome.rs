@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use super::{ExportError, Exporter, RepSelection};
-use crate::plot::gpu::{self, series, GpuLane};
-use crate::plot::PlotInput;
+use crate::store::gpu_lanes::{self, series, GpuLane};
+use crate::store::RunView;
 
 pub struct ChromeTrace;
 
@@ -38,18 +38,14 @@ impl Exporter for ChromeTrace {
         }
     }
 
-    fn serialize(
-        &self,
-        input: &PlotInput,
-        selection: RepSelection,
-    ) -> Result<Vec<u8>, ExportError> {
+    fn serialize(&self, input: &RunView, selection: RepSelection) -> Result<Vec<u8>, ExportError> {
         let value = trace(input, &selection.reps(input)?)?;
         Ok(serde_json::to_vec(&value).expect("a JSON value serialises"))
     }
 }
 
 /// The trace of `reps` as one JSON value.
-pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
+pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
     let variants = input.variants();
     let mut meta_events = Vec::new();
     let mut events = Vec::new();
@@ -167,7 +163,7 @@ pub fn trace(input: &PlotInput, reps: &[u32]) -> Result<Value, ExportError> {
             args.insert("stream".into(), json!(a.stream));
             args.insert("correlation_id".into(), json!(a.correlation_id));
             events.push(json!({
-                "name": gpu::label(a),
+                "name": gpu_lanes::label(a),
                 "cat": format!("gpu.{}", if a.kind.is_empty() { "activity" } else { &a.kind }),
                 "ph": "X",
                 "pid": pid,

@@ -6,7 +6,7 @@ pub mod chrome;
 
 use std::path::{Path, PathBuf};
 
-use crate::plot::PlotInput;
+use crate::store::RunView;
 
 /// Formats a run folder is exported in (`gapscope export --format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -50,7 +50,7 @@ pub enum RepSelection {
 }
 
 impl RepSelection {
-    pub fn reps(&self, input: &PlotInput) -> Result<Vec<u32>, ExportError> {
+    pub fn reps(&self, input: &RunView) -> Result<Vec<u32>, ExportError> {
         let mut all: Vec<u32> = input.data.runs.iter().map(|r| r.rep).collect();
         all.sort_unstable();
         all.dedup();
@@ -74,15 +74,14 @@ impl RepSelection {
 pub trait Exporter {
     /// File name used when the caller names none.
     fn default_file_name(&self, selection: RepSelection) -> String;
-    fn serialize(&self, input: &PlotInput, selection: RepSelection)
-        -> Result<Vec<u8>, ExportError>;
+    fn serialize(&self, input: &RunView, selection: RepSelection) -> Result<Vec<u8>, ExportError>;
 }
 
 /// Serialises with `exporter` and writes atomically to `out` (or the default name in the
 /// run folder). Returns the path written.
 pub fn export_to_file(
     exporter: &dyn Exporter,
-    input: &PlotInput,
+    input: &RunView,
     selection: RepSelection,
     out: Option<&Path>,
 ) -> Result<PathBuf, ExportError> {

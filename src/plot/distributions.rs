@@ -6,9 +6,9 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::PlotInput;
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::analysis::stats::{median, quantile};
+use crate::stats::{median, quantile};
+use crate::store::RunView;
 
 pub struct Distributions;
 
@@ -22,7 +22,7 @@ struct Metric {
     values: Vec<(String, Vec<f64>)>,
 }
 
-fn metrics(input: &PlotInput) -> Vec<Metric> {
+fn metrics(input: &RunView) -> Vec<Metric> {
     let variants = input.variants();
     let mut out = Vec::new();
     for name in input.span_order() {
@@ -49,7 +49,7 @@ fn metrics(input: &PlotInput) -> Vec<Metric> {
 }
 
 impl Distributions {
-    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    fn draw<DB>(&self, input: &RunView, c: &Canvas<'_, DB>) -> Drawn<Notes>
     where
         DB: DrawingBackend,
         DB::ErrorType: 'static,
@@ -226,7 +226,7 @@ impl Chart for Distributions {
     fn caption(&self) -> &'static str {
         "Every measured rep of every span per variant (points) over its quartiles (box) and range (whiskers); the label gives each variant's median change against the baseline."
     }
-    fn size(&self, input: &PlotInput) -> (u32, u32) {
+    fn size(&self, input: &RunView) -> (u32, u32) {
         let rows = metrics(input).len().div_ceil(COLS).max(1) as i32;
         (
             (20 + COLS as i32 * PANEL_W) as u32,

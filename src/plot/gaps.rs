@@ -10,11 +10,12 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::analysis::stats::median;
 use crate::prover::spans;
-use crate::telemetry::activity::{ActivityKind, Coverage};
+use crate::stats::median;
+use crate::store::ActivityKind;
+use crate::store::{RunView, SpanTime};
+use crate::trace::selftime::Coverage;
 use crate::units::fmt_ns_short;
 
 pub const OUTER: &str = spans::GPU_PROVE;
@@ -68,7 +69,7 @@ impl RepGap {
 }
 
 /// The gap of every measured rep of `variant` that has a `gpu_prove` span.
-pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
+pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
     input
         .measured_reps(variant)
         .iter()
@@ -127,7 +128,7 @@ pub fn rep_gaps(input: &PlotInput, variant: &str) -> Vec<RepGap> {
                 inner_ns,
                 gap_ns: outer_ns.saturating_sub(inner_ns),
                 others,
-                unattributed_ns: input.measure(outer, Measure::Unattributed),
+                unattributed_ns: input.measure(outer, SpanTime::Unattributed),
             })
         })
         .collect()
@@ -139,7 +140,7 @@ const ROW_H: i32 = 22;
 const GROUP_H: i32 = 30;
 
 impl Gaps {
-    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    fn draw<DB>(&self, input: &RunView, c: &Canvas<'_, DB>) -> Drawn<Notes>
     where
         DB: DrawingBackend,
         DB::ErrorType: 'static,
@@ -327,7 +328,7 @@ impl Chart for Gaps {
     fn caption(&self) -> &'static str {
         "Each rep's gpu_prove wrapper with its kernels drawn where they ran (CUPTI's kernel records where the rep has them, else the kernels span); the striped remainder is wrapper time no kernel explains."
     }
-    fn size(&self, input: &PlotInput) -> (u32, u32) {
+    fn size(&self, input: &RunView) -> (u32, u32) {
         let variants = input.variants();
         let rows: usize = variants.iter().map(|v| input.measured_reps(v).len()).sum();
         (
@@ -343,7 +344,7 @@ impl Chart for Gaps {
 mod tests {
     use super::*;
     use crate::analysis::synthetic::SyntheticRun;
-    use crate::plot::gpu::GpuRecords;
+    use crate::store::gpu_lanes::GpuRecords;
     use crate::store::GpuActivityRow;
 
     /// A synthetic run where the first measured rep has two kernel records inside its
@@ -351,7 +352,7 @@ mod tests {
     #[test]
     fn cupti_kernels_are_the_inner_time_where_a_rep_has_them() {
         let run = SyntheticRun::new();
-        let plain = PlotInput::new(run.build());
+        let plain = RunView::new(run.build());
         let spans = rep_gaps(&plain, "baseline");
         let first = spans[0].rep;
         let k = plain
@@ -389,7 +390,7 @@ mod tests {
         ];
         let mut gpu = GpuRecords::default();
         gpu.activity = activity;
-        let input = PlotInput::with_gpu(run.build(), gpu);
+        let input = RunView::with_gpu(run.build(), gpu);
         let gaps = rep_gaps(&input, "baseline");
         assert_eq!(gaps[0].source, InnerSource::Cupti);
         assert_eq!(

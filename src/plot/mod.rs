@@ -9,8 +9,6 @@
 pub mod canvas;
 pub mod distributions;
 pub mod gaps;
-pub(crate) mod gpu;
-pub mod input;
 pub mod phases;
 pub mod timeline;
 
@@ -21,7 +19,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 pub use canvas::{DrawError, Drawn};
-pub use input::PlotInput;
+
+use crate::store::RunView;
 
 static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
@@ -97,15 +96,11 @@ pub trait Chart {
     /// One sentence telling a reader what the chart shows.
     fn caption(&self) -> &'static str;
     /// Pixel size for this run (charts grow with rows and panels).
-    fn size(&self, input: &PlotInput) -> (u32, u32);
-    fn draw_svg(
-        &self,
-        input: &PlotInput,
-        area: &DrawingArea<SVGBackend<'_>, Shift>,
-    ) -> Drawn<Notes>;
+    fn size(&self, input: &RunView) -> (u32, u32);
+    fn draw_svg(&self, input: &RunView, area: &DrawingArea<SVGBackend<'_>, Shift>) -> Drawn<Notes>;
     fn draw_png(
         &self,
-        input: &PlotInput,
+        input: &RunView,
         area: &DrawingArea<BitMapBackend<'_>, Shift>,
     ) -> Drawn<Notes>;
 }
@@ -116,7 +111,7 @@ macro_rules! chart_backends {
     () => {
         fn draw_svg(
             &self,
-            input: &$crate::plot::PlotInput,
+            input: &$crate::store::RunView,
             area: &plotters::drawing::DrawingArea<
                 plotters::prelude::SVGBackend<'_>,
                 plotters::coord::Shift,
@@ -126,7 +121,7 @@ macro_rules! chart_backends {
         }
         fn draw_png(
             &self,
-            input: &$crate::plot::PlotInput,
+            input: &$crate::store::RunView,
             area: &plotters::drawing::DrawingArea<
                 plotters::prelude::BitMapBackend<'_>,
                 plotters::coord::Shift,
@@ -165,7 +160,7 @@ pub type ChartOutcome = Result<Rendered, PlotError>;
 /// error for this chart.
 pub fn render(
     chart: &dyn Chart,
-    input: &PlotInput,
+    input: &RunView,
     dir: &Path,
     formats: &[ImageFormat],
 ) -> ChartOutcome {
@@ -216,7 +211,7 @@ pub fn render(
 
 fn draw_file(
     chart: &dyn Chart,
-    input: &PlotInput,
+    input: &RunView,
     path: &Path,
     size: (u32, u32),
     format: ImageFormat,
@@ -250,7 +245,7 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 
 /// Draws every chart; each outcome stands alone.
 pub fn render_all(
-    input: &PlotInput,
+    input: &RunView,
     dir: &Path,
     formats: &[ImageFormat],
 ) -> Vec<(&'static str, ChartOutcome)> {
@@ -286,7 +281,7 @@ where
 }
 
 /// One-line description of the run for chart subtitles.
-pub(crate) fn run_line(input: &PlotInput) -> String {
+pub(crate) fn run_line(input: &RunView) -> String {
     let m = &input.data.meta;
     format!(
         "{} · {} 2^{} × {} on {} · run {}",

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::input::{Measure, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::analysis::stats::median;
-use crate::plot::input::family;
 use crate::prover::spans;
+use crate::stats::median;
+use crate::store::family;
+use crate::store::{RunView, SpanTime};
 use crate::units::{fmt_delta, fmt_ns_short};
 
 pub struct Phases;
@@ -57,7 +57,7 @@ pub(crate) struct VariantPhases {
     pub wall_ns: Option<f64>,
 }
 
-pub(crate) fn variant_phases(input: &PlotInput, variant: &str) -> VariantPhases {
+pub(crate) fn variant_phases(input: &RunView, variant: &str) -> VariantPhases {
     let reps = input.measured_reps(variant);
     let mut crit: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
     let mut other: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
@@ -71,7 +71,7 @@ pub(crate) fn variant_phases(input: &PlotInput, variant: &str) -> VariantPhases 
             };
             let name = family(&s.name).into_owned();
             let parts = if input.is_wrapper(&name) {
-                let none = input.measure(s, Measure::Unattributed).min(s.self_ns);
+                let none = input.measure(s, SpanTime::Unattributed).min(s.self_ns);
                 vec![
                     (Part::Waiting, s.self_ns - none),
                     (Part::Unattributed, none),
@@ -117,7 +117,7 @@ const OTHER_H: i32 = 16;
 const ROW_H: i32 = 22;
 
 impl Phases {
-    fn model(&self, input: &PlotInput) -> (Vec<VariantPhases>, Vec<Seg>, Vec<Seg>) {
+    fn model(&self, input: &RunView) -> (Vec<VariantPhases>, Vec<Seg>, Vec<Seg>) {
         let phases: Vec<VariantPhases> = input
             .variants()
             .iter()
@@ -155,7 +155,7 @@ impl Phases {
         (phases, crit, other)
     }
 
-    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    fn draw<DB>(&self, input: &RunView, c: &Canvas<'_, DB>) -> Drawn<Notes>
     where
         DB: DrawingBackend,
         DB::ErrorType: 'static,
@@ -432,7 +432,7 @@ impl Chart for Phases {
     fn caption(&self) -> &'static str {
         "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads."
     }
-    fn size(&self, input: &PlotInput) -> (u32, u32) {
+    fn size(&self, input: &RunView) -> (u32, u32) {
         let (phases, crit, other) = self.model(input);
         let bars = phases.len().max(1) as u32
             * (BAR_H + 4 + 18 + if other.is_empty() { 0 } else { OTHER_H }) as u32;

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use plotters::prelude::*;
 
 use super::canvas::*;
-use super::gpu::{label, GpuLane};
-use super::input::{family, PlotInput};
 use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::store::gpu_lanes::{label, GpuLane};
+use crate::store::{family, RunView};
 use crate::store::{GpuActivityRow, RunRow, SpanRow, TelemetryRow};
 use crate::units::fmt_ns_short;
 
@@ -68,7 +68,7 @@ impl Panel<'_> {
     }
 }
 
-fn panels(input: &PlotInput) -> Vec<Panel<'_>> {
+fn panels(input: &RunView) -> Vec<Panel<'_>> {
     input
         .variants()
         .into_iter()
@@ -167,7 +167,7 @@ fn panels(input: &PlotInput) -> Vec<Panel<'_>> {
 }
 
 /// Names drawn, in tree order, for the legend.
-fn legend_names(input: &PlotInput, panels: &[Panel]) -> Vec<String> {
+fn legend_names(input: &RunView, panels: &[Panel]) -> Vec<String> {
     let mut names: Vec<String> = input
         .span_order()
         .into_iter()
@@ -223,7 +223,7 @@ fn gpu_color(kind: &str) -> RGBColor {
 }
 
 impl Timeline {
-    fn draw<DB>(&self, input: &PlotInput, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    fn draw<DB>(&self, input: &RunView, c: &Canvas<'_, DB>) -> Drawn<Notes>
     where
         DB: DrawingBackend,
         DB::ErrorType: 'static,
@@ -491,7 +491,7 @@ impl Chart for Timeline {
     fn caption(&self) -> &'static str {
         "The median-wall rep of each variant: one row per thread with children below their parent, GPU lanes and NVML utilisation when recorded."
     }
-    fn size(&self, input: &PlotInput) -> (u32, u32) {
+    fn size(&self, input: &RunView) -> (u32, u32) {
         let width = 1400;
         let ps = panels(input);
         let gpu_missing = input.gpu.is_empty();

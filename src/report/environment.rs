@@ -6,12 +6,12 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::sections::table;
-use crate::plot::input::PlotInput;
+use crate::store::RunView;
 use crate::store::EXPERIMENT_COPY;
 use crate::units::fmt_ns_short;
 
 /// Host, GPU, driver, CUDA, revisions, run policy and variants.
-pub fn environment_section(input: &PlotInput) -> String {
+pub fn environment_section(input: &RunView) -> String {
     let m = &input.data.meta;
     let h = &m.host;
     let g = &m.gpu;
@@ -236,7 +236,7 @@ fn command_line(argv: &[String]) -> String {
 }
 
 /// The commands that reproduce the run, then this report.
-pub fn reproduce_section(input: &PlotInput, report_cmd: &[String]) -> String {
+pub fn reproduce_section(input: &RunView, report_cmd: &[String]) -> String {
     let m = &input.data.meta;
     let mut out = String::new();
     let _ = writeln!(out, "```sh");

@@ -14,7 +14,8 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use crate::export::{chrome::ChromeTrace, RepSelection};
-use crate::plot::{self, ImageFormat, PlotInput};
+use crate::plot::{self, ImageFormat};
+use crate::store::RunView;
 
 pub use sections::{diffs, phase_section, Diffs};
 
@@ -43,7 +44,7 @@ pub struct ReportOutcome {
 }
 
 /// `reports/<experiment>-<run id>`: the default folder for a run's report.
-pub fn default_out_dir(input: &PlotInput) -> PathBuf {
+pub fn default_out_dir(input: &RunView) -> PathBuf {
     let m = &input.data.meta;
     PathBuf::from("reports").join(format!("{}-{}", m.experiment, m.run_id))
 }
@@ -51,7 +52,7 @@ pub fn default_out_dir(input: &PlotInput) -> PathBuf {
 /// Writes the report of `input` into `out`. `command` is the command line that asked
 /// for it, quoted in the reproduce section.
 pub fn write_report(
-    input: &PlotInput,
+    input: &RunView,
     out: &Path,
     command: &[String],
 ) -> Result<ReportOutcome, ReportError> {

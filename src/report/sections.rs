@@ -4,11 +4,11 @@
 
 use std::fmt::Write;
 
-use crate::analysis::stats::median;
 use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
 use crate::plot::gaps::{INNER, OUTER};
-use crate::plot::input::{Measure, PlotInput};
+use crate::stats::median;
 use crate::store::RunData;
+use crate::store::{RunView, SpanTime};
 use crate::units::{fmt_delta, fmt_ns_short};
 
 /// A markdown table cell: pipes escaped, newlines flattened.
@@ -139,7 +139,7 @@ pub fn phase_section(diffs: &Result<Diffs, DiffError>) -> String {
 /// Per span (and per wrapper's unattributed time) the median over measured verified reps
 /// of each variant, its range, and the change of medians against the first variant; the
 /// statistics and verdicts are the phase section's.
-pub fn spans_section(input: &PlotInput) -> String {
+pub fn spans_section(input: &RunView) -> String {
     let data = &input.data;
     let variants = input.variants();
     let mut out = String::new();
@@ -217,7 +217,7 @@ pub fn spans_section(input: &PlotInput) -> String {
 
 /// What the GPU itself says, where CUPTI saw the kernels: per variant, kernel time
 /// inside the GPU wrapper against the wrapper's duration (medians over reps).
-fn gpu_busy_lines(input: &PlotInput) -> Vec<String> {
+fn gpu_busy_lines(input: &RunView) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &input.variants() {
         let busy: Vec<f64> = input
@@ -229,7 +229,7 @@ fn gpu_busy_lines(input: &PlotInput) -> Vec<String> {
                 outer.gpu_busy_ns.map(|b| b as f64)
             })
             .collect();
-        if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, Measure::Total)) {
+        if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, SpanTime::Total)) {
             lines.push(format!(
                 "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
                 fmt_ns_short(b),
@@ -257,7 +257,7 @@ pub fn leak_section(data: &RunData) -> String {
 
 /// Counter availability and, for the available ones, medians per variant over the
 /// top-level spans.
-pub fn counters_section(input: &PlotInput) -> String {
+pub fn counters_section(input: &RunView) -> String {
     let meta = &input.data.meta;
     let mut out = String::new();
     let rows: Vec<Vec<String>> = meta
@@ -307,7 +307,7 @@ pub fn counters_section(input: &PlotInput) -> String {
                         let xs: Vec<u64> = input
                             .spans_of(r.rep)
                             .iter()
-                            .filter(|s| crate::plot::input::family(&s.name) == name.as_str())
+                            .filter(|s| crate::store::family(&s.name) == name.as_str())
                             .filter_map(|s| s.counter(column))
                             .collect();
                         (!xs.is_empty()).then(|| xs.iter().sum::<u64>() as f64)

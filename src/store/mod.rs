@@ -8,8 +8,10 @@
 //! Whole files (meta.json) are written atomically (temp file + rename).
 
 pub mod envinfo;
+pub(crate) mod gpu_lanes;
 mod new_run;
 pub mod schema;
+mod view;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, Write};
@@ -17,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 pub use new_run::{run_id, span_rows, NewRun};
 pub use schema::*;
+pub use view::{covered_ns, family, RunView, SpanTime};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

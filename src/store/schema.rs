@@ -287,6 +287,35 @@ pub struct GpuActivityRow {
     pub bytes: Option<u64>,
 }
 
+/// The `kind` column of gpu_activity.csv.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActivityKind {
+    Kernel,
+    Memcpy,
+    Memset,
+    /// An NVTX push/pop range as CUPTI recorded it (`--nvtx` with CUPTI as the NVTX
+    /// tool): host time, not GPU work.
+    NvtxRange,
+}
+
+impl ActivityKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityKind::Kernel => "kernel",
+            ActivityKind::Memcpy => "memcpy",
+            ActivityKind::Memset => "memset",
+            ActivityKind::NvtxRange => "nvtx",
+        }
+    }
+
+    /// Whether a gpu_activity.csv row of kind `kind` is an interval of the GPU (a
+    /// kernel, a copy, a memset, or a kind this version does not know), as opposed to an
+    /// NVTX range, which the GPU lanes of charts and traces leave out.
+    pub fn is_gpu_interval(kind: &str) -> bool {
+        kind != ActivityKind::NvtxRange.as_str()
+    }
+}
+
 impl GpuActivityRow {
     pub fn sample() -> Self {
         GpuActivityRow {

@@ -8,37 +8,10 @@
 //! alongside kernels. NVTX ranges are host-side phases (the spans as an NVTX tool saw
 //! them), never GPU work.
 
-use crate::store::{GpuActivityRow, SpanRow};
+use crate::store::{ActivityKind, GpuActivityRow, SpanRow};
+use crate::trace::selftime::Coverage;
 
 use super::clock::ClockMap;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActivityKind {
-    Kernel,
-    Memcpy,
-    Memset,
-    /// An NVTX push/pop range as CUPTI recorded it (`--nvtx` with CUPTI as the NVTX
-    /// tool): host time, not GPU work.
-    NvtxRange,
-}
-
-impl ActivityKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActivityKind::Kernel => "kernel",
-            ActivityKind::Memcpy => "memcpy",
-            ActivityKind::Memset => "memset",
-            ActivityKind::NvtxRange => "nvtx",
-        }
-    }
-
-    /// Whether a gpu_activity.csv row of kind `kind` is an interval of the GPU (a
-    /// kernel, a copy, a memset, or a kind this version does not know), as opposed to an
-    /// NVTX range, which the GPU lanes of charts and traces leave out.
-    pub fn is_gpu_interval(kind: &str) -> bool {
-        kind != ActivityKind::NvtxRange.as_str()
-    }
-}
 
 /// One activity record as CUPTI reported it (timestamps on CUPTI's clock).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,65 +72,6 @@ pub fn copy_direction(kind: u8) -> &'static str {
         9 => "HtoH",
         10 => "PtoP",
         _ => "unknown",
-    }
-}
-
-/// A union of intervals, answering "how much of [lo, hi) is covered" in O(log n).
-#[derive(Debug, Clone, Default)]
-pub struct Coverage {
-    /// Disjoint, sorted half-open intervals.
-    merged: Vec<(u64, u64)>,
-    /// `prefix[i]` = total length of `merged[..i]`.
-    prefix: Vec<u64>,
-}
-
-impl Coverage {
-    pub fn new(intervals: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        let mut v: Vec<(u64, u64)> = intervals.into_iter().filter(|(a, b)| b > a).collect();
-        v.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-        for (a, b) in v {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        let mut prefix = Vec::with_capacity(merged.len() + 1);
-        let mut acc = 0;
-        prefix.push(0);
-        for (a, b) in &merged {
-            acc += b - a;
-            prefix.push(acc);
-        }
-        Coverage { merged, prefix }
-    }
-
-    /// Covered length up to time `t`.
-    fn covered_before(&self, t: u64) -> u64 {
-        // Intervals that start before t: merged[..n].
-        let n = self.merged.partition_point(|&(a, _)| a < t);
-        if n == 0 {
-            return 0;
-        }
-        let (a, b) = self.merged[n - 1];
-        self.prefix[n - 1] + (b.min(t) - a)
-    }
-
-    /// Length of the union clipped to `[lo, hi)`.
-    pub fn within(&self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            return 0;
-        }
-        self.covered_before(hi) - self.covered_before(lo)
-    }
-
-    pub fn total(&self) -> u64 {
-        *self.prefix.last().unwrap_or(&0)
-    }
-
-    /// The union itself: disjoint, sorted, non-empty intervals.
-    pub fn intervals(&self) -> &[(u64, u64)] {
-        &self.merged
     }
 }
 

@@ -20,9 +20,10 @@ use std::sync::{Mutex, OnceLock};
 use cudarc::cupti::result::{activity, get_timestamp, subscribe};
 use cudarc::cupti::sys::{self, CUpti_ActivityKind as Kind};
 
-use super::activity::{copy_direction, ActivityKind, ActivityRecord};
+use super::activity::{copy_direction, ActivityRecord};
 use super::clock::ClockPair;
 use super::dylib;
+use crate::store::ActivityKind;
 
 /// Buffer size of CUPTI's own samples (helper_cupti_activity.h).
 const BUFFER_SIZE: usize = 8 * 1024 * 1024;

@@ -280,7 +280,7 @@ pub fn check_nvtx(
     main.sort_by_key(|s| (s.start_ns, std::cmp::Reverse(s.end_ns)));
     let ranges: Vec<&GpuActivityRow> = activity
         .iter()
-        .filter(|a| a.kind == activity::ActivityKind::NvtxRange.as_str())
+        .filter(|a| a.kind == crate::store::ActivityKind::NvtxRange.as_str())
         .collect();
     let diff = |a: u64, b: u64| a as i128 - b as i128;
     let mut used = vec![false; ranges.len()];

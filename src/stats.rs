@@ -1,8 +1,11 @@
-//! The statistics behind a verdict: robust location and spread of repeated measurements,
-//! a bootstrap confidence interval of the relative change of medians and a rank test.
+//! Statistics, the one home of medians and quantiles: the free [`median`] and
+//! [`quantile`] for tables and charts, and behind a verdict robust location and spread of
+//! repeated measurements, a bootstrap confidence interval of the relative change of
+//! medians and a rank test. It depends on no other module of the crate, so the store,
+//! the analysis and the charts all use it.
 //!
-//! Everything here works on [`Sample`], a sorted set of at least two finite values, so
-//! the callers cannot feed it an empty column or a NaN by mistake.
+//! The verdict's statistics work on [`Sample`], a sorted set of at least two finite
+//! values, so the callers cannot feed it an empty column or a NaN by mistake.
 //!
 //! Methods:
 //! - median and median absolute deviation (MAD, unscaled): Hampel, "The influence curve

@@ -5,8 +5,7 @@
 //! recorded (`--nvtx`, kind `nvtx`) are host phases, the spans again: they are loaded
 //! but drawn on no GPU lane.
 
-use crate::store::{GpuActivityRow, RunData, TelemetryRow, GPU_ACTIVITY, TELEMETRY};
-use crate::telemetry::activity::ActivityKind;
+use super::{ActivityKind, GpuActivityRow, RunData, TelemetryRow, GPU_ACTIVITY, TELEMETRY};
 
 /// The track a GPU interval is drawn on: one per device and stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,20 +1,20 @@
-//! What the charts, the report and the trace export read: a run folder loaded once, with
-//! the selections they share (measured verified reps, the median-wall rep of a variant,
-//! per-rep sums of a span's time).
+//! The one reader of a run folder for the charts, the report and the trace export: a run
+//! loaded once with its GPU lanes, and the selections they share (measured verified reps,
+//! the median-wall rep of a variant, per-rep sums of a span's time).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use super::gpu::GpuRecords;
-use crate::analysis::stats::median;
+use super::gpu_lanes::GpuRecords;
+use super::{RepStatus, RunData, RunRow, SpanRow, StoreError};
 use crate::prover::spans;
-use crate::store::{RepStatus, RunData, RunRow, SpanRow, StoreError};
-use crate::telemetry::activity::Coverage;
+use crate::stats::median;
+use crate::trace::selftime::Coverage;
 
 /// Which time of a span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Measure {
+pub enum SpanTime {
     /// Its whole duration.
     Total,
     /// Duration minus its children on its own thread (spans.csv's `self_ns`): for a
@@ -27,7 +27,7 @@ pub enum Measure {
 
 /// A run folder ready to draw.
 #[derive(Debug)]
-pub struct PlotInput {
+pub struct RunView {
     pub data: RunData,
     pub(crate) gpu: GpuRecords,
     by_rep: BTreeMap<u32, Vec<usize>>,
@@ -52,7 +52,7 @@ pub fn covered_ns(intervals: &[(u64, u64)], (lo, hi): (u64, u64)) -> u64 {
     Coverage::new(intervals.iter().copied()).within(lo, hi)
 }
 
-impl PlotInput {
+impl RunView {
     pub fn load(dir: &Path) -> Result<Self, StoreError> {
         Ok(Self::new(RunData::load(dir)?))
     }
@@ -97,7 +97,7 @@ impl PlotInput {
                 Some(((s.rep, s.span_id), s.duration_ns.saturating_sub(covered)))
             })
             .collect();
-        PlotInput {
+        RunView {
             data,
             gpu,
             by_rep,
@@ -107,11 +107,11 @@ impl PlotInput {
     }
 
     /// A span's time under `measure`.
-    pub fn measure(&self, s: &SpanRow, measure: Measure) -> u64 {
+    pub fn measure(&self, s: &SpanRow, measure: SpanTime) -> u64 {
         match measure {
-            Measure::Total => s.duration_ns,
-            Measure::SelfTime => s.self_ns,
-            Measure::Unattributed => self
+            SpanTime::Total => s.duration_ns,
+            SpanTime::SelfTime => s.self_ns,
+            SpanTime::Unattributed => self
                 .unattributed
                 .get(&(s.rep, s.span_id))
                 .copied()
@@ -182,10 +182,13 @@ impl PlotInput {
 
     /// What to show of spans named `name`, each with its label: the total, and for a
     /// wrapper also its unattributed time, labelled `name` + `unattributed_label`.
-    pub fn span_measures(&self, name: &str, unattributed_label: &str) -> Vec<(Measure, String)> {
-        let mut out = vec![(Measure::Total, name.to_string())];
+    pub fn span_measures(&self, name: &str, unattributed_label: &str) -> Vec<(SpanTime, String)> {
+        let mut out = vec![(SpanTime::Total, name.to_string())];
         if self.is_wrapper(name) {
-            out.push((Measure::Unattributed, format!("{name}{unattributed_label}")));
+            out.push((
+                SpanTime::Unattributed,
+                format!("{name}{unattributed_label}"),
+            ));
         }
         out
     }
@@ -202,7 +205,7 @@ impl PlotInput {
 
     /// Per measured rep of `variant`: the sum of `measure` over spans of family `name`.
     /// Reps without such a span are left out.
-    pub fn per_rep(&self, variant: &str, name: &str, measure: Measure) -> Vec<(u32, u64)> {
+    pub fn per_rep(&self, variant: &str, name: &str, measure: SpanTime) -> Vec<(u32, u64)> {
         self.measured_reps(variant)
             .iter()
             .filter_map(|r| {
@@ -220,7 +223,7 @@ impl PlotInput {
     }
 
     /// Median of [`per_rep`](Self::per_rep), in ns.
-    pub fn median_of(&self, variant: &str, name: &str, measure: Measure) -> Option<f64> {
+    pub fn median_of(&self, variant: &str, name: &str, measure: SpanTime) -> Option<f64> {
         let v: Vec<f64> = self
             .per_rep(variant, name, measure)
             .iter()
