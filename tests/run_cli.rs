@@ -31,13 +31,13 @@ drop = "async"
 gadget = "lc"
 "#;
 
-/// A successful `gapscope run` of a per_rep experiment whose workers first run the shell
-/// snippet `prepend` (noise, a hang); its stderr and its run folder's data.
-fn run_with_worker_prepend(tmp: &Path, exp: &Path, prepend: &str) -> (String, RunData) {
+/// A successful `gapscope run` of a per_rep experiment with the hidden test-double flags
+/// `debug` (worker noise, a hang, corrupted proofs); its stderr and its run folder's data.
+fn run_with_debug(tmp: &Path, exp: &Path, debug: &[&str]) -> (String, RunData) {
     let out = gapscope(tmp)
-        .env("GAPSCOPE_WORKER_PREPEND", prepend)
         .arg("run")
         .arg(exp)
+        .args(debug)
         .arg("--results-dir")
         .arg(tmp.join("results"))
         .assert()
@@ -231,12 +231,17 @@ fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() 
     let body = TINY
         .replace("reps = 2", "reps = 1\nprocess = \"per_rep\"")
         .replace("warmups = 1", "warmups = 0")
-        .replace("gadget = \"lc\"", "corrupt_proofs = true");
+        .replace("gadget = \"lc\"\n", "");
     let exp = experiment(tmp.path(), "perrep", &body);
-    let (stderr, d) = run_with_worker_prepend(
+    let (stderr, d) = run_with_debug(
         tmp.path(),
         &exp,
-        "echo 'CUDA init noise'; echo '{half a json'",
+        &[
+            "--debug-worker",
+            "noise",
+            "--debug-corrupt-proofs",
+            "candidate",
+        ],
     );
     assert!(stderr.contains("CUDA init noise"), "{stderr}");
     assert!(stderr.contains("1 rep(s) failed"), "{stderr}");
@@ -378,8 +383,7 @@ fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
     let exp = experiment(tmp.path(), "hang", &body);
     let t0 = std::time::Instant::now();
     // `sleep 60` stands in for a GPU call that never returns.
-    let (stderr, d) =
-        run_with_worker_prepend(tmp.path(), &exp, "echo 'about to hang' >&2; sleep 60");
+    let (stderr, d) = run_with_debug(tmp.path(), &exp, &["--debug-worker", "hang"]);
     assert!(
         t0.elapsed().as_secs() < 40,
         "the hung workers were not killed in time"

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::experiment::{self, RunOptions};
+use crate::experiment::{self, DebugHooks, RunOptions, WorkerDebug};
 use crate::store::RunData;
 
 #[derive(clap::Args, Debug)]
@@ -29,6 +29,13 @@ pub struct RunArgs {
     /// why the mirror is unavailable).
     #[arg(long)]
     nvtx: bool,
+    /// Test double: corrupt the proofs of this variant (repeatable), so its reps fail
+    /// verification.
+    #[arg(long, hide = true, value_name = "VARIANT")]
+    debug_corrupt_proofs: Vec<String>,
+    /// Test double: what each per_rep worker does before its rep.
+    #[arg(long, hide = true, value_enum)]
+    debug_worker: Option<WorkerDebug>,
 }
 
 impl RunArgs {
@@ -43,6 +50,10 @@ impl RunArgs {
             progress: !self.quiet,
             command: super::command_line(),
             nvtx: self.nvtx,
+            debug: DebugHooks {
+                corrupt_proofs: self.debug_corrupt_proofs.clone(),
+                worker: self.debug_worker,
+            },
         }
     }
 }

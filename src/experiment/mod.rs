@@ -6,6 +6,7 @@
 //! that does the same setup and rep. runner and worker both depend on rep, schedule and
 //! setup; those three depend on neither.
 
+pub mod debug;
 pub mod rep;
 pub mod runner;
 pub mod schedule;
@@ -14,5 +15,6 @@ pub mod spec;
 pub mod watchdog;
 pub mod worker;
 
+pub use debug::{DebugHooks, WorkerDebug};
 pub use runner::{run, RunOptions, RunOutcome};
 pub use spec::{Experiment, ResolvedVariant};

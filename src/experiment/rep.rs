@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 
+use super::debug::DebugHooks;
 use super::schedule::Slot;
 use super::setup::ParamsByGadget;
 use super::spec::{Experiment, ResolvedVariant};
@@ -21,6 +22,7 @@ pub struct RepContext<'a> {
     pub params: &'a ParamsByGadget,
     /// GPU telemetry of this process (begun and ended around each rep's proving).
     pub telemetry: Option<&'a Telemetry>,
+    pub debug: &'a DebugHooks,
 }
 
 /// What one rep produced.
@@ -88,7 +90,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     let prove = spans.iter().find(|s| s.id == out.trace);
     let (status, verified, error, proofs) = match out.result {
         Ok(mut proofs) => {
-            if v.corrupt_proofs {
+            if ctx.debug.corrupts(&v.name) {
                 for p in proofs.iter_mut() {
                     p.a = p.c;
                 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use super::debug::DebugHooks;
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
@@ -32,6 +33,8 @@ pub struct RunOptions {
     pub command: Vec<String>,
     /// Mirror spans as NVTX ranges (Nsight Systems).
     pub nvtx: bool,
+    /// Test doubles (hidden flags); none by default.
+    pub debug: DebugHooks,
 }
 
 /// What a finished run reports.
@@ -306,6 +309,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         exp: &exp,
         params: &params,
         telemetry: Some(&telemetry),
+        debug: &opts.debug,
     };
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
@@ -335,6 +339,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 slot,
                 opts.nvtx,
                 exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                &opts.debug,
             )?,
         };
         // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".

@@ -186,9 +186,6 @@ pub struct Variant {
     /// them: A/B tests of telemetry's own overhead, part by part.
     #[serde(default)]
     pub telemetry: Option<TelemetryParts>,
-    /// Test hook: corrupt every proof after proving, to exercise the failed-rep path.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub corrupt_proofs: bool,
 }
 
 /// A variant with every knob resolved.
@@ -200,7 +197,6 @@ pub struct ResolvedVariant {
     pub host_memory: HostMemory,
     pub backend: BackendKind,
     pub telemetry: TelemetryParts,
-    pub corrupt_proofs: bool,
 }
 
 impl ResolvedVariant {
@@ -217,9 +213,6 @@ impl ResolvedVariant {
             .into(),
         );
         m.insert("telemetry".into(), self.telemetry.as_str().into());
-        if self.corrupt_proofs {
-            m.insert("corrupt_proofs".into(), "true".into());
-        }
         m
     }
 }
@@ -347,7 +340,6 @@ impl Experiment {
             host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
             backend: v.backend.unwrap_or(self.workload.backend),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
-            corrupt_proofs: v.corrupt_proofs,
         }
     }
 
@@ -500,6 +492,13 @@ gadget = "lc"
         for k in ["drop", "gadget", "host_memory", "backend"] {
             assert!(m.contains(k), "{k} missing in: {m}");
         }
+    }
+
+    #[test]
+    fn test_doubles_are_not_experiment_knobs() {
+        let bad = GOOD.replace("gadget = \"lc\"", "corrupt_proofs = true");
+        let m = parse(&bad).unwrap_err().to_string();
+        assert!(m.contains("corrupt_proofs"), "{m}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
+use super::debug::{DebugHooks, WorkerDebug};
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::schedule::Slot;
 use super::setup::{obtain_params, setup_backends};
@@ -50,10 +51,19 @@ pub struct WorkerArgs {
     pub warmup: bool,
     #[arg(long)]
     pub nvtx: bool,
+    /// Corrupt this rep's proofs (a test double: see [`DebugHooks`]).
+    #[arg(long, hide = true)]
+    pub debug_corrupt_proofs: bool,
+    /// What to do before the rep (a test double: see [`WorkerDebug`]).
+    #[arg(long, hide = true, value_enum)]
+    pub debug_worker: Option<WorkerDebug>,
 }
 
 /// Body of `gapscope __worker`: runs one rep and prints its result line.
 pub fn worker_main(a: &WorkerArgs) -> Result<()> {
+    if let Some(w) = a.debug_worker {
+        w.act();
+    }
     let (exp, _) = Experiment::load(&a.run_dir.join(store::EXPERIMENT_COPY))?;
     let (vi, v) = exp
         .resolved_variants()
@@ -71,10 +81,19 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
     });
     // Outside the rep: telemetry collects only between begin_rep and end_rep.
     let setup_ns = setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
+    let debug = DebugHooks {
+        corrupt_proofs: if a.debug_corrupt_proofs {
+            vec![v.name.clone()]
+        } else {
+            Vec::new()
+        },
+        worker: None,
+    };
     let ctx = RepContext {
         exp: &exp,
         params: &params,
         telemetry: Some(&telemetry),
+        debug: &debug,
     };
     let slot = Slot {
         rep: a.rep,
@@ -137,6 +156,7 @@ pub fn run_rep_in_child(
     slot: Slot,
     nvtx: bool,
     timeout: Option<std::time::Duration>,
+    debug: &DebugHooks,
 ) -> Result<RepOutput> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
     let mut cmd = Command::new(exe);
@@ -157,14 +177,11 @@ pub fn run_rep_in_child(
     if nvtx {
         cmd.arg("--nvtx");
     }
-    if let Ok(extra) = std::env::var("GAPSCOPE_WORKER_PREPEND") {
-        // Test hook: a shell snippet run before the worker (to simulate noisy children).
-        let mut sh = Command::new("sh");
-        sh.arg("-c")
-            .arg(format!("{extra}; exec \"$0\" \"$@\""))
-            .arg(cmd.get_program());
-        sh.args(cmd.get_args());
-        cmd = sh;
+    if debug.corrupts(&v.name) {
+        cmd.arg("--debug-corrupt-proofs");
+    }
+    if let Some(w) = debug.worker {
+        cmd.arg("--debug-worker").arg(w.as_str());
     }
     // Its own process group, so that a kill reaches whatever the worker started too
     // (nothing may keep its pipes open after it is gone).

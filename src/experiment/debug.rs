@@ -1,0 +1,71 @@
+//! Test doubles for the run's failure paths, selected by hidden flags of `gapscope run`
+//! (`--debug-corrupt-proofs VARIANT`, `--debug-worker noise|hang`) and handed on to each
+//! `__worker`. They are no part of the experiment schema: an experiment file describes a
+//! measurement, and these only make the paths a real failure takes testable without one.
+
+/// What a worker process does before its rep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkerDebug {
+    /// Print lines that are not a result (library chatter and a broken result-like line)
+    /// on stdout first: the runner must pass them through and still find the result.
+    Noise,
+    /// Start a child that holds the worker's pipes and never finishes, and wait for it:
+    /// the rep timeout must kill the whole process group and fail the rep.
+    Hang,
+}
+
+impl WorkerDebug {
+    /// Acts before the worker's rep.
+    pub fn act(self) {
+        match self {
+            WorkerDebug::Noise => {
+                println!("CUDA init noise");
+                println!("{{half a json");
+            }
+            WorkerDebug::Hang => {
+                eprintln!("about to hang");
+                let _ = std::process::Command::new("sleep").arg("600").status();
+            }
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerDebug::Noise => "noise",
+            WorkerDebug::Hang => "hang",
+        }
+    }
+}
+
+/// The test doubles of one run. [`Default`]: none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DebugHooks {
+    /// Variants whose proofs are corrupted after proving, so that their reps fail
+    /// verification and are recorded as failed.
+    pub corrupt_proofs: Vec<String>,
+    /// What each worker process does before its rep (`process = "per_rep"`).
+    pub worker: Option<WorkerDebug>,
+}
+
+impl DebugHooks {
+    /// Whether the proofs of `variant` are to be corrupted.
+    pub fn corrupts(&self, variant: &str) -> bool {
+        self.corrupt_proofs.iter().any(|v| v == variant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_named_variants_are_corrupted() {
+        let d = DebugHooks {
+            corrupt_proofs: vec!["candidate".into()],
+            worker: None,
+        };
+        assert!(d.corrupts("candidate"));
+        assert!(!d.corrupts("baseline"));
+        assert!(!DebugHooks::default().corrupts("candidate"));
+    }
+}
