@@ -1,9 +1,14 @@
 //! gapscope: a performance-regression investigation harness for a Groth16 prover.
 //!
-//! Pipeline: [`trace`] and [`counters`] record spans, [`telemetry`] the GPU's view →
-//! [`prover`] does the work → [`experiment`] runs variants → [`store`] writes results →
-//! [`plot`] and [`report`] show where the time went; [`export`] hands traces to other
-//! tools; [`analysis`] compares a baseline with a candidate.
+//! Pipeline (ARCHITECTURE.md has a paragraph per module): [`cli`] parses the command
+//! line → [`experiment`] runs the variants of an experiment rep by rep → [`prover`] does
+//! the work inside the canonical span tree ([`prover::spans`]) → [`trace`] and
+//! [`counters`] record spans, [`telemetry`] the GPU's view → [`store`] writes the run
+//! folder and reads it back ([`store::RunView`]) → [`analysis`] compares a baseline with
+//! a candidate → [`plot`], [`report`] and [`export`] show where the time went;
+//! [`summary`] is the end-of-run table. [`stats`] and [`units`] serve every layer.
+//! Dependencies point one way, from the command line toward the recorder
+//! (ARCHITECTURE.md draws them).
 
 pub mod analysis;
 pub mod cli;

@@ -75,6 +75,12 @@ fn tiny_experiment_end_to_end() {
     assert!(dir.starts_with(tmp.path().join("results").join("tiny")));
 
     let d = RunData::load(&dir).unwrap();
+    // The params file is named relative to the params dir, not by this machine's path.
+    assert!(!d.meta.params.is_empty());
+    for p in &d.meta.params {
+        let path = p["path"].as_str().unwrap();
+        assert!(path.ends_with(".params") && !path.contains('/'), "{path}");
+    }
     // 1 warm-up + 2 reps per variant, interleaved after the warm-ups.
     assert_eq!(d.runs.len(), 6);
     let order: Vec<_> = d

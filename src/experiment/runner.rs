@@ -235,7 +235,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     if resume.is_none() {
         meta.params = origins
             .iter()
-            .map(|o| serde_json::to_value(o).unwrap_or_default())
+            .map(|o| serde_json::to_value(o.for_meta(&opts.params_dir)).unwrap_or_default())
             .collect();
     }
     // A shared process cannot abandon a GPU call that never returns: past rep_timeout_s

@@ -102,6 +102,25 @@ pub struct ParamsOrigin {
     pub elapsed_ms: u64,
 }
 
+impl ParamsOrigin {
+    /// The origin as meta.json keeps it: the path relative to the params dir (the file's
+    /// name, for a file outside it), so that a run folder names no directory of the
+    /// machine it ran on.
+    pub fn for_meta(&self, params_dir: &Path) -> ParamsOrigin {
+        let path = self
+            .path
+            .strip_prefix(params_dir)
+            .ok()
+            .or_else(|| self.path.file_name().map(Path::new))
+            .unwrap_or(&self.path)
+            .to_path_buf();
+        ParamsOrigin {
+            path,
+            ..self.clone()
+        }
+    }
+}
+
 fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
     use sha2::Digest;
     let mut f = BufReader::new(fs::File::open(path)?);

@@ -11,6 +11,13 @@ fn cache_is_reused_and_corruption_or_mismatch_is_regenerated() {
     let (p2, o2) = load_or_generate(dir.path(), &c, &key).unwrap();
     assert_eq!(o2.source, "loaded");
     assert_eq!(p1.vk, p2.vk);
+    // meta.json names the file relative to the params dir, never the machine's path.
+    let name = o2.path.file_name().unwrap().to_owned();
+    assert!(o2.path.is_absolute() || o2.path.starts_with(dir.path()));
+    assert_eq!(o2.for_meta(dir.path()).path.as_os_str(), name);
+    let elsewhere = o2.for_meta(std::path::Path::new("/nonexistent"));
+    assert_eq!(elsewhere.path.as_os_str(), name);
+    assert_eq!(elsewhere.source, o2.source);
     // Flip one byte in the middle of the params file: detected, regenerated.
     let path = cache_stem(dir.path(), &key).with_extension("params");
     let mut bytes = std::fs::read(&path).unwrap();

@@ -53,9 +53,9 @@ const KINDS: [Kind; 3] = [
 /// life: a buffer CUPTI hands back goes to the free list for its next request.
 ///
 /// Not `malloc`: an 8 MiB block that comes and goes with every rep moves glibc's dynamic
-/// mmap and trim thresholds and the top of the main heap, and the prover's next
-/// allocations then fault their pages in afresh. That measurably slowed the synthesis of
-/// the rep after each telemetry rep. Mapped buffers leave the process heap alone.
+/// mmap and trim thresholds and the top of the main heap, so the prover's next
+/// allocations would fault their pages in afresh and telemetry would slow the rep after
+/// it. Mapped buffers leave the process heap alone.
 struct BufferPool {
     free: Mutex<Vec<usize>>,
 }

@@ -36,8 +36,7 @@
 //!
 //! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
 //! real kernels and copies and prints PASS/FAIL per check (with `--nvtx`, the NVTX
-//! mirror too, against CUPTI's record of its ranges); `cuda/tests/gpu_timer_check.cpp`
-//! checks the CUDA-event helper (`cuda/gpu_timer.cuh`) on its own.
+//! mirror too, against CUPTI's record of its ranges).
 
 pub mod activity;
 pub mod clock;
@@ -326,10 +325,10 @@ impl Telemetry {
     pub fn begin_rep(&self, parts: TelemetryParts) -> Vec<String> {
         let notes = self.on_thread(|| self.begin_rep_here(parts));
         if self.cupti.as_ref().is_ok_and(|c| c.markers_on()) {
-            // CUPTI sets itself up on the first NVTX range after markers are enabled:
-            // without this range of its own (dropped from the records), `prove`'s range
-            // started 0.85 ms late in every rep (results/gpu-selftest/). Sent from the
-            // proving thread, where the spans' ranges will come from.
+            // CUPTI sets itself up on the first NVTX range after markers are enabled, so
+            // that range starts late; this range of its own (dropped from the records)
+            // takes the delay instead of `prove`'s. Sent from the proving thread, where
+            // the spans' ranges will come from.
             crate::trace::mirror_mark(cupti::NVTX_PRIMER);
         }
         notes
