@@ -25,6 +25,7 @@
 //! ```
 
 mod compare;
+mod csv_rows;
 mod diff;
 mod gaps;
 mod render;

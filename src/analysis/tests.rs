@@ -1,4 +1,6 @@
 //! Simulation tests of the verdict rule, and diffs of synthetic runs with known effects.
+//! One file past 600 lines because the cases share the synthetic runs and helpers below,
+//! and each test reads best next to the run it diffs.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
