@@ -1,10 +1,11 @@
 //! Comparison of a baseline against a candidate: statistics, verdicts and where the time
 //! went.
 //!
-//! Pipeline position: experiment → run → [`crate::store`] → **analysis** → report/bisect.
+//! Pipeline position: after the [`crate::store`], before the report (ARCHITECTURE.md).
 //! The input is one or two run folders read back with [`crate::store::RunData::load`];
 //! the output is a [`Diff`], one serde record that [`render`] prints as a terminal table,
-//! markdown, JSON or CSV, and that the report generator consumes directly.
+//! markdown, JSON or CSV, and that the report generator consumes directly. The
+//! statistics are [`crate::stats`].
 //!
 //! - `select`: which variants, the workload check, and the measured reps of one
 //!   variant as one value per rep and metric.
@@ -12,7 +13,7 @@
 //! - `diff`: assembles the [`Diff`] from comparisons, gaps and contributions.
 //! - `gaps`: unattributed time of wrapper spans and the ranked contributions to the
 //!   change in end-to-end time.
-//! - `render`: the four output formats.
+//! - `render`: the terminal table, markdown and JSON; `csv_rows`: the CSV.
 //! - [`synthetic`]: run folders with known effects, for tests and benchmarks.
 //!
 //! ```no_run

@@ -2,6 +2,7 @@
 //! params, then runs the schedule (warm-ups, then interleaved reps), writing each rep as
 //! soon as it is verified.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
 use super::watchdog::{self, Watchdog};
 use super::worker;
+use crate::counters::Availability;
 use crate::prover;
 use crate::store::{
     self, NewRun, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta,
@@ -152,9 +154,13 @@ fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Result<(), Strin
     }
 }
 
-/// Runs the experiment at `exp_path` (or resumes `opts.resume`).
-pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
-    let (exp, text, resume) = match (&opts.resume, exp_path) {
+/// The experiment to run (with its text, as copied into the run folder) and the run
+/// folder to resume, if any: `resume`'s own copy of the experiment when given.
+fn load_experiment(
+    exp_path: Option<&Path>,
+    resume: Option<&Path>,
+) -> Result<(Experiment, String, Option<PathBuf>)> {
+    Ok(match (resume, exp_path) {
         (Some(dir), _) => {
             let copy = dir.join(store::EXPERIMENT_COPY);
             if !copy.exists() {
@@ -165,14 +171,75 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 );
             }
             let (e, t) = Experiment::load(&copy)?;
-            (e, t, Some(dir.clone()))
+            (e, t, Some(dir.to_path_buf()))
         }
         (None, Some(p)) => {
             let (e, t) = Experiment::load(p)?;
             (e, t, None)
         }
         (None, None) => bail!("give an experiment file, or --resume RUN_DIR"),
-    };
+    })
+}
+
+/// meta.json of a new run of `exp`, before params and setup are known.
+fn new_run_meta(
+    exp: &Experiment,
+    variants: &[ResolvedVariant],
+    opts: &RunOptions,
+    counters: BTreeMap<String, Availability>,
+    gpu: store::GpuMeta,
+) -> store::Meta {
+    NewRun {
+        experiment: exp.name.clone(),
+        command: opts.command.clone(),
+        counters,
+        gpu,
+        workload: WorkloadMeta {
+            circuit: exp.workload.circuit.as_str().into(),
+            log2_constraints: exp.workload.log2_constraints,
+            batch: exp.workload.batch,
+            backend: exp.workload.backend.as_str().into(),
+        },
+        variants: variants
+            .iter()
+            .map(|v| VariantMeta {
+                name: v.name.clone(),
+                backend: v.backend.as_str().into(),
+                knobs: v.knobs(),
+            })
+            .collect(),
+        reps: exp.run.reps,
+        warmups: exp.run.warmups,
+        order: format!("{:?}", exp.run.order).to_lowercase(),
+        process: match exp.run.process {
+            ProcessPolicy::Shared => "shared".into(),
+            ProcessPolicy::PerRep => "per_rep".into(),
+        },
+    }
+    .meta()
+}
+
+/// The run's progress bar over `total` reps, `done` of them finished; hidden without
+/// `progress`.
+fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::ProgressBar {
+    if !progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(total as u64);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} reps  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    b.set_position(done as u64);
+    b
+}
+
+/// Runs the experiment at `exp_path` (or resumes `opts.resume`).
+pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
+    let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
     let variants = exp.resolved_variants();
     for v in &variants {
         prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
@@ -199,34 +266,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         None => {
             let exp_dir = opts.results_dir.join(&exp.name);
             check_writable(&exp_dir)?;
-            let meta = NewRun {
-                experiment: exp.name.clone(),
-                command: opts.command.clone(),
-                counters,
-                gpu: telemetry.gpu_meta(),
-                workload: WorkloadMeta {
-                    circuit: exp.workload.circuit.as_str().into(),
-                    log2_constraints: exp.workload.log2_constraints,
-                    batch: exp.workload.batch,
-                    backend: exp.workload.backend.as_str().into(),
-                },
-                variants: variants
-                    .iter()
-                    .map(|v| VariantMeta {
-                        name: v.name.clone(),
-                        backend: v.backend.as_str().into(),
-                        knobs: v.knobs(),
-                    })
-                    .collect(),
-                reps: exp.run.reps,
-                warmups: exp.run.warmups,
-                order: format!("{:?}", exp.run.order).to_lowercase(),
-                process: match exp.run.process {
-                    ProcessPolicy::Shared => "shared".into(),
-                    ProcessPolicy::PerRep => "per_rep".into(),
-                },
-            }
-            .meta();
+            let meta = new_run_meta(&exp, &variants, opts, counters, telemetry.gpu_meta());
             (None, Vec::new(), meta)
         }
     };
@@ -291,20 +331,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         .copied()
         .filter(|s| !done.contains(&s.rep))
         .collect();
-    let bar = if opts.progress {
-        let b = indicatif::ProgressBar::new(slots.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} reps  {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.set_position(done.len() as u64);
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress_bar(opts.progress, slots.len(), done.len());
     let ctx = RepContext {
         exp: &exp,
         params: &params,

@@ -1,4 +1,6 @@
-//! Span recorder: the first stage of the pipeline (trace → run → store → analysis).
+//! Span recorder: the bottom of the pipeline (ARCHITECTURE.md). The prover, telemetry
+//! and C++/CUDA code (through [`ffi`]) record spans here; the store turns a drained trace
+//! into rows.
 //!
 //! Spans nest per thread through a thread-local stack; a span started on another thread
 //! names its parent explicitly ([`SpanContext`]). Every span belongs to a *trace* (the id
