@@ -199,6 +199,21 @@ pub enum Command {
         #[arg(long)]
         params_dir: Option<PathBuf>,
     },
+    /// Check the native prover's GPU MSMs (G1, G2) and NTTs against the CPU on random
+    /// inputs and on all-zero, all-one and 0/1 scalars; prints one line per check and the
+    /// JSON of all of them (--json). Needs a build with `--features cuda` and a GPU.
+    #[command(name = "cuda-check")]
+    CudaCheck {
+        /// log2 sizes to check (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "10,16")]
+        log2: Vec<u32>,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write every check as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Check GPU telemetry on this machine with real kernels and copies (no prover
     /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
     #[command(name = "gpu-selftest", hide = true)]
@@ -405,6 +420,7 @@ pub fn run() -> Result<()> {
             calls,
             &params_dir.unwrap_or_else(default_params_dir),
         ),
+        Command::CudaCheck { log2, seed, json } => cuda_check(&log2, seed, json.as_deref()),
         Command::GpuSelftest {
             out,
             reps,
@@ -483,6 +499,54 @@ fn upstream_reference(
         "--batch and --calls must be at least 1"
     );
     reference(kind, log2, gadget, batch, calls, params_dir)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Result<()> {
+    use crate::prover::cuda::check;
+    anyhow::ensure!(
+        sizes.iter().all(|&l| (1..=24).contains(&l)),
+        "--log2 sizes must be within 1..=24"
+    );
+    let mut all = Vec::new();
+    for &lg in sizes {
+        all.extend(check::msm_checks(lg, seed)?);
+        all.extend(check::ntt_checks(lg, seed)?);
+    }
+    for c in &all {
+        let pattern = c
+            .pattern
+            .map(|p| format!("{p:?}").to_lowercase())
+            .unwrap_or_default();
+        println!(
+            "{}  {:<10} 2^{:<2} {:<8} gpu call {:>10}",
+            if c.equal { "PASS" } else { "FAIL" },
+            c.what,
+            c.log2,
+            pattern,
+            format!("{:.3} ms", c.gpu_call_ns as f64 / 1e6)
+        );
+    }
+    if let Some(p) = json {
+        std::fs::write(p, serde_json::to_string_pretty(&all)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    let failed = all.iter().filter(|c| !c.equal).count();
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} checks differ from the CPU",
+        all.len()
+    );
+    println!("all {} checks equal the CPU", all.len());
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_check(_: &[u32], _: u64, _: Option<&std::path::Path>) -> Result<()> {
+    anyhow::bail!(
+        "cuda-check needs the native prover: rebuild with `--features cuda` after \
+         `eval \"$(scripts/cuda-toolkit.sh)\"` (README.md, GPU build)"
+    )
 }
 
 #[cfg(feature = "supraseal")]

@@ -209,7 +209,12 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         backend.as_ref(),
         params,
         circuits,
-        ProveOptions { drop: v.drop },
+        ProveOptions {
+            drop: v.drop,
+            host_memory: v.host_memory,
+            streams: v.streams,
+            gpus: v.gpus,
+        },
         &mut rng,
     );
     prover::dropper::wait_idle();
@@ -396,10 +401,9 @@ fn generate_in_child(
     })
 }
 
-/// One-time backend setup outside the measured reps (supraseal: SRS load and a warm-up
-/// proof), per variant that needs it, in ns for meta.json `setup_ns`. A failed setup is
-/// reported here and fails that variant's reps with its cause; the run goes on.
-#[cfg(feature = "supraseal")]
+/// One-time backend setup outside the measured reps (GPU backends: SRS load and a
+/// warm-up proof), per variant that needs it, in ns for meta.json `setup_ns`. A failed
+/// setup is reported here and fails that variant's reps with its cause; the run goes on.
 pub fn setup_backends(
     exp: &Experiment,
     variants: &[ResolvedVariant],
@@ -410,39 +414,28 @@ pub fn setup_backends(
     let files: Vec<PathBuf> = origins.iter().map(|o| o.path.clone()).collect();
     let w = &exp.workload;
     let mut out = BTreeMap::new();
-    let gpu_variants = variants
+    for v in variants
         .iter()
-        .filter(|v| v.backend == prover::BackendKind::Supraseal);
-    for v in gpu_variants {
+        .filter(|v| v.backend != prover::BackendKind::Cpu)
+    {
         let (Some(p), Ok(c)) = (
             params.get(&v.gadget),
             CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0),
         ) else {
             continue;
         };
-        match prover::supraseal::setup_from(&files, p, c) {
-            Ok(r) if !r.reused => {
+        match prover::setup(v.backend, &files, p, c) {
+            Ok(Some(r)) if !r.reused => {
                 if progress {
-                    eprintln!("setup: {}: {r}", v.name);
+                    eprintln!("setup: {}: {}", v.name, r.text);
                 }
-                out.insert(format!("{}/{}", v.backend.as_str(), v.name), r.total_ns());
+                out.insert(format!("{}/{}", v.backend.as_str(), v.name), r.total_ns);
             }
             Ok(_) => {}
             Err(e) => eprintln!("warning: variant {:?}: {e}; its reps will fail", v.name),
         }
     }
     out
-}
-
-#[cfg(not(feature = "supraseal"))]
-pub fn setup_backends(
-    _: &Experiment,
-    _: &[ResolvedVariant],
-    _: &ParamsByGadget,
-    _: &[params::ParamsOrigin],
-    _: bool,
-) -> BTreeMap<String, u64> {
-    BTreeMap::new()
 }
 
 fn check_writable(dir: &Path) -> Result<()> {
