@@ -6,8 +6,10 @@
 //!   listed in `GENCODE`, and the cfg `gapscope_cuda` that the Rust side keys its GPU code
 //!   on. Without nvcc no GPU code is built, a `cargo:warning` says so, and everything else
 //!   (tests included) works as before.
-//! - Features that cannot exist without CUDA (`supraseal`) stop the build with the two
-//!   commands that install the toolkit and rebuild.
+//! - With feature `cuda`: the native Groth16 prover (cuda/prover/) over sppark's headers
+//!   (`DEP_SPPARK_ROOT`) and blst's (`DEP_BLST_C_SRC`), and the cfg `gapscope_prover`.
+//! - Features that cannot exist without CUDA (`cuda`, `supraseal`) stop the build with the
+//!   two commands that install the toolkit and rebuild.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -56,14 +58,16 @@ fn main() {
     if stamp.exists() {
         println!("cargo:rerun-if-changed={}", stamp.display());
     }
-    let needs_cuda = env::var_os("CARGO_FEATURE_SUPRASEAL").is_some();
+    println!("cargo::rustc-check-cfg=cfg(gapscope_prover)");
+    let prover = env::var_os("CARGO_FEATURE_CUDA").is_some();
+    let needs_cuda = prover || env::var_os("CARGO_FEATURE_SUPRASEAL").is_some();
 
     let found = match find_nvcc(&local) {
         Ok(f) => f,
         Err(why) => {
             if needs_cuda {
                 fail(&format!(
-                    "feature `supraseal` needs the CUDA compiler: {why}; {INSTALL_HINT}"
+                    "features `cuda` and `supraseal` need the CUDA compiler: {why}; {INSTALL_HINT}"
                 ));
             }
             println!("cargo:warning=building without GPU code: {why}; to build it, {INSTALL_HINT}");
@@ -71,9 +75,9 @@ fn main() {
         }
     };
     if needs_cuda && found.source == Source::Local {
-        // sppark's build script (under supraseal-c2) looks only at NVCC and PATH.
+        // sppark's build script looks only at NVCC and PATH.
         fail(&format!(
-            "feature `supraseal` needs nvcc on PATH or in NVCC (found only {}); run \
+            "features `cuda` and `supraseal` need nvcc on PATH or in NVCC (found only {}); run \
              `eval \"$(scripts/cuda-toolkit.sh)\"` in this shell, then rebuild",
             found.path.display()
         ));
@@ -104,6 +108,48 @@ fn main() {
     }
     compile_cuda(&manifest, &found.path);
     println!("cargo:rustc-cfg=gapscope_cuda");
+    if prover {
+        compile_prover(&manifest, &found.path);
+        println!("cargo:rustc-cfg=gapscope_prover");
+    }
+}
+
+/// The native prover: one translation unit over sppark's NTT and MSM templates. Built for
+/// the H200 (sm_90 machine code) plus compute_80 PTX that newer GPUs JIT: each further
+/// machine-code target adds about a minute of nvcc per build on a 2-core machine.
+fn compile_prover(manifest: &Path, nvcc: &Path) {
+    let dir = manifest.join("cuda/prover");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let root = env::var_os("DEP_SPPARK_ROOT")
+        .unwrap_or_else(|| fail("feature `cuda`: sppark did not export DEP_SPPARK_ROOT"));
+    let blst = env::var_os("DEP_BLST_C_SRC")
+        .unwrap_or_else(|| fail("feature `cuda`: blst did not export DEP_BLST_C_SRC"));
+    env::set_var("NVCC", nvcc);
+    let mut b = cc::Build::new();
+    b.cuda(true)
+        .cudart("static")
+        .debug(false)
+        .include("cuda")
+        .include(&root)
+        .include(&blst)
+        .define("FEATURE_BLS12_381", None)
+        .define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None)
+        .flag("-std=c++17")
+        .flag("-lineinfo")
+        .flag("-Xcompiler")
+        .flag("-Wno-unused-function")
+        .flag("-gencode")
+        .flag("arch=compute_90,code=sm_90")
+        .flag("-gencode")
+        .flag("arch=compute_80,code=compute_80");
+    // blst's host-side field arithmetic must use the same instructions blst was built
+    // with; blst's build script enables ADX when the build host has it.
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("adx") {
+        b.define("__ADX__", None);
+    }
+    b.file(dir.join("gs_prover.cu"));
+    b.compile("gapscope_prover");
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -14,6 +14,17 @@ extern "C" {
 #endif
 
 uint64_t gapscope_span_enter(const char *name);
+/* Where a span lives: its id and the id of its trace's root. Lets another thread open a
+ * child of a span it did not open (a prep or drop thread under the caller's span). */
+typedef struct {
+    uint64_t id;
+    uint64_t trace;
+} gapscope_span_ctx;
+/* Innermost span open on the calling thread ({0, 0} if none). */
+gapscope_span_ctx gapscope_span_context(void);
+/* Opens a span on the calling thread as a child of `parent` (which may live on another
+ * thread); with parent.id == 0 it behaves as gapscope_span_enter. */
+uint64_t gapscope_span_enter_under(const char *name, gapscope_span_ctx parent);
 int32_t gapscope_span_exit(uint64_t handle);
 void gapscope_span_attr_u64(uint64_t handle, const char *key, uint64_t value);
 void gapscope_span_attr_f64(uint64_t handle, const char *key, double value);
@@ -30,6 +41,7 @@ namespace gapscope {
 class Span {
 public:
     explicit Span(const char *name) : h_(gapscope_span_enter(name)) {}
+    Span(const char *name, gapscope_span_ctx parent) : h_(gapscope_span_enter_under(name, parent)) {}
     ~Span() { gapscope_span_exit(h_); }
     Span(const Span &) = delete;
     Span &operator=(const Span &) = delete;

@@ -13,3 +13,21 @@ extern "C" int gapscope_selftest_nested(void (*callback)(void)) {
     }
     return 0;
 }
+
+#include <thread>
+
+// Opens `cpp_parent`, then a `cpp_worker` span on a thread of its own under it, the way
+// the native prover's prep and drop threads open theirs.
+extern "C" int gapscope_selftest_thread(void) {
+    gapscope::Span parent("cpp_parent");
+    gapscope_span_ctx ctx = gapscope_span_context();
+    if (ctx.id != parent.handle()) return 1;
+    int rc = 0;
+    std::thread t([ctx, &rc] {
+        gapscope::Span w("cpp_worker", ctx);
+        if (w.handle() == 0) rc = 2;
+        w.attr("rows", static_cast<uint64_t>(7));
+    });
+    t.join();
+    return rc;
+}

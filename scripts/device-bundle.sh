@@ -39,8 +39,8 @@ mkdir -p "$out/experiments"
 # Symbols stay (backtraces name functions); line tables go.
 objcopy --strip-debug "$bin" "$out/gapscope"
 cp experiments/*.toml "$out/experiments/"
-cp scripts/device-run.sh scripts/diag-supraseal.sh "$out/"
-chmod +x "$out/gapscope" "$out/device-run.sh" "$out/diag-supraseal.sh"
+cp scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh "$out/"
+chmod +x "$out/gapscope" "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh"
 {
     echo "revision: $rev"
     echo "features: $features"

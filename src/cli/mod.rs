@@ -3,6 +3,7 @@
 //! `main` only calls [`run`] and maps its error to an exit status.
 
 mod completions;
+mod cuda_check;
 mod diff;
 mod export;
 mod params;
@@ -66,6 +67,11 @@ pub enum Command {
     /// build with `--features supraseal` and a GPU.
     #[command(name = "upstream-reference")]
     UpstreamReference(upstream::UpstreamArgs),
+    /// Check the native prover's GPU MSMs (G1, G2) and NTTs against the CPU on random
+    /// inputs and on all-zero, all-one and 0/1 scalars; one line per check, all of them
+    /// as JSON with --json. Needs a build with `--features cuda` and a GPU.
+    #[command(name = "cuda-check")]
+    CudaCheck(cuda_check::CudaCheckArgs),
     /// Check GPU telemetry on this machine with real kernels and copies (no prover
     /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
     #[command(name = "gpu-selftest", hide = true)]
@@ -118,6 +124,7 @@ pub fn run() -> Result<()> {
         Command::Params(a) => params::run(a),
         Command::Worker(a) => worker::run(a),
         Command::UpstreamReference(a) => upstream::run(a),
+        Command::CudaCheck(a) => cuda_check::run(a),
         Command::GpuSelftest(a) => selftest::run(a),
     }
 }

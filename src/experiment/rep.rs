@@ -68,7 +68,12 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         backend.as_ref(),
         params,
         circuits,
-        ProveOptions { drop: v.drop },
+        ProveOptions {
+            drop: v.drop,
+            host_memory: v.host_memory,
+            streams: v.streams,
+            gpus: v.gpus,
+        },
         &mut rng,
     );
     prover::dropper::wait_idle();

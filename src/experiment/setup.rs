@@ -1,17 +1,14 @@
 //! What a process sets up before its reps, outside every measured span: params for
-//! each gadget the variants use, and one-time backend setup (supraseal's SRS load).
+//! each gadget the variants use, and one-time backend setup (GPU backends: SRS load, warm-up proof).
 //! The runner does it for a shared process; each `__worker` child for its own rep.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
-#[cfg(feature = "supraseal")]
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
 use super::spec::{Experiment, ResolvedVariant};
-#[cfg(feature = "supraseal")]
 use crate::prover;
 use crate::prover::{params, CircuitInstance, Gadget, Groth16Params};
 
@@ -112,10 +109,9 @@ fn generate_in_child(
     })
 }
 
-/// One-time backend setup outside the measured reps (supraseal: SRS load and a warm-up
-/// proof), per variant that needs it, in ns for meta.json `setup_ns`. A failed setup is
-/// reported here and fails that variant's reps with its cause; the run goes on.
-#[cfg(feature = "supraseal")]
+/// One-time backend setup outside the measured reps (GPU backends: SRS load and a
+/// warm-up proof), per variant that needs it, in ns for meta.json `setup_ns`. A failed
+/// setup is reported here and fails that variant's reps with its cause; the run goes on.
 pub fn setup_backends(
     exp: &Experiment,
     variants: &[ResolvedVariant],
@@ -126,37 +122,26 @@ pub fn setup_backends(
     let files: Vec<PathBuf> = origins.iter().map(|o| o.path.clone()).collect();
     let w = &exp.workload;
     let mut out = BTreeMap::new();
-    let gpu_variants = variants
+    for v in variants
         .iter()
-        .filter(|v| v.backend == prover::BackendKind::Supraseal);
-    for v in gpu_variants {
+        .filter(|v| v.backend != prover::BackendKind::Cpu)
+    {
         let (Some(p), Ok(c)) = (
             params.get(&v.gadget),
             CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0),
         ) else {
             continue;
         };
-        match prover::supraseal::setup_from(&files, p, c) {
-            Ok(r) if !r.reused => {
+        match prover::setup(v.backend, &files, p, c) {
+            Ok(Some(r)) if !r.reused => {
                 if progress {
-                    eprintln!("setup: {}: {r}", v.name);
+                    eprintln!("setup: {}: {}", v.name, r.text);
                 }
-                out.insert(format!("{}/{}", v.backend.as_str(), v.name), r.total_ns());
+                out.insert(format!("{}/{}", v.backend.as_str(), v.name), r.total_ns);
             }
             Ok(_) => {}
             Err(e) => eprintln!("warning: variant {:?}: {e}; its reps will fail", v.name),
         }
     }
     out
-}
-
-#[cfg(not(feature = "supraseal"))]
-pub fn setup_backends(
-    _: &Experiment,
-    _: &[ResolvedVariant],
-    _: &ParamsByGadget,
-    _: &[params::ParamsOrigin],
-    _: bool,
-) -> BTreeMap<String, u64> {
-    BTreeMap::new()
 }

@@ -161,12 +161,7 @@ impl Default for RunPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostMemory {
-    Pageable,
-    Pinned,
-}
+pub use crate::prover::HostMemory;
 
 /// A named set of knobs. Unset knobs take their defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -181,6 +176,12 @@ pub struct Variant {
     pub host_memory: Option<HostMemory>,
     #[serde(default)]
     pub backend: Option<BackendKind>,
+    /// cuda backend: streams for the NTTs of a, b and c (1 or 2; default 2).
+    #[serde(default)]
+    pub streams: Option<u32>,
+    /// cuda backend: GPUs a batch is split over (default: every GPU of the host).
+    #[serde(default)]
+    pub gpus: Option<u32>,
     /// GPU telemetry during this variant's reps (default true: NVML sampling and CUPTI
     /// activity). `false` runs the reps with both off, `"nvml"` / `"cupti"` with one of
     /// them: A/B tests of telemetry's own overhead, part by part.
@@ -196,6 +197,10 @@ pub struct ResolvedVariant {
     pub gadget: Gadget,
     pub host_memory: HostMemory,
     pub backend: BackendKind,
+    /// cuda: NTT streams (1 or 2).
+    pub streams: u32,
+    /// cuda: GPUs per batch (0: all).
+    pub gpus: u32,
     pub telemetry: TelemetryParts,
 }
 
@@ -204,14 +209,18 @@ impl ResolvedVariant {
         let mut m = BTreeMap::new();
         m.insert("drop".into(), self.drop.as_str().into());
         m.insert("gadget".into(), self.gadget.as_str().into());
-        m.insert(
-            "host_memory".into(),
-            match self.host_memory {
-                HostMemory::Pageable => "pageable",
-                HostMemory::Pinned => "pinned",
-            }
-            .into(),
-        );
+        m.insert("host_memory".into(), self.host_memory.as_str().into());
+        // Recorded only where they apply, so runs of other backends keep their knob sets.
+        if self.backend == BackendKind::Cuda {
+            m.insert("streams".into(), self.streams.to_string());
+            m.insert(
+                "gpus".into(),
+                match self.gpus {
+                    0 => "all".to_string(),
+                    n => n.to_string(),
+                },
+            );
+        }
         m.insert("telemetry".into(), self.telemetry.as_str().into());
         m
     }
@@ -322,6 +331,25 @@ impl Experiment {
                 return Err(format!("variant name {:?} is used twice", v.name));
             }
             let r = self.resolve(v);
+            if (v.streams.is_some() || v.gpus.is_some()) && r.backend != BackendKind::Cuda {
+                return Err(format!(
+                    "variant {:?}: streams and gpus are knobs of backend = \"cuda\" (this variant uses {})",
+                    v.name,
+                    r.backend.as_str()
+                ));
+            }
+            if !matches!(r.streams, 1 | 2) {
+                return Err(format!(
+                    "variant {:?}: streams = {} is not valid: use 1 or 2",
+                    v.name, r.streams
+                ));
+            }
+            if v.gpus == Some(0) || r.gpus > 64 {
+                return Err(format!(
+                    "variant {:?}: gpus = {} is not valid: use 1..=64, or leave it out for every GPU",
+                    v.name, r.gpus
+                ));
+            }
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
@@ -339,6 +367,8 @@ impl Experiment {
             gadget: v.gadget.unwrap_or(Gadget::AddToLc),
             host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
             backend: v.backend.unwrap_or(self.workload.backend),
+            streams: v.streams.unwrap_or(2),
+            gpus: v.gpus.unwrap_or(0),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
         }
     }

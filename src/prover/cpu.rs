@@ -11,11 +11,12 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ec_gpu_gen::multiexp_cpu::FullDensity;
 use ec_gpu_gen::threadpool::Worker;
 use ff::PrimeField;
-use group::{prime::PrimeCurveAffine, Curve};
 use rayon::prelude::*;
 
 use super::spans;
-use super::{dropper, Assignment, Backend, BackendKind, Groth16Params, ProveOptions, ProverError};
+use super::{
+    assemble, dropper, Assignment, Backend, BackendKind, Groth16Params, ProveOptions, ProverError,
+};
 use crate::trace::Span;
 
 type Repr = <Scalar as PrimeField>::Repr;
@@ -304,26 +305,17 @@ impl Backend for CpuBackend {
 
         let proofs = {
             let _s = Span::enter(spans::ASSEMBLE);
-            if bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()) {
-                return Err(err("verifying key has an identity delta (subverted CRS)"));
-            }
+            assemble::check_delta(&vk).map_err(err)?;
             (0..splits.len())
                 .map(|i| {
-                    let (r, s) = (r_s[i], s_s[i]);
-                    let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_s[i];
-                    let g_b = vk.delta_g2 * s + vk.beta_g2 + b2_s[i];
-                    let g_c = a_s[i] * s
-                        + b1_s[i] * r
-                        + vk.delta_g1 * (r * s)
-                        + vk.alpha_g1 * s
-                        + vk.beta_g1 * r
-                        + h_s[i]
-                        + l_s[i];
-                    Proof {
-                        a: g_a.to_affine(),
-                        b: g_b.to_affine(),
-                        c: g_c.to_affine(),
-                    }
+                    let m = assemble::MsmParts {
+                        h: h_s[i],
+                        l: l_s[i],
+                        a: a_s[i],
+                        b_g1: b1_s[i],
+                        b_g2: b2_s[i],
+                    };
+                    assemble::assemble(&vk, r_s[i], s_s[i], &m)
                 })
                 .collect::<Vec<_>>()
         };

@@ -95,6 +95,10 @@ pub fn wait_idle() {
     while *p > 0 {
         p = d.idle.wait(p).unwrap_or_else(|e| e.into_inner());
     }
+    drop(p);
+    // The native prover frees its buffers on a C++ thread of its own.
+    #[cfg(feature = "cuda")]
+    super::cuda::wait_for_drops();
 }
 
 #[cfg(test)]

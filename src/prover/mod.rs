@@ -10,9 +10,12 @@
 //! └─ drop_assignments     the Rust-side assignments (same policy)
 //! ```
 
+pub mod assemble;
 pub mod circuits;
 pub mod cpu;
 pub mod cs;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod dropper;
 pub mod gpu_probe;
 pub mod params;
@@ -68,10 +71,46 @@ pub enum ProverError {
     Unavailable(&'static str, String),
 }
 
-/// Per-call options a backend honours.
-#[derive(Debug, Clone, Copy)]
+/// Where a GPU backend stages host data before copying it to the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostMemory {
+    /// Copies straight from the Rust vectors (the driver stages pageable memory itself).
+    Pageable,
+    /// a/b/c copied into pinned buffers kept for the process, then to the GPU.
+    Pinned,
+}
+
+impl HostMemory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostMemory::Pageable => "pageable",
+            HostMemory::Pinned => "pinned",
+        }
+    }
+}
+
+/// Per-call options a backend honours (those that do not apply to it are ignored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProveOptions {
     pub drop: DropPolicy,
+    /// cuda: how a/b/c reach the GPU.
+    pub host_memory: HostMemory,
+    /// cuda: streams for the NTTs of a, b and c (1 or 2).
+    pub streams: u32,
+    /// cuda: GPUs a batch is split over (0: every GPU the SRS is on).
+    pub gpus: u32,
+}
+
+impl Default for ProveOptions {
+    fn default() -> Self {
+        ProveOptions {
+            drop: DropPolicy::Sync,
+            host_memory: HostMemory::Pageable,
+            streams: 2,
+            gpus: 0,
+        }
+    }
 }
 
 /// A Groth16 backend: everything after synthesis. Implementations open the children of
@@ -97,12 +136,24 @@ pub trait Backend: Send + Sync {
 pub fn backend(kind: BackendKind) -> Result<Box<dyn Backend>, ProverError> {
     match kind {
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new())),
-        BackendKind::Cuda => Err(ProverError::Unavailable(
-            "cuda",
-            "the native CUDA backend is not part of this build yet; use backend = \"cpu\"".into(),
-        )),
+        BackendKind::Cuda => cuda_backend(),
         BackendKind::Supraseal => supraseal_backend(),
     }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_backend() -> Result<Box<dyn Backend>, ProverError> {
+    Ok(Box::new(cuda::CudaBackend::new()))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_backend() -> Result<Box<dyn Backend>, ProverError> {
+    Err(ProverError::Unavailable(
+        "cuda",
+        "rebuild with `--features cuda` after `eval \"$(scripts/cuda-toolkit.sh)\"` \
+         (README.md, GPU build)"
+            .into(),
+    ))
 }
 
 #[cfg(feature = "supraseal")]
@@ -120,6 +171,72 @@ fn supraseal_backend() -> Result<Box<dyn Backend>, ProverError> {
          (README.md, GPU build)"
             .into(),
     ))
+}
+
+/// What a backend's one-time setup took (SRS load, warm-up proof), outside measured reps.
+#[derive(Debug, Clone)]
+pub struct SetupSummary {
+    pub total_ns: u64,
+    /// Human-readable breakdown for the progress line.
+    pub text: String,
+    /// True when this process had done it before (nothing was measured).
+    pub reused: bool,
+}
+
+/// One-time setup of backend `kind` for `params` (read from one of `params_files`), with
+/// `warmup` proved once and verified: `None` for backends that need none.
+pub fn setup(
+    kind: BackendKind,
+    params_files: &[std::path::PathBuf],
+    params: &Groth16Params,
+    warmup: CircuitInstance,
+) -> Result<Option<SetupSummary>, ProverError> {
+    match kind {
+        BackendKind::Cpu => Ok(None),
+        BackendKind::Cuda => cuda_setup(params, warmup),
+        BackendKind::Supraseal => supraseal_setup(params_files, params, warmup),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_setup(
+    params: &Groth16Params,
+    warmup: CircuitInstance,
+) -> Result<Option<SetupSummary>, ProverError> {
+    let r = cuda::setup(params, warmup)?;
+    Ok(Some(SetupSummary {
+        total_ns: r.total_ns(),
+        text: r.to_string(),
+        reused: r.reused,
+    }))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_setup(_: &Groth16Params, _: CircuitInstance) -> Result<Option<SetupSummary>, ProverError> {
+    cuda_backend().map(|_| None)
+}
+
+#[cfg(feature = "supraseal")]
+fn supraseal_setup(
+    files: &[std::path::PathBuf],
+    params: &Groth16Params,
+    warmup: CircuitInstance,
+) -> Result<Option<SetupSummary>, ProverError> {
+    let r = supraseal::setup_from(files, params, warmup)?;
+    Ok(Some(SetupSummary {
+        total_ns: r.total_ns(),
+        text: r.to_string(),
+        reused: r.reused,
+    }))
+}
+
+#[cfg(not(feature = "supraseal"))]
+fn supraseal_setup(
+    _: &[std::path::PathBuf],
+    _: &Groth16Params,
+    _: CircuitInstance,
+) -> Result<Option<SetupSummary>, ProverError> {
+    supraseal_backend().map(|_| None)
 }
 
 /// The CPU this thread runs on (-1 when the kernel cannot say).

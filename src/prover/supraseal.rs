@@ -564,9 +564,7 @@ fn setup_locked(
     );
     let root = Span::enter("supraseal_setup");
     let trace_id = root.trace();
-    let opts = ProveOptions {
-        drop: dropper::DropPolicy::Sync,
-    };
+    let opts = ProveOptions::default();
     let proved =
         SuprasealBackend.prove(params, std::slice::from_ref(&assignment), &[r], &[s], opts);
     drop(root);

@@ -17,7 +17,10 @@ fn run(policy: DropPolicy) -> (Vec<crate::trace::SpanRecord>, Result<(), String>
         b.as_ref(),
         &params,
         circuits,
-        ProveOptions { drop: policy },
+        ProveOptions {
+            drop: policy,
+            ..ProveOptions::default()
+        },
         &mut rand::rngs::OsRng,
     );
     dropper::wait_idle();
@@ -92,9 +95,7 @@ fn a_wrong_proof_does_not_verify() {
         b.as_ref(),
         &params,
         vec![c],
-        ProveOptions {
-            drop: DropPolicy::Sync,
-        },
+        ProveOptions::default(),
         &mut rand::rngs::OsRng,
     );
     let mut proofs = out.result.unwrap();
@@ -117,9 +118,7 @@ fn params_that_do_not_fit_are_refused_by_the_backend() {
         b.as_ref(),
         &params,
         vec![big],
-        ProveOptions {
-            drop: DropPolicy::Sync,
-        },
+        ProveOptions::default(),
         &mut rand::rngs::OsRng,
     );
     let e = out.result.expect_err("must fail").to_string();

@@ -59,6 +59,47 @@ pub unsafe extern "C" fn gapscope_span_enter(name: *const c_char) -> u64 {
     }
 }
 
+/// Where a span lives, for C: `gapscope_span_ctx` in the header.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CSpanContext {
+    pub id: u64,
+    pub trace: u64,
+}
+
+/// The innermost span open on the calling thread, `{0, 0}` if none.
+#[no_mangle]
+pub extern "C" fn gapscope_span_context() -> CSpanContext {
+    match super::current() {
+        Some(c) => CSpanContext {
+            id: c.id,
+            trace: c.trace,
+        },
+        None => CSpanContext { id: 0, trace: 0 },
+    }
+}
+
+/// Opens a span on the calling thread as a child of `parent`, which may be open on
+/// another thread; with `parent.id == 0` it nests like [`gapscope_span_enter`].
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string valid for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn gapscope_span_enter_under(
+    name: *const c_char,
+    parent: CSpanContext,
+) -> u64 {
+    // SAFETY: forwarded caller contract.
+    let Some(n) = (unsafe { name_from(name) }) else {
+        return 0;
+    };
+    let ctx = (parent.id != 0).then_some(super::SpanContext {
+        id: parent.id,
+        trace: parent.trace,
+    });
+    super::enter_with_parent(n, ctx)
+}
+
 /// Closes the span `handle` (opened on this thread). Returns 1 if it was open, else 0.
 #[no_mangle]
 pub extern "C" fn gapscope_span_exit(handle: u64) -> i32 {
@@ -108,7 +149,7 @@ pub unsafe extern "C" fn gapscope_span_attr_str(
 }
 
 /// Handle of the innermost span open on the calling thread (Rust or C++), 0 if none:
-/// lets helpers such as `cuda/gpu_timer.cuh` attach attributes to the enclosing span.
+/// lets C++ helpers attach attributes to the enclosing span.
 #[no_mangle]
 pub extern "C" fn gapscope_span_current() -> u64 {
     super::current().map(|c| c.id).unwrap_or(0)
@@ -128,6 +169,40 @@ mod tests {
         /// In `cuda/trace_selftest.cpp`: opens `cpp_outer`, calls back into Rust (which
         /// opens `rust_callback`), opens `cpp_inner` inside the callback's span, returns.
         fn gapscope_selftest_nested(cb: extern "C" fn()) -> i32;
+        /// In `cuda/trace_selftest.cpp`: opens `cpp_parent`, and `cpp_worker` under it on
+        /// a thread of its own.
+        fn gapscope_selftest_thread() -> i32;
+    }
+
+    #[test]
+    fn a_cpp_thread_opens_a_child_of_the_callers_span() {
+        let root = Span::enter("ffi_thread_root");
+        let trace = root.trace();
+        // SAFETY: no arguments; the C++ side joins its thread before returning.
+        assert_eq!(unsafe { gapscope_selftest_thread() }, 0);
+        drop(root);
+        let spans = drain_trace(trace);
+        let by = |n: &str| {
+            spans
+                .iter()
+                .find(|s| s.name == n)
+                .unwrap_or_else(|| panic!("span {n} missing: {spans:?}"))
+        };
+        let parent = by("cpp_parent");
+        let worker = by("cpp_worker");
+        assert_eq!(worker.parent, Some(parent.id));
+        assert_eq!(worker.trace, parent.trace);
+        assert_ne!(worker.thread_id, parent.thread_id);
+        assert!(worker.start_ns >= parent.start_ns && worker.end_ns <= parent.end_ns);
+    }
+
+    #[test]
+    fn context_is_zero_without_an_open_span() {
+        // A fresh thread has no span open.
+        let c = std::thread::spawn(super::gapscope_span_context)
+            .join()
+            .unwrap();
+        assert_eq!(c, super::CSpanContext { id: 0, trace: 0 });
     }
 
     extern "C" fn rust_callback() {

@@ -199,9 +199,7 @@ fn without_a_gpu_prove_fails_with_the_cause_and_records_entry() {
     let one = [Scalar::from(1u64)];
     let root = Span::enter("t_root");
     let trace_id = root.trace();
-    let opts = ProveOptions {
-        drop: dropper::DropPolicy::Sync,
-    };
+    let opts = ProveOptions::default();
     let r = SuprasealBackend::new().prove(p, std::slice::from_ref(&a), &one, &one, opts);
     drop(root);
     let e = r.unwrap_err().to_string();

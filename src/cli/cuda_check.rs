@@ -1,0 +1,72 @@
+//! `gapscope cuda-check`: the native prover's GPU MSMs and NTTs against the CPU.
+
+use std::path::PathBuf;
+
+#[cfg(feature = "cuda")]
+use anyhow::Context;
+use anyhow::Result;
+
+#[derive(clap::Args, Debug)]
+pub struct CudaCheckArgs {
+    /// log2 sizes to check (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "10,16")]
+    log2: Vec<u32>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write every check as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+pub fn run(a: CudaCheckArgs) -> Result<()> {
+    run_check(&a.log2, a.seed, a.json.as_deref())
+}
+
+#[cfg(feature = "cuda")]
+pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Result<()> {
+    use crate::prover::cuda::check;
+    anyhow::ensure!(
+        sizes.iter().all(|&l| (1..=24).contains(&l)),
+        "--log2 sizes must be within 1..=24"
+    );
+    let mut all = Vec::new();
+    for &lg in sizes {
+        all.extend(check::msm_checks(lg, seed)?);
+        all.extend(check::ntt_checks(lg, seed)?);
+    }
+    for c in &all {
+        let pattern = c
+            .pattern
+            .map(|p| format!("{p:?}").to_lowercase())
+            .unwrap_or_default();
+        println!(
+            "{}  {:<10} 2^{:<2} {:<8} gpu call {:>10}",
+            if c.equal { "PASS" } else { "FAIL" },
+            c.what,
+            c.log2,
+            pattern,
+            format!("{:.3} ms", c.gpu_call_ns as f64 / 1e6)
+        );
+    }
+    if let Some(p) = json {
+        std::fs::write(p, serde_json::to_string_pretty(&all)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    let failed = all.iter().filter(|c| !c.equal).count();
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} checks differ from the CPU",
+        all.len()
+    );
+    println!("all {} checks equal the CPU", all.len());
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn run_check(_: &[u32], _: u64, _: Option<&std::path::Path>) -> Result<()> {
+    anyhow::bail!(
+        "cuda-check needs the native prover: rebuild with `--features cuda` after \
+         `eval \"$(scripts/cuda-toolkit.sh)\"` (README.md, GPU build)"
+    )
+}
