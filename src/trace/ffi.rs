@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn context_is_zero_without_an_open_span() {
         // A fresh thread has no span open.
-        let c = std::thread::spawn(super::gapscope_span_context)
+        let c = std::thread::spawn(|| super::gapscope_span_context())
             .join()
             .unwrap();
         assert_eq!(c, super::CSpanContext { id: 0, trace: 0 });
