@@ -124,18 +124,11 @@ fn compile_prover(manifest: &Path, nvcc: &Path) {
         .unwrap_or_else(|| fail("feature `cuda`: sppark did not export DEP_SPPARK_ROOT"));
     let blst = env::var_os("DEP_BLST_C_SRC")
         .unwrap_or_else(|| fail("feature `cuda`: blst did not export DEP_BLST_C_SRC"));
-    env::set_var("NVCC", nvcc);
-    let mut b = cc::Build::new();
-    b.cuda(true)
-        .cudart("static")
-        .debug(false)
-        .include("cuda")
-        .include(&root)
+    let mut b = nvcc_build(nvcc);
+    b.include(&root)
         .include(&blst)
         .define("FEATURE_BLS12_381", None)
         .define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None)
-        .flag("-std=c++17")
-        .flag("-lineinfo")
         .flag("-Xcompiler")
         .flag("-Wno-unused-function")
         .flag("-gencode")
@@ -252,6 +245,22 @@ fn arch_supported(nvcc: &Path, arch: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// An nvcc build of our CUDA code: cudart linked statically, headers from cuda/, C++17.
+fn nvcc_build(nvcc: &Path) -> cc::Build {
+    // cc runs the CUDA compiler named by NVCC (`compiler()` would treat it as a host compiler).
+    env::set_var("NVCC", nvcc);
+    let mut b = cc::Build::new();
+    // No `-G` even in a profile with debug info (cc adds it then): debug device code is
+    // unoptimised and changes timing; `-lineinfo` keeps source lines for profilers.
+    b.cuda(true)
+        .cudart("static")
+        .debug(false)
+        .include("cuda")
+        .flag("-std=c++17")
+        .flag("-lineinfo");
+    b
+}
+
 fn compile_cuda(manifest: &Path, nvcc: &Path) {
     let mut files: Vec<PathBuf> = std::fs::read_dir(manifest.join("cuda"))
         .map(|rd| {
@@ -265,17 +274,7 @@ fn compile_cuda(manifest: &Path, nvcc: &Path) {
     if files.is_empty() {
         return;
     }
-    // cc runs the CUDA compiler named by NVCC (`compiler()` would treat it as a host compiler).
-    env::set_var("NVCC", nvcc);
-    let mut b = cc::Build::new();
-    // No `-G` even in a profile with debug info (cc adds it then): debug device code is
-    // unoptimised and changes timing; `-lineinfo` keeps source lines for profilers.
-    b.cuda(true)
-        .cudart("static")
-        .debug(false)
-        .include("cuda")
-        .flag("-std=c++17")
-        .flag("-lineinfo");
+    let mut b = nvcc_build(nvcc);
     for (gencode, arch) in GENCODE {
         if arch_supported(nvcc, arch) {
             b.flag("-gencode").flag(gencode);

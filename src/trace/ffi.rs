@@ -163,7 +163,7 @@ pub extern "C" fn gapscope_now_ns() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{drain_trace, Span};
+    use super::super::{drain_trace, Span, SpanRecord};
 
     extern "C" {
         /// In `cuda/trace_selftest.cpp`: opens `cpp_outer`, calls back into Rust (which
@@ -182,12 +182,7 @@ mod tests {
         assert_eq!(unsafe { gapscope_selftest_thread() }, 0);
         drop(root);
         let spans = drain_trace(trace);
-        let by = |n: &str| {
-            spans
-                .iter()
-                .find(|s| s.name == n)
-                .unwrap_or_else(|| panic!("span {n} missing: {spans:?}"))
-        };
+        let by = |n: &str| named(&spans, n);
         let parent = by("cpp_parent");
         let worker = by("cpp_worker");
         assert_eq!(worker.parent, Some(parent.id));
@@ -203,6 +198,13 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(c, super::CSpanContext { id: 0, trace: 0 });
+    }
+
+    fn named<'a>(spans: &'a [SpanRecord], name: &str) -> &'a SpanRecord {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("span {name} missing: {spans:?}"))
     }
 
     extern "C" fn rust_callback() {
@@ -222,12 +224,7 @@ mod tests {
         assert_eq!(rc, 0);
         drop(root);
         let spans = drain_trace(trace);
-        let by = |n: &str| {
-            spans
-                .iter()
-                .find(|s| s.name == n)
-                .unwrap_or_else(|| panic!("span {n} missing: {spans:?}"))
-        };
+        let by = |n: &str| named(&spans, n);
         let root = by("ffi_root");
         let outer = by("cpp_outer");
         let cb = by("rust_callback");
