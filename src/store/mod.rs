@@ -14,7 +14,7 @@ pub mod schema;
 mod view;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, Write};
+use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 pub use new_run::{run_id, span_rows, NewRun};
@@ -327,11 +327,12 @@ pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
 /// whose last line is cut short (no trailing newline and unparsable) is reported as
 /// truncated.
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
-    let f = File::open(path).map_err(io(path))?;
-    let total_lines = BufReader::new(File::open(path).map_err(io(path))?)
-        .lines()
-        .count() as u64;
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(f);
+    let (path, text) = &read_text(path)?;
+    let path = path.as_path();
+    let total_lines = text.as_slice().lines().count() as u64;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(text.as_slice());
     let mut out = Vec::new();
     for rec in rdr.deserialize() {
         match rec {
@@ -417,8 +418,30 @@ impl RunData {
     }
 }
 
+/// `NAME.csv`, or `NAME.csv.gz` where only that exists: committed results keep their large
+/// tables gzipped. Returns the path read and its (decompressed) bytes.
+fn read_text(path: &Path) -> Result<(PathBuf, Vec<u8>), StoreError> {
+    let gz = gz_path(path);
+    if !path.exists() && gz.exists() {
+        let f = File::open(&gz).map_err(io(&gz))?;
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(BufReader::new(f))
+            .read_to_end(&mut text)
+            .map_err(io(&gz))?;
+        return Ok((gz, text));
+    }
+    let text = std::fs::read(path).map_err(io(path))?;
+    Ok((path.to_path_buf(), text))
+}
+
+fn gz_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".gz");
+    PathBuf::from(p)
+}
+
 fn read_optional_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
-    if path.exists() {
+    if path.exists() || gz_path(path).exists() {
         read_csv(path)
     } else {
         Ok(Vec::new())
