@@ -4,17 +4,20 @@
 // that does the work, so a run shows what happens inside the wrapper:
 //
 //   entry               lock, argument checks against the SRS, GPU memory check
-//   prep                (prep thread) density-filtered scalars packed for the A and B
-//                       queries, 0/1 census; overlaps with ntt_h and msm_h
-//   split_vectors_alloc host vectors for the packed scalars, device buffers for H
-//   kernels             per GPU thread: ntt_h, msm_h, msm_l, prep_wait, msm_a, msm_b_g1,
+//   split_vectors_alloc host split vectors (bitmaps, tail indices and scalars) for the L,
+//                       A and B queries; device buffers for H
+//   prep                (prep thread, with `pack` spans on its workers) each query's
+//                       scalars split into 0, 1 and the rest; overlaps ntt_h and msm_h
+//   kernels             per GPU thread: ntt_h, msm_h, prep_wait, msm_l, msm_a, msm_b_g1,
 //                       msm_b_g2 (each with a CUDA-event `gpu_ms` attribute)
 //   drop                gs_batch_drop: the batch's buffers, on the caller's thread or on
 //                       the background drop thread
 //
-// The SRS is uploaded once (gs_srs_load) and stays on every GPU it was loaded on: one
-// sppark msm_t per query and GPU, built with its points. Circuits of a batch are split in
-// contiguous slices across those GPUs, GPU 0 on the calling thread.
+// H is a dense MSM. L, A and B are split (split_msm.cuh): the bases of scalars equal to 1
+// are summed by batch addition, 0 scalars are skipped, and Pippenger runs over the rest.
+//
+// The SRS is uploaded once (gs_srs_load) and stays on every GPU it was loaded on. Circuits
+// of a batch are split in contiguous slices across those GPUs, GPU 0 on the calling thread.
 //
 // Errors never abort: sppark's cuda_error, std::bad_alloc and any std::exception become a
 // gs_status by value.
@@ -32,6 +35,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -75,12 +79,19 @@ template __global__ void batch_addition<bucket_fp2_t>(bucket_fp2_t::mem_t bucket
                                                       const uint32_t &ndigits);
 template __global__ void integrate<bucket_fp2_t>(bucket_fp2_t::mem_t buckets_[], uint32_t nwins,
                                                  uint32_t wbits, uint32_t nbits);
+// The bitmap form of batch_addition (sum of the points whose bit is set: the bases of
+// scalars equal to one) is launched only from host code as well.
+template __global__ void batch_addition<bucket_t, affine_t::mem_t>(
+    bucket_t::mem_t ret[], const affine_t::mem_t points[], uint32_t npoints,
+    const uint32_t bitmap[], bool accumulate, uint32_t sid);
+template __global__ void batch_addition<bucket_fp2_t, affine_fp2_t::mem_t>(
+    bucket_fp2_t::mem_t ret[], const affine_fp2_t::mem_t points[], uint32_t npoints,
+    const uint32_t bitmap[], bool accumulate, uint32_t sid);
 
 #include "gapscope_trace.h"
 #include "gs_prover.h"
 
 typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_g1_t;
-typedef msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_g2_t;
 
 // Host layouts only: on the device an fp2_t is spread over two threads.
 #ifndef __CUDA_ARCH__
@@ -107,262 +118,51 @@ __launch_bounds__(1024) __global__ void gs_h_eval(fr_t *a, const fr_t *b, const 
     }
 }
 
+// dst[i] = src[idx[i]]: the bases of the scalars that are neither 0 nor 1, packed for
+// the tail MSM.
+template <class affine_h>
+__launch_bounds__(256) __global__ void gs_gather(affine_h *dst, const affine_h *src,
+                                                 const uint32_t *idx, size_t n)
+{
+    size_t stride = (size_t)blockDim.x * gridDim.x;
+    for (size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x; i < n; i += stride)
+        dst[i] = src[idx[i]];
+}
+template __global__ void gs_gather<affine_t::mem_t>(affine_t::mem_t *, const affine_t::mem_t *,
+                                                    const uint32_t *, size_t);
+template __global__ void gs_gather<affine_fp2_t::mem_t>(affine_fp2_t::mem_t *,
+                                                        const affine_fp2_t::mem_t *,
+                                                        const uint32_t *, size_t);
+
 #ifndef __CUDA_ARCH__
 
-// ---------------------------------------------------------------------------------------
-// Errors
+#include "gs_util.cuh"
+#include "split_msm.cuh"
 
-namespace {
-
-struct gs_failure : std::exception {
-    int32_t code;
-    std::string msg;
-    gs_failure(int32_t c, std::string m) : code(c), msg(std::move(m)) {}
-    const char *what() const noexcept override { return msg.c_str(); }
-};
-
-gs_status ok() { return gs_status{0, nullptr}; }
-
-gs_status fail(int32_t code, const std::string &msg)
-{
-    return gs_status{code, strdup(msg.c_str())};
-}
-
-void check(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        std::string m = std::string(what) + ": " + cudaGetErrorString(e);
-        if (e == cudaErrorMemoryAllocation) {
-            size_t free_b = 0, total_b = 0;
-            (void)cudaGetLastError();
-            if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-                m += " (GPU memory: " + std::to_string(free_b >> 20) + " of " +
-                     std::to_string(total_b >> 20) +
-                     " MiB free; lower batch or log2_constraints)";
-        }
-        throw gs_failure((int32_t)e, m);
-    }
-}
-
-void check_rust(const RustError &e, const char *what)
-{
-    if (e.code != 0) {
-        std::string m = std::string(what) + ": " +
-                        (e.message ? e.message : cudaGetErrorString((cudaError_t)e.code));
-        free(e.message);
-        throw gs_failure(e.code, m);
-    }
-}
-
-// Runs `f`, turning every exception into a status.
-template <class F> gs_status guarded(const char *where, F &&f)
-{
-    try {
-        f();
-        return ok();
-    } catch (const gs_failure &e) {
-        return fail(e.code, std::string(where) + ": " + e.msg);
-    } catch (const cuda_error &e) {
-        std::string m = std::string(where) + ": " + e.what();
-        if (e.code() == cudaErrorMemoryAllocation)
-            m += " (out of GPU memory: lower batch or log2_constraints)";
-        return fail(e.code(), m);
-    } catch (const std::bad_alloc &) {
-        return fail(GS_E_HOST_MEMORY, std::string(where) + ": out of host memory");
-    } catch (const std::exception &e) {
-        return fail(GS_E_INTERNAL, std::string(where) + ": " + e.what());
-    } catch (...) {
-        return fail(GS_E_INTERNAL, std::string(where) + ": unknown exception");
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Small helpers
-
-// A CUDA-event pair timing the GPU work of one phase on one stream.
-class gpu_timer {
-    cudaEvent_t start_ = nullptr, stop_ = nullptr;
-
-public:
-    gpu_timer()
-    {
-        check(cudaEventCreate(&start_), "cudaEventCreate");
-        check(cudaEventCreate(&stop_), "cudaEventCreate");
-    }
-    ~gpu_timer()
-    {
-        if (start_) (void)cudaEventDestroy(start_);
-        if (stop_) (void)cudaEventDestroy(stop_);
-    }
-    gpu_timer(const gpu_timer &) = delete;
-    gpu_timer &operator=(const gpu_timer &) = delete;
-    void start(cudaStream_t s) { check(cudaEventRecord(start_, s), "cudaEventRecord"); }
-    void stop(cudaStream_t s) { check(cudaEventRecord(stop_, s), "cudaEventRecord"); }
-    // Waits for the stop event; milliseconds between the two.
-    double ms()
-    {
-        check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-        return ms;
-    }
-};
-
-// Device memory owned here (cudaMalloc/cudaFree on the device it came from).
-class dev_buf {
-    void *p_ = nullptr;
-    int dev_ = 0;
-    size_t bytes_ = 0;
-
-public:
-    dev_buf() = default;
-    dev_buf(int dev, size_t bytes) : dev_(dev), bytes_(bytes)
-    {
-        check(cudaSetDevice(dev), "cudaSetDevice");
-        check(cudaMalloc(&p_, bytes), "cudaMalloc");
-    }
-    ~dev_buf() { reset(); }
-    dev_buf(const dev_buf &) = delete;
-    dev_buf &operator=(const dev_buf &) = delete;
-    dev_buf(dev_buf &&o) noexcept : p_(o.p_), dev_(o.dev_), bytes_(o.bytes_) { o.p_ = nullptr; }
-    void reset()
-    {
-        if (p_) {
-            int cur = 0;
-            (void)cudaGetDevice(&cur);
-            if (cur != dev_) (void)cudaSetDevice(dev_);
-            (void)cudaFree(p_);
-            if (cur != dev_) (void)cudaSetDevice(cur);
-            p_ = nullptr;
-        }
-    }
-    template <class T> T *as() const { return static_cast<T *>(p_); }
-    size_t bytes() const { return p_ ? bytes_ : 0; }
-};
-
-// Pinned host memory, kept for the SRS's lifetime (staging for a/b/c).
-class pinned_buf {
-    void *p_ = nullptr;
-    size_t bytes_ = 0;
-
-public:
-    pinned_buf() = default;
-    explicit pinned_buf(size_t bytes) : bytes_(bytes)
-    {
-        check(cudaHostAlloc(&p_, bytes, cudaHostAllocPortable), "cudaHostAlloc");
-    }
-    ~pinned_buf()
-    {
-        if (p_) (void)cudaFreeHost(p_);
-    }
-    pinned_buf(const pinned_buf &) = delete;
-    pinned_buf &operator=(const pinned_buf &) = delete;
-    template <class T> T *as() const { return static_cast<T *>(p_); }
-    size_t bytes() const { return bytes_; }
-};
-
-inline bool bit(const uint64_t *words, size_t i) { return (words[i >> 6] >> (i & 63)) & 1; }
-
-size_t popcount(const uint64_t *words, size_t bits)
-{
-    size_t n = 0;
-    for (size_t w = 0; w < bits / 64; w++)
-        n += __builtin_popcountll(words[w]);
-    if (bits % 64) n += __builtin_popcountll(words[bits / 64] & ((1ull << (bits % 64)) - 1));
-    return n;
-}
-
-uint32_t lg2_exact(size_t n)
-{
-    uint32_t lg = 0;
-    while (((size_t)1 << lg) < n)
-        lg++;
-    return lg;
-}
-
-// Multithreaded copy: one thread moves about 10 GB/s, so a 32 MiB a/b/c vector takes
-// milliseconds on its own.
-void par_copy(void *dst, const void *src, size_t bytes)
-{
-    const size_t chunk = (size_t)8 << 20;
-    size_t parts = std::min<size_t>((bytes + chunk - 1) / chunk,
-                                    std::max(1u, std::thread::hardware_concurrency() / 2));
-    if (parts <= 1) {
-        memcpy(dst, src, bytes);
-        return;
-    }
-    size_t per = (bytes + parts - 1) / parts;
-    std::vector<std::thread> ts;
-    for (size_t p = 1; p < parts; p++) {
-        size_t off = p * per, len = std::min(per, bytes > off ? bytes - off : 0);
-        if (len)
-            ts.emplace_back([=] {
-                memcpy((char *)dst + off, (const char *)src + off, len);
-            });
-    }
-    memcpy(dst, src, std::min(per, bytes));
-    for (auto &t : ts)
-        t.join();
-}
-
-// ---------------------------------------------------------------------------------------
-// Background drop thread
-
-class drop_thread {
-    std::mutex m_;
-    std::condition_variable cv_, idle_;
-    std::deque<std::function<void()>> q_;
-    size_t busy_ = 0;
-    std::thread t_;
-
-    void loop()
-    {
-        for (;;) {
-            std::function<void()> job;
-            {
-                std::unique_lock<std::mutex> l(m_);
-                cv_.wait(l, [&] { return !q_.empty(); });
-                job = std::move(q_.front());
-                q_.pop_front();
-            }
-            job();
-            std::lock_guard<std::mutex> l(m_);
-            if (--busy_ == 0) idle_.notify_all();
-        }
-    }
-
-public:
-    drop_thread() : t_([this] { loop(); }) { t_.detach(); }
-    void push(std::function<void()> job)
-    {
-        std::lock_guard<std::mutex> l(m_);
-        busy_++;
-        q_.push_back(std::move(job));
-        cv_.notify_one();
-    }
-    void wait_idle()
-    {
-        std::unique_lock<std::mutex> l(m_);
-        idle_.wait(l, [&] { return busy_ == 0; });
-    }
-};
-
-drop_thread &dropper()
-{
-    // Never destroyed: a detached thread may still hold it at exit.
-    static drop_thread *d = new drop_thread();
-    return *d;
-}
-
-} // namespace
 
 // ---------------------------------------------------------------------------------------
 // SRS resident on the GPUs
 
+// One query's bases on one GPU.
+struct gs_query {
+    dev_buf pts;
+    size_t n = 0;
+    template <class affine_T> const typename affine_T::mem_t *as() const
+    {
+        return pts.as<typename affine_T::mem_t>();
+    }
+};
+
 struct gs_device {
     int id;
-    std::unique_ptr<msm_g1_t> h, l, a, b_g1;
-    std::unique_ptr<msm_g2_t> b_g2;
+    gs_query h, l, a, b_g1, b_g2;
+    // Pippenger sized for the dense H query (its points are passed at each call).
+    std::unique_ptr<msm_g1_t> h_msm;
+    split_scratch scratch;
+    // split_threads > 1: scratch for the second to fourth concurrent split queries, made
+    // at the first such call and kept.
+    std::unique_ptr<split_scratch> extra_scratch[3];
+    size_t max_split = 0;
     // host_memory = pinned: a, b, c staging, grown on demand and kept.
     std::unique_ptr<pinned_buf> stage[3];
 };
@@ -375,8 +175,8 @@ struct gs_srs {
 
 // What one call allocated; freed in gs_batch_drop.
 struct gs_batch {
-    // Packed scalars of the A and B queries, one vector each per circuit.
-    std::vector<std::vector<fr_t>> a_scalars, b_scalars;
+    // Split scalars of the L, A and B queries, one per circuit (the split vectors).
+    std::vector<split_t> l, a, b;
     // Per circuit: the H evaluations on the device (domain size).
     std::vector<dev_buf> d_h;
     // Per GPU: b and c NTT buffers.
@@ -384,10 +184,9 @@ struct gs_batch {
     size_t host_bytes() const
     {
         size_t n = 0;
-        for (auto &v : a_scalars)
-            n += v.capacity() * sizeof(fr_t);
-        for (auto &v : b_scalars)
-            n += v.capacity() * sizeof(fr_t);
+        for (auto *v : {&l, &a, &b})
+            for (auto &s : *v)
+                n += s.bytes();
         return n;
     }
     size_t device_bytes() const
@@ -415,17 +214,22 @@ int usable_devices()
     return std::min<int>(n, (int)ngpus());
 }
 
-// Prep's progress, for the GPU threads that wait on it.
+// The queries prep splits for each circuit.
+enum { Q_L, Q_A, Q_B, QUERIES };
+
+// Prep's progress, for the GPU threads that wait on it: per circuit, the queries still
+// to split.
 struct prep_state {
     std::mutex m;
     std::condition_variable cv;
-    size_t done = 0;
+    std::vector<uint8_t> left;
     bool failed = false;
     std::string error;
-    void finish_one()
+    explicit prep_state(size_t n) : left(n, QUERIES) {}
+    void finish_one(size_t circuit)
     {
         std::lock_guard<std::mutex> l(m);
-        done++;
+        left[circuit]--;
         cv.notify_all();
     }
     void fail(std::string e)
@@ -435,36 +239,101 @@ struct prep_state {
         error = std::move(e);
         cv.notify_all();
     }
-    // Waits until circuits [0, upto) are packed.
-    void wait(size_t upto)
+    // Waits until circuits [lo, hi) are split.
+    void wait(size_t lo, size_t hi)
     {
         std::unique_lock<std::mutex> l(m);
-        cv.wait(l, [&] { return done >= upto || failed; });
+        cv.wait(l, [&] {
+            return failed || std::all_of(left.begin() + lo, left.begin() + hi,
+                                         [](uint8_t q) { return q == 0; });
+        });
         if (failed) throw gs_failure(GS_E_INTERNAL, "prep failed: " + error);
     }
 };
 
-// Packs circuit `c`'s scalars for the A query (all inputs, then aux by density) and the B
-// query (inputs by density, then aux by density); counts 0 and 1 aux scalars.
-void pack(const gs_circuit &c, std::vector<fr_t> &a, std::vector<fr_t> &b, uint64_t &zeros,
-          uint64_t &ones)
+// Splits one query of circuit `c`: L is every aux scalar; A is every input, then the aux
+// scalars in the A density; B is the inputs, then the aux scalars, in the B density.
+void pack(const gs_circuit &c, int query, split_t &s)
 {
     const fr_t *inp = static_cast<const fr_t *>(c.inputs);
     const fr_t *aux = static_cast<const fr_t *>(c.aux);
-    size_t k = 0;
-    for (size_t i = 0; i < c.num_inputs; i++)
-        a[k++] = inp[i];
-    for (size_t i = 0; i < c.num_aux; i++)
-        if (bit(c.a_aux_density, i)) a[k++] = aux[i];
-    k = 0;
-    for (size_t i = 0; i < c.num_inputs; i++)
-        if (bit(c.b_inp_density, i)) b[k++] = inp[i];
-    for (size_t i = 0; i < c.num_aux; i++)
-        if (bit(c.b_aux_density, i)) b[k++] = aux[i];
-    for (size_t i = 0; i < c.num_aux; i++) {
-        zeros += aux[i].is_zero() != 0;
-        ones += aux[i].is_one();
+    switch (query) {
+    case Q_L:
+        for (size_t i = 0; i < c.num_aux; i++)
+            s.push(aux[i]);
+        break;
+    case Q_A:
+        for (size_t i = 0; i < c.num_inputs; i++)
+            s.push(inp[i]);
+        for (size_t i = 0; i < c.num_aux; i++)
+            if (bit(c.a_aux_density, i)) s.push(aux[i]);
+        break;
+    default:
+        for (size_t i = 0; i < c.num_inputs; i++)
+            if (bit(c.b_inp_density, i)) s.push(inp[i]);
+        for (size_t i = 0; i < c.num_aux; i++)
+            if (bit(c.b_aux_density, i)) s.push(aux[i]);
     }
+}
+
+// The prep thread: splits every (circuit, query) pair on a few worker threads, each pair
+// in its own `pack` span under `prep`.
+void run_prep(const gs_circuit *cs, size_t n, gs_batch &b, prep_state &prep,
+              gapscope_span_ctx parent)
+{
+    gapscope::Span s("prep", parent);
+    gapscope_span_ctx here = gapscope_span_context();
+    size_t items = n * QUERIES;
+    size_t workers = std::min<size_t>(items, std::max(1u, std::thread::hardware_concurrency() / 2));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t j; (j = next++) < items;) {
+            size_t i = j / QUERIES;
+            int q = (int)(j % QUERIES);
+            split_t &sp = q == Q_L ? b.l[i] : q == Q_A ? b.a[i] : b.b[i];
+            {
+                static const char *names[] = {"l", "a", "b"};
+                gapscope::Span p("pack", here);
+                p.attr("circuit", (uint64_t)i);
+                p.attr("query", names[q]);
+                pack(cs[i], q, sp);
+                p.attr("ones", sp.n_ones);
+                p.attr("zeros", sp.zeros);
+                p.attr("tail", (uint64_t)sp.tail.size());
+            }
+            prep.finish_one(i);
+        }
+    };
+    auto guarded_work = [&] {
+        try {
+            work();
+        } catch (const std::exception &e) {
+            prep.fail(e.what());
+        }
+    };
+    std::vector<std::thread> ts;
+    try {
+        for (size_t w = 1; w < workers; w++)
+            ts.emplace_back(guarded_work);
+    } catch (const std::system_error &) {
+        // Fewer threads than asked: the items left are split below, on this one.
+    }
+    guarded_work();
+    for (auto &t : ts)
+        t.join();
+    uint64_t zeros = 0, ones = 0, tail = 0;
+    for (auto &sp : b.l) {
+        zeros += sp.zeros;
+        ones += sp.n_ones;
+    }
+    for (auto *v : {&b.l, &b.a, &b.b})
+        for (auto &sp : *v)
+            tail += sp.tail.size();
+    s.attr("aux_zero_scalars", zeros);
+    s.attr("aux_one_scalars", ones);
+    s.attr("tail_scalars", tail);
+    s.attr("circuits", (uint64_t)n);
+    s.attr("threads", (uint64_t)workers);
 }
 
 void check_shapes(const gs_srs &srs, const gs_circuit *cs, size_t n)
@@ -526,17 +395,6 @@ fr_t z_inverse(uint32_t lg)
     for (uint32_t i = 0; i < lg; i++)
         g ^= 2;
     return (g - fr_t::one()).reciprocal();
-}
-
-// MSM over points resident in `m`, with scalars in host memory.
-void run_msm(msm_g1_t &m, point_t &out, size_t n, const fr_t *host)
-{
-    check_rust(m.invoke(out, (const affine_t *)nullptr, n, host, true), "MSM");
-}
-
-void run_msm(msm_g2_t &m, point_fp2_t &out, size_t n, const fr_t *host)
-{
-    check_rust(m.invoke(out, (const affine_fp2_t *)nullptr, n, host, true), "MSM");
 }
 
 // Everything one GPU thread does for its slice [lo, hi) of the batch.
@@ -617,47 +475,112 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         s.attr("h2d_bytes", copied);
     }
 
-    auto msm_phase = [&](const char *name, auto &&body) {
-        gapscope::Span s(name);
+    // One MSM phase in a span under `parent` (id 0: nested on this thread), timed by
+    // CUDA events on Pippenger's stream.
+    auto msm_phase = [&](const char *name, gapscope_span_ctx parent, auto &&body) {
+        gapscope::Span s(name, parent);
         gpu_timer t;
         t.start(gpu[2]);
-        body();
+        body(s);
         t.stop(gpu[2]);
         s.attr("gpu_ms", t.ms());
     };
+    // The split queries: batch addition of the bases of 1 scalars, Pippenger over the tail.
+    auto split_query = [&](int q, split_scratch &sc, gapscope_span_ctx parent) {
+        static const char *names[] = {"msm_l", "msm_a", "msm_b_g1", "msm_b_g2"};
+        std::vector<split_t> &splits = q == 0 ? batch.l : q == 1 ? batch.a : batch.b;
+        msm_phase(names[q], parent, [&](const gapscope::Span &s) {
+            uint64_t ones = 0, zeros = 0, tail = 0;
+            for (size_t i = lo; i < hi; i++) {
+                const split_t &sp = splits[i];
+                if (q == 0)
+                    split_msm<bucket_t, point_t, affine_t>(gpu, dev.l.as<affine_t>(), sp, sc,
+                                                           out_l[i]);
+                else if (q == 1)
+                    split_msm<bucket_t, point_t, affine_t>(gpu, dev.a.as<affine_t>(), sp, sc,
+                                                           out_a[i]);
+                else if (q == 2)
+                    split_msm<bucket_t, point_t, affine_t>(gpu, dev.b_g1.as<affine_t>(), sp, sc,
+                                                           out_b1[i]);
+                else
+                    split_msm<bucket_fp2_t, point_fp2_t, affine_fp2_t>(
+                        gpu, dev.b_g2.as<affine_fp2_t>(), sp, sc, out_b2[i]);
+                ones += sp.n_ones;
+                zeros += sp.zeros;
+                tail += sp.tail.size();
+            }
+            s.attr("ones", ones);
+            s.attr("zeros", zeros);
+            s.attr("tail", tail);
+            if (opts.split_threads > 1) s.attr("concurrent", (uint64_t)1);
+        });
+    };
+    const gapscope_span_ctx here{0, 0};
 
-    // H: scalars already on the device, the first domain − 1 coefficients.
-    msm_phase("msm_h", [&] {
+    // split_threads > 1: the four split queries run on their own host threads, each
+    // waiting for prep, while this thread runs the H MSM. Their GPU work interleaves on the
+    // GPU's streams; their host work (bucket sums, Pippenger's final reduction) overlaps
+    // the other queries' kernels.
+    std::vector<std::thread> workers;
+    std::vector<std::string> errors(4);
+    struct joiner {
+        std::vector<std::thread> &ts;
+        ~joiner()
+        {
+            for (auto &t : ts)
+                if (t.joinable()) t.join();
+        }
+    } join_all{workers};
+    if (opts.split_threads > 1) {
+        gapscope_span_ctx kctx = gapscope_span_context();
+        for (int q = 0; q < 4; q++)
+            workers.emplace_back([&, q, kctx] {
+                gs_status st = guarded("split MSM", [&] {
+                    gpu.select();
+                    {
+                        gapscope::Span w("prep_wait", kctx);
+                        prep.wait(lo, hi);
+                    }
+                    split_query(q, q == 0 ? dev.scratch : *dev.extra_scratch[q - 1], kctx);
+                });
+                if (st.code) {
+                    errors[q] = st.message ? st.message : "error";
+                    free(st.message);
+                }
+            });
+    }
+
+    // H: dense, scalars already on the device (the first domain − 1 coefficients).
+    msm_phase("msm_h", here, [&](const gapscope::Span &) {
         for (size_t i = lo; i < hi; i++) {
             dev_ptr_t<fr_t> d_h(batch.d_h[i].as<fr_t>());
-            check_rust(dev.h->invoke(out_h[i], (const affine_t *)nullptr, srs.h_len, d_h, true),
-                       "MSM H");
+            dev_ptr_t<affine_t> d_pts(dev.h.pts.as<affine_t>()); // as in split_msm
+            check_rust(dev.h_msm->invoke(out_h[i], d_pts, srs.h_len, d_h, true), "MSM H");
         }
     });
-    // L: every aux scalar, straight from the caller's vector.
-    msm_phase("msm_l", [&] {
-        for (size_t i = lo; i < hi; i++)
-            run_msm(*dev.l, out_l[i], srs.l_len, static_cast<const fr_t *>(cs[i].aux));
-    });
+    if (opts.split_threads > 1) {
+        for (auto &t : workers)
+            t.join();
+        for (auto &e : errors)
+            if (!e.empty()) throw gs_failure(GS_E_INTERNAL, e);
+        return;
+    }
     {
         gapscope::Span s("prep_wait");
-        prep.wait(hi);
+        prep.wait(lo, hi);
     }
-    msm_phase("msm_a", [&] {
-        for (size_t i = lo; i < hi; i++)
-            run_msm(*dev.a, out_a[i], srs.a_len, batch.a_scalars[i].data());
-    });
-    msm_phase("msm_b_g1", [&] {
-        for (size_t i = lo; i < hi; i++)
-            run_msm(*dev.b_g1, out_b1[i], srs.b_len, batch.b_scalars[i].data());
-    });
-    msm_phase("msm_b_g2", [&] {
-        for (size_t i = lo; i < hi; i++)
-            run_msm(*dev.b_g2, out_b2[i], srs.b_len, batch.b_scalars[i].data());
-    });
+    for (int q = 0; q < 4; q++)
+        split_query(q, dev.scratch, here);
 }
 
 } // namespace
+
+#endif // !__CUDA_ARCH__
+
+// Kernels and host driver of the parameter generator's fixed-base multiplication.
+#include "fixed_base.cuh"
+
+#ifndef __CUDA_ARCH__
 
 // ---------------------------------------------------------------------------------------
 // C ABI
@@ -689,16 +612,19 @@ extern "C" gs_status gs_srs_load(const gs_srs_points *p, uint32_t max_gpus, gs_s
             std::unique_ptr<gs_device> dev(new gs_device());
             dev->id = d;
             select_gpu(d).select();
-            dev->h.reset(new msm_g1_t(static_cast<const affine_t *>(p->h), p->h_len,
-                                      sizeof(affine_t), d));
-            dev->l.reset(new msm_g1_t(static_cast<const affine_t *>(p->l), p->l_len,
-                                      sizeof(affine_t), d));
-            dev->a.reset(new msm_g1_t(static_cast<const affine_t *>(p->a), p->a_len,
-                                      sizeof(affine_t), d));
-            dev->b_g1.reset(new msm_g1_t(static_cast<const affine_t *>(p->b_g1), p->b_g1_len,
-                                         sizeof(affine_t), d));
-            dev->b_g2.reset(new msm_g2_t(static_cast<const affine_fp2_t *>(p->b_g2),
-                                         p->b_g2_len, sizeof(affine_fp2_t), d));
+            auto upload = [&](gs_query &q, const void *pts, size_t n, size_t size) {
+                q.pts = dev_buf(d, std::max<size_t>(n, 1) * size);
+                q.pts.upload(pts, n * size);
+                q.n = n;
+            };
+            upload(dev->h, p->h, p->h_len, sizeof(affine_t));
+            upload(dev->l, p->l, p->l_len, sizeof(affine_t));
+            upload(dev->a, p->a, p->a_len, sizeof(affine_t));
+            upload(dev->b_g1, p->b_g1, p->b_g1_len, sizeof(affine_t));
+            upload(dev->b_g2, p->b_g2, p->b_g2_len, sizeof(affine_fp2_t));
+            dev->h_msm.reset(new msm_g1_t(nullptr, p->h_len, sizeof(affine_t), d));
+            dev->max_split = std::max({p->l_len, p->a_len, p->b_g1_len});
+            dev->scratch.alloc(d, dev->max_split, select_gpu(d).sm_count());
             select_gpu(d).sync();
             srs->devices.push_back(std::move(dev));
         }
@@ -726,16 +652,17 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
     gs_batch &b = *batch;
     std::unique_lock<std::mutex> guard;
     std::thread prep_thread;
-    prep_state prep;
+    prep_state prep(n);
     gs_status st = guarded("native prover", [&] {
         gapscope_span_ctx parent = gapscope_span_context();
-        size_t ngpu = 0, domain = 0;
+        size_t ngpu = 0, domain = 0, per = 0; // per: circuits per GPU
         {
             gapscope::Span s("entry");
             guard = std::unique_lock<std::mutex>(srs->lock);
             check_shapes(*srs, cs, n);
             ngpu = std::min(srs->devices.size(), n);
             if (opts->gpus) ngpu = std::min<size_t>(ngpu, opts->gpus);
+            per = (n + ngpu - 1) / ngpu;
             domain = srs->h_len + 1;
             size_t free_total = 0;
             for (size_t d = 0; d < ngpu; d++) {
@@ -748,6 +675,15 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
             s.attr("domain", (uint64_t)domain);
             s.attr("gpus", (uint64_t)ngpu);
             s.attr("gpu_free_bytes", (uint64_t)free_total);
+            if (opts->split_threads > 1)
+                for (size_t d = 0; d < ngpu; d++) {
+                    gs_device &dev = *srs->devices[d];
+                    for (auto &sc : dev.extra_scratch)
+                        if (!sc) {
+                            sc.reset(new split_scratch());
+                            sc->alloc(dev.id, dev.max_split, select_gpu(dev.id).sm_count());
+                        }
+                }
             // Pinned staging sized once for this domain, kept afterwards.
             if (opts->pinned)
                 for (size_t d = 0; d < ngpu; d++)
@@ -757,13 +693,14 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
         }
         {
             gapscope::Span s("split_vectors_alloc");
-            b.a_scalars.resize(n);
-            b.b_scalars.resize(n);
+            b.l.resize(n);
+            b.a.resize(n);
+            b.b.resize(n);
             for (size_t i = 0; i < n; i++) {
-                b.a_scalars[i].resize(srs->a_len);
-                b.b_scalars[i].resize(srs->b_len);
+                b.l[i].alloc(cs[i].num_aux);
+                b.a[i].alloc(srs->a_len);
+                b.b[i].alloc(srs->b_len);
             }
-            size_t per = (n + ngpu - 1) / ngpu;
             for (size_t i = 0; i < n; i++)
                 b.d_h.emplace_back(srs->devices[i / per]->id, domain * sizeof(fr_t));
             for (size_t d = 0; d < ngpu; d++)
@@ -772,21 +709,12 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
             s.attr("device_bytes", (uint64_t)b.device_bytes());
         }
         prep_thread = std::thread([&, parent] {
-            gapscope::Span s("prep", parent);
-            uint64_t zeros = 0, ones = 0;
             try {
-                for (size_t i = 0; i < n; i++) {
-                    pack(cs[i], b.a_scalars[i], b.b_scalars[i], zeros, ones);
-                    prep.finish_one();
-                }
+                run_prep(cs, n, b, prep, parent);
             } catch (const std::exception &e) {
                 prep.fail(e.what());
             }
-            s.attr("aux_zero_scalars", zeros);
-            s.attr("aux_one_scalars", ones);
-            s.attr("circuits", (uint64_t)n);
         });
-        size_t per = (n + ngpu - 1) / ngpu;
         std::vector<std::thread> others;
         std::vector<std::string> errors(ngpu);
         for (size_t d = 1; d < ngpu; d++) {
@@ -850,26 +778,53 @@ extern "C" void gs_batch_drop(gs_batch *batch, int async)
 
 extern "C" void gs_drop_wait(void) { dropper().wait_idle(); }
 
+namespace {
+
+// A check MSM on device 0 through the prover's own path (split, batch addition, tail).
+template <class bucket_T, class point_T, class affine_T>
+void check_msm(const void *points, const void *scalars, size_t n, void *out)
+{
+    usable_devices();
+    const gpu_t &gpu = select_gpu(0);
+    gpu.select();
+    gs_query q;
+    q.pts = dev_buf(0, std::max<size_t>(n, 1) * sizeof(affine_T));
+    q.pts.upload(points, n * sizeof(affine_T));
+    split_t sp;
+    sp.alloc(n);
+    for (size_t i = 0; i < n; i++)
+        sp.push(static_cast<const fr_t *>(scalars)[i]);
+    split_scratch sc;
+    sc.alloc(0, n, gpu.sm_count());
+    split_msm<bucket_T, point_T, affine_T>(gpu, q.as<affine_T>(), sp, sc,
+                                           *static_cast<point_T *>(out));
+}
+
+} // namespace
+
 extern "C" gs_status gs_msm_g1(const void *points, const void *scalars, size_t n, void *out)
 {
-    return guarded("G1 MSM", [&] {
-        usable_devices();
-        msm_g1_t m(nullptr, n, sizeof(affine_t), 0);
-        check_rust(m.invoke(*static_cast<point_t *>(out), static_cast<const affine_t *>(points),
-                            n, static_cast<const fr_t *>(scalars), true),
-                   "MSM");
-    });
+    return guarded("G1 MSM", [&] { check_msm<bucket_t, point_t, affine_t>(points, scalars, n, out); });
 }
 
 extern "C" gs_status gs_msm_g2(const void *points, const void *scalars, size_t n, void *out)
 {
     return guarded("G2 MSM", [&] {
-        usable_devices();
-        msm_g2_t m(nullptr, n, sizeof(affine_fp2_t), 0);
-        check_rust(m.invoke(*static_cast<point_fp2_t *>(out),
-                            static_cast<const affine_fp2_t *>(points), n,
-                            static_cast<const fr_t *>(scalars), true),
-                   "MSM");
+        check_msm<bucket_fp2_t, point_fp2_t, affine_fp2_t>(points, scalars, n, out);
+    });
+}
+
+extern "C" gs_status gs_fixed_base_g1(const void *base, const void *scalars, size_t n, void *out)
+{
+    return guarded("G1 fixed-base multiplication", [&] {
+        fixed_base<bucket_t, point_t, affine_t, fp_t>(base, scalars, n, out);
+    });
+}
+
+extern "C" gs_status gs_fixed_base_g2(const void *base, const void *scalars, size_t n, void *out)
+{
+    return guarded("G2 fixed-base multiplication", [&] {
+        fixed_base<bucket_fp2_t, point_fp2_t, affine_fp2_t, fp2_t>(base, scalars, n, out);
     });
 }
 

@@ -60,6 +60,8 @@ typedef struct {
     uint32_t pinned;  /* host_memory = pinned: a/b/c staged through pinned buffers */
     uint32_t streams; /* 1: a, b, c NTTs one after another; 2: b and c on a second stream */
     uint32_t gpus;    /* GPUs to split the batch over (0: every GPU the SRS is on) */
+    uint32_t split_threads; /* 1: the split MSMs (L, A, B-G1, B-G2) one after another
+                               after H; 4: each on its own host thread, beside H */
 } gs_options;
 
 /* Per-circuit MSM results (Jacobian), written by gs_prove; the host assembles proofs. */
@@ -80,9 +82,9 @@ void gs_srs_free(gs_srs *srs);
 uint32_t gs_srs_gpus(const gs_srs *srs);
 
 /* Proves the MSM part of `n` circuits, split across the SRS's GPUs (one host thread per
- * GPU, GPU 0 on the calling thread). Spans: entry, prep (prep thread),
- * split_vectors_alloc, kernels { ntt_h, msm_h, msm_l, prep_wait, msm_a, msm_b_g1,
- * msm_b_g2 }. The buffers it allocated are handed back in *batch (also on failure, when
+ * GPU, GPU 0 on the calling thread). Spans: entry, split_vectors_alloc, prep (prep
+ * thread, `pack` spans on its workers), kernels { ntt_h, msm_h, prep_wait, msm_l, msm_a,
+ * msm_b_g1, msm_b_g2 }. The buffers it allocated are handed back in *batch (also on failure, when
  * non-null): free them with gs_batch_drop. */
 gs_status gs_prove(gs_srs *srs, const gs_circuit *circuits, size_t n, const gs_options *opts,
                    gs_results *out, gs_batch **batch);
@@ -93,10 +95,15 @@ void gs_batch_drop(gs_batch *batch, int async);
 /* Waits until the background drop thread is idle. */
 void gs_drop_wait(void);
 
-/* Checks for the GPU self-test: plain MSMs and NTTs on device 0 (points and scalars in
- * host memory, results back in host memory). */
+/* Checks for the GPU self-test, on device 0, points and scalars in host memory, results
+ * back in host memory: MSMs through the prover's split path (batch addition of the bases
+ * of 1 scalars, 0 scalars skipped, Pippenger over the rest), and NTTs. */
 gs_status gs_msm_g1(const void *points, const void *scalars, size_t n, void *out_jacobian);
 gs_status gs_msm_g2(const void *points, const void *scalars, size_t n, void *out_jacobian);
+/* Parameter generation: out[i] = scalars[i]·base for one fixed base (affine in, affine
+ * out, infinity as all zeros), on device 0. */
+gs_status gs_fixed_base_g1(const void *base, const void *scalars, size_t n, void *out_affine);
+gs_status gs_fixed_base_g2(const void *base, const void *scalars, size_t n, void *out_affine);
 /* In-place NTT of 2^lg scalars: inverse != 0 for the inverse transform, coset != 0 for
  * the coset (generator 7) variant; natural order in and out. */
 gs_status gs_ntt(void *scalars, uint32_t lg, int inverse, int coset);

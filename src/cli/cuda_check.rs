@@ -31,23 +31,40 @@ pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Re
         "--log2 sizes must be within 1..=24"
     );
     let mut all = Vec::new();
+    // Each group is printed as soon as it is done, so that a GPU call that never returns
+    // (killed by a timeout) still shows which group it was in.
+    let print = |checks: &[check::Check]| {
+        for c in checks {
+            let pattern = c
+                .pattern
+                .map(|p| format!("{p:?}").to_lowercase())
+                .unwrap_or_default();
+            println!(
+                "{}  {:<13} 2^{:<2} {:<8} gpu call {:>10}",
+                if c.equal { "PASS" } else { "FAIL" },
+                c.what,
+                c.log2,
+                pattern,
+                format!("{:.3} ms", c.gpu_call_ns as f64 / 1e6)
+            );
+        }
+    };
+    type Group = fn(u32, u64) -> Result<Vec<check::Check>, crate::prover::cuda::ffi::NativeError>;
+    let groups: [(&str, Group); 3] = [
+        ("MSM", check::msm_checks),
+        ("NTT", check::ntt_checks),
+        // The CPU side multiplies one point at a time: at most 2^12 keeps it to seconds.
+        ("fixed-base", |lg, seed| {
+            check::fixed_base_checks(lg.min(12), seed)
+        }),
+    ];
     for &lg in sizes {
-        all.extend(check::msm_checks(lg, seed)?);
-        all.extend(check::ntt_checks(lg, seed)?);
-    }
-    for c in &all {
-        let pattern = c
-            .pattern
-            .map(|p| format!("{p:?}").to_lowercase())
-            .unwrap_or_default();
-        println!(
-            "{}  {:<10} 2^{:<2} {:<8} gpu call {:>10}",
-            if c.equal { "PASS" } else { "FAIL" },
-            c.what,
-            c.log2,
-            pattern,
-            format!("{:.3} ms", c.gpu_call_ns as f64 / 1e6)
-        );
+        for (name, group) in groups {
+            eprintln!("cuda-check: {name} 2^{lg} ...");
+            let checks = group(lg, seed)?;
+            print(&checks);
+            all.extend(checks);
+        }
     }
     if let Some(p) = json {
         std::fs::write(p, serde_json::to_string_pretty(&all)?)

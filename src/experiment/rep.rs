@@ -73,6 +73,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
             host_memory: v.host_memory,
             streams: v.streams,
             gpus: v.gpus,
+            msm_threads: v.msm_threads,
         },
         &mut rng,
     );

@@ -182,6 +182,10 @@ pub struct Variant {
     /// cuda backend: GPUs a batch is split over (default: every GPU of the host).
     #[serde(default)]
     pub gpus: Option<u32>,
+    /// cuda backend: host threads for the split MSMs (1: L, A, B-G1, B-G2 one after
+    /// another after H; 4: each on its own thread, beside H). Default 1.
+    #[serde(default)]
+    pub msm_threads: Option<u32>,
     /// GPU telemetry during this variant's reps (default true: NVML sampling and CUPTI
     /// activity). `false` runs the reps with both off, `"nvml"` / `"cupti"` with one of
     /// them: A/B tests of telemetry's own overhead, part by part.
@@ -201,6 +205,8 @@ pub struct ResolvedVariant {
     pub streams: u32,
     /// cuda: GPUs per batch (0: all).
     pub gpus: u32,
+    /// cuda: host threads for the split MSMs (1 or 4).
+    pub msm_threads: u32,
     pub telemetry: TelemetryParts,
 }
 
@@ -213,6 +219,7 @@ impl ResolvedVariant {
         // Recorded only where they apply, so runs of other backends keep their knob sets.
         if self.backend == BackendKind::Cuda {
             m.insert("streams".into(), self.streams.to_string());
+            m.insert("msm_threads".into(), self.msm_threads.to_string());
             m.insert(
                 "gpus".into(),
                 match self.gpus {
@@ -331,9 +338,11 @@ impl Experiment {
                 return Err(format!("variant name {:?} is used twice", v.name));
             }
             let r = self.resolve(v);
-            if (v.streams.is_some() || v.gpus.is_some()) && r.backend != BackendKind::Cuda {
+            if (v.streams.is_some() || v.gpus.is_some() || v.msm_threads.is_some())
+                && r.backend != BackendKind::Cuda
+            {
                 return Err(format!(
-                    "variant {:?}: streams and gpus are knobs of backend = \"cuda\" (this variant uses {})",
+                    "variant {:?}: streams, gpus and msm_threads are knobs of backend = \"cuda\" (this variant uses {})",
                     v.name,
                     r.backend.as_str()
                 ));
@@ -342,6 +351,12 @@ impl Experiment {
                 return Err(format!(
                     "variant {:?}: streams = {} is not valid: use 1 or 2",
                     v.name, r.streams
+                ));
+            }
+            if !matches!(r.msm_threads, 1 | 4) {
+                return Err(format!(
+                    "variant {:?}: msm_threads = {} is not valid: use 1 or 4",
+                    v.name, r.msm_threads
                 ));
             }
             if v.gpus == Some(0) || r.gpus > 64 {
@@ -369,6 +384,7 @@ impl Experiment {
             backend: v.backend.unwrap_or(self.workload.backend),
             streams: v.streams.unwrap_or(2),
             gpus: v.gpus.unwrap_or(0),
+            msm_threads: v.msm_threads.unwrap_or(1),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
         }
     }
@@ -567,5 +583,22 @@ gadget = "lc"
             .unwrap_err()
             .to_string();
         assert!(m.contains("GPU backend"), "{m}");
+    }
+
+    #[test]
+    fn cuda_knobs_are_checked() {
+        let cuda = GOOD.replace("batch = 2", "batch = 2\nbackend = \"cuda\"");
+        let e = parse(&cuda.replace("drop = \"sync\"", "msm_threads = 4")).unwrap();
+        let v = e.resolved_variants();
+        assert_eq!((v[0].msm_threads, v[1].msm_threads), (4, 1));
+        assert_eq!(v[0].knobs()["msm_threads"], "4");
+        let m = parse(&cuda.replace("drop = \"sync\"", "msm_threads = 3"))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("use 1 or 4"), "{m}");
+        let m = parse(&GOOD.replace("drop = \"sync\"", "msm_threads = 4"))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("knobs of backend = \"cuda\""), "{m}");
     }
 }

@@ -24,6 +24,8 @@ pub mod reference;
 pub mod spans;
 #[cfg(feature = "supraseal")]
 pub mod supraseal;
+#[cfg(any(feature = "cuda", feature = "supraseal"))]
+pub mod warmup;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use blstrs::{Bls12, Scalar};
@@ -100,6 +102,8 @@ pub struct ProveOptions {
     pub streams: u32,
     /// cuda: GPUs a batch is split over (0: every GPU the SRS is on).
     pub gpus: u32,
+    /// cuda: host threads for the split MSMs (1 or 4).
+    pub msm_threads: u32,
 }
 
 impl Default for ProveOptions {
@@ -109,6 +113,7 @@ impl Default for ProveOptions {
             host_memory: HostMemory::Pageable,
             streams: 2,
             gpus: 0,
+            msm_threads: 1,
         }
     }
 }

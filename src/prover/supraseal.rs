@@ -34,7 +34,7 @@ use super::{
     dropper, Assignment, Backend, BackendKind, CircuitInstance, Groth16Params, ProveOptions,
     ProverError,
 };
-use crate::trace::{self, Span};
+use crate::trace::Span;
 
 // Upstream writes proofs as three affine points, G1 (96 bytes), G2 (192), G1, without an
 // infinity flag; bellperson's Proof is #[repr(C)] over blst's affine types, which match.
@@ -556,30 +556,27 @@ fn setup_locked(
     });
     registry().loaded.push(loaded.clone());
 
-    let t = Instant::now();
-    let mut rng = rand::rngs::OsRng;
-    let (r, s) = (
-        <Scalar as ff::Field>::random(&mut rng),
-        <Scalar as ff::Field>::random(&mut rng),
+    let context = format!(
+        ": the GPU computed a wrong result with {}",
+        params_path.display()
     );
-    let root = Span::enter("supraseal_setup");
-    let trace_id = root.trace();
-    let opts = ProveOptions::default();
-    let proved =
-        SuprasealBackend.prove(params, std::slice::from_ref(&assignment), &[r], &[s], opts);
-    drop(root);
-    // The warm-up's spans belong to no rep.
-    let _ = trace::drain_trace(trace_id);
-    let first_proof = t.elapsed();
-
-    let verdict = proved.and_then(|proofs| {
-        super::verify_all(params, &proofs, &[inputs]).map_err(|e| {
-            err(format!(
-                "the warm-up proof does not verify ({e}): the GPU computed a wrong result with {}",
-                params_path.display()
-            ))
-        })
-    });
+    let (first_proof, verdict) = super::warmup::verified(
+        params,
+        &assignment,
+        inputs,
+        "supraseal_setup",
+        "supraseal",
+        &context,
+        |a, r, s| {
+            SuprasealBackend.prove(
+                params,
+                std::slice::from_ref(a),
+                &[r],
+                &[s],
+                ProveOptions::default(),
+            )
+        },
+    );
     if let Err(e) = verdict {
         registry().loaded.retain(|l| !Arc::ptr_eq(l, &loaded));
         return Err(e);

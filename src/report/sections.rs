@@ -209,7 +209,7 @@ pub fn spans_section(input: &RunView) -> String {
          *unattributed*: time inside a span that none of its children, on any thread, \
          accounts for."
     );
-    for line in gpu_busy_lines(input) {
+    for line in gpu_busy_lines(input).into_iter().chain(h2d_lines(input)) {
         let _ = writeln!(out, "\n{line}");
     }
     out
@@ -234,6 +234,47 @@ fn gpu_busy_lines(input: &RunView) -> Vec<String> {
                 "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
                 fmt_ns_short(b),
                 fmt_ns_short((o - b).max(0.0))
+            ));
+        }
+    }
+    lines
+}
+
+/// Host-to-GPU copies of at least this many bytes count as bulk transfers (the a/b/c
+/// vectors, SRS chunks), not small control copies whose time is mostly latency.
+const BULK_COPY_BYTES: u64 = 1 << 20;
+
+/// Bulk host-to-GPU copy throughput inside the GPU wrapper, from CUPTI's memcpy records:
+/// per variant, the median over reps of bytes / time spent copying.
+fn h2d_lines(input: &RunView) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &input.variants() {
+        let (mut gbps, mut bytes) = (Vec::new(), Vec::new());
+        for r in input.measured_reps(v) {
+            let Some(outer) = input.spans_of(r.rep).into_iter().find(|s| s.name == OUTER) else {
+                continue;
+            };
+            let (b, ns) = input
+                .gpu
+                .activity_of(r.rep)
+                .iter()
+                .filter(|a| a.kind == "memcpy" && a.name == "HtoD")
+                .filter(|a| a.start_ns >= outer.start_ns && a.end_ns <= outer.end_ns)
+                .filter_map(|a| {
+                    a.bytes
+                        .filter(|&b| b >= BULK_COPY_BYTES)
+                        .map(|b| (b, a.duration_ns))
+                })
+                .fold((0u64, 0u64), |(b, t), (bb, tt)| (b + bb, t + tt));
+            if ns > 0 {
+                gbps.push(b as f64 / ns as f64);
+                bytes.push(b as f64);
+            }
+        }
+        if let (Some(g), Some(b)) = (median(&gbps), median(&bytes)) {
+            lines.push(format!(
+                "{v}: host-to-GPU copies of 1 MiB or more inside `{OUTER}` moved {:.1} MB per rep at {g:.1} GB/s while copying (CUPTI memcpy records, median).",
+                b / 1e6
             ));
         }
     }

@@ -1,6 +1,8 @@
 //! GPU results against the CPU: the native prover's MSMs (G1, G2) against blstrs'
 //! `multi_exp`, its NTTs against bellperson's `EvaluationDomain`, on random inputs and on
 //! the scalar patterns a circuit produces (all zero, all one, mixed 0/1, mixed 0/1/random).
+//! The parameter generator's fixed-base multiplications (G1, G2) are checked against
+//! blstrs' scalar multiplication on random scalars and on 0, 1, −1 and powers of two.
 //! Used by the unit tests and by `gapscope cuda-check`, whose output is committed from the
 //! GPU host.
 
@@ -64,7 +66,8 @@ impl Pattern {
 /// One comparison.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Check {
-    /// `msm_g1`, `msm_g2`, `ntt`, `intt`, `coset_ntt`, `coset_intt`.
+    /// `msm_g1`, `msm_g2`, `ntt`, `intt`, `coset_ntt`, `coset_intt`, `fixed_base_g1`,
+    /// `fixed_base_g2`.
     pub what: &'static str,
     pub pattern: Option<Pattern>,
     pub log2: u32,
@@ -122,6 +125,50 @@ pub fn msm_checks(log2: u32, seed: u64) -> Result<Vec<Check>, NativeError> {
         });
     }
     Ok(out)
+}
+
+/// Scalars for the fixed-base checks: 0, 1, −1, 2^k for k < 255, then random ones, `n` in all.
+fn fixed_base_scalars(n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
+    let mut s = vec![Scalar::ZERO, Scalar::ONE, -Scalar::ONE];
+    let mut p = Scalar::ONE;
+    for _ in 0..255 {
+        p = p.double();
+        s.push(p);
+    }
+    while s.len() < n {
+        s.push(Scalar::random(&mut *rng));
+    }
+    s.truncate(n);
+    s
+}
+
+/// The fixed-base multiplications of 2^`log2` scalars (G1 and G2) against blstrs.
+pub fn fixed_base_checks(log2: u32, seed: u64) -> Result<Vec<Check>, NativeError> {
+    let n = 1usize << log2;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let s = fixed_base_scalars(n, &mut rng);
+    let g1 = G1Projective::random(&mut rng).to_affine();
+    let g2 = G2Projective::random(&mut rng).to_affine();
+    let (gpu1, ns1) = timed(|| ffi::fixed_base_g1(&g1, &s))?;
+    let cpu1: Vec<G1Affine> = s.iter().map(|k| (g1 * k).to_affine()).collect();
+    let (gpu2, ns2) = timed(|| ffi::fixed_base_g2(&g2, &s))?;
+    let cpu2: Vec<G2Affine> = s.iter().map(|k| (g2 * k).to_affine()).collect();
+    Ok(vec![
+        Check {
+            what: "fixed_base_g1",
+            pattern: None,
+            log2,
+            equal: gpu1 == cpu1,
+            gpu_call_ns: ns1,
+        },
+        Check {
+            what: "fixed_base_g2",
+            pattern: None,
+            log2,
+            equal: gpu2 == cpu2,
+            gpu_call_ns: ns2,
+        },
+    ])
 }
 
 /// Forward, inverse, coset and inverse-coset NTTs of 2^`log2` random values.

@@ -9,6 +9,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::ptr::NonNull;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use group::prime::PrimeCurveAffine;
 use group::Group;
 
 use crate::prover::{Assignment, Groth16Params};
@@ -75,6 +76,8 @@ pub struct NativeOptions {
     pub streams: u32,
     /// GPUs to split a batch over; 0 for all.
     pub gpus: u32,
+    /// 1: split MSMs one after another; 4: each on its own host thread.
+    pub split_threads: u32,
 }
 
 #[repr(C)]
@@ -124,6 +127,18 @@ extern "C" {
         out: *mut c_void,
     ) -> GsStatus;
     fn gs_ntt(scalars: *mut c_void, lg: u32, inverse: i32, coset: i32) -> GsStatus;
+    fn gs_fixed_base_g1(
+        base: *const c_void,
+        scalars: *const c_void,
+        n: usize,
+        out: *mut c_void,
+    ) -> GsStatus;
+    fn gs_fixed_base_g2(
+        base: *const c_void,
+        scalars: *const c_void,
+        n: usize,
+        out: *mut c_void,
+    ) -> GsStatus;
 }
 
 /// An error the native prover returned: a CUDA error code or one of its own (`GS_E_*`).
@@ -376,4 +391,34 @@ pub fn ntt(values: &mut [Scalar], inverse: bool, coset: bool) -> Result<(), Nati
             coset as i32,
         )
     })
+}
+
+/// scalars[i]·base for every i, on GPU 0 (the parameter generator's bulk work).
+pub fn fixed_base_g1(base: &G1Affine, scalars: &[Scalar]) -> Result<Vec<G1Affine>, NativeError> {
+    let mut out = vec![<G1Affine as PrimeCurveAffine>::identity(); scalars.len()];
+    // SAFETY: `out` holds one affine point per scalar; `base` is one affine point.
+    status(unsafe {
+        gs_fixed_base_g1(
+            (base as *const G1Affine).cast(),
+            scalars.as_ptr().cast(),
+            scalars.len(),
+            out.as_mut_ptr().cast(),
+        )
+    })?;
+    Ok(out)
+}
+
+/// scalars[i]·base over G2, on GPU 0.
+pub fn fixed_base_g2(base: &G2Affine, scalars: &[Scalar]) -> Result<Vec<G2Affine>, NativeError> {
+    let mut out = vec![<G2Affine as PrimeCurveAffine>::identity(); scalars.len()];
+    // SAFETY: `out` holds one affine point per scalar; `base` is one affine point.
+    status(unsafe {
+        gs_fixed_base_g2(
+            (base as *const G2Affine).cast(),
+            scalars.as_ptr().cast(),
+            scalars.len(),
+            out.as_mut_ptr().cast(),
+        )
+    })?;
+    Ok(out)
 }

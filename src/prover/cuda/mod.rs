@@ -4,10 +4,12 @@
 //! ```text
 //! gpu_prove
 //! ├─ entry                (C++) lock, shape checks against the SRS, GPU memory
-//! ├─ prep                 (C++, prep thread) A/B scalars packed by density, 0/1 census
-//! ├─ split_vectors_alloc  (C++) packed-scalar vectors, device buffers for H
-//! ├─ kernels              (C++, one per GPU thread) ntt_h, msm_h, msm_l, prep_wait,
-//! │                       msm_a, msm_b_g1, msm_b_g2, each with `gpu_ms`
+//! ├─ split_vectors_alloc  (C++) split vectors of the L, A, B queries, device buffers for H
+//! ├─ prep                 (C++, prep thread; a `pack` span per circuit and query on its
+//! │                       workers) scalars split into 0, 1 and the rest (the tail)
+//! ├─ kernels              (C++, one per GPU thread) ntt_h, msm_h, prep_wait, msm_l,
+//! │                       msm_a, msm_b_g1, msm_b_g2, each with `gpu_ms`; the split
+//! │                       MSMs also with `ones`, `zeros` and `tail` scalar counts
 //! ├─ assemble             (Rust) proofs from the MSM results
 //! └─ drop                 (C++) the call's buffers, sync or on the drop thread
 //! ```
@@ -29,7 +31,7 @@ use super::{
     Assignment, Backend, BackendKind, CircuitInstance, DropPolicy, Groth16Params, HostMemory,
     ProveOptions, ProverError,
 };
-use crate::trace::{self, Span};
+use crate::trace::Span;
 
 fn err(message: impl std::fmt::Display) -> ProverError {
     ProverError::Backend {
@@ -82,6 +84,7 @@ fn native_options(opts: &ProveOptions) -> ffi::NativeOptions {
         pinned: (opts.host_memory == HostMemory::Pinned) as u32,
         streams: opts.streams,
         gpus: opts.gpus,
+        split_threads: opts.msm_threads,
     }
 }
 
@@ -187,33 +190,29 @@ pub fn setup(params: &Groth16Params, warmup: CircuitInstance) -> Result<SetupRep
         .unwrap_or_else(|e| e.into_inner())
         .push(loaded.clone());
 
-    let t = Instant::now();
-    let mut rng = rand::rngs::OsRng;
-    let (r, s) = (
-        <Scalar as ff::Field>::random(&mut rng),
-        <Scalar as ff::Field>::random(&mut rng),
-    );
-    let root = Span::enter("cuda_setup");
-    let trace_id = root.trace();
     // Both staging modes once, so pinned buffers are allocated here and not in a rep.
-    let mut proved = Ok(Vec::new());
-    for host_memory in [HostMemory::Pageable, HostMemory::Pinned] {
-        let opts = ProveOptions {
-            host_memory,
-            ..ProveOptions::default()
-        };
-        proved = CudaBackend.prove(params, std::slice::from_ref(&assignment), &[r], &[s], opts);
-        if proved.is_err() {
-            break;
-        }
-    }
-    drop(root);
-    let _ = trace::drain_trace(trace_id);
-    let first_proof = t.elapsed();
-    let verdict = proved.and_then(|p| {
-        super::verify_all(params, &p, &[inputs])
-            .map_err(|e| err(format!("the warm-up proof does not verify: {e}")))
-    });
+    let (first_proof, verdict) = super::warmup::verified(
+        params,
+        &assignment,
+        inputs,
+        "cuda_setup",
+        "cuda",
+        "",
+        |a, r, s| {
+            let mut proved = Ok(Vec::new());
+            for host_memory in [HostMemory::Pageable, HostMemory::Pinned] {
+                let opts = ProveOptions {
+                    host_memory,
+                    ..ProveOptions::default()
+                };
+                proved = CudaBackend.prove(params, std::slice::from_ref(a), &[r], &[s], opts);
+                if proved.is_err() {
+                    break;
+                }
+            }
+            proved
+        },
+    );
     if let Err(e) = verdict {
         LOADED
             .lock()

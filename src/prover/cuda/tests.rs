@@ -2,7 +2,7 @@
 //! that the absence is reported as an error that names it; on the GPU host they check
 //! results.
 
-use super::check::{msm_checks, ntt_checks};
+use super::check::{fixed_base_checks, msm_checks, ntt_checks};
 use super::ffi;
 use super::*;
 use crate::prover::circuits::{CircuitKind, Gadget};
@@ -53,6 +53,25 @@ fn ntts_match_bellperson() {
     }
 }
 
+#[test]
+fn fixed_base_multiplication_matches_the_cpu() {
+    match fixed_base_checks(9, 3) {
+        Ok(checks) => {
+            assert_eq!(checks.len(), 2);
+            for c in &checks {
+                assert!(c.equal, "{c:?}");
+            }
+        }
+        Err(e) => {
+            assert!(
+                gpus().is_none(),
+                "GPU present but the multiplication failed: {e}"
+            );
+            assert!(e.is_no_gpu(), "{e}");
+        }
+    }
+}
+
 fn generate_in_memory(c: &CircuitInstance) -> Result<Groth16Params, bellperson::SynthesisError> {
     bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
         c.blank(),
@@ -79,10 +98,17 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
     for drop in [DropPolicy::Sync, DropPolicy::Async] {
         for host_memory in [HostMemory::Pageable, HostMemory::Pinned] {
             let circuits: Vec<_> = (1..4).map(circuit).collect();
+            let batch = circuits.len();
             let inputs: Vec<_> = circuits.iter().map(|c| c.public_inputs()).collect();
+            // The concurrent split MSMs ride along with pinned staging.
             let opts = ProveOptions {
                 drop,
                 host_memory,
+                msm_threads: if host_memory == HostMemory::Pinned {
+                    4
+                } else {
+                    1
+                },
                 ..ProveOptions::default()
             };
             let out = prove_batch(
@@ -96,7 +122,13 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
             verify_all(&params, &proofs, &inputs).unwrap();
             crate::prover::dropper::wait_idle();
             let spans = drain_trace(out.trace);
-            let gpu_prove = spans.iter().find(|s| s.name == "gpu_prove").unwrap();
+            let named = |name: &str| {
+                spans
+                    .iter()
+                    .find(|s| s.name == name)
+                    .unwrap_or_else(|| panic!("{name} missing"))
+            };
+            let gpu_prove = named("gpu_prove");
             for name in [
                 "entry",
                 "prep",
@@ -105,23 +137,34 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
                 "assemble",
                 "drop",
             ] {
-                let s = spans
-                    .iter()
-                    .find(|s| s.name == name)
-                    .unwrap_or_else(|| panic!("{name} missing"));
-                assert_eq!(s.parent, Some(gpu_prove.id), "{name}");
+                assert_eq!(named(name).parent, Some(gpu_prove.id), "{name}");
             }
-            let kernels = spans.iter().find(|s| s.name == "kernels").unwrap();
+            let kernels = named("kernels");
             for name in ["ntt_h", "msm_h", "msm_l", "msm_a", "msm_b_g1", "msm_b_g2"] {
-                let s = spans.iter().find(|s| s.name == name).unwrap();
+                let s = named(name);
                 assert_eq!(s.parent, Some(kernels.id), "{name}");
                 assert!(
                     s.attrs.iter().any(|(k, _)| *k == "gpu_ms"),
                     "{name} has no gpu_ms"
                 );
             }
-            let prep = spans.iter().find(|s| s.name == "prep").unwrap();
+            // The L query is split over every aux scalar of both circuits.
+            let attr = |s: &crate::trace::SpanRecord, k: &str| -> u64 {
+                match s.attrs.iter().find(|(key, _)| *key == k) {
+                    Some((_, crate::trace::AttrValue::U64(v))) => *v,
+                    other => panic!("{}: {k} is {other:?}", s.name),
+                }
+            };
+            let l = named("msm_l");
+            assert_eq!(
+                attr(l, "ones") + attr(l, "zeros") + attr(l, "tail"),
+                params.l.len() as u64 * batch as u64
+            );
+            let prep = named("prep");
             assert_ne!(prep.thread_id, gpu_prove.thread_id);
+            let packs: Vec<_> = spans.iter().filter(|s| s.name == "pack").collect();
+            assert_eq!(packs.len(), 3 * batch);
+            assert!(packs.iter().all(|p| p.parent == Some(prep.id)));
             let d = spans.iter().find(|s| s.name == "drop").unwrap();
             assert_eq!(
                 d.thread_id != gpu_prove.thread_id,

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use super::*;
 use crate::prover::params::{self, ParamsKey};
 use crate::prover::{CircuitKind, Gadget};
+use crate::trace;
 
 /// Params for the smallest PoRep circuit, generated once per test process.
 fn small() -> &'static (tempfile::TempDir, Groth16Params, PathBuf) {

@@ -1,0 +1,107 @@
+// MSMs over scalars that are mostly 0 and 1, as a circuit's witness is: the bases of the
+// scalars equal to 1 are summed by batch addition over a bitmap, scalars equal to 0 are
+// skipped, and only the rest (the tail) goes through Pippenger, over its bases gathered
+// into a packed buffer. Host pass of gs_prover.cu only.
+#ifndef GS_SPLIT_MSM_CUH
+#define GS_SPLIT_MSM_CUH
+
+namespace {
+
+// Bitmap words for n scalars: batch_addition reads whole 1024-bit chunks.
+inline size_t bitmap_words(size_t n) { return ((n + 1023) / 1024) * 32; }
+
+// One query's scalars for one circuit, split by value. The vectors are reserved for the
+// worst case (every scalar in the tail) when the batch is allocated, as split vectors
+// are, and filled by push() on the prep thread.
+struct split_t {
+    size_t n = 0;               // scalars pushed so far
+    std::vector<uint32_t> ones; // bit k: scalar k is 1
+    std::vector<uint32_t> idx;  // tail: index of each scalar in the query
+    std::vector<fr_t> tail;     // tail: the scalars themselves
+    uint64_t zeros = 0, n_ones = 0;
+
+    void alloc(size_t len)
+    {
+        ones.assign(bitmap_words(len), 0);
+        idx.reserve(len);
+        tail.reserve(len);
+    }
+    void push(const fr_t &v)
+    {
+        size_t k = n++;
+        if (v.is_zero() != 0) {
+            zeros++;
+        } else if (v.is_one()) {
+            ones[k >> 5] |= 1u << (k & 31);
+            n_ones++;
+        } else {
+            idx.push_back((uint32_t)k);
+            tail.push_back(v);
+        }
+    }
+    size_t bytes() const
+    {
+        return ones.capacity() * sizeof(uint32_t) + idx.capacity() * sizeof(uint32_t) +
+               tail.capacity() * sizeof(fr_t);
+    }
+};
+
+// Device buffers one GPU reuses for every split MSM: gathered bases (sized for G2), their
+// indices, the bitmap and batch addition's partial sums.
+struct split_scratch {
+    dev_buf pts, idx, bits, ret;
+    void alloc(int dev, size_t max_n, size_t sm_count)
+    {
+        pts = dev_buf(dev, std::max<size_t>(max_n, 1) * sizeof(affine_fp2_t));
+        idx = dev_buf(dev, std::max<size_t>(max_n, 1) * sizeof(uint32_t));
+        bits = dev_buf(dev, bitmap_words(std::max<size_t>(max_n, 1)) * sizeof(uint32_t));
+        ret = dev_buf(dev, sm_count * BATCH_ADD_BLOCK_SIZE / WARP_SZ * sizeof(bucket_fp2_t));
+    }
+    size_t bytes() const { return pts.bytes() + idx.bytes() + bits.bytes() + ret.bytes(); }
+};
+
+// out = Σ scalar_k · base_k over one split query whose bases d_pts stay on the GPU. Runs on
+// the GPU's stream 2 (Pippenger's own stream) and returns when the result is on the host.
+template <class bucket_T, class point_T, class affine_T>
+void split_msm(const gpu_t &gpu, const typename affine_T::mem_t *d_pts, const split_t &sp,
+               split_scratch &sc, point_T &out)
+{
+    typedef typename affine_T::mem_t affine_h;
+    typedef typename bucket_T::mem_t bucket_h;
+    typedef msm_t<bucket_T, point_T, affine_T, scalar_t> msm_type;
+    const stream_t &s = gpu[2];
+    out.inf();
+    if (sp.n_ones) {
+        s.HtoD(sc.bits.as<uint32_t>(), sp.ones.data(), sp.ones.size());
+        void (*kernel)(bucket_h *, const affine_h *, uint32_t, const uint32_t *, bool,
+                       uint32_t) = batch_addition<bucket_T, affine_h>;
+        s.launch_coop(kernel, dim3(gpu.sm_count()), dim3(BATCH_ADD_BLOCK_SIZE), (size_t)0,
+                      sc.ret.as<bucket_h>(), d_pts, (uint32_t)sp.n,
+                      (const uint32_t *)sc.bits.as<uint32_t>(), false, (uint32_t)0);
+        std::vector<bucket_T> part(gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ);
+        s.DtoH(part, sc.ret.as<bucket_h>());
+        s.sync();
+        point_T one = sum_up(part);
+        out.add(one);
+    }
+    if (!sp.tail.empty()) {
+        size_t t = sp.tail.size();
+        s.HtoD(sc.idx.as<uint32_t>(), sp.idx.data(), t);
+        gs_gather<affine_h><<<gpu.sm_count() * 4, 256, 0, s>>>(sc.pts.as<affine_h>(), d_pts,
+                                                               sc.idx.as<uint32_t>(), t);
+        check(cudaGetLastError(), "gather kernel");
+        msm_type m(nullptr, t, sizeof(affine_T), gpu.id());
+        point_T p;
+        // Device points go in as dev_ptr_t<affine_T>: sppark's templated invoke hands them
+        // on as `const affine_T*` to the overload that runs; typed as affine_h it would call
+        // itself.
+        check_rust(m.invoke(p, dev_ptr_t<affine_T>(sc.pts.as<affine_T>()), t, sp.tail.data(),
+                            true),
+                   "tail MSM");
+        out.add(p);
+    }
+}
+
+} // namespace
+
+#endif // GS_SPLIT_MSM_CUH
