@@ -19,6 +19,7 @@ pub mod cuda;
 pub mod dropper;
 pub mod gpu_probe;
 pub mod params;
+pub mod paramgen;
 #[cfg(feature = "supraseal")]
 pub mod reference;
 pub mod spans;

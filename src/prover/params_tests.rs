@@ -1,3 +1,4 @@
+use super::paramgen::ParamGen;
 use super::params::*;
 use super::{CircuitInstance, CircuitKind, Gadget};
 
@@ -6,9 +7,9 @@ fn cache_is_reused_and_corruption_or_mismatch_is_regenerated() {
     let dir = tempfile::tempdir().unwrap();
     let c = CircuitInstance::new(CircuitKind::Porep, 10, Gadget::Lc, 0).unwrap();
     let key = ParamsKey::for_circuit(&c, "porep", 10).unwrap();
-    let (p1, o1) = load_or_generate(dir.path(), &c, &key).unwrap();
+    let (p1, o1) = load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
     assert_eq!(o1.source, "generated");
-    let (p2, o2) = load_or_generate(dir.path(), &c, &key).unwrap();
+    let (p2, o2) = load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
     assert_eq!(o2.source, "loaded");
     assert_eq!(p1.vk, p2.vk);
     // meta.json names the file relative to the params dir, never the machine's path.
@@ -24,7 +25,7 @@ fn cache_is_reused_and_corruption_or_mismatch_is_regenerated() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x5a;
     std::fs::write(&path, &bytes).unwrap();
-    let (p3, o3) = load_or_generate(dir.path(), &c, &key).unwrap();
+    let (p3, o3) = load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
     assert!(
         o3.source.starts_with("regenerated") && o3.source.contains("corrupt"),
         "{}",
@@ -39,7 +40,7 @@ fn cache_is_reused_and_corruption_or_mismatch_is_regenerated() {
         .unwrap()
         .set_len(len / 3)
         .unwrap();
-    let (_, o4) = load_or_generate(dir.path(), &c, &key).unwrap();
+    let (_, o4) = load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
     assert!(o4.source.starts_with("regenerated"), "{}", o4.source);
     // A sidecar made for another shape is not used.
     let mut other = key.clone();
@@ -49,7 +50,7 @@ fn cache_is_reused_and_corruption_or_mismatch_is_regenerated() {
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
     v["key"]["num_aux"] = serde_json::json!(other.num_aux);
     std::fs::write(&side, v.to_string()).unwrap();
-    let (_, o5) = load_or_generate(dir.path(), &c, &key).unwrap();
+    let (_, o5) = load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
     assert!(o5.source.contains("another circuit shape"), "{}", o5.source);
 }
 
