@@ -81,7 +81,9 @@ pub fn run(a: ParamsArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&timing)?);
         return Ok(());
     }
-    let dir = a.params_dir.expect("clap requires --params-dir without --time-only");
+    let dir = a
+        .params_dir
+        .expect("clap requires --params-dir without --time-only");
     let (_, origin) = params::load_or_generate(&dir, &c, &key, generator)?;
     println!("{}", serde_json::to_string(&origin)?);
     Ok(())

@@ -18,8 +18,8 @@ pub mod cs;
 pub mod cuda;
 pub mod dropper;
 pub mod gpu_probe;
-pub mod params;
 pub mod paramgen;
+pub mod params;
 #[cfg(feature = "supraseal")]
 pub mod reference;
 pub mod spans;

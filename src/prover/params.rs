@@ -236,7 +236,11 @@ pub fn digest(p: &Groth16Params) -> String {
     }
     let mut w = BufWriter::new(HashWriter(sha2::Sha256::new()));
     p.write(&mut w).expect("writing to a hash cannot fail");
-    let h = w.into_inner().ok().expect("flushing into a hash cannot fail").0;
+    let h = w
+        .into_inner()
+        .ok()
+        .expect("flushing into a hash cannot fail")
+        .0;
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -97,9 +97,7 @@ impl ParamGen {
     /// `GAPSCOPE_PARAMGEN` if set (and not empty), else [`ParamGen::Auto`].
     pub fn from_env() -> Result<Self, String> {
         match std::env::var(ENV) {
-            Ok(v) if !v.is_empty() => {
-                Self::parse(&v).map_err(|e| format!("{ENV}: {e}"))
-            }
+            Ok(v) if !v.is_empty() => Self::parse(&v).map_err(|e| format!("{ENV}: {e}")),
             _ => Ok(ParamGen::Auto),
         }
     }
@@ -138,14 +136,12 @@ impl ParamGen {
             None => {
                 use bellperson::groth16::generate_random_parameters;
                 let params = match seed {
-                    Some(s) => generate_random_parameters::<Bls12, _, _>(
-                        circuit,
-                        &mut seeded_rng(s),
-                    ),
-                    None => generate_random_parameters::<Bls12, _, _>(
-                        circuit,
-                        &mut rand::rngs::OsRng,
-                    ),
+                    Some(s) => {
+                        generate_random_parameters::<Bls12, _, _>(circuit, &mut seeded_rng(s))
+                    }
+                    None => {
+                        generate_random_parameters::<Bls12, _, _>(circuit, &mut rand::rngs::OsRng)
+                    }
                 }?;
                 Ok(Generated {
                     params,
@@ -162,8 +158,9 @@ pub const BELLPERSON: &str = "bellperson 0.27 generate_random_parameters";
 
 #[cfg(gapscope_prover)]
 fn cuda_fixed_base() -> anyhow::Result<Box<dyn FixedBase>> {
-    crate::prover::cuda::fixed_base()
-        .ok_or_else(|| anyhow::anyhow!("no usable GPU for params generation: use {ENV}=cpu or auto"))
+    crate::prover::cuda::fixed_base().ok_or_else(|| {
+        anyhow::anyhow!("no usable GPU for params generation: use {ENV}=cpu or auto")
+    })
 }
 
 #[cfg(not(gapscope_prover))]

@@ -24,6 +24,8 @@ where
     type Base: Field;
     fn jacobian(&self) -> (Self::Base, Self::Base, Self::Base);
     fn affine_from(x: Self::Base, y: Self::Base) -> <Self as Curve>::AffineRepr;
+    /// (x, y) of a point that is not the identity.
+    fn affine_xy(a: &<Self as Curve>::AffineRepr) -> (Self::Base, Self::Base);
 }
 
 impl Jacobian for G1Projective {
@@ -34,6 +36,9 @@ impl Jacobian for G1Projective {
     fn affine_from(x: Fp, y: Fp) -> G1Affine {
         G1Affine::from_raw_unchecked(x, y, false)
     }
+    fn affine_xy(a: &G1Affine) -> (Fp, Fp) {
+        (a.x(), a.y())
+    }
 }
 
 impl Jacobian for G2Projective {
@@ -43,6 +48,9 @@ impl Jacobian for G2Projective {
     }
     fn affine_from(x: Fp2, y: Fp2) -> G2Affine {
         G2Affine::from_raw_unchecked(x, y, false)
+    }
+    fn affine_xy(a: &G2Affine) -> (Fp2, Fp2) {
+        (a.x(), a.y())
     }
 }
 
@@ -78,5 +86,24 @@ pub fn batch_normalize<G: Jacobian>(
         inv *= z;
         let zinv2 = zinv.square();
         *o = G::affine_from(x * zinv2, y * zinv2 * zinv);
+    }
+}
+
+/// Inverts every element of `v` in place (all must be non-zero) with one field inversion;
+/// `prefix` is scratch.
+pub fn invert_all<F: Field>(v: &mut [F], prefix: &mut Vec<F>) {
+    prefix.clear();
+    let mut acc = F::ONE;
+    for x in v.iter() {
+        prefix.push(acc);
+        acc *= *x;
+    }
+    let Some(mut inv) = Option::<F>::from(acc.invert()) else {
+        panic!("invert_all: a zero element");
+    };
+    for (x, p) in v.iter_mut().zip(prefix.iter()).rev() {
+        let xi = inv * p;
+        inv *= *x;
+        *x = xi;
     }
 }

@@ -16,6 +16,7 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use super::keygen::{KeygenCs, Term};
+use super::normalize::invert_all;
 use super::toxic::Toxic;
 use bellperson::SynthesisError;
 
@@ -62,22 +63,6 @@ pub fn powers(start: Scalar, x: Scalar, n: usize) -> Vec<Scalar> {
     v
 }
 
-/// Inverts every element in place (all must be non-zero) with one field inversion.
-fn batch_invert(v: &mut [Scalar], scratch: &mut Vec<Scalar>) {
-    scratch.clear();
-    let mut acc = Scalar::ONE;
-    for x in v.iter() {
-        scratch.push(acc);
-        acc *= x;
-    }
-    let mut inv = acc.invert().unwrap();
-    for (x, prefix) in v.iter_mut().zip(scratch.iter()).rev() {
-        let xi = inv * prefix;
-        inv *= *x;
-        *x = xi;
-    }
-}
-
 /// L_j(τ) for the m-point domain of ω, j < m.
 pub fn lagrange_at(tau: Scalar, m: usize, omega: Scalar) -> Vec<Scalar> {
     let z = tau.pow_vartime([m as u64]) - Scalar::ONE;
@@ -90,13 +75,14 @@ pub fn lagrange_at(tau: Scalar, m: usize, omega: Scalar) -> Vec<Scalar> {
         return out;
     }
     let z_over_m = z * Scalar::from(m as u64).invert().unwrap();
-    out.par_chunks_mut(CHUNK).for_each_init(Vec::new, |scratch, ws| {
-        let mut d: Vec<Scalar> = ws.iter().map(|w| tau - w).collect();
-        batch_invert(&mut d, scratch);
-        for (w, di) in ws.iter_mut().zip(&d) {
-            *w = *w * di * z_over_m;
-        }
-    });
+    out.par_chunks_mut(CHUNK)
+        .for_each_init(Vec::new, |scratch, ws| {
+            let mut d: Vec<Scalar> = ws.iter().map(|w| tau - w).collect();
+            invert_all(&mut d, scratch);
+            for (w, di) in ws.iter_mut().zip(&d) {
+                *w = *w * di * z_over_m;
+            }
+        });
     out
 }
 
@@ -104,7 +90,11 @@ pub fn lagrange_at(tau: Scalar, m: usize, omega: Scalar) -> Vec<Scalar> {
 fn evaluate(mut terms: Vec<Term>, lagrange: &[Scalar], num_inputs: usize, n: usize) -> Vec<Scalar> {
     terms.par_iter_mut().for_each(|t| {
         let l = lagrange[t.row as usize];
-        t.coeff = if t.coeff == Scalar::ONE { l } else { t.coeff * l };
+        t.coeff = if t.coeff == Scalar::ONE {
+            l
+        } else {
+            t.coeff * l
+        };
     });
     // Summing is one addition per term; the multiplications above were the work.
     let mut out = vec![Scalar::ZERO; n];
@@ -124,8 +114,10 @@ fn non_zero(v: &[Scalar]) -> Vec<Scalar> {
 /// Every query's scalars for `cs` under `t` (checked: γ, δ invertible).
 pub fn scalars(cs: KeygenCs, t: &Toxic) -> Result<QapScalars, SynthesisError> {
     let (m, omega) = domain(cs.num_constraints)?;
-    let gamma_inv = Option::<Scalar>::from(t.gamma.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
-    let delta_inv = Option::<Scalar>::from(t.delta.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
+    let gamma_inv =
+        Option::<Scalar>::from(t.gamma.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
+    let delta_inv =
+        Option::<Scalar>::from(t.delta.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
     let z = t.tau.pow_vartime([m as u64]) - Scalar::ONE;
     let (h, lagrange) = rayon::join(
         || powers(z * delta_inv, t.tau, m - 1),
@@ -145,8 +137,14 @@ pub fn scalars(cs: KeygenCs, t: &Toxic) -> Result<QapScalars, SynthesisError> {
     drop(lagrange);
     let (alpha, beta) = (t.alpha, t.beta);
     let ext = |i: usize, inv: &Scalar| (at[i] * beta + bt[i] * alpha + ct[i]) * inv;
-    let ic: Vec<Scalar> = (0..ni).into_par_iter().map(|i| ext(i, &gamma_inv)).collect();
-    let l: Vec<Scalar> = (ni..n).into_par_iter().map(|i| ext(i, &delta_inv)).collect();
+    let ic: Vec<Scalar> = (0..ni)
+        .into_par_iter()
+        .map(|i| ext(i, &gamma_inv))
+        .collect();
+    let l: Vec<Scalar> = (ni..n)
+        .into_par_iter()
+        .map(|i| ext(i, &delta_inv))
+        .collect();
     // bellperson refuses an aux variable in no constraint (its L point would be the
     // identity): the L query must be dense.
     if l.par_iter().any(|x| bool::from(x.is_zero())) {

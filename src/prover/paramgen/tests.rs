@@ -8,10 +8,11 @@ use group::{Curve, Group};
 use super::*;
 use crate::prover::{self, CircuitInstance, CircuitKind, Gadget};
 
-fn bellperson_params<C: Circuit<Scalar>>(c: C, t: &Toxic) -> Result<Parameters<Bls12>, SynthesisError> {
-    generate_parameters::<Bls12, _>(
-        c, t.g1, t.g2, t.alpha, t.beta, t.gamma, t.delta, t.tau,
-    )
+fn bellperson_params<C: Circuit<Scalar>>(
+    c: C,
+    t: &Toxic,
+) -> Result<Parameters<Bls12>, SynthesisError> {
+    generate_parameters::<Bls12, _>(c, t.g1, t.g2, t.alpha, t.beta, t.gamma, t.delta, t.tau)
 }
 
 /// Point for point, naming the first query that differs.
@@ -75,7 +76,11 @@ fn seeded_generators_agree_through_param_gen() {
     let ours = ParamGen::Cpu.generate(c.blank(), Some(7)).unwrap();
     let theirs = ParamGen::Bellperson.generate(c.blank(), Some(7)).unwrap();
     assert!(ours.params == theirs.params);
-    assert!(ours.generator.starts_with("paramgen, fixed base cpu ("), "{}", ours.generator);
+    assert!(
+        ours.generator.starts_with("paramgen, fixed base cpu ("),
+        "{}",
+        ours.generator
+    );
     assert_eq!(theirs.generator, BELLPERSON);
     assert!(ours.report.is_some() && theirs.report.is_none());
     // Another seed, other parameters.
@@ -102,7 +107,9 @@ fn an_unconstrained_variable_is_refused_like_bellperson() {
         bellperson_params(Unconstrained, &t),
         Err(SynthesisError::UnconstrainedVariable)
     ));
-    let e = generate(Unconstrained, t, &CpuFixedBase::new()).err().unwrap();
+    let e = generate(Unconstrained, t, &CpuFixedBase::new())
+        .err()
+        .unwrap();
     assert!(format!("{e:#}").contains("nconstrained"), "{e:#}");
 }
 
@@ -134,7 +141,11 @@ fn lagrange_values_match_an_inverse_fft_of_taus_powers() {
             let on = omega.pow_vartime([3u64 % m as u64]);
             let mut d = EvaluationDomain::from_coeffs(qap::powers(Scalar::ONE, on, m)).unwrap();
             d.ifft(&Worker::new(), &mut None).unwrap();
-            assert_eq!(qap::lagrange_at(on, m, omega), d.into_coeffs(), "τ = ω^3, m = {m}");
+            assert_eq!(
+                qap::lagrange_at(on, m, omega),
+                d.into_coeffs(),
+                "τ = ω^3, m = {m}"
+            );
         }
     }
 }
@@ -167,7 +178,11 @@ fn cpu_fixed_base_matches_plain_multiplication_for_every_window() {
         let fb = CpuFixedBase::with_window(w).unwrap();
         assert!(fb.describe().contains(&format!("window {w}")));
         assert_eq!(fb.mul_g1(&g1, &scalars).unwrap(), want1, "G1, window {w}");
-        assert_eq!(fb.mul_g2(&g2, &scalars[..80]).unwrap(), want2, "G2, window {w}");
+        assert_eq!(
+            fb.mul_g2(&g2, &scalars[..80]).unwrap(),
+            want2,
+            "G2, window {w}"
+        );
     }
     // The default (per-call window; below the table threshold, plain multiplication).
     let fb = CpuFixedBase::new();
@@ -203,7 +218,11 @@ fn batch_normalization_matches_one_point_at_a_time() {
     normalize::batch_normalize(&q, &mut out, &mut Vec::new());
     assert_eq!(out, q.iter().map(|x| x.to_affine()).collect::<Vec<_>>());
     let mut all_identity = vec![G1Affine::generator(); 3];
-    normalize::batch_normalize(&[G1Projective::identity(); 3], &mut all_identity, &mut Vec::new());
+    normalize::batch_normalize(
+        &[G1Projective::identity(); 3],
+        &mut all_identity,
+        &mut Vec::new(),
+    );
     assert!(all_identity.iter().all(|x| bool::from(x.is_identity())));
 }
 
@@ -219,7 +238,12 @@ fn window_choice_grows_with_the_batch_and_respects_the_table_cap() {
 
 #[test]
 fn generator_choices_parse_and_name_the_valid_ones() {
-    for g in [ParamGen::Auto, ParamGen::Cpu, ParamGen::Cuda, ParamGen::Bellperson] {
+    for g in [
+        ParamGen::Auto,
+        ParamGen::Cpu,
+        ParamGen::Cuda,
+        ParamGen::Bellperson,
+    ] {
         assert_eq!(ParamGen::parse(g.as_str()), Ok(g));
     }
     let e = ParamGen::parse("gpu").unwrap_err();
