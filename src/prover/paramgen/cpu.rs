@@ -276,7 +276,7 @@ where
     t
 }
 
-/// k_i·base for every scalar, normalized chunk by chunk on rayon's pool.
+/// k_i·base for every scalar, chunk by chunk on rayon's pool.
 fn mul_many<G: Jacobian + Group<Scalar = Scalar>>(
     cache: &Mutex<Vec<Arc<Table<G>>>>,
     w: u32,
