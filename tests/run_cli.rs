@@ -262,25 +262,20 @@ fn params_missing_from_the_cache_are_generated_in_a_child_then_loaded() {
 fn params_time_only_cross_checks_generators_by_digest() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
+    let chain_2e6 = [
+        "__params",
+        "--circuit",
+        "chain",
+        "--log2-constraints",
+        "6",
+        "--gadget",
+        "lc",
+    ];
     let time = |generator: &str, seed: &str| -> serde_json::Value {
         let out = gapscope(t)
-            .args([
-                "__params",
-                "--circuit",
-                "chain",
-                "--log2-constraints",
-                "6",
-                "--gadget",
-                "lc",
-            ])
-            .args([
-                "--time-only",
-                "--digest",
-                "--toxic-seed",
-                seed,
-                "--generator",
-                generator,
-            ])
+            .args(chain_2e6)
+            .args(["--time-only", "--digest", "--toxic-seed", seed])
+            .args(["--generator", generator])
             .assert()
             .success()
             .get_output()
@@ -299,21 +294,9 @@ fn params_time_only_cross_checks_generators_by_digest() {
     assert_ne!(time("cpu", "6")["params_sha256"], ours["params_sha256"]);
     assert!(!t.join("params").exists(), "--time-only writes no params");
     // A fixed seed never reaches the cache.
-    let e = failure_stderr(
-        t,
-        &[
-            "__params",
-            "--circuit",
-            "chain",
-            "--log2-constraints",
-            "6",
-            "--gadget",
-            "lc",
-        ]
-        .into_iter()
-        .chain(["--params-dir", "p", "--toxic-seed", "1"])
-        .collect::<Vec<_>>(),
-    );
+    let mut args = chain_2e6.to_vec();
+    args.extend(["--params-dir", "p", "--toxic-seed", "1"]);
+    let e = failure_stderr(t, &args);
     assert!(e.contains("--time-only"), "{e}");
 }
 

@@ -1,13 +1,14 @@
 //! The key-generation constraint system: synthesis without a witness that records every
 //! term of every constraint's A, B and C linear combinations, flat, with the row it
 //! belongs to. [`super::qap`] evaluates them at τ afterwards, when the domain size is
-//! known. It adds what bellperson's generator adds: the ONE input first, and after the
-//! circuit one constraint `input · 0 = 0` per input, so that every input is in the A
-//! query and IC is dense.
+//! known. Synthesis follows the prover's convention ([`synthesize_groth16`]: ONE first,
+//! one `input · 0 = 0` constraint per input), which bellperson's generator shares.
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
+
+use crate::prover::cs::synthesize_groth16;
 
 /// Marks a term's variable as an input (otherwise aux).
 const INPUT_BIT: u32 = 1 << 31;
@@ -48,16 +49,7 @@ impl KeygenCs {
     /// per-input constraints).
     pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Self, SynthesisError> {
         let mut cs = KeygenCs::default();
-        cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-        circuit.synthesize(&mut cs)?;
-        for i in 0..cs.num_inputs {
-            cs.enforce(
-                || "input",
-                |lc| lc + Variable::new_unchecked(Index::Input(i)),
-                |lc| lc,
-                |lc| lc,
-            );
-        }
+        synthesize_groth16(&mut cs, circuit, |cs| cs.num_inputs)?;
         Ok(cs)
     }
 
