@@ -5,8 +5,8 @@
 //! (so other provers, e.g. supraseal, can read it as is) and `<key>.json` with what it
 //! was made for, the SHA-256 of the params file and the generator that made it. The key
 //! holds the circuit, its size and the digest of its constraint-system shape, so a change
-//! to the circuit's code that changes constraints misses the cache. A params file whose checksum, size or
-//! dimensions do not match is reported and regenerated, never used.
+//! to the circuit's code that changes constraints misses the cache. A params file whose
+//! checksum, size or dimensions do not match is reported and regenerated, never used.
 
 use std::fs;
 use std::io::{BufReader, BufWriter, Read, Write};
