@@ -7,6 +7,7 @@
 #   .bundle/experiments/      every experiments/*.toml
 #   .bundle/device-run.sh     runs experiments there and packs the results into $OUT
 #   .bundle/diag-supraseal.sh probes the upstream prover (ours and bellperson's hand-off)
+#   .bundle/device-paramgen.sh times params generation, generator against generator
 #   .bundle/BUNDLE.txt        what was built: revision, features, toolchains, checksum
 #
 # Usage: scripts/device-bundle.sh            (features: supraseal; GAPSCOPE_GPU_FEATURES
@@ -39,8 +40,8 @@ mkdir -p "$out/experiments"
 # Symbols stay (backtraces name functions); line tables go.
 objcopy --strip-debug "$bin" "$out/gapscope"
 cp experiments/*.toml "$out/experiments/"
-cp scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh "$out/"
-chmod +x "$out/gapscope" "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh"
+cp scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh scripts/device-paramgen.sh "$out/"
+chmod +x "$out/gapscope" "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh" "$out/device-paramgen.sh"
 {
     echo "revision: $rev"
     echo "features: $features"

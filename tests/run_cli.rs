@@ -201,18 +201,45 @@ fn params_missing_from_the_cache_are_generated_in_a_child_then_loaded() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let exp = experiment(t, "tiny", TINY);
-    let source = |dir: &Path| {
+    let params_meta = |dir: &Path| {
         let meta: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
-        meta["params"][0]["source"].as_str().unwrap().to_string()
+        meta["params"][0].clone()
     };
+    let source = |p: &serde_json::Value| p["source"].as_str().unwrap().to_string();
+    let generator = |p: &serde_json::Value| p["generator"].as_str().unwrap().to_string();
     // The run process only loads: the first run's params come from a child process, the
-    // second run's from the cache the child filled.
-    assert_eq!(
-        source(&run_ok(t, &exp, &[])),
-        "generated in a child process"
+    // second run's from the cache the child filled. Both name what made the file; the
+    // first also carries the child's stage timings.
+    let first = params_meta(&run_ok(t, &exp, &[]));
+    assert_eq!(source(&first), "generated in a child process");
+    assert!(
+        generator(&first).starts_with("paramgen, fixed base cpu ("),
+        "{first}"
     );
-    assert_eq!(source(&run_ok(t, &exp, &[])), "loaded");
+    assert_eq!(
+        first["generation"]["queries"].as_array().unwrap().len(),
+        6,
+        "{first}"
+    );
+    let second = params_meta(&run_ok(t, &exp, &[]));
+    assert_eq!(source(&second), "loaded");
+    assert_eq!(generator(&second), generator(&first));
+    assert!(second.get("generation").is_none(), "{second}");
+    // An unknown generator is refused with the valid ones.
+    let out = gapscope(t)
+        .env("GAPSCOPE_PARAMGEN", "gpu")
+        .args(["run", exp.to_str().unwrap(), "--results-dir"])
+        .arg(t.join("results"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && e.contains("GAPSCOPE_PARAMGEN")
+            && e.contains("auto, cpu, cuda, bellperson"),
+        "{e}"
+    );
     // The child's own errors name what was wrong.
     let e = failure_stderr(
         t,
@@ -229,6 +256,48 @@ fn params_missing_from_the_cache_are_generated_in_a_child_then_loaded() {
         ],
     );
     assert!(e.contains("--circuit") && e.contains("porep"), "{e}");
+}
+
+#[test]
+fn params_time_only_cross_checks_generators_by_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let chain_2e6 = [
+        "__params",
+        "--circuit",
+        "chain",
+        "--log2-constraints",
+        "6",
+        "--gadget",
+        "lc",
+    ];
+    let time = |generator: &str, seed: &str| -> serde_json::Value {
+        let out = gapscope(t)
+            .args(chain_2e6)
+            .args(["--time-only", "--digest", "--toxic-seed", seed])
+            .args(["--generator", generator])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    };
+    let ours = time("cpu", "5");
+    let theirs = time("bellperson", "5");
+    assert_eq!(
+        ours["params_sha256"], theirs["params_sha256"],
+        "{ours} {theirs}"
+    );
+    assert_eq!(ours["report"]["domain_size"], 64);
+    assert!(theirs["report"].is_null());
+    assert_ne!(time("cpu", "6")["params_sha256"], ours["params_sha256"]);
+    assert!(!t.join("params").exists(), "--time-only writes no params");
+    // A fixed seed never reaches the cache.
+    let mut args = chain_2e6.to_vec();
+    args.extend(["--params-dir", "p", "--toxic-seed", "1"]);
+    let e = failure_stderr(t, &args);
+    assert!(e.contains("--time-only"), "{e}");
 }
 
 #[test]

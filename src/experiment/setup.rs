@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::spec::{Experiment, ResolvedVariant};
 use crate::prover;
+use crate::prover::paramgen::ParamGen;
 use crate::prover::{params, CircuitInstance, Gadget, Groth16Params};
 
 /// Params by the gadget a variant uses (gadgets with one shape share one Arc).
@@ -20,6 +21,8 @@ pub type ParamsByGadget = HashMap<Gadget, Arc<Groth16Params>>;
 /// and then loaded here like cached ones: generation leaves this process's heap in
 /// another state than a load, and synthesis then faults a different number of pages
 /// (results/telemetry_overhead_gpu/README.md), so a first run would not match later ones.
+/// Missing params are made by the generator `GAPSCOPE_PARAMGEN` names (default: the GPU's
+/// fixed-base multiplication where there is one, else the CPU's).
 pub fn obtain_params(
     exp: &Experiment,
     params_dir: &Path,
@@ -27,6 +30,7 @@ pub fn obtain_params(
     in_child: bool,
 ) -> Result<(ParamsByGadget, Vec<params::ParamsOrigin>)> {
     let w = &exp.workload;
+    let generator = ParamGen::from_env().map_err(anyhow::Error::msg)?;
     let mut by_gadget = HashMap::new();
     let mut by_key: HashMap<String, Arc<Groth16Params>> = HashMap::new();
     let mut origins = Vec::new();
@@ -50,15 +54,25 @@ pub fn obtain_params(
                     );
                 }
                 let child = (in_child && !params::cached(params_dir, &key))
-                    .then(|| generate_in_child(w.circuit.as_str(), &key, v.gadget, params_dir))
+                    .then(|| {
+                        generate_in_child(w.circuit.as_str(), &key, v.gadget, params_dir, generator)
+                    })
                     .transpose()?;
-                let (p, mut origin) = params::load_or_generate(params_dir, &c, &key)?;
+                let (p, mut origin) = params::load_or_generate(params_dir, &c, &key, generator)?;
                 if let (Some(generated), "loaded") = (child, origin.source.as_str()) {
                     origin.source = "generated in a child process".into();
                     origin.elapsed_ms += generated.elapsed_ms;
+                    origin.generation = generated.generation;
                 }
                 if progress {
-                    eprintln!("params: {} in {} ms", origin.source, origin.elapsed_ms);
+                    let by = match &origin.generator {
+                        Some(g) => format!(" (made by {g})"),
+                        None => String::new(),
+                    };
+                    eprintln!("params: {} in {} ms{by}", origin.source, origin.elapsed_ms);
+                    if let Some(r) = &origin.generation {
+                        eprint!("{r}");
+                    }
                 }
                 origins.push(origin);
                 let p = Arc::new(p);
@@ -78,6 +92,7 @@ fn generate_in_child(
     key: &params::ParamsKey,
     gadget: crate::prover::Gadget,
     params_dir: &Path,
+    generator: ParamGen,
 ) -> Result<params::ParamsOrigin> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
     let out = std::process::Command::new(exe)
@@ -90,6 +105,8 @@ fn generate_in_child(
         .arg(gadget.as_str())
         .arg("--params-dir")
         .arg(params_dir)
+        .arg("--generator")
+        .arg(generator.as_str())
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .output()

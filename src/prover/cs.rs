@@ -38,16 +38,7 @@ impl Assignment {
     /// then one `input * 1 = 0`-shaped constraint per input so inputs are in the A query.
     pub fn synthesize<C: bellperson::Circuit<Scalar>>(circuit: C) -> Result<Self, SynthesisError> {
         let mut cs = Assignment::default();
-        cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-        circuit.synthesize(&mut cs)?;
-        for i in 0..cs.input_assignment.len() {
-            cs.enforce(
-                || "input",
-                |lc| lc + Variable::new_unchecked(Index::Input(i)),
-                |lc| lc,
-                |lc| lc,
-            );
-        }
+        synthesize_groth16(&mut cs, circuit, |cs| cs.input_assignment.len())?;
         Ok(cs)
     }
 
@@ -69,6 +60,31 @@ impl Assignment {
                 + self.b_aux_density.bv.capacity()) as u64
                 / 8
     }
+}
+
+/// Groth16's synthesis convention, the same in bellperson's prover and generator: ONE as
+/// input 0, the circuit, then one `input · 0 = 0` constraint per input (`num_inputs`
+/// counts them in `cs`), so that every input is in the A query.
+pub fn synthesize_groth16<CS, C>(
+    cs: &mut CS,
+    circuit: C,
+    num_inputs: impl Fn(&CS) -> usize,
+) -> Result<(), SynthesisError>
+where
+    CS: ConstraintSystem<Scalar>,
+    C: bellperson::Circuit<Scalar>,
+{
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(cs)?;
+    for i in 0..num_inputs(cs) {
+        cs.enforce(
+            || "input",
+            |lc| lc + Variable::new_unchecked(Index::Input(i)),
+            |lc| lc,
+            |lc| lc,
+        );
+    }
+    Ok(())
 }
 
 /// Σ coeff · value over one half (inputs or aux) of a linear combination, marking the

@@ -18,6 +18,7 @@ pub mod cs;
 pub mod cuda;
 pub mod dropper;
 pub mod gpu_probe;
+pub mod paramgen;
 pub mod params;
 #[cfg(feature = "supraseal")]
 pub mod reference;

@@ -1,22 +1,24 @@
-//! Groth16 parameters: generated with bellperson's generator and cached on disk.
+//! Groth16 parameters: generated (by [`super::paramgen`], or bellperson's generator when
+//! asked for) and cached on disk.
 //!
 //! A cache entry is two files: `<key>.params` in bellperson's `Parameters::write` format
 //! (so other provers, e.g. supraseal, can read it as is) and `<key>.json` with what it
-//! was made for and the SHA-256 of the params file. The key holds the circuit, its size
-//! and the digest of its constraint-system shape, so a change to the circuit's code that
-//! changes constraints misses the cache. A params file whose checksum, size or
-//! dimensions do not match is reported and regenerated, never used.
+//! was made for, the SHA-256 of the params file and the generator that made it. The key
+//! holds the circuit, its size and the digest of its constraint-system shape, so a change
+//! to the circuit's code that changes constraints misses the cache. A params file whose
+//! checksum, size or dimensions do not match is reported and regenerated, never used.
 
 use std::fs;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bellperson::groth16::{generate_random_parameters, Parameters};
+use bellperson::groth16::Parameters;
 use blstrs::Bls12;
 
 use super::circuits::CircuitInstance;
 use super::cs::ShapeHasher;
+use super::paramgen::{GenReport, ParamGen};
 
 pub type Groth16Params = Parameters<Bls12>;
 
@@ -36,6 +38,12 @@ pub enum ParamsError {
     Synthesis {
         circuit: String,
         source: bellperson::SynthesisError,
+    },
+    #[error("generating params for {circuit} ({generator}) failed: {message}")]
+    Generate {
+        circuit: String,
+        generator: &'static str,
+        message: String,
     },
 }
 
@@ -89,6 +97,12 @@ struct Sidecar {
     params_bytes: u64,
     generated_utc: String,
     generation_ms: u64,
+    /// What made the file (absent from sidecars older than the field).
+    #[serde(default)]
+    generator: Option<String>,
+    /// Stage timings of the generation (paramgen only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    generation: Option<GenReport>,
 }
 
 /// How the params of a run were obtained (recorded in meta.json).
@@ -100,6 +114,14 @@ pub struct ParamsOrigin {
     /// process), or `generated in a child process` (then loaded here).
     pub source: String,
     pub elapsed_ms: u64,
+    /// What made the params file, e.g. `paramgen, fixed base cpu (16 threads)` or
+    /// `bellperson 0.27 generate_random_parameters`; None for a file whose sidecar
+    /// predates the field (and in meta.json of runs made before it).
+    #[serde(default)]
+    pub generator: Option<String>,
+    /// Stage timings, where this process (or its `__params` child) generated the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<GenReport>,
 }
 
 impl ParamsOrigin {
@@ -154,7 +176,7 @@ pub fn check_dimensions(p: &Groth16Params, key: &ParamsKey) -> Result<(), String
     Ok(())
 }
 
-fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
+fn try_load(stem: &Path, key: &ParamsKey) -> Result<(Groth16Params, Option<String>), String> {
     let side_path = stem.with_extension("json");
     let params_path = stem.with_extension("params");
     let side: Sidecar = serde_json::from_slice(
@@ -183,7 +205,7 @@ fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
     let p = Parameters::<Bls12>::read(BufReader::new(f), false)
         .map_err(|e| format!("{}: unreadable params ({e})", params_path.display()))?;
     check_dimensions(&p, key)?;
-    Ok(p)
+    Ok((p, side.generator))
 }
 
 /// Path stem (no extension) of the cache entry for `key` under `dir`.
@@ -198,11 +220,37 @@ pub fn cached(dir: &Path, key: &ParamsKey) -> bool {
     stem.with_extension("params").is_file() && stem.with_extension("json").is_file()
 }
 
-/// Loads params for `circuit` from `dir`, or generates and caches them.
+/// SHA-256 of `p` as [`Parameters::write`] lays it out (the checksum its params file
+/// would have), without writing it anywhere.
+pub fn digest(p: &Groth16Params) -> String {
+    use sha2::Digest;
+    struct HashWriter(sha2::Sha256);
+    impl Write for HashWriter {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.update(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = BufWriter::new(HashWriter(sha2::Sha256::new()));
+    p.write(&mut w).expect("writing to a hash cannot fail");
+    let h = w
+        .into_inner()
+        .ok()
+        .expect("flushing into a hash cannot fail")
+        .0;
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Loads params for `circuit` from `dir`, or generates them with `generator` and caches
+/// them.
 pub fn load_or_generate(
     dir: &Path,
     circuit: &CircuitInstance,
     key: &ParamsKey,
+    generator: ParamGen,
 ) -> Result<(Groth16Params, ParamsOrigin), ParamsError> {
     fs::create_dir_all(dir).map_err(|source| ParamsError::Dir {
         path: dir.to_path_buf(),
@@ -213,7 +261,7 @@ pub fn load_or_generate(
     let t = Instant::now();
     let why = if stem.with_extension("json").exists() || params_path.exists() {
         match try_load(&stem, key) {
-            Ok(p) => {
+            Ok((p, made_by)) => {
                 return Ok((
                     p,
                     ParamsOrigin {
@@ -221,6 +269,8 @@ pub fn load_or_generate(
                         path: params_path,
                         source: "loaded".into(),
                         elapsed_ms: t.elapsed().as_millis() as u64,
+                        generator: made_by,
+                        generation: None,
                     },
                 ))
             }
@@ -232,14 +282,14 @@ pub fn load_or_generate(
     } else {
         None
     };
-    let mut rng = rand::rngs::OsRng;
-    let p =
-        generate_random_parameters::<Bls12, _, _>(circuit.blank(), &mut rng).map_err(|source| {
-            ParamsError::Synthesis {
-                circuit: key.circuit.clone(),
-                source,
-            }
+    let g = generator
+        .generate(circuit.blank(), None)
+        .map_err(|e| ParamsError::Generate {
+            circuit: key.circuit.clone(),
+            generator: generator.as_str(),
+            message: format!("{e:#}"),
         })?;
+    let p = g.params;
     let generation_ms = t.elapsed().as_millis() as u64;
     let werr = |source| ParamsError::Write {
         path: params_path.clone(),
@@ -260,6 +310,8 @@ pub fn load_or_generate(
         params_bytes: len,
         generated_utc: chrono::Utc::now().to_rfc3339(),
         generation_ms,
+        generator: Some(g.generator.clone()),
+        generation: g.report.clone(),
     };
     crate::store::write_atomic(
         &stem.with_extension("json"),
@@ -276,6 +328,8 @@ pub fn load_or_generate(
                 None => "generated".into(),
             },
             elapsed_ms: t.elapsed().as_millis() as u64,
+            generator: Some(g.generator),
+            generation: g.report,
         },
     ))
 }

@@ -69,7 +69,8 @@ pub fn run(
         key.num_constraints,
         params_dir.display()
     ));
-    let (p, origin) = params::load_or_generate(params_dir, &first, &key)?;
+    let generator = super::paramgen::ParamGen::from_env().map_err(anyhow::Error::msg)?;
+    let (p, origin) = params::load_or_generate(params_dir, &first, &key, generator)?;
     drop(first);
 
     progress(&format!("SRS from {}", origin.path.display()));

@@ -113,7 +113,11 @@ pub fn environment_section(input: &RunView) -> String {
     for p in &m.params {
         let source = p.get("source").and_then(|s| s.as_str()).unwrap_or("?");
         let path = p.get("path").and_then(|s| s.as_str()).unwrap_or("?");
-        rows.push(vec!["params".into(), format!("{path} ({source})")]);
+        let by = match p.get("generator").and_then(|s| s.as_str()) {
+            Some(g) => format!("; made by {g}"),
+            None => String::new(),
+        };
+        rows.push(vec!["params".into(), format!("{path} ({source}{by})")]);
     }
     rows.extend(setup_rows(&m.setup_ns));
     let mut out = String::new();

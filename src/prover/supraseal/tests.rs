@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use super::*;
+use crate::prover::paramgen::ParamGen;
 use crate::prover::params::{self, ParamsKey};
 use crate::prover::{CircuitKind, Gadget};
 use crate::trace;
@@ -17,7 +18,7 @@ fn small() -> &'static (tempfile::TempDir, Groth16Params, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let c = circuit(10, 0);
         let key = ParamsKey::for_circuit(&c, "porep", 10).unwrap();
-        let (p, origin) = params::load_or_generate(dir.path(), &c, &key).unwrap();
+        let (p, origin) = params::load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
         (dir, p, origin.path)
     })
 }
@@ -220,7 +221,7 @@ fn setup_checks_the_file_before_the_gpu() {
     // A params file of another circuit: same layout, other verifying key.
     let c = circuit(11, 0);
     let key = ParamsKey::for_circuit(&c, "porep", 11).unwrap();
-    let (_, other) = params::load_or_generate(dir.path(), &c, &key).unwrap();
+    let (_, other) = params::load_or_generate(dir.path(), &c, &key, ParamGen::Cpu).unwrap();
     let e = setup(&other.path, p, circuit(10, 2))
         .unwrap_err()
         .to_string();
