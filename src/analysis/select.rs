@@ -61,8 +61,12 @@ pub(crate) struct Side<'a> {
     /// Per counter, per rep: the count over every thread that recorded spans (sum over each
     /// thread's outermost spans, so nested spans are not counted twice).
     pub thread_totals: [Vec<Option<u64>>; 6],
-    /// Counters meta.json reports as available.
+    /// Counters meta.json reports as available (for an emulated variant: instructions
+    /// and branches, which the emulator counted).
     pub counter_available: [bool; 6],
+    /// The variant's counter source as meta.json records it ("hardware" for runs made
+    /// before it was recorded).
+    pub counter_source: String,
     /// Per used rep: its iteration in the run's schedule (what pairs reps of two
     /// variants of one interleaved run).
     pub iterations: Vec<u32>,
@@ -107,11 +111,23 @@ impl<'a> Side<'a> {
             }
         }
 
+        let counter_source = data
+            .meta
+            .variants
+            .iter()
+            .find(|v| v.name == variant)
+            .and_then(|v| v.counters.clone())
+            .unwrap_or_else(|| "hardware".into());
+        let emulated = counter_source.starts_with("emulated");
         let counter_available = COUNTERS.map(|k| {
-            data.meta
-                .counters
-                .get(k.column())
-                .is_some_and(|a| a.available)
+            if emulated {
+                matches!(k, CounterKind::Instructions | CounterKind::Branches)
+            } else {
+                data.meta
+                    .counters
+                    .get(k.column())
+                    .is_some_and(|a| a.available)
+            }
         });
         let mut side = Side {
             counts,
@@ -122,6 +138,7 @@ impl<'a> Side<'a> {
             root_total_ns: vec![0; reps],
             thread_totals: std::array::from_fn(|_| vec![Some(0); reps]),
             counter_available,
+            counter_source,
             iterations,
             reps: rep_ids,
         };
