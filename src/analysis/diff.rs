@@ -22,6 +22,9 @@ use crate::store::{RunData, VariantMeta};
 /// spans (threads without spans, such as a library's own worker pool, are not counted).
 pub const SPAN_THREADS: &str = "(span threads)";
 
+/// Suffix of a counter measure that adds a span's descendants on other threads.
+pub const WITH_THREADS: &str = " (with threads)";
+
 /// End-to-end time split by the variant of the rep that ran just before (variants of one
 /// run in alternating order). Memory, caches or a background task one rep leaves behind
 /// show up here. The paired change measures each rep's own cost. A candidate that slows
@@ -161,6 +164,22 @@ pub fn diff_runs(
                 cand: sc.span_counter(name, k),
                 exact,
             });
+        }
+    }
+    // Emulated counts of the review phases with their work on other threads (synthesis
+    // with its synthesis[i] on workers), for the phase table.
+    if exact {
+        for &name in spans::REVIEW_PHASES.iter().filter(|n| names.contains(*n)) {
+            for &k in &counters {
+                specs.push(Spec {
+                    span: name.into(),
+                    measure: Measure::Counter(format!("{}{WITH_THREADS}", COUNTERS[k].column())),
+                    unit: counter_unit(COUNTERS[k]),
+                    base: sb.span_tree_counter(name, k),
+                    cand: sc.span_tree_counter(name, k),
+                    exact,
+                });
+            }
         }
     }
     for &k in &counters {
@@ -308,6 +327,18 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
     } else {
         hw
     };
+    // Emulated counts: each phase's instructions and branches, worker threads included.
+    for &span in spans::REVIEW_PHASES.iter() {
+        for k in &chosen {
+            let m = Measure::Counter(format!("{}{WITH_THREADS}", COUNTERS[*k].column()));
+            if let Some(comparison) = find(span, &m) {
+                rows.push(PhaseRow {
+                    phase: format!("{span} {}", COUNTERS[*k].column()),
+                    comparison,
+                });
+            }
+        }
+    }
     for k in chosen {
         let column = COUNTERS[k].column();
         if let Some(comparison) = find(SPAN_THREADS, &Measure::Counter(column.into())) {
