@@ -506,12 +506,13 @@ fn notes(
         ));
     } else if sb.counter_source.starts_with("emulated") {
         notes.push(format!(
-            "instructions and branches are {}: exact counts, the same on every rep, so \
-             one rep per side decides; their change has no interval nor p-value, and a \
-             verdict when it passes the noise floor ({}%). Times under the emulator are \
-             the emulator's, not the machine's",
+            "instructions and branches are {}: exact counts of what ran, so one rep per \
+             side decides; their change has no interval nor p-value, and a verdict when it \
+             passes the noise floor ({}%) and {} events, what moves between runs. Times \
+             under the emulator are the emulator's, not the machine's",
             sb.counter_source,
-            opts.noise_floor * 100.0
+            opts.noise_floor * 100.0,
+            super::compare::EXACT_MIN_DELTA
         ));
     }
     let mut unavailable: Vec<(String, String)> = Vec::new();
