@@ -1,6 +1,8 @@
 //! Builds the native side.
 //!
-//! - Always: the C++ span-ABI self-test (cuda/trace_selftest.cpp), with the host compiler.
+//! - Always: the C++ span-ABI self-test (cuda/trace_selftest.cpp), with the host compiler,
+//!   and callgrind's client requests (cuda/callgrind_requests.c) over valgrind's headers
+//!   where they are installed.
 //! - Where nvcc is found (`NVCC`, then `PATH`, then the project-local toolkit that
 //!   scripts/cuda-toolkit.sh installs in .toolchain/cuda): every cuda/*.cu, for the GPUs
 //!   listed in `GENCODE`, and the cfg `gapscope_cuda` that the Rust side keys its GPU code
@@ -47,6 +49,13 @@ fn main() {
         .flag_if_supported("-std=c++17")
         .warnings(true)
         .compile("gapscope_trace_selftest");
+    // Callgrind's client requests (emulated counters). Uses valgrind's headers where
+    // installed; without them the functions are no-ops that say so at run time.
+    println!("cargo:rerun-if-changed=cuda/callgrind_requests.c");
+    cc::Build::new()
+        .file("cuda/callgrind_requests.c")
+        .warnings(true)
+        .compile("gapscope_callgrind");
 
     println!("cargo::rustc-check-cfg=cfg(gapscope_cuda)");
     println!("cargo:rerun-if-env-changed=NVCC");

@@ -31,3 +31,38 @@ extern "C" int gapscope_selftest_thread(void) {
     t.join();
     return rc;
 }
+
+#include <cstdint>
+
+// A loop whose instruction count is known: on x86-64, `dec; jnz` per iteration, so n
+// iterations execute 2n instructions and n conditional branches. Emulated counters are
+// checked against it (tests/emulated_cli.rs): the emulator's own count for this function
+// and the span around its call must agree.
+extern "C" __attribute__((noinline)) uint64_t gapscope_selftest_known_loop(uint64_t n) {
+#if defined(__x86_64__)
+    uint64_t left = n;
+    if (left > 0) {
+        __asm__ volatile("1: dec %0\n\tjnz 1b" : "+r"(left) : : "cc");
+    }
+    return n;
+#else
+    volatile uint64_t i = 0;
+    while (i < n) i = i + 1;
+    return i;
+#endif
+}
+
+// Opens `empty` (nothing inside) and then `loop` around gapscope_selftest_known_loop(n),
+// both through the C ABI: the difference of their counts is the loop's call.
+extern "C" uint64_t gapscope_selftest_loop_spans(uint64_t n) {
+    uint64_t r = 0;
+    {
+        gapscope::Span s("known_loop_empty");
+        r += gapscope_selftest_known_loop(0);
+    }
+    {
+        gapscope::Span s("known_loop");
+        r += gapscope_selftest_known_loop(n);
+    }
+    return r;
+}

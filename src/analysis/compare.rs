@@ -150,6 +150,10 @@ pub struct Comparison {
     /// Pairs compared, when the comparison is paired (see [`super::DiffOptions::paired`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<usize>,
+    /// The values are deterministic (emulated counts, see [`compare_exact`]): the change
+    /// is exact, with no interval nor p-value.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
 }
 
 /// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
@@ -186,6 +190,7 @@ pub(crate) fn compare(
         p_value: None,
         verdict: Verdict::Unchanged,
         pairs: None,
+        exact: false,
     };
     if let (Some(b), Some(m)) = (bs.median, cs.median) {
         c.delta = Some(m - b);
@@ -264,8 +269,109 @@ pub(crate) fn compare(
     c
 }
 
+/// Smallest absolute change of an emulated count that a verdict reports. The emulator
+/// counts exactly what ran, but what runs moves a little between runs (allocator state,
+/// how often a waiting thread loops): two runs of experiments/gadget_emulated.toml
+/// differed by at most 4,489 instructions in any span (`gpu_prove`'s 12.8 M; 420 in
+/// synthesis's 56 M), and spans of a few thousand instructions by up to 14% of
+/// themselves (results/gadget_emulated/README.md).
+pub const EXACT_MIN_DELTA: f64 = 10_000.0;
+
+/// Compares a metric whose values are deterministic: instructions and branches counted by
+/// an emulator, which gives the same count for the same code and input up to the small
+/// run-to-run differences of [`EXACT_MIN_DELTA`]. One rep per side decides. The change
+/// is the change of medians, with no interval and no p-value, since there is no sampling
+/// noise to bound. The verdict is by the noise floor alone: regressed (improved) when the
+/// relative change exceeds +noise floor (is below −noise floor) and the absolute change
+/// exceeds [`EXACT_MIN_DELTA`]; a rise from a baseline of 0 past that is regressed.
+pub(crate) fn compare_exact(
+    span: &str,
+    measure: Measure,
+    unit: Unit,
+    base: &[f64],
+    cand: &[f64],
+    opts: &DiffOptions,
+) -> Comparison {
+    let (bs, _) = SideStats::of(base);
+    let (cs, _) = SideStats::of(cand);
+    let mut c = Comparison {
+        span: span.to_string(),
+        measure,
+        unit,
+        baseline: bs,
+        candidate: cs,
+        delta: None,
+        relative: None,
+        ci: None,
+        p_value: None,
+        verdict: Verdict::Unchanged,
+        pairs: None,
+        exact: true,
+    };
+    c.verdict = match (bs.median, cs.median) {
+        (Some(b), Some(m)) => {
+            c.delta = Some(m - b);
+            c.relative = (b != 0.0).then(|| m / b - 1.0);
+            match c.relative {
+                _ if (m - b).abs() <= EXACT_MIN_DELTA => Verdict::Unchanged,
+                Some(r) if r > opts.noise_floor => Verdict::Regressed,
+                Some(r) if r < -opts.noise_floor => Verdict::Improved,
+                Some(_) => Verdict::Unchanged,
+                None => Verdict::Regressed,
+            }
+        }
+        (Some(_), None) => Verdict::OnlyInBaseline,
+        (None, Some(_)) => Verdict::OnlyInCandidate,
+        (None, None) => Verdict::Unchanged,
+    };
+    c
+}
+
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod exact_tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_counts_give_an_exact_change_decided_by_the_noise_floor_alone() {
+        let o = DiffOptions::default();
+        let m = || Measure::Counter("instructions".into());
+        // One rep per side: 13,670,323 against 12,459,840 is -8.86 %, past the 1 % floor.
+        let c = compare_exact(
+            "synthesis",
+            m(),
+            Unit::Count,
+            &[13_670_323.0],
+            &[12_459_840.0],
+            &o,
+        );
+        assert_eq!(c.verdict, Verdict::Improved);
+        assert_eq!(c.delta, Some(-1_210_483.0));
+        assert!(
+            (c.relative.unwrap() + 0.08855).abs() < 1e-4,
+            "{:?}",
+            c.relative
+        );
+        assert!(c.ci.is_none() && c.p_value.is_none() && c.exact);
+        // Inside the relative floor: unchanged however exact.
+        let c = compare_exact("s", m(), Unit::Count, &[3e6], &[3.015e6], &o);
+        assert_eq!(c.verdict, Verdict::Unchanged);
+        let c = compare_exact("s", m(), Unit::Count, &[3e6, 3e6], &[3.06e6], &o);
+        assert_eq!(c.verdict, Verdict::Regressed);
+        // Past the relative floor but within the run-to-run movement: unchanged.
+        let c = compare_exact("drop", m(), Unit::Count, &[3214.0], &[3504.0], &o);
+        assert_eq!(c.verdict, Verdict::Unchanged);
+        let c = compare_exact("s", m(), Unit::Count, &[0.0], &[3e4], &o);
+        assert_eq!((c.verdict, c.relative), (Verdict::Regressed, None));
+        let c = compare_exact("s", m(), Unit::Count, &[], &[3.0], &o);
+        assert_eq!(c.verdict, Verdict::OnlyInCandidate);
+        // The statistical rule would refuse a verdict on one rep per side.
+        let s = compare("s", m(), Unit::Count, &[1000.0], &[2000.0], None, &o);
+        assert!(matches!(s.verdict, Verdict::TooFewReps { .. }) && !s.exact);
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::compare::{compare, Comparison, Measure, Unit};
+use super::compare::{compare, compare_exact, Comparison, Measure, Unit};
 use super::gaps;
 use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
 use super::{
@@ -21,6 +21,9 @@ use crate::store::{RunData, VariantMeta};
 /// Span label of whole-rep counter totals: the sum over every thread that recorded
 /// spans (threads without spans, such as a library's own worker pool, are not counted).
 pub const SPAN_THREADS: &str = "(span threads)";
+
+/// Suffix of a counter measure that adds a span's descendants on other threads.
+pub const WITH_THREADS: &str = " (with threads)";
 
 /// End-to-end time split by the variant of the rep that ran just before (variants of one
 /// run in alternating order). Memory, caches or a background task one rep leaves behind
@@ -68,6 +71,8 @@ struct Spec {
     unit: Unit,
     base: Vec<Option<f64>>,
     cand: Vec<Option<f64>>,
+    /// Deterministic values (emulated counts): compared by [`compare_exact`].
+    exact: bool,
 }
 
 fn all(v: Vec<f64>) -> Vec<Option<f64>> {
@@ -112,8 +117,13 @@ pub fn diff_runs(
     let mut names: Vec<&str> = sb.names.clone();
     let known: HashSet<&str> = names.iter().copied().collect();
     names.extend(sc.names.iter().copied().filter(|n| !known.contains(n)));
+    // Counts of different sources (emulated against hardware, or two emulator versions)
+    // are never compared.
+    let same_source = sb.counter_source == sc.counter_source;
+    let exact = same_source && sb.counter_source.starts_with("emulated");
     let counters: Vec<usize> = (0..COUNTERS.len())
         .filter(|&k| sb.counter_available[k] && sc.counter_available[k])
+        .filter(|&k| same_source || !COUNTERS[k].is_hardware())
         .collect();
 
     let mut specs = Vec::new();
@@ -131,6 +141,7 @@ pub fn diff_runs(
                 unit: Unit::Ns,
                 base: all(sb.times(name, f)),
                 cand: all(sc.times(name, f)),
+                exact: false,
             });
         }
         let (gb, gc) = (sb.span_gpu_busy(name), sc.span_gpu_busy(name));
@@ -141,6 +152,7 @@ pub fn diff_runs(
                 unit: Unit::Ns,
                 base: gb,
                 cand: gc,
+                exact: false,
             });
         }
         for &k in &counters {
@@ -150,7 +162,24 @@ pub fn diff_runs(
                 unit: counter_unit(COUNTERS[k]),
                 base: sb.span_counter(name, k),
                 cand: sc.span_counter(name, k),
+                exact,
             });
+        }
+    }
+    // Emulated counts of the review phases with their work on other threads (synthesis
+    // with its synthesis[i] on workers), for the phase table.
+    if exact {
+        for &name in spans::REVIEW_PHASES.iter().filter(|n| names.contains(*n)) {
+            for &k in &counters {
+                specs.push(Spec {
+                    span: name.into(),
+                    measure: Measure::Counter(format!("{}{WITH_THREADS}", COUNTERS[k].column())),
+                    unit: counter_unit(COUNTERS[k]),
+                    base: sb.span_tree_counter(name, k),
+                    cand: sc.span_tree_counter(name, k),
+                    exact,
+                });
+            }
         }
     }
     for &k in &counters {
@@ -160,6 +189,7 @@ pub fn diff_runs(
             unit: counter_unit(COUNTERS[k]),
             base: sb.thread_total(k),
             cand: sc.thread_total(k),
+            exact,
         });
     }
     // Pairing pays only with enough pairs for a verdict of its own (6 at alpha 0.05);
@@ -174,6 +204,10 @@ pub fn diff_runs(
     let metrics: Vec<Comparison> = specs
         .into_par_iter()
         .map(|s| {
+            if s.exact {
+                let (b, c) = (present(&s.base), present(&s.cand));
+                return compare_exact(&s.span, s.measure, s.unit, &b, &c, opts);
+            }
             let paired = pairs.as_ref().map(|p| p.values(&s.base, &s.cand));
             compare(
                 &s.span,
@@ -293,6 +327,18 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
     } else {
         hw
     };
+    // Emulated counts: each phase's instructions and branches, worker threads included.
+    for &span in spans::REVIEW_PHASES.iter() {
+        for k in &chosen {
+            let m = Measure::Counter(format!("{}{WITH_THREADS}", COUNTERS[*k].column()));
+            if let Some(comparison) = find(span, &m) {
+                rows.push(PhaseRow {
+                    phase: format!("{span} {}", COUNTERS[*k].column()),
+                    comparison,
+                });
+            }
+        }
+    }
     for k in chosen {
         let column = COUNTERS[k].column();
         if let Some(comparison) = find(SPAN_THREADS, &Measure::Counter(column.into())) {
@@ -452,8 +498,29 @@ fn notes(
             sc.counts.failed
         ));
     }
+    if sb.counter_source != sc.counter_source {
+        notes.push(format!(
+            "instructions, branches and cycles not compared: the baseline's counters are {}, \
+             the candidate's {}; counts of different sources are never compared",
+            sb.counter_source, sc.counter_source
+        ));
+    } else if sb.counter_source.starts_with("emulated") {
+        notes.push(format!(
+            "instructions and branches are {}: exact counts of what ran, so one rep per \
+             side decides; their change has no interval nor p-value, and a verdict when it \
+             passes the noise floor ({}%) and {} events, what moves between runs. Times \
+             under the emulator are the emulator's, not the machine's",
+            sb.counter_source,
+            opts.noise_floor * 100.0,
+            super::compare::EXACT_MIN_DELTA
+        ));
+    }
     let mut unavailable: Vec<(String, String)> = Vec::new();
     for (k, kind) in COUNTERS.iter().enumerate() {
+        if sb.counter_source.starts_with("emulated") && !sb.counter_available[k] {
+            // Under the emulator only its own counts are recorded (see the note above).
+            continue;
+        }
         if !(sb.counter_available[k] && sc.counter_available[k]) {
             let reason = data
                 .iter()

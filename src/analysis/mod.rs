@@ -34,6 +34,8 @@ mod select;
 pub mod synthetic;
 
 #[cfg(test)]
+mod emulated_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

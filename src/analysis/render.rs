@@ -110,7 +110,9 @@ fn of_total_cell(item: &super::Contribution) -> String {
 
 fn verdict_cell(c: &Comparison) -> String {
     let p = fmt_p(c.p_value);
-    if p.is_empty() {
+    if c.exact {
+        format!("{} (exact)", c.verdict)
+    } else if p.is_empty() {
         c.verdict.to_string()
     } else {
         format!("{} ({p})", c.verdict)

@@ -41,6 +41,10 @@ pub(crate) struct Agg {
     /// Self time of the occurrences on the critical path (the root span's thread).
     pub critical_self_ns: u64,
     pub counters: [Option<u64>; 6],
+    /// The span's own-thread counts plus those of its descendants on other threads
+    /// (each thread's outermost span below it): e.g. `synthesis` with its
+    /// `synthesis[i]` on workers.
+    pub tree_counters: [Option<u64>; 6],
     /// Time with a GPU kernel running inside the span (CUPTI), where collected.
     pub gpu_busy_ns: Option<u64>,
 }
@@ -61,8 +65,12 @@ pub(crate) struct Side<'a> {
     /// Per counter, per rep: the count over every thread that recorded spans (sum over each
     /// thread's outermost spans, so nested spans are not counted twice).
     pub thread_totals: [Vec<Option<u64>>; 6],
-    /// Counters meta.json reports as available.
+    /// Counters meta.json reports as available (for an emulated variant: instructions
+    /// and branches, which the emulator counted).
     pub counter_available: [bool; 6],
+    /// The variant's counter source as meta.json records it ("hardware" for runs made
+    /// before it was recorded).
+    pub counter_source: String,
     /// Per used rep: its iteration in the run's schedule (what pairs reps of two
     /// variants of one interleaved run).
     pub iterations: Vec<u32>,
@@ -107,11 +115,23 @@ impl<'a> Side<'a> {
             }
         }
 
+        let counter_source = data
+            .meta
+            .variants
+            .iter()
+            .find(|v| v.name == variant)
+            .and_then(|v| v.counters.clone())
+            .unwrap_or_else(|| "hardware".into());
+        let emulated = counter_source.starts_with("emulated");
         let counter_available = COUNTERS.map(|k| {
-            data.meta
-                .counters
-                .get(k.column())
-                .is_some_and(|a| a.available)
+            if emulated {
+                matches!(k, CounterKind::Instructions | CounterKind::Branches)
+            } else {
+                data.meta
+                    .counters
+                    .get(k.column())
+                    .is_some_and(|a| a.available)
+            }
         });
         let mut side = Side {
             counts,
@@ -122,6 +142,7 @@ impl<'a> Side<'a> {
             root_total_ns: vec![0; reps],
             thread_totals: std::array::from_fn(|_| vec![Some(0); reps]),
             counter_available,
+            counter_source,
             iterations,
             reps: rep_ids,
         };
@@ -161,11 +182,24 @@ impl<'a> Side<'a> {
                 a.counters = values;
                 a.gpu_busy_ns = s.gpu_busy_ns;
             }
+            add_counts(&mut a.tree_counters, values);
+
             a.total_ns += s.duration_ns;
             a.self_ns += s.self_ns;
             a.unattributed_ns += unattributed;
             if critical {
                 a.critical_self_ns += s.self_ns;
+            }
+            // An outermost span of its thread counts into every ancestor on other threads,
+            // up to the first on its own thread (whose count holds it already).
+            if parent.is_some_and(|p| p.thread_id != s.thread_id) {
+                let mut up = parent.copied();
+                while let Some(p) = up.filter(|p| p.thread_id != s.thread_id) {
+                    if let Some(agg) = side.per_name.get_mut(p.name.as_str()) {
+                        add_counts(&mut agg[i].tree_counters, values);
+                    }
+                    up = p.parent_id.and_then(|q| by_id.get(&(i, q))).copied();
+                }
             }
         }
         side
@@ -188,6 +222,18 @@ impl<'a> Side<'a> {
             .unwrap_or_default()
     }
 
+    /// Per-rep counts of `name` and its descendants on other threads for counter `k`.
+    pub fn span_tree_counter(&self, name: &str, k: usize) -> Vec<Option<f64>> {
+        self.per_name
+            .get(name)
+            .map(|v| {
+                v.iter()
+                    .map(|a| a.tree_counters[k].map(|c| c as f64))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Per-rep GPU-busy time of `name` (None where the rep has no value).
     pub fn span_gpu_busy(&self, name: &str) -> Vec<Option<f64>> {
         self.per_name
@@ -202,6 +248,18 @@ impl<'a> Side<'a> {
             .iter()
             .map(|c| c.map(|c| c as f64))
             .collect()
+    }
+}
+
+/// Adds `values` to `acc`, treating a first value as the start (an absent counter stays
+/// absent once a value is missing).
+fn add_counts(acc: &mut [Option<u64>; 6], values: [Option<u64>; 6]) {
+    for (a, v) in acc.iter_mut().zip(values) {
+        *a = match (*a, v) {
+            (Some(x), Some(y)) => Some(x + y),
+            (None, v) => v,
+            (Some(_), None) => None,
+        };
     }
 }
 

@@ -167,6 +167,7 @@ impl SyntheticRun {
                     name: v.name.clone(),
                     backend: self.workload.backend.clone(),
                     knobs: v.knobs.clone(),
+                    counters: None,
                 })
                 .collect(),
             reps: self.reps as u32,

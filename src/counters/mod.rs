@@ -6,7 +6,11 @@
 //! by the kernel itself and work wherever perf_event_open is permitted. A count is never
 //! invented: an unavailable counter is `None` in every row.
 
+pub mod emulated;
 pub mod heap;
+pub mod mode;
+
+pub use mode::CounterMode;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -230,6 +234,44 @@ mod tests {
         for (name, a) in &p {
             assert_eq!(a.available, a.reason.is_none(), "{name}");
         }
+    }
+
+    /// The perf-event path for hardware events, where a PMU exists: the span group's
+    /// instructions and branches must cover a loop of known length. Elsewhere (VMs, most
+    /// CI) it skips with the kernel's reason, as meta.json records it.
+    #[test]
+    fn hardware_events_count_a_known_loop_where_the_kernel_allows_them() {
+        let p = probe();
+        for k in [CounterKind::Instructions, CounterKind::Branches] {
+            let a = &p[k.column()];
+            if !a.available {
+                eprintln!(
+                    "skipped: {} unavailable: {}",
+                    k.column(),
+                    a.reason.as_deref().unwrap_or("no reason given")
+                );
+                return;
+            }
+        }
+        set_counters_enabled(true);
+        const N: u64 = 1_000_000;
+        let s = Span::enter("hw_loop");
+        let trace = s.trace();
+        let mut acc = 0u64;
+        for i in 0..N {
+            acc = std::hint::black_box(acc.wrapping_add(i));
+        }
+        drop(s);
+        let spans = drain_trace(trace);
+        let c = spans[0].counters.expect("counters on");
+        let (ins, br) = (
+            c.get(CounterKind::Instructions).unwrap(),
+            c.get(CounterKind::Branches).unwrap(),
+        );
+        // At least one instruction and one branch per iteration; an unoptimised build
+        // spends a few dozen instructions on each.
+        assert!((N..100 * N).contains(&ins), "instructions {ins}");
+        assert!((N..20 * N).contains(&br), "branches {br}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! setup; those three depend on neither.
 
 pub mod debug;
+pub mod emulation;
 pub mod rep;
 pub mod runner;
 pub mod schedule;

@@ -64,6 +64,8 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .telemetry
         .map(|t| t.begin_rep(v.telemetry))
         .unwrap_or_default();
+    // Under callgrind (an emulated worker): instrumented from here to the last drop.
+    let emulation = crate::counters::emulated::RepWindow::open();
     let out = prover::prove_batch(
         backend.as_ref(),
         params,
@@ -78,6 +80,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         &mut rng,
     );
     prover::dropper::wait_idle();
+    drop(emulation);
     let mut gpu = ctx
         .telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))

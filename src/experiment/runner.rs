@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::debug::DebugHooks;
+use super::emulation::{self, Source};
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
@@ -185,6 +186,7 @@ fn load_experiment(
 fn new_run_meta(
     exp: &Experiment,
     variants: &[ResolvedVariant],
+    sources: &[Source],
     opts: &RunOptions,
     counters: BTreeMap<String, Availability>,
     gpu: store::GpuMeta,
@@ -202,10 +204,12 @@ fn new_run_meta(
         },
         variants: variants
             .iter()
-            .map(|v| VariantMeta {
+            .zip(sources)
+            .map(|(v, s)| VariantMeta {
                 name: v.name.clone(),
                 backend: v.backend.as_str().into(),
                 knobs: v.knobs(),
+                counters: Some(s.label()),
             })
             .collect(),
         reps: exp.run.reps,
@@ -245,7 +249,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
     }
     let counters = crate::counters::probe();
-    trace::set_counters_enabled(exp.run.counters);
+    let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
     // CUPTI activity (CUPTI sees only its process); this one describes the devices.
     let telemetry = Telemetry::start(TelemetryConfig {
@@ -266,7 +270,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         None => {
             let exp_dir = opts.results_dir.join(&exp.name);
             check_writable(&exp_dir)?;
-            let meta = new_run_meta(&exp, &variants, opts, counters, telemetry.gpu_meta());
+            let meta = new_run_meta(
+                &exp,
+                &variants,
+                &sources,
+                opts,
+                counters,
+                telemetry.gpu_meta(),
+            );
             (None, Vec::new(), meta)
         }
     };
@@ -352,14 +363,16 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             spans,
             gpu,
             setup_ns,
-        } = match exp.run.process {
-            ProcessPolicy::Shared => {
+        } = match (exp.run.process, sources[slot.variant].emulator()) {
+            (ProcessPolicy::Shared, None) => {
+                trace::set_counters_enabled(sources[slot.variant].perf_events());
                 let _deadline = watchdog
                     .as_ref()
                     .map(|(dog, limit)| dog.arm(*limit, timed_out(&writer, &dir, v, slot, *limit)));
                 run_rep_here(&ctx, v, slot)?
             }
-            ProcessPolicy::PerRep => worker::run_rep_in_child(
+            // An emulated rep always runs in a worker: the emulator wraps a process.
+            (ProcessPolicy::PerRep, _) | (_, Some(_)) => worker::run_rep_in_child(
                 &dir,
                 &opts.params_dir,
                 v,
@@ -367,6 +380,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 opts.nvtx,
                 exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
                 &opts.debug,
+                sources[slot.variant].emulator(),
             )?,
         };
         // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".

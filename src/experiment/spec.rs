@@ -13,13 +13,13 @@
 //! order = "interleaved"      # interleaved (ABAB…) | counterbalanced (ABBA…) | blocks | sequential (AA…BB…)
 //! block = 5                  # reps per block with order = "blocks" (AAAAABBBBBBBBBBAAAAA…)
 //! process = "shared"         # shared | per_rep (a fresh worker process per rep)
-//! counters = true
+//! counters = true           # true | false | "hardware" (= true) | "emulated" (callgrind)
 //! telemetry_period_ms = 20   # NVML sampling period
 //! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails
 //! heap_trim = false          # malloc_trim before every rep (no heap carried between reps)
 //! [[variant]]
 //! name = "baseline"
-//! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry
+//! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry, counters
 //! telemetry = true           # GPU telemetry during the reps: true | false | "nvml" | "cupti"
 //! ```
 
@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::counters::CounterMode;
 use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
 use crate::telemetry::TelemetryParts;
 
@@ -99,8 +100,9 @@ pub struct RunPolicy {
     pub order: Order,
     #[serde(default = "shared")]
     pub process: ProcessPolicy,
-    #[serde(default = "yes")]
-    pub counters: bool,
+    /// Default counter source of every variant (a variant's `counters` overrides it).
+    #[serde(default = "hardware")]
+    pub counters: CounterMode,
     /// NVML sampling period of GPU telemetry.
     #[serde(default = "telemetry_period_ms")]
     pub telemetry_period_ms: u64,
@@ -134,8 +136,8 @@ fn interleaved() -> Order {
 fn shared() -> ProcessPolicy {
     ProcessPolicy::Shared
 }
-fn yes() -> bool {
-    true
+fn hardware() -> CounterMode {
+    CounterMode::Hardware
 }
 
 impl RunPolicy {
@@ -152,7 +154,7 @@ impl Default for RunPolicy {
             warmups: 1,
             order: Order::Interleaved,
             process: ProcessPolicy::Shared,
-            counters: true,
+            counters: CounterMode::Hardware,
             telemetry_period_ms: telemetry_period_ms(),
             rep_timeout_s: None,
             heap_trim: false,
@@ -191,6 +193,9 @@ pub struct Variant {
     /// them: A/B tests of telemetry's own overhead, part by part.
     #[serde(default)]
     pub telemetry: Option<TelemetryParts>,
+    /// Counter source of this variant's reps (default: `[run] counters`).
+    #[serde(default)]
+    pub counters: Option<CounterMode>,
 }
 
 /// A variant with every knob resolved.
@@ -208,6 +213,7 @@ pub struct ResolvedVariant {
     /// cuda: host threads for the split MSMs (1 or 4).
     pub msm_threads: u32,
     pub telemetry: TelemetryParts,
+    pub counters: CounterMode,
 }
 
 impl ResolvedVariant {
@@ -365,6 +371,16 @@ impl Experiment {
                     v.name, r.gpus
                 ));
             }
+            if r.counters == CounterMode::Emulated && r.backend != BackendKind::Cpu {
+                return Err(format!(
+                    "variant {:?}: counters = \"emulated\" cannot run backend {}: its gpu_prove \
+                     calls CUDA, which does not run under valgrind. Emulated counts cover the \
+                     cpu backend; synthesis is the same code on every backend, so set \
+                     backend = \"cpu\" in this variant to count it",
+                    v.name,
+                    r.backend.as_str()
+                ));
+            }
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
@@ -386,6 +402,7 @@ impl Experiment {
             gpus: v.gpus.unwrap_or(0),
             msm_threads: v.msm_threads.unwrap_or(1),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
+            counters: v.counters.unwrap_or(self.run.counters),
         }
     }
 
@@ -413,6 +430,10 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let col = before.len() - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
     (line, col)
 }
+
+#[cfg(test)]
+#[path = "spec_counters_tests.rs"]
+mod counters_tests;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 use super::debug::{DebugHooks, WorkerDebug};
+use super::emulation::Emulator;
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::schedule::Slot;
 use super::setup::{obtain_params, setup_backends};
@@ -51,6 +52,9 @@ pub struct WorkerArgs {
     pub warmup: bool,
     #[arg(long)]
     pub nvtx: bool,
+    /// The rep runs under callgrind, which dumps into this folder (`counters = "emulated"`).
+    #[arg(long)]
+    pub emulated: Option<std::path::PathBuf>,
     /// Corrupt this rep's proofs (a test double: see [`DebugHooks`]).
     #[arg(long, hide = true)]
     pub debug_corrupt_proofs: bool,
@@ -71,7 +75,14 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         .enumerate()
         .find(|(_, v)| v.name == a.variant)
         .with_context(|| format!("variant {:?} not in the experiment", a.variant))?;
-    crate::trace::set_counters_enabled(exp.run.counters);
+    // Emulated: spans read no perf events (under the emulator they would count the
+    // emulator); a variant whose emulation fell back to perf events runs here unwrapped.
+    if a.emulated.is_some() {
+        crate::counters::emulated::arm().map_err(anyhow::Error::msg)?;
+    }
+    crate::trace::set_counters_enabled(
+        a.emulated.is_none() && v.counters != crate::counters::CounterMode::Off,
+    );
     let (params, origins) = obtain_params(&exp, &a.params_dir, false, false)?;
     let telemetry = Telemetry::start(TelemetryConfig {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
@@ -102,8 +113,17 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         warmup: a.warmup,
     };
     let RepOutput {
-        run, spans, gpu, ..
+        mut run,
+        mut spans,
+        gpu,
+        ..
     } = run_rep_here(&ctx, &v, slot)?;
+    if let Some(dir) = &a.emulated {
+        if let Err(why) = super::emulation::fill_counts(&mut spans, dir) {
+            run.status = store::RepStatus::Failed;
+            run.error = format!("emulated counts: {why}");
+        }
+    }
     let line = serde_json::to_string(&WorkerResult {
         run,
         spans,
@@ -148,7 +168,9 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
     ))
 }
 
-/// Runs one rep in a child process of this same binary.
+/// Runs one rep in a child process of this same binary; with `emulator`, under callgrind
+/// (its dumps in a folder of the run folder, removed once the worker is done).
+#[allow(clippy::too_many_arguments)]
 pub fn run_rep_in_child(
     run_dir: &Path,
     params_dir: &Path,
@@ -157,11 +179,25 @@ pub fn run_rep_in_child(
     nvtx: bool,
     timeout: Option<std::time::Duration>,
     debug: &DebugHooks,
+    emulator: Option<&Emulator>,
 ) -> Result<RepOutput> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("__worker")
-        .arg("--run-dir")
+    let dump_dir = run_dir.join(format!(".callgrind-rep{}", slot.rep));
+    let mut cmd = match emulator {
+        Some(em) => {
+            std::fs::create_dir_all(&dump_dir)
+                .with_context(|| format!("cannot create {}", dump_dir.display()))?;
+            let mut c = em.command(&exe, &dump_dir);
+            c.arg("__worker").arg("--emulated").arg(&dump_dir);
+            c
+        }
+        None => {
+            let mut c = Command::new(exe);
+            c.arg("__worker");
+            c
+        }
+    };
+    cmd.arg("--run-dir")
         .arg(run_dir)
         .arg("--params-dir")
         .arg(params_dir)
@@ -260,6 +296,10 @@ pub fn run_rep_in_child(
         result = rx.try_iter().next();
     }
     let tail = err_thread.join().unwrap_or_default();
+    if emulator.is_some() {
+        // The worker read its span dumps; what is left (program-end dumps) is not needed.
+        let _ = std::fs::remove_dir_all(&dump_dir);
+    }
     let parsed = match (&killed, &result) {
         (Some(why), _) => Err(why.clone()),
         (None, Some(line)) => parse_worker_output(line).map(|(out, _)| out),

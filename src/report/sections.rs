@@ -325,6 +325,24 @@ pub fn counters_section(input: &RunView) -> String {
         &["counter".into(), "available".into(), "reason".into()],
         &rows,
     );
+    // Emulated variants count instructions and branches without a PMU.
+    let sources: Vec<String> = meta
+        .variants
+        .iter()
+        .filter_map(|v| Some(format!("{}: {}", v.name, v.counters.as_deref()?)))
+        .collect();
+    if !sources.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCounter source per variant: {}.\n",
+            sources.join("; ")
+        );
+    }
+    let emulated = meta.variants.iter().any(|v| {
+        v.counters
+            .as_deref()
+            .is_some_and(|c| c.starts_with("emulated"))
+    });
     let variants = input.variants();
     let mut spans = input.top_level_names();
     if input.span_order().iter().any(|n| n == INNER) && !spans.iter().any(|n| n == INNER) {
@@ -334,7 +352,8 @@ pub fn counters_section(input: &RunView) -> String {
     header.extend(variants.iter().map(|v| format!("{v} (median)")));
     let mut rows = Vec::new();
     for (column, a) in &meta.counters {
-        if !a.available {
+        let counted = emulated && matches!(column.as_str(), "instructions" | "branches");
+        if !(a.available || counted) {
             continue;
         }
         for name in &spans {

@@ -355,6 +355,11 @@ pub struct VariantMeta {
     pub name: String,
     pub backend: String,
     pub knobs: BTreeMap<String, String>,
+    /// Where its counters came from: "hardware" (perf events), "emulated (callgrind
+    /// 3.19)", "off"; absent in runs made before the source was recorded (hardware).
+    /// Counts of different sources are never compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<String>,
 }
 
 /// meta.json: everything needed to interpret and reproduce a run.

@@ -197,6 +197,7 @@ mod tests {
             name: n.into(),
             backend: "cpu".into(),
             knobs: Default::default(),
+            counters: None,
         };
         RunData {
             dir: "x".into(),

@@ -12,7 +12,9 @@
 //!
 //! Finished spans go to a per-thread buffer behind an uncontended mutex; the only shared
 //! write on the hot path is the id counter. Counter reads (one `read(2)` of a perf-event
-//! group) happen only when counters are switched on.
+//! group) happen only when counters are switched on. Under callgrind (`counters =
+//! "emulated"`) every span start and end is also a dump request to the emulator
+//! ([`crate::counters::emulated`]).
 
 pub mod ffi;
 pub mod selftime;
@@ -22,7 +24,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::counters::{self, CounterValues};
+use crate::counters::{self, emulated, CounterValues};
 
 /// Nanoseconds on CLOCK_MONOTONIC (the clock behind `Instant`).
 #[inline]
@@ -321,12 +323,19 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     if let Some(m) = mirror() {
         m.enter(name);
     }
+    // Last, so that an emulated count holds as little of the recorder as possible.
+    if emulated::active() {
+        emulated::boundary(ctx.id, emulated::Edge::Start);
+    }
     ctx
 }
 
 /// Closes span `id` on this thread. Spans closed out of order are still closed; an id
 /// that is not open on this thread is ignored (and reported as `false`).
 pub fn exit(id: u64) -> bool {
+    if emulated::active() {
+        emulated::boundary(id, emulated::Edge::End);
+    }
     let end_ns = now_ns();
     let end_counters = read_counters();
     STATE.with(|s| {

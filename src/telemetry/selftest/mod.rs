@@ -103,6 +103,7 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
             name: "selftest".into(),
             backend: "cudarc".into(),
             knobs,
+            counters: None,
         }],
         reps: o.reps,
         warmups: 1,
