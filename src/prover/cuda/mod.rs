@@ -19,6 +19,9 @@
 
 pub mod check;
 pub mod ffi;
+mod fixed_base;
+
+pub use fixed_base::fixed_base;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
