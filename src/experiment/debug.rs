@@ -12,6 +12,9 @@ pub enum WorkerDebug {
     /// Start a child that holds the worker's pipes and never finishes, and wait for it:
     /// the rep timeout must kill the whole process group and fail the rep.
     Hang,
+    /// Abort before the rep (as a GPU library can abort its process): the rep must fail
+    /// with the worker's signal, and the run go on.
+    Crash,
 }
 
 impl WorkerDebug {
@@ -26,6 +29,10 @@ impl WorkerDebug {
                 eprintln!("about to hang");
                 let _ = std::process::Command::new("sleep").arg("600").status();
             }
+            WorkerDebug::Crash => {
+                eprintln!("about to abort");
+                std::process::abort();
+            }
         }
     }
 
@@ -33,6 +40,7 @@ impl WorkerDebug {
         match self {
             WorkerDebug::Noise => "noise",
             WorkerDebug::Hang => "hang",
+            WorkerDebug::Crash => "crash",
         }
     }
 }

@@ -7,7 +7,9 @@
 //! setup; those three depend on neither.
 
 pub mod debug;
+pub mod interrupt;
 pub mod rep;
+pub mod resume;
 pub mod runner;
 pub mod schedule;
 pub mod setup;
@@ -16,5 +18,6 @@ pub mod watchdog;
 pub mod worker;
 
 pub use debug::{DebugHooks, WorkerDebug};
+pub use interrupt::{Interrupted, EXIT_INTERRUPTED};
 pub use runner::{run, RunOptions, RunOutcome};
 pub use spec::{Experiment, ResolvedVariant};

@@ -131,6 +131,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         rss_end_bytes: crate::store::envinfo::rss_bytes(),
         gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
         error,
+        span_rows: None,
     };
     Ok(RepOutput {
         run: row,
@@ -158,5 +159,6 @@ pub fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
         rss_end_bytes: None,
         gpu_mem_used_end_bytes: None,
         error,
+        span_rows: None,
     }
 }

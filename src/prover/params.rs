@@ -100,6 +100,9 @@ pub struct ParamsOrigin {
     /// process), or `generated in a child process` (then loaded here).
     pub source: String,
     pub elapsed_ms: u64,
+    /// sha256 of the params file: a resume loads exactly these params or refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl ParamsOrigin {
@@ -154,7 +157,7 @@ pub fn check_dimensions(p: &Groth16Params, key: &ParamsKey) -> Result<(), String
     Ok(())
 }
 
-fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
+fn try_load(stem: &Path, key: &ParamsKey) -> Result<(Groth16Params, String), String> {
     let side_path = stem.with_extension("json");
     let params_path = stem.with_extension("params");
     let side: Sidecar = serde_json::from_slice(
@@ -183,7 +186,7 @@ fn try_load(stem: &Path, key: &ParamsKey) -> Result<Groth16Params, String> {
     let p = Parameters::<Bls12>::read(BufReader::new(f), false)
         .map_err(|e| format!("{}: unreadable params ({e})", params_path.display()))?;
     check_dimensions(&p, key)?;
-    Ok(p)
+    Ok((p, sum))
 }
 
 /// Path stem (no extension) of the cache entry for `key` under `dir`.
@@ -213,7 +216,7 @@ pub fn load_or_generate(
     let t = Instant::now();
     let why = if stem.with_extension("json").exists() || params_path.exists() {
         match try_load(&stem, key) {
-            Ok(p) => {
+            Ok((p, sum)) => {
                 return Ok((
                     p,
                     ParamsOrigin {
@@ -221,6 +224,7 @@ pub fn load_or_generate(
                         path: params_path,
                         source: "loaded".into(),
                         elapsed_ms: t.elapsed().as_millis() as u64,
+                        sha256: Some(sum),
                     },
                 ))
             }
@@ -256,7 +260,7 @@ pub fn load_or_generate(
     let side = Sidecar {
         format: 1,
         key: key.clone(),
-        params_sha256: sum,
+        params_sha256: sum.clone(),
         params_bytes: len,
         generated_utc: chrono::Utc::now().to_rfc3339(),
         generation_ms,
@@ -276,6 +280,7 @@ pub fn load_or_generate(
                 None => "generated".into(),
             },
             elapsed_ms: t.elapsed().as_millis() as u64,
+            sha256: Some(sum),
         },
     ))
 }
