@@ -305,6 +305,10 @@ mod tests {
         assert_eq!(family("synthesis"), "synthesis");
         assert_eq!(family("a[b]"), "a[b]");
         assert_eq!(family("x[]"), "x[]");
+        // Names from a damaged spans.csv: no panic, no family.
+        assert_eq!(family("x["), "x[");
+        assert_eq!(family("["), "[");
+        assert_eq!(family("]"), "]");
     }
 
     #[test]
