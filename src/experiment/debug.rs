@@ -53,6 +53,18 @@ pub struct DebugHooks {
     pub corrupt_proofs: Vec<String>,
     /// What each worker process does before its rep (`process = "per_rep"`).
     pub worker: Option<WorkerDebug>,
+    /// Bytes each rep of a shared process allocates, touches and never frees: a leak
+    /// the leak watch must flag (the soak test's control).
+    pub leak_bytes_per_rep: u64,
+}
+
+impl DebugHooks {
+    /// Leaks this hook's bytes (touched, so that they count in RSS); nothing by default.
+    pub fn leak(&self) {
+        if self.leak_bytes_per_rep > 0 {
+            std::mem::forget(vec![1u8; self.leak_bytes_per_rep as usize]);
+        }
+    }
 }
 
 impl DebugHooks {
@@ -70,7 +82,7 @@ mod tests {
     fn only_named_variants_are_corrupted() {
         let d = DebugHooks {
             corrupt_proofs: vec!["candidate".into()],
-            worker: None,
+            ..DebugHooks::default()
         };
         assert!(d.corrupts("candidate"));
         assert!(!d.corrupts("baseline"));

@@ -82,6 +82,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
     gpu.notes.splice(0..0, tel_notes);
+    ctx.debug.leak();
     let spans = trace::drain_trace(out.trace);
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {

@@ -87,7 +87,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         } else {
             Vec::new()
         },
-        worker: None,
+        ..DebugHooks::default()
     };
     let ctx = RepContext {
         exp: &exp,
