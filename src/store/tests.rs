@@ -200,6 +200,24 @@ fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
         d,
         vec!["batch: 1 in meta.json, 2 in experiment.toml".to_string()]
     );
+    // Knobs: a changed value differs; a knob only today's version lists does not.
+    let variant = |knobs: &[(&str, &str)]| VariantMeta {
+        name: "a".into(),
+        backend: "cpu".into(),
+        knobs: knobs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    let (mut old, mut new) = (meta(), meta());
+    old.variants = vec![variant(&[("drop", "sync")])];
+    new.variants = vec![variant(&[("drop", "sync"), ("streams", "2")])];
+    assert!(resume_mismatch(&old, &new).is_empty());
+    new.variants = vec![variant(&[("drop", "async")])];
+    assert_eq!(
+        resume_mismatch(&old, &new),
+        vec!["variant a drop: sync in meta.json, async in experiment.toml".to_string()]
+    );
     // A meta.json with a field this version does not know still reads and resumes.
     let (_t, dir) = folder(1);
     let mut v = serde_json::to_value(meta()).unwrap();
