@@ -231,22 +231,76 @@ fn different_workloads_are_refused_unless_forced() {
 }
 
 #[test]
-fn a_truncated_spans_csv_names_the_file_and_line() {
+fn spans_cut_off_a_committed_rep_are_refused_and_name_the_rep_and_the_repair() {
     let (_tmp, dir) = write(&SyntheticRun::new());
     let spans = dir.join("spans.csv");
     let text = std::fs::read_to_string(&spans).unwrap();
-    // Cut the last row in half, as a run killed mid-write leaves it.
+    // Cut the last row in half: the last rep's row in runs.csv counts one span more.
     let last_start = text[..text.len() - 1].rfind('\n').unwrap() + 1;
     let cut = last_start + (text.len() - last_start) / 2;
     std::fs::write(&spans, &text[..cut]).unwrap();
-    let line = text[..cut].lines().count();
+    for cmd in ["diff", "summary", "report"] {
+        gapscope()
+            .args([cmd.as_ref(), dir.as_os_str()])
+            .assert()
+            .failure()
+            .code(1)
+            .stderr(contains(format!("{}: rep ", spans.display())))
+            .stderr(contains("was cut or edited"))
+            .stderr(contains("gapscope run --resume"))
+            .stderr(contains("panicked").not());
+    }
+    // A line cut in the middle of the file is a parse error naming its line.
+    let mid = text.lines().take(3).collect::<Vec<_>>().join("\n") + "\nnot,a,row\n";
+    std::fs::write(&spans, mid).unwrap();
     gapscope()
         .args(["diff".as_ref(), dir.as_os_str()])
         .assert()
         .failure()
-        .stderr(contains(format!("{}, line {line}:", spans.display())))
-        .stderr(contains("the file looks truncated"))
-        .stderr(contains("gapscope run --resume"));
+        .stderr(contains(format!("{}, line 4:", spans.display())));
+}
+
+#[test]
+fn a_duplicated_rep_row_is_refused_by_diff_and_report_without_a_panic() {
+    let (tmp, dir) = write(&SyntheticRun::new());
+    let runs = dir.join("runs.csv");
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let row = text.lines().nth(5).unwrap().to_string();
+    std::fs::write(&runs, format!("{text}{row}\n")).unwrap();
+    for args in [vec!["diff"], vec!["report", "--out"]] {
+        let mut c = gapscope();
+        c.args(&args);
+        if args.len() > 1 {
+            c.arg(tmp.path().join("rep"));
+        }
+        c.arg(&dir)
+            .assert()
+            .code(1)
+            .stderr(contains("has two rows"))
+            .stderr(contains("panicked").not());
+    }
+}
+
+#[test]
+fn a_killed_run_can_be_diffed_as_it_is_with_an_incomplete_run_note() {
+    let (_tmp, dir) = write(&SyntheticRun::new());
+    // What a kill leaves: meta.json never completed, half a line at the end of runs.csv.
+    let meta = dir.join("meta.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    m["completed_utc"] = serde_json::Value::Null;
+    std::fs::write(&meta, serde_json::to_vec(&m).unwrap()).unwrap();
+    let runs = dir.join("runs.csv");
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let last_start = text[..text.len() - 1].rfind('\n').unwrap() + 1;
+    std::fs::write(&runs, &text[..last_start + 8]).unwrap();
+    for cmd in ["diff", "summary"] {
+        gapscope()
+            .args([cmd.as_ref(), dir.as_os_str()])
+            .assert()
+            .success()
+            .stderr(contains("incomplete run:"))
+            .stderr(contains("gapscope run --resume"));
+    }
 }
 
 #[test]
@@ -418,7 +472,7 @@ fn a_json_diff_without_leaks_reads_back() {
 }
 
 #[test]
-fn fail_on_regression_exits_2_only_when_a_phase_regressed() {
+fn fail_on_regression_exits_4_only_when_a_phase_regressed() {
     let mut run = SyntheticRun::new();
     *run.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.1);
     let (_tmp, slower) = write(&run);
@@ -426,7 +480,7 @@ fn fail_on_regression_exits_2_only_when_a_phase_regressed() {
     gapscope()
         .args(["diff".as_ref(), slower.as_os_str(), flag])
         .assert()
-        .code(2)
+        .code(4)
         .stdout(contains("Phases (median per rep)"))
         // Synthetic counters follow span durations, so they regress too; synthesis and
         // drop do not.
@@ -464,12 +518,32 @@ fn fail_on_regression_exits_2_only_when_a_phase_regressed() {
         ])
         .assert()
         .code(1);
+    // A usage error is 2 (a typo is not a regression), also for a resample count that
+    // once aborted the process on a failed allocation.
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            slower.as_os_str(),
+            "--fail-on-regresion".as_ref(),
+        ])
+        .assert()
+        .code(2);
+    gapscope()
+        .args([
+            "diff".as_ref(),
+            slower.as_os_str(),
+            "--resamples".as_ref(),
+            "99999999999".as_ref(),
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains("1..=1000000"));
     gapscope()
         .args(["diff", "--help"])
         .assert()
         .success()
         .stdout(contains("--fail-on-regression"))
         .stdout(contains(
-            "2 with --fail-on-regression when a row of the phase table is regressed",
+            "4 with --fail-on-regression when a row of the phase table is regressed",
         ));
 }

@@ -390,12 +390,24 @@ fn chrome_trace_round_trips_every_span_in_microseconds_with_nesting_and_thread_n
 fn chrome_export_of_one_rep_holds_only_that_rep_and_an_unknown_rep_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let run = fixture::write(tmp.path(), &fixture::Options::default());
-    gapscope()
+    let out = gapscope()
+        .current_dir(tmp.path())
         .args(["export", run.to_str().unwrap(), "--chrome", "--rep", "3"])
         .assert()
         .success()
         .stdout(predicates::str::contains("trace-rep3.json"));
-    let (_, xs, _, counters) = parse_trace(&run.join("trace-rep3.json"));
+    let printed = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let file = tmp.path().join(printed.trim());
+    assert!(
+        file.starts_with(tmp.path().join("exports")),
+        "{}",
+        file.display()
+    );
+    assert!(
+        !run.join("trace-rep3.json").exists(),
+        "nothing written into the run folder"
+    );
+    let (_, xs, _, counters) = parse_trace(&file);
     assert!(!xs.is_empty());
     assert!(xs
         .iter()

@@ -360,14 +360,22 @@ fn a_killed_run_resumes_without_losing_or_repeating_reps() {
         .success();
     let d = RunData::load(&dir).unwrap();
     let reps: Vec<u32> = d.runs.iter().map(|r| r.rep).collect();
-    assert_eq!(reps, vec![0, 1, 2, 3, 4, 5]);
+    // The resumed process warms up (rep 6, past the schedule's 6 slots) before it
+    // measures rep 4: its first rep would otherwise fault in what the killed one warmed.
+    assert_eq!(reps, vec![0, 1, 2, 3, 6, 4, 5]);
+    let warm = &d.runs[4];
+    assert!(
+        warm.warmup && warm.variant == "baseline" && warm.iteration == 1,
+        "{warm:?}"
+    );
+    assert!(!d.runs[5].warmup);
     let prove_per_rep = |r: u32| {
         d.spans
             .iter()
             .filter(|s| s.rep == r && s.name == "prove")
             .count()
     };
-    for r in 0..6 {
+    for r in 0..7 {
         assert_eq!(prove_per_rep(r), 1, "rep {r}");
     }
 }

@@ -87,6 +87,9 @@ impl<'a> Side<'a> {
         for r in data.runs.iter().filter(|r| r.variant == variant) {
             if r.warmup {
                 counts.warmup += 1;
+            } else if rep_index.contains_key(&r.rep) {
+                // A rep twice (the store refuses such a folder): its index is taken.
+                continue;
             } else if r.status == RepStatus::Ok && r.verified {
                 rep_index.insert(r.rep, rep_index.len());
                 iterations.push(r.iteration);

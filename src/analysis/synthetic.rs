@@ -182,6 +182,7 @@ impl SyntheticRun {
             params: Vec::new(),
             setup_ns: BTreeMap::new(),
             completed_utc: Some("2026-01-01T00:01:00Z".into()),
+            experiment_sha256: None,
         }
     }
 
@@ -238,6 +239,7 @@ impl SyntheticRun {
                     } else {
                         String::new()
                     },
+                    span_rows: None,
                 };
                 clock = spans.iter().map(|s| s.end_ns).max().unwrap_or(clock) + 1_000_000;
                 out.push((row, spans));

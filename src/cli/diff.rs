@@ -18,6 +18,10 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Most bootstrap resamples a diff takes: each metric keeps that many values, and a
+/// larger count once ended the process on a failed allocation.
+const MAX_RESAMPLES: u64 = 1_000_000;
+
 #[derive(clap::Args, Debug)]
 pub struct DiffArgs {
     /// RUN_DIR, or RUN_A RUN_B.
@@ -38,9 +42,9 @@ pub struct DiffArgs {
     /// Significance level of the rank test; the interval has confidence 1 - alpha.
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
-    /// Bootstrap resamples per metric.
-    #[arg(long, default_value_t = 2000)]
-    resamples: usize,
+    /// Bootstrap resamples per metric (1 to 1,000,000).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=MAX_RESAMPLES))]
+    resamples: u64,
     /// Flag wrapper spans whose unattributed time exceeds this share, in percent.
     #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
     gap_threshold: f64,
@@ -67,7 +71,7 @@ impl DiffArgs {
         DiffOptions {
             noise_floor: self.noise_floor,
             alpha: self.alpha,
-            bootstrap_resamples: self.resamples,
+            bootstrap_resamples: self.resamples as usize,
             gap_threshold: self.gap_threshold,
             force: self.force,
             paired: !self.unpaired,
@@ -78,7 +82,10 @@ impl DiffArgs {
 
 pub fn run(a: DiffArgs) -> Result<()> {
     let load = |dir: &PathBuf| {
-        RunData::load(dir).with_context(|| format!("cannot read run folder {}", dir.display()))
+        let d = RunData::load(dir)
+            .with_context(|| format!("cannot read run folder {}", dir.display()))?;
+        super::note_incomplete(&d);
+        anyhow::Ok(d)
     };
     let base = load(&a.runs[0])?;
     let other = a.runs.get(1).map(load).transpose()?;

@@ -20,7 +20,8 @@ pub struct ExportArgs {
     /// Only this rep (the `rep` column of runs.csv); default: every rep.
     #[arg(long, value_name = "N")]
     rep: Option<u32>,
-    /// Output file (default: trace.json, or trace-rep<N>.json, in the run folder).
+    /// Output file (default: exports/<experiment>-<run id>/trace.json, or
+    /// trace-rep<N>.json). A path inside a run folder is refused.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
 }

@@ -50,7 +50,7 @@ pub enum Command {
     /// when so named, else the first two). With two, compares a variant of the first
     /// (baseline) with one of the second (candidate; by default the same name).
     ///
-    /// Exit status: 0 when the diff was printed, 1 on an error, 2 with
+    /// Exit status: 0 when the diff was printed, 1 on an error, 2 on a usage error, 4 with
     /// --fail-on-regression when a row of the phase table is regressed.
     Diff(diff::DiffArgs),
     /// Print a shell completion script (bash, zsh or fish) on stdout.
@@ -78,8 +78,30 @@ pub enum Command {
     GpuSelftest(selftest::SelftestArgs),
 }
 
-/// Exit status of `gapscope diff --fail-on-regression` when a phase regressed.
-pub const EXIT_REGRESSED: i32 = 2;
+/// Exit status of `gapscope diff --fail-on-regression` when a phase regressed: a code of
+/// its own, so that CI tells a regression from a usage error (2, clap's) or a failure (1).
+pub const EXIT_REGRESSED: i32 = 4;
+
+/// Exit statuses of gapscope (README.md, "Exit status"): 0 ok, [`EXIT_ERROR`],
+/// [`EXIT_USAGE`] (clap's own), 3 a rep outlived `rep_timeout_s` in a shared process
+/// ([`crate::experiment::runner::EXIT_TIMED_OUT`]), [`EXIT_REGRESSED`], and 130 for a
+/// run stopped by Ctrl-C ([`crate::experiment::EXIT_INTERRUPTED`]).
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+/// Prints `e` for the user and returns the exit status it stands for.
+pub fn report_error(e: &anyhow::Error) -> i32 {
+    if let Some(r) = e.downcast_ref::<Regressed>() {
+        eprintln!("{r}");
+        return EXIT_REGRESSED;
+    }
+    if let Some(i) = e.downcast_ref::<crate::experiment::Interrupted>() {
+        eprintln!("{i}");
+        return crate::experiment::EXIT_INTERRUPTED;
+    }
+    eprintln!("Error: {e:#}");
+    EXIT_ERROR
+}
 
 /// `gapscope diff --fail-on-regression` found regressed phases: not a failure of the
 /// tool, so `main` exits with [`EXIT_REGRESSED`] rather than 1.
@@ -94,6 +116,14 @@ fn default_params_dir() -> PathBuf {
     std::env::var_os("GAPSCOPE_PARAMS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("params"))
+}
+
+/// Says on stderr that a run folder holds a run that stopped early (or is still
+/// running), and how to continue it; its finished reps are read all the same.
+fn note_incomplete(data: &crate::store::RunData) {
+    if let Some(n) = crate::store::RunProgress::of(data).note(&data.dir) {
+        eprintln!("note: {n}");
+    }
 }
 
 /// The command line as given, kept in meta.json and the report.

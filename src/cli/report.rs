@@ -17,6 +17,7 @@ pub struct ReportArgs {
 
 pub fn run(a: ReportArgs) -> Result<()> {
     let input = RunView::load(&a.run_dir)?;
+    super::note_incomplete(&input.data);
     let out = a.out.unwrap_or_else(|| report::default_out_dir(&input));
     let done = report::write_report(&input, &out, &super::command_line())
         .with_context(|| format!("writing the report into {}", out.display()))?;

@@ -36,6 +36,9 @@ pub struct RunArgs {
     /// Test double: what each per_rep worker does before its rep.
     #[arg(long, hide = true, value_enum)]
     debug_worker: Option<WorkerDebug>,
+    /// Test double: bytes each rep (shared process) leaks, for the leak watch to flag.
+    #[arg(long, hide = true, value_name = "BYTES", default_value_t = 0)]
+    debug_leak_bytes_per_rep: u64,
 }
 
 impl RunArgs {
@@ -53,6 +56,7 @@ impl RunArgs {
             debug: DebugHooks {
                 corrupt_proofs: self.debug_corrupt_proofs.clone(),
                 worker: self.debug_worker,
+                leak_bytes_per_rep: self.debug_leak_bytes_per_rep,
             },
         }
     }

@@ -13,6 +13,7 @@ pub struct SummaryArgs {
 
 pub fn run(a: SummaryArgs) -> Result<()> {
     let data = RunData::load(&a.run_dir)?;
+    super::note_incomplete(&data);
     print!("{}", crate::summary::phase_table(&data));
     Ok(())
 }

@@ -5,6 +5,14 @@
 //! that reason. Software events (task-clock, page-faults, context-switches) are counted
 //! by the kernel itself and work wherever perf_event_open is permitted. A count is never
 //! invented: an unavailable counter is `None` in every row.
+//!
+//! Exclusions differ per event ([`CounterKind::include_kernel`]). Hardware events count
+//! user space only (the prover's own instructions). Software events happen in the
+//! kernel: a context switch is always taken there, and a page fault inside a system call
+//! too, so excluding kernel events (perf-event2's default) counted every context switch
+//! as 0. Counting kernel events needs `perf_event_paranoid` <= 1 or CAP_PERFMON; where
+//! that is refused, page faults and task-clock fall back to user mode and context
+//! switches are recorded unavailable with the reason.
 
 pub mod emulated;
 pub mod heap;
@@ -58,16 +66,51 @@ impl CounterKind {
         )
     }
 
-    fn builder(self) -> Builder<'static> {
+    /// Whether the event must count in kernel mode to mean anything: a context switch
+    /// only ever happens there; page faults and task-clock are counted in full where
+    /// permitted. Hardware events stay user-space only.
+    pub fn include_kernel(self) -> KernelMode {
         match self {
+            CounterKind::Instructions | CounterKind::Branches | CounterKind::Cycles => {
+                KernelMode::Excluded
+            }
+            CounterKind::TaskClockNs | CounterKind::PageFaults => KernelMode::Preferred,
+            CounterKind::ContextSwitches => KernelMode::Required,
+        }
+    }
+
+    /// The builders to try, in order of preference.
+    fn builders(self) -> Vec<Builder<'static>> {
+        let base = || match self {
             CounterKind::Instructions => Builder::new(Hardware::INSTRUCTIONS),
             CounterKind::Branches => Builder::new(Hardware::BRANCH_INSTRUCTIONS),
             CounterKind::Cycles => Builder::new(Hardware::CPU_CYCLES),
             CounterKind::TaskClockNs => Builder::new(Software::TASK_CLOCK),
             CounterKind::PageFaults => Builder::new(Software::PAGE_FAULTS),
             CounterKind::ContextSwitches => Builder::new(Software::CONTEXT_SWITCHES),
+        };
+        let with_kernel = || {
+            let mut b = base();
+            b.include_kernel();
+            b
+        };
+        match self.include_kernel() {
+            KernelMode::Excluded => vec![base()],
+            KernelMode::Preferred => vec![with_kernel(), base()],
+            KernelMode::Required => vec![with_kernel()],
         }
     }
+}
+
+/// How a counter treats events that happen in kernel mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelMode {
+    /// User space only.
+    Excluded,
+    /// Kernel included where permitted, else user space only.
+    Preferred,
+    /// The event only happens in the kernel: without kernel counting it is unavailable.
+    Required,
 }
 
 /// Counter values (or deltas); `None` where the counter is unavailable.
@@ -104,12 +147,22 @@ pub fn probe() -> BTreeMap<String, Availability> {
     CounterKind::ALL
         .iter()
         .map(|&k| {
-            let a = match k.builder().build() {
-                Ok(_) => Availability {
+            let mut last = None;
+            for b in k.builders() {
+                match b.build() {
+                    Ok(_) => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            let a = match last {
+                None => Availability {
                     available: true,
                     reason: None,
                 },
-                Err(e) => Availability {
+                Some(e) => Availability {
                     available: false,
                     reason: Some(explain(k, &e)),
                 },
@@ -123,6 +176,10 @@ fn explain(k: CounterKind, e: &std::io::Error) -> String {
     let hint = match e.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) if k.is_hardware() => {
             "this CPU exposes no hardware performance counters (no PMU, e.g. a VM)"
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) if k.include_kernel() == KernelMode::Required => {
+            "counting it needs kernel events (it only happens in the kernel): lower \
+             /proc/sys/kernel/perf_event_paranoid to <= 1 or run with CAP_PERFMON"
         }
         Some(libc::EACCES) | Some(libc::EPERM) => {
             "not permitted: lower /proc/sys/kernel/perf_event_paranoid (<= 2) or run with CAP_PERFMON"
@@ -146,7 +203,7 @@ fn open_thread_counters() -> Option<ThreadCounters> {
     let mut group = Group::new().ok()?;
     let mut members = Vec::new();
     for k in CounterKind::ALL {
-        if let Ok(c) = group.add(&k.builder()) {
+        if let Some(c) = k.builders().iter().find_map(|b| group.add(b).ok()) {
             members.push((k, c));
         }
     }
@@ -220,6 +277,56 @@ mod tests {
         assert!(empty <= 2, "empty span faults {empty}");
         let tc = get("pf_touch").get(CounterKind::TaskClockNs).unwrap();
         assert!(tc > 0);
+    }
+
+    /// A context switch is a kernel event: counted with kernel events excluded it read
+    /// 0 in every span. Sleeping switches the thread out once per sleep.
+    #[test]
+    fn context_switches_rise_when_sleeping_and_not_in_an_empty_span() {
+        let p = probe();
+        if !p["context_switches"].available {
+            eprintln!("skipped: context switches not countable here: {p:?}");
+            return;
+        }
+        set_counters_enabled(true);
+        let root = Span::enter("cs_root");
+        let trace = root.trace();
+        {
+            let _s = Span::enter("cs_empty");
+        }
+        {
+            let _s = Span::enter("cs_sleep");
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        drop(root);
+        let spans = drain_trace(trace);
+        let get = |n: &str| {
+            spans
+                .iter()
+                .find(|s| s.name == n)
+                .unwrap()
+                .counters
+                .unwrap()
+                .get(CounterKind::ContextSwitches)
+        };
+        let slept = get("cs_sleep").expect("context switches counted");
+        let empty = get("cs_empty").expect("context switches counted");
+        assert!(slept >= 20, "20 sleeps counted {slept} context switches");
+        assert!(empty <= 1, "empty span counted {empty} context switches");
+    }
+
+    #[test]
+    fn software_events_that_happen_in_the_kernel_are_not_excluded() {
+        assert_eq!(
+            CounterKind::ContextSwitches.include_kernel(),
+            KernelMode::Required
+        );
+        for k in CounterKind::ALL {
+            let excluded = k.builders()[0].attrs().exclude_kernel() != 0;
+            assert_eq!(excluded, k.is_hardware(), "{k:?}");
+        }
     }
 
     #[test]

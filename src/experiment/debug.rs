@@ -12,6 +12,9 @@ pub enum WorkerDebug {
     /// Start a child that holds the worker's pipes and never finishes, and wait for it:
     /// the rep timeout must kill the whole process group and fail the rep.
     Hang,
+    /// Abort before the rep (as a GPU library can abort its process): the rep must fail
+    /// with the worker's signal, and the run go on.
+    Crash,
 }
 
 impl WorkerDebug {
@@ -26,6 +29,10 @@ impl WorkerDebug {
                 eprintln!("about to hang");
                 let _ = std::process::Command::new("sleep").arg("600").status();
             }
+            WorkerDebug::Crash => {
+                eprintln!("about to abort");
+                std::process::abort();
+            }
         }
     }
 
@@ -33,6 +40,7 @@ impl WorkerDebug {
         match self {
             WorkerDebug::Noise => "noise",
             WorkerDebug::Hang => "hang",
+            WorkerDebug::Crash => "crash",
         }
     }
 }
@@ -45,6 +53,18 @@ pub struct DebugHooks {
     pub corrupt_proofs: Vec<String>,
     /// What each worker process does before its rep (`process = "per_rep"`).
     pub worker: Option<WorkerDebug>,
+    /// Bytes each rep of a shared process allocates, touches and never frees: a leak
+    /// the leak watch must flag (the soak test's control).
+    pub leak_bytes_per_rep: u64,
+}
+
+impl DebugHooks {
+    /// Leaks this hook's bytes (touched, so that they count in RSS); nothing by default.
+    pub fn leak(&self) {
+        if self.leak_bytes_per_rep > 0 {
+            std::mem::forget(vec![1u8; self.leak_bytes_per_rep as usize]);
+        }
+    }
 }
 
 impl DebugHooks {
@@ -62,7 +82,7 @@ mod tests {
     fn only_named_variants_are_corrupted() {
         let d = DebugHooks {
             corrupt_proofs: vec!["candidate".into()],
-            worker: None,
+            ..DebugHooks::default()
         };
         assert!(d.corrupts("candidate"));
         assert!(!d.corrupts("baseline"));

@@ -8,7 +8,9 @@
 
 pub mod debug;
 pub mod emulation;
+pub mod interrupt;
 pub mod rep;
+pub mod resume;
 pub mod runner;
 pub mod schedule;
 pub mod setup;
@@ -17,5 +19,6 @@ pub mod watchdog;
 pub mod worker;
 
 pub use debug::{DebugHooks, WorkerDebug};
+pub use interrupt::{Interrupted, EXIT_INTERRUPTED};
 pub use runner::{run, RunOptions, RunOutcome};
 pub use spec::{Experiment, ResolvedVariant};

@@ -86,6 +86,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
     gpu.notes.splice(0..0, tel_notes);
+    ctx.debug.leak();
     let spans = trace::drain_trace(out.trace);
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {
@@ -135,6 +136,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         rss_end_bytes: crate::store::envinfo::rss_bytes(),
         gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
         error,
+        span_rows: None,
     };
     Ok(RepOutput {
         run: row,
@@ -162,5 +164,6 @@ pub fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
         rss_end_bytes: None,
         gpu_mem_used_end_bytes: None,
         error,
+        span_rows: None,
     }
 }

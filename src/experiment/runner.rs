@@ -11,7 +11,9 @@ use anyhow::{bail, Context, Result};
 
 use super::debug::DebugHooks;
 use super::emulation::{self, Source};
+use super::interrupt::{self, Interrupted};
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
+use super::resume;
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
@@ -155,6 +157,15 @@ fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Result<(), Strin
     }
 }
 
+/// What to tell the user when a rep cannot be written (a full disk, most often).
+fn write_failed(dir: &Path, rep: u32) -> String {
+    format!(
+        "rep {rep} could not be written to {dir} (is the disk full?); every rep before it is \
+         kept: free some space, then `gapscope run --resume {dir}` goes on from there",
+        dir = dir.display()
+    )
+}
+
 /// The experiment to run (with its text, as copied into the run folder) and the run
 /// folder to resume, if any: `resume`'s own copy of the experiment when given.
 fn load_experiment(
@@ -250,6 +261,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     }
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
+    // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
+    interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
     // CUPTI activity (CUPTI sees only its process); this one describes the devices.
     let telemetry = Telemetry::start(TelemetryConfig {
@@ -264,13 +277,27 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (mut writer, done_rows, meta) = match &resume {
         Some(dir) => {
             let meta = store::read_meta(dir)?;
+            let mut fresh = new_run_meta(
+                &exp,
+                &variants,
+                &sources,
+                opts,
+                counters,
+                Default::default(),
+            );
+            fresh.experiment_sha256 = Some(store::experiment_sha256(&text));
+            resume::check_experiment(dir, &meta, &fresh)?;
+            resume::check_params_cached(dir, &meta, &opts.params_dir)?;
             let (w, rows) = RunWriter::open_resume(dir)?;
+            for n in w.resume_notes() {
+                eprintln!("resume: {n}");
+            }
             (Some(w), rows, meta)
         }
         None => {
             let exp_dir = opts.results_dir.join(&exp.name);
             check_writable(&exp_dir)?;
-            let meta = new_run_meta(
+            let mut meta = new_run_meta(
                 &exp,
                 &variants,
                 &sources,
@@ -278,10 +305,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 counters,
                 telemetry.gpu_meta(),
             );
+            meta.experiment_sha256 = Some(store::experiment_sha256(&text));
             (None, Vec::new(), meta)
         }
     };
     let (params, origins) = obtain_params(&exp, &opts.params_dir, opts.progress, true)?;
+    if let Some(dir) = &resume {
+        resume::check_params_match(dir, &meta, &origins)?;
+    }
     let mut meta = meta;
     if resume.is_none() {
         meta.params = origins
@@ -325,6 +356,11 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     };
     let dir = writer.dir.clone();
     let writer = Arc::new(Mutex::new(writer));
+    interrupt::set_abandon_message(format!(
+        "\ninterrupted again: the rep in progress is abandoned; every finished rep is kept \
+         in {dir}; `gapscope run --resume {dir}` continues the run\n",
+        dir = dir.display()
+    ));
     if opts.progress {
         eprintln!("results: {}", dir.display());
     }
@@ -336,13 +372,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         exp.run.order,
         exp.run.block_size(),
     );
-    let done: std::collections::HashSet<u32> = done_rows.iter().map(|r| r.rep).collect();
-    let todo: Vec<Slot> = slots
-        .iter()
-        .copied()
-        .filter(|s| !done.contains(&s.rep))
-        .collect();
-    let bar = progress_bar(opts.progress, slots.len(), done.len());
+    let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
+    let todo: Vec<Slot> = resume::remaining(
+        &slots,
+        &done_rows,
+        &names,
+        exp.run.process == ProcessPolicy::Shared,
+    );
+    let bar = progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len());
     let ctx = RepContext {
         exp: &exp,
         params: &params,
@@ -351,7 +388,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     };
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
+    let mut interrupted = false;
     for slot in todo {
+        if interrupt::requested() {
+            interrupted = true;
+            break;
+        }
         let v = &variants[slot.variant];
         bar.set_message(format!(
             "{}{}",
@@ -392,7 +434,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         // thread, so that only what every variant does runs (and allocates) here.
         telemetry.on_thread(|| -> Result<()> {
             let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-            w.append_gpu(&gpu.samples, &gpu.activity)?;
+            w.append_gpu(&gpu.samples, &gpu.activity)
+                .with_context(|| write_failed(&dir, slot.rep))?;
             meta_changed |=
                 record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry.cupti);
             if meta_changed {
@@ -405,7 +448,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             bar.println(format!("rep {} ({}): {n}", slot.rep, v.name));
         }
         let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.append_rep(&row, &spans)?;
+        w.append_rep(&row, &spans)
+            .with_context(|| write_failed(&dir, slot.rep))?;
         drop(w);
         if row.status == RepStatus::Failed {
             bar.println(format!(
@@ -418,6 +462,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    if interrupted {
+        return Err(Interrupted {
+            dir: Some(dir.display().to_string()),
+            kept: rows.len(),
+        }
+        .into());
+    }
     meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
     store::write_meta(&dir, &meta)?;
     let failed = rows

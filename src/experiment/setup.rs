@@ -95,7 +95,9 @@ fn generate_in_child(
     generator: ParamGen,
 ) -> Result<params::ParamsOrigin> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
-    let out = std::process::Command::new(exe)
+    let mut cmd = std::process::Command::new(exe);
+    super::interrupt::die_with_parent(&mut cmd);
+    let out = cmd
         .arg("__params")
         .arg("--circuit")
         .arg(circuit)
@@ -111,6 +113,9 @@ fn generate_in_child(
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("cannot start the params generation process")?;
+    if super::interrupt::requested() {
+        return Err(super::interrupt::Interrupted { dir: None, kept: 0 }.into());
+    }
     anyhow::ensure!(
         out.status.success(),
         "generating params for {} 2^{} in a child process failed ({}); its error is above",

@@ -276,17 +276,7 @@ impl Experiment {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.name.is_empty()
-            || !self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(format!(
-                "name {:?} must be non-empty and use only letters, digits, '-', '_' and '.' (it names the results folder)",
-                self.name
-            ));
-        }
+        check_name("name", &self.name, "it names the results folder")?;
         let w = &self.workload;
         let min = w.circuit.min_log2();
         if w.log2_constraints < min || w.log2_constraints > 28 {
@@ -334,12 +324,11 @@ impl Experiment {
         }
         let mut seen = std::collections::HashSet::new();
         for v in &self.variants {
-            if v.name.is_empty() || v.name.contains(',') || v.name.contains('"') {
-                return Err(format!(
-                    "variant name {:?} must be non-empty, without ',' or '\"'",
-                    v.name
-                ));
-            }
+            check_name(
+                "variant name",
+                &v.name,
+                "it names rows and columns of the results",
+            )?;
             if !seen.insert(&v.name) {
                 return Err(format!("variant name {:?} is used twice", v.name));
             }
@@ -429,6 +418,29 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.len() - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
     (line, col)
+}
+
+/// Longest experiment or variant name.
+const MAX_NAME: usize = 64;
+
+/// Experiment and variant names name folders, CSV cells and table columns: 1 to 64
+/// letters, digits, '-', '_' and '.', starting with a letter or digit (so never `..`, a
+/// hidden folder, a path, a comma, a quote or a line break).
+fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {name:?} is not allowed ({why}): use 1 to {MAX_NAME} of the characters \
+             A-Z a-z 0-9 - _ . starting with a letter or digit"
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -621,5 +633,25 @@ gadget = "lc"
             .unwrap_err()
             .to_string();
         assert!(m.contains("knobs of backend = \"cuda\""), "{m}");
+    }
+
+    #[test]
+    fn names_are_limited_to_a_safe_set_and_the_error_names_it() {
+        for bad in ["..", ".", ".hidden", "a/b", "a\nb", "a,b", "a b", "-x", ""] {
+            let m = parse(&GOOD.replacen("name = \"t\"", &format!("name = {bad:?}"), 1))
+                .unwrap_err()
+                .to_string();
+            assert!(m.contains("A-Z a-z 0-9 - _ ."), "{bad:?}: {m}");
+            let m = parse(&GOOD.replace("name = \"b\"", &format!("name = {bad:?}")))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                m.contains("variant name") && m.contains("A-Z a-z 0-9 - _ ."),
+                "{bad:?}: {m}"
+            );
+        }
+        let long = "a".repeat(65);
+        assert!(parse(&GOOD.replace("name = \"b\"", &format!("name = {long:?}"))).is_err());
+        parse(&GOOD.replace("name = \"b\"", "name = \"v1.2_x-y\"")).unwrap();
     }
 }

@@ -98,7 +98,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         } else {
             Vec::new()
         },
-        worker: None,
+        ..DebugHooks::default()
     };
     let ctx = RepContext {
         exp: &exp,
@@ -222,6 +222,7 @@ pub fn run_rep_in_child(
     // Its own process group, so that a kill reaches whatever the worker started too
     // (nothing may keep its pipes open after it is gone).
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    super::interrupt::die_with_parent(&mut cmd);
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -39,6 +39,8 @@ pub enum ExportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// Which reps to export.
@@ -77,6 +79,13 @@ pub trait Exporter {
     fn serialize(&self, input: &RunView, selection: RepSelection) -> Result<Vec<u8>, ExportError>;
 }
 
+/// Where an export goes without `--out`: `exports/<experiment>-<run id>/`, beside the
+/// reports (the run folder itself is written only by `gapscope run`).
+pub fn default_out_dir(input: &RunView) -> PathBuf {
+    let m = &input.data.meta;
+    PathBuf::from("exports").join(format!("{}-{}", m.experiment, m.run_id))
+}
+
 /// Serialises with `exporter` and writes atomically to `out` (or the default name in the
 /// run folder). Returns the path written.
 pub fn export_to_file(
@@ -85,10 +94,12 @@ pub fn export_to_file(
     selection: RepSelection,
     out: Option<&Path>,
 ) -> Result<PathBuf, ExportError> {
-    let bytes = exporter.serialize(input, selection)?;
     let path = out
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| input.data.dir.join(exporter.default_file_name(selection)));
+        .unwrap_or_else(|| default_out_dir(input).join(exporter.default_file_name(selection)));
+    // Only `gapscope run` writes into a run folder: an export never replaces a result.
+    crate::store::check_output_path(&path)?;
+    let bytes = exporter.serialize(input, selection)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| ExportError::Io {
             path: parent.to_path_buf(),

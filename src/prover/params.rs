@@ -122,6 +122,9 @@ pub struct ParamsOrigin {
     /// Stage timings, where this process (or its `__params` child) generated the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<GenReport>,
+    /// sha256 of the params file: a resume loads exactly these params or refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl ParamsOrigin {
@@ -176,7 +179,10 @@ pub fn check_dimensions(p: &Groth16Params, key: &ParamsKey) -> Result<(), String
     Ok(())
 }
 
-fn try_load(stem: &Path, key: &ParamsKey) -> Result<(Groth16Params, Option<String>), String> {
+fn try_load(
+    stem: &Path,
+    key: &ParamsKey,
+) -> Result<(Groth16Params, Option<String>, String), String> {
     let side_path = stem.with_extension("json");
     let params_path = stem.with_extension("params");
     let side: Sidecar = serde_json::from_slice(
@@ -205,7 +211,7 @@ fn try_load(stem: &Path, key: &ParamsKey) -> Result<(Groth16Params, Option<Strin
     let p = Parameters::<Bls12>::read(BufReader::new(f), false)
         .map_err(|e| format!("{}: unreadable params ({e})", params_path.display()))?;
     check_dimensions(&p, key)?;
-    Ok((p, side.generator))
+    Ok((p, side.generator, sum))
 }
 
 /// Path stem (no extension) of the cache entry for `key` under `dir`.
@@ -261,7 +267,7 @@ pub fn load_or_generate(
     let t = Instant::now();
     let why = if stem.with_extension("json").exists() || params_path.exists() {
         match try_load(&stem, key) {
-            Ok((p, made_by)) => {
+            Ok((p, made_by, sum)) => {
                 return Ok((
                     p,
                     ParamsOrigin {
@@ -271,6 +277,7 @@ pub fn load_or_generate(
                         elapsed_ms: t.elapsed().as_millis() as u64,
                         generator: made_by,
                         generation: None,
+                        sha256: Some(sum),
                     },
                 ))
             }
@@ -306,7 +313,7 @@ pub fn load_or_generate(
     let side = Sidecar {
         format: 1,
         key: key.clone(),
-        params_sha256: sum,
+        params_sha256: sum.clone(),
         params_bytes: len,
         generated_utc: chrono::Utc::now().to_rfc3339(),
         generation_ms,
@@ -330,6 +337,7 @@ pub fn load_or_generate(
             elapsed_ms: t.elapsed().as_millis() as u64,
             generator: Some(g.generator),
             generation: g.report,
+            sha256: Some(sum),
         },
     ))
 }

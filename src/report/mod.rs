@@ -56,6 +56,8 @@ pub fn write_report(
     out: &Path,
     command: &[String],
 ) -> Result<ReportOutcome, ReportError> {
+    // Only `gapscope run` writes into a run folder: a report never replaces a result.
+    crate::store::check_output_path(out)?;
     std::fs::create_dir_all(out).map_err(|source| ReportError::Io {
         path: out.to_path_buf(),
         source,

@@ -6,17 +6,25 @@
 //! first, then its row in runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
 //! a partial tail that [`RunWriter::open_resume`] cuts off; every finished rep stays.
 //! Whole files (meta.json) are written atomically (temp file + rename).
+//!
+//! A run folder is written by one process at a time: [`RunWriter`] holds an exclusive
+//! lock on it (`integrity`). Readers take a killed run as it is (its unterminated last
+//! lines are dropped), but refuse a folder that says two things at once: a rep twice in
+//! runs.csv, or a committed rep whose spans are not all there.
 
 pub mod envinfo;
 pub(crate) mod gpu_lanes;
+mod integrity;
 mod new_run;
+mod resume;
 pub mod schema;
 mod view;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
 pub use schema::*;
 pub use view::{covered_ns, family, RunView, SpanTime};
@@ -36,6 +44,11 @@ pub enum StoreError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    #[error(
+        "{path} is being written by another gapscope process (a run or a --resume of it); \
+         wait for that one to finish or stop it, then resume"
+    )]
+    Locked { path: PathBuf },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -143,110 +156,58 @@ pub struct RunWriter {
     spans: Appender,
     telemetry: Appender,
     activity: Appender,
-}
-
-/// A row that belongs to one rep (so a resume can drop the rows of unfinished reps).
-trait RepRow: serde::Serialize + serde::de::DeserializeOwned {
-    fn rep(&self) -> u32;
-    fn header() -> Vec<String>;
-}
-
-macro_rules! rep_row {
-    ($($t:ty),*) => {$(
-        impl RepRow for $t {
-            fn rep(&self) -> u32 {
-                self.rep
-            }
-            fn header() -> Vec<String> {
-                header_of(&<$t>::sample())
-            }
-        }
-    )*};
-}
-rep_row!(SpanRow, TelemetryRow, GpuActivityRow);
-
-/// Opens a per-rep CSV of a run folder being resumed: cuts a partial last line, drops
-/// rows of reps not in `done`, and creates the file (header only) where an older run
-/// folder has none.
-fn resume_rep_file<T: RepRow>(
-    path: &Path,
-    done: &std::collections::HashSet<u32>,
-) -> Result<Appender, StoreError> {
-    if !path.exists() {
-        return Appender::create(path, &strs(&T::header()));
-    }
-    truncate_partial_line(path)?;
-    let rows: Vec<T> = read_csv(path)?;
-    let header = strs(&T::header()).join(",");
-    let first_line = BufReader::new(File::open(path).map_err(io(path))?)
-        .lines()
-        .next()
-        .transpose()
-        .map_err(io(path))?
-        .unwrap_or_default();
-    // A file from an older gapscope (fewer columns) is rewritten under today's header,
-    // so that appended rows line up with it.
-    if first_line != header || rows.iter().any(|s| !done.contains(&s.rep())) {
-        let mut w = csv::Writer::from_writer(Vec::new());
-        for s in rows.iter().filter(|s| done.contains(&s.rep())) {
-            w.serialize(s).map_err(|e| csv_io(path, e))?;
-        }
-        let mut bytes = w
-            .into_inner()
-            .map_err(|e| io(path)(std::io::Error::other(e.to_string())))?;
-        if bytes.is_empty() {
-            bytes = format!("{header}\n").into_bytes();
-        }
-        write_atomic(path, &bytes).map_err(io(path))?;
-    }
-    Appender::append_existing(path)
+    /// Exclusive lock on the run folder, held while this writer lives.
+    _lock: File,
+    /// What a resume repaired (reps it found uncommitted), for the user.
+    notes: Vec<String>,
 }
 
 impl RunWriter {
     /// Creates a new run folder (never reuses an existing one) with its meta and the
-    /// experiment copy.
+    /// experiment copy. The folder is made whole under a hidden name
+    /// (`.<name>.partial`) and then renamed, so that a kill while it is made never leaves
+    /// a run folder without its meta.json.
     pub fn create(dir: &Path, meta: &Meta, experiment_text: &str) -> Result<Self, StoreError> {
         if let Some(parent) = dir.parent() {
             fs::create_dir_all(parent).map_err(io(parent))?;
         }
-        fs::create_dir(dir).map_err(io(dir))?;
-        fs::write(dir.join(EXPERIMENT_COPY), experiment_text).map_err(io(dir))?;
-        write_meta(dir, meta)?;
-        let runs = Appender::create(&dir.join(RUNS), &strs(&header_of(&RunRow::sample())))?;
-        let spans = Appender::create(&dir.join(SPANS), &strs(&SpanRow::header()))?;
-        let telemetry = Appender::create(&dir.join(TELEMETRY), &strs(&TelemetryRow::header()))?;
-        let activity = Appender::create(&dir.join(GPU_ACTIVITY), &strs(&GpuActivityRow::header()))?;
+        if dir.exists() {
+            return Err(io(dir)(std::io::Error::from(
+                std::io::ErrorKind::AlreadyExists,
+            )));
+        }
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+        let partial = dir.with_file_name(format!(".{name}.partial"));
+        fs::create_dir(&partial).map_err(io(&partial))?;
+        fs::write(partial.join(EXPERIMENT_COPY), experiment_text).map_err(io(&partial))?;
+        write_meta(&partial, meta)?;
+        for (file, header) in [
+            (RUNS, header_of(&RunRow::sample())),
+            (SPANS, header_of(&SpanRow::sample())),
+            (TELEMETRY, header_of(&TelemetryRow::sample())),
+            (GPU_ACTIVITY, header_of(&GpuActivityRow::sample())),
+        ] {
+            drop(Appender::create(&partial.join(file), &strs(&header))?);
+        }
+        // rename(2) does not replace a non-empty folder: a run folder made meanwhile
+        // under the same name stays as it is.
+        fs::rename(&partial, dir).map_err(io(dir))?;
+        let lock = integrity::lock_dir(dir)?;
         Ok(RunWriter {
             dir: dir.to_path_buf(),
-            runs,
-            spans,
-            telemetry,
-            activity,
+            runs: Appender::append_existing(&dir.join(RUNS))?,
+            spans: Appender::append_existing(&dir.join(SPANS))?,
+            telemetry: Appender::append_existing(&dir.join(TELEMETRY))?,
+            activity: Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
+            _lock: lock,
+            notes: Vec::new(),
         })
     }
 
-    /// Reopens a run folder to continue it: drops any partial tail and any spans of reps
-    /// without a row in runs.csv, and returns the finished rows.
-    pub fn open_resume(dir: &Path) -> Result<(Self, Vec<RunRow>), StoreError> {
-        let runs_path = dir.join(RUNS);
-        truncate_partial_line(&runs_path)?;
-        let rows: Vec<RunRow> = read_csv(&runs_path)?;
-        let done: std::collections::HashSet<u32> = rows.iter().map(|r| r.rep).collect();
-        // Keep only the rows of committed reps (a rep killed after its spans were
-        // written but before its row was is rerun).
-        let spans = resume_rep_file::<SpanRow>(&dir.join(SPANS), &done)?;
-        let telemetry = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
-        let activity = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
-        Ok((
-            RunWriter {
-                dir: dir.to_path_buf(),
-                runs: Appender::append_existing(&runs_path)?,
-                spans,
-                telemetry,
-                activity,
-            },
-            rows,
-        ))
+    /// What the resume that opened this writer repaired: one line per rep it found
+    /// uncommitted (its row dropped, to run again). Empty for a new run.
+    pub fn resume_notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Appends one rep's NVML samples and GPU activity. Call before [`append_rep`]
@@ -268,40 +229,23 @@ impl RunWriter {
         self.activity.flush()
     }
 
-    /// Appends one rep (spans, then its run row) and flushes both.
+    /// Appends one rep (spans, then its run row) and flushes both. The row records how
+    /// many span rows the rep has (`span_rows`), so that a reader or a resume can tell a
+    /// rep whose spans were cut off from a complete one.
     pub fn append_rep(&mut self, run: &RunRow, spans: &[SpanRow]) -> Result<(), StoreError> {
         for s in spans {
             self.spans.write(s)?;
         }
         self.spans.flush()?;
-        self.runs.write(run)?;
+        let mut run = run.clone();
+        run.span_rows = Some(spans.len() as u32);
+        self.runs.write(&run)?;
         self.runs.flush()
     }
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
-}
-
-/// Cuts a file back to its last complete line (a kill mid-write leaves a partial one).
-fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
-    let bytes = fs::read(path).map_err(io(path))?;
-    if bytes.is_empty() || bytes.ends_with(b"\n") {
-        return Ok(());
-    }
-    let keep = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map(|p| p + 1)
-        .unwrap_or(0);
-    let f = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io(path))?;
-    f.set_len(keep as u64).map_err(io(path))?;
-    let mut f = f;
-    f.seek(std::io::SeekFrom::End(0)).map_err(io(path))?;
-    Ok(())
 }
 
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
@@ -327,12 +271,29 @@ pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
 /// whose last line is cut short (no trailing newline and unparsable) is reported as
 /// truncated.
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
-    let (path, text) = &read_text(path)?;
-    let path = path.as_path();
-    let total_lines = text.as_slice().lines().count() as u64;
+    let (path, bytes) = read_text(path)?;
+    parse_csv(&path, &bytes)
+}
+
+/// [`read_csv`] of the file's complete lines only: every row is written with its line
+/// end, so an unterminated last line is what a run killed mid-write leaves, and it is
+/// left out (its rep has no runs.csv row yet, or it is found incomplete by its count).
+pub fn read_csv_complete<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Vec<T>, StoreError> {
+    let (path, bytes) = read_text(path)?;
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    parse_csv(&path, &bytes[..keep])
+}
+
+fn parse_csv<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<Vec<T>, StoreError> {
+    let total_lines = bytes.lines().count() as u64;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_reader(text.as_slice());
+        .from_reader(bytes);
     let mut out = Vec::new();
     for rec in rdr.deserialize() {
         match rec {
@@ -394,8 +355,9 @@ impl RunData {
             });
         }
         let meta = read_meta(dir)?;
-        let runs = read_csv(&dir.join(RUNS))?;
-        let spans = read_csv(&dir.join(SPANS))?;
+        let runs = read_csv_complete(&dir.join(RUNS))?;
+        let spans = read_csv_complete(&dir.join(SPANS))?;
+        integrity::check_loaded(dir, &runs, &spans)?;
         Ok(RunData {
             dir: dir.to_path_buf(),
             meta,
@@ -442,7 +404,7 @@ fn gz_path(path: &Path) -> PathBuf {
 
 fn read_optional_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
     if path.exists() || gz_path(path).exists() {
-        read_csv(path)
+        read_csv_complete(path)
     } else {
         Ok(Vec::new())
     }

@@ -58,6 +58,7 @@ impl NewRun {
             params: Vec::new(),
             setup_ns: BTreeMap::new(),
             completed_utc: None,
+            experiment_sha256: None,
         }
     }
 }

@@ -46,6 +46,11 @@ pub struct RunRow {
     pub gpu_mem_used_end_bytes: Option<u64>,
     /// Why the rep failed (empty when ok).
     pub error: String,
+    /// How many rows of spans.csv the rep wrote (before this row, which commits it). A
+    /// rep with fewer or more is not committed: its spans were cut off or doubled.
+    /// Empty in run folders from before this column.
+    #[serde(default)]
+    pub span_rows: Option<u32>,
 }
 
 impl RunRow {
@@ -65,6 +70,7 @@ impl RunRow {
             rss_end_bytes: None,
             gpu_mem_used_end_bytes: None,
             error: String::new(),
+            span_rows: None,
         }
     }
 }
@@ -393,6 +399,10 @@ pub struct Meta {
     /// Set when the run finished its schedule.
     #[serde(default)]
     pub completed_utc: Option<String>,
+    /// sha256 of the folder's experiment.toml as the run started: a resume refuses a
+    /// copy edited since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment_sha256: Option<String>,
 }
 
 impl Meta {
@@ -423,6 +433,7 @@ impl Meta {
             params: vec![],
             setup_ns: Default::default(),
             completed_utc: None,
+            experiment_sha256: None,
         }
     }
 }

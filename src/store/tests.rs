@@ -56,11 +56,11 @@ fn truncated_csv_names_file_and_line_and_resume_repairs_it() {
     bytes.extend_from_slice(&line);
     bytes.extend_from_slice(&line[..line.len() / 2]);
     std::fs::write(&spans, &bytes).unwrap();
-    let e = RunData::load(&dir).unwrap_err().to_string();
-    assert!(
-        e.contains("spans.csv") && e.contains("line 7") && e.contains("truncated"),
-        "{e}"
-    );
+    // A killed run can be read as it is: the unterminated line is left out, and the
+    // killed rep's whole rows belong to no committed rep.
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(data.runs.len(), 2);
+    assert_eq!(data.spans.iter().filter(|s| s.rep < 2).count(), 4);
 
     let (mut w, rows) = RunWriter::open_resume(&dir).unwrap();
     assert_eq!(rows.len(), 2);
@@ -80,4 +80,160 @@ fn a_folder_without_meta_is_explained() {
     let d = tempfile::tempdir().unwrap();
     let e = RunData::load(d.path()).unwrap_err().to_string();
     assert!(e.contains("not a gapscope run folder"), "{e}");
+}
+
+/// A run folder of `n` committed reps (two spans each), closed.
+fn folder(n: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "name = \"t\"").unwrap();
+    for i in 0..n {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    (d, dir)
+}
+
+#[test]
+fn a_run_folder_has_one_writer_at_a_time() {
+    let (_d, dir) = folder(2);
+    let (w, _) = RunWriter::open_resume(&dir).unwrap();
+    let e = RunWriter::open_resume(&dir)
+        .err()
+        .expect("second writer refused");
+    assert!(matches!(e, StoreError::Locked { .. }), "{e}");
+    assert!(e.to_string().contains("another gapscope process"), "{e}");
+    drop(w);
+    // Released with the writer (and by the kernel when a process dies).
+    RunWriter::open_resume(&dir).unwrap();
+}
+
+#[test]
+fn a_committed_rep_whose_spans_were_cut_is_refused_by_readers_and_rerun_by_resume() {
+    let (_d, dir) = folder(4);
+    // Cut spans.csv mid-file: rep 3's spans and half of rep 2's are gone.
+    let spans = dir.join(SPANS);
+    let text = std::fs::read_to_string(&spans).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = format!("{}\n{}", lines[..6].join("\n"), &lines[6][..5]);
+    std::fs::write(&spans, cut).unwrap();
+    let e = RunData::load(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("rep 2") && e.contains("1 of its 2 span rows") && e.contains("--resume"),
+        "{e}"
+    );
+    let (w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert_eq!(rows.iter().map(|r| r.rep).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(w.resume_notes().len(), 2, "{:?}", w.resume_notes());
+    assert!(
+        w.resume_notes()[0].contains("rep 2"),
+        "{:?}",
+        w.resume_notes()
+    );
+    drop(w);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(data.runs.len(), 2);
+    assert_eq!(data.spans.len(), 4, "rep 2's remaining span row dropped");
+}
+
+#[test]
+fn a_resume_of_an_emptied_runs_csv_writes_its_header_back() {
+    let (_d, dir) = folder(2);
+    std::fs::write(dir.join(RUNS), b"").unwrap();
+    let (mut w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert!(rows.is_empty());
+    let (r, s) = rep(0);
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(data.runs.len(), 1);
+    assert_eq!(
+        data.spans.len(),
+        2,
+        "spans of reps without a row were dropped"
+    );
+}
+
+#[test]
+fn a_rep_twice_in_runs_csv_is_refused_with_a_message_not_a_panic() {
+    let (_d, dir) = folder(3);
+    let runs = dir.join(RUNS);
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let second = text.lines().nth(2).unwrap().to_string();
+    std::fs::write(&runs, format!("{text}{second}\n")).unwrap();
+    for e in [
+        RunData::load(&dir).unwrap_err().to_string(),
+        RunWriter::open_resume(&dir).err().unwrap().to_string(),
+    ] {
+        assert!(
+            e.contains("rep 1 has two rows (lines 3 and 5)") && e.contains("Keep one row"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn outputs_inside_a_run_folder_are_refused() {
+    let (_d, dir) = folder(1);
+    for p in [
+        dir.join(SPANS),
+        dir.join("trace.json"),
+        dir.join("sub").join("x"),
+        dir.clone(),
+    ] {
+        let e = check_output_path(&p).unwrap_err().to_string();
+        assert!(e.contains("inside the run folder"), "{e}");
+    }
+    check_output_path(&dir.parent().unwrap().join("trace.json")).unwrap();
+}
+
+#[test]
+fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
+    let stored = meta();
+    let mut fresh = meta();
+    fresh.host.hostname = "elsewhere".into();
+    fresh.command = vec!["gapscope".into()];
+    assert!(resume_mismatch(&stored, &fresh).is_empty());
+    fresh.workload.batch = 2;
+    let d = resume_mismatch(&stored, &fresh);
+    assert_eq!(
+        d,
+        vec!["batch: 1 in meta.json, 2 in experiment.toml".to_string()]
+    );
+    // Knobs: a changed value differs; a knob only today's version lists does not.
+    let variant = |knobs: &[(&str, &str)]| VariantMeta {
+        name: "a".into(),
+        backend: "cpu".into(),
+        knobs: knobs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        counters: None,
+    };
+    let (mut old, mut new) = (meta(), meta());
+    old.variants = vec![variant(&[("drop", "sync")])];
+    new.variants = vec![variant(&[("drop", "sync"), ("streams", "2")])];
+    assert!(resume_mismatch(&old, &new).is_empty());
+    new.variants = vec![variant(&[("drop", "async")])];
+    assert_eq!(
+        resume_mismatch(&old, &new),
+        vec!["variant a drop: sync in meta.json, async in experiment.toml".to_string()]
+    );
+    // A meta.json with a field this version does not know still reads and resumes.
+    let (_t, dir) = folder(1);
+    let mut v = serde_json::to_value(meta()).unwrap();
+    v["counter_source"] = serde_json::json!({"instructions": "emulated"});
+    std::fs::write(dir.join(META), serde_json::to_vec(&v).unwrap()).unwrap();
+    let m = read_meta(&dir).unwrap();
+    assert!(resume_mismatch(&m, &meta()).is_empty());
+    // The experiment copy's hash, where recorded, catches any other edit.
+    let mut a = meta();
+    a.experiment_sha256 = Some(experiment_sha256("x"));
+    let mut b = meta();
+    b.experiment_sha256 = Some(experiment_sha256("y"));
+    assert!(
+        resume_mismatch(&a, &b)[0].contains("edited"),
+        "{:?}",
+        resume_mismatch(&a, &b)
+    );
 }

@@ -38,10 +38,11 @@ pub struct RunView {
 
 /// `synthesis[3]` → `synthesis[*]`: per-item spans are grouped under one name.
 pub fn family(name: &str) -> Cow<'_, str> {
-    if let Some(open) = name.rfind('[') {
-        let inner = &name[open + 1..name.len().saturating_sub(1)];
-        if name.ends_with(']') && !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
-            return Cow::Owned(format!("{}[*]", &name[..open]));
+    // `strip_suffix` first: a name ending in `[` (read from a damaged spans.csv) has no
+    // index between the brackets, and slicing one out of it would panic.
+    if let Some((stem, inner)) = name.strip_suffix(']').and_then(|n| n.rsplit_once('[')) {
+        if !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
+            return Cow::Owned(format!("{stem}[*]"));
         }
     }
     Cow::Borrowed(name)
@@ -304,6 +305,10 @@ mod tests {
         assert_eq!(family("synthesis"), "synthesis");
         assert_eq!(family("a[b]"), "a[b]");
         assert_eq!(family("x[]"), "x[]");
+        // Names from a damaged spans.csv: no panic, no family.
+        assert_eq!(family("x["), "x[");
+        assert_eq!(family("["), "[");
+        assert_eq!(family("]"), "]");
     }
 
     #[test]

@@ -182,6 +182,7 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
             rss_end_bytes: crate::store::envinfo::rss_bytes(),
             gpu_mem_used_end_bytes: t.gpu_mem_used_end_bytes,
             error: error.clone(),
+            span_rows: None,
         };
         writer.append_gpu(&t.samples, &t.activity)?;
         writer.append_rep(&row, &rows)?;

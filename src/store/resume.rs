@@ -1,0 +1,154 @@
+//! Reopening a run folder to continue it (`gapscope run --resume`): under the folder's
+//! lock, cut what a kill left half-written, drop reps that are not wholly committed, and
+//! reopen the CSV files for appending under today's headers.
+//!
+//! A rep is committed when its runs.csv row is there and spans.csv holds as many of its
+//! rows as that row says (`span_rows`). A rep whose spans were cut off (a spans.csv cut
+//! mid-file, as the truncation error once advised) loses its row here and runs again,
+//! rather than entering comparisons with no spans.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek};
+use std::path::Path;
+
+use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
+use super::{
+    csv_io, header_of, io, read_csv, strs, write_atomic, Appender, GpuActivityRow, RunRow,
+    RunWriter, SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY, META, RUNS, SPANS, TELEMETRY,
+};
+
+/// A row that belongs to one rep (so a resume can drop the rows of unfinished reps).
+trait RepRow: serde::Serialize + serde::de::DeserializeOwned {
+    fn rep(&self) -> u32;
+    fn header() -> Vec<String>;
+}
+
+macro_rules! rep_row {
+    ($($t:ty),*) => {$(
+        impl RepRow for $t {
+            fn rep(&self) -> u32 {
+                self.rep
+            }
+            fn header() -> Vec<String> {
+                header_of(&<$t>::sample())
+            }
+        }
+    )*};
+}
+rep_row!(RunRow, SpanRow, TelemetryRow, GpuActivityRow);
+
+/// Opens a per-rep CSV of a run folder being resumed: cuts a partial last line, drops
+/// rows of reps not in `done`, and creates the file (header only) where an older run
+/// folder has none. A file whose first line is not today's header (an older gapscope's,
+/// or none at all in an emptied file) is rewritten under it, so that appended rows line
+/// up with it.
+fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Appender, StoreError> {
+    if !path.exists() {
+        return Appender::create(path, &strs(&T::header()));
+    }
+    truncate_partial_line(path)?;
+    let rows: Vec<T> = read_csv(path)?;
+    let header = strs(&T::header()).join(",");
+    let first_line = BufReader::new(File::open(path).map_err(io(path))?)
+        .lines()
+        .next()
+        .transpose()
+        .map_err(io(path))?
+        .unwrap_or_default();
+    if first_line != header || rows.iter().any(|s| !done.contains(&s.rep())) {
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::new());
+        w.write_record(header.split(','))
+            .map_err(|e| csv_io(path, e))?;
+        for s in rows.iter().filter(|s| done.contains(&s.rep())) {
+            w.serialize(s).map_err(|e| csv_io(path, e))?;
+        }
+        let bytes = w
+            .into_inner()
+            .map_err(|e| io(path)(std::io::Error::other(e.to_string())))?;
+        write_atomic(path, &bytes).map_err(io(path))?;
+    }
+    Appender::append_existing(path)
+}
+
+/// Cuts a file back to its last complete line (a kill mid-write leaves a partial one).
+fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|p| p + 1)
+        .unwrap_or(0);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    f.set_len(keep as u64).map_err(io(path))?;
+    f.seek(std::io::SeekFrom::End(0)).map_err(io(path))?;
+    Ok(())
+}
+
+impl RunWriter {
+    /// Reopens a run folder to continue it, under its exclusive lock (a second resume
+    /// of the same folder is refused while this writer lives). Drops any partial tail,
+    /// the row of every rep whose spans are not all in spans.csv (see
+    /// [`RunWriter::resume_notes`]), and the rows of other files that belong to no
+    /// committed rep; returns the committed rows.
+    pub fn open_resume(dir: &Path) -> Result<(Self, Vec<RunRow>), StoreError> {
+        if !dir.join(META).is_file() {
+            return Err(StoreError::Invalid {
+                path: dir.to_path_buf(),
+                message: format!("no {META} here: not a run folder to resume"),
+            });
+        }
+        let lock = lock_dir(dir)?;
+        let runs_path = dir.join(RUNS);
+        truncate_partial_line(&runs_path)?;
+        let rows: Vec<RunRow> = read_csv(&runs_path)?;
+        check_unique_reps(&runs_path, &rows)?;
+        let spans_path = dir.join(SPANS);
+        let mut span_counts: HashMap<u32, usize> = HashMap::new();
+        if spans_path.exists() {
+            truncate_partial_line(&spans_path)?;
+            for s in read_csv::<SpanRow>(&spans_path)? {
+                *span_counts.entry(s.rep).or_default() += 1;
+            }
+        }
+        let mut notes = Vec::new();
+        let rows: Vec<RunRow> = rows
+            .into_iter()
+            .filter(|r| {
+                let n = span_counts.get(&r.rep).copied().unwrap_or(0);
+                match uncommitted_reason(r, n) {
+                    Some(why) => {
+                        notes.push(format!("rep {} ({}) runs again: {why}", r.rep, r.variant));
+                        false
+                    }
+                    None => true,
+                }
+            })
+            .collect();
+        let done: HashSet<u32> = rows.iter().map(|r| r.rep).collect();
+        let runs = resume_rep_file::<RunRow>(&runs_path, &done)?;
+        let spans = resume_rep_file::<SpanRow>(&spans_path, &done)?;
+        let telemetry = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
+        let activity = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
+        Ok((
+            RunWriter {
+                dir: dir.to_path_buf(),
+                runs,
+                spans,
+                telemetry,
+                activity,
+                _lock: lock,
+                notes,
+            },
+            rows,
+        ))
+    }
+}

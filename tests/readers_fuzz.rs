@@ -1,0 +1,233 @@
+//! Every reader of a run folder fed random bytes and random edits of real results files
+//! (runs.csv, spans.csv, telemetry.csv, gpu_activity.csv, meta.json) and of an
+//! experiment file: each answers with a value or a clean error, never a panic. What the
+//! readers hand on (the phase table, the leak watch, the charts' view and the Chrome
+//! export) is run on whatever they accept, since a reader that accepts nonsense must not
+//! make the next step panic either.
+
+#[path = "fixtures/run.rs"]
+mod fixture;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use gapscope::experiment::Experiment;
+use gapscope::export::{ExportFormat, RepSelection};
+use gapscope::store::{self, RunData, RunView};
+use proptest::prelude::*;
+
+const FILES: [&str; 5] = [
+    "runs.csv",
+    "spans.csv",
+    "telemetry.csv",
+    "gpu_activity.csv",
+    "meta.json",
+];
+
+/// A real run folder with GPU files, written once; each case edits a copy.
+fn original() -> &'static (tempfile::TempDir, PathBuf) {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = fixture::write(
+            tmp.path(),
+            &fixture::Options {
+                gpu: true,
+                all_failed: false,
+            },
+        );
+        (tmp, dir)
+    })
+}
+
+/// One edit of a file's bytes.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// Keep this share (per mille) of the file.
+    Truncate(u16),
+    /// Overwrite bytes at a position (per mille of the length).
+    Overwrite(u16, Vec<u8>),
+    /// Insert bytes at a position.
+    Insert(u16, Vec<u8>),
+    /// Remove line `i` (modulo the line count).
+    DeleteLine(usize),
+    /// Repeat line `i`.
+    DuplicateLine(usize),
+    /// Replace field `j` of line `i` (CSV: between commas; JSON: a value) with a string.
+    Field(usize, usize, String),
+}
+
+/// Values a field may be replaced with: empty, signs, overflow, floats, quotes, brackets
+/// (span families), separators and line breaks.
+fn odd_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just("-1".to_string()),
+        Just("18446744073709551615".to_string()),
+        Just("18446744073709551616".to_string()),
+        Just("4294967296".to_string()),
+        Just("1e400".to_string()),
+        Just("NaN".to_string()),
+        Just("\"".to_string()),
+        Just("x[".to_string()),
+        Just("[".to_string()),
+        Just("]".to_string()),
+        Just("a[]".to_string()),
+        Just("true".to_string()),
+        Just("null".to_string()),
+        Just("ok".to_string()),
+        Just("failed".to_string()),
+        Just("{".to_string()),
+        Just(",".to_string()),
+        Just("\n".to_string()),
+        Just("0".to_string()),
+        "[0-9]{1,20}",
+        any::<String>(),
+    ]
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (0u16..=1000).prop_map(Edit::Truncate),
+        (0u16..=1000, prop::collection::vec(any::<u8>(), 1..16))
+            .prop_map(|(p, b)| Edit::Overwrite(p, b)),
+        (0u16..=1000, prop::collection::vec(any::<u8>(), 1..16))
+            .prop_map(|(p, b)| Edit::Insert(p, b)),
+        any::<usize>().prop_map(Edit::DeleteLine),
+        any::<usize>().prop_map(Edit::DuplicateLine),
+        (any::<usize>(), any::<usize>(), odd_value()).prop_map(|(i, j, v)| Edit::Field(i, j, v)),
+        (any::<usize>(), any::<usize>(), odd_value()).prop_map(|(i, j, v)| Edit::Field(i, j, v)),
+    ]
+}
+
+fn at(len: usize, per_mille: u16) -> usize {
+    len * per_mille as usize / 1000
+}
+
+fn apply(bytes: &mut Vec<u8>, e: &Edit) {
+    let lines = || -> Vec<Vec<u8>> { bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect() };
+    match e {
+        Edit::Truncate(p) => bytes.truncate(at(bytes.len(), *p)),
+        Edit::Overwrite(p, b) => {
+            let start = at(bytes.len(), *p);
+            for (i, x) in b.iter().enumerate() {
+                if let Some(slot) = bytes.get_mut(start + i) {
+                    *slot = *x;
+                }
+            }
+        }
+        Edit::Insert(p, b) => {
+            let start = at(bytes.len(), *p);
+            bytes.splice(start..start, b.iter().copied());
+        }
+        Edit::DeleteLine(i) => {
+            let mut l = lines();
+            let i = i % l.len();
+            l.remove(i);
+            *bytes = l.join(&b'\n');
+        }
+        Edit::DuplicateLine(i) => {
+            let mut l = lines();
+            let i = i % l.len();
+            let dup = l[i].clone();
+            l.insert(i, dup);
+            *bytes = l.join(&b'\n');
+        }
+        Edit::Field(i, j, v) => {
+            let mut l = lines();
+            let i = i % l.len();
+            let sep = if l[i].contains(&b',') { b',' } else { b':' };
+            let mut fields: Vec<Vec<u8>> = l[i].split(|&b| b == sep).map(<[u8]>::to_vec).collect();
+            let j = j % fields.len();
+            fields[j] = v.as_bytes().to_vec();
+            l[i] = fields.join(&sep);
+            *bytes = l.join(&b'\n');
+        }
+    }
+}
+
+/// A copy of the original folder with `edits` applied to `file`.
+fn edited(file: &str, edits: &[Edit], replace: Option<&[u8]>) -> (tempfile::TempDir, PathBuf) {
+    let (_, orig) = original();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    for e in std::fs::read_dir(orig).unwrap().flatten() {
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let path = dir.join(file);
+    let mut bytes = match replace {
+        Some(b) => b.to_vec(),
+        None => std::fs::read(&path).unwrap(),
+    };
+    for e in edits {
+        apply(&mut bytes, e);
+    }
+    std::fs::write(&path, bytes).unwrap();
+    (tmp, dir)
+}
+
+/// Every reader, and what they hand on; errors are fine, panics fail the case.
+fn read_everything(dir: &Path) {
+    let _ = store::read_meta(dir);
+    let Ok(data) = RunData::load(dir) else {
+        return;
+    };
+    let _ = data.load_telemetry();
+    let _ = data.load_gpu_activity();
+    let _ = gapscope::summary::phase_table(&data);
+    let _ = gapscope::telemetry::leak_flags(&data);
+    let view = RunView::new(data);
+    let _ = ExportFormat::Chrome
+        .exporter()
+        .serialize(&view, RepSelection::All);
+}
+
+/// 96 cases per property (a few seconds in a debug build), or `PROPTEST_CASES`.
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(96);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn edited_results_files_give_values_or_clean_errors(
+        file in prop::sample::select(FILES.to_vec()),
+        edits in prop::collection::vec(edit(), 1..5),
+    ) {
+        let (_tmp, dir) = edited(file, &edits, None);
+        read_everything(&dir);
+    }
+
+    #[test]
+    fn random_bytes_as_a_results_file_give_clean_errors(
+        file in prop::sample::select(FILES.to_vec()),
+        bytes in prop::collection::vec(any::<u8>(), 0..512),
+    ) {
+        let (_tmp, dir) = edited(file, &[], Some(&bytes));
+        read_everything(&dir);
+    }
+
+    #[test]
+    fn edited_or_random_experiment_files_give_clean_errors(
+        edits in prop::collection::vec(edit(), 0..5),
+        random in prop::option::of(prop::collection::vec(any::<u8>(), 0..512)),
+    ) {
+        let mut bytes = random.unwrap_or_else(|| {
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/quickstart.toml")).unwrap()
+        });
+        for e in &edits {
+            apply(&mut bytes, e);
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = Experiment::parse(&text, Path::new("fuzz.toml"));
+    }
+}
