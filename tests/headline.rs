@@ -60,7 +60,7 @@ fn an_improvement() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) 1.132 s → 992.5 ms, -139.6 ms -12.3% [-12.5%, -12.0%]: improved (p=0.002)",
+            "End to end: prove (total) medians 1.132 s → 992.5 ms, per-pair change -139.6 ms -12.3% [-12.5%, -12.0%]: improved (p=0.002)",
             "Significant changes: msm_h (total) -137.5 ms -20.0% [-20.3%, -19.5%] improved (p=0.002); synthesis[1] (total) -1.237 ms -10.3% [-11.0%, -9.4%] improved (p=0.002); msm_h (page_faults) -137 -19.9% [-20.3%, -19.5%] improved (p=0.002); 11 more in the tables below",
             "Critical path: msm_h -137.5 ms, synthesis -1.202 ms; net -138.7 ms of significant self-time changes on it",
         ]
@@ -75,7 +75,7 @@ fn a_regression() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) 1.132 s → 1.266 s, +134.5 ms +11.9% [+11.6%, +12.2%]: regressed (p=0.002)",
+            "End to end: prove (total) medians 1.132 s → 1.266 s, per-pair change +134.5 ms +11.9% [+11.6%, +12.2%]: regressed (p=0.002)",
             "Significant changes: gpu_prove (self) +100.00 ms +166858.4% [+166858.1%, +166859.3%] regressed (p=0.002); msm_h (total) +35.47 ms +5.1% [+4.7%, +5.5%] regressed (p=0.002); context_switches (threads with spans) +3 +13.6% [+13.6%, +13.6%] regressed (p=0.002); 9 more in the tables below",
             "Critical path: gpu_prove +100.00 ms, msm_h +35.47 ms; net +135.5 ms of significant self-time changes on it",
         ]
@@ -90,7 +90,7 @@ fn an_a_a_run() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) 1.131 s → 1.129 s, -222.6 µs -0.0% [-0.9%, +1.4%]: unchanged (p=0.922)",
+            "End to end: prove (total) medians 1.131 s → 1.129 s, per-pair change -222.6 µs -0.0% [-0.9%, +1.4%]: unchanged (p=0.922)",
             "Significant changes: none (no span, measure or counter clears the noise floor with p < alpha)",
             "Critical path: no span's self time on it changed significantly",
         ]
@@ -106,7 +106,7 @@ fn an_unresolved_change() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) 1.077 s → 1.113 s, +74.15 ms +6.9% [-16.4%, +14.7%]: unchanged (p=0.562)",
+            "End to end: prove (total) medians 1.077 s → 1.113 s, per-pair change +74.15 ms +6.9% [-16.4%, +14.7%]: unchanged (p=0.562)",
             "Significant changes: none (no span, measure or counter clears the noise floor with p < alpha)",
             "Critical path: no span's self time on it changed significantly",
         ]
@@ -124,7 +124,7 @@ fn a_drop_moved_off_the_critical_path() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) 1.132 s → 1.132 s, +31.35 µs +0.0% [-0.2%, +0.4%]: unchanged (p=0.846)",
+            "End to end: prove (total) medians 1.132 s → 1.132 s, per-pair change +31.35 µs +0.0% [-0.2%, +0.4%]: unchanged (p=0.846)",
             "Significant changes: gpu_prove (self) +119.8 µs +199.8% [+199.0%, +201.0%] regressed (p=0.002); drop (self on critical path) -25.05 µs -100.0% [-100.3%, -99.8%] improved (p=0.002); drop_assignments (self on critical path) -8.019 µs -100.0% [-100.5%, -99.9%] improved (p=0.002)",
             "Critical path: gpu_prove +119.8 µs, drop -25.05 µs (left it), drop_assignments -8.019 µs (left it); net +86.68 µs of significant self-time changes on it",
         ]
@@ -138,7 +138,7 @@ fn the_recorded_quickstart_run() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) 1.123 s → 1.157 s, +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
+            "End to end: prove (total) medians 1.123 s → 1.157 s, change +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
             "Significant changes: drop (self on critical path) -24.77 µs -100.0% [-100.0%, -100.0%] improved (p=0.008); drop_assignments (self on critical path) -7.521 µs -100.0% [-100.0%, -100.0%] improved (p=0.008)",
             "Critical path: drop -24.77 µs (left it), drop_assignments -7.521 µs (left it); net -32.29 µs of significant self-time changes on it",
         ]
@@ -252,4 +252,23 @@ fn a_leaf_span_prints_one_row() {
     );
     let wrapper = rows("kernels");
     assert!(wrapper.contains(&"total".to_string()) && wrapper.contains(&"self".to_string()));
+}
+
+#[test]
+fn too_few_reps_for_any_verdict() {
+    let mut run = candidate(|v| v.scaled("msm_h", 0.8));
+    run.reps = 3;
+    let h = headline_of(&run);
+    assert!(
+        h[1].ends_with(": too few reps (need 5/side) (p=0.100)"),
+        "{}",
+        h[1]
+    );
+    assert_eq!(
+        h[2..],
+        [
+            "Significant changes: none can be told: too few reps for a verdict (need 5 per side)",
+            "Critical path: no verdicts for the same reason",
+        ]
+    );
 }

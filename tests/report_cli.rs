@@ -462,7 +462,7 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
     // The answer before any table: the diff's headline, then the chart of the change.
     let first_table = md.find("\n| ").unwrap();
     let headline = md
-        .find("- **End to end:** prove (total) 1.123 s → 1.157 s")
+        .find("- **End to end:** prove (total) medians 1.123 s → 1.157 s, change +33.48 ms")
         .unwrap();
     let chart = md
         .find("![Where the time went: the change](change.png)")

@@ -7,9 +7,10 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS};
+use super::compare::{Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS};
 use super::fmt::{delta_cell, fmt_p, measure_label, opt_value, signed};
 use super::gaps::Contributions;
+use crate::counters::CounterKind;
 
 /// How many significant changes the headline names (the tables below list all).
 pub const HEADLINE_CHANGES: usize = 3;
@@ -114,7 +115,8 @@ pub(crate) fn headline(
     let mut distinct: Vec<Comparison> = Vec::new();
     for c in significant {
         // CPU time of a span restates its time's change in the same direction.
-        let kind = if is_time(c) || c.measure == Measure::Counter("task_clock_ns".into()) {
+        let cpu_time = Measure::Counter(CounterKind::TaskClockNs.column().into());
+        let kind = if is_time(c) || c.measure == cpu_time {
             "time".to_string()
         } else {
             c.measure.to_string()
@@ -189,8 +191,15 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
         }
     };
     let t = &h.end_to_end;
+    // Paired, the change is the median of per-pair differences, which need not be the
+    // difference of the two medians: say which.
+    let how = if t.pairs.is_some() {
+        "per-pair change"
+    } else {
+        "change"
+    };
     let mut first = format!(
-        "{} {} ({}) {} → {}, {}",
+        "{} {} ({}) medians {} → {}, {how} {}",
         label("End to end"),
         t.span,
         measure_label(&t.measure),
@@ -202,6 +211,17 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
     let _ = write!(first, ": {}", t.verdict);
     if !p.is_empty() {
         let _ = write!(first, " ({p})");
+    }
+    // Without enough reps nothing can be significant: say that, not "nothing changed".
+    if let Verdict::TooFewReps { needed } = t.verdict {
+        return vec![
+            first,
+            format!(
+                "{} none can be told: too few reps for a verdict (need {needed} per side)",
+                label("Significant changes")
+            ),
+            format!("{} no verdicts for the same reason", label("Critical path")),
+        ];
     }
     let second = if h.changes.is_empty() {
         format!(

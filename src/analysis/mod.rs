@@ -51,7 +51,7 @@ pub use compare::{Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use diff::{diff_runs, CarryOver};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
-pub use render::{markdown_sections, render, Format, Section};
+pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
 
 use crate::store::WorkloadMeta;

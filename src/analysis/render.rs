@@ -143,6 +143,16 @@ pub fn markdown_sections(diff: &Diff, sections: &[Section], level: usize) -> Str
     out
 }
 
+/// Terminal text of some sections of a diff, e.g. the title and headline that
+/// `gapscope run` prints at its end.
+pub fn render_sections(diff: &Diff, sections: &[Section]) -> String {
+    let mut out = String::new();
+    for &s in sections {
+        section(&mut out, diff, s, false, 2);
+    }
+    out
+}
+
 /// Knobs that differ between the sides, e.g. "drop=sync" / "drop=async".
 fn knob_labels(d: &Diff) -> (String, String) {
     let (b, c) = (&d.baseline.knobs, &d.candidate.knobs);
