@@ -61,7 +61,7 @@ fn an_improvement() {
         h[1..],
         [
             "End to end: prove (total) medians 1.132 s → 992.5 ms, per-pair change -139.6 ms -12.3% [-12.5%, -12.0%]: improved (p=0.002)",
-            "Significant changes: msm_h (total) -137.5 ms -20.0% [-20.3%, -19.5%] improved (p=0.002); synthesis[1] (total) -1.237 ms -10.3% [-11.0%, -9.4%] improved (p=0.002); msm_h (page_faults) -137 -19.9% [-20.3%, -19.5%] improved (p=0.002); 11 more in the tables below",
+            "Significant changes: msm_h (total) -137.5 ms -20.0% [-20.3%, -19.5%] improved (p=0.002); synthesis[1] (total) -1.237 ms -10.3% [-11.0%, -9.4%] improved (p=0.002); msm_h (page_faults) -137 -19.9% [-20.3%, -19.5%] improved (p=0.002); 11 more in the tables",
             "Critical path: msm_h -137.5 ms, synthesis -1.202 ms; net -138.7 ms of significant self-time changes on it",
         ]
     );
@@ -76,7 +76,7 @@ fn a_regression() {
         h[1..],
         [
             "End to end: prove (total) medians 1.132 s → 1.266 s, per-pair change +134.5 ms +11.9% [+11.6%, +12.2%]: regressed (p=0.002)",
-            "Significant changes: gpu_prove (self) +100.00 ms +166858.4% [+166858.1%, +166859.3%] regressed (p=0.002); msm_h (total) +35.47 ms +5.1% [+4.7%, +5.5%] regressed (p=0.002); context_switches (threads with spans) +3 +13.6% [+13.6%, +13.6%] regressed (p=0.002); 9 more in the tables below",
+            "Significant changes: gpu_prove (self) +100.00 ms +166858.4% [+166858.1%, +166859.3%] regressed (p=0.002); msm_h (total) +35.47 ms +5.1% [+4.7%, +5.5%] regressed (p=0.002); context_switches (threads with spans) +3 +13.6% [+13.6%, +13.6%] regressed (p=0.002); 9 more in the tables",
             "Critical path: gpu_prove +100.00 ms, msm_h +35.47 ms; net +135.5 ms of significant self-time changes on it",
         ]
     );

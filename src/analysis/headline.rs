@@ -235,7 +235,7 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
             h.changes.iter().map(change).collect::<Vec<_>>().join("; ")
         );
         if h.more_changes > 0 {
-            let _ = write!(s, "; {} more in the tables below", h.more_changes);
+            let _ = write!(s, "; {} more in the tables", h.more_changes);
         }
         s
     };
