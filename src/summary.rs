@@ -8,13 +8,18 @@ use crate::stats::median;
 use crate::store::{RepStatus, RunData};
 
 /// Rows shown: (span, label, self time rather than total). The summary's phases of the
-/// span tree, indented by depth, with the wrapper's unattributed (self) time under it.
-fn rows() -> Vec<(&'static str, String, bool)> {
+/// span tree, indented by depth and labelled for `backend` (None: variants of several
+/// backends), with the wrapper's unattributed (self) time under it.
+fn rows(backend: Option<&str>) -> Vec<(&'static str, String, bool)> {
     let mut out = Vec::new();
     for (name, depth) in spans::SUMMARY_PHASES {
         let label = match depth {
             0 => format!("total ({name})"),
-            d => format!("{}{name}", "  ".repeat(d - 1)),
+            d => format!(
+                "{}{}",
+                "  ".repeat(d - 1),
+                spans::phase_label(name, backend)
+            ),
         };
         out.push((name, label, false));
         if name == spans::GPU_PROVE {
@@ -34,7 +39,7 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
         .map(|r| r.rep)
         .collect();
     let mut out = BTreeMap::new();
-    for (name, _, selft) in rows() {
+    for (name, _, selft) in rows(None) {
         let mut per_rep: BTreeMap<u32, u64> = BTreeMap::new();
         for s in data
             .spans
@@ -55,6 +60,24 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
 pub fn phase_table(data: &RunData) -> String {
     let variants: Vec<String> = data.meta.variants.iter().map(|v| v.name.clone()).collect();
     let cols: Vec<_> = variants.iter().map(|v| phase_medians(data, v)).collect();
+    let backends: std::collections::BTreeSet<&str> = data
+        .meta
+        .variants
+        .iter()
+        .map(|v| v.backend.as_str())
+        .collect();
+    let backend = match backends.len() {
+        0 => Some(data.meta.workload.backend.as_str()),
+        1 => backends.first().copied(),
+        _ => None,
+    };
+    let rows = rows(backend);
+    let width = rows
+        .iter()
+        .map(|(_, l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -65,19 +88,20 @@ pub fn phase_table(data: &RunData) -> String {
         data.meta.workload.batch,
         data.meta.workload.backend
     );
-    let _ = write!(s, "{:<20}", "phase (median ms)");
+    let _ = write!(s, "{:<width$}", "phase (median ms)");
     for v in &variants {
         let _ = write!(s, " {:>14}", v);
     }
     s.push('\n');
-    for (name, label, selft) in rows() {
+    for (name, label, selft) in &rows {
+        let (name, selft) = (*name, *selft);
         if cols
             .iter()
             .all(|c| !c.contains_key(&(name.to_string(), selft)))
         {
             continue;
         }
-        let _ = write!(s, "{label:<20}");
+        let _ = write!(s, "{label:<width$}");
         for c in &cols {
             match c.get(&(name.to_string(), selft)) {
                 Some(ns) => {
@@ -90,7 +114,7 @@ pub fn phase_table(data: &RunData) -> String {
         }
         s.push('\n');
     }
-    let _ = write!(s, "{:<20}", "reps ok/failed");
+    let _ = write!(s, "{:<width$}", "reps ok/failed");
     for v in &variants {
         let ok = data
             .runs

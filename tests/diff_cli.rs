@@ -85,13 +85,13 @@ fn a_real_run_prints_the_phase_table_first() {
         labels,
         [
             "synthesis",
-            "GPU wrapper (gpu_prove)",
-            "kernels",
+            "CPU prover call (gpu_prove)",
+            "NTT and MSMs (kernels)",
             "drop",
-            "total (prove)",
-            "task_clock_ns (span threads)",
-            "page_faults (span threads)",
-            "context_switches (span threads)"
+            "end to end (prove)",
+            "task_clock_ns (threads with spans)",
+            "page_faults (threads with spans)",
+            "context_switches (threads with spans)"
         ]
     );
 }
@@ -120,7 +120,9 @@ fn every_format_of_a_real_run() {
         "--format".as_ref(),
         "markdown".as_ref(),
     ]);
-    assert!(md.contains("| Phase | Baseline | Candidate | Delta | Verdict |\n|---|---:|---:|---|---|\n| synthesis |"));
+    assert!(md.contains(
+        "| Phase | Measure | Baseline | Candidate | Delta | Verdict |\n|---|---|---:|---:|---|---|\n| synthesis | total |"
+    ));
 
     let csv = stdout_of(&[
         "diff".as_ref(),
@@ -157,8 +159,11 @@ fn a_regression_between_variants_is_reported() {
             .unwrap()
             .to_string()
     };
-    assert!(row("kernels ").contains("regressed"), "{out}");
-    assert!(row("total (prove)").contains("regressed"));
+    assert!(
+        row("NTT and MSMs (kernels) ").contains("regressed"),
+        "{out}"
+    );
+    assert!(row("end to end (prove)").contains("regressed"));
     assert!(row("drop ").contains("unchanged"));
     let top = out
         .lines()
@@ -317,7 +322,7 @@ fn failed_reps_are_excluded_and_counted() {
     // The failed reps are 10x slower; left out, the total is unchanged.
     let total = out
         .lines()
-        .find(|l| l.starts_with("total (prove)"))
+        .find(|l| l.starts_with("end to end (prove)"))
         .unwrap();
     assert!(total.contains("unchanged"), "{total}");
 }
@@ -394,7 +399,7 @@ fn options_change_the_verdict_rule() {
         all.extend(args.iter().map(std::ffi::OsStr::new));
         let out = stdout_of(&all);
         out.lines()
-            .find(|l| l.starts_with("total (prove)"))
+            .find(|l| l.starts_with("end to end (prove)"))
             .unwrap()
             .to_string()
     };
@@ -485,8 +490,9 @@ fn fail_on_regression_exits_4_only_when_a_phase_regressed() {
         // Synthetic counters follow span durations, so they regress too; synthesis and
         // drop do not.
         .stderr(contains(
-            "regressed: GPU wrapper (gpu_prove), kernels, total (prove), task_clock_ns (span threads), \
-             page_faults (span threads), context_switches (span threads) (phase table; --fail-on-regression)",
+            "regressed: CPU prover call (gpu_prove), NTT and MSMs (kernels), end to end (prove), \
+             task_clock_ns (threads with spans), page_faults (threads with spans), \
+             context_switches (threads with spans) (phase table; --fail-on-regression)",
         ))
         .stderr(contains("Error").not());
     // Without the flag the same diff succeeds.

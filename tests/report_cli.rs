@@ -471,26 +471,42 @@ fn report_of(run: &Path) -> String {
 fn report_phases_are_the_diff_with_a_verdict_column() {
     let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart-cpu");
     let md = report_of(&real);
+    // The answer before any table: the diff's headline, then the chart of the change.
+    let first_table = md.find("\n| ").unwrap();
+    let headline = md
+        .find("- **End to end:** prove (total) medians 1.123 s → 1.157 s, change +33.48 ms")
+        .unwrap();
+    let chart = md
+        .find("![Where the time went: the change](change.png)")
+        .unwrap();
+    assert!(headline < chart && chart < first_table, "{md}");
+    assert!(md.contains(
+        "- **Critical path:** drop -24.77 µs (left it), drop_assignments -7.521 µs (left it); net -32.29 µs"
+    ));
     let phases = &md[md.find("## Phases").unwrap()..md.find("### All spans").unwrap()];
     assert!(
-        phases.contains("| Phase | Baseline | Candidate | Delta | Verdict |"),
+        phases.contains("| Phase | Measure | Baseline | Candidate | Delta | Verdict |"),
         "{phases}"
     );
     let total = phases
         .lines()
-        .find(|l| l.starts_with("| total (prove) |"))
+        .find(|l| l.starts_with("| end to end (prove) |"))
         .unwrap();
     assert!(total.ends_with("| unchanged (p=0.690) |"), "{total}");
     // Gap attribution and where the time went come from the same diff.
     assert!(phases.contains("#### Gaps: wrapper time not covered by children"));
-    assert!(phases.contains("#### Where the time went: prove +33.48 ms (+3.0%)"));
-    // Async drop leaves the critical path: the one significant change.
+    assert!(phases.contains(
+        "#### Where the time went: prove +33.48 ms (+3.0%, unchanged), by self time on the critical path"
+    ));
+    // Async drop leaves the critical path: the one significant change. The total change
+    // is within noise, so no share of it is shown, and the line below the table says why.
     assert!(
         phases.contains(
-            "| drop | 24.77 µs | 0 ns | -24.77 µs | -0.00% [-0.01%, -0.00%] | -0.1% | improved (p=0.008) |"
+            "| drop | self on critical path | 24.77 µs | 0 ns | -24.77 µs | -0.00% [-0.01%, -0.00%] | improved (p=0.008) |"
         ),
         "{phases}"
     );
+    assert!(phases.contains("No shares of the end-to-end change: it is unchanged"));
     assert!(md.contains("## Leak watch\n\nNo monotonic growth of host RSS or GPU memory"));
 
     // Too few reps: the table is there, every verdict says what is missing.
@@ -498,7 +514,7 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
     let md = report_of(&fixture::write(tmp.path(), &fixture::Options::default()));
     let row = md
         .lines()
-        .find(|l| l.starts_with("| total (prove) |"))
+        .find(|l| l.starts_with("| end to end (prove) |"))
         .unwrap();
     assert!(row.contains("too few reps (need 5/side)"), "{row}");
     assert!(md.contains("so rerun with reps >= 5"));
@@ -544,7 +560,7 @@ fn a_report_without_a_comparison_says_why_and_one_of_three_variants_diffs_both_o
         .map(|t| {
             t.lines()
                 .take_while(|l| !l.starts_with("####"))
-                .find(|l| l.starts_with("| kernels |"))
+                .find(|l| l.starts_with("| NTT and MSMs (kernels) |"))
                 .unwrap()
         })
         .collect();

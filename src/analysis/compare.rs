@@ -8,6 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use super::DiffOptions;
 use crate::stats::{self, Interval, Sample};
+
+/// Span label of whole-rep counter totals: the sum over every thread that recorded
+/// spans (threads without spans, such as a library's own worker pool, are not counted).
+pub const SPAN_THREADS: &str = "(span threads)";
+
+/// Where the phase table's whole-rep counters were counted: every thread that recorded
+/// a span, summed (a library's own thread pool without spans is not in it).
+pub const THREADS_WITH_SPANS: &str = "threads with spans";
+
 /// What a metric measures of a span.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(into = "String", from = "String")]

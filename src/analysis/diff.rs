@@ -6,8 +6,11 @@ use std::collections::{HashMap, HashSet};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::compare::{compare, compare_exact, Comparison, Measure, Unit};
+use super::compare::{
+    compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS,
+};
 use super::gaps;
+use super::headline::headline;
 use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
 use super::{
     Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak,
@@ -17,10 +20,6 @@ use crate::counters::CounterKind;
 use crate::prover::spans;
 use crate::stats;
 use crate::store::{RunData, VariantMeta};
-
-/// Span label of whole-rep counter totals: the sum over every thread that recorded
-/// spans (threads without spans, such as a library's own worker pool, are not counted).
-pub const SPAN_THREADS: &str = "(span threads)";
 
 /// Suffix of a counter measure that adds a span's descendants on other threads.
 pub const WITH_THREADS: &str = " (with threads)";
@@ -236,7 +235,14 @@ pub fn diff_runs(
         })
         .flatten();
     let gaps = gaps::gaps(&sb, &sc, &names, pairs.as_ref(), opts);
-    let phase_table = phase_table(&metrics, &contributions.total, &counters);
+    let backend = (va.backend == vb.backend).then_some(va.backend.as_str());
+    let phase_table = phase_table(&metrics, &contributions.total, &counters, backend);
+    let leaf_spans: Vec<String> = names
+        .iter()
+        .filter(|n| !sb.wrappers.contains(**n) && !sc.wrappers.contains(**n))
+        .map(|n| n.to_string())
+        .collect();
+    let headline = headline(&metrics, &contributions, &leaf_spans);
     let notes = notes(
         [base, cand],
         &sb,
@@ -262,6 +268,7 @@ pub fn diff_runs(
         baseline: side_info(base, va),
         candidate: side_info(cand, vb),
         options: opts.clone(),
+        headline,
         workload: base.meta.workload.clone(),
         workload_differences,
         excluded: Excluded {
@@ -277,6 +284,7 @@ pub fn diff_runs(
         carry_over,
         phase_table,
         metrics,
+        leaf_spans,
         gaps,
         contributions,
         notes,
@@ -286,7 +294,13 @@ pub fn diff_runs(
 
 /// The hand-written table of every review: the prover's phases, the end-to-end total,
 /// then whole-rep counters (hardware ones where the CPU has them, else the software ones).
-fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -> Vec<PhaseRow> {
+/// Phases are labelled for `backend` ([`spans::phase_label`]).
+fn phase_table(
+    metrics: &[Comparison],
+    total: &Comparison,
+    counters: &[usize],
+    backend: Option<&str>,
+) -> Vec<PhaseRow> {
     let find = |span: &str, m: &Measure| {
         metrics
             .iter()
@@ -297,16 +311,13 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
         .iter()
         .filter_map(|&span| {
             find(span, &Measure::Total).map(|comparison| PhaseRow {
-                phase: match span {
-                    spans::GPU_PROVE => format!("GPU wrapper ({span})"),
-                    _ => span.into(),
-                },
+                phase: spans::phase_label(span, backend),
                 comparison,
             })
         })
         .collect();
     rows.push(PhaseRow {
-        phase: format!("total ({})", total.span),
+        phase: format!("end to end ({})", total.span),
         comparison: total.clone(),
     });
     let hw: Vec<usize> = [CounterKind::Instructions, CounterKind::Branches]
@@ -343,7 +354,7 @@ fn phase_table(metrics: &[Comparison], total: &Comparison, counters: &[usize]) -
         let column = COUNTERS[k].column();
         if let Some(comparison) = find(SPAN_THREADS, &Measure::Counter(column.into())) {
             rows.push(PhaseRow {
-                phase: format!("{column} (span threads)"),
+                phase: format!("{column} ({THREADS_WITH_SPANS})"),
                 comparison,
             });
         }

@@ -51,7 +51,8 @@ pub struct Gap {
 pub struct Contribution {
     /// Critical-path self time of the span (measure `critical_self`).
     pub comparison: Comparison,
-    /// This span's change of medians over the total change (None when it is 0).
+    /// This span's change of medians over the total change (None when the total change
+    /// has no verdict of regressed or improved, or is 0).
     pub share_of_change: Option<f64>,
     /// This span's change of medians as a fraction of the baseline's median end-to-end
     /// time (0.008 = the span added 0.8 % to the whole); None without a baseline total.
@@ -250,7 +251,9 @@ pub(crate) fn contributions(
             let total_delta = total.delta.unwrap_or(0.0);
             let whole = total.baseline.median.filter(|&m| m > 0.0);
             Some(Contribution {
-                share_of_change: (total_delta != 0.0).then(|| delta / total_delta),
+                // A share of a change within noise would divide by noise.
+                share_of_change: (total.verdict.is_change() && total_delta != 0.0)
+                    .then(|| delta / total_delta),
                 of_total: whole.and_then(|w| comparison.delta.map(|d| d / w)),
                 of_total_ci: whole
                     .and_then(|w| of_total_interval(&b, &c, paired.as_deref(), w, name, opts)),

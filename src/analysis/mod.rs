@@ -13,7 +13,10 @@
 //! - `diff`: assembles the [`Diff`] from comparisons, gaps and contributions.
 //! - `gaps`: unattributed time of wrapper spans and the ranked contributions to the
 //!   change in end-to-end time.
-//! - `render`: the terminal table, markdown and JSON; `csv_rows`: the CSV.
+//! - `headline`: the first lines: the end-to-end change, the largest significant
+//!   changes with their measures, and the net change on the critical path.
+//! - `render`: the terminal table, markdown and JSON (`fmt`: how values and changes are
+//!   written); `csv_rows`: the CSV.
 //! - [`synthetic`]: run folders with known effects, for tests and benchmarks.
 //!
 //! ```no_run
@@ -28,7 +31,9 @@
 mod compare;
 mod csv_rows;
 mod diff;
+mod fmt;
 mod gaps;
+mod headline;
 mod render;
 mod select;
 pub mod synthetic;
@@ -44,10 +49,11 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use crate::stats::Interval;
-pub use compare::{Comparison, Measure, SideStats, Unit, Verdict};
-pub use diff::{diff_runs, CarryOver, SPAN_THREADS};
+pub use compare::{Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
+pub use diff::{diff_runs, CarryOver};
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
-pub use render::{markdown_sections, render, Format, Section};
+pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
+pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
 
 use crate::store::WorkloadMeta;
@@ -191,6 +197,8 @@ pub struct Diff {
     pub baseline: SideInfo,
     pub candidate: SideInfo,
     pub options: DiffOptions,
+    /// The first lines of the text formats.
+    pub headline: Headline,
     /// The baseline's workload.
     pub workload: WorkloadMeta,
     /// Differences between the sides' workloads; non-empty only when forced.
@@ -207,10 +215,14 @@ pub struct Diff {
     /// alternating order.
     #[serde(default)]
     pub carry_over: Option<CarryOver>,
-    /// synthesis, GPU wrapper, kernels, drop, total, then whole-rep counters.
+    /// synthesis, the backend call, kernels, drop, total, then whole-rep counters.
     pub phase_table: Vec<PhaseRow>,
     /// Every span name on total and self time, per counter, and whole-rep counters.
     pub metrics: Vec<Comparison>,
+    /// Spans with no child on either side: their self time is their total time, and the
+    /// text formats print one row for both.
+    #[serde(default)]
+    pub leaf_spans: Vec<String>,
     /// Wrapper spans and their unattributed time.
     pub gaps: Vec<Gap>,
     /// Where the change in end-to-end time went, ranked.

@@ -3,10 +3,14 @@
 
 use std::fmt::Write;
 
-use super::compare::{Comparison, Unit};
+use super::compare::{Comparison, Measure, Unit};
 use super::csv_rows;
+use super::fmt::{
+    delta_cell, fmt_p, fmt_value, measure_label, opt_value, pct, signed, verdict_cell,
+};
+use super::headline;
 use super::{Diff, PhaseRow};
-use crate::units::{fmt_ns, sig4};
+use crate::units::fmt_ns;
 
 /// Output format of [`render`] (`gapscope diff --format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -18,7 +22,8 @@ pub enum Format {
 }
 
 /// Renders a diff. Every format carries the same record; the text formats print the
-/// phase table first, then gaps, contributions and every metric.
+/// title and the headline first, then the header, the phase table, gaps, contributions
+/// and every metric.
 pub fn render(diff: &Diff, format: Format) -> String {
     match format {
         Format::Terminal => text(diff, false),
@@ -32,70 +37,6 @@ pub fn render(diff: &Diff, format: Format) -> String {
     }
 }
 
-fn fmt_count(c: f64) -> String {
-    let a = c.abs();
-    if a >= 1e9 {
-        format!("{} G", sig4(c / 1e9))
-    } else if a >= 1e6 {
-        format!("{} M", sig4(c / 1e6))
-    } else if a >= 1e4 {
-        format!("{} k", sig4(c / 1e3))
-    } else if c.fract() == 0.0 {
-        format!("{c:.0}")
-    } else {
-        format!("{c:.1}")
-    }
-}
-
-fn fmt_value(unit: Unit, v: f64) -> String {
-    match unit {
-        Unit::Ns => fmt_ns(v),
-        Unit::Count => fmt_count(v),
-        Unit::Bytes => format!("{} MiB", sig4(v / (1u64 << 20) as f64)),
-    }
-}
-
-fn signed(unit: Unit, v: f64) -> String {
-    let s = fmt_value(unit, v);
-    if v > 0.0 {
-        format!("+{s}")
-    } else {
-        s
-    }
-}
-
-fn pct(r: f64) -> String {
-    format!("{:+.1}%", r * 100.0)
-}
-
-fn opt_value(unit: Unit, v: Option<f64>) -> String {
-    v.map(|v| fmt_value(unit, v)).unwrap_or_else(|| "-".into())
-}
-
-fn fmt_p(p: Option<f64>) -> String {
-    match p {
-        Some(p) if p < 0.001 => "p<0.001".into(),
-        Some(p) => format!("p={p:.3}"),
-        None => String::new(),
-    }
-}
-
-/// "+5.15 ms +42.8% [+30.1%, +55.0%]" (relative part only where defined).
-fn delta_cell(c: &Comparison) -> String {
-    let mut s = c
-        .delta
-        .map(|d| signed(c.unit, d))
-        .unwrap_or_else(|| "-".into());
-    if let Some(r) = c.relative {
-        let _ = write!(s, " {}", pct(r));
-    }
-    if let Some(ci) = c.ci {
-        let bound = |b: Option<f64>| b.map(pct).unwrap_or_else(|| "n/a".into());
-        let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
-    }
-    s
-}
-
 /// A contribution's change as a share of the baseline's end-to-end median, with its
 /// interval: "+0.83% [+0.67%, +0.98%]" (two decimals: these are often below 1 %).
 fn of_total_cell(item: &super::Contribution) -> String {
@@ -106,17 +47,6 @@ fn of_total_cell(item: &super::Contribution) -> String {
         let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
     }
     s
-}
-
-fn verdict_cell(c: &Comparison) -> String {
-    let p = fmt_p(c.p_value);
-    if c.exact {
-        format!("{} (exact)", c.verdict)
-    } else if p.is_empty() {
-        c.verdict.to_string()
-    } else {
-        format!("{} ({p})", c.verdict)
-    }
 }
 
 /// An aligned table (terminal) or a pipe table (markdown). `right[i]`: right-align
@@ -174,8 +104,12 @@ fn heading(out: &mut String, md: bool, level: usize, title: &str) {
 /// Parts of the text formats, in the order [`render`] prints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
-    /// Title, run folders, reps used, the verdict rule, notes and a line per leak-watch
-    /// flag.
+    /// The title: experiment, variants and the knobs that differ, workload.
+    Title,
+    /// Three lines: the end-to-end change, the largest significant changes with their
+    /// measures, the net change on the critical path.
+    Headline,
+    /// Run folders, reps used, the verdict rule, notes and a line per leak-watch flag.
     Header,
     /// The phase table with verdicts.
     Phases,
@@ -188,7 +122,9 @@ pub enum Section {
 }
 
 impl Section {
-    pub const ALL: [Section; 5] = [
+    pub const ALL: [Section; 7] = [
+        Section::Title,
+        Section::Headline,
         Section::Header,
         Section::Phases,
         Section::Gaps,
@@ -203,6 +139,16 @@ pub fn markdown_sections(diff: &Diff, sections: &[Section], level: usize) -> Str
     let mut out = String::new();
     for &s in sections {
         section(&mut out, diff, s, true, level);
+    }
+    out
+}
+
+/// Terminal text of some sections of a diff, e.g. the title and headline that
+/// `gapscope run` prints at its end.
+pub fn render_sections(diff: &Diff, sections: &[Section]) -> String {
+    let mut out = String::new();
+    for &s in sections {
+        section(&mut out, diff, s, false, 2);
     }
     out
 }
@@ -239,16 +185,38 @@ fn text(d: &Diff, md: bool) -> String {
 
 fn section(out: &mut String, d: &Diff, s: Section, md: bool, level: usize) {
     match s {
-        Section::Header => header(out, d, md, level),
+        Section::Title => title(out, d, md, level),
+        Section::Headline => {
+            let bullet = if md { "- " } else { "" };
+            for l in headline::lines(&d.headline, md) {
+                let _ = writeln!(out, "{bullet}{l}");
+            }
+            if md {
+                out.push('\n');
+            }
+        }
+        Section::Header => header(out, d, md),
         Section::Phases => {
             heading(out, md, level + 1, "Phases (median per rep)");
             let rows: Vec<Vec<String>> = d.phase_table.iter().map(phase_row).collect();
             table(
                 out,
                 md,
-                &["Phase", "Baseline", "Candidate", "Delta", "Verdict"],
-                &[false, true, true, false, false],
+                &[
+                    "Phase",
+                    "Measure",
+                    "Baseline",
+                    "Candidate",
+                    "Delta",
+                    "Verdict",
+                ],
+                &[false, false, true, true, false, false],
                 &rows,
+            );
+            let _ = writeln!(
+                out,
+                "\ntotal: a span's duration, on whichever thread it ran (a background drop \
+                 included); where the time went, below, counts only the critical path"
             );
             if let Some(c) = &d.carry_over {
                 carry_over(out, d, c, md, level + 1);
@@ -296,7 +264,7 @@ fn carry_over(out: &mut String, d: &Diff, c: &super::CarryOver, md: bool, level:
     );
 }
 
-fn header(out: &mut String, d: &Diff, md: bool, level: usize) {
+fn title(out: &mut String, d: &Diff, md: bool, level: usize) {
     let (kb, kc) = knob_labels(d);
     let w = &d.workload;
     let title = format!(
@@ -314,6 +282,9 @@ fn header(out: &mut String, d: &Diff, md: bool, level: usize) {
     } else {
         let _ = writeln!(out, "{title}");
     }
+}
+
+fn header(out: &mut String, d: &Diff, md: bool) {
     let bullet = if md { "- " } else { "" };
     if d.baseline.run_dir == d.candidate.run_dir {
         let _ = writeln!(out, "{bullet}run: {}", d.baseline.run_dir.display());
@@ -373,6 +344,7 @@ fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
         .map(|g| {
             vec![
                 g.span.clone(),
+                measure_label(&g.change.measure),
                 gap_side(g.baseline),
                 gap_side(g.candidate),
                 delta_cell(&g.change),
@@ -383,8 +355,15 @@ fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
     table(
         out,
         md,
-        &["Span", "Baseline", "Candidate", "Delta", "Verdict"],
-        &[false, true, true, false, false],
+        &[
+            "Span",
+            "Measure",
+            "Baseline",
+            "Candidate",
+            "Delta",
+            "Verdict",
+        ],
+        &[false, false, true, true, false, false],
         &rows,
     );
     let flags: Vec<&String> = d.gaps.iter().flat_map(|g| &g.flags).collect();
@@ -407,9 +386,12 @@ fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
 
 fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
     heading(out, md, level, "All metrics (median, MAD)");
+    let leaf = |c: &Comparison| d.leaf_spans.contains(&c.span);
     let rows: Vec<Vec<String>> = d
         .metrics
         .iter()
+        // A span without children spends all its time itself: one row says both.
+        .filter(|c| !(c.measure == Measure::SelfTime && leaf(c)))
         .map(|c| {
             let side = |s: super::SideStats| match s.mad {
                 Some(m) => format!("{} ±{}", opt_value(c.unit, s.median), fmt_value(c.unit, m)),
@@ -417,7 +399,11 @@ fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
             };
             vec![
                 c.span.clone(),
-                c.measure.to_string(),
+                if c.measure == Measure::Total && leaf(c) {
+                    "total = self".into()
+                } else {
+                    measure_label(&c.measure)
+                },
                 format!("{}/{}", c.baseline.reps, c.candidate.reps),
                 side(c.baseline),
                 side(c.candidate),
@@ -444,7 +430,14 @@ fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
 }
 
 fn phase_row(r: &PhaseRow) -> Vec<String> {
-    comparison_row(r.phase.clone(), &r.comparison)
+    let mut row = comparison_row(r.phase.clone(), &r.comparison);
+    let measure = match &r.comparison.measure {
+        // The label names the counter already.
+        Measure::Counter(_) => "counter".into(),
+        m => measure_label(m),
+    };
+    row.insert(1, measure);
+    row
 }
 
 /// A label, both medians, the change and the verdict.
@@ -464,17 +457,20 @@ const TOP: usize = 12;
 fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
     let c = &d.contributions;
     let t = &c.total;
+    // Shares of a change exist only when the change does.
+    let resolved = t.verdict.is_change();
     heading(
         out,
         md,
         level,
         &format!(
-            "Where the time went: {} {} ({}), by critical-path self time",
+            "Where the time went: {} {} ({}, {}), by self time on the critical path",
             t.span,
             t.delta
                 .map(|x| signed(Unit::Ns, x))
                 .unwrap_or_else(|| "-".into()),
-            t.relative.map(pct).unwrap_or_else(|| "-".into())
+            t.relative.map(pct).unwrap_or_else(|| "-".into()),
+            t.verdict
         ),
     );
     let rows: Vec<Vec<String>> = c
@@ -484,36 +480,43 @@ fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
         .enumerate()
         .map(|(i, item)| {
             let x = &item.comparison;
-            vec![
+            let mut row = vec![
                 (i + 1).to_string(),
                 x.span.clone(),
+                measure_label(&x.measure),
                 opt_value(x.unit, x.baseline.median),
                 opt_value(x.unit, x.candidate.median),
                 x.delta.map(|v| signed(x.unit, v)).unwrap_or_default(),
                 of_total_cell(item),
-                item.share_of_change
-                    .map(|s| format!("{:.1}%", s * 100.0))
-                    .unwrap_or_default(),
-                verdict_cell(x),
-            ]
+            ];
+            if resolved {
+                row.push(
+                    item.share_of_change
+                        .map(|s| format!("{:.1}%", s * 100.0))
+                        .unwrap_or_default(),
+                );
+            }
+            row.push(verdict_cell(x));
+            row
         })
         .collect();
-    table(
-        out,
-        md,
-        &[
-            "#",
-            "Span",
-            "Baseline",
-            "Candidate",
-            "Delta",
-            "Of total [95% CI]",
-            "Share",
-            "Verdict",
-        ],
-        &[true, false, true, true, true, true, true, false],
-        &rows,
-    );
+    let mut headers = vec![
+        "#",
+        "Span",
+        "Measure",
+        "Baseline",
+        "Candidate",
+        "Delta",
+        "Of total [95% CI]",
+    ];
+    let mut right = vec![true, false, false, true, true, true, true];
+    if resolved {
+        headers.push("Share");
+        right.push(true);
+    }
+    headers.push("Verdict");
+    right.push(false);
+    table(out, md, &headers, &right, &rows);
     let sep = if md { "\n" } else { "" };
     if c.items.len() > TOP {
         let rest: f64 = c.items[TOP..]
@@ -527,11 +530,38 @@ fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
             signed(Unit::Ns, rest)
         );
     }
-    let _ = writeln!(
-        out,
-        "{sep}explained {} of {}; unexplained {} (medians of parts do not add up exactly to the median of the total)",
-        signed(Unit::Ns, c.explained_ns),
-        t.delta.map(|x| signed(Unit::Ns, x)).unwrap_or_else(|| "-".into()),
-        signed(Unit::Ns, c.unexplained_ns)
-    );
+    let total_delta = t
+        .delta
+        .map(|x| signed(Unit::Ns, x))
+        .unwrap_or_else(|| "-".into());
+    if resolved {
+        let _ = writeln!(
+            out,
+            "{sep}Share: each span's part of the end-to-end change. The spans' changes add up \
+             to {}, the end-to-end median moved {total_delta}: the {} between them is how far \
+             a median of parts is from the median of the whole.",
+            signed(Unit::Ns, c.explained_ns),
+            signed(Unit::Ns, c.unexplained_ns)
+        );
+    } else {
+        let ci =
+            t.ci.map(|i| {
+                let b = |x: Option<f64>| x.map(pct).unwrap_or_else(|| "n/a".into());
+                format!(", interval [{}, {}]", b(i.lo), b(i.hi))
+            })
+            .unwrap_or_default();
+        let p = fmt_p(t.p_value);
+        let _ = writeln!(
+            out,
+            "{sep}No shares of the end-to-end change: it is {} ({total_delta}{ci}{}), so \
+             parts of it would divide by noise. Of total compares each span's change with the \
+             baseline's end-to-end time instead.",
+            t.verdict,
+            if p.is_empty() {
+                String::new()
+            } else {
+                format!(", {p}")
+            }
+        );
+    }
 }

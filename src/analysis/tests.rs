@@ -206,19 +206,20 @@ fn a_faster_phase_is_found_where_it_happened() {
     assert_eq!(top.span, "msm_h");
     let rel = top.relative.unwrap();
     assert!((rel + 0.1).abs() < 0.01, "msm_h change {rel}");
-    // Phase table: synthesis, GPU wrapper, kernels, drop, total, then software counters.
+    // Phase table: synthesis, the CPU prover call, kernels, drop, total, then software
+    // counters.
     let phases: Vec<&str> = d.phase_table.iter().map(|r| r.phase.as_str()).collect();
     assert_eq!(
         phases,
         [
             "synthesis",
-            "GPU wrapper (gpu_prove)",
-            "kernels",
+            "CPU prover call (gpu_prove)",
+            "NTT and MSMs (kernels)",
             "drop",
-            "total (prove)",
-            "task_clock_ns (span threads)",
-            "page_faults (span threads)",
-            "context_switches (span threads)"
+            "end to end (prove)",
+            "task_clock_ns (threads with spans)",
+            "page_faults (threads with spans)",
+            "context_switches (threads with spans)"
         ]
     );
     assert_eq!(d.phase_table[4].comparison.verdict, Verdict::Improved);
@@ -426,7 +427,10 @@ fn hardware_counters_replace_software_ones_in_the_phase_table() {
         .collect();
     assert_eq!(
         rows,
-        ["instructions (span threads)", "branches (span threads)"]
+        [
+            "instructions (threads with spans)",
+            "branches (threads with spans)"
+        ]
     );
     assert_eq!(d.phase_table[5].comparison.span, SPAN_THREADS);
     assert_eq!(d.phase_table[5].comparison.verdict, Verdict::Regressed);
@@ -586,7 +590,7 @@ fn the_same_data_give_the_same_diff() {
 fn every_format_carries_the_phase_table() {
     let d = diff_of(&SyntheticRun::new());
     let md = render(&d, Format::Markdown);
-    assert!(md.contains("| Phase | Baseline | Candidate | Delta | Verdict |"));
+    assert!(md.contains("| Phase | Measure | Baseline | Candidate | Delta | Verdict |"));
     let term = render(&d, Format::Terminal);
     let first_table = term
         .lines()
@@ -594,6 +598,7 @@ fn every_format_carries_the_phase_table() {
         .unwrap();
     assert!(first_table.split_whitespace().eq([
         "Phase",
+        "Measure",
         "Baseline",
         "Candidate",
         "Delta",

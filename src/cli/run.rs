@@ -67,6 +67,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let data = RunData::load(&out.dir)?;
     if !a.quiet {
         print!("{}", crate::summary::phase_table(&data));
+        print!("{}", headline(&data));
     }
     for f in crate::telemetry::leak_flags(&data) {
         eprintln!("leak watch: {f}");
@@ -79,4 +80,21 @@ pub fn run(a: RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// For a run of two or more variants, the title and headline of `gapscope diff RUN_DIR`
+/// (the answer first), and where the rest is; nothing for a run of one variant.
+fn headline(data: &RunData) -> String {
+    use crate::analysis::{self, DiffOptions, Section};
+    let Ok((b, c)) = analysis::pick_variants(data, None, None, None) else {
+        return String::new();
+    };
+    match analysis::diff_runs(data, &b, data, &c, &DiffOptions::default()) {
+        Ok(d) => format!(
+            "\n{}(the whole comparison: gapscope diff {})\n",
+            analysis::render_sections(&d, &[Section::Title, Section::Headline]),
+            data.dir.display()
+        ),
+        Err(e) => format!("\nno comparison: {e}\n"),
+    }
 }

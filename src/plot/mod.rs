@@ -7,6 +7,7 @@
 //! [`render_all`] never fails as a whole.
 
 pub mod canvas;
+pub mod change;
 pub mod distributions;
 pub mod gaps;
 pub mod phases;

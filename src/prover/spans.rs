@@ -55,6 +55,22 @@ pub const SUMMARY_PHASES: [(&str, usize); 7] = [
 /// the wrapper moves (b_g2_msm and drop_assignments are in the contributions instead).
 pub const REVIEW_PHASES: [&str; 4] = [SYNTHESIS, GPU_PROVE, KERNELS, DROP];
 
+/// A phase's label in tables and summaries for runs of `backend` (None: the sides of a
+/// comparison ran different backends). The span names come from the GPU prover; the CPU
+/// backend runs no GPU, so there `gpu_prove` is the prover call and `kernels` its NTT and
+/// MSMs on the CPU.
+pub fn phase_label(span: &str, backend: Option<&str>) -> String {
+    match (span, backend) {
+        (GPU_PROVE, Some("cpu")) => format!("CPU prover call ({span})"),
+        (GPU_PROVE, Some(_)) => format!("GPU wrapper ({span})"),
+        (GPU_PROVE, None) => format!("backend call ({span})"),
+        (KERNELS, Some("cpu")) => format!("NTT and MSMs ({span})"),
+        (KERNELS, Some(_)) => format!("GPU kernels ({span})"),
+        (KERNELS, None) => format!("NTT and MSMs ({span})"),
+        _ => span.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +98,17 @@ mod tests {
         assert!(REVIEW_PHASES
             .iter()
             .all(|p| SUMMARY_PHASES.iter().any(|(s, _)| s == p)));
+    }
+
+    #[test]
+    fn no_gpu_in_the_cpu_backends_labels() {
+        for span in [GPU_PROVE, KERNELS] {
+            let cpu = phase_label(span, Some("cpu"));
+            assert!(!cpu.contains("GPU"), "{cpu}");
+            assert!(cpu.ends_with(&format!("({span})")), "{cpu}");
+            assert!(phase_label(span, Some("cuda")).contains("GPU"));
+            assert!(!phase_label(span, None).contains("GPU"));
+        }
+        assert_eq!(phase_label(SYNTHESIS, Some("cpu")), SYNTHESIS);
     }
 }

@@ -8,6 +8,7 @@
 //! unwritable output folder fails the report.
 
 pub mod environment;
+pub mod headline;
 pub mod sections;
 
 use std::fmt::Write;
@@ -41,6 +42,31 @@ pub struct ReportOutcome {
     pub charts_drawn: usize,
     /// One line per chart that could not be drawn (also in report.md).
     pub chart_failures: Vec<String>,
+}
+
+/// A drawn chart in report.md: its title, caption, the PNG inline, the SVG linked, and
+/// its notes.
+fn chart_markdown(md: &mut String, r: &plot::Rendered) {
+    let file = |ext: &str| {
+        r.files
+            .iter()
+            .find(|p| p.extension().is_some_and(|e| e == ext))
+            .and_then(|p| p.file_name())
+            .map(|f| f.to_string_lossy().into_owned())
+    };
+    let _ = writeln!(md, "### {}\n\n{}\n", r.title, r.caption);
+    if let Some(png) = file("png") {
+        let _ = writeln!(md, "![{}]({png})\n", r.title);
+    }
+    if let Some(svg) = file("svg") {
+        let _ = writeln!(md, "Vector version: [{svg}]({svg})\n");
+    }
+    for note in &r.notes.0 {
+        let _ = writeln!(md, "- *{}*", sections::cell(note));
+    }
+    if !r.notes.0.is_empty() {
+        md.push('\n');
+    }
 }
 
 /// `reports/<experiment>-<run id>`: the default folder for a run's report.
@@ -81,7 +107,31 @@ pub fn write_report(
         input.data.dir.display()
     );
 
-    let _ = writeln!(md, "## Phases\n\n{}", phase_section(&diffs(&input.data)));
+    let diffs = diffs(&input.data);
+    // The answer first: the headline and the chart of where the time went, then tables.
+    let _ = write!(md, "{}", headline::headline_section(&diffs));
+    let mut drawn = 0;
+    let mut failures = Vec::new();
+    let first = diffs
+        .as_ref()
+        .ok()
+        .and_then(|d| d.results.iter().find_map(|(_, r)| r.as_ref().ok()));
+    if let Some(diff) = first {
+        let chart = headline::change_chart(diff);
+        match plot::render(&chart, input, out, &[ImageFormat::Svg, ImageFormat::Png]) {
+            Ok(r) => {
+                drawn += 1;
+                chart_markdown(&mut md, &r);
+            }
+            Err(e) => {
+                let line = format!("chart `change` could not be drawn: {e}");
+                let _ = writeln!(md, "- ⚠ {line}\n");
+                failures.push(line);
+            }
+        }
+    }
+
+    let _ = writeln!(md, "## Phases\n\n{}", phase_section(&diffs));
     let _ = writeln!(md, "### All spans\n\n{}", sections::spans_section(input));
     let _ = writeln!(
         md,
@@ -90,32 +140,11 @@ pub fn write_report(
     );
 
     let _ = writeln!(md, "## Charts\n");
-    let mut drawn = 0;
-    let mut failures = Vec::new();
     for (name, outcome) in plot::render_all(input, out, &[ImageFormat::Svg, ImageFormat::Png]) {
         match outcome {
             Ok(r) => {
                 drawn += 1;
-                let file = |ext: &str| {
-                    r.files
-                        .iter()
-                        .find(|p| p.extension().is_some_and(|e| e == ext))
-                        .and_then(|p| p.file_name())
-                        .map(|f| f.to_string_lossy().into_owned())
-                };
-                let _ = writeln!(md, "### {}\n\n{}\n", r.title, r.caption);
-                if let Some(png) = file("png") {
-                    let _ = writeln!(md, "![{}]({png})\n", r.title);
-                }
-                if let Some(svg) = file("svg") {
-                    let _ = writeln!(md, "Vector version: [{svg}]({svg})\n");
-                }
-                for note in &r.notes.0 {
-                    let _ = writeln!(md, "- *{}*", sections::cell(note));
-                }
-                if !r.notes.0.is_empty() {
-                    md.push('\n');
-                }
+                chart_markdown(&mut md, &r);
             }
             Err(e) => {
                 let line = format!("chart `{name}` could not be drawn: {e}");

@@ -115,6 +115,7 @@ pub fn phase_section(diffs: &Result<Diffs, DiffError>) -> String {
                 out.push_str(&analysis::markdown_sections(
                     diff,
                     &[
+                        Section::Title,
                         Section::Header,
                         Section::Phases,
                         Section::Gaps,

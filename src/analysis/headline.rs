@@ -1,0 +1,273 @@
+//! The first lines of a diff: the end-to-end change with its interval and verdict, the
+//! largest significant changes (each with its measure), and the net of what the
+//! candidate moved on and off the critical path. Built from the comparisons the diff
+//! already holds ([`super::compare`], [`super::gaps`]); nothing here is measured anew.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::compare::{Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS};
+use super::fmt::{delta_cell, fmt_p, measure_label, opt_value, signed};
+use super::gaps::Contributions;
+use crate::counters::CounterKind;
+
+/// How many significant changes the headline names (the tables below list all).
+pub const HEADLINE_CHANGES: usize = 3;
+
+/// What the headline says; [`super::Diff::headline`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headline {
+    /// The end-to-end time (the root span's duration).
+    pub end_to_end: Comparison,
+    /// The largest significant changes other than the end-to-end time, at most
+    /// [`HEADLINE_CHANGES`]: time measures by the size of their change first, then
+    /// counters by their relative change. One per span and direction: a span whose total
+    /// and self time moved the same way is named once, with the larger of the two.
+    pub changes: Vec<Comparison>,
+    /// Significant changes left out of `changes`.
+    pub more_changes: usize,
+    /// Spans whose time on the critical path changed significantly.
+    pub critical_path: Vec<CriticalMove>,
+    /// Sum of `critical_path`'s changes, ns.
+    pub critical_net_ns: f64,
+}
+
+/// How a span's self time on the critical path changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriticalMove {
+    pub span: String,
+    pub delta_ns: f64,
+    pub kind: MoveKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveKind {
+    /// On the critical path in the baseline, off it in the candidate (median 0).
+    Left,
+    /// Off the critical path in the baseline (median 0), on it in the candidate.
+    Joined,
+    /// On it on both sides, shorter or longer.
+    Changed,
+}
+
+/// A span name without its per-circuit index ("synthesis[1]" → "synthesis"), so that a
+/// phase and its per-circuit parts count as one change.
+fn family(span: &str) -> &str {
+    match span.rfind('[') {
+        Some(i)
+            if span.ends_with(']')
+                && span[i + 1..span.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit()) =>
+        {
+            &span[..i]
+        }
+        _ => span,
+    }
+}
+
+fn is_time(c: &Comparison) -> bool {
+    c.unit == Unit::Ns && !matches!(c.measure, Measure::Counter(_))
+}
+
+/// The headline of a diff whose metrics and contributions are computed; `leaves` are the
+/// spans without children.
+///
+/// A wrapper's total time moves with every child inside it (`gpu_prove` and `kernels`
+/// with `msm_h`), so wrappers' totals are named only when no self time, leaf or counter
+/// changed: the headline names where the change is, the phase table below the
+/// containers it shows up in.
+pub(crate) fn headline(
+    metrics: &[Comparison],
+    contributions: &Contributions,
+    leaves: &[String],
+) -> Headline {
+    let total = &contributions.total;
+    let all: Vec<&Comparison> = metrics
+        .iter()
+        .chain(contributions.items.iter().map(|i| &i.comparison))
+        .filter(|c| c.verdict.is_change() && c.span != total.span)
+        .collect();
+    let wrapper_total = |c: &&Comparison| c.measure == Measure::Total && !leaves.contains(&c.span);
+    let mut significant: Vec<&Comparison> =
+        all.iter().copied().filter(|c| !wrapper_total(c)).collect();
+    if significant.is_empty() {
+        significant = all;
+    }
+    let size = |c: &Comparison| c.delta.unwrap_or(0.0).abs();
+    let rel = |c: &Comparison| c.relative.unwrap_or(f64::INFINITY).abs();
+    significant.sort_by(|a, b| {
+        is_time(b)
+            .cmp(&is_time(a))
+            .then_with(|| {
+                if is_time(a) {
+                    size(b).total_cmp(&size(a))
+                } else {
+                    rel(b).total_cmp(&rel(a))
+                }
+            })
+            .then_with(|| a.span.cmp(&b.span))
+    });
+    // One per (span family, direction, time or which counter).
+    let mut seen: Vec<(&str, bool, String)> = Vec::new();
+    let mut distinct: Vec<Comparison> = Vec::new();
+    for c in significant {
+        // CPU time of a span restates its time's change in the same direction.
+        let cpu_time = Measure::Counter(CounterKind::TaskClockNs.column().into());
+        let kind = if is_time(c) || c.measure == cpu_time {
+            "time".to_string()
+        } else {
+            c.measure.to_string()
+        };
+        let key = (family(&c.span), c.delta.unwrap_or(0.0) > 0.0, kind);
+        if !seen.contains(&key) {
+            seen.push(key);
+            distinct.push(c.clone());
+        }
+    }
+    let more_changes = distinct.len().saturating_sub(HEADLINE_CHANGES);
+    distinct.truncate(HEADLINE_CHANGES);
+
+    let critical_path: Vec<CriticalMove> = contributions
+        .items
+        .iter()
+        .map(|i| &i.comparison)
+        .filter(|c| c.verdict.is_change())
+        .map(|c| CriticalMove {
+            span: c.span.clone(),
+            delta_ns: c.delta.unwrap_or(0.0),
+            kind: match (c.baseline.median, c.candidate.median) {
+                (Some(b), Some(k)) if b > 0.0 && k == 0.0 => MoveKind::Left,
+                (Some(b), Some(k)) if b == 0.0 && k > 0.0 => MoveKind::Joined,
+                _ => MoveKind::Changed,
+            },
+        })
+        .collect();
+    Headline {
+        end_to_end: total.clone(),
+        changes: distinct,
+        more_changes,
+        critical_net_ns: critical_path.iter().map(|m| m.delta_ns).sum(),
+        critical_path,
+    }
+}
+
+/// "synthesis (total) −1.20 ms −9.1% [−12.0%, −6.1%] improved (p=0.004)".
+fn change(c: &Comparison) -> String {
+    let mut s = if c.span == SPAN_THREADS {
+        format!(
+            "{} ({THREADS_WITH_SPANS}) {}",
+            measure_label(&c.measure),
+            delta_cell(c)
+        )
+    } else {
+        format!(
+            "{} ({}) {}",
+            c.span,
+            measure_label(&c.measure),
+            delta_cell(c)
+        )
+    };
+    let p = fmt_p(c.p_value);
+    let _ = write!(s, " {}", c.verdict);
+    if !p.is_empty() {
+        let _ = write!(s, " ({p})");
+    }
+    s
+}
+
+/// How many critical-path moves the headline names before "… N more".
+const MOVES_NAMED: usize = 4;
+
+/// The headline as three lines (markdown: three bullet-less lines in bold labels).
+pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
+    let label = |l: &str| {
+        if md {
+            format!("**{l}:**")
+        } else {
+            format!("{l}:")
+        }
+    };
+    let t = &h.end_to_end;
+    // Paired, the change is the median of per-pair differences, which need not be the
+    // difference of the two medians: say which.
+    let how = if t.pairs.is_some() {
+        "per-pair change"
+    } else {
+        "change"
+    };
+    let mut first = format!(
+        "{} {} ({}) medians {} → {}, {how} {}",
+        label("End to end"),
+        t.span,
+        measure_label(&t.measure),
+        opt_value(t.unit, t.baseline.median),
+        opt_value(t.unit, t.candidate.median),
+        delta_cell(t)
+    );
+    let p = fmt_p(t.p_value);
+    let _ = write!(first, ": {}", t.verdict);
+    if !p.is_empty() {
+        let _ = write!(first, " ({p})");
+    }
+    // Without enough reps nothing can be significant: say that, not "nothing changed".
+    if let Verdict::TooFewReps { needed } = t.verdict {
+        return vec![
+            first,
+            format!(
+                "{} none can be told: too few reps for a verdict (need {needed} per side)",
+                label("Significant changes")
+            ),
+            format!("{} no verdicts for the same reason", label("Critical path")),
+        ];
+    }
+    let second = if h.changes.is_empty() {
+        format!(
+            "{} none (no span, measure or counter clears the noise floor with p < alpha)",
+            label("Significant changes")
+        )
+    } else {
+        let mut s = format!(
+            "{} {}",
+            label("Significant changes"),
+            h.changes.iter().map(change).collect::<Vec<_>>().join("; ")
+        );
+        if h.more_changes > 0 {
+            let _ = write!(s, "; {} more in the tables", h.more_changes);
+        }
+        s
+    };
+    let third = if h.critical_path.is_empty() {
+        format!(
+            "{} no span's self time on it changed significantly",
+            label("Critical path")
+        )
+    } else {
+        let named: Vec<String> = h
+            .critical_path
+            .iter()
+            .take(MOVES_NAMED)
+            .map(|m| {
+                let d = signed(Unit::Ns, m.delta_ns);
+                match m.kind {
+                    MoveKind::Left => format!("{} {d} (left it)", m.span),
+                    MoveKind::Joined => format!("{} {d} (joined it)", m.span),
+                    MoveKind::Changed => format!("{} {d}", m.span),
+                }
+            })
+            .collect();
+        let mut s = format!("{} {}", label("Critical path"), named.join(", "));
+        if h.critical_path.len() > MOVES_NAMED {
+            let _ = write!(s, ", {} more", h.critical_path.len() - MOVES_NAMED);
+        }
+        let _ = write!(
+            s,
+            "; net {} of significant self-time changes on it",
+            signed(Unit::Ns, h.critical_net_ns)
+        );
+        s
+    };
+    vec![first, second, third]
+}

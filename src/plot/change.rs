@@ -1,0 +1,176 @@
+//! Change: where the time went between a baseline and a candidate, one horizontal bar
+//! per span: the change of its self time on the critical path, with its interval as a
+//! whisker, coloured by verdict, under a first bar for the end-to-end change. The rows
+//! are plain data ([`ChangeRow`]) that the report fills from a diff, so this chart knows
+//! nothing of the analysis; it draws what it is given.
+
+use plotters::prelude::*;
+
+use super::canvas::*;
+use super::{chart_backends, header, run_line, Chart, Notes};
+use crate::store::RunView;
+use crate::units::{fmt_ns_short, TimeUnit};
+
+/// How a row's change was judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    Better,
+    Worse,
+    /// No verdict of regressed or improved (within noise, or too few reps).
+    Unresolved,
+}
+
+/// One bar: a label, the change in ns, its interval in ns, the verdict and its words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeRow {
+    pub label: String,
+    pub delta_ns: f64,
+    pub interval_ns: Option<(f64, f64)>,
+    pub judged: Judged,
+    /// Printed right of the bar, e.g. "improved (p=0.008)".
+    pub verdict: String,
+}
+
+/// The chart: a title naming the comparison, the end-to-end row, then the span rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub title: String,
+    pub rows: Vec<ChangeRow>,
+}
+
+const ROW_H: i32 = 30;
+const LABEL_W: i32 = 260;
+const VERDICT_W: i32 = 300;
+
+impl Change {
+    fn draw<DB>(&self, input: &RunView, c: &Canvas<'_, DB>) -> Drawn<Notes>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (w, _) = c.size();
+        let mut notes = Notes::default();
+        let top = header(
+            c,
+            &self.title,
+            &format!(
+                "{} · bar = change of the median (paired: median difference); whisker = its interval",
+                run_line(input)
+            ),
+        )? + 24;
+        if self.rows.is_empty() {
+            notes.push("nothing to draw: no span's time changed");
+            return Ok(notes);
+        }
+        // The axis is scaled to the resolved changes (every change when none is): a
+        // change within noise may be far larger than the one that matters, and its bar
+        // is then cut at the edge, its number still printed beside it.
+        let resolved: Vec<f64> = self
+            .rows
+            .iter()
+            .filter(|r| r.judged != Judged::Unresolved)
+            .map(|r| r.delta_ns.abs())
+            .collect();
+        let sizes = if resolved.is_empty() {
+            self.rows.iter().map(|r| r.delta_ns.abs()).collect()
+        } else {
+            resolved
+        };
+        let reach_ns = sizes.into_iter().fold(0.0, f64::max).max(1.0) * 1.15;
+        let unit = TimeUnit::for_max(reach_ns);
+        let reach = unit.value(reach_ns);
+        let (x0, x1) = (LABEL_W + 20, w - VERDICT_W - 20);
+        let axis = Axis::new(-reach, reach, x0, x1);
+        let at = |ns: f64| axis.px(unit.value(ns).clamp(-reach, reach));
+        let bottom = top + self.rows.len() as i32 * ROW_H;
+        c.time_ticks(&axis, &unit, 6, (top - 6, bottom), GRID.into(), top - 16)?;
+        c.text(
+            &format!("change ({})", unit.suffix),
+            (x0 - 12, top - 16),
+            SMALL_PX,
+            MUTED,
+            Align::Right,
+        )?;
+        let zero = axis.px(0.0);
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = top + i as i32 * ROW_H + ROW_H / 2;
+            if i == 1 {
+                c.line(
+                    &[(20, y - ROW_H / 2), (w - 20, y - ROW_H / 2)],
+                    MUTED.into(),
+                    1,
+                )?;
+            }
+            let color = match r.judged {
+                Judged::Better => BETTER,
+                Judged::Worse => WORSE,
+                Judged::Unresolved => RGBColor(170, 170, 170),
+            };
+            c.text(
+                &fit(&r.label, LABEL_PX, LABEL_W),
+                (20, y),
+                LABEL_PX,
+                INK,
+                Align::Left,
+            )?;
+            let end = at(r.delta_ns);
+            let (a, b) = (zero.min(end), zero.max(end).max(zero.min(end) + 1));
+            c.rect((a, y - 8), (b, y + 8), color.into())?;
+            if let Some((lo, hi)) = r.interval_ns {
+                let (l, h) = (at(lo), at(hi));
+                c.line(&[(l, y), (h, y)], INK.into(), 1)?;
+                for x in [l, h] {
+                    c.line(&[(x, y - 5), (x, y + 5)], INK.into(), 1)?;
+                }
+                if r.judged != Judged::Unresolved && (lo < -reach_ns || hi > reach_ns) {
+                    notes.push(format!(
+                        "{}: the interval runs past the axis ({} to {})",
+                        r.label,
+                        signed_short(lo),
+                        signed_short(hi)
+                    ));
+                }
+            }
+            c.text(
+                &fit(
+                    &format!("{} {}", signed_short(r.delta_ns), r.verdict),
+                    SMALL_PX,
+                    VERDICT_W,
+                ),
+                (x1 + 16, y),
+                SMALL_PX,
+                INK,
+                Align::Left,
+            )?;
+        }
+        c.line(&[(zero, top - 6), (zero, bottom)], INK.into(), 1)?;
+        Ok(notes)
+    }
+}
+
+fn signed_short(ns: f64) -> String {
+    if ns > 0.0 {
+        format!("+{}", fmt_ns_short(ns))
+    } else {
+        fmt_ns_short(ns)
+    }
+}
+
+impl Chart for Change {
+    fn name(&self) -> &'static str {
+        "change"
+    }
+    fn title(&self) -> &'static str {
+        "Where the time went: the change"
+    }
+    fn caption(&self) -> &'static str {
+        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: green improved, red regressed, grey within noise (cut at the axis, which is scaled to the resolved changes); the whisker is the change's 95% bootstrap interval."
+    }
+    fn size(&self, _input: &RunView) -> (u32, u32) {
+        (
+            1200,
+            (66 + 24 + self.rows.len().max(1) as i32 * ROW_H + 30) as u32,
+        )
+    }
+    chart_backends!();
+}

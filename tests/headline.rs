@@ -1,0 +1,274 @@
+//! The diff's headline, pinned on run folders with known effects: synthetic runs written
+//! deterministically by the store's own writer (an improvement, a regression, an A/A run,
+//! a change too small for its noise, a drop moved off the critical path) and the
+//! committed quickstart run recorded on the CPU backend. Each test pins the three lines
+//! exactly, so a change of wording or of the selection shows here.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use gapscope::analysis::synthetic::{SyntheticRun, SyntheticVariant};
+
+fn diff(dir: &Path, format: &str) -> String {
+    let out = Command::cargo_bin("gapscope")
+        .unwrap()
+        .args([
+            "diff".as_ref(),
+            dir.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
+/// The title and the three headline lines of the terminal output.
+fn headline_of(run: &SyntheticRun) -> Vec<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    run.write(&dir).unwrap();
+    first_lines(&dir)
+}
+
+fn first_lines(dir: &Path) -> Vec<String> {
+    let out = diff(dir, "terminal");
+    let lines: Vec<String> = out.lines().take(4).map(str::to_string).collect();
+    for l in &lines {
+        eprintln!("{l}");
+    }
+    lines
+}
+
+fn candidate(f: impl FnOnce(SyntheticVariant) -> SyntheticVariant) -> SyntheticRun {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = f(SyntheticVariant::new("candidate"));
+    run
+}
+
+#[test]
+fn an_improvement() {
+    let run = candidate(|v| {
+        v.scaled("msm_h", 0.8)
+            .scaled("synthesis[0]", 0.9)
+            .scaled("synthesis[1]", 0.9)
+    });
+    let h = headline_of(&run);
+    assert_eq!(
+        h[1..],
+        [
+            "End to end: prove (total) medians 1.132 s → 992.5 ms, per-pair change -139.6 ms -12.3% [-12.5%, -12.0%]: improved (p=0.002)",
+            "Significant changes: msm_h (total) -137.5 ms -20.0% [-20.3%, -19.5%] improved (p=0.002); synthesis[1] (total) -1.237 ms -10.3% [-11.0%, -9.4%] improved (p=0.002); msm_h (page_faults) -137 -19.9% [-20.3%, -19.5%] improved (p=0.002); 11 more in the tables",
+            "Critical path: msm_h -137.5 ms, synthesis -1.202 ms; net -138.7 ms of significant self-time changes on it",
+        ]
+    );
+}
+
+#[test]
+fn a_regression() {
+    let mut run = candidate(|v| v.scaled("msm_h", 1.05));
+    run.variant_mut("candidate").gpu_gap_ns = 100_000_000;
+    let h = headline_of(&run);
+    assert_eq!(
+        h[1..],
+        [
+            "End to end: prove (total) medians 1.132 s → 1.266 s, per-pair change +134.5 ms +11.9% [+11.6%, +12.2%]: regressed (p=0.002)",
+            "Significant changes: gpu_prove (self) +100.00 ms +166858.4% [+166858.1%, +166859.3%] regressed (p=0.002); msm_h (total) +35.47 ms +5.1% [+4.7%, +5.5%] regressed (p=0.002); context_switches (threads with spans) +3 +13.6% [+13.6%, +13.6%] regressed (p=0.002); 9 more in the tables",
+            "Critical path: gpu_prove +100.00 ms, msm_h +35.47 ms; net +135.5 ms of significant self-time changes on it",
+        ]
+    );
+}
+
+#[test]
+fn an_a_a_run() {
+    let mut run = SyntheticRun::new();
+    run.noise = 0.02;
+    let h = headline_of(&run);
+    assert_eq!(
+        h[1..],
+        [
+            "End to end: prove (total) medians 1.131 s → 1.129 s, per-pair change -222.6 µs -0.0% [-0.9%, +1.4%]: unchanged (p=0.922)",
+            "Significant changes: none (no span, measure or counter clears the noise floor with p < alpha)",
+            "Critical path: no span's self time on it changed significantly",
+        ]
+    );
+}
+
+#[test]
+fn an_unresolved_change() {
+    let mut run = candidate(|v| v.scaled("msm_h", 0.97));
+    run.noise = 0.15;
+    run.reps = 6;
+    let h = headline_of(&run);
+    assert_eq!(
+        h[1..],
+        [
+            "End to end: prove (total) medians 1.077 s → 1.113 s, per-pair change +74.15 ms +6.9% [-16.4%, +14.7%]: unchanged (p=0.562)",
+            "Significant changes: none (no span, measure or counter clears the noise floor with p < alpha)",
+            "Critical path: no span's self time on it changed significantly",
+        ]
+    );
+}
+
+#[test]
+fn a_drop_moved_off_the_critical_path() {
+    let mut run = candidate(|v| v.scaled("gpu_prove", 3.0));
+    run.variant_mut("candidate").async_drop = true;
+    run.variant_mut("candidate")
+        .knobs
+        .insert("drop".into(), "async".into());
+    let h = headline_of(&run);
+    assert_eq!(
+        h[1..],
+        [
+            "End to end: prove (total) medians 1.132 s → 1.132 s, per-pair change +31.35 µs +0.0% [-0.2%, +0.4%]: unchanged (p=0.846)",
+            "Significant changes: gpu_prove (self) +119.8 µs +199.8% [+199.0%, +201.0%] regressed (p=0.002); drop (self on critical path) -25.05 µs -100.0% [-100.3%, -99.8%] improved (p=0.002); drop_assignments (self on critical path) -8.019 µs -100.0% [-100.5%, -99.9%] improved (p=0.002)",
+            "Critical path: gpu_prove +119.8 µs, drop -25.05 µs (left it), drop_assignments -8.019 µs (left it); net +86.68 µs of significant self-time changes on it",
+        ]
+    );
+}
+
+#[test]
+fn the_recorded_quickstart_run() {
+    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart-cpu");
+    let h = first_lines(&dir);
+    assert_eq!(
+        h[1..],
+        [
+            "End to end: prove (total) medians 1.123 s → 1.157 s, change +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
+            "Significant changes: drop (self on critical path) -24.77 µs -100.0% [-100.0%, -100.0%] improved (p=0.008); drop_assignments (self on critical path) -7.521 µs -100.0% [-100.0%, -100.0%] improved (p=0.008)",
+            "Critical path: drop -24.77 µs (left it), drop_assignments -7.521 µs (left it); net -32.29 µs of significant self-time changes on it",
+        ]
+    );
+}
+
+/// Terminal output of `run`'s diff.
+fn output_of(run: &SyntheticRun) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    run.write(&dir).unwrap();
+    diff(&dir, "terminal")
+}
+
+const MEASURES: [&str; 6] = [
+    "total",
+    "self",
+    "self on critical path",
+    "unattributed",
+    "counter",
+    "task_clock_ns",
+];
+
+#[test]
+fn every_verdict_has_its_measure_beside_it() {
+    // The async drop: `drop` is improved on the critical path and slower in total (its
+    // span on the background thread), so the same name carries opposite verdicts.
+    let mut run = candidate(|v| v.scaled("gpu_prove", 3.0).scaled("drop", 1.5));
+    run.variant_mut("candidate").async_drop = true;
+    let out = output_of(&run);
+    let drop_rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.split("  ").map(str::trim).any(|c| c == "drop"))
+        .filter(|l| l.contains("improved") || l.contains("regressed"))
+        .collect();
+    assert!(drop_rows.iter().any(|l| l.contains("improved")), "{out}");
+    assert!(drop_rows.iter().any(|l| l.contains("regressed")), "{out}");
+    for l in out
+        .lines()
+        .filter(|l| l.contains("improved") || l.contains("regressed"))
+    {
+        if l.starts_with("End to end:") || l.starts_with("Significant changes:") {
+            continue;
+        }
+        let cells: Vec<&str> = l.split("  ").map(str::trim).collect();
+        assert!(
+            cells
+                .iter()
+                .any(|c| MEASURES.contains(c) || *c == "total = self"),
+            "no measure beside the verdict: {l}"
+        );
+    }
+    // In the headline, each named change carries its measure in parentheses.
+    let named = out.lines().nth(2).unwrap();
+    assert!(named.contains("drop (self on critical path)"), "{named}");
+    assert!(named.contains("drop (total)"), "{named}");
+}
+
+#[test]
+fn shares_only_of_a_resolved_change() {
+    let resolved = output_of(&candidate(|v| v.scaled("msm_h", 1.1)));
+    assert!(resolved.contains("  Share  "), "{resolved}");
+    assert!(resolved.contains("Share: each span's part of the end-to-end change."));
+    assert!(!resolved.contains("No shares"));
+
+    let mut noisy = candidate(|v| v.scaled("msm_h", 0.97));
+    noisy.noise = 0.15;
+    noisy.reps = 6;
+    let unresolved = output_of(&noisy);
+    assert!(!unresolved.contains("Share"), "{unresolved}");
+    assert!(unresolved.contains(
+        "No shares of the end-to-end change: it is unchanged (+74.15 ms, interval [-16.4%, +14.7%], p=0.562)"
+    ));
+    let json = {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        noisy.write(&dir).unwrap();
+        serde_json::from_str::<serde_json::Value>(&diff(&dir, "json")).unwrap()
+    };
+    assert!(json["contributions"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["share_of_change"].is_null()));
+}
+
+#[test]
+fn a_leaf_span_prints_one_row() {
+    let out = output_of(&candidate(|v| v.scaled("msm_h", 1.1)));
+    let metrics = &out[out.find("All metrics").unwrap()..];
+    let rows = |span: &str| -> Vec<String> {
+        metrics
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(span))
+            .map(|l| {
+                l.split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .nth(1)
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    // msm_h has no children: its time is its self time, one row; kernels has both.
+    let leaf = rows("msm_h");
+    assert!(leaf.contains(&"total = self".to_string()), "{leaf:?}");
+    assert!(
+        !leaf.iter().any(|m| m == "self" || m == "total"),
+        "{leaf:?}"
+    );
+    let wrapper = rows("kernels");
+    assert!(wrapper.contains(&"total".to_string()) && wrapper.contains(&"self".to_string()));
+}
+
+#[test]
+fn too_few_reps_for_any_verdict() {
+    let mut run = candidate(|v| v.scaled("msm_h", 0.8));
+    run.reps = 3;
+    let h = headline_of(&run);
+    assert!(
+        h[1].ends_with(": too few reps (need 5/side) (p=0.100)"),
+        "{}",
+        h[1]
+    );
+    assert_eq!(
+        h[2..],
+        [
+            "Significant changes: none can be told: too few reps for a verdict (need 5 per side)",
+            "Critical path: no verdicts for the same reason",
+        ]
+    );
+}
