@@ -354,7 +354,7 @@ fn a_cut_or_edited_folder_is_repaired_or_refused_by_resume_saying_why() {
     let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     let total = text
         .lines()
-        .find(|l| l.starts_with("total (prove)"))
+        .find(|l| l.starts_with("end to end (prove)"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
         !total.contains(" 0 ns "),
