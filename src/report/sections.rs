@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
 use crate::plot::gaps::{INNER, OUTER};
+use crate::prover::spans;
 use crate::stats::median;
 use crate::store::RunData;
 use crate::store::{RunView, SpanTime};
@@ -210,7 +211,11 @@ pub fn spans_section(input: &RunView) -> String {
          *unattributed*: time inside a span that none of its children, on any thread, \
          accounts for."
     );
-    for line in gpu_busy_lines(input).into_iter().chain(h2d_lines(input)) {
+    for line in gpu_busy_lines(input)
+        .into_iter()
+        .chain(h2d_lines(input))
+        .chain(drop_lines(input))
+    {
         let _ = writeln!(out, "\n{line}");
     }
     out
@@ -276,6 +281,51 @@ fn h2d_lines(input: &RunView) -> Vec<String> {
             lines.push(format!(
                 "{v}: host-to-GPU copies of 1 MiB or more inside `{OUTER}` moved {:.1} MB per rep at {g:.1} GB/s while copying (CUPTI memcpy records, median).",
                 b / 1e6
+            ));
+        }
+    }
+    lines
+}
+
+/// What each drop span freed and what it cost, per variant (medians over reps): the bytes
+/// come from the span's `bytes` (host) and `device_bytes` attributes; a drop with
+/// `async` ran on a background thread, off the critical path.
+fn drop_lines(input: &RunView) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &input.variants() {
+        for name in [spans::DROP, spans::DROP_ASSIGNMENTS] {
+            let (mut ns, mut host, mut device, mut background) = (vec![], vec![], vec![], 0);
+            for r in input.measured_reps(v) {
+                let Some(s) = input.spans_of(r.rep).into_iter().find(|s| s.name == name) else {
+                    continue;
+                };
+                let attrs: serde_json::Value =
+                    serde_json::from_str(&s.attrs).unwrap_or_default();
+                let Some(b) = attrs.get("bytes").and_then(|b| b.as_u64()) else {
+                    continue;
+                };
+                ns.push(s.duration_ns as f64);
+                host.push(b as f64);
+                device.push(attrs.get("device_bytes").and_then(|b| b.as_u64()).unwrap_or(0) as f64);
+                background += attrs.get("async").is_some() as usize;
+            }
+            let (Some(t), Some(h), Some(d)) = (median(&ns), median(&host), median(&device)) else {
+                continue;
+            };
+            let gpu = if d > 0.0 {
+                format!(" and {:.1} MB of GPU memory", d / 1e6)
+            } else {
+                String::new()
+            };
+            let place = if background * 2 > ns.len() {
+                "on a background thread, off the critical path"
+            } else {
+                "on the proving thread, on the critical path"
+            };
+            lines.push(format!(
+                "{v}: `{name}` freed {:.1} MB of host memory{gpu} in {} per rep, {place} (median).",
+                h / 1e6,
+                fmt_ns_short(t)
             ));
         }
     }
