@@ -165,6 +165,37 @@ pub struct Comparison {
     pub exact: bool,
 }
 
+impl Comparison {
+    /// A comparison with its medians' change filled in and no verdict yet (unchanged).
+    fn of_medians(
+        span: &str,
+        measure: Measure,
+        unit: Unit,
+        baseline: SideStats,
+        candidate: SideStats,
+        exact: bool,
+    ) -> Comparison {
+        let (delta, relative) = match (baseline.median, candidate.median) {
+            (Some(b), Some(m)) => (Some(m - b), (b != 0.0).then(|| m / b - 1.0)),
+            _ => (None, None),
+        };
+        Comparison {
+            span: span.to_string(),
+            measure,
+            unit,
+            baseline,
+            candidate,
+            delta,
+            relative,
+            ci: None,
+            p_value: None,
+            verdict: Verdict::Unchanged,
+            pairs: None,
+            exact,
+        }
+    }
+}
+
 /// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
 /// of reps of one iteration), through the per-pair differences.
 ///
@@ -187,24 +218,7 @@ pub(crate) fn compare(
 ) -> Comparison {
     let (bs, b_sample) = SideStats::of(base);
     let (cs, c_sample) = SideStats::of(cand);
-    let mut c = Comparison {
-        span: span.to_string(),
-        measure,
-        unit,
-        baseline: bs,
-        candidate: cs,
-        delta: None,
-        relative: None,
-        ci: None,
-        p_value: None,
-        verdict: Verdict::Unchanged,
-        pairs: None,
-        exact: false,
-    };
-    if let (Some(b), Some(m)) = (bs.median, cs.median) {
-        c.delta = Some(m - b);
-        c.relative = (b != 0.0).then(|| m / b - 1.0);
-    }
+    let mut c = Comparison::of_medians(span, measure, unit, bs, cs, false);
     c.verdict = match (base.is_empty(), cand.is_empty()) {
         (true, true) => Verdict::Unchanged,
         (false, true) => Verdict::OnlyInBaseline,
@@ -303,32 +317,15 @@ pub(crate) fn compare_exact(
 ) -> Comparison {
     let (bs, _) = SideStats::of(base);
     let (cs, _) = SideStats::of(cand);
-    let mut c = Comparison {
-        span: span.to_string(),
-        measure,
-        unit,
-        baseline: bs,
-        candidate: cs,
-        delta: None,
-        relative: None,
-        ci: None,
-        p_value: None,
-        verdict: Verdict::Unchanged,
-        pairs: None,
-        exact: true,
-    };
+    let mut c = Comparison::of_medians(span, measure, unit, bs, cs, true);
     c.verdict = match (bs.median, cs.median) {
-        (Some(b), Some(m)) => {
-            c.delta = Some(m - b);
-            c.relative = (b != 0.0).then(|| m / b - 1.0);
-            match c.relative {
-                _ if (m - b).abs() <= EXACT_MIN_DELTA => Verdict::Unchanged,
-                Some(r) if r > opts.noise_floor => Verdict::Regressed,
-                Some(r) if r < -opts.noise_floor => Verdict::Improved,
-                Some(_) => Verdict::Unchanged,
-                None => Verdict::Regressed,
-            }
-        }
+        (Some(b), Some(m)) => match c.relative {
+            _ if (m - b).abs() <= EXACT_MIN_DELTA => Verdict::Unchanged,
+            Some(r) if r > opts.noise_floor => Verdict::Regressed,
+            Some(r) if r < -opts.noise_floor => Verdict::Improved,
+            Some(_) => Verdict::Unchanged,
+            None => Verdict::Regressed,
+        },
         (Some(_), None) => Verdict::OnlyInBaseline,
         (None, Some(_)) => Verdict::OnlyInCandidate,
         (None, None) => Verdict::Unchanged,

@@ -299,14 +299,18 @@ fn drop_lines(input: &RunView) -> Vec<String> {
                 let Some(s) = input.spans_of(r.rep).into_iter().find(|s| s.name == name) else {
                     continue;
                 };
-                let attrs: serde_json::Value =
-                    serde_json::from_str(&s.attrs).unwrap_or_default();
+                let attrs: serde_json::Value = serde_json::from_str(&s.attrs).unwrap_or_default();
                 let Some(b) = attrs.get("bytes").and_then(|b| b.as_u64()) else {
                     continue;
                 };
                 ns.push(s.duration_ns as f64);
                 host.push(b as f64);
-                device.push(attrs.get("device_bytes").and_then(|b| b.as_u64()).unwrap_or(0) as f64);
+                device.push(
+                    attrs
+                        .get("device_bytes")
+                        .and_then(|b| b.as_u64())
+                        .unwrap_or(0) as f64,
+                );
                 background += attrs.get("async").is_some() as usize;
             }
             let (Some(t), Some(h), Some(d)) = (median(&ns), median(&host), median(&device)) else {
