@@ -1,6 +1,7 @@
 //! Cost of one span (enter + exit) on the recorder: counters off, counters on, and
-//! through the C ABI. Each sample opens `iters` spans under one root; the root is
-//! drained outside the timed region so buffers never grow across samples.
+//! through the C ABI, and of the process CPU clock pair every span reads. Each sample
+//! opens `iters` spans under one root; the root is drained outside the timed region so
+//! buffers never grow across samples.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,16 @@ fn bench(c: &mut Criterion) {
             timed(iters, || {
                 std::hint::black_box(trace::now_ns());
                 std::hint::black_box(trace::now_ns());
+            })
+        })
+    });
+    // What every span adds for the process CPU time: two CLOCK_PROCESS_CPUTIME_ID reads
+    // (a real system call; the kernel sums the time of every thread of the process).
+    g.bench_function("process_cpu_clock_pair", |b| {
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                std::hint::black_box(trace::process_cpu_ns());
+                std::hint::black_box(trace::process_cpu_ns());
             })
         })
     });

@@ -153,13 +153,15 @@ fn output_of(run: &SyntheticRun) -> String {
     diff(&dir, "terminal")
 }
 
-const MEASURES: [&str; 6] = [
+const MEASURES: [&str; 8] = [
     "total",
     "self",
     "self on critical path",
     "unattributed",
     "counter",
     "task_clock_ns",
+    "process CPU time",
+    "busy cores (process CPU / wall)",
 ];
 
 #[test]

@@ -194,6 +194,13 @@ fn report_of_a_gpu_run_says_how_long_cupti_saw_the_gpu_busy() {
         md.contains("baseline: CUPTI saw a kernel running for"),
         "{md}"
     );
+    // The fixture's process keeps three cores busy throughout.
+    assert!(
+        md.contains(
+            "baseline: `gpu_prove` kept 3.0 cores busy (process CPU time / wall, median), the GPU busy"
+        ),
+        "{md}"
+    );
     assert!(!md.contains("no GPU activity recorded"), "{md}");
 }
 

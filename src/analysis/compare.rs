@@ -31,6 +31,10 @@ pub enum Measure {
     CriticalSelf,
     /// Time with a GPU kernel running inside the span (`gpu_busy_ns`, from CUPTI).
     GpuBusy,
+    /// CPU time of the whole process over the span, every thread (`process_cpu_ns`).
+    ProcessCpu,
+    /// Process CPU time / wall: the cores the process kept busy over the span.
+    BusyCores,
     /// A counter column (spans.csv name).
     Counter(String),
 }
@@ -43,6 +47,8 @@ impl fmt::Display for Measure {
             Measure::Unattributed => "unattributed",
             Measure::CriticalSelf => "critical_self",
             Measure::GpuBusy => "gpu_busy",
+            Measure::ProcessCpu => "process_cpu",
+            Measure::BusyCores => "busy_cores",
             Measure::Counter(c) => c,
         })
     }
@@ -62,6 +68,8 @@ impl From<String> for Measure {
             "unattributed" => Measure::Unattributed,
             "critical_self" => Measure::CriticalSelf,
             "gpu_busy" => Measure::GpuBusy,
+            "process_cpu" => Measure::ProcessCpu,
+            "busy_cores" => Measure::BusyCores,
             _ => Measure::Counter(s),
         }
     }
@@ -74,6 +82,8 @@ pub enum Unit {
     Ns,
     Count,
     Bytes,
+    /// Cores kept busy (CPU time / wall).
+    Cores,
 }
 
 /// The outcome for one metric.

@@ -154,6 +154,25 @@ pub fn diff_runs(
                 exact: false,
             });
         }
+        let (pb, pc) = (sb.span_process_cpu(name), sc.span_process_cpu(name));
+        if pb.iter().any(Option::is_some) && pc.iter().any(Option::is_some) {
+            specs.push(Spec {
+                span: name.into(),
+                measure: Measure::ProcessCpu,
+                unit: Unit::Ns,
+                base: pb,
+                cand: pc,
+                exact: false,
+            });
+            specs.push(Spec {
+                span: name.into(),
+                measure: Measure::BusyCores,
+                unit: Unit::Cores,
+                base: sb.span_busy_cores(name),
+                cand: sc.span_busy_cores(name),
+                exact: false,
+            });
+        }
         for &k in &counters {
             specs.push(Spec {
                 span: name.into(),
@@ -320,6 +339,22 @@ fn phase_table(
         phase: format!("end to end ({})", total.span),
         comparison: total.clone(),
     });
+    // The cores the whole process kept busy (every thread, a library's own included)
+    // in the backend call and end to end, where the process CPU time was recorded.
+    for (span, label) in [
+        (
+            spans::GPU_PROVE,
+            spans::phase_label(spans::GPU_PROVE, backend),
+        ),
+        (total.span.as_str(), format!("end to end ({})", total.span)),
+    ] {
+        if let Some(comparison) = find(span, &Measure::BusyCores) {
+            rows.push(PhaseRow {
+                phase: format!("{label} busy cores"),
+                comparison,
+            });
+        }
+    }
     let hw: Vec<usize> = [CounterKind::Instructions, CounterKind::Branches]
         .iter()
         .map(|&k| k as usize)

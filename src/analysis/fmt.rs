@@ -26,6 +26,7 @@ pub(super) fn fmt_value(unit: Unit, v: f64) -> String {
         Unit::Ns => fmt_ns(v),
         Unit::Count => fmt_count(v),
         Unit::Bytes => format!("{} MiB", sig4(v / (1u64 << 20) as f64)),
+        Unit::Cores => format!("{v:.2} cores"),
     }
 }
 
@@ -89,6 +90,8 @@ pub(super) fn measure_label(m: &Measure) -> String {
         Measure::Unattributed => "unattributed".into(),
         Measure::CriticalSelf => "self on critical path".into(),
         Measure::GpuBusy => "GPU busy".into(),
+        Measure::ProcessCpu => "process CPU time".into(),
+        Measure::BusyCores => "busy cores (process CPU / wall)".into(),
         Measure::Counter(c) => c.clone(),
     }
 }

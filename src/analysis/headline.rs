@@ -68,8 +68,10 @@ fn family(span: &str) -> &str {
     }
 }
 
+/// A span's own time (total, self, gaps, GPU busy): not a count, and not the process
+/// CPU time, which like a CPU-time counter restates the time's change across cores.
 fn is_time(c: &Comparison) -> bool {
-    c.unit == Unit::Ns && !matches!(c.measure, Measure::Counter(_))
+    c.unit == Unit::Ns && !matches!(c.measure, Measure::Counter(_) | Measure::ProcessCpu)
 }
 
 /// The headline of a diff whose metrics and contributions are computed; `leaves` are the
@@ -116,7 +118,7 @@ pub(crate) fn headline(
     for c in significant {
         // CPU time of a span restates its time's change in the same direction.
         let cpu_time = Measure::Counter(CounterKind::TaskClockNs.column().into());
-        let kind = if is_time(c) || c.measure == cpu_time {
+        let kind = if is_time(c) || c.measure == cpu_time || c.measure == Measure::ProcessCpu {
             "time".to_string()
         } else {
             c.measure.to_string()

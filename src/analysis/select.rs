@@ -47,6 +47,8 @@ pub(crate) struct Agg {
     pub tree_counters: [Option<u64>; 6],
     /// Time with a GPU kernel running inside the span (CUPTI), where collected.
     pub gpu_busy_ns: Option<u64>,
+    /// CPU time of the whole process inside the span (every thread), where recorded.
+    pub process_cpu_ns: Option<u64>,
 }
 
 /// The measured reps of one variant, aggregated.
@@ -180,10 +182,12 @@ impl<'a> Side<'a> {
                     *acc = acc.zip(v).map(|(x, y)| x + y);
                 }
                 a.gpu_busy_ns = a.gpu_busy_ns.zip(s.gpu_busy_ns).map(|(x, y)| x + y);
+                a.process_cpu_ns = a.process_cpu_ns.zip(s.process_cpu_ns).map(|(x, y)| x + y);
             } else {
                 a.present = true;
                 a.counters = values;
                 a.gpu_busy_ns = s.gpu_busy_ns;
+                a.process_cpu_ns = s.process_cpu_ns;
             }
             add_counts(&mut a.tree_counters, values);
 
@@ -242,6 +246,35 @@ impl<'a> Side<'a> {
         self.per_name
             .get(name)
             .map(|v| v.iter().map(|a| a.gpu_busy_ns.map(|c| c as f64)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Per-rep process CPU time of `name` (None where the rep has no value).
+    pub fn span_process_cpu(&self, name: &str) -> Vec<Option<f64>> {
+        self.per_name
+            .get(name)
+            .map(|v| {
+                v.iter()
+                    .map(|a| a.process_cpu_ns.map(|c| c as f64))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Per-rep busy cores of `name`: process CPU time over the span's summed duration
+    /// (None where the rep has no CPU time or no duration).
+    pub fn span_busy_cores(&self, name: &str) -> Vec<Option<f64>> {
+        self.per_name
+            .get(name)
+            .map(|v| {
+                v.iter()
+                    .map(|a| {
+                        a.process_cpu_ns
+                            .filter(|_| a.total_ns > 0)
+                            .map(|c| c as f64 / a.total_ns as f64)
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

@@ -353,6 +353,8 @@ impl SyntheticRun {
                     context_switches: Some(d / 50_000_000),
                     attrs: "{}".into(),
                     gpu_busy_ns,
+                    // A host that keeps about three cores busy throughout.
+                    process_cpu_ns: Some(d * 3),
                 }
             })
             .collect()

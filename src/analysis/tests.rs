@@ -206,8 +206,8 @@ fn a_faster_phase_is_found_where_it_happened() {
     assert_eq!(top.span, "msm_h");
     let rel = top.relative.unwrap();
     assert!((rel + 0.1).abs() < 0.01, "msm_h change {rel}");
-    // Phase table: synthesis, the CPU prover call, kernels, drop, total, then software
-    // counters.
+    // Phase table: synthesis, the CPU prover call, kernels, drop, total, busy cores of
+    // the call and of the whole prove, then software counters.
     let phases: Vec<&str> = d.phase_table.iter().map(|r| r.phase.as_str()).collect();
     assert_eq!(
         phases,
@@ -217,6 +217,8 @@ fn a_faster_phase_is_found_where_it_happened() {
             "NTT and MSMs (kernels)",
             "drop",
             "end to end (prove)",
+            "CPU prover call (gpu_prove) busy cores",
+            "end to end (prove) busy cores",
             "task_clock_ns (threads with spans)",
             "page_faults (threads with spans)",
             "context_switches (threads with spans)"
@@ -422,7 +424,7 @@ fn hardware_counters_replace_software_ones_in_the_phase_table() {
     let rows: Vec<&str> = d
         .phase_table
         .iter()
-        .skip(5)
+        .skip(7)
         .map(|r| r.phase.as_str())
         .collect();
     assert_eq!(
@@ -432,8 +434,8 @@ fn hardware_counters_replace_software_ones_in_the_phase_table() {
             "branches (threads with spans)"
         ]
     );
-    assert_eq!(d.phase_table[5].comparison.span, SPAN_THREADS);
-    assert_eq!(d.phase_table[5].comparison.verdict, Verdict::Regressed);
+    assert_eq!(d.phase_table[7].comparison.span, SPAN_THREADS);
+    assert_eq!(d.phase_table[7].comparison.verdict, Verdict::Regressed);
     assert!(d.notes.iter().all(|n| !n.contains("counters not compared")));
 }
 
@@ -814,4 +816,27 @@ fn carry_over_needs_variants_of_one_alternating_run() {
     // empty there is nothing to compare.
     let d = diff_of(&SyntheticRun::new());
     assert!(d.carry_over.is_none());
+}
+
+#[test]
+fn process_cpu_time_and_busy_cores_are_compared_and_in_the_phase_table() {
+    let mut run = SyntheticRun::new();
+    run.variant_mut("candidate")
+        .scale
+        .insert("msm_l".into(), 0.8);
+    let d = diff_of(&run);
+    // The fixture's process keeps three cores busy in every span.
+    let cores = metric(&d, "gpu_prove", Measure::BusyCores);
+    assert_eq!(cores.unit, Unit::Cores);
+    let median = cores.baseline.median.unwrap();
+    assert!((median - 3.0).abs() < 1e-9, "{median}");
+    let cpu = metric(&d, "gpu_prove", Measure::ProcessCpu);
+    let total = metric(&d, "gpu_prove", Measure::Total);
+    let ratio = cpu.baseline.median.unwrap() / total.baseline.median.unwrap();
+    assert!((ratio - 3.0).abs() < 1e-6, "{ratio}");
+    assert_eq!(cpu.verdict, Verdict::Improved);
+    assert!(d
+        .phase_table
+        .iter()
+        .any(|r| r.phase.ends_with("busy cores") && r.comparison.span == "gpu_prove"));
 }

@@ -127,6 +127,9 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
                     args.insert(column.into(), json!(v));
                 }
             }
+            if let Some(v) = s.process_cpu_ns {
+                args.insert("process_cpu_ns".into(), json!(v));
+            }
             if let Ok(Value::Object(attrs)) = serde_json::from_str::<Value>(&s.attrs) {
                 if !attrs.is_empty() {
                     args.insert("attrs".into(), Value::Object(attrs));

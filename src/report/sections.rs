@@ -213,6 +213,7 @@ pub fn spans_section(input: &RunView) -> String {
     );
     for line in gpu_busy_lines(input)
         .into_iter()
+        .chain(busy_cores_lines(input))
         .chain(h2d_lines(input))
         .chain(drop_lines(input))
     {
@@ -242,6 +243,39 @@ fn gpu_busy_lines(input: &RunView) -> Vec<String> {
                 fmt_ns_short((o - b).max(0.0))
             ));
         }
+    }
+    lines
+}
+
+/// What the host did meanwhile: per variant, the cores the whole process (every thread,
+/// a library's own included) kept busy over the GPU wrapper, and the share of the
+/// wrapper with a kernel running where CUPTI saw them (medians over reps).
+fn busy_cores_lines(input: &RunView) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &input.variants() {
+        let (mut cores, mut gpu) = (Vec::new(), Vec::new());
+        for r in input.measured_reps(v) {
+            let spans = input.spans_of(r.rep);
+            let Some(outer) = spans.iter().find(|s| s.name == OUTER) else {
+                continue;
+            };
+            cores.extend(outer.busy_cores());
+            if outer.duration_ns > 0 {
+                gpu.extend(
+                    outer
+                        .gpu_busy_ns
+                        .map(|b| b as f64 / outer.duration_ns as f64),
+                );
+            }
+        }
+        let Some(c) = median(&cores) else { continue };
+        let gpu = match median(&gpu) {
+            Some(g) => format!(", the GPU busy {:.0}% of it", g * 100.0),
+            None => String::new(),
+        };
+        lines.push(format!(
+            "{v}: `{OUTER}` kept {c:.1} cores busy (process CPU time / wall, median){gpu}."
+        ));
     }
     lines
 }

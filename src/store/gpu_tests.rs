@@ -34,6 +34,7 @@ fn commit(w: &mut RunWriter, rep: u32) {
     let mut s = SpanRow::sample();
     s.rep = rep;
     s.gpu_busy_ns = Some(20);
+    s.process_cpu_ns = Some(30);
     w.append_rep(&r, &[s]).unwrap();
 }
 
@@ -92,6 +93,7 @@ instructions,branches,cycles,task_clock_ns,page_faults,context_switches,attrs\n\
     std::fs::write(dir.join(SPANS), old).unwrap();
     let data = RunData::load(&dir).unwrap();
     assert_eq!(data.spans[0].gpu_busy_ns, None);
+    assert_eq!(data.spans[0].process_cpu_ns, None);
     assert!(data.load_telemetry().unwrap().is_empty());
     let (mut w, rows) = RunWriter::open_resume(&dir).unwrap();
     assert_eq!(rows.len(), 1);
@@ -104,4 +106,6 @@ instructions,branches,cycles,task_clock_ns,page_faults,context_switches,attrs\n\
         Some(20),
         "old spans.csv rewritten under the new header"
     );
+    assert_eq!(data.spans[1].process_cpu_ns, Some(30));
+    assert_eq!(data.spans[0].process_cpu_ns, None);
 }

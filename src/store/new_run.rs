@@ -106,6 +106,7 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
                 context_switches: c(CounterKind::ContextSwitches),
                 attrs: serde_json::Value::Object(attrs).to_string(),
                 gpu_busy_ns: None,
+                process_cpu_ns: s.process_cpu_ns,
             }
         })
         .collect()

@@ -104,6 +104,10 @@ pub struct SpanRow {
     /// collected.
     #[serde(default)]
     pub gpu_busy_ns: Option<u64>,
+    /// CPU time of the whole process (every thread, including a library's own) over the
+    /// span, CLOCK_PROCESS_CPUTIME_ID. Empty in run folders from before this column.
+    #[serde(default)]
+    pub process_cpu_ns: Option<u64>,
 }
 
 impl SpanRow {
@@ -128,7 +132,15 @@ impl SpanRow {
             context_switches: None,
             attrs: "{}".into(),
             gpu_busy_ns: None,
+            process_cpu_ns: None,
         }
+    }
+
+    /// Cores the process kept busy on average over the span (process CPU time / wall).
+    pub fn busy_cores(&self) -> Option<f64> {
+        self.process_cpu_ns
+            .filter(|_| self.duration_ns > 0)
+            .map(|c| c as f64 / self.duration_ns as f64)
     }
 
     /// Time inside the span with no kernel running on the GPU (duration − busy); the

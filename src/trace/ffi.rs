@@ -189,6 +189,13 @@ mod tests {
         assert_eq!(worker.trace, parent.trace);
         assert_ne!(worker.thread_id, parent.thread_id);
         assert!(worker.start_ns >= parent.start_ns && worker.end_ns <= parent.end_ns);
+        // C++ spans carry the process CPU time too; the parent's interval holds the
+        // worker's, so its share of the process clock does as well.
+        let (p, w) = (
+            parent.process_cpu_ns.unwrap(),
+            worker.process_cpu_ns.unwrap(),
+        );
+        assert!(p >= w, "parent {p} ns < worker {w} ns");
     }
 
     #[test]

@@ -38,6 +38,20 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time of the whole process so far (CLOCK_PROCESS_CPUTIME_ID: every thread,
+/// including those a C/C++ library started), in nanoseconds; `None` where the clock
+/// cannot be read.
+#[inline]
+pub fn process_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 /// A value attached to a span (sizes, byte counts, GPU-event milliseconds, labels).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(untagged)]
@@ -93,6 +107,9 @@ pub struct SpanRecord {
     pub attrs: Vec<(&'static str, AttrValue)>,
     /// Counter deltas over the span, on the span's own thread; `None` when counters were off.
     pub counters: Option<CounterValues>,
+    /// CPU time of the whole process (all threads) over the span; `None` where the
+    /// process clock could not be read.
+    pub process_cpu_ns: Option<u64>,
 }
 
 impl SpanRecord {
@@ -117,6 +134,7 @@ struct OpenSpan {
     attrs: Vec<(&'static str, AttrValue)>,
     /// Boxed: spans are moved around on the hot path, and counters are usually off.
     counters_start: Option<Box<CounterValues>>,
+    process_cpu_start: Option<u64>,
 }
 
 /// A finished span before thread information is attached (at drain time).
@@ -129,6 +147,7 @@ struct Finished {
     end_ns: u64,
     attrs: Vec<(&'static str, AttrValue)>,
     counters: Option<Box<CounterValues>>,
+    process_cpu_ns: Option<u64>,
 }
 
 /// Finished spans of one thread, visible to [`drain_trace`].
@@ -299,6 +318,7 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
 
 fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     let counters_start = read_counters().map(Box::new);
+    let process_cpu_start = process_cpu_ns();
     let ctx = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let id = s.new_id();
@@ -317,6 +337,7 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
             start_ns: now_ns(),
             attrs: Vec::new(),
             counters_start,
+            process_cpu_start,
         });
         SpanContext { id, trace }
     });
@@ -338,6 +359,7 @@ pub fn exit(id: u64) -> bool {
     }
     let end_ns = now_ns();
     let end_counters = read_counters();
+    let end_cpu = process_cpu_ns();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let pos = match s.stack.iter().rposition(|o| o.id == id) {
@@ -358,6 +380,10 @@ pub fn exit(id: u64) -> bool {
             end_ns,
             attrs: open.attrs,
             counters,
+            process_cpu_ns: open
+                .process_cpu_start
+                .zip(end_cpu)
+                .map(|(a, b)| b.saturating_sub(a)),
         });
         if s.stack.is_empty() {
             s.publish();
@@ -420,6 +446,7 @@ pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
                 end_ns: f.end_ns,
                 attrs: f.attrs,
                 counters: f.counters.map(|c| *c),
+                process_cpu_ns: f.process_cpu_ns,
             }));
         }
     }

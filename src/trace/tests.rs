@@ -100,3 +100,35 @@ fn clock_matches_instant() {
     let now = now_ns();
     assert!(now - after <= el + 1_000_000 && now - before >= el);
 }
+
+#[test]
+fn spans_record_the_cpu_time_of_other_threads() {
+    // A span on this thread waits while another thread burns at least 30 ms of CPU:
+    // the span's process CPU time holds that thread's work.
+    let outer = Span::enter("cpu_outer");
+    let trace = outer.trace();
+    std::thread::spawn(|| {
+        let thread_cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: valid, writable timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let start = thread_cpu();
+        let mut x = 1u64;
+        while thread_cpu() - start < 30_000_000 {
+            for _ in 0..1000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        }
+    })
+    .join()
+    .unwrap();
+    drop(outer);
+    let spans = drain_trace(trace);
+    let cpu = spans[0].process_cpu_ns.expect("process CPU clock readable");
+    assert!(cpu >= 30_000_000, "{cpu} ns");
+}
