@@ -9,7 +9,7 @@ use crate::plot::gaps::{INNER, OUTER};
 use crate::prover::spans;
 use crate::stats::median;
 use crate::store::RunData;
-use crate::store::{RunView, SpanTime};
+use crate::store::{RunView, SpanRow, SpanTime};
 use crate::units::{fmt_delta, fmt_ns_short};
 
 /// A markdown table cell: pipes escaped, newlines flattened.
@@ -222,19 +222,26 @@ pub fn spans_section(input: &RunView) -> String {
     out
 }
 
+/// The first span named `name` in each measured rep of variant `v`, with its rep.
+fn span_per_rep<'a>(input: &'a RunView, v: &str, name: &str) -> Vec<(u32, &'a SpanRow)> {
+    input
+        .measured_reps(v)
+        .iter()
+        .filter_map(|r| {
+            let s = input.spans_of(r.rep).into_iter().find(|s| s.name == name)?;
+            Some((r.rep, s))
+        })
+        .collect()
+}
+
 /// What the GPU itself says, where CUPTI saw the kernels: per variant, kernel time
 /// inside the GPU wrapper against the wrapper's duration (medians over reps).
 fn gpu_busy_lines(input: &RunView) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &input.variants() {
-        let busy: Vec<f64> = input
-            .measured_reps(v)
-            .iter()
-            .filter_map(|r| {
-                let spans = input.spans_of(r.rep);
-                let outer = spans.iter().find(|s| s.name == OUTER)?;
-                outer.gpu_busy_ns.map(|b| b as f64)
-            })
+        let busy: Vec<f64> = span_per_rep(input, v, OUTER)
+            .into_iter()
+            .filter_map(|(_, outer)| outer.gpu_busy_ns.map(|b| b as f64))
             .collect();
         if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, SpanTime::Total)) {
             lines.push(format!(
@@ -254,11 +261,7 @@ fn busy_cores_lines(input: &RunView) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &input.variants() {
         let (mut cores, mut gpu) = (Vec::new(), Vec::new());
-        for r in input.measured_reps(v) {
-            let spans = input.spans_of(r.rep);
-            let Some(outer) = spans.iter().find(|s| s.name == OUTER) else {
-                continue;
-            };
+        for (_, outer) in span_per_rep(input, v, OUTER) {
             cores.extend(outer.busy_cores());
             if outer.duration_ns > 0 {
                 gpu.extend(
@@ -290,13 +293,10 @@ fn h2d_lines(input: &RunView) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &input.variants() {
         let (mut gbps, mut bytes) = (Vec::new(), Vec::new());
-        for r in input.measured_reps(v) {
-            let Some(outer) = input.spans_of(r.rep).into_iter().find(|s| s.name == OUTER) else {
-                continue;
-            };
+        for (rep, outer) in span_per_rep(input, v, OUTER) {
             let (b, ns) = input
                 .gpu
-                .activity_of(r.rep)
+                .activity_of(rep)
                 .iter()
                 .filter(|a| a.kind == "memcpy" && a.name == "HtoD")
                 .filter(|a| a.start_ns >= outer.start_ns && a.end_ns <= outer.end_ns)
@@ -329,10 +329,7 @@ fn drop_lines(input: &RunView) -> Vec<String> {
     for v in &input.variants() {
         for name in [spans::DROP, spans::DROP_ASSIGNMENTS] {
             let (mut ns, mut host, mut device, mut background) = (vec![], vec![], vec![], 0);
-            for r in input.measured_reps(v) {
-                let Some(s) = input.spans_of(r.rep).into_iter().find(|s| s.name == name) else {
-                    continue;
-                };
+            for (_, s) in span_per_rep(input, v, name) {
                 let attrs: serde_json::Value = serde_json::from_str(&s.attrs).unwrap_or_default();
                 let Some(b) = attrs.get("bytes").and_then(|b| b.as_u64()) else {
                     continue;
