@@ -242,40 +242,6 @@ impl<'a> MedianResampler<'a> {
     }
 }
 
-/// xoshiro256++, seeded by SplitMix64 (see the module doc).
-pub(crate) struct Xoshiro([u64; 4]);
-
-impl Xoshiro {
-    pub(crate) fn seed(seed: u64) -> Self {
-        let mut z = seed;
-        Xoshiro(std::array::from_fn(|_| {
-            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            x ^ (x >> 31)
-        }))
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let s = &mut self.0;
-        let out = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        out
-    }
-
-    /// Uniform in [0, 1), 53 random bits.
-    pub(crate) fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
 fn ln_factorials(n: usize) -> Vec<f64> {
     let mut v = Vec::with_capacity(n + 1);
     v.push(0.0);
@@ -609,7 +575,9 @@ pub fn min_reps_for_verdict(alpha: f64) -> usize {
 }
 
 mod paired;
+mod rng;
 pub use paired::{bootstrap_median, min_pairs_for_verdict, signed_rank, SignedRankTest};
+pub(crate) use rng::Xoshiro;
 
 #[cfg(test)]
 mod tests;
