@@ -147,6 +147,13 @@ template __global__ void gs_gather<affine_fp2_t::mem_t>(affine_fp2_t::mem_t *,
 struct gs_query {
     dev_buf pts;
     size_t n = 0;
+    // Uploads `count` affine points of `size` bytes each to device `dev`.
+    void load(int dev, const void *points, size_t count, size_t size)
+    {
+        pts = dev_buf(dev, std::max<size_t>(count, 1) * size);
+        pts.upload(points, count * size);
+        n = count;
+    }
     template <class affine_T> const typename affine_T::mem_t *as() const
     {
         return pts.as<typename affine_T::mem_t>();
@@ -612,16 +619,11 @@ extern "C" gs_status gs_srs_load(const gs_srs_points *p, uint32_t max_gpus, gs_s
             std::unique_ptr<gs_device> dev(new gs_device());
             dev->id = d;
             select_gpu(d).select();
-            auto upload = [&](gs_query &q, const void *pts, size_t n, size_t size) {
-                q.pts = dev_buf(d, std::max<size_t>(n, 1) * size);
-                q.pts.upload(pts, n * size);
-                q.n = n;
-            };
-            upload(dev->h, p->h, p->h_len, sizeof(affine_t));
-            upload(dev->l, p->l, p->l_len, sizeof(affine_t));
-            upload(dev->a, p->a, p->a_len, sizeof(affine_t));
-            upload(dev->b_g1, p->b_g1, p->b_g1_len, sizeof(affine_t));
-            upload(dev->b_g2, p->b_g2, p->b_g2_len, sizeof(affine_fp2_t));
+            dev->h.load(d, p->h, p->h_len, sizeof(affine_t));
+            dev->l.load(d, p->l, p->l_len, sizeof(affine_t));
+            dev->a.load(d, p->a, p->a_len, sizeof(affine_t));
+            dev->b_g1.load(d, p->b_g1, p->b_g1_len, sizeof(affine_t));
+            dev->b_g2.load(d, p->b_g2, p->b_g2_len, sizeof(affine_fp2_t));
             dev->h_msm.reset(new msm_g1_t(nullptr, p->h_len, sizeof(affine_t), d));
             dev->max_split = std::max({p->l_len, p->a_len, p->b_g1_len});
             dev->scratch.alloc(d, dev->max_split, select_gpu(d).sm_count());
@@ -788,8 +790,7 @@ void check_msm(const void *points, const void *scalars, size_t n, void *out)
     const gpu_t &gpu = select_gpu(0);
     gpu.select();
     gs_query q;
-    q.pts = dev_buf(0, std::max<size_t>(n, 1) * sizeof(affine_T));
-    q.pts.upload(points, n * sizeof(affine_T));
+    q.load(0, points, n, sizeof(affine_T));
     split_t sp;
     sp.alloc(n);
     for (size_t i = 0; i < n; i++)
