@@ -340,3 +340,86 @@ fn without_valgrind_an_emulated_variant_falls_back_and_says_how_to_install_it() 
         "{source}"
     );
 }
+
+#[test]
+fn a_gpu_backend_under_the_emulator_counts_synthesis_alone_and_says_so() {
+    if !valgrind_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("synth.toml");
+    // backend = "cuda" needs no CUDA here: under the emulator only synthesis runs.
+    std::fs::write(
+        &exp,
+        "name = \"synth\"\n[workload]\ncircuit = \"chain\"\nlog2_constraints = 4\nbatch = 2\n\
+         [run]\nreps = 1\nwarmups = 0\ncounters = \"emulated\"\n\
+         [[variant]]\nname = \"cpu\"\n\
+         [[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("gapscope")
+        .unwrap()
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(dir.path().join("results"))
+        .arg("--params-dir")
+        .arg(dir.path().join("params"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("counts synthesis alone") && stderr.contains("not run"),
+        "{stderr}"
+    );
+    let run = std::fs::read_dir(dir.path().join("results/synth"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("meta.json")).unwrap()).unwrap();
+    assert!(meta["variants"][0].get("scope").is_none(), "{meta}");
+    assert_eq!(meta["variants"][1]["scope"], "synthesis");
+    let mut runs = csv::Reader::from_path(run.join("runs.csv")).unwrap();
+    for r in runs.deserialize::<gapscope::store::RunRow>() {
+        let r = r.unwrap();
+        assert!(r.verified, "{r:?}");
+        assert_eq!(r.proofs, if r.variant == "gpu" { 0 } else { 2 }, "{r:?}");
+    }
+    let mut synth: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    let mut rdr = csv::Reader::from_path(run.join("spans.csv")).unwrap();
+    for r in rdr.deserialize::<gapscope::store::SpanRow>() {
+        let r = r.unwrap();
+        if r.variant == "gpu" {
+            assert!(
+                ["prove", "synthesis", "synthesis[0]", "synthesis[1]"].contains(&r.name.as_str()),
+                "the synthesis-only rep ran {}",
+                r.name
+            );
+        }
+        synth.insert((r.variant.clone(), r.name.clone()), r.instructions.unwrap());
+    }
+    // The same synthesis code, counted on both: equal to within a few instructions of
+    // thread-pool bookkeeping.
+    for name in ["synthesis[0]", "synthesis[1]"] {
+        let (c, g) = (
+            synth[&("cpu".to_string(), name.to_string())] as f64,
+            synth[&("gpu".to_string(), name.to_string())] as f64,
+        );
+        assert!((c - g).abs() / c < 0.01, "{name}: cpu {c} gpu {g}");
+    }
+    let out = Command::cargo_bin("gapscope")
+        .unwrap()
+        .args(["diff", "--format", "json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let diff: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let notes = diff["notes"].to_string();
+    assert!(notes.contains("compare their synthesis spans"), "{notes}");
+}

@@ -544,6 +544,23 @@ fn notes(
             sc.counts.failed
         ));
     }
+    if sb.scope != sc.scope {
+        let what = |s: &Option<String>| match s {
+            Some(s) => format!("ran {s} alone"),
+            None => "ran the whole prover".to_string(),
+        };
+        notes.push(format!(
+            "the baseline {}, the candidate {} (a GPU backend under the emulator runs \
+             synthesis alone): compare their synthesis spans, not `prove` or its total",
+            what(&sb.scope),
+            what(&sc.scope)
+        ));
+    } else if let Some(s) = &sb.scope {
+        notes.push(format!(
+            "both sides ran {s} alone (a GPU backend under the emulator): `prove` holds \
+             synthesis only"
+        ));
+    }
     if sb.counter_source != sc.counter_source {
         notes.push(format!(
             "instructions, branches and cycles not compared: the baseline's counters are {}, \

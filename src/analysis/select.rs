@@ -73,6 +73,9 @@ pub(crate) struct Side<'a> {
     /// The variant's counter source as meta.json records it ("hardware" for runs made
     /// before it was recorded).
     pub counter_source: String,
+    /// What its reps ran when not the whole prover ("synthesis": a GPU backend under the
+    /// emulator), from meta.json.
+    pub scope: Option<String>,
     /// Per used rep: its iteration in the run's schedule (what pairs reps of two
     /// variants of one interleaved run).
     pub iterations: Vec<u32>,
@@ -148,6 +151,12 @@ impl<'a> Side<'a> {
             thread_totals: std::array::from_fn(|_| vec![Some(0); reps]),
             counter_available,
             counter_source,
+            scope: data
+                .meta
+                .variants
+                .iter()
+                .find(|v| v.name == variant)
+                .and_then(|v| v.scope.clone()),
             iterations,
             reps: rep_ids,
         };

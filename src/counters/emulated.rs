@@ -66,6 +66,11 @@ pub fn arm() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether [`arm`] succeeded in this process: its reps run under the emulator.
+pub fn armed() -> bool {
+    ARMED.load(Ordering::Acquire)
+}
+
 /// How to install valgrind, for messages.
 pub const INSTALL_HINT: &str =
     "install valgrind (Debian/Ubuntu: `apt-get install valgrind`; Fedora: `dnf install valgrind`)";

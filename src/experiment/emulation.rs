@@ -158,6 +158,23 @@ pub fn sources(variants: &[ResolvedVariant], mut warn: impl FnMut(String)) -> Ve
         .collect()
 }
 
+/// Whether a variant's reps run synthesis alone: a GPU backend under the emulator, where
+/// CUDA does not run. Synthesis is the same code on every backend, so its counts are
+/// those the full prover's synthesis would have; `gpu_prove` is not run and not counted.
+pub fn synthesis_only(backend: crate::prover::BackendKind, emulated: bool) -> bool {
+    emulated && backend != crate::prover::BackendKind::Cpu
+}
+
+/// What the run says once, at its start, about a variant that runs synthesis alone.
+pub fn synthesis_only_notice(variant: &str, backend: &str) -> String {
+    format!(
+        "variant {variant:?}: counters = \"emulated\" with backend = \"{backend}\" counts \
+         synthesis alone: its gpu_prove calls CUDA, which does not run under valgrind, so it is \
+         not run (no proofs; each assignment's constraints are checked instead). Compare its \
+         synthesis spans; for the whole prover under the emulator use backend = \"cpu\""
+    )
+}
+
 /// Fills `instructions` and `branches` of the rows from the dumps the emulator wrote for
 /// this process into `dump_dir`. Every other counter stays empty: under the emulator,
 /// time-based and kernel counters measure the emulator, not the program.

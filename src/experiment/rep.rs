@@ -40,7 +40,14 @@ pub struct RepOutput {
 /// waits for background drops, verifies outside the spans.
 pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
     let w = &ctx.exp.workload;
-    let backend = prover::backend(v.backend)?;
+    // Under the emulator a GPU backend runs synthesis alone (CUDA does not run there).
+    let synthesis_only =
+        super::emulation::synthesis_only(v.backend, crate::counters::emulated::armed());
+    let backend = if synthesis_only {
+        None
+    } else {
+        Some(prover::backend(v.backend)?)
+    };
     let params = ctx
         .params
         .get(&v.gadget)
@@ -66,19 +73,28 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .unwrap_or_default();
     // Under callgrind (an emulated worker): instrumented from here to the last drop.
     let emulation = crate::counters::emulated::RepWindow::open();
-    let out = prover::prove_batch(
-        backend.as_ref(),
-        params,
-        circuits,
-        ProveOptions {
-            drop: v.drop,
-            host_memory: v.host_memory,
-            streams: v.streams,
-            gpus: v.gpus,
-            msm_threads: v.msm_threads,
-        },
-        &mut rng,
-    );
+    let (trace_id, outcome) = match &backend {
+        Some(backend) => {
+            let out = prover::prove_batch(
+                backend.as_ref(),
+                params,
+                circuits,
+                ProveOptions {
+                    drop: v.drop,
+                    host_memory: v.host_memory,
+                    streams: v.streams,
+                    gpus: v.gpus,
+                    msm_threads: v.msm_threads,
+                },
+                &mut rng,
+            );
+            (out.trace, Made::Proofs(out.result))
+        }
+        None => {
+            let out = prover::synthesize_batch(v.backend, circuits);
+            (out.trace, Made::Assignments(out.result))
+        }
+    };
     prover::dropper::wait_idle();
     drop(emulation);
     let mut gpu = ctx
@@ -87,9 +103,9 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .unwrap_or_default();
     gpu.notes.splice(0..0, tel_notes);
     ctx.debug.leak();
-    let spans = trace::drain_trace(out.trace);
+    let spans = trace::drain_trace(trace_id);
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
-    if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == out.trace)) {
+    if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == trace_id)) {
         root.attrs = h.add_to_attrs(&root.attrs);
     }
     // Only a rep with telemetry collects activity.
@@ -97,9 +113,26 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         t.on_thread(|| telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity));
     }
     // --- end GPU telemetry.
-    let prove = spans.iter().find(|s| s.id == out.trace);
-    let (status, verified, error, proofs) = match out.result {
-        Ok(mut proofs) => {
+    let prove = spans.iter().find(|s| s.id == trace_id);
+    let (status, verified, error, proofs) = match outcome {
+        // No proof to verify: every constraint of every assignment is checked instead.
+        Made::Assignments(Ok(assignments)) => {
+            match assignments.iter().enumerate().find_map(|(i, a)| {
+                a.check_satisfied()
+                    .err()
+                    .map(|e| format!("circuit {i}: {e}"))
+            }) {
+                None => (RepStatus::Ok, true, String::new(), 0),
+                Some(e) => (
+                    RepStatus::Failed,
+                    false,
+                    format!("synthesis check failed: {e}"),
+                    0,
+                ),
+            }
+        }
+        Made::Assignments(Err(e)) => (RepStatus::Failed, false, e.to_string(), 0),
+        Made::Proofs(Ok(mut proofs)) => {
             if ctx.debug.corrupts(&v.name) {
                 for p in proofs.iter_mut() {
                     p.a = p.c;
@@ -115,7 +148,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
                 ),
             }
         }
-        Err(e) => (RepStatus::Failed, false, e.to_string(), 0),
+        Made::Proofs(Err(e)) => (RepStatus::Failed, false, e.to_string(), 0),
     };
     let row = RunRow {
         rep: slot.rep,
@@ -144,6 +177,12 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         gpu,
         setup_ns: BTreeMap::new(),
     })
+}
+
+/// What a rep made: proofs, or assignments where synthesis ran alone.
+enum Made {
+    Proofs(Result<Vec<bellperson::groth16::Proof<blstrs::Bls12>>, prover::ProverError>),
+    Assignments(Result<Vec<prover::Assignment>, prover::ProverError>),
 }
 
 /// The row of a rep that never produced one of its own (its worker died or outlived

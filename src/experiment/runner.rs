@@ -221,6 +221,8 @@ fn new_run_meta(
                 backend: v.backend.as_str().into(),
                 knobs: v.knobs(),
                 counters: Some(s.label()),
+                scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
+                    .then(|| "synthesis".to_string()),
             })
             .collect(),
         reps: exp.run.reps,
@@ -256,11 +258,18 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
     let variants = exp.resolved_variants();
-    for v in &variants {
-        prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
-    }
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
+    for (v, s) in variants.iter().zip(&sources) {
+        if emulation::synthesis_only(v.backend, s.emulator().is_some()) {
+            eprintln!(
+                "note: {}",
+                emulation::synthesis_only_notice(&v.name, v.backend.as_str())
+            );
+        } else {
+            prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
+        }
+    }
     // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
     interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
@@ -342,7 +351,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 watchdog::exit_now(EXIT_TIMED_OUT)
             })
         });
-        let setup = setup_backends(&exp, &variants, &params, &origins, opts.progress);
+        // Synthesis-only variants (emulated, GPU backend) need no backend.
+        let set_up: Vec<ResolvedVariant> = variants
+            .iter()
+            .zip(&sources)
+            .filter(|(v, s)| !emulation::synthesis_only(v.backend, s.emulator().is_some()))
+            .map(|(v, _)| v.clone())
+            .collect();
+        let setup = setup_backends(&exp, &set_up, &params, &origins, opts.progress);
         if resume.is_none() {
             meta.setup_ns.extend(setup);
         }

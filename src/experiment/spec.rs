@@ -360,16 +360,6 @@ impl Experiment {
                     v.name, r.gpus
                 ));
             }
-            if r.counters == CounterMode::Emulated && r.backend != BackendKind::Cpu {
-                return Err(format!(
-                    "variant {:?}: counters = \"emulated\" cannot run backend {}: its gpu_prove \
-                     calls CUDA, which does not run under valgrind. Emulated counts cover the \
-                     cpu backend; synthesis is the same code on every backend, so set \
-                     backend = \"cpu\" in this variant to count it",
-                    v.name,
-                    r.backend.as_str()
-                ));
-            }
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",

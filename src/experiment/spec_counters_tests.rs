@@ -49,14 +49,22 @@ fn counters_knob_per_run_and_variant_and_emulation_refuses_gpu_backends() {
         m.contains(r#"true, false, "hardware" or "emulated""#),
         "{m}"
     );
-    let m = p(&GOOD.replace(
+    // A GPU backend under the emulator is accepted: its reps run synthesis alone.
+    let e = p(&GOOD.replace(
         "gadget = \"lc\"",
         "gadget = \"lc\"\ncounters = \"emulated\"\nbackend = \"supraseal\"",
     ))
-    .unwrap_err()
-    .to_string();
-    assert!(
-        m.contains("gpu_prove") && m.contains("backend = \"cpu\""),
-        "{m}"
-    );
+    .unwrap();
+    let v = &e.resolved_variants()[0];
+    assert_eq!(v.counters, CounterMode::Emulated);
+    assert!(crate::experiment::emulation::synthesis_only(
+        v.backend, true
+    ));
+    assert!(!crate::experiment::emulation::synthesis_only(
+        v.backend, false
+    ));
+    assert!(!crate::experiment::emulation::synthesis_only(
+        crate::prover::BackendKind::Cpu,
+        true
+    ));
 }

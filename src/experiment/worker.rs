@@ -84,14 +84,21 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         a.emulated.is_none() && v.counters != crate::counters::CounterMode::Off,
     );
     let (params, origins) = obtain_params(&exp, &a.params_dir, false, false)?;
+    // Under the emulator nothing of the GPU runs: no telemetry, and a GPU backend runs
+    // synthesis alone (see emulation::synthesis_only), so it needs no setup.
+    let emulated = a.emulated.is_some();
     let telemetry = Telemetry::start(TelemetryConfig {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
-        nvml: true,
-        cupti: v.telemetry.cupti,
-        nvtx: a.nvtx,
+        nvml: !emulated,
+        cupti: v.telemetry.cupti && !emulated,
+        nvtx: a.nvtx && !emulated,
     });
     // Outside the rep: telemetry collects only between begin_rep and end_rep.
-    let setup_ns = setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false);
+    let setup_ns = if super::emulation::synthesis_only(v.backend, emulated) {
+        Default::default()
+    } else {
+        setup_backends(&exp, std::slice::from_ref(&v), &params, &origins, false)
+    };
     let debug = DebugHooks {
         corrupt_proofs: if a.debug_corrupt_proofs {
             vec![v.name.clone()]

@@ -46,6 +46,23 @@ impl Assignment {
         self.a.len()
     }
 
+    /// Checks every constraint's evaluations: a·b = c. The check of a rep that made no
+    /// proof (synthesis alone); the first failing constraint is named.
+    pub fn check_satisfied(&self) -> Result<(), String> {
+        if self.a.len() != self.b.len() || self.a.len() != self.c.len() {
+            return Err(format!(
+                "evaluation vectors differ in length: a {}, b {}, c {}",
+                self.a.len(),
+                self.b.len(),
+                self.c.len()
+            ));
+        }
+        match (0..self.a.len()).find(|&i| self.a[i] * self.b[i] != self.c[i]) {
+            None => Ok(()),
+            Some(i) => Err(format!("constraint {i} is not satisfied (a·b ≠ c)")),
+        }
+    }
+
     /// Heap bytes held (what freeing it releases).
     pub fn heap_bytes(&self) -> u64 {
         let s = std::mem::size_of::<Scalar>() as u64;

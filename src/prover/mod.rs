@@ -310,6 +310,27 @@ pub fn prove_batch(
     BatchOutcome { trace, result }
 }
 
+/// Outcome of a synthesis-only batch: the trace and the assignments.
+pub struct SynthesisOutcome {
+    pub trace: u64,
+    pub result: Result<Vec<Assignment>, ProverError>,
+}
+
+/// `prove` → synthesis alone, for a GPU backend's reps under the emulator: CUDA does not
+/// run under valgrind, and synthesis is the same code on every backend. The root span
+/// says so (`scope = synthesis`); no proof is made, so the caller checks the
+/// assignments instead ([`Assignment::check_satisfied`]).
+pub fn synthesize_batch(backend: BackendKind, circuits: Vec<CircuitInstance>) -> SynthesisOutcome {
+    let prove = Span::enter(spans::PROVE);
+    prove.set_attr("circuits", circuits.len());
+    prove.set_attr("backend", backend.as_str());
+    prove.set_attr("scope", "synthesis");
+    let trace = prove.trace();
+    let result = synthesize_all(circuits);
+    drop(prove);
+    SynthesisOutcome { trace, result }
+}
+
 /// Verifies each proof against natively computed public inputs. Returns the index and
 /// reason of the first failure.
 pub fn verify_all(

@@ -126,3 +126,25 @@ fn params_that_do_not_fit_are_refused_by_the_backend() {
     let spans = drain_trace(out.trace);
     assert!(spans.iter().any(|s| s.name == "entry"));
 }
+
+#[test]
+fn synthesis_alone_opens_prove_and_synthesis_only_and_its_check_catches_a_bad_constraint() {
+    let circuits: Vec<_> = (0..2)
+        .map(|i| CircuitInstance::new(CircuitKind::Porep, 10, Gadget::Lc, i).unwrap())
+        .collect();
+    let out = synthesize_batch(BackendKind::Cuda, circuits);
+    let spans = drain_trace(out.trace);
+    let mut names: Vec<&str> = spans.iter().map(|s| s.name).collect();
+    names.sort();
+    assert_eq!(names, ["prove", "synthesis", "synthesis[0]", "synthesis[1]"]);
+    let mut assignments = out.result.unwrap();
+    for a in &assignments {
+        a.check_satisfied().unwrap();
+    }
+    let a = &mut assignments[1];
+    a.c[3] += Scalar::ONE;
+    let e = a.check_satisfied().unwrap_err();
+    assert!(e.contains("constraint 3"), "{e}");
+    a.c.pop();
+    assert!(a.check_satisfied().unwrap_err().contains("differ in length"));
+}

@@ -415,7 +415,13 @@ pub fn counters_section(input: &RunView) -> String {
     let sources: Vec<String> = meta
         .variants
         .iter()
-        .filter_map(|v| Some(format!("{}: {}", v.name, v.counters.as_deref()?)))
+        .filter_map(|v| {
+            let scope = match v.scope.as_deref() {
+                Some(s) => format!(", {s} alone (gpu_prove is not run under the emulator)"),
+                None => String::new(),
+            };
+            Some(format!("{}: {}{scope}", v.name, v.counters.as_deref()?))
+        })
         .collect();
     if !sources.is_empty() {
         let _ = writeln!(

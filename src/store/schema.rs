@@ -378,6 +378,10 @@ pub struct VariantMeta {
     /// Counts of different sources are never compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<String>,
+    /// What its reps ran when not the whole prover: "synthesis" for a GPU backend under
+    /// the emulator (`prove` holds synthesis alone; gpu_prove is not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// meta.json: everything needed to interpret and reproduce a run.
