@@ -24,7 +24,7 @@ fn p(s: &str) -> Result<Experiment, super::SpecError> {
 }
 
 #[test]
-fn counters_knob_per_run_and_variant_and_emulation_refuses_gpu_backends() {
+fn counters_knob_per_run_and_variant_and_emulation_of_gpu_backends_is_synthesis_alone() {
     let e = p(&GOOD.replace("reps = 3", "reps = 3\ncounters = \"emulated\"")).unwrap();
     let v = e.resolved_variants();
     assert_eq!(v[0].counters, CounterMode::Emulated);
@@ -55,8 +55,9 @@ fn counters_knob_per_run_and_variant_and_emulation_refuses_gpu_backends() {
         "gadget = \"lc\"\ncounters = \"emulated\"\nbackend = \"supraseal\"",
     ))
     .unwrap();
-    let v = &e.resolved_variants()[0];
+    let v = &e.resolved_variants()[1];
     assert_eq!(v.counters, CounterMode::Emulated);
+    assert_eq!(v.backend, crate::prover::BackendKind::Supraseal);
     assert!(crate::experiment::emulation::synthesis_only(
         v.backend, true
     ));

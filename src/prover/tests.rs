@@ -136,7 +136,10 @@ fn synthesis_alone_opens_prove_and_synthesis_only_and_its_check_catches_a_bad_co
     let spans = drain_trace(out.trace);
     let mut names: Vec<&str> = spans.iter().map(|s| s.name).collect();
     names.sort();
-    assert_eq!(names, ["prove", "synthesis", "synthesis[0]", "synthesis[1]"]);
+    assert_eq!(
+        names,
+        ["prove", "synthesis", "synthesis[0]", "synthesis[1]"]
+    );
     let mut assignments = out.result.unwrap();
     for a in &assignments {
         a.check_satisfied().unwrap();
@@ -146,5 +149,8 @@ fn synthesis_alone_opens_prove_and_synthesis_only_and_its_check_catches_a_bad_co
     let e = a.check_satisfied().unwrap_err();
     assert!(e.contains("constraint 3"), "{e}");
     a.c.pop();
-    assert!(a.check_satisfied().unwrap_err().contains("differ in length"));
+    assert!(a
+        .check_satisfied()
+        .unwrap_err()
+        .contains("differ in length"));
 }
