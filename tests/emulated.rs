@@ -422,4 +422,13 @@ fn a_gpu_backend_under_the_emulator_counts_synthesis_alone_and_says_so() {
     let diff: serde_json::Value = serde_json::from_str(&text).unwrap();
     let notes = diff["notes"].to_string();
     assert!(notes.contains("compare their synthesis spans"), "{notes}");
+    // The headline's end to end is the largest scope both sides ran: synthesis.
+    let out = Command::cargo_bin("gapscope")
+        .unwrap()
+        .arg("diff")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("End to end: synthesis (total)"), "{text}");
 }

@@ -261,7 +261,16 @@ pub fn diff_runs(
         .filter(|n| !sb.wrappers.contains(**n) && !sc.wrappers.contains(**n))
         .map(|n| n.to_string())
         .collect();
-    let headline = headline(&metrics, &contributions, &leaf_spans);
+    let mut headline = headline(&metrics, &contributions, &leaf_spans);
+    if sb.scope != sc.scope {
+        // One side ran synthesis alone: the largest scope both ran is synthesis.
+        if let Some(c) = metrics
+            .iter()
+            .find(|c| c.span == spans::SYNTHESIS && c.measure == Measure::Total)
+        {
+            headline.end_to_end = c.clone();
+        }
+    }
     let notes = notes(
         [base, cand],
         &sb,
