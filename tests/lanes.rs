@@ -100,6 +100,31 @@ fn each_gpu_has_its_lane_labelled_with_its_placement_and_the_cpu_lane_is_beneath
         assert!(svg.contains(s), "timeline.svg lacks {s:?}");
     }
     assert!(!svg.contains("no GPU activity recorded"));
+    // How close the placed lane is to CUPTI's kernels, in the chart's notes (report.md).
+    let r = plot::render(
+        &plot::timeline::Timeline,
+        &RunView::load(&run).unwrap(),
+        &tmp.path().join("again"),
+        &[ImageFormat::Svg],
+    )
+    .unwrap();
+    let agreement: Vec<&String> = r
+        .notes
+        .0
+        .iter()
+        .filter(|n| n.contains("SM utilisation against CUPTI"))
+        .collect();
+    assert!(
+        agreement.iter().any(|n| n.starts_with("baseline: GPU 0 ")
+            && n.contains("250 µs window")
+            && n.contains("as drawn (driver samples")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        !agreement.iter().any(|n| n.contains("GPU 1")),
+        "no kernels on device 1"
+    );
     // The lanes come in order: GPU 0, GPU 1, then the CPU.
     let at = |s: &str| svg.find(s).unwrap();
     assert!(at("GPU 0 util %") < at("GPU 1 util %"));

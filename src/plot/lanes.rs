@@ -6,8 +6,11 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-use crate::store::lane_series::{busy_cores, util_lanes, UtilLane, UtilPlacement};
-use crate::store::TelemetryRow;
+use crate::store::lane_series::{
+    busy_cores, kernel_agreement, read_points, util_lanes, UtilLane, UtilPlacement, UtilPoint,
+};
+use crate::store::{GpuActivityRow, TelemetryRow};
+use crate::trace::selftime::Coverage;
 use crate::units::fmt_ns_short;
 
 pub(super) const UTIL_H: i32 = 62;
@@ -18,15 +21,61 @@ const RIGHT_W: i32 = 40;
 /// What the lanes of one panel draw.
 pub(super) struct Lanes {
     util: Vec<UtilLane>,
+    /// Per utilisation lane, the same GPU's values at read time.
+    reads: Vec<Vec<UtilPoint>>,
     cpu: Vec<(u64, u64, f64)>,
 }
 
 impl Lanes {
     pub fn of(rows: &[&TelemetryRow]) -> Self {
+        let util = util_lanes(rows);
         Lanes {
-            util: util_lanes(rows),
+            reads: util.iter().map(|u| read_points(rows, u.gpu)).collect(),
+            util,
             cpu: busy_cores(rows),
         }
+    }
+
+    /// For each placed utilisation lane whose GPU has kernels in `activity`, how close
+    /// it is to them, and how close the same values were at read time (the chart's
+    /// notes, so report.md says it): within the panel's time `range`.
+    pub fn agreement_notes(
+        &self,
+        variant: &str,
+        activity: &[&GpuActivityRow],
+        range: (u64, u64),
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        for (lane, reads) in self.util.iter().zip(&self.reads) {
+            let window = match lane.placement {
+                UtilPlacement::DriverSamples { window_ns }
+                | UtilPlacement::Shifted { window_ns } => window_ns,
+                UtilPlacement::ReadTime => continue,
+            };
+            let kernels = Coverage::new(
+                activity
+                    .iter()
+                    .filter(|a| a.kind == "kernel" && a.device == lane.gpu)
+                    .map(|a| (a.start_ns, a.end_ns)),
+            );
+            if kernels.total() == 0 {
+                continue;
+            }
+            let placed = kernel_agreement(&lane.points, window, &kernels, range);
+            let read = kernel_agreement(reads, window, &kernels, range);
+            if let (Some((p, n)), Some((r, m))) = (placed, read) {
+                out.push(format!(
+                    "{variant}: GPU {} SM utilisation against CUPTI's kernels on device {} \
+                     (busy share of each {} window): off by {p:.0} points on average as \
+                     drawn ({}, {n} points), {r:.0} at read time ({m} points)",
+                    lane.gpu,
+                    lane.gpu,
+                    fmt_ns_short(window as f64),
+                    short_label(lane.placement),
+                ));
+            }
+        }
+        out
     }
 
     pub fn has_util(&self) -> bool {
@@ -164,7 +213,7 @@ where
             y1 - ((f64::from(pct).clamp(0.0, 100.0) / 100.0) * (y1 - y0) as f64).round() as i32
         };
         // Points placed before the rep's first span or after its last are off the axis.
-        let on_axis: Vec<&(u64, Option<u32>, Option<u32>)> = lane
+        let on_axis: Vec<&UtilPoint> = lane
             .points
             .iter()
             .filter(|p| p.0 >= origin && p.0 <= end)

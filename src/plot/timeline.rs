@@ -378,6 +378,13 @@ impl Timeline {
                 )?;
                 y += NOTE_H;
             }
+            let acts: Vec<&GpuActivityRow> = p.lanes.iter().flat_map(|l| l.1.clone()).collect();
+            for n in p
+                .under
+                .agreement_notes(&p.variant, &acts, (p.origin_ns, p.end_ns))
+            {
+                notes.push(n);
+            }
             y = lanes::draw(
                 c,
                 &p.under,

@@ -39,6 +39,9 @@ pub fn util_time(t: &TelemetryRow) -> u64 {
     }
 }
 
+/// A point of a utilisation lane: (time on the span clock, SM %, memory %).
+pub type UtilPoint = (u64, Option<u32>, Option<u32>);
+
 /// How one GPU's utilisation lane of a rep is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UtilPlacement {
@@ -55,7 +58,7 @@ pub enum UtilPlacement {
 pub struct UtilLane {
     pub gpu: u32,
     pub placement: UtilPlacement,
-    pub points: Vec<(u64, Option<u32>, Option<u32>)>,
+    pub points: Vec<UtilPoint>,
 }
 
 /// The utilisation lanes of one rep's telemetry rows, one per GPU that has any.
@@ -94,7 +97,7 @@ pub fn util_lanes(rows: &[&TelemetryRow]) -> Vec<UtilLane> {
                 };
                 (reads, placement)
             };
-            let mut points: Vec<(u64, Option<u32>, Option<u32>)> = used
+            let mut points: Vec<UtilPoint> = used
                 .iter()
                 .map(|t| {
                     let at = if placement == UtilPlacement::ReadTime {
@@ -113,6 +116,47 @@ pub fn util_lanes(rows: &[&TelemetryRow]) -> Vec<UtilLane> {
             }
         })
         .collect()
+}
+
+/// One GPU's utilisation as read, at read time: (t, SM %, memory %) by time.
+pub fn read_points(rows: &[&TelemetryRow], gpu: u32) -> Vec<UtilPoint> {
+    let mut v: Vec<UtilPoint> = rows
+        .iter()
+        .filter(|t| t.gpu == gpu && t.source == "nvml" && t.sm_util_pct.is_some())
+        .map(|t| (t.t_ns, t.sm_util_pct, t.mem_util_pct))
+        .collect();
+    v.sort_by_key(|p| p.0);
+    v
+}
+
+/// Fewest points before [`kernel_agreement`] says anything.
+const MIN_AGREEMENT_POINTS: usize = 3;
+
+/// How close SM utilisation drawn at `points` is to the kernels CUPTI recorded on that
+/// GPU (`kernels`, their union): for each point, the kernels' busy share of the
+/// `window_ns` centred where it is drawn, against its value. Returns the mean absolute
+/// difference in percentage points and how many points it covers: those whose window
+/// lies inside `within`; None with fewer than three.
+pub fn kernel_agreement(
+    points: &[UtilPoint],
+    window_ns: u64,
+    kernels: &crate::trace::selftime::Coverage,
+    (lo, hi): (u64, u64),
+) -> Option<(f64, usize)> {
+    if window_ns == 0 {
+        return None;
+    }
+    let diffs: Vec<f64> = points
+        .iter()
+        .filter_map(|&(t, sm, _)| {
+            let (a, b) = (t.checked_sub(window_ns / 2)?, t + window_ns / 2);
+            (a >= lo && b <= hi).then_some(())?;
+            let busy = 100.0 * kernels.within(a, b) as f64 / (b - a) as f64;
+            Some((f64::from(sm?) - busy).abs())
+        })
+        .collect();
+    (diffs.len() >= MIN_AGREEMENT_POINTS)
+        .then(|| (diffs.iter().sum::<f64>() / diffs.len() as f64, diffs.len()))
 }
 
 fn median(xs: impl Iterator<Item = u64>) -> u64 {
@@ -198,6 +242,26 @@ mod tests {
         // Old rows: at read time.
         let old: Vec<&TelemetryRow> = reads.iter().filter(|r| r.gpu == 0).collect();
         assert_eq!(util_lanes(&old)[0].placement, UtilPlacement::ReadTime);
+    }
+
+    #[test]
+    fn agreement_with_the_kernels_is_the_mean_distance_in_points() {
+        use crate::trace::selftime::Coverage;
+        // Kernels busy from 1 000 to 2 000; windows of 200.
+        let k = Coverage::new([(1_000, 2_000)]);
+        let placed = [
+            (900, Some(50), None),
+            (1_500, Some(100), None),
+            (2_100, Some(0), None),
+        ];
+        // 900: [800, 1000) idle, 50 off; 1 500: busy, exact; 2 100: idle, exact.
+        assert_eq!(
+            kernel_agreement(&placed, 200, &k, (0, 3_000)),
+            Some((50.0 / 3.0, 3))
+        );
+        // A window reaching outside `within` is left out, and then too few remain.
+        assert_eq!(kernel_agreement(&placed, 200, &k, (850, 3_000)), None);
+        assert_eq!(kernel_agreement(&placed, 0, &k, (0, 3_000)), None);
     }
 
     #[test]
