@@ -46,6 +46,7 @@ pub mod cupti;
 pub mod dylib;
 pub mod leak;
 pub mod nvml;
+pub mod nvml_probe;
 pub mod nvtx;
 pub mod placement;
 pub mod selftest;
@@ -58,7 +59,8 @@ use serde::{Deserialize, Serialize};
 use crate::store::{ClockCalibration, GpuActivityRow, GpuMeta, TelemetryRow};
 use clock::{ClockMap, ClockPair};
 use cupti::Cupti;
-use nvml::{GpuProbe, NoGpu, NvmlProbe, Sampler};
+use nvml::{GpuProbe, NoGpu, Sampler};
+use nvml_probe::NvmlProbe;
 use placement::{ClockPairs, ReadGaps, RepClocks};
 
 pub use leak::{leak_flags, LeakFlag};

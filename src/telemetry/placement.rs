@@ -125,10 +125,12 @@ impl ClockPairs {
 }
 
 /// Gaps between the reads at which a GPU's utilisation changed, over the whole run: the
-/// driver's update period is the shortest of them, give or take one read period.
+/// driver's update period is the shortest of them, give or take one read period. Also
+/// the period last measured from each GPU's driver samples, for a rep that fetched one.
 #[derive(Debug, Default)]
 pub struct ReadGaps {
     gaps: BTreeMap<u32, Vec<u64>>,
+    driver_period: BTreeMap<u32, u64>,
 }
 
 /// Fewest gaps near the shortest one before the estimate is trusted.
@@ -214,7 +216,7 @@ fn place_driver(
     gpu: u32,
     samples: &[DriverSample],
     clocks: &RepClocks,
-    read_window: Option<u64>,
+    known_window: Option<u64>,
 ) -> Result<DriverPlaced, String> {
     let newest = samples
         .iter()
@@ -239,8 +241,8 @@ fn place_driver(
     };
     let ts: Vec<u64> = samples.iter().map(|d| d.ts_us).collect();
     let window = driver_period_ns(&ts)
-        .or(read_window)
-        .ok_or("a single sample and no window from the reads")?;
+        .or(known_window)
+        .ok_or("a single sample, and no window known from earlier reps")?;
     let placed = samples
         .iter()
         .map(|d| (map.to_span_ns(d.ts_us.saturating_mul(1_000)), *d))
@@ -295,7 +297,12 @@ pub fn rep_rows(
             Some(d) => {
                 d.sort_by_key(|d| d.ts_us);
                 d.dedup_by_key(|d| d.ts_us);
-                place_driver(gpu, d, clocks, read_window)
+                let ts: Vec<u64> = d.iter().map(|d| d.ts_us).collect();
+                if let Some(p) = driver_period_ns(&ts) {
+                    gaps.driver_period.insert(gpu, p);
+                }
+                let known = gaps.driver_period.get(&gpu).copied().or(read_window);
+                place_driver(gpu, d, clocks, known)
             }
             None => Err(clocks
                 .unavailable

@@ -206,6 +206,45 @@ fn driver_samples_land_on_the_burst_not_at_read_or_fetch_time() {
 }
 
 #[test]
+fn a_rep_that_fetched_one_driver_sample_keeps_the_period_measured_before() {
+    let none = BTreeMap::new();
+    let mut gaps = ReadGaps::default();
+    let one: Vec<Sample> = stream(true, BUSY)
+        .into_iter()
+        .filter(|s| {
+            s.driver
+                .is_none_or(|d| d.ts_us == (10_400 * MS + REALTIME_OFFSET) / 1_000)
+        })
+        .collect();
+    // Alone, and first in the run: no window to place it with; read values are not
+    // trusted either (one gap of 600 ms).
+    let first = rep_rows(&one, &clocks(&none), &mut gaps, 0, "v");
+    assert!(
+        first.lines[0].contains("a single sample"),
+        "{:?}",
+        first.lines
+    );
+    // After a rep with many, its period is kept.
+    rep_rows(&stream(true, BUSY), &clocks(&none), &mut gaps, 1, "v");
+    let later = rep_rows(&one, &clocks(&none), &mut gaps, 2, "v");
+    assert!(
+        later.lines[0].starts_with("GPU 0: driver samples"),
+        "{:?}",
+        later.lines
+    );
+    let d: Vec<&TelemetryRow> = later
+        .rows
+        .iter()
+        .filter(|r| r.source == SOURCE_DRIVER_SAMPLES)
+        .collect();
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].t_ns, d[0].util_window_ns),
+        (10_400 * MS, Some(PERIOD))
+    );
+}
+
+#[test]
 fn without_driver_samples_reads_are_shifted_back_by_the_estimated_window() {
     let why: BTreeMap<u32, String> = [(0, "nvmlDeviceGetSamples: Not Supported".into())].into();
     let mut gaps = ReadGaps::default();
