@@ -104,7 +104,7 @@ fn without_gpu_files_the_timeline_says_so_and_with_them_draws_lanes_and_utilisat
         svg.contains("GPU 0 stream 7") && svg.contains("GPU 0 stream 8"),
         "GPU lanes missing"
     );
-    assert!(svg.contains("GPU util %"), "utilisation strip missing");
+    assert!(svg.contains("GPU 0 util %"), "utilisation strip missing");
     assert!(r.notes.0.is_empty(), "{:?}", r.notes);
 }
 

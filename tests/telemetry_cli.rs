@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use gapscope::store::{RepStatus, RunData};
+use gapscope::plot::{self, ImageFormat};
+use gapscope::store::lane_series::{busy_cores, SOURCE_PROCESS_CPU};
+use gapscope::store::{RepStatus, RunData, RunView, TelemetryRow};
 
 mod common;
 use common::{gapscope, run_ok};
@@ -52,6 +54,7 @@ fn check_run(dir: &Path, process: &str) {
     assert_eq!(g.sample_period_ms, Some(5));
     let activity = d.load_gpu_activity().unwrap();
     let samples = d.load_telemetry().unwrap();
+    check_cpu_lane(dir, &samples);
     // The "off" variant never collects, on any machine.
     assert!(activity.iter().all(|a| a.variant == "on"));
     assert!(samples.iter().all(|s| s.variant == "on"));
@@ -82,11 +85,42 @@ fn check_run(dir: &Path, process: &str) {
             || g.cupti.as_deref().unwrap_or("").starts_with("off"),
         "{g:?}"
     );
-    assert!(samples.is_empty() && activity.is_empty());
+    // Without a GPU only the process's CPU time is sampled.
+    assert!(activity.is_empty());
+    assert!(samples.iter().all(|s| s.source == SOURCE_PROCESS_CPU));
     assert!(d
         .runs
         .iter()
         .all(|r| r.gpu_mem_used_end_bytes.is_none() && r.rss_end_bytes.is_some()));
+}
+
+/// The CPU lane, on every machine: the process's CPU time at each period of the "on"
+/// variant's rep, busy cores between them, drawn under the GPU lanes of the timeline.
+fn check_cpu_lane(dir: &Path, samples: &[TelemetryRow]) {
+    let cpu: Vec<&TelemetryRow> = samples
+        .iter()
+        .filter(|s| s.source == SOURCE_PROCESS_CPU)
+        .collect();
+    assert!(cpu.len() >= 2, "{} process CPU samples", cpu.len());
+    assert!(cpu
+        .iter()
+        .all(|s| s.variant == "on" && s.process_cpu_ns.is_some()));
+    let cores = busy_cores(&cpu);
+    // Proving keeps at least one thread busy somewhere in the rep.
+    assert!(cores.iter().any(|c| c.2 > 0.2), "{cores:?}");
+    let out = dir.with_extension("charts");
+    plot::render(
+        &plot::timeline::Timeline,
+        &RunView::load(dir).unwrap(),
+        &out,
+        &[ImageFormat::Svg],
+    )
+    .unwrap();
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("CPU busy cores"),
+        "no CPU lane in the timeline"
+    );
 }
 
 #[test]

@@ -60,9 +60,21 @@ fn record_gpu_meta(
     process: ProcessPolicy,
     cupti: bool,
 ) -> bool {
-    let before = (g.clock_calibration.len(), g.cupti.clone());
+    let before = (
+        g.clock_calibration.len(),
+        g.cupti.clone(),
+        g.util_placement.len(),
+    );
     if let Some(c) = &rep.calibration {
         g.clock_calibration.push(c.clone());
+    }
+    // One line per GPU and way of placing its utilisation, as first met (each rep's
+    // rows say their own window).
+    let key = |l: &str| l.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    for line in &rep.util_placement {
+        if !g.util_placement.iter().any(|l| key(l) == key(line)) {
+            g.util_placement.push(line.clone());
+        }
     }
     if process == ProcessPolicy::PerRep && cupti {
         if let Some(s) = &rep.cupti_status {
@@ -71,7 +83,12 @@ fn record_gpu_meta(
             }
         }
     }
-    before != (g.clock_calibration.len(), g.cupti.clone())
+    before
+        != (
+            g.clock_calibration.len(),
+            g.cupti.clone(),
+            g.util_placement.len(),
+        )
 }
 
 fn check_writable(dir: &Path) -> Result<()> {
@@ -529,5 +546,25 @@ mod tests {
         assert_eq!(rows[0].rep, 4);
         assert_eq!(rows[0].status, RepStatus::Failed);
         assert!(rows[0].error.contains("7 s"), "{}", rows[0].error);
+    }
+
+    #[test]
+    fn meta_keeps_one_utilisation_placement_line_per_gpu_and_way() {
+        let mut g = store::GpuMeta::default();
+        let rep = |lines: &[&str]| RepTelemetry {
+            util_placement: lines.iter().map(|l| l.to_string()).collect(),
+            ..Default::default()
+        };
+        let shared = ProcessPolicy::Shared;
+        let first = rep(&["GPU 0: driver samples (…)", "GPU 1: at read time (…)"]);
+        assert!(record_gpu_meta(&mut g, &first, shared, true));
+        // The same ways again, with other windows: nothing new.
+        let again = rep(&["GPU 0: driver samples (other)", "GPU 1: at read time"]);
+        assert!(!record_gpu_meta(&mut g, &again, shared, true));
+        // GPU 1's window became known: a new way, kept beside the first.
+        let shifted = rep(&["GPU 1: read values shifted back by the driver's 200 ms window"]);
+        assert!(record_gpu_meta(&mut g, &shifted, shared, true));
+        assert_eq!(g.util_placement.len(), 3);
+        assert_eq!(g.util_placement[0], "GPU 0: driver samples (…)");
     }
 }

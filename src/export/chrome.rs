@@ -6,7 +6,11 @@
 //!   record, so every rep starts at 0 (the origins are in `otherData`);
 //! - GPU intervals are "X" events on one track per GPU lane (NVTX ranges that CUPTI
 //!   recorded are not GPU intervals: the spans show those phases already);
-//! - NVML samples are counter ("C") events, one track per GPU and series.
+//! - NVML samples are counter ("C") events, one track per GPU and series; the driver's
+//!   own utilisation samples, where recorded, on tracks of their own ("(driver
+//!   samples)") at the middle of their windows;
+//! - the process's busy cores (CPU time / wall between the sampler's reads) are the
+//!   counter track "process busy cores", on machines without a GPU too.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +18,8 @@ use serde_json::{json, Map, Value};
 
 use super::{ExportError, Exporter, RepSelection};
 use crate::store::gpu_lanes::{self, series, GpuLane};
-use crate::store::RunView;
+use crate::store::lane_series::{busy_cores, is_gpu_row, util_time, SOURCE_DRIVER_SAMPLES};
+use crate::store::{RunView, TelemetryRow};
 
 pub struct ChromeTrace;
 
@@ -28,6 +33,16 @@ pub fn rep_pid(rep: u32) -> u64 {
 
 fn us(ns: u64, origin: u64) -> f64 {
     ns.saturating_sub(origin) as f64 / 1000.0
+}
+
+/// Where a telemetry row's counters go: a driver sample at the middle of its window
+/// (`store::lane_series`), every other reading where it was read.
+fn counter_time(t: &TelemetryRow) -> u64 {
+    if t.source == SOURCE_DRIVER_SAMPLES {
+        util_time(t)
+    } else {
+        t.t_ns
+    }
 }
 
 impl Exporter for ChromeTrace {
@@ -59,7 +74,7 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
             .iter()
             .map(|s| s.start_ns)
             .chain(input.gpu.activity_of(rep).iter().map(|a| a.start_ns))
-            .chain(input.gpu.telemetry_of(rep).iter().map(|t| t.t_ns))
+            .chain(input.gpu.telemetry_of(rep).iter().map(|t| counter_time(t)))
             .min()
             .or(run.map(|r| r.start_ns))
             .unwrap_or(0);
@@ -176,17 +191,34 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
                 "args": args,
             }));
         }
-        for t in input.gpu.telemetry_of(rep) {
+        let telemetry = input.gpu.telemetry_of(rep);
+        for t in telemetry.iter().filter(|t| is_gpu_row(t)) {
+            let placed = if t.source == SOURCE_DRIVER_SAMPLES {
+                " (driver samples)"
+            } else {
+                ""
+            };
             for (series, v) in series(t) {
                 events.push(json!({
-                    "name": format!("GPU {} {series}", t.gpu),
+                    "name": format!("GPU {} {series}{placed}", t.gpu),
                     "cat": "nvml",
                     "ph": "C",
                     "pid": pid,
-                    "ts": us(t.t_ns, origin),
+                    "ts": us(counter_time(t), origin),
                     "args": {"value": v},
                 }));
             }
+        }
+        // The CPU lane: the process's busy cores from each sample to the next.
+        for (start, _, cores) in busy_cores(&telemetry) {
+            events.push(json!({
+                "name": "process busy cores",
+                "cat": "cpu",
+                "ph": "C",
+                "pid": pid,
+                "ts": us(start, origin),
+                "args": {"value": cores},
+            }));
         }
     }
     if !any_span {

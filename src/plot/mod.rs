@@ -10,6 +10,7 @@ pub mod canvas;
 pub mod change;
 pub mod distributions;
 pub mod gaps;
+mod lanes;
 pub mod phases;
 pub mod timeline;
 

@@ -1,17 +1,19 @@
 //! Timeline: the representative (median-wall) rep of each variant as a Gantt chart. One
 //! row per thread, spans nested as in a flame chart (a child one level below its
-//! parent), then one row per GPU lane when GPU activity was recorded, and NVML
-//! utilisation as a line beneath. All variants share one time axis.
+//! parent), then one row per GPU lane when GPU activity was recorded, and beneath them
+//! ([`super::lanes`]) each GPU's NVML utilisation and the process's busy cores. All
+//! variants share one time axis.
 
 use std::collections::{BTreeMap, HashMap};
 
 use plotters::prelude::*;
 
 use super::canvas::*;
+use super::lanes::{self, Lanes};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::store::gpu_lanes::{label, GpuLane};
 use crate::store::{family, RunView};
-use crate::store::{GpuActivityRow, RunRow, SpanRow, TelemetryRow};
+use crate::store::{GpuActivityRow, RunRow, SpanRow};
 use crate::units::fmt_ns_short;
 
 pub struct Timeline;
@@ -20,7 +22,6 @@ const LABEL_W: i32 = 200;
 const RIGHT_W: i32 = 40;
 const LEVEL_H: i32 = 20;
 const PANEL_HEAD: i32 = 30;
-const UTIL_H: i32 = 70;
 const NOTE_H: i32 = 24;
 const AXIS_H: i32 = 30;
 const LEGEND_ROW: i32 = 22;
@@ -46,7 +47,8 @@ struct Panel<'a> {
     end_ns: u64,
     threads: Vec<ThreadRow<'a>>,
     lanes: Vec<(GpuLane, Vec<&'a GpuActivityRow>)>,
-    telemetry: Vec<&'a TelemetryRow>,
+    /// Utilisation per GPU and the CPU lane.
+    under: Lanes,
 }
 
 impl Panel<'_> {
@@ -57,14 +59,12 @@ impl Panel<'_> {
             .map(|t| t.levels as i32 * LEVEL_H + 6)
             .sum();
         let lanes = self.lanes.len() as i32 * (LEVEL_H + 6);
-        let util = if !self.telemetry.is_empty() {
-            UTIL_H
-        } else if gpu_missing {
+        let note = if gpu_missing && !self.under.has_util() {
             NOTE_H
         } else {
             0
         };
-        PANEL_HEAD + rows + lanes + util + AXIS_H + 10
+        PANEL_HEAD + rows + lanes + note + self.under.height() + AXIS_H + 10
     }
 }
 
@@ -160,7 +160,7 @@ fn panels(input: &RunView) -> Vec<Panel<'_>> {
                 end_ns,
                 threads,
                 lanes: lanes.into_iter().collect(),
-                telemetry: input.gpu.telemetry_of(run.rep),
+                under: Lanes::of(&input.gpu.telemetry_of(run.rep)),
             })
         })
         .collect()
@@ -197,6 +197,13 @@ fn legend_names(input: &RunView, panels: &[Panel]) -> Vec<String> {
         }
     }
     names
+}
+
+/// The lanes' legend lines: how each GPU's utilisation is placed, what the CPU lane is.
+fn lane_notes(input: &RunView, panels: &[Panel]) -> Vec<String> {
+    let m = &input.data.meta;
+    let under: Vec<&Lanes> = panels.iter().map(|p| &p.under).collect();
+    lanes::notes(&under, m.host.cpu_cores, m.gpu.sample_period_ms)
 }
 
 fn legend_rows(names: &[String], width: i32) -> i32 {
@@ -360,9 +367,7 @@ impl Timeline {
                 }
                 y += LEVEL_H + 6;
             }
-            if !p.telemetry.is_empty() {
-                y = self.utilisation(c, p, &x, &unit, y)?;
-            } else if gpu_missing {
+            if gpu_missing && !p.under.has_util() {
                 // The whole note is also in the chart's notes (and so in report.md).
                 c.text(
                     &fit(&input.gpu.missing_note(), SMALL_PX, w - RIGHT_W - LABEL_W),
@@ -373,6 +378,22 @@ impl Timeline {
                 )?;
                 y += NOTE_H;
             }
+            let acts: Vec<&GpuActivityRow> = p.lanes.iter().flat_map(|l| l.1.clone()).collect();
+            for n in p
+                .under
+                .agreement_notes(&p.variant, &acts, (p.origin_ns, p.end_ns))
+            {
+                notes.push(n);
+            }
+            y = lanes::draw(
+                c,
+                &p.under,
+                (p.origin_ns, p.end_ns),
+                &x,
+                &unit,
+                input.data.meta.host.cpu_cores,
+                y,
+            )?;
             // Grid and time axis of this panel.
             c.time_ticks(&x, &unit, 10, (top, y), INK.mix(0.12), y + 10)?;
             c.text(
@@ -400,84 +421,17 @@ impl Timeline {
             c.text(&n, (lx + 24, y + 7), SMALL_PX, INK, Align::Left)?;
             lx += wn;
         }
+        for line in lane_notes(input, &panels) {
+            y += LEGEND_ROW;
+            c.text(
+                &fit(&line, SMALL_PX, w - 40),
+                (20, y + 7),
+                SMALL_PX,
+                MUTED,
+                Align::Left,
+            )?;
+        }
         Ok(notes)
-    }
-
-    /// NVML utilisation under a panel: SM (solid) and memory (faint) per GPU, 0–100 %.
-    fn utilisation<DB>(
-        &self,
-        c: &Canvas<'_, DB>,
-        p: &Panel,
-        x: &Axis,
-        unit: &TimeUnit,
-        y: i32,
-    ) -> Drawn<i32>
-    where
-        DB: DrawingBackend,
-        DB::ErrorType: 'static,
-    {
-        let (w, _) = c.size();
-        let (y0, y1) = (y + 4, y + UTIL_H - 8);
-        c.outline((LABEL_W, y0), (w - RIGHT_W, y1), INK.mix(0.3), 1)?;
-        c.text(
-            "GPU util %",
-            (12, (y0 + y1) / 2 - 8),
-            SMALL_PX,
-            INK,
-            Align::Left,
-        )?;
-        c.text(
-            "SM solid, memory faint",
-            (12, (y0 + y1) / 2 + 9),
-            SMALL_PX - 2,
-            MUTED,
-            Align::Left,
-        )?;
-        c.text(
-            "100",
-            (LABEL_W - 4, y0 + 5),
-            SMALL_PX - 2,
-            MUTED,
-            Align::Right,
-        )?;
-        c.text(
-            "0",
-            (LABEL_W - 4, y1 - 5),
-            SMALL_PX - 2,
-            MUTED,
-            Align::Right,
-        )?;
-        let ypx =
-            |pct: f64| y1 - ((pct.clamp(0.0, 100.0) / 100.0) * (y1 - y0) as f64).round() as i32;
-        let mut by_gpu: BTreeMap<u32, Vec<&TelemetryRow>> = BTreeMap::new();
-        // Samples taken before the rep's first span or after its last are off the axis.
-        for t in p
-            .telemetry
-            .iter()
-            .filter(|t| t.t_ns >= p.origin_ns && t.t_ns <= p.end_ns)
-        {
-            by_gpu.entry(t.gpu).or_default().push(t);
-        }
-        for (gi, (_, mut rows)) in by_gpu.into_iter().enumerate() {
-            rows.sort_by_key(|r| r.t_ns);
-            let color = variant_color(gi + 2);
-            let tx = |r: &TelemetryRow| x.px(unit.value(r.t_ns.saturating_sub(p.origin_ns) as f64));
-            let mem: Vec<(i32, i32)> = rows
-                .iter()
-                .filter_map(|r| r.mem_util_pct.map(|m| (tx(r), ypx(m.into()))))
-                .collect();
-            let sm: Vec<(i32, i32)> = rows
-                .iter()
-                .filter_map(|r| r.sm_util_pct.map(|m| (tx(r), ypx(m.into()))))
-                .collect();
-            if mem.len() > 1 {
-                c.line(&mem, color.mix(0.35), 1)?;
-            }
-            if sm.len() > 1 {
-                c.line(&sm, color.mix(1.0), 2)?;
-            }
-        }
-        Ok(y + UTIL_H)
     }
 }
 
@@ -489,14 +443,16 @@ impl Chart for Timeline {
         "Timeline of a representative rep"
     }
     fn caption(&self) -> &'static str {
-        "The median-wall rep of each variant: one row per thread with children below their parent, GPU lanes and NVML utilisation when recorded."
+        "The median-wall rep of each variant: one row per thread with children below their parent, GPU lanes and each GPU's NVML utilisation when recorded, and the process's busy cores."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let width = 1400;
         let ps = panels(input);
         let gpu_missing = input.gpu.is_empty();
         let body: i32 = ps.iter().map(|p| p.height(gpu_missing)).sum();
-        let legend = legend_rows(&legend_names(input, &ps), width) * LEGEND_ROW;
+        let legend = (legend_rows(&legend_names(input, &ps), width)
+            + lane_notes(input, &ps).len() as i32)
+            * LEGEND_ROW;
         (width as u32, (66 + body + legend + 30).max(200) as u32)
     }
     chart_backends!();

@@ -90,14 +90,15 @@ impl GpuRecords {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.telemetry.is_empty()
+        // The process's CPU time is sampled without a GPU too.
+        !self.telemetry.iter().any(super::lane_series::is_gpu_row)
             && !self
                 .activity
                 .iter()
                 .any(|a| ActivityKind::is_gpu_interval(&a.kind))
     }
 
-    /// NVML samples of one rep.
+    /// Telemetry rows of one rep: NVML samples, and the process's CPU time.
     pub fn telemetry_of(&self, rep: u32) -> Vec<&TelemetryRow> {
         self.telemetry.iter().filter(|r| r.rep == rep).collect()
     }
@@ -114,7 +115,7 @@ impl GpuRecords {
     /// What the charts say when a run has no GPU records.
     pub fn missing_note(&self) -> String {
         let mut s =
-            format!("no GPU activity recorded ({TELEMETRY} and {GPU_ACTIVITY} empty or absent");
+            format!("no GPU activity recorded ({TELEMETRY} without NVML rows, {GPU_ACTIVITY} empty or absent");
         if !self.status.is_empty() {
             s.push_str("; ");
             s.push_str(&self.status);

@@ -15,6 +15,7 @@
 pub mod envinfo;
 pub(crate) mod gpu_lanes;
 mod integrity;
+pub mod lane_series;
 mod new_run;
 mod resume;
 pub mod schema;

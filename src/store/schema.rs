@@ -214,6 +214,10 @@ pub struct GpuMeta {
     /// Per rep: how CUPTI timestamps map onto the span clock.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clock_calibration: Vec<ClockCalibration>,
+    /// Per GPU: how its utilisation lane is placed in time (driver samples, or read
+    /// values shifted back by the driver's window), one line each as first recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub util_placement: Vec<String>,
 }
 
 /// How CUPTI's timestamps relate to CLOCK_MONOTONIC over one rep: pairs sampled at the
@@ -237,7 +241,9 @@ pub struct ClockCalibration {
 /// span clock (CLOCK_MONOTONIC, when the reading started); `read_ns` is how long it took.
 /// The `nvml` source reads utilisation, memory, power, clock and temperature each period;
 /// the `nvml_pcie` source reads PCIe throughput on its own thread, because NVML samples
-/// each PCIe counter over a 20 ms window before it returns.
+/// each PCIe counter over a 20 ms window before it returns. Rows of source
+/// `nvml_samples` are the driver's own utilisation samples (nvmlDeviceGetSamples), and
+/// rows of source `process_cpu` (gpu 0, also without a GPU) the process's CPU time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetryRow {
     pub rep: u32,
@@ -254,6 +260,19 @@ pub struct TelemetryRow {
     pub temperature_c: Option<u32>,
     pub pcie_tx_bytes_per_s: Option<u64>,
     pub pcie_rx_bytes_per_s: Option<u64>,
+    /// Where the utilisation columns belong in time (`store::util_time`): `driver_sample`
+    /// (a row of source `nvml_samples`: `t_ns` is the driver's own sample time, mapped
+    /// onto the span clock), `read_time` (`t_ns` is when gapscope read the driver's
+    /// latest average). Empty in run folders from before this column: drawn at `t_ns`.
+    #[serde(default)]
+    pub util_placement: Option<String>,
+    /// The driver's averaging window the utilisation columns stand for (ns), where known.
+    #[serde(default)]
+    pub util_window_ns: Option<u64>,
+    /// CPU time of the whole process at `t_ns` (CLOCK_PROCESS_CPUTIME_ID), on rows of
+    /// source `process_cpu`: the CPU lane's busy cores are its rate between rows.
+    #[serde(default)]
+    pub process_cpu_ns: Option<u64>,
 }
 
 impl TelemetryRow {
@@ -273,6 +292,9 @@ impl TelemetryRow {
             temperature_c: None,
             pcie_tx_bytes_per_s: None,
             pcie_rx_bytes_per_s: None,
+            util_placement: None,
+            util_window_ns: None,
+            process_cpu_ns: None,
         }
     }
 }

@@ -7,7 +7,9 @@
 //!
 //! - [`nvml`]: background sampling of utilisation, memory, power, clock, temperature and
 //!   PCIe throughput (two threads per run, resumed and paused with each rep); device
-//!   information.
+//!   information. The same sampler reads the process's CPU time each period, with or
+//!   without a GPU (the timeline's CPU lane), and the driver's own utilisation samples,
+//!   which [`placement`] puts where they belong on the span clock.
 //! - [`cupti`]: every kernel, memcpy and memset of the process, on the span clock
 //!   ([`clock`] keeps the calibration), from which [`activity`] derives each span's
 //!   GPU-busy time.
@@ -44,7 +46,9 @@ pub mod cupti;
 pub mod dylib;
 pub mod leak;
 pub mod nvml;
+pub mod nvml_probe;
 pub mod nvtx;
+pub mod placement;
 pub mod selftest;
 
 use std::sync::{Arc, Mutex};
@@ -55,7 +59,9 @@ use serde::{Deserialize, Serialize};
 use crate::store::{ClockCalibration, GpuActivityRow, GpuMeta, TelemetryRow};
 use clock::{ClockMap, ClockPair};
 use cupti::Cupti;
-use nvml::{GpuProbe, NvmlProbe, Sampler};
+use nvml::{GpuProbe, NoGpu, Sampler};
+use nvml_probe::NvmlProbe;
+use placement::{ClockPairs, ReadGaps, RepClocks};
 
 pub use leak::{leak_flags, LeakFlag};
 
@@ -187,6 +193,9 @@ pub struct RepTelemetry {
     /// Problems met during the rep (they do not fail it).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Per GPU, how its utilisation was placed on the span clock (meta.json).
+    #[serde(default)]
+    pub util_placement: Vec<String>,
 }
 
 struct Active {
@@ -194,6 +203,9 @@ struct Active {
     sampling: bool,
     cupti: bool,
     begin_pair: Option<ClockPair>,
+    /// The span clock and the clocks NVML's sample timestamps may be on, at the start.
+    begin_ns: u64,
+    host_pairs: Option<ClockPairs>,
 }
 
 /// GPU telemetry of one process for one run.
@@ -212,6 +224,8 @@ pub struct Telemetry {
     /// The thread telemetry's work runs on; `None` if it could not be spawned (then the
     /// caller's thread does the work).
     thread: Option<rayon::ThreadPool>,
+    /// Gaps between changes of the utilisation read, over the run's reps.
+    read_gaps: Mutex<ReadGaps>,
 }
 
 fn status<T>(r: &Result<T, String>) -> String {
@@ -281,6 +295,7 @@ impl Telemetry {
                 .thread_name(|_| "gapscope-telemetry".into())
                 .build()
                 .ok(),
+            read_gaps: Mutex::default(),
         }
     }
 
@@ -357,6 +372,8 @@ impl Telemetry {
             sampling: false,
             cupti: false,
             begin_pair: None,
+            begin_ns: crate::trace::now_ns(),
+            host_pairs: None,
         };
         if let (Ok(c), true) = (&self.cupti, self.cfg.cupti && parts.cupti) {
             match c.start(self.nvtx_markers) {
@@ -368,11 +385,19 @@ impl Telemetry {
                 Err(e) => notes.push(format!("CUPTI not started: {e}")),
             }
         }
-        if let (Ok(p), true) = (&self.nvml, self.cfg.nvml && parts.nvml) {
+        if self.cfg.nvml && parts.nvml {
+            // Without a GPU the sampler still reads the process's CPU time.
+            let (probe, pcie): (Arc<dyn GpuProbe>, bool) = match &self.nvml {
+                Ok(p) => (p.clone(), true),
+                Err(_) => (Arc::new(NoGpu), false),
+            };
+            if self.nvml.is_ok() {
+                active.host_pairs = Some(ClockPairs::measure());
+            }
             let mut sampler = self.sampler.lock().unwrap_or_else(|e| e.into_inner());
             if sampler.is_none() {
                 // Spawned once for the run; after a failure, the next rep tries again.
-                match Sampler::spawn(p.clone() as Arc<dyn GpuProbe>, self.cfg.period, true) {
+                match Sampler::spawn(probe, self.cfg.period, pcie) {
                     Ok(s) => *sampler = Some(s),
                     Err(e) => notes.push(format!("NVML sampler not started: {e}")),
                 }
@@ -433,7 +458,18 @@ impl Telemetry {
                 .unwrap_or_else(|e| e.into_inner())
                 .as_ref()
             {
-                out.samples = s.pause().iter().map(|s| s.to_row(rep, variant)).collect();
+                let samples = s.pause();
+                let unavailable = s.driver_unavailable();
+                let clocks = RepClocks {
+                    begin_ns: active.begin_ns,
+                    begin: active.host_pairs,
+                    end: ClockPairs::measure(),
+                    unavailable: &unavailable,
+                };
+                let mut gaps = self.read_gaps.lock().unwrap_or_else(|e| e.into_inner());
+                let placed = placement::rep_rows(&samples, &clocks, &mut gaps, rep, variant);
+                out.samples = placed.rows;
+                out.util_placement = placed.lines;
             }
         }
         if let Ok(p) = &self.nvml {
@@ -472,96 +508,5 @@ pub fn clock_map(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pair(c: u64, m: u64) -> ClockPair {
-        ClockPair {
-            cupti_ns: c,
-            mono_ns: m,
-            window_ns: 40,
-        }
-    }
-
-    #[test]
-    fn clock_map_converts_only_without_the_callback() {
-        let (b, e) = (Some(pair(1_000, 501_000)), Some(pair(2_001_000, 2_501_000)));
-        let (m, cal) = clock_map(false, b, e, 7);
-        assert_eq!(m.to_span_ns(1_001_000), 1_501_000);
-        let cal = cal.unwrap();
-        assert_eq!(
-            (
-                cal.rep,
-                cal.mode.as_str(),
-                cal.offset_begin_ns,
-                cal.uncertainty_ns
-            ),
-            (7, "linear", 500_000, 40)
-        );
-        let (m, cal) = clock_map(true, b, e, 7);
-        assert_eq!(
-            m.to_span_ns(1_001_000),
-            1_001_000,
-            "callback timestamps are already monotonic"
-        );
-        assert_eq!(cal.unwrap().mode, "callback");
-        let (m, cal) = clock_map(false, None, Some(pair(10, 20)), 0);
-        assert_eq!(m.to_span_ns(15), 25);
-        assert_eq!(cal.unwrap().drift_ppm, 0.0);
-        let (m, cal) = clock_map(false, None, None, 0);
-        assert_eq!((m.to_span_ns(5), cal), (5, None));
-    }
-
-    #[test]
-    fn versions_and_statuses_read_well() {
-        assert_eq!(cuda_version(13000), "13.0");
-        assert_eq!(cuda_version(12040), "12.4");
-        assert_eq!(status::<()>(&Ok(())), "available");
-        assert_eq!(
-            status::<()>(&Err("no driver".into())),
-            "unavailable: no driver"
-        );
-        assert_eq!(status::<()>(&Err("off (x)".into())), "off (x)");
-    }
-
-    /// On a machine without a GPU (build machines, CI) telemetry starts, says why it
-    /// has nothing, and a rep still ends cleanly.
-    #[test]
-    fn without_a_gpu_everything_is_unavailable_and_reps_go_on() {
-        let t = Telemetry::start(TelemetryConfig::default());
-        let m = t.gpu_meta();
-        if m.available {
-            return; // a GPU machine: covered by `gapscope gpu-selftest`
-        }
-        assert!(
-            m.reason
-                .as_deref()
-                .unwrap_or("")
-                .starts_with("unavailable: "),
-            "{m:?}"
-        );
-        assert!(
-            m.nvml.as_deref().unwrap_or("").starts_with("unavailable: "),
-            "{m:?}"
-        );
-        assert!(
-            m.cupti
-                .as_deref()
-                .unwrap_or("")
-                .starts_with("unavailable: no GPU"),
-            "{m:?}"
-        );
-        assert_eq!(m.nvtx.as_deref(), Some("off (run with --nvtx)"));
-        assert_eq!(m.sample_period_ms, Some(20));
-        assert!(t.begin_rep(TelemetryParts::ALL).is_empty());
-        let r = t.end_rep(0, "v");
-        assert!(
-            !r.collected
-                && r.samples.is_empty()
-                && r.activity.is_empty()
-                && r.gpu_mem_used_end_bytes.is_none()
-        );
-        let r = t.end_rep(1, "v");
-        assert_eq!(r.notes, ["end_rep without begin_rep"]);
-    }
-}
+#[path = "mod_tests.rs"]
+mod tests;

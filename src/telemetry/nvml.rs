@@ -2,22 +2,26 @@
 //!
 //! The sampler reads through the [`GpuProbe`] trait, so its threading (period, windows,
 //! timestamps on the span clock) is tested with a fake probe on machines without a GPU;
-//! [`NvmlProbe`] is the real one (nvml-wrapper, `libnvidia-ml.so.1` opened at run time).
+//! [`super::nvml_probe::NvmlProbe`] is the real one (nvml-wrapper, `libnvidia-ml.so.1`
+//! opened at run time).
 //!
 //! Two threads per run, resumed and paused with each rep (they park between reps, so
 //! that no thread is created or ends between one rep and the next): one reads
 //! utilisation, memory, power, SM clock and temperature every period; the other reads
 //! PCIe TX/RX throughput, which NVML measures over a 20 ms window inside each call, so
 //! it cannot share the fast thread's period.
+//!
+//! The fast thread also reads the process's CPU time every period (the timeline's CPU
+//! lane; with [`NoGpu`] it runs on machines without one) and, every
+//! [`DRIVER_FETCH_NS`] and when a window closes, the driver's own utilisation samples
+//! with their timestamps ([`GpuProbe::util_samples`]), which
+//! [`super::placement`] places on the span clock.
 
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
-use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::Nvml;
 
 use crate::store::TelemetryRow;
 use crate::trace::now_ns;
@@ -39,6 +43,21 @@ pub struct PcieReading {
     pub rx_bytes_per_s: Option<u64>,
 }
 
+/// One utilisation sample from the driver's buffer: the share of the driver's sample
+/// period, ending at `ts_us`, during which a kernel ran (SM) or memory was read or
+/// written. `ts_us` is NVML's "CPU timestamp in microseconds" on a clock NVML does not
+/// name ([`super::placement::detect_clock`] finds it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverSample {
+    pub ts_us: u64,
+    pub sm_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+}
+
+/// How often the fast thread fetches the driver's utilisation samples (they wait in the
+/// driver's buffer; fetching every period would double NVML's calls).
+pub const DRIVER_FETCH_NS: u64 = 100_000_000;
+
 /// A source of GPU readings.
 pub trait GpuProbe: Send + Sync + 'static {
     fn gpus(&self) -> u32;
@@ -47,9 +66,35 @@ pub trait GpuProbe: Send + Sync + 'static {
     fn read_pcie(&self, gpu: u32) -> PcieReading;
     /// GPU memory used by process `pid` over all GPUs, where the driver tells.
     fn process_mem_used(&self, pid: u32) -> Option<u64>;
+    /// The driver's utilisation samples of `gpu` newer than `since_us` (0: all it
+    /// keeps), by time; an error says why there are none to read.
+    fn util_samples(&self, _gpu: u32, _since_us: u64) -> Result<Vec<DriverSample>, String> {
+        Err("this probe keeps no driver samples".into())
+    }
 }
 
-/// One reading of one GPU, on the span clock.
+/// The probe of a machine without a GPU: the sampler then reads the process's CPU time
+/// only.
+pub struct NoGpu;
+
+impl GpuProbe for NoGpu {
+    fn gpus(&self) -> u32 {
+        0
+    }
+    fn read(&self, _gpu: u32) -> FastReading {
+        FastReading::default()
+    }
+    fn read_pcie(&self, _gpu: u32) -> PcieReading {
+        PcieReading::default()
+    }
+    fn process_mem_used(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+}
+
+/// One reading of one GPU, on the span clock; or of the process's CPU time
+/// (`process_cpu_ns`, gpu 0); or one of the driver's samples fetched at `t_ns`
+/// (`driver`, its own time not yet on the span clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
     pub gpu: u32,
@@ -57,6 +102,8 @@ pub struct Sample {
     pub read_ns: u64,
     pub fast: Option<FastReading>,
     pub pcie: Option<PcieReading>,
+    pub process_cpu_ns: Option<u64>,
+    pub driver: Option<DriverSample>,
 }
 
 impl Sample {
@@ -70,7 +117,24 @@ impl Sample {
             read_ns: now_ns() - t_ns,
             fast,
             pcie,
+            process_cpu_ns: None,
+            driver: None,
         }
+    }
+
+    /// The process's CPU time now (None where the clock cannot be read).
+    fn process_cpu() -> Option<Self> {
+        let t_ns = now_ns();
+        let cpu = crate::trace::process_cpu_ns()?;
+        Some(Sample {
+            gpu: 0,
+            t_ns,
+            read_ns: now_ns() - t_ns,
+            fast: None,
+            pcie: None,
+            process_cpu_ns: Some(cpu),
+            driver: None,
+        })
     }
 
     pub fn to_row(&self, rep: u32, variant: &str) -> TelemetryRow {
@@ -82,6 +146,8 @@ impl Sample {
             gpu: self.gpu,
             source: if self.pcie.is_some() {
                 "nvml_pcie"
+            } else if self.process_cpu_ns.is_some() {
+                crate::store::lane_series::SOURCE_PROCESS_CPU
             } else {
                 "nvml"
             }
@@ -96,6 +162,53 @@ impl Sample {
             temperature_c: f.temperature_c,
             pcie_tx_bytes_per_s: p.tx_bytes_per_s,
             pcie_rx_bytes_per_s: p.rx_bytes_per_s,
+            util_placement: None,
+            util_window_ns: None,
+            process_cpu_ns: self.process_cpu_ns,
+        }
+    }
+}
+
+/// Where the fast thread stands in each GPU's driver buffer, across windows.
+struct DriverCursor {
+    last_seen_us: Vec<u64>,
+    /// The GPU's buffer could not be read; it is not asked again this run.
+    off: Vec<bool>,
+}
+
+impl DriverCursor {
+    /// Fetches every GPU's samples newer than those already fetched.
+    fn fetch(&mut self, probe: &dyn GpuProbe, shared: &Shared, out: &mut Vec<Sample>) {
+        for gpu in 0..probe.gpus() {
+            let i = gpu as usize;
+            if i >= self.off.len() {
+                self.off.resize(i + 1, false);
+                self.last_seen_us.resize(i + 1, 0);
+            }
+            if self.off[i] {
+                continue;
+            }
+            match probe.util_samples(gpu, self.last_seen_us[i]) {
+                Ok(samples) => {
+                    let t_ns = now_ns();
+                    for d in samples {
+                        self.last_seen_us[i] = self.last_seen_us[i].max(d.ts_us);
+                        out.push(Sample {
+                            gpu,
+                            t_ns,
+                            read_ns: 0,
+                            fast: None,
+                            pcie: None,
+                            process_cpu_ns: None,
+                            driver: Some(d),
+                        });
+                    }
+                }
+                Err(e) => {
+                    self.off[i] = true;
+                    shared.lock().driver_unavailable.insert(gpu, e);
+                }
+            }
         }
     }
 }
@@ -110,6 +223,8 @@ struct State {
     /// next one.
     parked: usize,
     samples: Vec<Sample>,
+    /// Per GPU, why the driver's samples could not be read.
+    driver_unavailable: BTreeMap<u32, String>,
 }
 
 impl State {
@@ -215,8 +330,10 @@ pub struct Sampler {
 
 impl Sampler {
     /// Spawns the threads that sample every GPU of `probe` inside each window: the fast
-    /// readings every `period` (the first one at once), PCIe throughput (with `pcie`)
-    /// back to back with `period` between rounds. They start parked.
+    /// readings and the process's CPU time every `period` (the first one at once), the
+    /// driver's samples every [`DRIVER_FETCH_NS`] and at the window's end, PCIe
+    /// throughput (with `pcie`) back to back with `period` between rounds. They start
+    /// parked.
     pub fn spawn(
         probe: Arc<dyn GpuProbe>,
         period: Duration,
@@ -230,6 +347,7 @@ impl Sampler {
                 shutdown: false,
                 parked: n,
                 samples: Vec::new(),
+                driver_unavailable: BTreeMap::new(),
             }),
             cv: Condvar::new(),
         });
@@ -241,28 +359,41 @@ impl Sampler {
         };
         {
             let probe = probe.clone();
-            sampler.threads.push(spawn_worker(
-                "gapscope-nvml",
-                shared.clone(),
-                move |shared, seen, out| {
-                    let mut tick = now_ns();
-                    loop {
-                        for gpu in 0..probe.gpus() {
-                            out.push(Sample::timed(gpu, || (Some(probe.read(gpu)), None)));
-                        }
-                        // Next tick on the grid; if a round overran, skip the missed ticks
-                        // rather than sampling in a burst.
-                        let now = now_ns();
-                        tick += period_ns;
-                        if tick < now {
-                            tick += (now - tick).div_ceil(period_ns) * period_ns;
-                        }
-                        if !shared.sleep_in_window(seen, tick) {
-                            return;
+            sampler
+                .threads
+                .push(spawn_worker("gapscope-nvml", shared.clone(), {
+                    let mut cursor = DriverCursor {
+                        last_seen_us: Vec::new(),
+                        off: Vec::new(),
+                    };
+                    let fetch_every = (DRIVER_FETCH_NS / period_ns).max(1);
+                    move |shared, seen, out| {
+                        let mut tick = now_ns();
+                        let mut round = 0u64;
+                        loop {
+                            out.extend(Sample::process_cpu());
+                            for gpu in 0..probe.gpus() {
+                                out.push(Sample::timed(gpu, || (Some(probe.read(gpu)), None)));
+                            }
+                            if round.is_multiple_of(fetch_every) {
+                                cursor.fetch(probe.as_ref(), shared, out);
+                            }
+                            round += 1;
+                            // Next tick on the grid; if a round overran, skip the missed ticks
+                            // rather than sampling in a burst.
+                            let now = now_ns();
+                            tick += period_ns;
+                            if tick < now {
+                                tick += (now - tick).div_ceil(period_ns) * period_ns;
+                            }
+                            if !shared.sleep_in_window(seen, tick) {
+                                // What the driver sampled since the last fetch.
+                                cursor.fetch(probe.as_ref(), shared, out);
+                                return;
+                            }
                         }
                     }
-                },
-            )?);
+                })?);
         }
         if pcie {
             sampler.threads.push(spawn_worker(
@@ -308,6 +439,12 @@ impl Sampler {
         out.sort_by_key(|s| (s.t_ns, s.gpu));
         out
     }
+
+    /// Per GPU, why the driver's utilisation samples could not be read (then its
+    /// utilisation is placed from the reads).
+    pub fn driver_unavailable(&self) -> BTreeMap<u32, String> {
+        self.shared.lock().driver_unavailable.clone()
+    }
 }
 
 impl Drop for Sampler {
@@ -317,129 +454,6 @@ impl Drop for Sampler {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-    }
-}
-
-/// NVML through nvml-wrapper.
-pub struct NvmlProbe {
-    nvml: Nvml,
-    gpus: u32,
-}
-
-impl NvmlProbe {
-    /// Opens NVML (`libnvidia-ml.so.1`, from the driver); an error says why not.
-    pub fn open() -> Result<NvmlProbe, String> {
-        let nvml = super::dylib::guard("NVML", || {
-            Nvml::init().map_err(|e| format!("NVML init failed: {e}"))
-        })?;
-        let gpus = nvml
-            .device_count()
-            .map_err(|e| format!("NVML device count: {e}"))?;
-        if gpus == 0 {
-            return Err("NVML sees no GPU".into());
-        }
-        Ok(NvmlProbe { nvml, gpus })
-    }
-
-    pub fn nvml(&self) -> &Nvml {
-        &self.nvml
-    }
-
-    /// meta.json's device entries and versions.
-    pub fn device_info(&self) -> DeviceInfo {
-        let n = &self.nvml;
-        let cuda_driver_version = n.sys_cuda_driver_version().ok().map(|v| {
-            format!(
-                "{}.{}",
-                nvml_wrapper::cuda_driver_version_major(v),
-                nvml_wrapper::cuda_driver_version_minor(v)
-            )
-        });
-        let devices = (0..self.gpus)
-            .map(|i| match n.device_by_index(i) {
-                Ok(d) => serde_json::json!({
-                    "index": i,
-                    "name": d.name().ok(),
-                    "uuid": d.uuid().ok(),
-                    "pci_bus_id": d.pci_info().ok().map(|p| p.bus_id),
-                    "memory_total_bytes": d.memory_info().ok().map(|m| m.total),
-                    "pcie_gen_max": d.max_pcie_link_gen().ok(),
-                    "pcie_width_max": d.max_pcie_link_width().ok(),
-                    "pcie_gen_current": d.current_pcie_link_gen().ok(),
-                    "pcie_width_current": d.current_pcie_link_width().ok(),
-                    "max_sm_clock_mhz": d.max_clock_info(Clock::SM).ok(),
-                    "max_graphics_clock_mhz": d.max_clock_info(Clock::Graphics).ok(),
-                    "max_memory_clock_mhz": d.max_clock_info(Clock::Memory).ok(),
-                    "power_limit_mw": d.enforced_power_limit().ok(),
-                }),
-                Err(e) => serde_json::json!({ "index": i, "error": e.to_string() }),
-            })
-            .collect();
-        DeviceInfo {
-            driver_version: n.sys_driver_version().ok(),
-            cuda_driver_version,
-            devices,
-            count: self.gpus,
-        }
-    }
-}
-
-/// What NVML says about the machine's GPUs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeviceInfo {
-    pub driver_version: Option<String>,
-    pub cuda_driver_version: Option<String>,
-    pub devices: Vec<serde_json::Value>,
-    pub count: u32,
-}
-
-impl GpuProbe for NvmlProbe {
-    fn gpus(&self) -> u32 {
-        self.gpus
-    }
-
-    fn read(&self, gpu: u32) -> FastReading {
-        let Ok(d) = self.nvml.device_by_index(gpu) else {
-            return FastReading::default();
-        };
-        let util = d.utilization_rates().ok();
-        FastReading {
-            sm_util_pct: util.as_ref().map(|u| u.gpu),
-            mem_util_pct: util.as_ref().map(|u| u.memory),
-            mem_used_bytes: d.memory_info().ok().map(|m| m.used),
-            power_mw: d.power_usage().ok(),
-            sm_clock_mhz: d.clock_info(Clock::SM).ok(),
-            temperature_c: d.temperature(TemperatureSensor::Gpu).ok(),
-        }
-    }
-
-    fn read_pcie(&self, gpu: u32) -> PcieReading {
-        let Ok(d) = self.nvml.device_by_index(gpu) else {
-            return PcieReading::default();
-        };
-        // NVML reports KB/s (1 KB = 1024 bytes).
-        let kb = |c| d.pcie_throughput(c).ok().map(|v| v as u64 * 1024);
-        PcieReading {
-            tx_bytes_per_s: kb(PcieUtilCounter::Send),
-            rx_bytes_per_s: kb(PcieUtilCounter::Receive),
-        }
-    }
-
-    fn process_mem_used(&self, pid: u32) -> Option<u64> {
-        let mut total = None;
-        for i in 0..self.gpus {
-            let Ok(d) = self.nvml.device_by_index(i) else {
-                continue;
-            };
-            for p in d.running_compute_processes().unwrap_or_default() {
-                if p.pid == pid {
-                    if let UsedGpuMemory::Used(b) = p.used_gpu_memory {
-                        *total.get_or_insert(0) += b;
-                    }
-                }
-            }
-        }
-        total
     }
 }
 

@@ -78,7 +78,8 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 
 fn kinds(samples: &[Sample]) -> (usize, usize) {
     let fast = samples.iter().filter(|s| s.fast.is_some()).count();
-    (fast, samples.len() - fast)
+    let pcie = samples.iter().filter(|s| s.pcie.is_some()).count();
+    (fast, pcie)
 }
 
 #[test]
@@ -148,7 +149,7 @@ fn an_overrunning_probe_skips_ticks_instead_of_bursting() {
     assert!(samples.iter().all(|s| s.pcie.is_none()));
     let gpu0: Vec<u64> = samples
         .iter()
-        .filter(|s| s.gpu == 0)
+        .filter(|s| s.gpu == 0 && s.fast.is_some())
         .map(|s| s.t_ns)
         .collect();
     for w in gpu0.windows(2) {
@@ -281,4 +282,83 @@ fn a_panicking_probe_does_not_hang_the_pause() {
 fn leak_watch_memory_falls_back_to_the_whole_gpu() {
     let probe = Fake::new(Duration::ZERO);
     assert_eq!(mem_used_for_leak_watch(&probe), Some(2 << 30));
+}
+
+/// A GPU whose driver keeps a sample every 1 ms of the span clock (µs timestamps on it);
+/// GPU 1's buffer cannot be read.
+struct Buffered;
+
+impl GpuProbe for Buffered {
+    fn gpus(&self) -> u32 {
+        2
+    }
+    fn read(&self, _gpu: u32) -> FastReading {
+        FastReading::default()
+    }
+    fn read_pcie(&self, _gpu: u32) -> PcieReading {
+        PcieReading::default()
+    }
+    fn process_mem_used(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+    fn util_samples(&self, gpu: u32, since_us: u64) -> Result<Vec<DriverSample>, String> {
+        if gpu == 1 {
+            return Err("Not Supported".into());
+        }
+        let now_ms = now_ns() / 1_000_000;
+        // The driver keeps the last 50 samples.
+        let first = (since_us / 1_000 + 1).max(now_ms.saturating_sub(49));
+        Ok((first..=now_ms)
+            .map(|ms| DriverSample {
+                ts_us: ms * 1_000,
+                sm_util_pct: Some((ms % 100) as u32),
+                mem_util_pct: None,
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn driver_samples_are_fetched_once_each_and_up_to_the_window_end() {
+    let s = Sampler::spawn(Arc::new(Buffered), Duration::from_millis(5), false).unwrap();
+    let mut seen: Vec<u64> = Vec::new();
+    for _ in 0..3 {
+        s.resume();
+        std::thread::sleep(Duration::from_millis(30));
+        let before_pause_ms = now_ns() / 1_000_000;
+        let samples = s.pause();
+        let driver: Vec<u64> = samples
+            .iter()
+            .filter_map(|s| s.driver.map(|d| (s.gpu, d.ts_us)))
+            .map(|(gpu, ts)| {
+                assert_eq!(gpu, 0, "GPU 1's buffer cannot be read");
+                ts
+            })
+            .collect();
+        // Fetched at the window's end (the periodic fetches, every 100 ms, came only at
+        // its start): the newest sample is from the pause or after it.
+        let newest = driver.iter().max().copied().unwrap() / 1_000;
+        assert!(
+            newest + 1 >= before_pause_ms,
+            "newest {newest} ms, pause at {before_pause_ms} ms"
+        );
+        seen.extend(driver);
+        // The process's CPU time at each period, on gpu 0.
+        assert!(
+            samples
+                .iter()
+                .filter(|s| s.process_cpu_ns.is_some())
+                .count()
+                >= 2
+        );
+    }
+    let n = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), n, "a driver sample fetched twice");
+    assert_eq!(
+        s.driver_unavailable().get(&1).map(String::as_str),
+        Some("Not Supported")
+    );
+    assert!(!s.driver_unavailable().contains_key(&0));
 }

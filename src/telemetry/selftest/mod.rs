@@ -2,8 +2,9 @@
 //! a memset) inside the canonical span names, recorded with full telemetry into an
 //! ordinary run folder, then checked: every kernel and copy seen by CUPTI, kernels inside
 //! the host window that launched and awaited them, busy/idle consistent with the
-//! spans, CUDA-event time attached, NVML sampled. It needs no prover backend, so it
-//! verifies telemetry on a GPU machine on its own.
+//! spans, CUDA-event time attached, NVML sampled, each GPU's utilisation placed on the
+//! span clock and the process's CPU time sampled (`lanes_check`). It needs no prover
+//! backend, so it verifies telemetry on a GPU machine on its own.
 //!
 //! With `--nvtx` the span mirror's ranges go to CUPTI (the NVTX tool when no profiler
 //! is attached, [`super::nvtx`]), and [`check_nvtx`] compares CUPTI's record of them with
@@ -15,6 +16,7 @@
 
 mod checks;
 mod gpu;
+mod lanes_check;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -190,6 +192,11 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
         if let Some(c) = t.calibration.clone() {
             meta.gpu.clock_calibration.push(c);
         }
+        for line in &t.util_placement {
+            if !meta.gpu.util_placement.contains(line) {
+                meta.gpu.util_placement.push(line.clone());
+            }
+        }
         if !warmup {
             checks.push(Check {
                 rep,
@@ -208,6 +215,7 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
                 .unwrap_or(0)
                 .max(50_000);
             checks.extend(check_rep(rep, &rows, &t, &exp, slack));
+            checks.extend(lanes_check::check_lanes(rep, &t));
             if o.nvtx {
                 let (status, to_cupti) = tel.nvtx();
                 let tool = nvtx_tool(status, to_cupti, t.collected);
