@@ -25,6 +25,14 @@ static uint64_t spin_ms(unsigned ms) {
     return x;
 }
 
+/* CPU time of the whole process (every thread), ns: reported as the attribute
+ * process_cpu_ns, which gapscope puts in the span's process_cpu_ns column. */
+static uint64_t process_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static volatile uint64_t sink;
 static unsigned g_spin = 5;
 
@@ -42,6 +50,7 @@ static int work(int steps, unsigned spin) {
     printf("emit-demo: %d steps of %u ms\n", steps, spin); /* ordinary output */
     fflush(stdout);
     pthread_t t;
+    uint64_t cpu0 = process_cpu_ns();
     gapscope_emit_begin("run");
     gapscope_emit_attr_u64("steps", (uint64_t)steps);
     pthread_create(&t, NULL, worker, NULL);
@@ -61,6 +70,7 @@ static int work(int steps, unsigned spin) {
     }
     pthread_join(t, NULL);
     gapscope_emit_attr_f64("ratio", 0.25);
+    gapscope_emit_attr_u64("process_cpu_ns", process_cpu_ns() - cpu0);
     gapscope_emit_end("run");
     printf("emit-demo: done\n");
     return 0;

@@ -102,12 +102,37 @@ fn spans_of_a_c_program_nest_per_thread_inside_the_rep() {
     assert_eq!(a.lines.unparseable, 0);
     assert!(a.lines.protocol_lines >= 3 * 9, "{:?}", a.lines);
     // Counters of the whole program: where the kernel allows software events, the
-    // root carries its task-clock (3 steps x 5 ms of spinning, and the thread's 5 ms).
+    // root carries its task-clock, all threads included: at least the CPU time the
+    // program itself measured over `run` (both threads' spinning), at most its wall time
+    // on every core.
     if d.meta.counters["task_clock_ns"].available {
-        let r = root(&d, d.runs[0].rep);
-        let tc = r.task_clock_ns.expect("task clock of the program");
-        assert!(tc >= 15_000_000, "task clock {tc} ns for 20 ms of spinning");
-        assert!(r.page_faults.unwrap_or(0) > 0, "{r:?}");
+        let cores = std::thread::available_parallelism().unwrap().get() as u64;
+        for r in &d.runs {
+            let rt = root(&d, r.rep);
+            let tc = rt.task_clock_ns.expect("task clock of the program");
+            let run = d
+                .spans
+                .iter()
+                .find(|s| s.rep == r.rep && s.name == "run")
+                .unwrap();
+            let cpu = run.process_cpu_ns.expect("reported by the program");
+            // Where kernel time is not counted (perf_event_paranoid > 1 without
+            // privileges), task-clock is user time only: allow for the page faults'.
+            let kernel_counted = unsafe { libc::geteuid() } == 0
+                || std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                    .is_ok_and(|p| p.trim().parse::<i32>().is_ok_and(|p| p <= 1));
+            let floor = if kernel_counted { cpu } else { cpu / 2 };
+            assert!(
+                cpu > 0 && tc >= floor,
+                "task clock {tc} ns < process CPU {cpu} ns"
+            );
+            assert!(
+                tc <= rt.duration_ns * cores,
+                "{tc} ns in {} ns",
+                rt.duration_ns
+            );
+            assert!(rt.page_faults.unwrap_or(0) > 0, "{rt:?}");
+        }
     }
 }
 
@@ -244,4 +269,79 @@ fn the_cpp_scope_class_nests_and_carries_attributes() {
     assert!(get("inner").attrs.contains("\"share\":0.5"));
     assert!(get("on_thread").attrs.contains("worker_thread"));
     assert_ne!(get("on_thread").thread_id, get("outer").thread_id);
+}
+
+/// Not a test of its own: the program the next test runs (this test binary, re-run
+/// with GAPSCOPE_TEST_EMIT_CHILD set), reporting spans with `gapscope::emit`.
+#[test]
+fn rust_emitter_child() {
+    if std::env::var_os("GAPSCOPE_TEST_EMIT_CHILD").is_none() {
+        return;
+    }
+    use gapscope::emit;
+    let _outer = emit::Scope::new("rust outer");
+    emit::attr("label", "two words");
+    let t0 = emit::now_ns();
+    std::thread::spawn(|| {
+        let _s = emit::Scope::new("on_thread");
+        emit::attr("n", 7);
+    })
+    .join()
+    .unwrap();
+    emit::complete("measured", t0, emit::now_ns() - t0);
+}
+
+#[test]
+fn the_rust_and_c_emitters_report_through_the_pipe_or_else_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let child = format!(
+        "GAPSCOPE_TEST_EMIT_CHILD=1 exec {} --exact rust_emitter_child --nocapture --test-threads=1",
+        me.display()
+    );
+    let exp = experiment(
+        tmp.path(),
+        "emitters",
+        &format!(
+            "[workload]\ncommand = [\"sh\", \"-c\", \"{child}\"]\n[run]\nreps = 1\nwarmups = 0\n\
+             [[variant]]\nname = \"rust_pipe\"\n\
+             [[variant]]\nname = \"rust_stderr\"\n\
+             command = [\"sh\", \"-c\", \"unset GAPSCOPE_SPAN_FD; {child}\"]\n\
+             [[variant]]\nname = \"c_stderr\"\n\
+             command = [\"sh\", \"-c\", \"unset GAPSCOPE_SPAN_FD; exec {DEMO} work 2 1\"]\n"
+        ),
+    );
+    let d = RunData::load(&run_ok(tmp.path(), &exp, &[])).unwrap();
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Ok, "{}: {}", r.variant, r.error);
+    }
+    for v in ["rust_pipe", "rust_stderr"] {
+        let get = |n: &str| {
+            d.spans
+                .iter()
+                .find(|s| s.variant == v && s.name == n)
+                .unwrap_or_else(|| panic!("{v}: no span {n}"))
+        };
+        let outer = get("rust_outer");
+        assert!(
+            outer.attrs.contains("\"label\":\"two_words\""),
+            "{}",
+            outer.attrs
+        );
+        assert_eq!(parent(&d, get("measured")).name, "rust_outer");
+        assert_eq!(parent(&d, get("on_thread")).name, "prove");
+        assert!(get("on_thread").attrs.contains("\"n\":7"));
+        // The test harness's own output on stdout is not counted as garbage.
+        let lines = d.meta.external.as_ref().unwrap().variants[v].lines;
+        assert_eq!(
+            lines.unparseable + lines.unmatched_begins + lines.unmatched_ends,
+            0
+        );
+    }
+    let steps = d
+        .spans
+        .iter()
+        .filter(|s| s.variant == "c_stderr" && s.name == "step")
+        .count();
+    assert_eq!(steps, 2);
 }

@@ -221,7 +221,7 @@ fn new_run_meta(
             .iter()
             .zip(sources)
             .map(|(v, s)| match external {
-                Some(_) => super::external::variant_meta(v, s.label()),
+                Some(ext) => super::external::variant_meta(v, ext, s.label()),
                 None => VariantMeta {
                     name: v.name.clone(),
                     backend: v.backend.as_str().into(),

@@ -278,6 +278,10 @@ pub struct Variant {
     /// Counter source of this variant's reps (default: `[run] counters`).
     #[serde(default)]
     pub counters: Option<CounterMode>,
+    /// Command workloads: this variant's program and arguments, instead of the
+    /// workload's `command` (an A/B of two flags or two builds).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
 }
 
 /// A variant with every knob resolved.
@@ -301,6 +305,8 @@ pub struct ResolvedVariant {
     /// `dir`, else gapscope's working directory. A variant of another revision sets its
     /// worktree here.
     pub subject_dir: Option<PathBuf>,
+    /// External subjects: the variant's own `command`, else the workload's.
+    pub command: Option<Vec<String>>,
 }
 
 impl ResolvedVariant {
@@ -424,6 +430,13 @@ impl Experiment {
                 check_external_variant(v, &r)?;
                 continue;
             }
+            if v.command.is_some() {
+                return Err(format!(
+                    "variant {:?}: command goes with a command workload ([workload] command = \
+                     [...]); this experiment runs the built-in prover",
+                    v.name
+                ));
+            }
             if (v.streams.is_some() || v.gpus.is_some() || v.msm_threads.is_some())
                 && r.backend != BackendKind::Cuda
             {
@@ -484,6 +497,7 @@ impl Experiment {
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
             subject_dir: None,
+            command: v.command.clone(),
         }
     }
 
@@ -552,6 +566,15 @@ fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String
             "variant {:?}: {k} is a knob of the built-in prover; a command workload runs its \
              program as given (put a difference between variants in the program's \
              arguments or its revision instead)",
+            v.name
+        ));
+    }
+    if r.command
+        .as_ref()
+        .is_some_and(|c| c.first().is_none_or(|p| p.is_empty()))
+    {
+        return Err(format!(
+            "variant {:?}: command must name a program: command = [\"./bench\", \"--fast\"]",
             v.name
         ));
     }

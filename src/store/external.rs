@@ -46,3 +46,25 @@ pub struct BuildMeta {
     /// The exit status, or why it could not run.
     pub status: String,
 }
+
+/// `workload.circuit` and `workload.backend` in meta.json of a command workload.
+pub const COMMAND_WORKLOAD: &str = "command";
+
+impl super::WorkloadMeta {
+    /// Whether the run measured a program gapscope did not build (`command = […]`).
+    pub fn is_command(&self) -> bool {
+        self.circuit == COMMAND_WORKLOAD
+    }
+
+    /// The workload in a title: "porep 2^12 × 2 on cpu", or "command" for a program
+    /// gapscope did not build.
+    pub fn describe(&self) -> String {
+        if self.is_command() {
+            return "an external command".into();
+        }
+        format!(
+            "{} 2^{} × {} on {}",
+            self.circuit, self.log2_constraints, self.batch, self.backend
+        )
+    }
+}

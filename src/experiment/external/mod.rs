@@ -58,15 +58,16 @@ pub fn run_rep(
         cupti: false,
     };
     let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
-    let run = child::run_once(&ext.command, &dir, timeout, v.counters != CounterMode::Off);
+    let command = v.command.as_ref().unwrap_or(&ext.command);
+    let run = child::run_once(command, &dir, timeout, v.counters != CounterMode::Off);
     let mut gpu = telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
     gpu.notes.splice(0..0, notes);
-    let program = Path::new(&ext.command[0])
+    let program = Path::new(&command[0])
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| ext.command[0].clone());
+        .unwrap_or_else(|| command[0].clone());
     let (spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
     let info = rows::SlotInfo {
         rep: slot.rep,
@@ -208,7 +209,7 @@ pub fn build_subjects(
 
 /// The name meta.json's `workload.circuit` and `workload.backend` give a command
 /// workload (its command is in meta.json's `external`).
-pub const WORKLOAD_KIND: &str = "command";
+pub const WORKLOAD_KIND: &str = crate::store::external::COMMAND_WORKLOAD;
 
 /// meta.json's `workload` of a command workload.
 pub fn workload_meta() -> WorkloadMeta {
@@ -220,11 +221,15 @@ pub fn workload_meta() -> WorkloadMeta {
     }
 }
 
-/// meta.json's record of a variant of a command workload: its knobs are telemetry and
-/// the folder override (set for a variant of another revision).
-pub fn variant_meta(v: &ResolvedVariant, counters: String) -> VariantMeta {
+/// meta.json's record of a variant of a command workload: its knobs are telemetry, the
+/// command it runs, and the folder override (set for a variant of another revision).
+pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: String) -> VariantMeta {
     let mut knobs = BTreeMap::new();
     knobs.insert("telemetry".into(), v.telemetry.as_str().into());
+    // The command it ran (its own, else the workload's), so that a diff's title names
+    // the difference between two variants' commands.
+    let command = v.command.as_ref().unwrap_or(&ext.command);
+    knobs.insert("command".into(), command.join(" "));
     if let Some(d) = &v.subject_dir {
         knobs.insert("subject_dir".into(), d.display().to_string());
     }

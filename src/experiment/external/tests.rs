@@ -169,3 +169,33 @@ fn a_process_cpu_attribute_fills_the_process_cpu_column() {
     assert_eq!(rows[1].process_cpu_ns, Some(1_234));
     assert_eq!(rows[0].process_cpu_ns, None);
 }
+
+#[test]
+fn a_variant_may_bring_its_own_command_but_only_for_a_command_workload() {
+    let e = parse(&format!(
+        "{HEAD}command = [\"./bench\"]\n[[variant]]\nname = \"a\"\n\
+         [[variant]]\nname = \"b\"\ncommand = [\"./bench\", \"--fast\"]\n"
+    ))
+    .unwrap();
+    let v = e.resolved_variants();
+    assert_eq!(v[0].command, None);
+    assert_eq!(v[1].command.as_deref().unwrap(), ["./bench", "--fast"]);
+    let ext = e.workload.external.as_ref().unwrap();
+    let knobs = super::variant_meta(&v[1], ext, "hardware".into()).knobs;
+    assert_eq!(knobs["command"], "./bench --fast");
+    let knobs = super::variant_meta(&v[0], ext, "hardware".into()).knobs;
+    assert_eq!(knobs["command"], "./bench");
+    let err = parse(&format!(
+        "{HEAD}circuit = \"chain\"\nlog2_constraints = 4\n[[variant]]\nname = \"a\"\ncommand = [\"x\"]\n"
+    ))
+    .unwrap_err();
+    assert!(
+        err.contains("command goes with a command workload"),
+        "{err}"
+    );
+    let err = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncommand = []\n"
+    ))
+    .unwrap_err();
+    assert!(err.contains("must name a program"), "{err}");
+}
