@@ -404,7 +404,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         &slots,
         &done_rows,
         &names,
-        exp.run.process == ProcessPolicy::Shared,
+        // Every rep of a command workload is a fresh process: no warm-up to redo.
+        exp.run.process == ProcessPolicy::Shared && external.is_none(),
     );
     let bar = progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len());
     let ctx = RepContext {
