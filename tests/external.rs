@@ -206,6 +206,10 @@ fn crash_hang_and_exit_codes_fail_their_reps_and_the_run_goes_on() {
         stdout.contains("unparseable"),
         "the summary says so: {stdout}"
     );
+    assert!(
+        stdout.contains("a, first unparseable line: rep 4: thread id"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -266,7 +270,15 @@ fn the_cpp_scope_class_nests_and_carries_attributes() {
     assert_eq!(parent(&d, get("inner")).name, "outer");
     assert_eq!(parent(&d, get("outer")).name, "prove");
     assert!(get("outer").attrs.contains("\"answer\":42"));
-    assert!(get("inner").attrs.contains("\"share\":0.5"));
+    let inner = &get("inner").attrs;
+    for kv in [
+        "\"share\":0.5",
+        "\"bytes\":8192",
+        "\"delta\":-3",
+        "\"ok\":1",
+    ] {
+        assert!(inner.contains(kv), "{kv} in {inner}");
+    }
     assert!(get("on_thread").attrs.contains("worker_thread"));
     assert_ne!(get("on_thread").thread_id, get("outer").thread_id);
 }

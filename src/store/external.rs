@@ -34,6 +34,9 @@ pub struct ExternalVariantMeta {
     /// Reps counted in `lines`.
     #[serde(default)]
     pub reps: u32,
+    /// The first few lines that did not parse (shortened), with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
 }
 
 /// How a build went.

@@ -241,11 +241,20 @@ pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: Strin
     }
 }
 
-/// Adds a rep's line counts to its variant's in meta.json's `external`.
+/// Unparseable lines meta.json keeps per variant, as examples.
+const EXAMPLES: usize = 3;
+
+/// Adds a rep's line counts (and the first unparseable lines) to its variant's in
+/// meta.json's `external`.
 pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &ExternalRep) {
     if let Some(m) = meta.and_then(|m| m.variants.get_mut(&v.name)) {
         m.lines.add(&rep.lines);
         m.reps += 1;
+        for e in &rep.samples {
+            if m.examples.len() < EXAMPLES {
+                m.examples.push(format!("rep {}: {e}", rep.out.run.rep));
+            }
+        }
     }
 }
 
@@ -259,6 +268,7 @@ pub fn keep_line_counts(
         if let Some(v) = m.variants.get_mut(&name) {
             v.lines = old.lines;
             v.reps = old.reps;
+            v.examples = old.examples;
         }
     }
 }
