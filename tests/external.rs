@@ -357,3 +357,68 @@ fn the_rust_and_c_emitters_report_through_the_pipe_or_else_stderr() {
         .count();
     assert_eq!(steps, 2);
 }
+
+#[test]
+fn a_run_killed_mid_rep_resumes_with_its_line_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The third program kills gapscope itself (SIGKILL: no handler runs), mid-rep.
+    let script = tmp.path().join("subject.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat count 2>/dev/null || echo 0)\necho $((n+1)) > count\n\
+             if [ $n -eq 2 ]; then kill -9 $PPID; sleep 5; fi\nexec {DEMO} work 1 1\n"
+        ),
+    )
+    .unwrap();
+    let exp = experiment(
+        tmp.path(),
+        "killed",
+        &format!(
+            "[workload]\ncommand = [\"sh\", \"{}\"]\ndir = \"{}\"\n\
+             [run]\nreps = 2\nwarmups = 1\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n",
+            script.display(),
+            tmp.path().display()
+        ),
+    );
+    gapscope(tmp.path())
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .failure();
+    let dir = std::fs::read_dir(tmp.path().join("results/killed"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        RunData::load(&dir).unwrap().runs.len(),
+        2,
+        "two reps before the kill"
+    );
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg("--resume")
+        .arg(&dir)
+        .assert()
+        .success();
+    let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
+    assert_eq!(
+        d.runs.len(),
+        6,
+        "2 warm-ups and 4 measured reps, none added"
+    );
+    assert!(d.runs.iter().all(|r| r.status == RepStatus::Ok));
+    let ext = d.meta.external.as_ref().unwrap();
+    for v in ["a", "b"] {
+        let m = &ext.variants[v];
+        assert_eq!(m.reps, 3, "{v}: counts of the reps before the kill kept");
+        // `work 1 1` prints 12 span lines a rep (cuda/emit_demo.c):
+        // B run, A steps, B step, X inner, A index, E step, B background, A role,
+        // E background, A ratio, A process_cpu_ns, E run.
+        assert_eq!(m.lines.protocol_lines, 3 * 12, "{v}: {m:?}");
+    }
+}
