@@ -399,6 +399,14 @@ fn a_run_killed_mid_rep_resumes_with_its_line_counts() {
         2,
         "two reps before the kill"
     );
+    // A kill between meta.json's write and the rep's commit leaves meta.json counting a
+    // rep that is run again: the resume recounts from the committed reps.
+    let meta_path = dir.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["external"]["variants"]["a"]["reps"] = 9.into();
+    meta["external"]["variants"]["a"]["lines"]["protocol_lines"] = 999.into();
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
     let out = gapscope(tmp.path())
         .arg("run")
         .arg("--resume")

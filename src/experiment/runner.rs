@@ -385,7 +385,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             let (m, unbuilt) = super::external::build_subjects(ext, &variants, &dir, opts.progress);
             let kept = meta.external.take().unwrap_or_default().variants;
             meta.external = Some(m);
-            super::external::keep_line_counts(meta.external.as_mut(), kept);
+            super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
             store::write_meta(&dir, &meta)?;
             unbuilt
         }

@@ -146,6 +146,11 @@ fn spans_on_another_clock_fall_outside_the_rep_and_are_dropped_with_a_count() {
     ]);
     let (rows, counts) = rep_rows(&run, "prog", 0, "a");
     assert_eq!(counts.outside_rep, 2);
+    assert_eq!(
+        super::rows::counts_of_root(&rows[0].attrs),
+        counts,
+        "read back"
+    );
     assert_eq!(rows.len(), 2);
     assert_eq!(
         (rows[1].name.as_str(), rows[1].start_ns, rows[1].end_ns),
