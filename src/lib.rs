@@ -13,14 +13,17 @@
 pub mod analysis;
 pub mod cli;
 pub mod counters;
+pub mod emit;
 pub mod experiment;
 pub mod export;
 pub mod plot;
+pub mod protocol;
 pub mod prover;
 pub mod report;
 pub mod stats;
 pub mod store;
 pub mod summary;
+pub mod summary_external;
 pub mod telemetry;
 pub mod trace;
 pub mod units;
