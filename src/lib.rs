@@ -18,6 +18,7 @@ pub mod export;
 pub mod plot;
 pub mod prover;
 pub mod report;
+pub mod revisions;
 pub mod stats;
 pub mod store;
 pub mod summary;
