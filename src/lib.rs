@@ -11,6 +11,7 @@
 //! (ARCHITECTURE.md draws them).
 
 pub mod analysis;
+pub mod bisect;
 pub mod cli;
 pub mod counters;
 pub mod experiment;
