@@ -21,6 +21,7 @@ fn run(sources: [&str; 2], per_circuit: [u64; 2]) -> RunData {
             backend: "cpu".into(),
             knobs: Default::default(),
             counters: Some(s.into()),
+            revision: None,
         })
         .collect();
     let mut runs = Vec::new();

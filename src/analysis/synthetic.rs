@@ -168,6 +168,7 @@ impl SyntheticRun {
                     backend: self.workload.backend.clone(),
                     knobs: v.knobs.clone(),
                     counters: None,
+                    revision: None,
                 })
                 .collect(),
             reps: self.reps as u32,

@@ -12,10 +12,13 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{Comparison, Verdict};
 
 /// One measurement of a commit between the ends.
+// A few per bisect: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum StepRun {
-    /// The commit did not build: it is skipped.
-    BuildFailed { log_tail: String },
+    /// The commit could not be measured (it did not build, its gapscope is too old, its
+    /// reps failed): it is skipped.
+    Failed { why: String },
     Measured {
         /// good (baseline) against the commit (candidate).
         vs_good: Comparison,
@@ -42,7 +45,8 @@ pub enum StepLabel {
     Bad,
     /// Neither end's verdict was reached, with every level of reps tried.
     CannotTell,
-    BuildFailed,
+    /// Not measured: did not build, or its reps failed (`failure` says why).
+    Failed,
 }
 
 impl std::fmt::Display for StepLabel {
@@ -51,7 +55,7 @@ impl std::fmt::Display for StepLabel {
             StepLabel::Good => "good",
             StepLabel::Bad => "bad",
             StepLabel::CannotTell => "cannot tell",
-            StepLabel::BuildFailed => "build failed",
+            StepLabel::Failed => "failed",
         })
     }
 }
@@ -73,7 +77,7 @@ pub struct StepReport {
     #[serde(default)]
     pub run_dirs: Vec<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build_log_tail: Option<String>,
+    pub failure: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -114,7 +118,7 @@ pub fn classify(vs_good: &Comparison, vs_bad: &Comparison) -> (StepLabel, Option
 }
 
 /// Judges `commit`: a run of `levels[0]` reps, and, while it cannot tell, a run of each
-/// next level. A commit that does not build is not measured again.
+/// next level. A commit that could not be measured is not measured again.
 pub fn judge_step(
     m: &mut dyn Measurer,
     index: usize,
@@ -129,15 +133,15 @@ pub fn judge_step(
         vs_good: None,
         vs_bad: None,
         run_dirs: Vec::new(),
-        build_log_tail: None,
+        failure: None,
         note: None,
     };
     for &reps in levels {
         report.reps = reps;
         match m.measure_step(commit, reps)? {
-            StepRun::BuildFailed { log_tail } => {
-                report.label = StepLabel::BuildFailed;
-                report.build_log_tail = Some(log_tail);
+            StepRun::Failed { why } => {
+                report.label = StepLabel::Failed;
+                report.failure = Some(why);
                 return Ok(report);
             }
             StepRun::Measured {

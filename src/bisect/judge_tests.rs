@@ -89,8 +89,8 @@ fn a_commit_that_cannot_be_told_gets_more_reps_then_an_honest_cannot_tell() {
             ),
             (
                 "c".to_string(),
-                vec![StepRun::BuildFailed {
-                    log_tail: "error[E0425]".into(),
+                vec![StepRun::Failed {
+                    why: "error[E0425]".into(),
                 }],
             ),
         ]
@@ -106,8 +106,8 @@ fn a_commit_that_cannot_be_told_gets_more_reps_then_an_honest_cannot_tell() {
     assert_eq!((r.label, r.reps), (StepLabel::CannotTell, 18));
     assert_eq!(r.vs_good.unwrap().relative, Some(0.03));
     let r = judge_step(&mut m, 3, "c", &levels(9)).unwrap();
-    assert_eq!(r.label, StepLabel::BuildFailed);
-    assert_eq!(r.build_log_tail.as_deref(), Some("error[E0425]"));
+    assert_eq!(r.label, StepLabel::Failed);
+    assert_eq!(r.failure.as_deref(), Some("error[E0425]"));
     // A failed build is not measured again at the next level.
     assert_eq!(
         m.1.iter()

@@ -16,7 +16,7 @@
 pub mod judge;
 mod render;
 pub mod search;
-// mod steps;
+mod steps;
 
 use std::path::PathBuf;
 
@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{Comparison, Diff, Measure, Verdict};
 pub use judge::{Measurer, StepLabel, StepReport};
 pub use render::{render_step, render_text};
+pub use steps::{ExperimentMeasurer, StepSettings};
 
 /// A metric: `SPAN.total`, `SPAN.self` or `SPAN.COUNTER` (a spans.csv counter column,
 /// e.g. `synthesis.task_clock_ns`).
@@ -96,6 +97,8 @@ pub struct BisectReport {
     pub outcome: Outcome,
 }
 
+// One per bisect: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Outcome {
@@ -192,7 +195,7 @@ pub fn bisect(
         let label = match r.label {
             StepLabel::Good => search::Label::Good,
             StepLabel::Bad => search::Label::Bad,
-            StepLabel::CannotTell | StepLabel::BuildFailed => search::Label::Skip,
+            StepLabel::CannotTell | StepLabel::Failed => search::Label::Skip,
         };
         steps.push(r);
         Ok::<_, anyhow::Error>(label)

@@ -56,11 +56,11 @@ fn step_line(out: &mut String, r: &StepReport) {
     if let Some(n) = &r.note {
         let _ = writeln!(out, "         note: {n}");
     }
-    if r.label == StepLabel::BuildFailed {
-        let tail = r.build_log_tail.as_deref().unwrap_or("");
+    if r.label == StepLabel::Failed {
+        let tail = r.failure.as_deref().unwrap_or("");
         let last: Vec<&str> = tail.lines().rev().take(3).collect();
         let last: Vec<&str> = last.into_iter().rev().collect();
-        let _ = writeln!(out, "         build log ends: {}", last.join(" | "));
+        let _ = writeln!(out, "         why: {}", last.join(" | "));
     }
     for d in &r.run_dirs {
         let _ = writeln!(out, "         run: {}", d.display());

@@ -52,8 +52,8 @@ impl Measurer for Model {
         self.runs.push(format!("{commit}x{reps}"));
         let i = index(commit);
         if self.broken.contains(&i) {
-            return Ok(StepRun::BuildFailed {
-                log_tail: "error: could not compile".into(),
+            return Ok(StepRun::Failed {
+                why: "error: could not compile".into(),
             });
         }
         let (g, b) = (self.levels[0], *self.levels.last().unwrap());
@@ -131,7 +131,7 @@ fn unbuildable_and_unjudgeable_commits_are_skipped_and_may_leave_candidates() {
     m.noisy = vec![6];
     let r = bisect(&commits, &mut m, 0.05, Reps::Given(6), &mut |_| {}).unwrap();
     let labels: Vec<(usize, StepLabel)> = r.steps.iter().map(|s| (s.index, s.label)).collect();
-    assert!(labels.contains(&(4, StepLabel::BuildFailed)), "{labels:?}");
+    assert!(labels.contains(&(4, StepLabel::Failed)), "{labels:?}");
     assert!(labels.contains(&(6, StepLabel::CannotTell)), "{labels:?}");
     // The noisy commit was measured at both levels of reps, the broken one once.
     assert!(m.runs.contains(&"c6x12".to_string()), "{:?}", m.runs);

@@ -11,6 +11,7 @@ pub mod emulation;
 pub mod interrupt;
 pub mod rep;
 pub mod resume;
+pub mod revs;
 pub mod runner;
 pub mod schedule;
 pub mod setup;

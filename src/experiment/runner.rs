@@ -14,6 +14,7 @@ use super::emulation::{self, Source};
 use super::interrupt::{self, Interrupted};
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::resume;
+use super::revs::RevVariants;
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
@@ -221,6 +222,7 @@ fn new_run_meta(
                 backend: v.backend.as_str().into(),
                 knobs: v.knobs(),
                 counters: Some(s.label()),
+                revision: None,
             })
             .collect(),
         reps: exp.run.reps,
@@ -261,6 +263,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     }
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
+    // `rev` variants: checked out and built before anything is measured.
+    let revs = RevVariants::prepare(&exp, &text, &variants, &opts.results_dir, opts.progress)?;
     // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
     interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
@@ -286,6 +290,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 Default::default(),
             );
             fresh.experiment_sha256 = Some(store::experiment_sha256(&text));
+            revs.fill_meta(&mut fresh.variants);
             resume::check_experiment(dir, &meta, &fresh)?;
             resume::check_params_cached(dir, &meta, &opts.params_dir)?;
             let (w, rows) = RunWriter::open_resume(dir)?;
@@ -306,6 +311,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 telemetry.gpu_meta(),
             );
             meta.experiment_sha256 = Some(store::experiment_sha256(&text));
+            revs.fill_meta(&mut meta.variants);
             (None, Vec::new(), meta)
         }
     };
@@ -342,7 +348,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 watchdog::exit_now(EXIT_TIMED_OUT)
             })
         });
-        let setup = setup_backends(&exp, &variants, &params, &origins, opts.progress);
+        // `rev` variants run in their own revision's workers, which set up for themselves.
+        let local: Vec<ResolvedVariant> = (variants.iter().enumerate())
+            .filter(|(i, _)| !revs.is_rev(*i))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let setup = setup_backends(&exp, &local, &params, &origins, opts.progress);
         if resume.is_none() {
             meta.setup_ns.extend(setup);
         }
@@ -406,6 +417,27 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             gpu,
             setup_ns,
         } = match (exp.run.process, sources[slot.variant].emulator()) {
+            _ if revs.failed(slot.variant).is_some() => RepOutput {
+                run: failed_row(v, slot, revs.failed(slot.variant).unwrap_or("").into()),
+                spans: Vec::new(),
+                gpu: RepTelemetry::default(),
+                setup_ns: Default::default(),
+            },
+            // A `rev` variant: a worker of that revision's gapscope, always.
+            (_, emulator) if revs.worker(slot.variant).is_some() => {
+                let (exe, exp_dir) = revs.worker(slot.variant).expect("checked");
+                worker::run_rep_with(
+                    exe,
+                    exp_dir,
+                    &opts.params_dir,
+                    v,
+                    slot,
+                    opts.nvtx,
+                    exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                    &opts.debug,
+                    emulator,
+                )?
+            }
             (ProcessPolicy::Shared, None) => {
                 trace::set_counters_enabled(sources[slot.variant].perf_events());
                 let _deadline = watchdog

@@ -21,6 +21,8 @@
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry, counters
 //! telemetry = true           # GPU telemetry during the reps: true | false | "nvml" | "cupti"
+//! rev = "main~3"             # optional: a git revision whose build runs this variant
+//! repo = "../other"          # optional: the repository of `rev` (default: this one)
 //! ```
 
 use std::collections::BTreeMap;
@@ -196,6 +198,14 @@ pub struct Variant {
     /// Counter source of this variant's reps (default: `[run] counters`).
     #[serde(default)]
     pub counters: Option<CounterMode>,
+    /// A git revision (commit, tag or branch): this variant's reps run that revision's
+    /// build, checked out in its own worktree (see `experiment::revs`).
+    #[serde(default)]
+    pub rev: Option<String>,
+    /// The repository `rev` is a revision of (default: the one holding the current
+    /// folder); a relative path is taken from the current folder.
+    #[serde(default)]
+    pub repo: Option<PathBuf>,
 }
 
 /// A variant with every knob resolved.
@@ -214,6 +224,9 @@ pub struct ResolvedVariant {
     pub msm_threads: u32,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
+    /// The git revision this variant runs, and its repository (None: this build).
+    pub rev: Option<String>,
+    pub repo: Option<PathBuf>,
 }
 
 impl ResolvedVariant {
@@ -235,6 +248,9 @@ impl ResolvedVariant {
             );
         }
         m.insert("telemetry".into(), self.telemetry.as_str().into());
+        if let Some(rev) = &self.rev {
+            m.insert("rev".into(), rev.clone());
+        }
         m
     }
 }
@@ -370,6 +386,7 @@ impl Experiment {
                     r.backend.as_str()
                 ));
             }
+            check_rev(v)?;
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
@@ -392,6 +409,8 @@ impl Experiment {
             msm_threads: v.msm_threads.unwrap_or(1),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
+            rev: v.rev.clone(),
+            repo: v.repo.clone(),
         }
     }
 
@@ -418,6 +437,21 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.len() - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
     (line, col)
+}
+
+/// `rev` names a revision; `repo` goes with a `rev`.
+fn check_rev(v: &Variant) -> Result<(), String> {
+    match (&v.rev, &v.repo) {
+        (Some(r), _) if r.trim().is_empty() || r.starts_with('-') => Err(format!(
+            "variant {:?}: rev = {r:?} is not a revision: give a commit id, tag or branch",
+            v.name
+        )),
+        (None, Some(_)) => Err(format!(
+            "variant {:?}: repo is the repository of a `rev`; add rev = \"COMMIT\" (or remove repo)",
+            v.name
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Longest experiment or variant name.

@@ -209,6 +209,7 @@ fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         counters: None,
+        revision: None,
     };
     let (mut old, mut new) = (meta(), meta());
     old.variants = vec![variant(&[("drop", "sync")])];

@@ -198,6 +198,7 @@ mod tests {
             backend: "cpu".into(),
             knobs: Default::default(),
             counters: None,
+            revision: None,
         };
         RunData {
             dir: "x".into(),

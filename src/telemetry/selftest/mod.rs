@@ -104,6 +104,7 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
             backend: "cudarc".into(),
             knobs,
             counters: None,
+            revision: None,
         }],
         reps: o.reps,
         warmups: 1,
