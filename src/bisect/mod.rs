@@ -160,7 +160,10 @@ pub fn bisect(
              lower --threshold, or give more --reps",
             search_short(bad),
             search_short(good),
-            ends.span,
+            Metric {
+                span: ends.span.clone(),
+                measure: ends.measure.clone()
+            },
             render::change(&ends),
             threshold * 50.0
         );

@@ -57,10 +57,13 @@ fn step_line(out: &mut String, r: &StepReport) {
         let _ = writeln!(out, "         note: {n}");
     }
     if r.label == StepLabel::Failed {
-        let tail = r.failure.as_deref().unwrap_or("");
-        let last: Vec<&str> = tail.lines().rev().take(3).collect();
-        let last: Vec<&str> = last.into_iter().rev().collect();
-        let _ = writeln!(out, "         why: {}", last.join(" | "));
+        let why = r.failure.as_deref().unwrap_or("");
+        let lines: Vec<&str> = why.lines().filter(|l| !l.trim().is_empty()).collect();
+        let _ = writeln!(out, "         why: {}", lines.first().unwrap_or(&""));
+        if lines.len() > 1 {
+            let last = &lines[lines.len().saturating_sub(2).max(1)..];
+            let _ = writeln!(out, "         …    {}", last.join(" | "));
+        }
     }
     for d in &r.run_dirs {
         let _ = writeln!(out, "         run: {}", d.display());

@@ -103,7 +103,7 @@ impl ExperimentMeasurer {
             debug: Default::default(),
         };
         let out = experiment::run(Some(&file), &opts).with_context(|| format!("{what}: run"))?;
-        eprintln!("  {what}: {}", out.dir.display());
+        eprintln!("  {what}: measured {}", out.dir.display());
         Ok(out.dir)
     }
 
