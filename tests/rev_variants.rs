@@ -109,6 +109,19 @@ fn a_revision_that_does_not_build_fails_its_variant_and_the_run_goes_on() {
     let dir = run_ok(tmp.path(), &experiment(tmp.path(), &r), &[]);
     let d = RunData::load(&dir).unwrap();
     assert!(d.meta.variants[1].revision.as_ref().unwrap().build_reused);
+    // The branch moves on: a resume of that run would measure another commit.
+    git(&r, &["commit", "-q", "--allow-empty", "-m", "two"]);
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg("--resume")
+        .arg(&dir)
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("rev main is now commit") && stderr.contains(&commit[..12]),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -130,6 +130,27 @@ impl RevVariants {
         self.get(i).is_some()
     }
 
+    /// Refuses to resume a run whose `rev` variants now name other commits (a branch
+    /// that moved): its reps so far measured the commits `stored` records.
+    pub fn check_resume(&self, stored: &[VariantMeta]) -> Result<()> {
+        for (p, m) in self.slots.iter().zip(stored) {
+            let (Some(p), Some(was)) = (p, &m.revision) else {
+                continue;
+            };
+            if p.checkout.commit != was.commit {
+                anyhow::bail!(
+                    "variant {:?}: rev {} is now commit {}, but the run measured {}; a resume \
+                     cannot mix them: start a new run of the experiment",
+                    m.name,
+                    p.checkout.rev,
+                    revisions::short(&p.checkout.commit),
+                    revisions::short(&was.commit),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Fills each `rev` variant's `revision` in meta.json.
     pub fn fill_meta(&self, metas: &mut [VariantMeta]) {
         for (m, p) in metas.iter_mut().zip(&self.slots) {

@@ -264,7 +264,11 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
     // `rev` variants: checked out and built before anything is measured.
-    let revs = RevVariants::prepare(&exp, &text, &variants, &opts.results_dir, opts.progress)?;
+    // (A resumed run's results folder is the one holding it.)
+    let results_dir = (resume.as_deref())
+        .and_then(|d| d.parent()?.parent())
+        .unwrap_or(&opts.results_dir);
+    let revs = RevVariants::prepare(&exp, &text, &variants, results_dir, opts.progress)?;
     // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
     interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
@@ -291,6 +295,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             );
             fresh.experiment_sha256 = Some(store::experiment_sha256(&text));
             revs.fill_meta(&mut fresh.variants);
+            revs.check_resume(&meta.variants)?;
             resume::check_experiment(dir, &meta, &fresh)?;
             resume::check_params_cached(dir, &meta, &opts.params_dir)?;
             let (w, rows) = RunWriter::open_resume(dir)?;

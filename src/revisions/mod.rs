@@ -40,11 +40,13 @@ pub struct RevCache {
 }
 
 impl RevCache {
-    /// `$GAPSCOPE_REV_CACHE` when set, else `<results_dir>/.revs`.
+    /// `$GAPSCOPE_REV_CACHE` when set, else `<results_dir>/.revs` (made absolute: git
+    /// and builds run in other folders).
     pub fn for_results(results_dir: &Path) -> RevCache {
         let root = std::env::var_os("GAPSCOPE_REV_CACHE")
             .map(PathBuf::from)
             .unwrap_or_else(|| results_dir.join(".revs"));
+        let root = std::path::absolute(&root).unwrap_or(root);
         RevCache { root }
     }
 
