@@ -2,7 +2,9 @@
 //!
 //! - Always: the C++ span-ABI self-test (cuda/trace_selftest.cpp), with the host compiler,
 //!   and callgrind's client requests (cuda/callgrind_requests.c) over valgrind's headers
-//!   where they are installed.
+//!   where they are installed; and the span emitter's two test programs
+//!   (cuda/emit_demo.c, cuda/emit_scope_demo.cpp) as executables in OUT_DIR, their paths
+//!   in `GAPSCOPE_EMIT_DEMO` and `GAPSCOPE_EMIT_SCOPE_DEMO` for the tests.
 //! - Where nvcc is found (`NVCC`, then `PATH`, then the project-local toolkit that
 //!   scripts/cuda-toolkit.sh installs in .toolchain/cuda): every cuda/*.cu, for the GPUs
 //!   listed in `GENCODE`, and the cfg `gapscope_cuda` that the Rust side keys its GPU code
@@ -41,6 +43,7 @@ const INSTALL_HINT: &str =
 
 fn main() {
     println!("cargo:rerun-if-changed=cuda/gapscope_trace.h");
+    println!("cargo:rerun-if-changed=cuda/gapscope_emit.h");
     println!("cargo:rerun-if-changed=cuda/trace_selftest.cpp");
     cc::Build::new()
         .cpp(true)
@@ -49,6 +52,7 @@ fn main() {
         .flag_if_supported("-std=c++17")
         .warnings(true)
         .compile("gapscope_trace_selftest");
+    emit_demos();
     // Callgrind's client requests (emulated counters). Uses valgrind's headers where
     // installed; without them the functions are no-ops that say so at run time.
     println!("cargo:rerun-if-changed=cuda/callgrind_requests.c");
@@ -307,5 +311,43 @@ fn compile_cuda(manifest: &Path, nvcc: &Path) {
                 println!("cargo:rustc-link-search=native={}", d.display());
             }
         }
+    }
+}
+
+/// Compiles the emitter's test programs (gapscope_emit.h from C and from C++) into
+/// executables with the host compiler, and tells the tests where they are.
+fn emit_demos() {
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    for (src, exe, var, cpp) in [
+        (
+            "cuda/emit_demo.c",
+            "gapscope-emit-demo",
+            "GAPSCOPE_EMIT_DEMO",
+            false,
+        ),
+        (
+            "cuda/emit_scope_demo.cpp",
+            "gapscope-emit-scope-demo",
+            "GAPSCOPE_EMIT_SCOPE_DEMO",
+            true,
+        ),
+    ] {
+        println!("cargo:rerun-if-changed={src}");
+        let mut b = cc::Build::new();
+        b.cpp(cpp).warnings(true).opt_level(1);
+        if cpp {
+            b.flag_if_supported("-std=c++17");
+        }
+        let path = out.join(exe);
+        let status = b
+            .get_compiler()
+            .to_command()
+            .args(["-Icuda", "-pthread", "-o"])
+            .arg(&path)
+            .arg(src)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run the C compiler for {src}: {e}"));
+        assert!(status.success(), "compiling {src} failed ({status})");
+        println!("cargo:rustc-env={var}={}", path.display());
     }
 }

@@ -10,18 +10,19 @@ use crate::store::{RepStatus, RunData};
 /// Rows shown: (span, label, self time rather than total). The summary's phases of the
 /// span tree, indented by depth and labelled for `backend` (None: variants of several
 /// backends), with the wrapper's unattributed (self) time under it.
-fn rows(backend: Option<&str>) -> Vec<(&'static str, String, bool)> {
+fn rows(backend: Option<&str>) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();
     for (name, depth) in spans::SUMMARY_PHASES {
+        let name = name.to_string();
         let label = match depth {
             0 => format!("total ({name})"),
             d => format!(
                 "{}{}",
                 "  ".repeat(d - 1),
-                spans::phase_label(name, backend)
+                spans::phase_label(&name, backend)
             ),
         };
-        out.push((name, label, false));
+        out.push((name.clone(), label, false));
         if name == spans::GPU_PROVE {
             out.push((name, "  unattributed".to_string(), true));
         }
@@ -32,6 +33,14 @@ fn rows(backend: Option<&str>) -> Vec<(&'static str, String, bool)> {
 /// Median over reps of the per-rep sum of `name`'s time on the thread of `prove`
 /// (for `drop`, whichever thread it ran on).
 pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), f64> {
+    medians_of(data, variant, &rows(None))
+}
+
+fn medians_of(
+    data: &RunData,
+    variant: &str,
+    rows: &[(String, String, bool)],
+) -> BTreeMap<(String, bool), f64> {
     let ok: std::collections::HashSet<u32> = data
         .runs
         .iter()
@@ -39,7 +48,8 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
         .map(|r| r.rep)
         .collect();
     let mut out = BTreeMap::new();
-    for (name, _, selft) in rows(None) {
+    for (name, _, selft) in rows {
+        let (name, selft) = (name.as_str(), *selft);
         let mut per_rep: BTreeMap<u32, u64> = BTreeMap::new();
         for s in data
             .spans
@@ -59,19 +69,14 @@ pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), 
 /// Phase medians in ms, one column per variant, plus rep counts.
 pub fn phase_table(data: &RunData) -> String {
     let variants: Vec<String> = data.meta.variants.iter().map(|v| v.name.clone()).collect();
-    let cols: Vec<_> = variants.iter().map(|v| phase_medians(data, v)).collect();
-    let backends: std::collections::BTreeSet<&str> = data
-        .meta
-        .variants
-        .iter()
-        .map(|v| v.backend.as_str())
-        .collect();
-    let backend = match backends.len() {
-        0 => Some(data.meta.workload.backend.as_str()),
-        1 => backends.first().copied(),
-        _ => None,
+    let rows = match &data.meta.external {
+        Some(_) => crate::summary_external::rows(data),
+        None => rows(backend_of(data)),
     };
-    let rows = rows(backend);
+    let cols: Vec<_> = variants
+        .iter()
+        .map(|v| medians_of(data, v, &rows))
+        .collect();
     let width = rows
         .iter()
         .map(|(_, l, _)| l.chars().count())
@@ -79,22 +84,29 @@ pub fn phase_table(data: &RunData) -> String {
         .unwrap_or(0)
         .max(20);
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} — {} 2^{} × {} on {}",
-        data.meta.experiment,
-        data.meta.workload.circuit,
-        data.meta.workload.log2_constraints,
-        data.meta.workload.batch,
-        data.meta.workload.backend
-    );
+    match &data.meta.external {
+        Some(e) => {
+            let _ = writeln!(s, "{} — {}", data.meta.experiment, e.command.join(" "));
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "{} — {} 2^{} × {} on {}",
+                data.meta.experiment,
+                data.meta.workload.circuit,
+                data.meta.workload.log2_constraints,
+                data.meta.workload.batch,
+                data.meta.workload.backend
+            );
+        }
+    }
     let _ = write!(s, "{:<width$}", "phase (median ms)");
     for v in &variants {
         let _ = write!(s, " {:>14}", v);
     }
     s.push('\n');
     for (name, label, selft) in &rows {
-        let (name, selft) = (*name, *selft);
+        let (name, selft) = (name.as_str(), *selft);
         if cols
             .iter()
             .all(|c| !c.contains_key(&(name.to_string(), selft)))
@@ -129,5 +141,23 @@ pub fn phase_table(data: &RunData) -> String {
         let _ = write!(s, " {:>14}", format!("{ok}/{bad}"));
     }
     s.push('\n');
+    if let Some(e) = &data.meta.external {
+        s.push_str(&crate::summary_external::line_counts(e, &variants, width));
+    }
     s
+}
+
+/// The backend of every variant, or `None` when they differ.
+fn backend_of(data: &RunData) -> Option<&str> {
+    let backends: std::collections::BTreeSet<&str> = data
+        .meta
+        .variants
+        .iter()
+        .map(|v| v.backend.as_str())
+        .collect();
+    match backends.len() {
+        0 => Some(data.meta.workload.backend.as_str()),
+        1 => backends.first().copied(),
+        _ => None,
+    }
 }

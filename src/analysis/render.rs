@@ -268,14 +268,11 @@ fn title(out: &mut String, d: &Diff, md: bool, level: usize) {
     let (kb, kc) = knob_labels(d);
     let w = &d.workload;
     let title = format!(
-        "{}: {}{kb} vs {}{kc} — {} 2^{} × {} on {}",
+        "{}: {}{kb} vs {}{kc} — {}",
         d.baseline.experiment,
         d.baseline.variant,
         d.candidate.variant,
-        w.circuit,
-        w.log2_constraints,
-        w.batch,
-        w.backend
+        w.describe()
     );
     if md {
         let _ = writeln!(out, "{} {title}\n", "#".repeat(level));

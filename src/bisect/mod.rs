@@ -28,8 +28,9 @@ pub use judge::{Measurer, StepLabel, StepReport};
 pub use render::{render_step, render_text};
 pub use steps::{ExperimentMeasurer, StepSettings};
 
-/// A metric: `SPAN.total`, `SPAN.self` or `SPAN.COUNTER` (a spans.csv counter column,
-/// e.g. `synthesis.task_clock_ns`).
+/// A metric: `SPAN.total`, `SPAN.self`, `SPAN.process_cpu` (the process's CPU time over
+/// the span) or `SPAN.COUNTER` (a spans.csv counter column, e.g.
+/// `synthesis.task_clock_ns`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
     pub span: String,
@@ -44,8 +45,8 @@ impl Metric {
             .collect();
         let usage = || {
             format!(
-                "metric {s:?}: write SPAN.total, SPAN.self or SPAN.COUNTER with COUNTER one of {} \
-                 (e.g. gpu_prove.self, synthesis.task_clock_ns)",
+                "metric {s:?}: write SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER with \
+                 COUNTER one of {} (e.g. gpu_prove.self, synthesis.task_clock_ns)",
                 counters.join(", ")
             )
         };
@@ -56,6 +57,7 @@ impl Metric {
         let measure = match what {
             "total" => Measure::Total,
             "self" => Measure::SelfTime,
+            "process_cpu" => Measure::ProcessCpu,
             c if counters.contains(&c) => Measure::Counter(c.into()),
             _ => return Err(usage()),
         };

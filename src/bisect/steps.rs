@@ -126,10 +126,28 @@ impl ExperimentMeasurer {
     }
 }
 
-/// Why variant `name` of a run could not run, from meta.json (a failed build).
+/// Why variant `name` of a run could not run, from meta.json: its revision did not
+/// build (or is refused), or, for a command workload, its build in the worktree failed.
 fn variant_failure(data: &RunData, name: &str) -> Option<String> {
     let v = data.meta.variants.iter().find(|v| v.name == name)?;
-    v.revision.as_ref()?.failed.clone()
+    if let Some(why) = v.revision.as_ref().and_then(|r| r.failed.clone()) {
+        return Some(why);
+    }
+    let build = data
+        .meta
+        .external
+        .as_ref()?
+        .variants
+        .get(name)?
+        .build
+        .as_ref()?;
+    (!build.ok).then(|| {
+        let commit = v.revision.as_ref().map_or("", |r| short(&r.commit));
+        format!(
+            "revision {commit} did not build\n{}",
+            experiment::external::build_failure(build)
+        )
+    })
 }
 
 /// The newest finished run folder of the experiment with hash `sha` in `exp_dir`.

@@ -179,6 +179,8 @@ fn metrics_are_a_span_and_a_measure() {
     let m = Metric::parse("synthesis.task_clock_ns").unwrap();
     assert_eq!(m.measure, Measure::Counter("task_clock_ns".into()));
     assert_eq!(m.to_string(), "synthesis.task_clock_ns");
+    let m = Metric::parse("work.process_cpu").unwrap();
+    assert_eq!(m.measure, Measure::ProcessCpu);
     let m = Metric::parse("a.b.total").unwrap();
     assert_eq!(m.span, "a.b");
     for bad in ["gpu_prove", ".self", "gpu_prove.wall", "x."] {

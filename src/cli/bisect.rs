@@ -22,7 +22,7 @@ pub struct Common {
     /// at each commit.
     #[arg(long)]
     experiment: PathBuf,
-    /// SPAN.total, SPAN.self or SPAN.COUNTER, e.g. gpu_prove.self or
+    /// SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER, e.g. gpu_prove.self or
     /// synthesis.task_clock_ns.
     #[arg(long)]
     metric: String,

@@ -17,6 +17,7 @@
 pub mod emulated;
 pub mod heap;
 pub mod mode;
+pub mod process;
 
 pub use mode::CounterMode;
 
@@ -80,7 +81,7 @@ impl CounterKind {
     }
 
     /// The builders to try, in order of preference.
-    fn builders(self) -> Vec<Builder<'static>> {
+    pub(crate) fn builders(self) -> Vec<Builder<'static>> {
         let base = || match self {
             CounterKind::Instructions => Builder::new(Hardware::INSTRUCTIONS),
             CounterKind::Branches => Builder::new(Hardware::BRANCH_INSTRUCTIONS),

@@ -8,6 +8,7 @@
 
 pub mod debug;
 pub mod emulation;
+pub mod external;
 pub mod interrupt;
 pub mod rep;
 pub mod resume;

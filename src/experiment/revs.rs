@@ -6,6 +6,11 @@
 //! failed with the reason (the build log's tail), meta.json says why under the
 //! variant's `revision.failed`, and the other variants are measured as usual.
 //!
+//! A revision of a command workload (`command = […]`) is only checked out here: its
+//! worktree becomes the variant's subject folder, where the workload's `build` runs
+//! before the reps (each run, with its log in the run folder; make and cargo rebuild
+//! incrementally in the worktree, which is kept per commit) and its `command` runs.
+//!
 //! A revision of gapscope runs each of its variant's reps as its own `__worker`,
 //! whatever `process` says. Its worker reads a copy of the experiment that holds only
 //! that variant, without `rev` and `repo` (kept beside the revision's build), and
@@ -34,6 +39,8 @@ struct Prepared {
     worker: Option<(PathBuf, PathBuf)>,
     /// Why it cannot run.
     failed: Option<String>,
+    /// Command workloads: the folder its build and command run in (the worktree).
+    subject_dir: Option<PathBuf>,
 }
 
 /// The `rev` variants of a run, by variant index.
@@ -61,7 +68,28 @@ impl RevVariants {
             let repo = v.repo.clone().unwrap_or_else(|| PathBuf::from("."));
             let mut checkout = revisions::checkout(&cache, &repo, rev)
                 .with_context(|| format!("variant {:?}", v.name))?;
-            let build = build_spec(exp);
+            if let Some(ext) = &exp.workload.external {
+                if progress {
+                    eprintln!(
+                        "variant {}: rev {rev} = {}, checked out in {}",
+                        v.name,
+                        revisions::short(&checkout.commit),
+                        checkout.worktree.display()
+                    );
+                }
+                slots.push(Some(Prepared {
+                    build: BuildSpec {
+                        command: ext.build.clone().unwrap_or_default(),
+                        artefacts: Vec::new(),
+                    },
+                    worker: None,
+                    failed: None,
+                    subject_dir: Some(checkout.worktree.clone()),
+                    checkout,
+                }));
+                continue;
+            }
+            let build = BuildSpec::gapscope();
             if progress {
                 eprintln!(
                     "variant {}: rev {rev} = {}, building in {} ({})",
@@ -77,6 +105,7 @@ impl RevVariants {
             let mut p = Prepared {
                 worker: None,
                 failed: None,
+                subject_dir: None,
                 build,
                 checkout: checkout.clone(),
             };
@@ -125,6 +154,15 @@ impl RevVariants {
         Some((exe, dir))
     }
 
+    /// Sets each command workload's `rev` variant's subject folder to its worktree.
+    pub fn apply(&self, variants: &mut [ResolvedVariant]) {
+        for (v, p) in variants.iter_mut().zip(&self.slots) {
+            if let Some(dir) = p.as_ref().and_then(|p| p.subject_dir.clone()) {
+                v.subject_dir = Some(dir);
+            }
+        }
+    }
+
     /// Variant `i` is a `rev` variant.
     pub fn is_rev(&self, i: usize) -> bool {
         self.get(i).is_some()
@@ -169,11 +207,6 @@ impl RevVariants {
             });
         }
     }
-}
-
-/// How a revision of this experiment's subject is built: gapscope itself.
-fn build_spec(_exp: &Experiment) -> BuildSpec {
-    BuildSpec::gapscope()
 }
 
 /// Asks a gapscope binary for its worker protocol; an error says why it is refused.

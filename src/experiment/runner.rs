@@ -203,26 +203,33 @@ fn new_run_meta(
     counters: BTreeMap<String, Availability>,
     gpu: store::GpuMeta,
 ) -> store::Meta {
+    let external = exp.workload.external.as_ref();
     NewRun {
         experiment: exp.name.clone(),
         command: opts.command.clone(),
         counters,
         gpu,
-        workload: WorkloadMeta {
-            circuit: exp.workload.circuit.as_str().into(),
-            log2_constraints: exp.workload.log2_constraints,
-            batch: exp.workload.batch,
-            backend: exp.workload.backend.as_str().into(),
+        workload: match external {
+            Some(_) => super::external::workload_meta(),
+            None => WorkloadMeta {
+                circuit: exp.workload.circuit.as_str().into(),
+                log2_constraints: exp.workload.log2_constraints,
+                batch: exp.workload.batch,
+                backend: exp.workload.backend.as_str().into(),
+            },
         },
         variants: variants
             .iter()
             .zip(sources)
-            .map(|(v, s)| VariantMeta {
-                name: v.name.clone(),
-                backend: v.backend.as_str().into(),
-                knobs: v.knobs(),
-                counters: Some(s.label()),
-                revision: None,
+            .map(|(v, s)| match external {
+                Some(ext) => super::external::variant_meta(v, ext, s.label()),
+                None => VariantMeta {
+                    name: v.name.clone(),
+                    backend: v.backend.as_str().into(),
+                    knobs: v.knobs(),
+                    counters: Some(s.label()),
+                    revision: None,
+                },
             })
             .collect(),
         reps: exp.run.reps,
@@ -257,7 +264,7 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
-    let variants = exp.resolved_variants();
+    let mut variants = exp.resolved_variants();
     for v in &variants {
         prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
     }
@@ -269,6 +276,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         .and_then(|d| d.parent()?.parent())
         .unwrap_or(&opts.results_dir);
     let revs = RevVariants::prepare(&exp, &text, &variants, results_dir, opts.progress)?;
+    revs.apply(&mut variants);
+    let variants = variants;
     // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
     interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
@@ -277,6 +286,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
         nvml: true,
         cupti: exp.run.process == ProcessPolicy::Shared
+            && exp.workload.external.is_none()
             && variants.iter().any(|v| v.telemetry.cupti),
         nvtx: opts.nvtx,
     });
@@ -320,7 +330,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             (None, Vec::new(), meta)
         }
     };
-    let (params, origins) = obtain_params(&exp, &opts.params_dir, opts.progress, true)?;
+    let external = exp.workload.external.as_ref();
+    let (params, origins) = match external {
+        // A program of the user's needs no params.
+        Some(_) => Default::default(),
+        None => obtain_params(&exp, &opts.params_dir, opts.progress, true)?,
+    };
     if let Some(dir) = &resume {
         resume::check_params_match(dir, &meta, &origins)?;
     }
@@ -334,10 +349,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // A shared process cannot abandon a GPU call that never returns: past rep_timeout_s
     // the watchdog records the rep as failed and stops the run (per_rep kills the worker).
     let watchdog = match (exp.run.process, exp.run.rep_timeout_s) {
-        (ProcessPolicy::Shared, Some(s)) => Some((Watchdog::start(), Duration::from_secs(s))),
+        (ProcessPolicy::Shared, Some(s)) if external.is_none() => {
+            Some((Watchdog::start(), Duration::from_secs(s)))
+        }
         _ => None,
     };
-    if exp.run.process == ProcessPolicy::Shared {
+    if exp.run.process == ProcessPolicy::Shared && external.is_none() {
         // per_rep: each worker sets up for itself.
         let _deadline = watchdog.as_ref().map(|(dog, limit)| {
             let limit = *limit;
@@ -380,6 +397,18 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     if opts.progress {
         eprintln!("results: {}", dir.display());
     }
+    // External subjects: each variant's folder is built once, before the reps.
+    let unbuilt = match external {
+        Some(ext) => {
+            let (m, unbuilt) = super::external::build_subjects(ext, &variants, &dir, opts.progress);
+            let kept = meta.external.take().unwrap_or_default().variants;
+            meta.external = Some(m);
+            super::external::keep_line_counts(meta.external.as_mut(), kept);
+            store::write_meta(&dir, &meta)?;
+            unbuilt
+        }
+        None => Vec::new(),
+    };
 
     let slots = schedule(
         variants.len(),
@@ -421,15 +450,15 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             spans,
             gpu,
             setup_ns,
-        } = match (exp.run.process, sources[slot.variant].emulator()) {
+        } = match (external, exp.run.process, sources[slot.variant].emulator()) {
             _ if revs.failed(slot.variant).is_some() => RepOutput {
                 run: failed_row(v, slot, revs.failed(slot.variant).unwrap_or("").into()),
                 spans: Vec::new(),
                 gpu: RepTelemetry::default(),
                 setup_ns: Default::default(),
             },
-            // A `rev` variant: a worker of that revision's gapscope, always.
-            (_, emulator) if revs.worker(slot.variant).is_some() => {
+            // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
+            (None, _, emulator) if revs.worker(slot.variant).is_some() => {
                 let (exe, exp_dir) = revs.worker(slot.variant).expect("checked");
                 worker::run_rep_with(
                     exe,
@@ -443,7 +472,21 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                     emulator,
                 )?
             }
-            (ProcessPolicy::Shared, None) => {
+            (Some(ext), _, _) => {
+                let rep = match &unbuilt[slot.variant] {
+                    Some(why) => super::external::unbuilt_rep(v, slot, why),
+                    None => super::external::run_rep(
+                        ext,
+                        v,
+                        slot,
+                        exp.run.rep_timeout_s.map(Duration::from_secs),
+                        Some(&telemetry),
+                    ),
+                };
+                super::external::record_lines(meta.external.as_mut(), v, &rep);
+                rep.out
+            }
+            (None, ProcessPolicy::Shared, None) => {
                 trace::set_counters_enabled(sources[slot.variant].perf_events());
                 let _deadline = watchdog
                     .as_ref()
@@ -451,7 +494,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 run_rep_here(&ctx, v, slot)?
             }
             // An emulated rep always runs in a worker: the emulator wraps a process.
-            (ProcessPolicy::PerRep, _) | (_, Some(_)) => worker::run_rep_in_child(
+            (None, ProcessPolicy::PerRep, _) | (None, _, Some(_)) => worker::run_rep_in_child(
                 &dir,
                 &opts.params_dir,
                 v,
@@ -463,7 +506,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             )?,
         };
         // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
-        let mut meta_changed = !setup_ns.is_empty();
+        let mut meta_changed = !setup_ns.is_empty() || external.is_some();
         for (k, ns) in setup_ns {
             meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
         }

@@ -47,22 +47,104 @@ pub enum SpecError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// What every variant runs: the built-in prover (`circuit`, `log2_constraints`, …), or
+/// a program of the user's (`command = […]`, [`ExternalWorkload`]); the file's
+/// `[workload]` table is read through [`WorkloadFile`](super::external::WorkloadFile).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "WorkloadFile", into = "WorkloadFile")]
 pub struct Workload {
     pub circuit: CircuitKind,
     pub log2_constraints: u32,
-    #[serde(default = "one")]
     pub batch: u32,
-    #[serde(default = "cpu")]
     pub backend: BackendKind,
+    /// A program gapscope did not build; the prover's fields above are then unused.
+    pub external: Option<ExternalWorkload>,
+}
+
+pub use super::external::workload::{ExternalWorkload, WorkloadFile};
+
+impl TryFrom<WorkloadFile> for Workload {
+    type Error = String;
+
+    fn try_from(f: WorkloadFile) -> Result<Workload, String> {
+        if let Some(command) = f.command {
+            if f.circuit.is_some() || f.log2_constraints.is_some() || f.batch.is_some() {
+                return Err(
+                    "workload: command = [...] runs a program of your own; circuit, \
+                            log2_constraints and batch belong to the built-in prover: remove \
+                            them (or remove command)"
+                        .into(),
+                );
+            }
+            if f.backend.is_some() {
+                return Err(
+                    "workload: backend is a knob of the built-in prover; a command \
+                            workload runs its program as given: remove backend"
+                        .into(),
+                );
+            }
+            let external = ExternalWorkload {
+                command,
+                build: f.build,
+                dir: f.dir,
+            };
+            external.check()?;
+            return Ok(Workload {
+                circuit: CircuitKind::Porep,
+                log2_constraints: 0,
+                batch: 1,
+                backend: BackendKind::Cpu,
+                external: Some(external),
+            });
+        }
+        if f.build.is_some() || f.dir.is_some() {
+            return Err(
+                "workload: build and dir go with command = [\"prog\", \"args\"]; \
+                        add command, or remove them"
+                    .into(),
+            );
+        }
+        let missing = |what: &str| {
+            format!(
+                "workload.{what} is missing: give circuit = \"porep\" (sha256 | porep | chain) \
+                 and log2_constraints = 12 for the built-in prover, or command = [\"prog\", \
+                 \"args\"] for a program of your own"
+            )
+        };
+        Ok(Workload {
+            circuit: f.circuit.ok_or_else(|| missing("circuit"))?,
+            log2_constraints: f
+                .log2_constraints
+                .ok_or_else(|| missing("log2_constraints"))?,
+            batch: f.batch.unwrap_or_else(one),
+            backend: f.backend.unwrap_or(BackendKind::Cpu),
+            external: None,
+        })
+    }
+}
+
+impl From<Workload> for WorkloadFile {
+    fn from(w: Workload) -> WorkloadFile {
+        match w.external {
+            Some(e) => WorkloadFile {
+                command: Some(e.command),
+                build: e.build,
+                dir: e.dir,
+                ..WorkloadFile::default()
+            },
+            None => WorkloadFile {
+                circuit: Some(w.circuit),
+                log2_constraints: Some(w.log2_constraints),
+                batch: Some(w.batch),
+                backend: Some(w.backend),
+                ..WorkloadFile::default()
+            },
+        }
+    }
 }
 
 fn one() -> u32 {
     1
-}
-fn cpu() -> BackendKind {
-    BackendKind::Cpu
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,6 +280,10 @@ pub struct Variant {
     /// Counter source of this variant's reps (default: `[run] counters`).
     #[serde(default)]
     pub counters: Option<CounterMode>,
+    /// Command workloads: this variant's program and arguments, instead of the
+    /// workload's `command` (an A/B of two flags or two builds).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
     /// A git revision (commit, tag or branch): this variant's reps run that revision's
     /// build, checked out in its own worktree (see `experiment::revs`).
     #[serde(default)]
@@ -224,6 +310,13 @@ pub struct ResolvedVariant {
     pub msm_threads: u32,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
+    /// External subjects (`command = […]`): the folder the variant's `build` and
+    /// `command` run in. `None` (what [`Experiment::resolve`] gives): the workload's
+    /// `dir`, else gapscope's working directory. A variant of another revision sets its
+    /// worktree here.
+    pub subject_dir: Option<PathBuf>,
+    /// External subjects: the variant's own `command`, else the workload's.
+    pub command: Option<Vec<String>>,
     /// The git revision this variant runs, and its repository (None: this build).
     pub rev: Option<String>,
     pub repo: Option<PathBuf>,
@@ -295,7 +388,7 @@ impl Experiment {
         check_name("name", &self.name, "it names the results folder")?;
         let w = &self.workload;
         let min = w.circuit.min_log2();
-        if w.log2_constraints < min || w.log2_constraints > 28 {
+        if w.external.is_none() && (w.log2_constraints < min || w.log2_constraints > 28) {
             return Err(format!(
                 "workload.log2_constraints = {} is out of range for circuit {}: use {min}..=28",
                 w.log2_constraints,
@@ -349,6 +442,17 @@ impl Experiment {
                 return Err(format!("variant name {:?} is used twice", v.name));
             }
             let r = self.resolve(v);
+            if self.workload.external.is_some() {
+                check_external_variant(v, &r)?;
+                continue;
+            }
+            if v.command.is_some() {
+                return Err(format!(
+                    "variant {:?}: command goes with a command workload ([workload] command = \
+                     [...]); this experiment runs the built-in prover",
+                    v.name
+                ));
+            }
             if (v.streams.is_some() || v.gpus.is_some() || v.msm_threads.is_some())
                 && r.backend != BackendKind::Cuda
             {
@@ -409,6 +513,8 @@ impl Experiment {
             msm_threads: v.msm_threads.unwrap_or(1),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
+            subject_dir: None,
+            command: v.command.clone(),
             rev: v.rev.clone(),
             repo: v.repo.clone(),
         }
@@ -475,6 +581,45 @@ fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
              A-Z a-z 0-9 - _ . starting with a letter or digit"
         ))
     }
+}
+
+/// A variant of a `command = […]` workload may set `telemetry` and `counters` (perf
+/// events or none); the prover's knobs do not apply to a program gapscope did not build.
+fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String> {
+    let prover_knobs = [
+        ("drop", v.drop.is_some()),
+        ("gadget", v.gadget.is_some()),
+        ("host_memory", v.host_memory.is_some()),
+        ("backend", v.backend.is_some()),
+        ("streams", v.streams.is_some()),
+        ("gpus", v.gpus.is_some()),
+        ("msm_threads", v.msm_threads.is_some()),
+    ];
+    if let Some((k, _)) = prover_knobs.iter().find(|(_, set)| *set) {
+        return Err(format!(
+            "variant {:?}: {k} is a knob of the built-in prover; a command workload runs its \
+             program as given (put a difference between variants in the program's \
+             arguments or its revision instead)",
+            v.name
+        ));
+    }
+    if r.command
+        .as_ref()
+        .is_some_and(|c| c.first().is_none_or(|p| p.is_empty()))
+    {
+        return Err(format!(
+            "variant {:?}: command must name a program: command = [\"./bench\", \"--fast\"]",
+            v.name
+        ));
+    }
+    if r.counters == CounterMode::Emulated {
+        return Err(format!(
+            "variant {:?}: counters = \"emulated\" is not available for a command workload; \
+             use true (perf events of the program and its threads) or false",
+            v.name
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -285,12 +285,9 @@ where
 pub(crate) fn run_line(input: &RunView) -> String {
     let m = &input.data.meta;
     format!(
-        "{} · {} 2^{} × {} on {} · run {}",
+        "{} · {} · run {}",
         m.experiment,
-        m.workload.circuit,
-        m.workload.log2_constraints,
-        m.workload.batch,
-        m.workload.backend,
+        m.workload.describe(),
         m.run_id
     )
 }

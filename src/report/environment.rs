@@ -88,10 +88,16 @@ pub fn environment_section(input: &RunView) -> String {
     ]);
     rows.push(vec![
         "workload".into(),
-        format!(
-            "{} 2^{} constraints × {} on {}",
-            m.workload.circuit, m.workload.log2_constraints, m.workload.batch, m.workload.backend
-        ),
+        match &m.external {
+            Some(e) => format!("external command: {}", e.command.join(" ")),
+            None => format!(
+                "{} 2^{} constraints × {} on {}",
+                m.workload.circuit,
+                m.workload.log2_constraints,
+                m.workload.batch,
+                m.workload.backend
+            ),
+        },
     ]);
     rows.push(vec![
         "run policy".into(),

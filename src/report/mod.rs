@@ -91,13 +91,16 @@ pub fn write_report(
     let m = &input.data.meta;
     let mut md = String::new();
     let _ = writeln!(md, "# {} — run {}\n", m.experiment, m.run_id);
+    let workload = match &m.external {
+        Some(e) => format!("External command `{}`", e.command.join(" ")),
+        None => format!(
+            "{} 2^{} constraints × {} on the `{}` backend",
+            m.workload.circuit, m.workload.log2_constraints, m.workload.batch, m.workload.backend
+        ),
+    };
     let _ = writeln!(
         md,
-        "{} 2^{} constraints × {} on the `{}` backend; variants {}. Run folder: `{}`.\n",
-        m.workload.circuit,
-        m.workload.log2_constraints,
-        m.workload.batch,
-        m.workload.backend,
+        "{workload}; variants {}. Run folder: `{}`.\n",
         input
             .variants()
             .iter()

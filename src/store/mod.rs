@@ -13,6 +13,7 @@
 //! runs.csv, or a committed rep whose spans are not all there.
 
 pub mod envinfo;
+pub mod external;
 pub(crate) mod gpu_lanes;
 mod integrity;
 mod new_run;
@@ -24,6 +25,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
 pub use schema::*;

@@ -441,6 +441,10 @@ pub struct Meta {
     /// copy edited since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experiment_sha256: Option<String>,
+    /// A run of a program gapscope did not build: its command, folders, builds and the
+    /// span lines it printed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<super::external::ExternalMeta>,
 }
 
 impl Meta {
@@ -472,6 +476,7 @@ impl Meta {
             setup_ns: Default::default(),
             completed_utc: None,
             experiment_sha256: None,
+            external: None,
         }
     }
 }

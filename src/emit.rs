@@ -1,0 +1,161 @@
+//! Emits spans in gapscope's line protocol ([`crate::protocol`]) from a Rust program that
+//! gapscope runs as an external subject (`[workload] command = […]`). A leaf: it uses
+//! nothing of the rest of the crate, so a program can copy this file whole.
+//!
+//! Lines go to the pipe whose descriptor gapscope passes in `GAPSCOPE_SPAN_FD`, or to
+//! stderr where that is not set. Each line is one `write(2)` of at most 4096 bytes
+//! below a lock, so lines of different threads never mix.
+//!
+//! ```no_run
+//! let _whole = gapscope::emit::Scope::new("load");
+//! gapscope::emit::attr("bytes", 4096);
+//! ```
+
+use std::fmt::Display;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
+/// The environment variable naming the span pipe's file descriptor.
+pub const FD_ENV: &str = "GAPSCOPE_SPAN_FD";
+const PREFIX: &str = "@gapscope1 ";
+const MAX_LINE: usize = 4096;
+
+/// CLOCK_MONOTONIC nanoseconds.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's id (gettid).
+pub fn thread_id() -> u64 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u64 }
+}
+
+enum Sink {
+    Fd(std::fs::File),
+    Stderr,
+}
+
+fn sink() -> &'static Mutex<Sink> {
+    static SINK: OnceLock<Mutex<Sink>> = OnceLock::new();
+    SINK.get_or_init(|| {
+        let fd = std::env::var(FD_ENV)
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok());
+        Mutex::new(match fd {
+            Some(fd) if fd > 2 => {
+                use std::os::fd::FromRawFd;
+                // SAFETY: gapscope opened this descriptor for the program and hands it over;
+                // nothing else in the process owns it.
+                Sink::Fd(unsafe { std::fs::File::from_raw_fd(fd) })
+            }
+            _ => Sink::Stderr,
+        })
+    })
+}
+
+/// Writes one protocol line (`body` without prefix or newline); a line over the
+/// protocol's limit is not written. Errors (a closed pipe) are ignored: measuring must
+/// never break the program.
+pub fn write_line(body: &str) {
+    let mut line = String::with_capacity(PREFIX.len() + body.len() + 1);
+    line.push_str(PREFIX);
+    line.push_str(body);
+    if line.len() > MAX_LINE {
+        return;
+    }
+    line.push('\n');
+    let mut s = sink().lock().unwrap_or_else(|e| e.into_inner());
+    let _ = match &mut *s {
+        Sink::Fd(f) => f.write_all(line.as_bytes()),
+        Sink::Stderr => std::io::stderr().write_all(line.as_bytes()),
+    };
+}
+
+/// Name as the protocol takes it: spaces and '=' become '_', at most 128 bytes.
+fn clean(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c == '=' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    while s.len() > 128 {
+        s.pop();
+    }
+    if s.is_empty() {
+        s.push('_');
+    }
+    s
+}
+
+/// Opens a span named `name` on this thread.
+pub fn begin(name: &str) {
+    write_line(&format!("B {} {} {}", thread_id(), now_ns(), clean(name)));
+}
+
+/// Closes the innermost open span named `name` on this thread.
+pub fn end(name: &str) {
+    write_line(&format!("E {} {} {}", thread_id(), now_ns(), clean(name)));
+}
+
+/// A finished span, from its start time (CLOCK_MONOTONIC ns, [`now_ns`]) and duration.
+pub fn complete(name: &str, start_ns: u64, duration_ns: u64) {
+    write_line(&format!(
+        "X {} {start_ns} {duration_ns} {}",
+        thread_id(),
+        clean(name)
+    ));
+}
+
+/// Attaches `key=value` to this thread's innermost open span (spaces in the value
+/// become '_').
+pub fn attr(key: &str, value: impl Display) {
+    let v: String = value
+        .to_string()
+        .chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect();
+    write_line(&format!("A {} {}={v}", thread_id(), clean(key)));
+}
+
+/// A span from construction to drop.
+pub struct Scope {
+    name: String,
+}
+
+impl Scope {
+    pub fn new(name: &str) -> Scope {
+        let name = clean(name);
+        begin(&name);
+        Scope { name }
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        end(&self.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_cleaned_to_what_the_protocol_takes() {
+        assert_eq!(clean("a b=c"), "a_b_c");
+        assert_eq!(clean(""), "_");
+        assert_eq!(clean(&"x".repeat(300)).len(), 128);
+    }
+}

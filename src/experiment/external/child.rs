@@ -1,0 +1,249 @@
+//! One run of an external program: spawned in its own process group with its span pipe
+//! (`GAPSCOPE_SPAN_FD`), counted by perf events from its `exec` on, its stdout, stderr
+//! and span pipe read line by line through the protocol parser, and killed (the whole
+//! group) when it outlives its limit.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::counters::process::ProcessCounters;
+use crate::counters::CounterValues;
+use crate::emit::FD_ENV;
+use crate::protocol::reader::{for_each_line, ReadLine};
+use crate::protocol::{LineCounts, ParsedSpan, Parser, MAX_LINE};
+use crate::trace::now_ns;
+
+/// Lines of the program's stderr kept for the error of a failed rep.
+pub const STDERR_TAIL: usize = 20;
+/// How long the readers may take to see the end of the program's pipes once it exited
+/// (and what was left of its process group was killed).
+const DRAIN: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_millis(5);
+
+/// How the program ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// It exited or was killed by a signal on its own.
+    Exited(ExitStatus),
+    /// It outlived the limit; its process group was killed.
+    TimedOut(Duration),
+    /// It could not be started.
+    NotStarted(String),
+}
+
+/// What one run of the program gave.
+#[derive(Debug)]
+pub struct ChildRun {
+    pub pid: u32,
+    /// Just before the spawn and just after the program was reaped, on the span clock.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub ending: Ending,
+    /// Spans of every stream (stdout, stderr, the span pipe), each parsed on its own.
+    pub spans: Vec<ParsedSpan>,
+    pub counts: LineCounts,
+    /// A few unparseable lines, shortened, to show the user.
+    pub samples: Vec<String>,
+    /// Perf-event counts of the program, its threads and its children; `None` when
+    /// counters were off or none could be opened.
+    pub counters: Option<CounterValues>,
+    /// The last lines of its stderr that were not protocol lines.
+    pub stderr_tail: Vec<String>,
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both are open descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Reads one stream through its own parser; stderr's other lines feed the tail.
+fn read_stream(r: impl Read, keep_tail: bool) -> (Parser, Vec<String>) {
+    let mut p = Parser::new();
+    let mut tail = std::collections::VecDeque::new();
+    for_each_line(r, MAX_LINE, |l| {
+        let (protocol, text) = match l {
+            ReadLine::Whole(b) => (p.feed(b), b),
+            ReadLine::Overlong(b) => (p.feed_overlong(b), b),
+        };
+        if keep_tail && !protocol && !text.is_empty() {
+            let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
+            tail.push_back(s);
+            if tail.len() > STDERR_TAIL {
+                tail.pop_front();
+            }
+        }
+    });
+    (p, tail.into())
+}
+
+/// Runs `argv` in `dir` once and collects its spans; never fails (a program that cannot
+/// start is an [`Ending::NotStarted`]).
+pub fn run_once(
+    argv: &[String],
+    dir: &Path,
+    timeout: Option<Duration>,
+    counters: bool,
+) -> ChildRun {
+    let start_ns = now_ns();
+    let not_started = |why: String| ChildRun {
+        pid: 0,
+        start_ns,
+        end_ns: now_ns(),
+        ending: Ending::NotStarted(why),
+        spans: Vec::new(),
+        counts: LineCounts::default(),
+        samples: Vec::new(),
+        counters: None,
+        stderr_tail: Vec::new(),
+    };
+    let pipes = (|| Ok::<_, std::io::Error>((pipe()?, pipe()?, pipe()?)))();
+    let ((span_r, span_w), (pid_r, pid_w), (go_r, go_w)) = match pipes {
+        Ok(p) => p,
+        Err(e) => return not_started(format!("cannot create pipes: {e}")),
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(dir)
+        .env(FD_ENV, span_w.as_raw_fd().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    crate::experiment::interrupt::die_with_parent(&mut cmd);
+    let (span_fd, pid_fd, go_fd) = (span_w.as_raw_fd(), pid_w.as_raw_fd(), go_r.as_raw_fd());
+    // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
+    // (fcntl, getpid, write, read, _exit) on descriptors opened before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The span pipe's write end stays open across exec (every other is CLOEXEC).
+            if libc::fcntl(span_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if counters {
+                // Say who we are, then wait until the parent has opened the counters.
+                let pid = libc::getpid().to_ne_bytes();
+                libc::write(pid_fd, pid.as_ptr().cast(), pid.len());
+                let mut go = 0u8;
+                if libc::read(go_fd, (&mut go as *mut u8).cast(), 1) != 1 {
+                    libc::_exit(127);
+                }
+            }
+            Ok(())
+        });
+    }
+    // std's spawn returns only once the program exec'd, so a helper thread opens the
+    // counters between the child's fork and its exec, while this thread spawns (the
+    // child dies with the thread that spawned it: see interrupt::die_with_parent).
+    let opener = std::thread::spawn(move || {
+        let mut perf = None;
+        let mut pid = [0u8; 4];
+        let mut f = std::fs::File::from(pid_r);
+        if counters && f.read_exact(&mut pid).is_ok() {
+            let c = ProcessCounters::open(i32::from_ne_bytes(pid));
+            perf = c.any().then_some(c);
+        }
+        let mut go = std::fs::File::from(go_w);
+        let _ = std::io::Write::write_all(&mut go, &[1]);
+        perf
+    });
+    let spawned = cmd.spawn();
+    drop(pid_w); // the parent's copy: the opener reads EOF if no child ever wrote
+    drop(cmd);
+    let mut perf = opener.join().ok().flatten();
+    drop(go_r);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            return not_started(format!(
+                "cannot start {:?} in {}: {e}",
+                argv[0],
+                dir.display()
+            ))
+        }
+    };
+    drop(span_w);
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, (Parser, Vec<String>))>();
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    let spans_file = std::fs::File::from(span_r);
+    for (i, r, tail) in [
+        (0, Box::new(out) as Box<dyn Read + Send>, false),
+        (1, Box::new(err), true),
+        (2, Box::new(spans_file), false),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((i, read_stream(r, tail)));
+        });
+    }
+    drop(tx);
+    let started = Instant::now();
+    let ending = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ending::Exited(status),
+            Ok(None) => {}
+            Err(e) => {
+                kill_group(pid);
+                let _ = child.wait();
+                break Ending::NotStarted(format!("cannot wait for the program: {e}"));
+            }
+        }
+        if timeout.is_some_and(|t| started.elapsed() > t) {
+            kill_group(pid);
+            let _ = child.wait();
+            break Ending::TimedOut(timeout.unwrap_or_default());
+        }
+        std::thread::sleep(POLL);
+    };
+    let end_ns = now_ns();
+    let counters = perf.as_mut().map(ProcessCounters::read);
+    // Whatever the program left behind in its group goes too, so its pipes close.
+    kill_group(pid);
+    let mut streams: Vec<(usize, (Parser, Vec<String>))> = Vec::new();
+    let drain_until = Instant::now() + DRAIN;
+    while streams.len() < 3 {
+        let left = drain_until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(s) => streams.push(s),
+            Err(_) => break,
+        }
+    }
+    streams.sort_by_key(|(i, _)| *i);
+    let mut run = ChildRun {
+        pid,
+        start_ns,
+        end_ns,
+        ending,
+        spans: Vec::new(),
+        counts: LineCounts::default(),
+        samples: Vec::new(),
+        counters,
+        stderr_tail: Vec::new(),
+    };
+    for (i, (parser, tail)) in streams {
+        let (spans, counts, samples) = parser.finish(end_ns);
+        run.spans.extend(spans);
+        run.counts.add(&counts);
+        run.samples.extend(samples);
+        if i == 1 {
+            run.stderr_tail = tail;
+        }
+    }
+    run
+}
+
+/// SIGKILL to the process group `pid` leads (the program and whatever it started).
+fn kill_group(pid: u32) {
+    // SAFETY: kill(2) with a negative pid signals a process group; ESRCH is harmless.
+    unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+}

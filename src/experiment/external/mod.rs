@@ -1,0 +1,271 @@
+//! External subjects: programs gapscope did not build (`[workload] command = […]`).
+//!
+//! Each rep spawns the program once ([`child`]) in its variant's folder, in a process
+//! group of its own, with `GAPSCOPE_SPAN_FD` naming a pipe for its span lines
+//! ([`crate::protocol`]); its stdout and stderr are read for span lines too. Its spans
+//! become the rep's rows under a root span `prove` ([`rows`]), so `summary`, `diff` and
+//! `report` read an external run as they read the prover's. A build command runs once
+//! per folder before the reps ([`build_subjects`]).
+//!
+//! The folder of a variant is [`ResolvedVariant::subject_dir`] when set (a worktree of
+//! the variant's revision), else the workload's `dir`, else gapscope's working directory.
+
+pub mod child;
+pub mod rows;
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub use workload::{ExternalWorkload, WorkloadFile};
+
+use super::rep::{failed_row, RepOutput};
+use super::schedule::Slot;
+use super::spec::ResolvedVariant;
+use crate::counters::CounterMode;
+use crate::protocol::LineCounts;
+use crate::store::{BuildMeta, ExternalMeta, ExternalVariantMeta, VariantMeta, WorkloadMeta};
+use crate::telemetry::{RepTelemetry, Telemetry, TelemetryParts};
+
+/// One rep of an external subject, and what its span lines held.
+#[derive(Debug)]
+pub struct ExternalRep {
+    pub out: RepOutput,
+    pub lines: LineCounts,
+    /// A few unparseable lines (shortened), for the user.
+    pub samples: Vec<String>,
+}
+
+/// Runs one rep: spawns `ext.command` in the variant's folder with a limit of `timeout`,
+/// samples NVML around it when `telemetry` is given and the variant wants it, counts
+/// perf events of the program and all its threads unless the variant's counters are off.
+/// A program that fails (non-zero exit, a signal, the limit) gives a failed rep with
+/// the reason and its stderr's tail, never an error.
+pub fn run_rep(
+    ext: &ExternalWorkload,
+    v: &ResolvedVariant,
+    slot: Slot,
+    timeout: Option<Duration>,
+    telemetry: Option<&Telemetry>,
+) -> ExternalRep {
+    let dir = ext.folder(v.subject_dir.as_deref());
+    let started_utc = chrono::Utc::now().to_rfc3339();
+    let parts = TelemetryParts {
+        nvml: v.telemetry.nvml,
+        // CUPTI sees only gapscope's own process, never the program's.
+        cupti: false,
+    };
+    let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
+    let command = v.command.as_ref().unwrap_or(&ext.command);
+    let run = child::run_once(command, &dir, timeout, v.counters != CounterMode::Off);
+    let mut gpu = telemetry
+        .map(|t| t.end_rep(slot.rep, &v.name))
+        .unwrap_or_default();
+    gpu.notes.splice(0..0, notes);
+    let program = Path::new(&command[0])
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| command[0].clone());
+    let (spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    let info = rows::SlotInfo {
+        rep: slot.rep,
+        variant: v.name.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+    };
+    let mut row = rows::run_row(&run, &info, started_utc);
+    row.gpu_mem_used_end_bytes = gpu.gpu_mem_used_end_bytes;
+    ExternalRep {
+        out: RepOutput {
+            run: row,
+            spans,
+            gpu,
+            setup_ns: BTreeMap::new(),
+        },
+        lines,
+        samples: run.samples,
+    }
+}
+
+/// The rep of a variant whose build failed: failed, with the build's reason.
+pub fn unbuilt_rep(v: &ResolvedVariant, slot: Slot, why: &str) -> ExternalRep {
+    ExternalRep {
+        out: RepOutput {
+            run: failed_row(v, slot, why.to_string()),
+            spans: Vec::new(),
+            gpu: RepTelemetry::default(),
+            setup_ns: BTreeMap::new(),
+        },
+        lines: LineCounts::default(),
+        samples: Vec::new(),
+    }
+}
+
+/// Lines of a failed build's log quoted in its reps' errors.
+const BUILD_TAIL: usize = 10;
+
+/// Runs `build` in `dir`, its stdout and stderr into `log`.
+pub fn build_in(build: &[String], dir: &Path, log: &Path) -> BuildMeta {
+    let started = std::time::Instant::now();
+    let status = (|| -> std::io::Result<std::process::ExitStatus> {
+        let f = std::fs::File::create(log)?;
+        let mut cmd = Command::new(&build[0]);
+        cmd.args(&build[1..])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone()?)
+            .stderr(f);
+        super::interrupt::die_with_parent(&mut cmd);
+        cmd.status()
+    })();
+    let (ok, status) = match status {
+        Ok(s) => (s.success(), s.to_string()),
+        Err(e) => (
+            false,
+            format!("cannot run {:?} in {}: {e}", build[0], dir.display()),
+        ),
+    };
+    BuildMeta {
+        ok,
+        wall_ns: started.elapsed().as_nanos() as u64,
+        log: log.display().to_string(),
+        status,
+    }
+}
+
+/// Why the reps of a variant whose build failed fail.
+pub fn build_failure(b: &BuildMeta) -> String {
+    let text = std::fs::read(&b.log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(BUILD_TAIL)..];
+    format!(
+        "build failed ({}); log {} ends: {}",
+        b.status,
+        b.log,
+        tail.join(" | ")
+    )
+}
+
+/// Builds every variant's folder once (variants sharing a folder share its build), the
+/// logs in `run_dir` as `build-<variant>.log`, and says what the run's meta.json records
+/// of each variant. Per variant: `None` when it can run, else why its reps fail.
+pub fn build_subjects(
+    ext: &ExternalWorkload,
+    variants: &[ResolvedVariant],
+    run_dir: &Path,
+    progress: bool,
+) -> (ExternalMeta, Vec<Option<String>>) {
+    let mut meta = ExternalMeta {
+        command: ext.command.clone(),
+        build: ext.build.clone(),
+        protocol: String::from_utf8_lossy(crate::protocol::PREFIX)
+            .trim()
+            .to_string(),
+        span_fd_env: crate::emit::FD_ENV.into(),
+        variants: BTreeMap::new(),
+    };
+    let mut built: BTreeMap<PathBuf, BuildMeta> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for v in variants {
+        let dir = ext.folder(v.subject_dir.as_deref());
+        let mut failure = None;
+        if !dir.is_dir() {
+            failure = Some(format!(
+                "the subject's folder {} does not exist (workload.dir, or the variant's \
+                 revision)",
+                dir.display()
+            ));
+        }
+        let build = match (&ext.build, &failure) {
+            (Some(b), None) => {
+                let m = built.entry(dir.clone()).or_insert_with(|| {
+                    if progress {
+                        eprintln!("building {} in {}", b.join(" "), dir.display());
+                    }
+                    build_in(b, &dir, &run_dir.join(format!("build-{}.log", v.name)))
+                });
+                if !m.ok {
+                    failure = Some(build_failure(m));
+                }
+                Some(m.clone())
+            }
+            _ => None,
+        };
+        meta.variants.insert(
+            v.name.clone(),
+            ExternalVariantMeta {
+                dir: dir.display().to_string(),
+                build,
+                ..Default::default()
+            },
+        );
+        failures.push(failure);
+    }
+    (meta, failures)
+}
+
+/// The name meta.json's `workload.circuit` and `workload.backend` give a command
+/// workload (its command is in meta.json's `external`).
+pub const WORKLOAD_KIND: &str = crate::store::external::COMMAND_WORKLOAD;
+
+/// meta.json's `workload` of a command workload.
+pub fn workload_meta() -> WorkloadMeta {
+    WorkloadMeta {
+        circuit: WORKLOAD_KIND.into(),
+        log2_constraints: 0,
+        batch: 1,
+        backend: WORKLOAD_KIND.into(),
+    }
+}
+
+/// meta.json's record of a variant of a command workload: its knobs are telemetry, the
+/// command it runs, and the folder override (set for a variant of another revision).
+pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: String) -> VariantMeta {
+    let mut knobs = BTreeMap::new();
+    knobs.insert("telemetry".into(), v.telemetry.as_str().into());
+    // The command it ran (its own, else the workload's), so that a diff's title names
+    // the difference between two variants' commands.
+    let command = v.command.as_ref().unwrap_or(&ext.command);
+    knobs.insert("command".into(), command.join(" "));
+    if let Some(d) = &v.subject_dir {
+        knobs.insert("subject_dir".into(), d.display().to_string());
+    }
+    if let Some(rev) = &v.rev {
+        knobs.insert("rev".into(), rev.clone());
+    }
+    VariantMeta {
+        name: v.name.clone(),
+        backend: WORKLOAD_KIND.into(),
+        knobs,
+        counters: Some(counters),
+        revision: None,
+    }
+}
+
+/// Adds a rep's line counts to its variant's in meta.json's `external`.
+pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &ExternalRep) {
+    if let Some(m) = meta.and_then(|m| m.variants.get_mut(&v.name)) {
+        m.lines.add(&rep.lines);
+        m.reps += 1;
+    }
+}
+
+/// Carries the line counts of a resumed run's finished reps into its fresh `external`.
+pub fn keep_line_counts(
+    meta: Option<&mut ExternalMeta>,
+    kept: BTreeMap<String, ExternalVariantMeta>,
+) {
+    let Some(m) = meta else { return };
+    for (name, old) in kept {
+        if let Some(v) = m.variants.get_mut(&name) {
+            v.lines = old.lines;
+            v.reps = old.reps;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! A run of an external program as a rep's rows: a root span `prove` from the spawn to
+//! the reaping of the program (on its main thread, whose id is its pid), carrying the
+//! program's perf-event totals and its line counts, with the program's spans nested
+//! under it per thread by time, and self time as for the prover's spans.
+
+use std::collections::HashMap;
+
+use crate::counters::CounterKind;
+use crate::protocol::ParsedSpan;
+use crate::prover::spans;
+use crate::store::{RepStatus, RunRow, SpanRow};
+use crate::trace::selftime::{self_times, Interval};
+use crate::trace::AttrValue;
+
+use super::child::{ChildRun, Ending};
+
+/// Which rep a run was.
+pub struct SlotInfo {
+    pub rep: u32,
+    pub variant: String,
+    pub iteration: u32,
+    pub warmup: bool,
+}
+
+/// Id of the root span in every external rep; the program's spans count from 2.
+pub const ROOT_ID: u64 = 1;
+/// Lines of stderr quoted in a failed rep's error.
+const ERROR_TAIL: usize = 10;
+
+/// Parent of every span: the innermost span on the same thread whose interval contains
+/// it (ties: the one opened first), else the root. Spans are in any order.
+pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
+    let mut by_thread: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, s) in spans.iter().enumerate() {
+        by_thread.entry(s.tid).or_default().push(i);
+    }
+    let mut parent = vec![None; spans.len()];
+    for idx in by_thread.values_mut() {
+        idx.sort_by_key(|&i| {
+            let s = &spans[i];
+            (s.start_ns, std::cmp::Reverse(s.end_ns), s.seq)
+        });
+        let mut stack: Vec<usize> = Vec::new();
+        for &i in idx.iter() {
+            let s = &spans[i];
+            while let Some(&top) = stack.last() {
+                if spans[top].end_ns >= s.end_ns {
+                    break;
+                }
+                stack.pop();
+            }
+            parent[i] = stack.last().copied();
+            stack.push(i);
+        }
+    }
+    parent
+}
+
+/// What to say of a program's ending, or `None` when it exited with status 0.
+pub fn failure(run: &ChildRun) -> Option<String> {
+    let why = match &run.ending {
+        Ending::Exited(s) if s.success() => return None,
+        Ending::Exited(s) => format!("the program exited with {s}"),
+        Ending::TimedOut(t) => format!(
+            "the program did not finish in {} s (rep_timeout_s); its process group was killed",
+            t.as_secs()
+        ),
+        Ending::NotStarted(why) => return Some(why.clone()),
+    };
+    let tail = &run.stderr_tail[run.stderr_tail.len().saturating_sub(ERROR_TAIL)..];
+    Some(if tail.is_empty() {
+        format!("{why}; stderr was empty")
+    } else {
+        format!("{why}; stderr ends: {}", tail.join(" | "))
+    })
+}
+
+/// The rows of one rep of variant `variant` from a run of the program `program`.
+pub fn rep_rows(
+    run: &ChildRun,
+    program: &str,
+    rep: u32,
+    variant: &str,
+) -> (Vec<SpanRow>, crate::protocol::LineCounts) {
+    let mut counts = run.counts;
+    // The program's clock is the span clock (both CLOCK_MONOTONIC): a span outside the
+    // rep's window was timed on another clock, and is dropped with a count.
+    let inside: Vec<&ParsedSpan> = run
+        .spans
+        .iter()
+        .filter(|s| s.start_ns >= run.start_ns && s.end_ns <= run.end_ns)
+        .collect();
+    counts.outside_rep += (run.spans.len() - inside.len()) as u64;
+    let kept: Vec<ParsedSpan> = inside.into_iter().cloned().collect();
+    let parents = nest(&kept);
+    let main_tid = run.pid as u64;
+    let thread_name = |tid: u64| {
+        if tid == main_tid {
+            program.to_string()
+        } else {
+            format!("thread {tid}")
+        }
+    };
+    let mut ivs = vec![Interval {
+        id: ROOT_ID,
+        parent: None,
+        thread_id: main_tid,
+        start_ns: run.start_ns,
+        end_ns: run.end_ns,
+    }];
+    for (i, s) in kept.iter().enumerate() {
+        ivs.push(Interval {
+            id: i as u64 + 2,
+            parent: Some(parents[i].map(|p| p as u64 + 2).unwrap_or(ROOT_ID)),
+            thread_id: s.tid,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        });
+    }
+    let selfs = self_times(&ivs);
+    let c = |k: CounterKind| run.counters.and_then(|v| v.get(k));
+    let mut root_attrs = serde_json::Map::new();
+    root_attrs.insert("program".into(), program.into());
+    root_attrs.insert("exit".into(), ending_text(&run.ending).into());
+    for (k, v) in [
+        ("protocol_lines", counts.protocol_lines),
+        ("unparseable_lines", counts.unparseable),
+        ("unmatched_begins", counts.unmatched_begins),
+        ("unmatched_ends", counts.unmatched_ends),
+        ("spans_outside_rep", counts.outside_rep),
+    ] {
+        root_attrs.insert(k.into(), v.into());
+    }
+    let mut rows = vec![SpanRow {
+        rep,
+        variant: variant.to_string(),
+        span_id: ROOT_ID,
+        parent_id: None,
+        name: spans::PROVE.to_string(),
+        thread_id: main_tid,
+        thread_name: program.to_string(),
+        start_ns: run.start_ns,
+        end_ns: run.end_ns,
+        duration_ns: run.end_ns - run.start_ns,
+        self_ns: selfs[0],
+        instructions: c(CounterKind::Instructions),
+        branches: c(CounterKind::Branches),
+        cycles: c(CounterKind::Cycles),
+        task_clock_ns: c(CounterKind::TaskClockNs),
+        page_faults: c(CounterKind::PageFaults),
+        context_switches: c(CounterKind::ContextSwitches),
+        attrs: serde_json::Value::Object(root_attrs).to_string(),
+        gpu_busy_ns: None,
+        process_cpu_ns: None,
+    }];
+    for (i, s) in kept.iter().enumerate() {
+        let mut attrs: serde_json::Map<String, serde_json::Value> = s
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
+            .collect();
+        if s.unmatched {
+            attrs.insert("unmatched_begin".into(), true.into());
+        }
+        // CPU time of the whole program over the span, where the program reports it.
+        let process_cpu_ns = s
+            .attrs
+            .iter()
+            .rev()
+            .find_map(|(k, v)| match (k.as_str(), v) {
+                ("process_cpu_ns", AttrValue::U64(n)) => Some(*n),
+                _ => None,
+            });
+        let mut row = crate::store::SpanRow::sample();
+        row.rep = rep;
+        row.variant = variant.to_string();
+        row.span_id = ivs[i + 1].id;
+        row.parent_id = ivs[i + 1].parent;
+        row.name = s.name.clone();
+        row.thread_id = s.tid;
+        row.thread_name = thread_name(s.tid);
+        row.start_ns = s.start_ns;
+        row.end_ns = s.end_ns;
+        row.duration_ns = s.end_ns - s.start_ns;
+        row.self_ns = selfs[i + 1];
+        row.attrs = serde_json::Value::Object(attrs).to_string();
+        row.process_cpu_ns = process_cpu_ns;
+        rows.push(row);
+    }
+    (rows, counts)
+}
+
+fn ending_text(e: &Ending) -> String {
+    match e {
+        Ending::Exited(s) => s.to_string(),
+        Ending::TimedOut(t) => format!("killed after {} s (rep_timeout_s)", t.as_secs()),
+        Ending::NotStarted(_) => "not started".into(),
+    }
+}
+
+/// The runs.csv row of the rep: ok (and "verified") when the program exited with
+/// status 0, failed with the exit status and the tail of its stderr otherwise.
+pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
+    let error = failure(run);
+    let ok = error.is_none();
+    RunRow {
+        rep: slot.rep,
+        variant: slot.variant.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+        status: if ok { RepStatus::Ok } else { RepStatus::Failed },
+        verified: ok,
+        proofs: 0,
+        start_ns: run.start_ns,
+        wall_ns: if ok { run.end_ns - run.start_ns } else { 0 },
+        started_utc,
+        pid: run.pid,
+        rss_end_bytes: None,
+        gpu_mem_used_end_bytes: None,
+        error: error.unwrap_or_default(),
+        span_rows: None,
+    }
+}

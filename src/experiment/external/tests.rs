@@ -1,0 +1,201 @@
+use std::path::Path;
+
+use super::child::{ChildRun, Ending};
+use super::rows::{nest, rep_rows};
+use crate::experiment::spec::Experiment;
+use crate::protocol::{LineCounts, ParsedSpan};
+
+fn parse(text: &str) -> Result<Experiment, String> {
+    Experiment::parse(text, Path::new("e.toml")).map_err(|e| e.to_string())
+}
+
+const HEAD: &str = "name = \"e\"\n[workload]\n";
+const TAIL: &str = "[[variant]]\nname = \"a\"\n";
+
+#[test]
+fn a_command_workload_parses_and_round_trips() {
+    let e = parse(&format!(
+        "{HEAD}command = [\"./bench\", \"--n\", \"3\"]\nbuild = [\"make\"]\ndir = \"sub\"\n{TAIL}"
+    ))
+    .unwrap();
+    let x = e.workload.external.clone().unwrap();
+    assert_eq!(x.command, ["./bench", "--n", "3"]);
+    assert_eq!(x.build.as_deref(), Some(&["make".to_string()][..]));
+    let again = parse(&toml::to_string(&e).unwrap()).unwrap();
+    assert_eq!(again, e);
+    // The prover's workloads still parse, and round-trip, as before.
+    let p = parse(&format!(
+        "{HEAD}circuit = \"chain\"\nlog2_constraints = 4\n{TAIL}"
+    ))
+    .unwrap();
+    assert!(p.workload.external.is_none());
+    assert_eq!(p.workload.batch, 1);
+    assert_eq!(parse(&toml::to_string(&p).unwrap()).unwrap(), p);
+}
+
+#[test]
+fn mixed_or_incomplete_workloads_say_what_to_write() {
+    let e = parse(&format!(
+        "{HEAD}command = [\"x\"]\ncircuit = \"porep\"\n{TAIL}"
+    ))
+    .unwrap_err();
+    assert!(e.contains("belong to the built-in prover"), "{e}");
+    let e = parse(&format!("{HEAD}command = []\n{TAIL}")).unwrap_err();
+    assert!(e.contains("must name a program"), "{e}");
+    let e = parse(&format!("{HEAD}build = [\"make\"]\n{TAIL}")).unwrap_err();
+    assert!(e.contains("go with command"), "{e}");
+    let e = parse(&format!("{HEAD}log2_constraints = 10\n{TAIL}")).unwrap_err();
+    assert!(e.contains("workload.circuit is missing"), "{e}");
+    let e = parse(&format!("{HEAD}command = [\"x\"]\ncomand = 1\n{TAIL}")).unwrap_err();
+    assert!(e.contains("comand"), "{e}");
+}
+
+#[test]
+fn prover_knobs_and_emulated_counters_are_refused_for_a_command() {
+    let e = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ndrop = \"async\"\n"
+    ))
+    .unwrap_err();
+    assert!(e.contains("drop is a knob of the built-in prover"), "{e}");
+    let e = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncounters = \"emulated\"\n"
+    ))
+    .unwrap_err();
+    assert!(e.contains("not available for a command"), "{e}");
+    let ok = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncounters = false\ntelemetry = \"nvml\"\n"
+    ));
+    assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
+fn the_folder_is_the_variants_then_the_workloads_then_the_working_directory() {
+    let e = parse(&format!("{HEAD}command = [\"x\"]\ndir = \"sub\"\n{TAIL}")).unwrap();
+    let x = e.workload.external.unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(x.folder(None), cwd.join("sub"));
+    assert_eq!(x.folder(Some(Path::new("/tmp/wt"))), Path::new("/tmp/wt"));
+    let no_dir = super::ExternalWorkload { dir: None, ..x };
+    assert_eq!(no_dir.folder(None), cwd);
+}
+
+fn span(name: &str, tid: u64, start: u64, end: u64, seq: u64) -> ParsedSpan {
+    ParsedSpan {
+        name: name.into(),
+        tid,
+        start_ns: start,
+        end_ns: end,
+        attrs: Vec::new(),
+        seq,
+        unmatched: false,
+    }
+}
+
+#[test]
+fn spans_nest_by_time_on_their_own_thread_whatever_their_order() {
+    // Children reported before their parent (complete spans are written at their end).
+    let s = vec![
+        span("leaf", 1, 12, 14, 1),
+        span("mid", 1, 11, 15, 2),
+        span("outer", 1, 10, 20, 3),
+        span("other_thread", 2, 11, 13, 4),
+        span("sibling", 1, 16, 18, 5),
+        // Same interval as outer, opened after it: its child.
+        span("twin", 1, 10, 20, 6),
+    ];
+    let p = nest(&s);
+    assert_eq!(p[2], None);
+    assert_eq!(p[5], Some(2));
+    assert_eq!(p[1], Some(5));
+    assert_eq!(p[0], Some(1));
+    assert_eq!(
+        p[3], None,
+        "another thread's span never nests under this one"
+    );
+    assert_eq!(p[4], Some(5));
+}
+
+fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
+    ChildRun {
+        pid: 1,
+        start_ns: 1_000,
+        end_ns: 2_000,
+        ending: Ending::NotStarted("test".into()),
+        spans,
+        counts: LineCounts::default(),
+        samples: Vec::new(),
+        counters: None,
+        stderr_tail: Vec::new(),
+    }
+}
+
+#[test]
+fn spans_on_another_clock_fall_outside_the_rep_and_are_dropped_with_a_count() {
+    // CLOCK_MONOTONIC times inside the rep are kept as they are (the span clock is
+    // CLOCK_MONOTONIC); wall-clock times (CLOCK_REALTIME, 1.7e18 ns) are not.
+    let run = child_run(vec![
+        span("mono", 1, 1_100, 1_900, 1),
+        span(
+            "realtime",
+            1,
+            1_764_500_000_000_000_000,
+            1_764_500_000_000_001_000,
+            2,
+        ),
+        span("before_spawn", 1, 900, 1_500, 3),
+    ]);
+    let (rows, counts) = rep_rows(&run, "prog", 0, "a");
+    assert_eq!(counts.outside_rep, 2);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[1].name.as_str(), rows[1].start_ns, rows[1].end_ns),
+        ("mono", 1_100, 1_900)
+    );
+    // The root's self time on the main thread excludes the program's span there.
+    assert_eq!(rows[0].self_ns, 1_000 - 800);
+    assert!(
+        rows[0].attrs.contains("\"spans_outside_rep\":2"),
+        "{}",
+        rows[0].attrs
+    );
+}
+
+#[test]
+fn a_process_cpu_attribute_fills_the_process_cpu_column() {
+    let mut s = span("phase", 1, 1_100, 1_900, 1);
+    s.attrs
+        .push(("process_cpu_ns".into(), crate::trace::AttrValue::U64(1_234)));
+    let (rows, _) = rep_rows(&child_run(vec![s]), "prog", 0, "a");
+    assert_eq!(rows[1].process_cpu_ns, Some(1_234));
+    assert_eq!(rows[0].process_cpu_ns, None);
+}
+
+#[test]
+fn a_variant_may_bring_its_own_command_but_only_for_a_command_workload() {
+    let e = parse(&format!(
+        "{HEAD}command = [\"./bench\"]\n[[variant]]\nname = \"a\"\n\
+         [[variant]]\nname = \"b\"\ncommand = [\"./bench\", \"--fast\"]\n"
+    ))
+    .unwrap();
+    let v = e.resolved_variants();
+    assert_eq!(v[0].command, None);
+    assert_eq!(v[1].command.as_deref().unwrap(), ["./bench", "--fast"]);
+    let ext = e.workload.external.as_ref().unwrap();
+    let knobs = super::variant_meta(&v[1], ext, "hardware".into()).knobs;
+    assert_eq!(knobs["command"], "./bench --fast");
+    let knobs = super::variant_meta(&v[0], ext, "hardware".into()).knobs;
+    assert_eq!(knobs["command"], "./bench");
+    let err = parse(&format!(
+        "{HEAD}circuit = \"chain\"\nlog2_constraints = 4\n[[variant]]\nname = \"a\"\ncommand = [\"x\"]\n"
+    ))
+    .unwrap_err();
+    assert!(
+        err.contains("command goes with a command workload"),
+        "{err}"
+    );
+    let err = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncommand = []\n"
+    ))
+    .unwrap_err();
+    assert!(err.contains("must name a program"), "{err}");
+}

@@ -1,0 +1,82 @@
+//! The `[workload]` table as written in an experiment file, for both kinds of workload:
+//! the built-in prover (`circuit`, `log2_constraints`, `batch`, `backend`) or a program
+//! gapscope did not build (`command`, `build`, `dir`). `spec::Workload` is made from it
+//! (and checks which kind it is); this file knows nothing of experiments.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::prover::{BackendKind, CircuitKind};
+
+/// `[workload]` of an experiment file, every field optional; `spec::Workload` checks
+/// that it names exactly one kind of workload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<CircuitKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log2_constraints: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
+    /// The program and its arguments, spawned once per rep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Run once, in the subject's folder, before the reps (e.g. `["make"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Vec<String>>,
+    /// The subject's folder (relative paths: from gapscope's working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+}
+
+/// A program gapscope did not build: spawned once per rep in its folder, reporting its
+/// spans in the line protocol ([`crate::protocol`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExternalWorkload {
+    /// Program and arguments. A program name without a '/' is looked up in PATH; a
+    /// relative path (`./bench`) is taken from the subject's folder.
+    pub command: Vec<String>,
+    /// Run once in the subject's folder before the reps; a failure fails every rep of
+    /// the variants that use that folder, with the log's tail.
+    pub build: Option<Vec<String>>,
+    /// The subject's folder; `None`: gapscope's working directory.
+    pub dir: Option<PathBuf>,
+}
+
+impl ExternalWorkload {
+    /// Checks the fields; the error says what to write instead.
+    pub fn check(&self) -> Result<(), String> {
+        if self.command.first().is_none_or(|p| p.is_empty()) {
+            return Err(
+                "workload.command must name a program: command = [\"./bench\", \"--size\", \"12\"]"
+                    .into(),
+            );
+        }
+        if self
+            .build
+            .as_ref()
+            .is_some_and(|b| b.first().is_none_or(|p| p.is_empty()))
+        {
+            return Err(
+                "workload.build must name a program, e.g. build = [\"make\"], or be left out"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The folder a variant's build and reps run in: `subject_dir` when the variant has
+    /// one (a worktree of its revision), else `dir`, else the working directory; made
+    /// absolute, so that meta.json says where it ran.
+    pub fn folder(&self, subject_dir: Option<&Path>) -> PathBuf {
+        let d = subject_dir
+            .map(Path::to_path_buf)
+            .or_else(|| self.dir.clone())
+            .unwrap_or_else(|| PathBuf::from("."));
+        std::path::absolute(&d).unwrap_or(d)
+    }
+}

@@ -1,0 +1,340 @@
+//! The span line protocol: how a program gapscope did not build reports its spans.
+//!
+//! A protocol line starts with [`PREFIX`]; every other line is the program's own output
+//! and is ignored (not counted as garbage). Fields are separated by spaces:
+//!
+//! ```text
+//! @gapscope1 B <tid> <t_ns> <name> [key=value …]            begin
+//! @gapscope1 E <tid> <t_ns> <name> [key=value …]            end (of <name>, on <tid>)
+//! @gapscope1 X <tid> <start_ns> <duration_ns> <name> [key=value …]   complete span
+//! @gapscope1 A <tid> key=value [key=value …]                attributes of <tid>'s innermost open span
+//! ```
+//!
+//! - `<tid>` is the emitting thread's id (`gettid()`); spans nest per thread, so threads
+//!   may interleave their lines freely.
+//! - Times are CLOCK_MONOTONIC nanoseconds, the clock of gapscope's own spans.
+//! - `<name>` is 1 to [`MAX_NAME`] bytes of UTF-8 without spaces; `key` is 1 to 64 of
+//!   `A-Z a-z 0-9 _ .`; a value is the rest of its word (no spaces): an integer, a
+//!   decimal number, or else a string.
+//! - An `E` closes the innermost open span of that name on that thread. An `E` with no
+//!   such span is dropped and counted (`unmatched_ends`); a `B` never ended is closed
+//!   at the end of the rep and counted (`unmatched_begins`).
+//! - A prefixed line that does not parse (a wrong field, non-UTF-8 bytes, or longer than
+//!   [`MAX_LINE`] bytes) is counted (`unparseable`) and skipped; it is never fatal.
+//!
+//! The parser holds at most one line ([`MAX_LINE`] bytes) plus the spans it returns.
+
+pub mod reader;
+
+use std::collections::HashMap;
+
+use crate::trace::AttrValue;
+
+/// The start of every protocol line (version 1).
+pub const PREFIX: &[u8] = b"@gapscope1 ";
+/// Longest protocol line, in bytes (newline excluded); longer ones are unparseable.
+pub const MAX_LINE: usize = 4096;
+/// Longest span name, in bytes.
+pub const MAX_NAME: usize = 128;
+/// Longest attribute key, in bytes.
+pub const MAX_KEY: usize = 64;
+/// Unparseable lines kept (shortened) as examples for the user.
+const SAMPLES: usize = 3;
+
+/// A span as the program reported it, on its CLOCK_MONOTONIC.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedSpan {
+    pub name: String,
+    pub tid: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub attrs: Vec<(String, AttrValue)>,
+    /// Order of the line that opened it (its `B`, or its `X`) within its stream.
+    pub seq: u64,
+    /// A `B` never ended, closed at the end of the rep.
+    pub unmatched: bool,
+}
+
+/// What a stream of lines held besides spans.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LineCounts {
+    /// Protocol lines that became (part of) a span.
+    pub protocol_lines: u64,
+    /// Prefixed lines that did not parse (too long and non-UTF-8 included).
+    pub unparseable: u64,
+    /// Begins never ended (closed at the rep's end).
+    pub unmatched_begins: u64,
+    /// Ends with no open begin of that name on that thread (dropped).
+    pub unmatched_ends: u64,
+    /// Spans whose times lie outside the rep (not CLOCK_MONOTONIC?): dropped.
+    #[serde(default)]
+    pub outside_rep: u64,
+}
+
+impl LineCounts {
+    pub fn add(&mut self, o: &LineCounts) {
+        self.protocol_lines += o.protocol_lines;
+        self.unparseable += o.unparseable;
+        self.unmatched_begins += o.unmatched_begins;
+        self.unmatched_ends += o.unmatched_ends;
+        self.outside_rep += o.outside_rep;
+    }
+
+    /// Whether anything went wrong.
+    pub fn any_problem(&self) -> bool {
+        self.unparseable + self.unmatched_begins + self.unmatched_ends + self.outside_rep > 0
+    }
+}
+
+struct Open {
+    name: String,
+    start_ns: u64,
+    attrs: Vec<(String, AttrValue)>,
+    seq: u64,
+}
+
+/// Parses one stream of lines (each stream keeps its own begin/end matching).
+#[derive(Default)]
+pub struct Parser {
+    open: HashMap<u64, Vec<Open>>,
+    spans: Vec<ParsedSpan>,
+    counts: LineCounts,
+    seq: u64,
+    samples: Vec<String>,
+}
+
+/// A parsed line.
+#[derive(Debug, PartialEq)]
+enum Line<'a> {
+    Begin(u64, u64, &'a str, Vec<(String, AttrValue)>),
+    End(u64, u64, &'a str, Vec<(String, AttrValue)>),
+    Complete(u64, u64, u64, &'a str, Vec<(String, AttrValue)>),
+    Attrs(u64, Vec<(String, AttrValue)>),
+}
+
+impl Parser {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one line (without its newline). Returns whether it was a protocol line
+    /// (well-formed or not); other lines are the program's own output.
+    pub fn feed(&mut self, line: &[u8]) -> bool {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(rest) = line.strip_prefix(PREFIX) else {
+            return false;
+        };
+        self.seq += 1;
+        match std::str::from_utf8(rest)
+            .map_err(|_| "not UTF-8".to_string())
+            .and_then(parse_fields)
+        {
+            Ok(l) => self.apply(l),
+            Err(why) => self.unparseable(line, &why),
+        }
+        true
+    }
+
+    /// A line longer than [`MAX_LINE`] was cut short; `head` is its beginning.
+    pub fn feed_overlong(&mut self, head: &[u8]) -> bool {
+        if !head.starts_with(PREFIX) {
+            return false;
+        }
+        self.seq += 1;
+        self.unparseable(head, &format!("longer than {MAX_LINE} bytes"));
+        true
+    }
+
+    fn unparseable(&mut self, line: &[u8], why: &str) {
+        self.counts.unparseable += 1;
+        if self.samples.len() < SAMPLES {
+            let text = String::from_utf8_lossy(&line[..line.len().min(80)]);
+            self.samples.push(format!("{why}: {text:?}"));
+        }
+    }
+
+    fn apply(&mut self, l: Line) {
+        let seq = self.seq;
+        match l {
+            Line::Begin(tid, t, name, attrs) => {
+                self.counts.protocol_lines += 1;
+                self.open.entry(tid).or_default().push(Open {
+                    name: name.to_string(),
+                    start_ns: t,
+                    attrs,
+                    seq,
+                });
+            }
+            Line::End(tid, t, name, attrs) => {
+                let stack = self.open.entry(tid).or_default();
+                let Some(i) = stack.iter().rposition(|o| o.name == name) else {
+                    self.counts.unmatched_ends += 1;
+                    return;
+                };
+                if t < stack[i].start_ns {
+                    self.unparseable_end(tid, t, name);
+                    return;
+                }
+                let mut o = stack.remove(i);
+                o.attrs.extend(attrs);
+                self.counts.protocol_lines += 1;
+                self.spans.push(ParsedSpan {
+                    name: o.name,
+                    tid,
+                    start_ns: o.start_ns,
+                    end_ns: t,
+                    attrs: o.attrs,
+                    seq: o.seq,
+                    unmatched: false,
+                });
+            }
+            Line::Complete(tid, start, dur, name, attrs) => {
+                let Some(end) = start.checked_add(dur) else {
+                    self.unparseable(b"", "start + duration overflows");
+                    return;
+                };
+                self.counts.protocol_lines += 1;
+                self.spans.push(ParsedSpan {
+                    name: name.to_string(),
+                    tid,
+                    start_ns: start,
+                    end_ns: end,
+                    attrs,
+                    seq,
+                    unmatched: false,
+                });
+            }
+            Line::Attrs(tid, attrs) => match self.open.get_mut(&tid).and_then(|s| s.last_mut()) {
+                Some(o) => {
+                    self.counts.protocol_lines += 1;
+                    o.attrs.extend(attrs);
+                }
+                None => self.unparseable(b"", &format!("A with no open span on thread {tid}")),
+            },
+        }
+    }
+
+    fn unparseable_end(&mut self, tid: u64, t: u64, name: &str) {
+        self.unparseable(
+            format!("E {tid} {t} {name}").as_bytes(),
+            "end earlier than its begin",
+        );
+    }
+
+    /// Closes every begin still open at `end_ns` (counted as unmatched) and returns the
+    /// spans, the counts and a few unparseable lines as examples.
+    pub fn finish(mut self, end_ns: u64) -> (Vec<ParsedSpan>, LineCounts, Vec<String>) {
+        let mut open: Vec<(u64, Open)> = self
+            .open
+            .drain()
+            .flat_map(|(tid, s)| s.into_iter().map(move |o| (tid, o)))
+            .collect();
+        open.sort_by_key(|(_, o)| o.seq);
+        for (tid, o) in open {
+            self.counts.unmatched_begins += 1;
+            self.spans.push(ParsedSpan {
+                name: o.name,
+                tid,
+                start_ns: o.start_ns,
+                end_ns: end_ns.max(o.start_ns),
+                attrs: o.attrs,
+                seq: o.seq,
+                unmatched: true,
+            });
+        }
+        (self.spans, self.counts, self.samples)
+    }
+}
+
+fn parse_fields(rest: &str) -> Result<Line<'_>, String> {
+    let mut it = rest.split(' ').filter(|w| !w.is_empty());
+    let kind = it.next().ok_or("no record kind")?;
+    let tid = num(it.next(), "thread id")?;
+    let line = match kind {
+        "B" | "E" => {
+            let t = num(it.next(), "time")?;
+            let name = name(it.next())?;
+            let attrs = attrs(it)?;
+            if kind == "B" {
+                Line::Begin(tid, t, name, attrs)
+            } else {
+                Line::End(tid, t, name, attrs)
+            }
+        }
+        "X" => {
+            let start = num(it.next(), "start")?;
+            let dur = num(it.next(), "duration")?;
+            let name = name(it.next())?;
+            Line::Complete(tid, start, dur, name, attrs(it)?)
+        }
+        "A" => {
+            let a = attrs(it)?;
+            if a.is_empty() {
+                return Err("A without key=value".into());
+            }
+            Line::Attrs(tid, a)
+        }
+        k => return Err(format!("unknown record kind {k:?} (use B, E, X or A)")),
+    };
+    Ok(line)
+}
+
+fn num(w: Option<&str>, what: &str) -> Result<u64, String> {
+    let w = w.ok_or_else(|| format!("missing {what}"))?;
+    if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{what} {w:?} is not a whole number"));
+    }
+    w.parse().map_err(|_| format!("{what} {w:?} is too large"))
+}
+
+fn name(w: Option<&str>) -> Result<&str, String> {
+    let w = w.ok_or("missing name")?;
+    if w.len() > MAX_NAME {
+        return Err(format!("name longer than {MAX_NAME} bytes"));
+    }
+    if w.contains('=') {
+        return Err(format!(
+            "name {w:?} contains '=' (a name comes before the attributes)"
+        ));
+    }
+    if w.chars().any(char::is_control) {
+        return Err("name contains control characters".into());
+    }
+    Ok(w)
+}
+
+fn attrs<'a>(it: impl Iterator<Item = &'a str>) -> Result<Vec<(String, AttrValue)>, String> {
+    it.map(|w| {
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("attribute {w:?} is not key=value"))?;
+        let key_ok = !k.is_empty()
+            && k.len() <= MAX_KEY
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+        if !key_ok {
+            return Err(format!(
+                "attribute key {k:?}: use 1 to {MAX_KEY} of A-Z a-z 0-9 _ ."
+            ));
+        }
+        Ok((k.to_string(), value(v)))
+    })
+    .collect()
+}
+
+/// An attribute value: an integer, a finite decimal number, or else the text itself.
+pub fn value(v: &str) -> AttrValue {
+    if let Ok(u) = v.parse::<u64>() {
+        return AttrValue::U64(u);
+    }
+    if let Ok(i) = v.parse::<i64>() {
+        return AttrValue::I64(i);
+    }
+    match v.parse::<f64>() {
+        Ok(f) if f.is_finite() && v.bytes().any(|b| b.is_ascii_digit()) => AttrValue::F64(f),
+        _ => AttrValue::Str(v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+use proptest::prelude::*;
+
+use super::reader::{for_each_line, ReadLine};
+use super::*;
+
+fn parse_all(input: &[u8], end_ns: u64) -> (Vec<ParsedSpan>, LineCounts, Vec<String>) {
+    let mut p = Parser::new();
+    for_each_line(input, MAX_LINE, |l| match l {
+        ReadLine::Whole(b) => {
+            p.feed(b);
+        }
+        ReadLine::Overlong(b) => {
+            p.feed_overlong(b);
+        }
+    });
+    p.finish(end_ns)
+}
+
+#[test]
+fn ordinary_output_is_ignored_and_garbage_after_the_prefix_is_counted() {
+    let input = b"hello world\n\
+        progress 10%\n\
+        @gapscope1 B 7 100 load\n\
+        @gapscope1 nonsense\n\
+        @gapscope1 B x 100 load\n\
+        @gapscope1 Q 7 1 a\n\
+        @gapscope1 B 7 100\n\
+        @gapscope1 E 7 250 load bytes=4096\n\
+        @gapscope1\n";
+    let (spans, c, samples) = parse_all(input, 1000);
+    assert_eq!(spans.len(), 1);
+    assert_eq!(spans[0].name, "load");
+    assert_eq!((spans[0].start_ns, spans[0].end_ns), (100, 250));
+    assert_eq!(spans[0].attrs, vec![("bytes".into(), AttrValue::U64(4096))]);
+    // "@gapscope1" without its space is not the prefix: ordinary output.
+    assert_eq!(c.unparseable, 4);
+    assert_eq!((c.unmatched_begins, c.unmatched_ends), (0, 0));
+    assert_eq!(samples.len(), 3);
+    assert!(samples[1].contains("thread id"), "{samples:?}");
+}
+
+#[test]
+fn interleaved_threads_nest_per_thread() {
+    let input = b"@gapscope1 B 1 10 outer\n\
+        @gapscope1 B 2 11 worker\n\
+        @gapscope1 B 1 12 inner\n\
+        @gapscope1 B 2 13 inner\n\
+        @gapscope1 E 1 20 inner\n\
+        @gapscope1 E 2 21 inner\n\
+        @gapscope1 E 1 30 outer\n\
+        @gapscope1 E 2 31 worker\n";
+    let (spans, c, _) = parse_all(input, 100);
+    assert!(!c.any_problem(), "{c:?}");
+    let get = |tid: u64, name: &str| {
+        spans
+            .iter()
+            .find(|s| s.tid == tid && s.name == name)
+            .map(|s| (s.start_ns, s.end_ns))
+            .unwrap()
+    };
+    assert_eq!(get(1, "inner"), (12, 20));
+    assert_eq!(get(2, "inner"), (13, 21));
+    assert_eq!(get(1, "outer"), (10, 30));
+    assert_eq!(get(2, "worker"), (11, 31));
+}
+
+#[test]
+fn unmatched_ends_are_dropped_and_unmatched_begins_closed_at_the_end() {
+    let input = b"@gapscope1 E 1 5 never_begun\n\
+        @gapscope1 B 1 10 a\n\
+        @gapscope1 B 1 11 left_open\n\
+        @gapscope1 E 1 20 a\n\
+        @gapscope1 E 2 21 a\n\
+        @gapscope1 E 1 25 a\n";
+    let (spans, c, _) = parse_all(input, 99);
+    assert_eq!(c.unmatched_ends, 3, "{c:?}");
+    assert_eq!(c.unmatched_begins, 1);
+    let open = spans.iter().find(|s| s.name == "left_open").unwrap();
+    assert!(open.unmatched);
+    assert_eq!((open.start_ns, open.end_ns), (11, 99));
+    let a = spans.iter().find(|s| s.name == "a").unwrap();
+    assert_eq!((a.start_ns, a.end_ns, a.unmatched), (10, 20, false));
+}
+
+#[test]
+fn complete_spans_and_attribute_lines() {
+    let input = b"@gapscope1 B 3 100 phase\n\
+        @gapscope1 A 3 n=12 ratio=0.5 label=msm delta=-4\n\
+        @gapscope1 X 3 110 40 kernel grid=256\n\
+        @gapscope1 E 3 200 phase\n\
+        @gapscope1 A 3 late=1\n\
+        @gapscope1 X 3 18446744073709551615 2 overflow\n";
+    let (spans, c, _) = parse_all(input, 1000);
+    assert_eq!(c.unparseable, 2, "{c:?}");
+    let phase = spans.iter().find(|s| s.name == "phase").unwrap();
+    assert_eq!(
+        phase.attrs,
+        vec![
+            ("n".into(), AttrValue::U64(12)),
+            ("ratio".into(), AttrValue::F64(0.5)),
+            ("label".into(), AttrValue::Str("msm".into())),
+            ("delta".into(), AttrValue::I64(-4)),
+        ]
+    );
+    let k = spans.iter().find(|s| s.name == "kernel").unwrap();
+    assert_eq!((k.start_ns, k.end_ns), (110, 150));
+}
+
+#[test]
+fn huge_lines_are_cut_counted_and_do_not_grow_memory() {
+    let mut input = Vec::new();
+    input.extend_from_slice(b"@gapscope1 B 1 5 ");
+    input.extend(std::iter::repeat_n(b'a', 10 * 1024 * 1024));
+    input.extend_from_slice(b"\n");
+    // A long line of ordinary output is not counted.
+    input.extend(std::iter::repeat_n(b'b', 100_000));
+    input.extend_from_slice(b"\n@gapscope1 X 1 5 5 ok\n");
+    let (spans, c, _) = parse_all(&input, 100);
+    assert_eq!(c.unparseable, 1);
+    assert_eq!(spans.len(), 1);
+    // A name past MAX_NAME on a line under MAX_LINE is unparseable too.
+    let long = format!("@gapscope1 X 1 5 5 {}\n", "n".repeat(MAX_NAME + 1));
+    let (spans, c, _) = parse_all(long.as_bytes(), 100);
+    assert_eq!((spans.len(), c.unparseable), (0, 1));
+}
+
+#[test]
+fn binary_junk_is_ignored_or_counted_never_fatal() {
+    let mut input = vec![0u8, 0xff, 0xfe, b'\n', 0x80, 0x81, b'\n'];
+    input.extend_from_slice(b"@gapscope1 B 1 5 \xff\xfe\n");
+    input.extend_from_slice(b"@gapscope1 X 1 5 5 fine\r\n");
+    let (spans, c, _) = parse_all(&input, 100);
+    assert_eq!(c.unparseable, 1);
+    assert_eq!(spans.len(), 1);
+    assert_eq!(spans[0].name, "fine");
+}
+
+#[test]
+fn an_end_before_its_begin_is_unparseable_and_the_begin_stays_open() {
+    let (spans, c, _) = parse_all(b"@gapscope1 B 1 50 a\n@gapscope1 E 1 40 a\n", 60);
+    assert_eq!((c.unparseable, c.unmatched_begins), (1, 1));
+    assert_eq!((spans[0].start_ns, spans[0].end_ns), (50, 60));
+}
+
+/// A well-formed span and the lines that report it (B/E or X) on one thread.
+#[derive(Debug, Clone)]
+struct Good {
+    tid: u64,
+    name: String,
+    start: u64,
+    dur: u64,
+    complete: bool,
+}
+
+fn good() -> impl Strategy<Value = Good> {
+    (
+        1u64..4,
+        "[a-z_]{1,12}",
+        0u64..1_000_000,
+        0u64..1_000_000,
+        any::<bool>(),
+    )
+        .prop_map(|(tid, name, start, dur, complete)| Good {
+            tid,
+            name,
+            start,
+            dur,
+            complete,
+        })
+}
+
+fn junk() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..200),
+        // Junk after the prefix: must be counted, not break the stream.
+        proptest::collection::vec(any::<u8>(), 0..60).prop_map(|mut v| {
+            let mut l = PREFIX.to_vec();
+            l.append(&mut v);
+            l
+        }),
+        "[ -~]{0,80}".prop_map(|s| format!("@gapscope1 {s}").into_bytes()),
+    ]
+    .prop_map(|v| v.into_iter().filter(|&b| b != b'\n').collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Random streams never panic the parser, and every well-formed span survives any
+    /// junk between its lines. Each good span gets a thread of its own (junk only ever
+    /// uses E lines of names no good span has, so it cannot close one of them).
+    #[test]
+    fn random_streams_never_panic_and_keep_every_well_formed_span(
+        goods in proptest::collection::vec(good(), 0..12),
+        junks in proptest::collection::vec(junk(), 0..40),
+        cut in any::<proptest::sample::Index>(),
+    ) {
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        let mut ends: Vec<Vec<u8>> = Vec::new();
+        for (i, g) in goods.iter().enumerate() {
+            let tid = 1000 + i as u64 * 10 + g.tid;
+            if g.complete {
+                lines.push(format!("@gapscope1 X {tid} {} {} {}", g.start, g.dur, g.name).into_bytes());
+            } else {
+                lines.push(format!("@gapscope1 B {tid} {} {}", g.start, g.name).into_bytes());
+                ends.push(format!("@gapscope1 E {tid} {} {}", g.start + g.dur, g.name).into_bytes());
+            }
+        }
+        // Junk lines interleave anywhere; ends come after every begin.
+        let at = cut.index(junks.len() + 1);
+        let mut stream: Vec<Vec<u8>> = junks[..at].to_vec();
+        stream.extend(lines);
+        stream.extend(junks[at..].iter().cloned());
+        stream.extend(ends);
+        let mut input = Vec::new();
+        for l in &stream {
+            input.extend_from_slice(l);
+            input.push(b'\n');
+        }
+        let (spans, _, _) = parse_all(&input, u64::MAX);
+        for (i, g) in goods.iter().enumerate() {
+            let tid = 1000 + i as u64 * 10 + g.tid;
+            prop_assert!(
+                spans.iter().any(|s| s.tid == tid && s.name == g.name
+                    && s.start_ns == g.start && s.end_ns == g.start + g.dur && !s.unmatched),
+                "lost {:?}", g
+            );
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..4000)) {
+        let _ = parse_all(&input, 0);
+    }
+}

@@ -1,0 +1,70 @@
+//! meta.json's `external` object: a run of a program gapscope did not build
+//! (`[workload] command = […]`), with each variant's folder, its build and what the
+//! program's span lines held.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::LineCounts;
+
+/// The program every variant ran, and per variant where and how.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExternalMeta {
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Vec<String>>,
+    /// The span line protocol's prefix and the variable naming the span pipe.
+    pub protocol: String,
+    pub span_fd_env: String,
+    pub variants: BTreeMap<String, ExternalVariantMeta>,
+}
+
+/// One variant of an external run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExternalVariantMeta {
+    /// The folder its build and reps ran in.
+    pub dir: String,
+    /// Its build, where the workload has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildMeta>,
+    /// Span lines of its reps so far (measured and warm-up), summed.
+    #[serde(default)]
+    pub lines: LineCounts,
+    /// Reps counted in `lines`.
+    #[serde(default)]
+    pub reps: u32,
+}
+
+/// How a build went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildMeta {
+    pub ok: bool,
+    pub wall_ns: u64,
+    /// The build's output (stdout and stderr), in the run folder.
+    pub log: String,
+    /// The exit status, or why it could not run.
+    pub status: String,
+}
+
+/// `workload.circuit` and `workload.backend` in meta.json of a command workload.
+pub const COMMAND_WORKLOAD: &str = "command";
+
+impl super::WorkloadMeta {
+    /// Whether the run measured a program gapscope did not build (`command = […]`).
+    pub fn is_command(&self) -> bool {
+        self.circuit == COMMAND_WORKLOAD
+    }
+
+    /// The workload in a title: "porep 2^12 × 2 on cpu", or "command" for a program
+    /// gapscope did not build.
+    pub fn describe(&self) -> String {
+        if self.is_command() {
+            return "an external command".into();
+        }
+        format!(
+            "{} 2^{} × {} on {}",
+            self.circuit, self.log2_constraints, self.batch, self.backend
+        )
+    }
+}

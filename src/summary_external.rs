@@ -1,0 +1,101 @@
+//! The end-of-run table of an external subject: the program's own spans in tree order
+//! (instead of the prover's phases), and what its span lines held per variant.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write;
+
+use crate::protocol::LineCounts;
+use crate::prover::spans;
+use crate::store::{ExternalMeta, RepStatus, RunData, SpanRow};
+
+/// Deepest level of the program's spans shown (the root is 0).
+const MAX_DEPTH: usize = 3;
+/// Most rows shown.
+const MAX_ROWS: usize = 24;
+
+/// Rows of the table: (span name, label, self time rather than total), the root
+/// `prove` first (the program's wall time, spawn to exit), its main thread's time
+/// outside any span, then the program's spans depth first, siblings by start, over the
+/// first measured ok rep of each variant.
+pub fn rows(data: &RunData) -> Vec<(String, String, bool)> {
+    let mut out = vec![
+        (
+            spans::PROVE.to_string(),
+            format!("total ({})", spans::PROVE),
+            false,
+        ),
+        (
+            spans::PROVE.to_string(),
+            "  outside spans (main thread)".to_string(),
+            true,
+        ),
+    ];
+    let mut seen = BTreeSet::new();
+    for v in &data.meta.variants {
+        let Some(rep) = data
+            .runs
+            .iter()
+            .find(|r| r.variant == v.name && !r.warmup && r.status == RepStatus::Ok)
+        else {
+            continue;
+        };
+        let mine: Vec<&SpanRow> = data.spans.iter().filter(|s| s.rep == rep.rep).collect();
+        let mut children: HashMap<Option<u64>, Vec<&SpanRow>> = HashMap::new();
+        for s in &mine {
+            children.entry(s.parent_id).or_default().push(s);
+        }
+        for c in children.values_mut() {
+            c.sort_by_key(|s| s.start_ns);
+        }
+        let roots: Vec<u64> = mine
+            .iter()
+            .filter(|s| s.parent_id.is_none())
+            .map(|s| s.span_id)
+            .collect();
+        let mut stack: Vec<(u64, usize)> = roots.into_iter().rev().map(|id| (id, 0)).collect();
+        while let Some((id, depth)) = stack.pop() {
+            for c in children.get(&Some(id)).into_iter().flatten().rev() {
+                if depth < MAX_DEPTH {
+                    stack.push((c.span_id, depth + 1));
+                }
+            }
+            let Some(s) = mine.iter().find(|s| s.span_id == id) else {
+                continue;
+            };
+            if depth == 0 || !seen.insert(s.name.clone()) || out.len() >= MAX_ROWS {
+                continue;
+            }
+            out.push((
+                s.name.clone(),
+                format!("{}{}", "  ".repeat(depth - 1), s.name),
+                false,
+            ));
+        }
+    }
+    out
+}
+
+/// One cell of the line-count rows.
+type CountCell = fn(&LineCounts) -> String;
+
+/// What the program's span lines held, per variant: lines that did not parse, begins
+/// never ended and ends never begun, spans outside the rep (another clock).
+pub fn line_counts(e: &ExternalMeta, variants: &[String], width: usize) -> String {
+    let mut s = String::new();
+    let rows: [(&str, CountCell); 3] = [
+        ("span lines unparseable", |c| c.unparseable.to_string()),
+        ("unmatched begins/ends", |c| {
+            format!("{}/{}", c.unmatched_begins, c.unmatched_ends)
+        }),
+        ("spans outside the rep", |c| c.outside_rep.to_string()),
+    ];
+    for (label, f) in rows {
+        let _ = write!(s, "{label:<width$}");
+        for v in variants {
+            let cell = e.variants.get(v).map(|m| f(&m.lines)).unwrap_or("-".into());
+            let _ = write!(s, " {cell:>14}");
+        }
+        s.push('\n');
+    }
+    s
+}
