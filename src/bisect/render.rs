@@ -61,12 +61,20 @@ fn step_line(out: &mut String, r: &StepReport) {
         let lines: Vec<&str> = why.lines().filter(|l| !l.trim().is_empty()).collect();
         let _ = writeln!(out, "         why: {}", lines.first().unwrap_or(&""));
         if lines.len() > 1 {
-            let last = &lines[lines.len().saturating_sub(2).max(1)..];
-            let _ = writeln!(out, "         …    {}", last.join(" | "));
+            let last = lines[lines.len().saturating_sub(2).max(1)..].join(" | ");
+            let _ = writeln!(out, "         …    {}", clip(&last, 200));
         }
     }
     for d in &r.run_dirs {
         let _ = writeln!(out, "         run: {}", d.display());
+    }
+}
+
+/// `s` cut to `max` characters (with "…" where cut); the JSON keeps it whole.
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
     }
 }
 
