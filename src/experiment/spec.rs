@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::spec_checks::{check_name, check_rev, describe_toml_error};
 use crate::counters::CounterMode;
 use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
 use crate::telemetry::TelemetryParts;
@@ -442,6 +443,7 @@ impl Experiment {
                 return Err(format!("variant name {:?} is used twice", v.name));
             }
             let r = self.resolve(v);
+            check_rev(&v.name, v.rev.as_deref(), v.repo.is_some())?;
             if self.workload.external.is_some() {
                 check_external_variant(v, &r)?;
                 continue;
@@ -490,7 +492,6 @@ impl Experiment {
                     r.backend.as_str()
                 ));
             }
-            check_rev(v)?;
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
@@ -522,64 +523,6 @@ impl Experiment {
 
     pub fn resolved_variants(&self) -> Vec<ResolvedVariant> {
         self.variants.iter().map(|v| self.resolve(v)).collect()
-    }
-}
-
-/// The toml crate's message carries line/column and a caret; keep it, and add the
-/// valid choices where serde gave them.
-fn describe_toml_error(_text: &str, err: &toml::de::Error) -> String {
-    let mut msg = err.to_string();
-    if let Some(span) = err.span() {
-        let (line, col) = line_col(_text, span.start);
-        if !msg.contains("line") {
-            msg = format!("line {line}, column {col}: {msg}");
-        }
-    }
-    msg.trim_end().to_string()
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
-    (line, col)
-}
-
-/// `rev` names a revision; `repo` goes with a `rev`.
-fn check_rev(v: &Variant) -> Result<(), String> {
-    match (&v.rev, &v.repo) {
-        (Some(r), _) if r.trim().is_empty() || r.starts_with('-') => Err(format!(
-            "variant {:?}: rev = {r:?} is not a revision: give a commit id, tag or branch",
-            v.name
-        )),
-        (None, Some(_)) => Err(format!(
-            "variant {:?}: repo is the repository of a `rev`; add rev = \"COMMIT\" (or remove repo)",
-            v.name
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Longest experiment or variant name.
-const MAX_NAME: usize = 64;
-
-/// Experiment and variant names name folders, CSV cells and table columns: 1 to 64
-/// letters, digits, '-', '_' and '.', starting with a letter or digit (so never `..`, a
-/// hidden folder, a path, a comma, a quote or a line break).
-fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} {name:?} is not allowed ({why}): use 1 to {MAX_NAME} of the characters \
-             A-Z a-z 0-9 - _ . starting with a letter or digit"
-        ))
     }
 }
 
