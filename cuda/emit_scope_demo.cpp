@@ -15,6 +15,9 @@ int main() {
     {
         gapscope::emit::Scope inner("inner");
         inner.attr("share", 0.5);
+        inner.attr("bytes", sizeof(long) * 1024);  // size_t
+        inner.attr("delta", static_cast<int64_t>(-3));
+        inner.attr("ok", true);
         std::puts("emit-scope-demo: inside inner");
     }
     t.join();

@@ -24,6 +24,13 @@
 #ifndef GAPSCOPE_EMIT_H
 #define GAPSCOPE_EMIT_H
 
+/* syscall(2) and clock_gettime(2) are declared in strict ISO C modes (-std=c99) only
+ * with these feature macros: they take effect when this header comes before any system
+ * header (GNU C and C++ modes need nothing). */
+#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE 1
+#endif
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -173,9 +180,15 @@ public:
     ~Scope() { gapscope_emit_end(name_); }
     Scope(const Scope &) = delete;
     Scope &operator=(const Scope &) = delete;
-    void attr(const char *k, uint64_t v) const { gapscope_emit_attr_u64(k, v); }
-    void attr(const char *k, int64_t v) const { gapscope_emit_attr_i64(k, v); }
+    /* key=value on the thread's innermost open span (this one, unless a span opened
+     * inside it is still open). One overload per fundamental type, so that any integer
+     * (int64_t, size_t, unsigned, …), floating-point value or string picks one. */
     void attr(const char *k, int v) const { gapscope_emit_attr_i64(k, v); }
+    void attr(const char *k, long v) const { gapscope_emit_attr_i64(k, v); }
+    void attr(const char *k, long long v) const { gapscope_emit_attr_i64(k, v); }
+    void attr(const char *k, unsigned v) const { gapscope_emit_attr_u64(k, v); }
+    void attr(const char *k, unsigned long v) const { gapscope_emit_attr_u64(k, v); }
+    void attr(const char *k, unsigned long long v) const { gapscope_emit_attr_u64(k, v); }
     void attr(const char *k, double v) const { gapscope_emit_attr_f64(k, v); }
     void attr(const char *k, const char *v) const { gapscope_emit_attr_str(k, v); }
 

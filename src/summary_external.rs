@@ -97,5 +97,10 @@ pub fn line_counts(e: &ExternalMeta, variants: &[String], width: usize) -> Strin
         }
         s.push('\n');
     }
+    for v in variants {
+        if let Some(e) = e.variants.get(v).and_then(|m| m.examples.first()) {
+            let _ = writeln!(s, "  {v}, first unparseable line: {e}");
+        }
+    }
     s
 }

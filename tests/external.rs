@@ -206,6 +206,10 @@ fn crash_hang_and_exit_codes_fail_their_reps_and_the_run_goes_on() {
         stdout.contains("unparseable"),
         "the summary says so: {stdout}"
     );
+    assert!(
+        stdout.contains("a, first unparseable line: rep 4: thread id"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -266,7 +270,15 @@ fn the_cpp_scope_class_nests_and_carries_attributes() {
     assert_eq!(parent(&d, get("inner")).name, "outer");
     assert_eq!(parent(&d, get("outer")).name, "prove");
     assert!(get("outer").attrs.contains("\"answer\":42"));
-    assert!(get("inner").attrs.contains("\"share\":0.5"));
+    let inner = &get("inner").attrs;
+    for kv in [
+        "\"share\":0.5",
+        "\"bytes\":8192",
+        "\"delta\":-3",
+        "\"ok\":1",
+    ] {
+        assert!(inner.contains(kv), "{kv} in {inner}");
+    }
     assert!(get("on_thread").attrs.contains("worker_thread"));
     assert_ne!(get("on_thread").thread_id, get("outer").thread_id);
 }
@@ -344,4 +356,77 @@ fn the_rust_and_c_emitters_report_through_the_pipe_or_else_stderr() {
         .filter(|s| s.variant == "c_stderr" && s.name == "step")
         .count();
     assert_eq!(steps, 2);
+}
+
+#[test]
+fn a_run_killed_mid_rep_resumes_with_its_line_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The third program kills gapscope itself (SIGKILL: no handler runs), mid-rep.
+    let script = tmp.path().join("subject.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat count 2>/dev/null || echo 0)\necho $((n+1)) > count\n\
+             if [ $n -eq 2 ]; then kill -9 $PPID; sleep 5; fi\nexec {DEMO} work 1 1\n"
+        ),
+    )
+    .unwrap();
+    let exp = experiment(
+        tmp.path(),
+        "killed",
+        &format!(
+            "[workload]\ncommand = [\"sh\", \"{}\"]\ndir = \"{}\"\n\
+             [run]\nreps = 2\nwarmups = 1\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n",
+            script.display(),
+            tmp.path().display()
+        ),
+    );
+    gapscope(tmp.path())
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .failure();
+    let dir = std::fs::read_dir(tmp.path().join("results/killed"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        RunData::load(&dir).unwrap().runs.len(),
+        2,
+        "two reps before the kill"
+    );
+    // A kill between meta.json's write and the rep's commit leaves meta.json counting a
+    // rep that is run again: the resume recounts from the committed reps.
+    let meta_path = dir.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["external"]["variants"]["a"]["reps"] = 9.into();
+    meta["external"]["variants"]["a"]["lines"]["protocol_lines"] = 999.into();
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg("--resume")
+        .arg(&dir)
+        .assert()
+        .success();
+    let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
+    assert_eq!(
+        d.runs.len(),
+        6,
+        "2 warm-ups and 4 measured reps, none added"
+    );
+    assert!(d.runs.iter().all(|r| r.status == RepStatus::Ok));
+    let ext = d.meta.external.as_ref().unwrap();
+    for v in ["a", "b"] {
+        let m = &ext.variants[v];
+        assert_eq!(m.reps, 3, "{v}: counts of the reps before the kill kept");
+        // `work 1 1` prints 12 span lines a rep (cuda/emit_demo.c):
+        // B run, A steps, B step, X inner, A index, E step, B background, A role,
+        // E background, A ratio, A process_cpu_ns, E run.
+        assert_eq!(m.lines.protocol_lines, 3 * 12, "{v}: {m:?}");
+    }
 }

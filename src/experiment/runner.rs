@@ -403,7 +403,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             let (m, unbuilt) = super::external::build_subjects(ext, &variants, &dir, opts.progress);
             let kept = meta.external.take().unwrap_or_default().variants;
             meta.external = Some(m);
-            super::external::keep_line_counts(meta.external.as_mut(), kept);
+            super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
             store::write_meta(&dir, &meta)?;
             unbuilt
         }
@@ -422,7 +422,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         &slots,
         &done_rows,
         &names,
-        exp.run.process == ProcessPolicy::Shared,
+        // Every rep of a command workload is a fresh process: no warm-up to redo.
+        exp.run.process == ProcessPolicy::Shared && external.is_none(),
     );
     let bar = progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len());
     let ctx = RepContext {

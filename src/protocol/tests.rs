@@ -228,6 +228,69 @@ proptest! {
         }
     }
 
+    /// Properly nested B/E spans on three threads (same names inside each other
+    /// included), the threads' lines interleaved at random and junk in between: every
+    /// span comes back with its exact times.
+    #[test]
+    fn interleaved_nested_threads_lose_no_span(
+        ops in proptest::collection::vec(proptest::collection::vec((any::<bool>(), 0usize..3), 0..24), 3),
+        order in proptest::collection::vec(0usize..3, 0..80),
+        junks in proptest::collection::vec(junk(), 0..10),
+    ) {
+        let names = ["a", "b", "a_b"];
+        let mut per_thread: Vec<Vec<String>> = Vec::new();
+        let mut expected: Vec<(u64, String, u64, u64)> = Vec::new();
+        for (t, seq) in ops.iter().enumerate() {
+            let tid = 7 + t as u64;
+            let mut stack: Vec<(String, u64)> = Vec::new();
+            let mut lines = Vec::new();
+            let mut now = 100u64;
+            for &(open, n) in seq {
+                now += 3;
+                if open || stack.is_empty() {
+                    lines.push(format!("@gapscope1 B {tid} {now} {}", names[n]));
+                    stack.push((names[n].to_string(), now));
+                } else {
+                    let (name, start) = stack.pop().unwrap();
+                    lines.push(format!("@gapscope1 E {tid} {now} {name}"));
+                    expected.push((tid, name, start, now));
+                }
+            }
+            while let Some((name, start)) = stack.pop() {
+                now += 3;
+                lines.push(format!("@gapscope1 E {tid} {now} {name}"));
+                expected.push((tid, name, start, now));
+            }
+            per_thread.push(lines);
+        }
+        // Interleave: take the next line of the thread `order` names, then the rest.
+        let mut next = [0usize; 3];
+        let mut stream: Vec<String> = Vec::new();
+        let mut junk_at = junks.iter();
+        for &t in &order {
+            if let Some(l) = per_thread[t].get(next[t]) {
+                stream.push(l.clone());
+                next[t] += 1;
+            }
+            if let Some(j) = junk_at.next() {
+                stream.push(String::from_utf8_lossy(j).into_owned());
+            }
+        }
+        for t in 0..3 {
+            stream.extend(per_thread[t][next[t]..].iter().cloned());
+        }
+        let input = stream.join("\n");
+        let (spans, counts, _) = parse_all(input.as_bytes(), u64::MAX);
+        prop_assert_eq!(counts.unmatched_begins, 0);
+        for (tid, name, start, end) in &expected {
+            prop_assert!(
+                spans.iter().any(|s| s.tid == *tid && &s.name == name
+                    && s.start_ns == *start && s.end_ns == *end),
+                "lost {} {} {}..{}", tid, name, start, end
+            );
+        }
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..4000)) {
         let _ = parse_all(&input, 0);

@@ -31,9 +31,12 @@ pub struct ExternalVariantMeta {
     /// Span lines of its reps so far (measured and warm-up), summed.
     #[serde(default)]
     pub lines: LineCounts,
-    /// Reps counted in `lines`.
+    /// Reps counted in `lines`: those whose program ran (not those of a failed build).
     #[serde(default)]
     pub reps: u32,
+    /// The first few lines that did not parse (shortened), with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
 }
 
 /// How a build went.

@@ -219,6 +219,12 @@ pub fn run_once(
         }
     }
     streams.sort_by_key(|(i, _)| *i);
+    let unread: Vec<&str> = ["stdout", "stderr", "the span pipe"]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !streams.iter().any(|(j, _)| j == i))
+        .map(|(_, n)| *n)
+        .collect();
     let mut run = ChildRun {
         pid,
         start_ns,
@@ -238,6 +244,14 @@ pub fn run_once(
         if i == 1 {
             run.stderr_tail = tail;
         }
+    }
+    if !unread.is_empty() {
+        // A process outside the program's group (it called setsid) holds them open.
+        run.stderr_tail.push(format!(
+            "[gapscope: {} still open {DRAIN:?} after the program exited; lines after \
+             that were not read]",
+            unread.join(", ")
+        ));
     }
     run
 }

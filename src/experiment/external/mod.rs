@@ -245,11 +245,24 @@ pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: Strin
     }
 }
 
-/// Adds a rep's line counts to its variant's in meta.json's `external`.
+/// Unparseable lines meta.json keeps per variant, as examples.
+const EXAMPLES: usize = 3;
+
+/// Adds a rep's line counts (and the first unparseable lines) to its variant's in
+/// meta.json's `external`.
 pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &ExternalRep) {
+    // Reps whose program ran: the ones with a root span (not those of a failed build).
+    if rep.out.spans.is_empty() {
+        return;
+    }
     if let Some(m) = meta.and_then(|m| m.variants.get_mut(&v.name)) {
         m.lines.add(&rep.lines);
         m.reps += 1;
+        for e in &rep.samples {
+            if m.examples.len() < EXAMPLES {
+                m.examples.push(format!("rep {}: {e}", rep.out.run.rep));
+            }
+        }
     }
 }
 
@@ -257,12 +270,32 @@ pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &
 pub fn keep_line_counts(
     meta: Option<&mut ExternalMeta>,
     kept: BTreeMap<String, ExternalVariantMeta>,
+    run_dir: &Path,
 ) {
     let Some(m) = meta else { return };
+    if kept.is_empty() {
+        return;
+    }
     for (name, old) in kept {
         if let Some(v) = m.variants.get_mut(&name) {
             v.lines = old.lines;
             v.reps = old.reps;
+            v.examples = old.examples;
+        }
+    }
+    // meta.json is written before a rep's row commits it: a run killed in between
+    // counted a rep that `--resume` runs again. The committed reps' root spans carry
+    // their own counts; where the folder reads back, those are the truth.
+    if let Ok(data) = crate::store::RunData::load(run_dir) {
+        for v in m.variants.values_mut() {
+            v.lines = LineCounts::default();
+            v.reps = 0;
+        }
+        for root in data.spans.iter().filter(|s| s.parent_id.is_none()) {
+            if let Some(v) = m.variants.get_mut(&root.variant) {
+                v.lines.add(&rows::counts_of_root(&root.attrs));
+                v.reps += 1;
+            }
         }
     }
 }

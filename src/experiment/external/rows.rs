@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::counters::CounterKind;
-use crate::protocol::ParsedSpan;
+use crate::protocol::{LineCounts, ParsedSpan};
 use crate::prover::spans;
 use crate::store::{RepStatus, RunRow, SpanRow};
 use crate::trace::selftime::{self_times, Interval};
@@ -81,7 +81,7 @@ pub fn rep_rows(
     program: &str,
     rep: u32,
     variant: &str,
-) -> (Vec<SpanRow>, crate::protocol::LineCounts) {
+) -> (Vec<SpanRow>, LineCounts) {
     let mut counts = run.counts;
     // The program's clock is the span clock (both CLOCK_MONOTONIC): a span outside the
     // rep's window was timed on another clock, and is dropped with a count.
@@ -122,14 +122,8 @@ pub fn rep_rows(
     let mut root_attrs = serde_json::Map::new();
     root_attrs.insert("program".into(), program.into());
     root_attrs.insert("exit".into(), ending_text(&run.ending).into());
-    for (k, v) in [
-        ("protocol_lines", counts.protocol_lines),
-        ("unparseable_lines", counts.unparseable),
-        ("unmatched_begins", counts.unmatched_begins),
-        ("unmatched_ends", counts.unmatched_ends),
-        ("spans_outside_rep", counts.outside_rep),
-    ] {
-        root_attrs.insert(k.into(), v.into());
+    for (k, v) in ROOT_COUNTS.iter().zip(count_values(&counts)) {
+        root_attrs.insert(k.to_string(), v.into());
     }
     let mut rows = vec![SpanRow {
         rep,
@@ -188,6 +182,38 @@ pub fn rep_rows(
         rows.push(row);
     }
     (rows, counts)
+}
+
+/// The root span's attributes that hold the rep's line counts, in [`count_values`] order.
+const ROOT_COUNTS: [&str; 5] = [
+    "protocol_lines",
+    "unparseable_lines",
+    "unmatched_begins",
+    "unmatched_ends",
+    "spans_outside_rep",
+];
+
+fn count_values(c: &LineCounts) -> [u64; 5] {
+    [
+        c.protocol_lines,
+        c.unparseable,
+        c.unmatched_begins,
+        c.unmatched_ends,
+        c.outside_rep,
+    ]
+}
+
+/// A rep's line counts, read back from its root span's attributes (zeros where absent).
+pub fn counts_of_root(attrs: &str) -> LineCounts {
+    let v: serde_json::Value = serde_json::from_str(attrs).unwrap_or_default();
+    let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+    LineCounts {
+        protocol_lines: n(ROOT_COUNTS[0]),
+        unparseable: n(ROOT_COUNTS[1]),
+        unmatched_begins: n(ROOT_COUNTS[2]),
+        unmatched_ends: n(ROOT_COUNTS[3]),
+        outside_rep: n(ROOT_COUNTS[4]),
+    }
 }
 
 fn ending_text(e: &Ending) -> String {

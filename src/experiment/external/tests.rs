@@ -146,6 +146,11 @@ fn spans_on_another_clock_fall_outside_the_rep_and_are_dropped_with_a_count() {
     ]);
     let (rows, counts) = rep_rows(&run, "prog", 0, "a");
     assert_eq!(counts.outside_rep, 2);
+    assert_eq!(
+        super::rows::counts_of_root(&rows[0].attrs),
+        counts,
+        "read back"
+    );
     assert_eq!(rows.len(), 2);
     assert_eq!(
         (rows[1].name.as_str(), rows[1].start_ns, rows[1].end_ns),
@@ -198,4 +203,57 @@ fn a_variant_may_bring_its_own_command_but_only_for_a_command_workload() {
     ))
     .unwrap_err();
     assert!(err.contains("must name a program"), "{err}");
+}
+
+fn argv(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_program_that_cannot_start_is_a_reason_not_an_error() {
+    let run = super::child::run_once(&argv(&["/nonexistent/prog"]), Path::new("/"), None, true);
+    let why = super::rows::failure(&run).unwrap();
+    assert!(
+        why.contains("cannot start") && why.contains("/nonexistent/prog"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_timeout_kills_the_whole_process_group_and_its_pipes_close() {
+    // The shell's children hold stdout and stderr open: only killing the group ends them.
+    let started = std::time::Instant::now();
+    let run = super::child::run_once(
+        &argv(&["sh", "-c", "sleep 30 & sleep 30 & echo waiting >&2; wait"]),
+        Path::new("/"),
+        Some(std::time::Duration::from_millis(300)),
+        false,
+    );
+    assert!(
+        matches!(run.ending, Ending::TimedOut(_)),
+        "{:?}",
+        run.ending
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(run.stderr_tail, ["waiting"]);
+    let why = super::rows::failure(&run).unwrap();
+    assert!(
+        why.contains("process group was killed") && why.contains("waiting"),
+        "{why}"
+    );
+}
+
+#[test]
+fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
+    let script = "echo '@gapscope1 X 1 0 0 never_in_the_rep'; \
+        echo '@gapscope1 B 1 5' >&2; \
+        echo '@gapscope1 E 1 9 nothing' >&$GAPSCOPE_SPAN_FD";
+    let run = super::child::run_once(&argv(&["sh", "-c", script]), Path::new("/"), None, false);
+    // stdout: a span (outside the rep: time 0); stderr: an unparseable line; the pipe: an
+    // unmatched end.
+    assert_eq!(run.spans.len(), 1);
+    assert_eq!(run.counts.unparseable, 1);
+    assert_eq!(run.counts.unmatched_ends, 1);
+    let (rows, counts) = rep_rows(&run, "sh", 0, "a");
+    assert_eq!((rows.len(), counts.outside_rep), (1, 1));
 }
