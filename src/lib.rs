@@ -11,6 +11,7 @@
 //! (ARCHITECTURE.md draws them).
 
 pub mod analysis;
+pub mod bisect;
 pub mod cli;
 pub mod counters;
 pub mod emit;
@@ -20,6 +21,7 @@ pub mod plot;
 pub mod protocol;
 pub mod prover;
 pub mod report;
+pub mod revisions;
 pub mod stats;
 pub mod store;
 pub mod summary;

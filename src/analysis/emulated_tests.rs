@@ -22,6 +22,7 @@ fn run(sources: [&str; 2], per_circuit: [u64; 2]) -> RunData {
             knobs: Default::default(),
             counters: Some(s.into()),
             scope: None,
+            revision: None,
         })
         .collect();
     let mut runs = Vec::new();

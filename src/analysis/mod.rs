@@ -56,6 +56,20 @@ pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
 pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
 
+/// One metric's paired comparison from per-rep values, by the diff's rule (tests of
+/// callers that judge one metric, such as bisect).
+#[cfg(test)]
+pub(crate) fn compare_values(
+    span: &str,
+    measure: Measure,
+    base: &[f64],
+    cand: &[f64],
+    pairs: &[(f64, f64)],
+    opts: &DiffOptions,
+) -> Comparison {
+    compare::compare(span, measure, Unit::Ns, base, cand, Some(pairs), opts)
+}
+
 use crate::store::WorkloadMeta;
 use crate::telemetry::LeakFlag;
 

@@ -169,6 +169,7 @@ impl SyntheticRun {
                     knobs: v.knobs.clone(),
                     counters: None,
                     scope: None,
+                    revision: None,
                 })
                 .collect(),
             reps: self.reps as u32,

@@ -2,6 +2,7 @@
 //! itself into the library's options; each subcommand's handler is in its own file.
 //! `main` only calls [`run`] and maps its error to an exit status.
 
+mod bisect;
 mod completions;
 mod cuda_check;
 mod diff;
@@ -76,6 +77,19 @@ pub enum Command {
     /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
     #[command(name = "gpu-selftest", hide = true)]
     GpuSelftest(selftest::SelftestArgs),
+    /// Find the first commit between --good and --bad (first-parent history) where a
+    /// metric grew: each step runs K reps of the good end, the commit and the bad end as
+    /// `rev` variants and judges the commit with the diff's statistics. Prints the first
+    /// bad commit with its change against its parent, then every step's measurement.
+    Bisect(bisect::BisectArgs),
+    /// Judge one commit (default HEAD) as `gapscope bisect` does, for `git bisect run
+    /// gapscope bisect-step …`: exit 0 good, 1 bad, 125 skip (did not build, or cannot
+    /// tell), 128 on an error (which stops `git bisect run`).
+    #[command(name = "bisect-step")]
+    BisectStep(bisect::StepArgs),
+    /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
+    #[command(name = "__protocol", hide = true)]
+    Protocol,
 }
 
 /// Exit status of `gapscope diff --fail-on-regression` when a phase regressed: a code of
@@ -94,6 +108,10 @@ pub fn report_error(e: &anyhow::Error) -> i32 {
     if let Some(r) = e.downcast_ref::<Regressed>() {
         eprintln!("{r}");
         return EXIT_REGRESSED;
+    }
+    if let Some(s) = e.downcast_ref::<bisect::StepExit>() {
+        eprintln!("{s}");
+        return s.code;
     }
     if let Some(i) = e.downcast_ref::<crate::experiment::Interrupted>() {
         eprintln!("{i}");
@@ -156,5 +174,11 @@ pub fn run() -> Result<()> {
         Command::UpstreamReference(a) => upstream::run(a),
         Command::CudaCheck(a) => cuda_check::run(a),
         Command::GpuSelftest(a) => selftest::run(a),
+        Command::Bisect(a) => bisect::run(a),
+        Command::BisectStep(a) => bisect::run_step(a),
+        Command::Protocol => {
+            println!("{}", crate::experiment::revs::WORKER_PROTOCOL);
+            Ok(())
+        }
     }
 }

@@ -12,10 +12,12 @@ pub mod external;
 pub mod interrupt;
 pub mod rep;
 pub mod resume;
+pub mod revs;
 pub mod runner;
 pub mod schedule;
 pub mod setup;
 pub mod spec;
+mod spec_checks;
 pub mod watchdog;
 pub mod worker;
 

@@ -14,6 +14,7 @@ use super::emulation::{self, Source};
 use super::interrupt::{self, Interrupted};
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::resume;
+use super::revs::RevVariants;
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
@@ -246,6 +247,7 @@ fn new_run_meta(
                     counters: Some(s.label()),
                     scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
                         .then(|| "synthesis".to_string()),
+                    revision: None,
                 },
             })
             .collect(),
@@ -281,7 +283,7 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
-    let variants = exp.resolved_variants();
+    let mut variants = exp.resolved_variants();
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
     for (v, s) in variants.iter().zip(&sources) {
@@ -294,6 +296,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
         }
     }
+    // `rev` variants: checked out and built before anything is measured.
+    // (A resumed run's results folder is the one holding it.)
+    let results_dir = (resume.as_deref())
+        .and_then(|d| d.parent()?.parent())
+        .unwrap_or(&opts.results_dir);
+    let revs = RevVariants::prepare(&exp, &text, &variants, results_dir, opts.progress)?;
+    revs.apply(&mut variants);
+    let variants = variants;
     // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
     interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
@@ -320,6 +330,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 Default::default(),
             );
             fresh.experiment_sha256 = Some(store::experiment_sha256(&text));
+            revs.fill_meta(&mut fresh.variants);
+            revs.check_resume(&meta.variants)?;
             resume::check_experiment(dir, &meta, &fresh)?;
             resume::check_params_cached(dir, &meta, &opts.params_dir)?;
             let (w, rows) = RunWriter::open_resume(dir)?;
@@ -340,6 +352,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 telemetry.gpu_meta(),
             );
             meta.experiment_sha256 = Some(store::experiment_sha256(&text));
+            revs.fill_meta(&mut meta.variants);
             (None, Vec::new(), meta)
         }
     };
@@ -383,14 +396,16 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 watchdog::exit_now(EXIT_TIMED_OUT)
             })
         });
-        // Synthesis-only variants (emulated, GPU backend) need no backend.
-        let set_up: Vec<ResolvedVariant> = variants
-            .iter()
+        // Synthesis-only variants (emulated, GPU backend) need no backend; `rev` variants
+        // run in their own revision's workers, which set up for themselves.
+        let local: Vec<ResolvedVariant> = (variants.iter().enumerate())
             .zip(&sources)
-            .filter(|(v, s)| !emulation::synthesis_only(v.backend, s.emulator().is_some()))
-            .map(|(v, _)| v.clone())
+            .filter(|((i, v), s)| {
+                !revs.is_rev(*i) && !emulation::synthesis_only(v.backend, s.emulator().is_some())
+            })
+            .map(|((_, v), _)| v.clone())
             .collect();
-        let setup = setup_backends(&exp, &set_up, &params, &origins, opts.progress);
+        let setup = setup_backends(&exp, &local, &params, &origins, opts.progress);
         if resume.is_none() {
             meta.setup_ns.extend(setup);
         }
@@ -467,6 +482,27 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             gpu,
             setup_ns,
         } = match (external, exp.run.process, sources[slot.variant].emulator()) {
+            _ if revs.failed(slot.variant).is_some() => RepOutput {
+                run: failed_row(v, slot, revs.failed(slot.variant).unwrap_or("").into()),
+                spans: Vec::new(),
+                gpu: RepTelemetry::default(),
+                setup_ns: Default::default(),
+            },
+            // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
+            (None, _, emulator) if revs.worker(slot.variant).is_some() => {
+                let (exe, exp_dir) = revs.worker(slot.variant).expect("checked");
+                worker::run_rep_with(
+                    exe,
+                    exp_dir,
+                    &opts.params_dir,
+                    v,
+                    slot,
+                    opts.nvtx,
+                    exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                    &opts.debug,
+                    emulator,
+                )?
+            }
             (Some(ext), _, _) => {
                 let rep = match &unbuilt[slot.variant] {
                     Some(why) => super::external::unbuilt_rep(v, slot, why),

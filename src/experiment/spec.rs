@@ -21,6 +21,8 @@
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry, counters
 //! telemetry = true           # GPU telemetry during the reps: true | false | "nvml" | "cupti"
+//! rev = "main~3"             # optional: a git revision whose build runs this variant
+//! repo = "../other"          # optional: the repository of `rev` (default: this one)
 //! ```
 
 use std::collections::BTreeMap;
@@ -28,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::spec_checks::{check_name, check_rev, describe_toml_error};
 use crate::counters::CounterMode;
 use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
 use crate::telemetry::TelemetryParts;
@@ -282,6 +285,14 @@ pub struct Variant {
     /// workload's `command` (an A/B of two flags or two builds).
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// A git revision (commit, tag or branch): this variant's reps run that revision's
+    /// build, checked out in its own worktree (see `experiment::revs`).
+    #[serde(default)]
+    pub rev: Option<String>,
+    /// The repository `rev` is a revision of (default: the one holding the current
+    /// folder); a relative path is taken from the current folder.
+    #[serde(default)]
+    pub repo: Option<PathBuf>,
 }
 
 /// A variant with every knob resolved.
@@ -307,6 +318,9 @@ pub struct ResolvedVariant {
     pub subject_dir: Option<PathBuf>,
     /// External subjects: the variant's own `command`, else the workload's.
     pub command: Option<Vec<String>>,
+    /// The git revision this variant runs, and its repository (None: this build).
+    pub rev: Option<String>,
+    pub repo: Option<PathBuf>,
 }
 
 impl ResolvedVariant {
@@ -328,6 +342,9 @@ impl ResolvedVariant {
             );
         }
         m.insert("telemetry".into(), self.telemetry.as_str().into());
+        if let Some(rev) = &self.rev {
+            m.insert("rev".into(), rev.clone());
+        }
         m
     }
 }
@@ -426,6 +443,7 @@ impl Experiment {
                 return Err(format!("variant name {:?} is used twice", v.name));
             }
             let r = self.resolve(v);
+            check_rev(&v.name, v.rev.as_deref(), v.repo.is_some())?;
             if self.workload.external.is_some() {
                 check_external_variant(v, &r)?;
                 continue;
@@ -488,54 +506,13 @@ impl Experiment {
             counters: v.counters.unwrap_or(self.run.counters),
             subject_dir: None,
             command: v.command.clone(),
+            rev: v.rev.clone(),
+            repo: v.repo.clone(),
         }
     }
 
     pub fn resolved_variants(&self) -> Vec<ResolvedVariant> {
         self.variants.iter().map(|v| self.resolve(v)).collect()
-    }
-}
-
-/// The toml crate's message carries line/column and a caret; keep it, and add the
-/// valid choices where serde gave them.
-fn describe_toml_error(_text: &str, err: &toml::de::Error) -> String {
-    let mut msg = err.to_string();
-    if let Some(span) = err.span() {
-        let (line, col) = line_col(_text, span.start);
-        if !msg.contains("line") {
-            msg = format!("line {line}, column {col}: {msg}");
-        }
-    }
-    msg.trim_end().to_string()
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
-    (line, col)
-}
-
-/// Longest experiment or variant name.
-const MAX_NAME: usize = 64;
-
-/// Experiment and variant names name folders, CSV cells and table columns: 1 to 64
-/// letters, digits, '-', '_' and '.', starting with a letter or digit (so never `..`, a
-/// hidden folder, a path, a comma, a quote or a line break).
-fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} {name:?} is not allowed ({why}): use 1 to {MAX_NAME} of the characters \
-             A-Z a-z 0-9 - _ . starting with a letter or digit"
-        ))
     }
 }
 

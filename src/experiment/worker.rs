@@ -189,12 +189,31 @@ pub fn run_rep_in_child(
     emulator: Option<&Emulator>,
 ) -> Result<RepOutput> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
+    run_rep_with(
+        &exe, run_dir, params_dir, v, slot, nvtx, timeout, debug, emulator,
+    )
+}
+
+/// [`run_rep_in_child`] with another gapscope `exe` (a `rev` variant's build), whose
+/// worker reads the experiment copy in `run_dir`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_rep_with(
+    exe: &Path,
+    run_dir: &Path,
+    params_dir: &Path,
+    v: &ResolvedVariant,
+    slot: Slot,
+    nvtx: bool,
+    timeout: Option<std::time::Duration>,
+    debug: &DebugHooks,
+    emulator: Option<&Emulator>,
+) -> Result<RepOutput> {
     let dump_dir = run_dir.join(format!(".callgrind-rep{}", slot.rep));
     let mut cmd = match emulator {
         Some(em) => {
             std::fs::create_dir_all(&dump_dir)
                 .with_context(|| format!("cannot create {}", dump_dir.display()))?;
-            let mut c = em.command(&exe, &dump_dir);
+            let mut c = em.command(exe, &dump_dir);
             c.arg("__worker").arg("--emulated").arg(&dump_dir);
             c
         }

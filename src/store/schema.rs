@@ -404,6 +404,32 @@ pub struct VariantMeta {
     /// the emulator (`prove` holds synthesis alone; gpu_prove is not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// The git revision a `rev` variant ran (absent for variants of this build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<RevisionMeta>,
+}
+
+/// A `rev` variant's revision: what was checked out and how it was built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevisionMeta {
+    /// The revision as the experiment names it.
+    pub rev: String,
+    pub repo: String,
+    pub commit: String,
+    /// Tracked files of its worktree differed from the commit (after the build).
+    pub dirty: bool,
+    /// The build command, run in the worktree; empty when none.
+    pub build: Vec<String>,
+    /// The build log (kept in the revision cache).
+    #[serde(default)]
+    pub build_log: Option<String>,
+    /// The build's outcome came from an earlier run's cache.
+    #[serde(default)]
+    pub build_reused: bool,
+    /// Why the variant could not run (a failed build with its log's tail, a gapscope
+    /// too old for this worker protocol); its reps are then recorded as failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// meta.json: everything needed to interpret and reproduce a run.

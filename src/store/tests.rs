@@ -210,6 +210,7 @@ fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
             .collect(),
         counters: None,
         scope: None,
+        revision: None,
     };
     let (mut old, mut new) = (meta(), meta());
     old.variants = vec![variant(&[("drop", "sync")])];

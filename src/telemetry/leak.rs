@@ -199,6 +199,7 @@ mod tests {
             knobs: Default::default(),
             counters: None,
             scope: None,
+            revision: None,
         };
         RunData {
             dir: "x".into(),

@@ -233,12 +233,16 @@ pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: Strin
     if let Some(d) = &v.subject_dir {
         knobs.insert("subject_dir".into(), d.display().to_string());
     }
+    if let Some(rev) = &v.rev {
+        knobs.insert("rev".into(), rev.clone());
+    }
     VariantMeta {
         name: v.name.clone(),
         backend: WORKLOAD_KIND.into(),
         knobs,
         counters: Some(counters),
         scope: None,
+        revision: None,
     }
 }
 

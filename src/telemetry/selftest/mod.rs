@@ -107,6 +107,7 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
             knobs,
             counters: None,
             scope: None,
+            revision: None,
         }],
         reps: o.reps,
         warmups: 1,

@@ -1,0 +1,196 @@
+//! `gapscope bisect` and `gapscope bisect-step`: the first commit where a metric grew,
+//! by a search of our own or under `git bisect run`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use crate::bisect::{self, judge, ExperimentMeasurer, Metric, Reps, StepLabel, StepSettings};
+use crate::experiment::Experiment;
+use crate::revisions;
+
+/// What both commands take.
+#[derive(clap::Args, Debug)]
+pub struct Common {
+    /// A revision where the metric is as it should be.
+    #[arg(long)]
+    good: String,
+    /// A later revision (on the good one's first-parent history) where it grew.
+    #[arg(long)]
+    bad: String,
+    /// The experiment: its workload, run policy and first variant's knobs are measured
+    /// at each commit.
+    #[arg(long)]
+    experiment: PathBuf,
+    /// SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER, e.g. gpu_prove.self or
+    /// synthesis.task_clock_ns.
+    #[arg(long)]
+    metric: String,
+    /// Smallest growth that counts, in percent; verdicts clear half of it.
+    #[arg(long, default_value_t = 5.0)]
+    threshold: f64,
+    /// Reps per variant of each step (default: derived from the ends' spread so that
+    /// a shift of the threshold is resolved; bisect-step: 9, which resolves 5% at a
+    /// spread of 1.5% per rep).
+    #[arg(long)]
+    reps: Option<u32>,
+    /// The repository of the revisions (default: the one holding the current folder).
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+    /// Where run folders go (each measurement's is kept, and reused by a re-run).
+    #[arg(long, default_value = "results")]
+    results_dir: PathBuf,
+    /// Params cache (defaults to $GAPSCOPE_PARAMS_DIR or ./params).
+    #[arg(long)]
+    params_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BisectArgs {
+    #[command(flatten)]
+    common: Common,
+    /// text, or json (the whole report).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StepArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The commit to judge (default HEAD, the one `git bisect` checked out).
+    #[arg(long, default_value = "HEAD")]
+    rev: String,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Exit status of `gapscope bisect-step` for `git bisect run`: 0 good, 1 bad, 125 skip,
+/// and 128 for an error, which makes `git bisect run` stop rather than take it for bad.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct StepExit {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Common {
+    fn settings(&self) -> Result<(StepSettings, Vec<String>)> {
+        if !(self.threshold > 0.0 && self.threshold < 100.0) {
+            bail!(
+                "--threshold {} must be a percentage in (0, 100), e.g. 5",
+                self.threshold
+            );
+        }
+        if self.reps == Some(0) {
+            bail!("--reps must be at least 1");
+        }
+        let metric = Metric::parse(&self.metric).map_err(anyhow::Error::msg)?;
+        let (exp, text) = Experiment::load(&self.experiment)?;
+        let repo = revisions::toplevel(&self.repo)?;
+        let good = revisions::resolve(&repo, &self.good)?;
+        let bad = revisions::resolve(&repo, &self.bad)?;
+        if !revisions::is_ancestor(&repo, &good, &bad)? {
+            bail!(
+                "--good {} is not an ancestor of --bad {}: give the older, good revision first",
+                self.good,
+                self.bad
+            );
+        }
+        let commits = revisions::first_parent_path(&repo, &good, &bad)?;
+        let settings = StepSettings {
+            experiment_text: text,
+            experiment_name: exp.name,
+            repo,
+            good,
+            bad,
+            metric,
+            threshold: self.threshold / 100.0,
+            results_dir: std::path::absolute(&self.results_dir).context("the results directory")?,
+            params_dir: std::path::absolute(
+                self.params_dir
+                    .clone()
+                    .unwrap_or_else(super::default_params_dir),
+            )
+            .context("the params directory")?,
+            command: super::command_line(),
+        };
+        Ok((settings, commits))
+    }
+}
+
+pub fn run(a: BisectArgs) -> Result<()> {
+    let (settings, commits) = a.common.settings()?;
+    let reps = a.common.reps.map_or(Reps::Derived, Reps::Given);
+    eprintln!(
+        "bisecting {} over {} first-parent commits",
+        settings.metric,
+        commits.len()
+    );
+    let threshold = settings.threshold;
+    let mut m = ExperimentMeasurer { s: settings };
+    let report = bisect::bisect(&commits, &mut m, threshold, reps, &mut |line| {
+        eprintln!("{line}")
+    })?;
+    match a.format {
+        Format::Text => print!("{}", bisect::render_text(&report)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(())
+}
+
+pub fn run_step(a: StepArgs) -> Result<()> {
+    let outcome = step(&a);
+    match outcome {
+        Ok((label, text)) => {
+            println!("{text}");
+            let code = match label {
+                StepLabel::Good => 0,
+                StepLabel::Bad => 1,
+                StepLabel::CannotTell | StepLabel::Failed => 125,
+            };
+            if code == 0 {
+                return Ok(());
+            }
+            Err(StepExit {
+                code,
+                message: format!("bisect-step: {label} (exit {code})"),
+            }
+            .into())
+        }
+        Err(e) => Err(StepExit {
+            code: 128,
+            message: format!("Error: {e:#}\n(exit 128: `git bisect run` stops)"),
+        }
+        .into()),
+    }
+}
+
+fn step(a: &StepArgs) -> Result<(StepLabel, String)> {
+    let (settings, commits) = a.common.settings()?;
+    let commit = revisions::resolve(&settings.repo, &a.rev)?;
+    let metric = settings.metric.to_string();
+    if commit == settings.good || commit == settings.bad {
+        let label = if commit == settings.good {
+            StepLabel::Good
+        } else {
+            StepLabel::Bad
+        };
+        return Ok((
+            label,
+            format!("{metric}: {} is the {label} end", revisions::short(&commit)),
+        ));
+    }
+    let index = commits.iter().position(|c| *c == commit).unwrap_or(0);
+    let k = a
+        .common
+        .reps
+        .unwrap_or_else(|| judge::reps_for(settings.threshold, judge::ASSUMED_CV));
+    let mut m = ExperimentMeasurer { s: settings };
+    let r = judge::judge_step(&mut m, index, &commit, &judge::levels(k))?;
+    Ok((r.label, bisect::render_step(&r, &metric)))
+}

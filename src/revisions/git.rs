@@ -1,0 +1,143 @@
+//! The git commands revisions need, each with an error that says what to do.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("cannot run git ({0}); install git, or put it on PATH")]
+    NoGit(std::io::Error),
+    #[error("{path} is not in a git repository ({stderr}); give `repo = \"PATH\"` (or --repo) naming one")]
+    NotARepo { path: PathBuf, stderr: String },
+    #[error("revision {rev:?} is not a commit of {repo} ({stderr}); give a commit id, tag or branch that `git -C {repo} rev-parse` knows")]
+    UnknownRev {
+        rev: String,
+        repo: PathBuf,
+        stderr: String,
+    },
+    #[error("git {args} in {dir} failed: {stderr}")]
+    Failed {
+        args: String,
+        dir: PathBuf,
+        stderr: String,
+    },
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<Result<String, String>, GitError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(GitError::NoGit)?;
+    if out.status.success() {
+        Ok(Ok(String::from_utf8_lossy(&out.stdout).trim().to_string()))
+    } else {
+        Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_string()))
+    }
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    git(dir, args)?.map_err(|stderr| GitError::Failed {
+        args: args.join(" "),
+        dir: dir.to_path_buf(),
+        stderr,
+    })
+}
+
+/// The top folder of the repository holding `path`.
+pub fn toplevel(path: &Path) -> Result<PathBuf, GitError> {
+    match git(path, &["rev-parse", "--show-toplevel"])? {
+        Ok(s) => Ok(PathBuf::from(s)),
+        Err(stderr) => Err(GitError::NotARepo {
+            path: path.to_path_buf(),
+            stderr,
+        }),
+    }
+}
+
+/// The full commit id `rev` names in `repo`.
+pub fn resolve(repo: &Path, rev: &str) -> Result<String, GitError> {
+    if rev.starts_with('-') {
+        return Err(GitError::UnknownRev {
+            rev: rev.into(),
+            repo: repo.into(),
+            stderr: "a revision may not start with '-'".into(),
+        });
+    }
+    let spec = format!("{rev}^{{commit}}");
+    git(repo, &["rev-parse", "--verify", "--quiet", &spec])?.map_err(|stderr| {
+        GitError::UnknownRev {
+            rev: rev.into(),
+            repo: repo.into(),
+            stderr: if stderr.is_empty() {
+                "unknown revision".into()
+            } else {
+                stderr
+            },
+        }
+    })
+}
+
+/// The first 12 characters of a commit id.
+pub fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// Whether `a` is an ancestor of (or equal to) `b`.
+pub fn is_ancestor(repo: &Path, a: &str, b: &str) -> Result<bool, GitError> {
+    Ok(git(repo, &["merge-base", "--is-ancestor", a, b])?.is_ok())
+}
+
+/// The first-parent history from `good` to `bad`, both included, oldest first; an error
+/// when `good` is not on `bad`'s first-parent chain.
+pub fn first_parent_path(repo: &Path, good: &str, bad: &str) -> Result<Vec<String>, GitError> {
+    let range = format!("{good}..{bad}");
+    let list = git_ok(
+        repo,
+        &["rev-list", "--first-parent", "--reverse", &range, "--"],
+    )?;
+    let mut path = vec![good.to_string()];
+    path.extend(list.lines().map(str::to_string));
+    if let Some(first) = path.get(1) {
+        let parent = git_ok(repo, &["rev-parse", &format!("{first}^1")])?;
+        if parent != good {
+            return Err(GitError::Failed {
+                args: format!("rev-list --first-parent {range}"),
+                dir: repo.into(),
+                stderr: format!(
+                    "{} is not on the first-parent history of {}: give a good commit that \
+                     `git log --first-parent {}` lists",
+                    short(good),
+                    short(bad),
+                    short(bad)
+                ),
+            });
+        }
+    }
+    Ok(path)
+}
+
+/// The commit checked out at `tree`, if it is a worktree.
+pub(super) fn head_of(tree: &Path) -> Option<String> {
+    if !tree.join(".git").exists() {
+        return None;
+    }
+    git(tree, &["rev-parse", "HEAD"]).ok()?.ok()
+}
+
+/// Adds a detached worktree of `commit` at `tree` (pruning a stale registration first).
+pub(super) fn add_worktree(repo: &Path, tree: &Path, commit: &str) -> Result<(), GitError> {
+    let _ = git(repo, &["worktree", "prune"])?;
+    let path = tree.to_string_lossy();
+    git_ok(
+        repo,
+        &["worktree", "add", "--force", "--detach", &path, commit],
+    )?;
+    Ok(())
+}
+
+/// Tracked files differ from the checked-out commit.
+pub(super) fn is_dirty(tree: &Path) -> Result<bool, GitError> {
+    Ok(!git_ok(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty())
+}

@@ -1,0 +1,165 @@
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {:?}", out);
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A repository with three commits of `build.sh` (the third fails to build).
+fn repo(dir: &Path) -> Vec<String> {
+    git(dir, &["init", "-q", "-b", "main"]);
+    let mut commits = Vec::new();
+    for (i, body) in [
+        "echo one > out.txt",
+        "echo two > out.txt",
+        "echo broken; exit 3",
+    ]
+    .iter()
+    .enumerate()
+    {
+        std::fs::write(dir.join("build.sh"), format!("{body}\n")).unwrap();
+        git(dir, &["add", "build.sh"]);
+        git(dir, &["commit", "-q", "-m", &format!("c{i}")]);
+        commits.push(git(dir, &["rev-parse", "HEAD"]));
+    }
+    git(dir, &["tag", "v1", &commits[0]]);
+    commits
+}
+
+fn sh_build() -> BuildSpec {
+    BuildSpec {
+        command: vec!["sh".into(), "build.sh".into()],
+        artefacts: vec![],
+    }
+}
+
+#[test]
+fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    std::fs::create_dir(&r).unwrap();
+    let commits = repo(&r);
+    let cache = RevCache {
+        root: tmp.path().join("cache"),
+    };
+    let mut co = checkout(&cache, &r, "v1").unwrap();
+    assert_eq!(co.commit, commits[0]);
+    assert!(!co.dirty);
+    build(&cache, &mut co, &sh_build()).unwrap();
+    let b = co.build.clone().unwrap();
+    assert!(b.record.ok && !b.reused, "{b:?}");
+    assert_eq!(
+        std::fs::read_to_string(co.worktree.join("out.txt")).unwrap(),
+        "one\n"
+    );
+    // Again: same worktree, the build's outcome reused.
+    let mut again = checkout(&cache, &r, &commits[0]).unwrap();
+    assert_eq!(again.worktree, co.worktree);
+    build(&cache, &mut again, &sh_build()).unwrap();
+    assert!(again.build.unwrap().reused);
+    // A branch resolves to its commit; another commit gets its own worktree.
+    let head = checkout(&cache, &r, "main~1").unwrap();
+    assert_eq!(head.commit, commits[1]);
+    assert_ne!(head.worktree, co.worktree);
+}
+
+#[test]
+fn a_failed_build_keeps_its_log_and_its_outcome_is_cached() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    std::fs::create_dir(&r).unwrap();
+    let commits = repo(&r);
+    let cache = RevCache {
+        root: tmp.path().join("cache"),
+    };
+    let mut co = checkout(&cache, &r, "main").unwrap();
+    assert_eq!(co.commit, commits[2]);
+    build(&cache, &mut co, &sh_build()).unwrap();
+    let b = co.build.clone().unwrap();
+    assert!(!b.record.ok);
+    assert!(b.record.status.contains('3'), "{}", b.record.status);
+    assert_eq!(b.log_tail(), "broken");
+    let mut again = checkout(&cache, &r, "main").unwrap();
+    build(&cache, &mut again, &sh_build()).unwrap();
+    let b = again.build.unwrap();
+    assert!(b.reused && !b.record.ok);
+}
+
+#[test]
+fn artefacts_are_copied_out_of_the_shared_target_dir_and_dirt_is_seen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    std::fs::create_dir(&r).unwrap();
+    repo(&r);
+    let cache = RevCache {
+        root: tmp.path().join("cache"),
+    };
+    let spec = BuildSpec {
+        command: [
+            "sh",
+            "-c",
+            "mkdir -p \"$CARGO_TARGET_DIR/release\" && git rev-parse HEAD > \"$CARGO_TARGET_DIR/release/prog\" && echo x >> build.sh",
+        ]
+        .map(String::from)
+        .to_vec(),
+        artefacts: vec!["release/prog".into()],
+    };
+    let mut co = checkout(&cache, &r, "v1").unwrap();
+    build(&cache, &mut co, &spec).unwrap();
+    let b = co.build.clone().unwrap();
+    assert!(b.record.ok, "{}", b.log_tail());
+    assert_eq!(
+        std::fs::read_to_string(&b.artefacts[0]).unwrap().trim(),
+        co.commit
+    );
+    // The build changed a tracked file: the worktree is dirty.
+    assert!(co.dirty);
+}
+
+#[test]
+fn unknown_revisions_and_histories_off_the_first_parent_chain_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    std::fs::create_dir(&r).unwrap();
+    let commits = repo(&r);
+    let cache = RevCache {
+        root: tmp.path().join("cache"),
+    };
+    let e = checkout(&cache, &r, "nope").unwrap_err().to_string();
+    assert!(e.contains("\"nope\" is not a commit"), "{e}");
+    let e = checkout(&cache, &r, "--all").unwrap_err().to_string();
+    assert!(e.contains("may not start with '-'"), "{e}");
+    let e = checkout(&cache, tmp.path(), "main")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not in a git repository"), "{e}");
+    let path = first_parent_path(&r, &commits[0], &commits[2]).unwrap();
+    assert_eq!(path, commits);
+    // A side branch merged in: its commit is not on main's first-parent chain.
+    git(&r, &["checkout", "-q", "-b", "side", &commits[0]]);
+    std::fs::write(r.join("side.txt"), "s").unwrap();
+    git(&r, &["add", "side.txt"]);
+    git(&r, &["commit", "-q", "-m", "side"]);
+    let side = git(&r, &["rev-parse", "HEAD"]);
+    git(&r, &["checkout", "-q", "main"]);
+    git(&r, &["merge", "-q", "--no-ff", "-m", "merge", "side"]);
+    let merge = git(&r, &["rev-parse", "HEAD"]);
+    let e = first_parent_path(&r, &side, &merge)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not on the first-parent history"), "{e}");
+    let path = first_parent_path(&r, &commits[0], &merge).unwrap();
+    assert_eq!(path.len(), 4, "{path:?}");
+    assert!(is_ancestor(&r, &commits[0], &merge).unwrap());
+    assert!(!is_ancestor(&r, &merge, &commits[0]).unwrap());
+}
