@@ -2,7 +2,7 @@
 //!
 //! - Always: the C++ span-ABI self-test (cuda/trace_selftest.cpp), with the host compiler,
 //!   and callgrind's client requests (cuda/callgrind_requests.c) over valgrind's headers
-//!   where they are installed.
+//!   where they are installed; and the stack sampler's self-test (cuda/profile_selftest.c).
 //! - Where nvcc is found (`NVCC`, then `PATH`, then the project-local toolkit that
 //!   scripts/cuda-toolkit.sh installs in .toolchain/cuda): every cuda/*.cu, for the GPUs
 //!   listed in `GENCODE`, and the cfg `gapscope_cuda` that the Rust side keys its GPU code
@@ -56,6 +56,13 @@ fn main() {
         .file("cuda/callgrind_requests.c")
         .warnings(true)
         .compile("gapscope_callgrind");
+    // The stack sampler's self-test: a busy thread started from C (src/profile/tests.rs).
+    println!("cargo:rerun-if-changed=cuda/profile_selftest.c");
+    cc::Build::new()
+        .file("cuda/profile_selftest.c")
+        .flag("-fno-omit-frame-pointer")
+        .warnings(true)
+        .compile("gapscope_profile_selftest");
 
     println!("cargo::rustc-check-cfg=cfg(gapscope_cuda)");
     println!("cargo:rerun-if-env-changed=NVCC");

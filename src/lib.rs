@@ -16,6 +16,7 @@ pub mod counters;
 pub mod experiment;
 pub mod export;
 pub mod plot;
+pub mod profile;
 pub mod prover;
 pub mod report;
 pub mod stats;

@@ -129,5 +129,8 @@ pub fn phase_table(data: &RunData) -> String {
         let _ = write!(s, " {:>14}", format!("{ok}/{bad}"));
     }
     s.push('\n');
+    for l in crate::profile::summary_lines(&data.dir, &data.meta.profile) {
+        let _ = writeln!(s, "{l}");
+    }
     s
 }

@@ -405,13 +405,20 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             spans,
             gpu,
             setup_ns,
+            profile,
         } = match (exp.run.process, sources[slot.variant].emulator()) {
             (ProcessPolicy::Shared, None) => {
                 trace::set_counters_enabled(sources[slot.variant].perf_events());
                 let _deadline = watchdog
                     .as_ref()
                     .map(|(dog, limit)| dog.arm(*limit, timed_out(&writer, &dir, v, slot, *limit)));
-                run_rep_here(&ctx, v, slot)?
+                let out = run_rep_here(&ctx, v, slot)?;
+                // (A per_rep worker writes its rep's stacks itself.)
+                if let Some(p) = &out.profile {
+                    crate::profile::folded::write_rep(&dir, p)
+                        .with_context(|| write_failed(&dir, slot.rep))?;
+                }
+                out
             }
             // An emulated rep always runs in a worker: the emulator wraps a process.
             (ProcessPolicy::PerRep, _) | (_, Some(_)) => worker::run_rep_in_child(
@@ -429,6 +436,16 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         let mut meta_changed = !setup_ns.is_empty();
         for (k, ns) in setup_ns {
             meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
+        }
+        if let Some(p) = &profile {
+            let status = p.status();
+            if meta.profile.get(&v.name) != Some(&status) {
+                if p.unavailable.is_some() {
+                    bar.println(format!("rep {} ({}): {}", slot.rep, v.name, p.describe()));
+                }
+                meta.profile.insert(v.name.clone(), status);
+                meta_changed = true;
+            }
         }
         // --- GPU telemetry rows first: the runs.csv row commits the rep. On telemetry's
         // thread, so that only what every variant does runs (and allocates) here.

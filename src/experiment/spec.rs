@@ -17,6 +17,8 @@
 //! telemetry_period_ms = 20   # NVML sampling period
 //! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails
 //! heap_trim = false          # malloc_trim before every rep (no heap carried between reps)
+//! profile = false            # sampled stacks of every thread (also per variant)
+//! profile_hz = 1000          # their rate, per second of each thread's CPU time (1..=10000)
 //! [[variant]]
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry, counters
@@ -121,6 +123,12 @@ pub struct RunPolicy {
     /// Reps per block with `order = "blocks"` (default 5).
     #[serde(default)]
     pub block: Option<u32>,
+    /// Default of every variant's `profile`: sampled stacks during the reps.
+    #[serde(default)]
+    pub profile: bool,
+    /// Default of every variant's `profile_hz`.
+    #[serde(default)]
+    pub profile_hz: Option<u32>,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -159,6 +167,8 @@ impl Default for RunPolicy {
             rep_timeout_s: None,
             heap_trim: false,
             block: None,
+            profile: false,
+            profile_hz: None,
         }
     }
 }
@@ -196,6 +206,14 @@ pub struct Variant {
     /// Counter source of this variant's reps (default: `[run] counters`).
     #[serde(default)]
     pub counters: Option<CounterMode>,
+    /// Sampled stacks of every thread during this variant's reps (default: `[run]
+    /// profile`).
+    #[serde(default)]
+    pub profile: Option<bool>,
+    /// Their rate per second of each thread's CPU time (default: `[run] profile_hz`,
+    /// then 1000).
+    #[serde(default)]
+    pub profile_hz: Option<u32>,
 }
 
 /// A variant with every knob resolved.
@@ -214,6 +232,8 @@ pub struct ResolvedVariant {
     pub msm_threads: u32,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
+    /// Sampled stacks at this rate (Hz), or none.
+    pub profile: Option<u32>,
 }
 
 impl ResolvedVariant {
@@ -235,6 +255,10 @@ impl ResolvedVariant {
             );
         }
         m.insert("telemetry".into(), self.telemetry.as_str().into());
+        // Recorded only when on, so runs without sampling keep their knob sets.
+        if let Some(hz) = self.profile {
+            m.insert("profile".into(), format!("{hz} Hz"));
+        }
         m
     }
 }
@@ -370,6 +394,7 @@ impl Experiment {
                     r.backend.as_str()
                 ));
             }
+            check_profile(v, &self.run)?;
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
@@ -392,6 +417,11 @@ impl Experiment {
             msm_threads: v.msm_threads.unwrap_or(1),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
+            profile: v.profile.unwrap_or(self.run.profile).then(|| {
+                v.profile_hz
+                    .or(self.run.profile_hz)
+                    .unwrap_or(crate::profile::DEFAULT_HZ)
+            }),
         }
     }
 
@@ -442,6 +472,37 @@ fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
         ))
     }
 }
+
+/// `profile_hz` in range, and only where sampling is on.
+fn check_profile(v: &Variant, run: &RunPolicy) -> Result<(), String> {
+    let max = crate::profile::MAX_HZ;
+    for (hz, at) in [
+        (run.profile_hz, "run.profile_hz"),
+        (v.profile_hz, "profile_hz"),
+    ] {
+        if hz.is_some_and(|hz| hz == 0 || hz > max) {
+            return Err(format!(
+                "variant {:?}: {at} = {} is out of range: use 1..={max} (samples per second \
+                 of each thread's CPU time; default {})",
+                v.name,
+                hz.unwrap_or_default(),
+                crate::profile::DEFAULT_HZ
+            ));
+        }
+    }
+    if v.profile_hz.is_some() && !v.profile.unwrap_or(run.profile) {
+        return Err(format!(
+            "variant {:?}: profile_hz is set but sampling is off: add profile = true to the \
+             variant (or to [run]), or remove profile_hz",
+            v.name
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "spec_profile_tests.rs"]
+mod profile_tests;
 
 #[cfg(test)]
 #[path = "spec_counters_tests.rs"]

@@ -59,6 +59,7 @@ impl NewRun {
             setup_ns: BTreeMap::new(),
             completed_utc: None,
             experiment_sha256: None,
+            profile: Default::default(),
         }
     }
 }

@@ -415,6 +415,10 @@ pub struct Meta {
     /// copy edited since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experiment_sha256: Option<String>,
+    /// Sampled stacks per variant that asked for them: the last rep's line ("N samples
+    /// at H Hz …", or "sampled stacks unavailable: <reason>"). Files: `stacks/`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile: BTreeMap<String, String>,
 }
 
 impl Meta {
@@ -446,6 +450,7 @@ impl Meta {
             setup_ns: Default::default(),
             completed_utc: None,
             experiment_sha256: None,
+            profile: Default::default(),
         }
     }
 }
