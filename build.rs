@@ -63,6 +63,13 @@ fn main() {
         .flag("-fno-omit-frame-pointer")
         .warnings(true)
         .compile("gapscope_profile_selftest");
+    // Whether Rust code keeps frame pointers (the sampler's call chains follow them).
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let fp = ["yes", "y", "on", "true"]
+        .iter()
+        .any(|v| flags.contains(&format!("force-frame-pointers={v}")));
+    println!("cargo:rustc-env=GAPSCOPE_FRAME_POINTERS={}", u8::from(fp));
 
     println!("cargo::rustc-check-cfg=cfg(gapscope_cuda)");
     println!("cargo:rerun-if-env-changed=NVCC");

@@ -64,6 +64,13 @@ pub struct RepProfile {
     /// Threads sampled, and threads whose event could not be opened.
     pub threads: usize,
     pub threads_failed: usize,
+    /// The build kept frame pointers (`-C force-frame-pointers=yes`): without them a
+    /// stack's innermost frame is right but callers above it can be missing.
+    #[serde(default)]
+    pub frame_pointers: bool,
+    /// CPU time of the sampler's own thread over the rep, in ns (not sampled itself).
+    #[serde(default)]
+    pub sampler_cpu_ns: u64,
     #[serde(skip)]
     pub rows: Vec<FoldedRow>,
 }
@@ -73,7 +80,12 @@ impl RepProfile {
     pub fn status(&self) -> String {
         match &self.unavailable {
             Some(why) => format!("unavailable: {why}"),
-            None => format!("sampled at {} Hz", self.hz),
+            None if self.frame_pointers => format!("sampled at {} Hz", self.hz),
+            None => format!(
+                "sampled at {} Hz; this build has no frame pointers, so callers above a \
+                 stack's innermost frame can be missing (README: sampled stacks)",
+                self.hz
+            ),
         }
     }
 
@@ -82,16 +94,23 @@ impl RepProfile {
         match &self.unavailable {
             Some(why) => format!("sampled stacks unavailable: {why}"),
             None => format!(
-                "{} samples at {} Hz on {} threads ({} on other threads, {} outside the rep, {} lost)",
+                "{} samples at {} Hz on {} threads ({} on other threads, {} outside the rep, {} lost); \
+                 the sampler's thread used {:.1} ms of CPU",
                 self.counts.samples,
                 self.hz,
                 self.threads,
                 self.counts.foreign,
                 self.counts.outside,
-                self.lost
+                self.lost,
+                self.sampler_cpu_ns as f64 / 1e6
             ),
         }
     }
+}
+
+/// Whether this build's Rust code keeps frame pointers (build.rs reads RUSTFLAGS).
+pub fn frame_pointers() -> bool {
+    env!("GAPSCOPE_FRAME_POINTERS") == "1"
 }
 
 /// Sampling around one rep: [`RepSampling::begin`] before the proving,
@@ -122,6 +141,8 @@ impl RepSampling {
             lost: 0,
             threads: 0,
             threads_failed: 0,
+            frame_pointers: frame_pointers(),
+            sampler_cpu_ns: 0,
             rows: Vec::new(),
         };
         match self.sampler {
@@ -135,6 +156,7 @@ impl RepSampling {
                 p.lost = raw.lost;
                 p.threads = raw.threads;
                 p.threads_failed = raw.threads_failed;
+                p.sampler_cpu_ns = raw.sampler_cpu_ns;
             }
         }
         p
@@ -165,11 +187,21 @@ pub fn summary_lines(
             .map(|p| p.counts.foreign)
             .sum();
         let total: u64 = n.iter().sum();
+        let mut own_cpu: Vec<u64> = reps
+            .iter()
+            .filter(|p| &p.variant == variant && p.unavailable.is_none())
+            .map(|p| p.sampler_cpu_ns)
+            .collect();
+        own_cpu.sort_unstable();
+        let own_cpu_ms = own_cpu
+            .get(own_cpu.len().saturating_sub(1) / 2)
+            .map_or(0.0, |&ns| ns as f64 / 1e6);
         n.sort_unstable();
         let line = match n.get(n.len().saturating_sub(1) / 2) {
             Some(med) if !n.is_empty() => format!(
                 "sampled stacks ({variant}): {status}; {} reps, median {med} samples per rep in \
-                 its spans, {:.0}% on threads with no span of their own; files in stacks/",
+                 its spans, {:.0}% on threads with no span of their own, {own_cpu_ms:.1} ms of \
+                 CPU per rep in the sampler's own thread; files in stacks/",
                 n.len(),
                 100.0 * foreign as f64 / total.max(1) as f64
             ),

@@ -111,6 +111,9 @@ pub struct RawProfile {
     /// a later one), with the first reason.
     pub threads_failed: usize,
     pub first_failure: Option<String>,
+    /// CPU time of the sampler's own thread (rescans and draining), which it does not
+    /// sample: part of the cost of sampling.
+    pub sampler_cpu_ns: u64,
 }
 
 /// A running sampler; [`Sampler::stop`] returns what it collected.
@@ -235,6 +238,14 @@ fn drain_loop(
         std::thread::sleep(RESCAN);
     }
     out.threads = events.len();
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+        out.sampler_cpu_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    }
     out
 }
 

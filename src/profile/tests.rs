@@ -124,6 +124,8 @@ fn sample_profile(rows: usize) -> RepProfile {
         lost: 2,
         threads: 4,
         threads_failed: 1,
+        frame_pointers: true,
+        sampler_cpu_ns: 1234,
         rows: (0..rows)
             .map(|i| FoldedRow {
                 span_id: 10 + (i % 3) as u64,

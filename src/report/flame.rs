@@ -106,6 +106,90 @@ fn shares(s: &SpanStacks) -> (f64, f64) {
     (own as f64 / n, other as f64 / n)
 }
 
+/// The check that the samples match the spans: CPU time the samples under `span` stand
+/// for (samples / rate) against the process CPU time spans.csv recorded over the span,
+/// both summed over `variant`'s measured, profiled reps. `None` where the span occurs
+/// more than once in a rep (overlapping occurrences count the process twice) or has no
+/// process CPU time.
+pub fn cpu_check(
+    data: &RunData,
+    profiles: &[RepProfile],
+    variant: &str,
+    span: &str,
+) -> Option<(f64, f64)> {
+    let tree = SpanTree::new(data);
+    let (mut sampled_s, mut recorded_s) = (0.0, 0.0);
+    for p in profiles
+        .iter()
+        .filter(|p| p.variant == variant && p.unavailable.is_none() && p.hz > 0)
+    {
+        let measured = data
+            .runs
+            .iter()
+            .any(|r| r.rep == p.rep && !r.warmup && r.status == crate::store::RepStatus::Ok);
+        if !measured {
+            continue;
+        }
+        let occ: Vec<_> = data
+            .spans
+            .iter()
+            .filter(|s| s.rep == p.rep && family(&s.name) == span)
+            .collect();
+        let [one] = occ.as_slice() else {
+            return None;
+        };
+        recorded_s += one.process_cpu_ns? as f64 / 1e9;
+        let n: u64 = p
+            .rows
+            .iter()
+            .filter(|r| tree.path(p.rep, r.span_id, span).is_some())
+            .map(|r| r.count)
+            .sum();
+        sampled_s += n as f64 / f64::from(p.hz);
+    }
+    (recorded_s > 0.0).then_some((sampled_s, recorded_s))
+}
+
+/// The same check per leaf span (no spans below it) under the drawn span: a table of
+/// the CPU time its samples stand for against its recorded process CPU time.
+fn leaf_check(input: &RunView, profiles: &[RepProfile], variant: &str, s: &SpanStacks) -> String {
+    let mut leaves = std::collections::BTreeSet::new();
+    for k in s.stacks.keys() {
+        let spans: Vec<&str> = k
+            .split(';')
+            .take_while(|f| *f != OTHER_THREADS && *f != flame::OWN_THREAD)
+            .collect();
+        if let Some(last) = spans.last() {
+            let name = last.trim_start_matches('[').trim_end_matches(']');
+            if !input.is_wrapper(name) {
+                leaves.insert(name.to_string());
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for leaf in leaves {
+        if let Some((sampled, recorded)) = cpu_check(&input.data, profiles, variant, &leaf) {
+            rows.push((leaf, sampled, recorded));
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let mut t = String::from(
+        "| leaf span | CPU time of its samples | process CPU time over it | ratio |\n|---|---:|---:|---:|\n",
+    );
+    for (leaf, sampled, recorded) in rows {
+        let _ = writeln!(
+            t,
+            "| `{leaf}` | {sampled:.3} s | {recorded:.3} s | {:.0}% |",
+            100.0 * sampled / recorded
+        );
+    }
+    t.push('\n');
+    t
+}
+
 fn file_name(prefix: &str, variant: &str, span: &str) -> String {
     let safe = |s: &str| -> String {
         s.chars()
@@ -136,6 +220,7 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
             return md;
         }
     };
+    let chosen = span.is_some();
     let Some(span) = span.map(str::to_string).or_else(|| default_span(input)) else {
         let _ = writeln!(md, "No span to draw.\n");
         return md;
@@ -146,10 +231,10 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
          they ran in (bracketed frames). `[other threads]` holds samples from threads with no \
          span of their own (a C/C++ library's, or a pool's between tasks). Widths are samples \
          over the measured reps.\n",
-        if input.is_wrapper(&span) {
-            " (the wrapper span with the most self time; `gapscope report --flame-span NAME` picks another)"
-        } else {
+        if chosen {
             ""
+        } else {
+            " (the wrapper span with the most self time; `gapscope report --flame-span NAME` picks another)"
         }
     );
     for variant in input.variants() {
@@ -179,6 +264,16 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
              {own:.0} in its own time, {other:.0} on threads with no span of their own.\n",
             s.reps
         );
+        if let Some((sampled, recorded)) = cpu_check(data, &profiles, &variant, &span) {
+            let _ = writeln!(
+                md,
+                "Check against the spans: the samples stand for {sampled:.3} s of CPU time \
+                 (samples / rate); spans.csv recorded {recorded:.3} s of process CPU time over \
+                 `{span}` in the same reps ({:.0}%; the sampler's own thread is not sampled).\n",
+                100.0 * sampled / recorded
+            );
+        }
+        md.push_str(&leaf_check(input, &profiles, &variant, &s));
         let _ = writeln!(
             md,
             "| function (innermost frame) | samples per rep | share |\n|---|---:|---:|"
