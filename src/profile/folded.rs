@@ -82,8 +82,12 @@ pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
         text.push('\n');
     }
     let plain = d.join(format!("rep{}.folded", p.rep));
+    let gz = d.join(format!("rep{}.folded.gz", p.rep));
+    // A rep run again (after a resume) leaves no file of its earlier attempt behind.
+    let _ = std::fs::remove_file(&plain);
+    let _ = std::fs::remove_file(&gz);
     if text.len() > GZIP_ABOVE {
-        let path = d.join(format!("rep{}.folded.gz", p.rep));
+        let path = gz;
         let f = std::fs::File::create(&path)?;
         let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
         gz.write_all(text.as_bytes())?;

@@ -157,7 +157,15 @@ fn folded_files_round_trip_plain_and_gzipped() {
         let back = read_rep(dir.path(), 3).unwrap().unwrap();
         assert_eq!(back, p);
         assert_eq!(back.rows, p.rows);
-        assert_eq!(folded::read_run(dir.path(), true).unwrap(), vec![p]);
+        assert_eq!(folded::read_run(dir.path(), true).unwrap(), vec![p.clone()]);
+        // Written again smaller (or larger), the rep keeps one stacks file.
+        let again = sample_profile(if rows > 5 { 5 } else { 4000 });
+        write_rep(dir.path(), &again).unwrap();
+        assert_eq!(read_rep(dir.path(), 3).unwrap().unwrap(), again);
+        assert_eq!(
+            std::fs::read_dir(folded::dir(dir.path())).unwrap().count(),
+            2
+        );
     }
     assert!(read_rep(std::path::Path::new("/nonexistent"), 1)
         .unwrap()
