@@ -71,6 +71,10 @@ pub struct RepProfile {
     /// CPU time of the sampler's own thread over the rep, in ns (not sampled itself).
     #[serde(default)]
     pub sampler_cpu_ns: u64,
+    /// Why the first of `threads_failed` could not be sampled (e.g. the locked-memory
+    /// limit for ring buffers, kernel.perf_event_mlock_kb, when not root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_failure: Option<String>,
     #[serde(skip)]
     pub rows: Vec<FoldedRow>,
 }
@@ -94,11 +98,15 @@ impl RepProfile {
         match &self.unavailable {
             Some(why) => format!("sampled stacks unavailable: {why}"),
             None => format!(
-                "{} samples at {} Hz on {} threads ({} on other threads, {} outside the rep, {} lost); \
+                "{} samples at {} Hz on {} threads{} ({} on other threads, {} outside the rep, {} lost); \
                  the sampler's thread used {:.1} ms of CPU",
                 self.counts.samples,
                 self.hz,
                 self.threads,
+                match &self.thread_failure {
+                    Some(why) => format!(" ({} not sampled: {why})", self.threads_failed),
+                    None => String::new(),
+                },
                 self.counts.foreign,
                 self.counts.outside,
                 self.lost,
@@ -143,6 +151,7 @@ impl RepSampling {
             threads_failed: 0,
             frame_pointers: frame_pointers(),
             sampler_cpu_ns: 0,
+            thread_failure: None,
             rows: Vec::new(),
         };
         match self.sampler {
@@ -157,6 +166,7 @@ impl RepSampling {
                 p.threads = raw.threads;
                 p.threads_failed = raw.threads_failed;
                 p.sampler_cpu_ns = raw.sampler_cpu_ns;
+                p.thread_failure = raw.first_failure;
             }
         }
         p

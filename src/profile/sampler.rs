@@ -217,6 +217,8 @@ fn drain_loop(
                         Ok(s) => {
                             events.insert(tid, s);
                         }
+                        // The thread ended between the listing and the open.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                         Err(e) => {
                             out.threads_failed += 1;
                             out.first_failure.get_or_insert_with(|| describe(&e));

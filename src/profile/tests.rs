@@ -126,6 +126,7 @@ fn sample_profile(rows: usize) -> RepProfile {
         threads_failed: 1,
         frame_pointers: true,
         sampler_cpu_ns: 1234,
+        thread_failure: Some("Cannot allocate memory (os error 12)".into()),
         rows: (0..rows)
             .map(|i| FoldedRow {
                 span_id: 10 + (i % 3) as u64,
