@@ -2,9 +2,10 @@
 //!
 //! - Always: the C++ span-ABI self-test (cuda/trace_selftest.cpp), with the host compiler,
 //!   and callgrind's client requests (cuda/callgrind_requests.c) over valgrind's headers
-//!   where they are installed; and the span emitter's two test programs
+//!   where they are installed; the span emitter's two test programs
 //!   (cuda/emit_demo.c, cuda/emit_scope_demo.cpp) as executables in OUT_DIR, their paths
-//!   in `GAPSCOPE_EMIT_DEMO` and `GAPSCOPE_EMIT_SCOPE_DEMO` for the tests.
+//!   in `GAPSCOPE_EMIT_DEMO` and `GAPSCOPE_EMIT_SCOPE_DEMO` for the tests; and the stack
+//!   sampler's self-test (cuda/profile_selftest.c).
 //! - Where nvcc is found (`NVCC`, then `PATH`, then the project-local toolkit that
 //!   scripts/cuda-toolkit.sh installs in .toolchain/cuda): every cuda/*.cu, for the GPUs
 //!   listed in `GENCODE`, and the cfg `gapscope_cuda` that the Rust side keys its GPU code
@@ -60,6 +61,20 @@ fn main() {
         .file("cuda/callgrind_requests.c")
         .warnings(true)
         .compile("gapscope_callgrind");
+    // The stack sampler's self-test: a busy thread started from C (src/profile/tests.rs).
+    println!("cargo:rerun-if-changed=cuda/profile_selftest.c");
+    cc::Build::new()
+        .file("cuda/profile_selftest.c")
+        .flag("-fno-omit-frame-pointer")
+        .warnings(true)
+        .compile("gapscope_profile_selftest");
+    // Whether Rust code keeps frame pointers (the sampler's call chains follow them).
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let fp = ["yes", "y", "on", "true"]
+        .iter()
+        .any(|v| flags.contains(&format!("force-frame-pointers={v}")));
+    println!("cargo:rustc-env=GAPSCOPE_FRAME_POINTERS={}", u8::from(fp));
 
     println!("cargo::rustc-check-cfg=cfg(gapscope_cuda)");
     println!("cargo:rerun-if-env-changed=NVCC");

@@ -18,6 +18,7 @@ pub mod emit;
 pub mod experiment;
 pub mod export;
 pub mod plot;
+pub mod profile;
 pub mod protocol;
 pub mod prover;
 pub mod report;

@@ -144,6 +144,9 @@ pub fn phase_table(data: &RunData) -> String {
     if let Some(e) = &data.meta.external {
         s.push_str(&crate::summary_external::line_counts(e, &variants, width));
     }
+    for l in crate::profile::summary_lines(&data.dir, &data.meta.profile) {
+        let _ = writeln!(s, "{l}");
+    }
     s
 }
 

@@ -36,6 +36,7 @@ mod gaps;
 mod headline;
 mod render;
 mod select;
+mod span_lines;
 pub mod synthetic;
 
 #[cfg(test)]
@@ -55,6 +56,7 @@ pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
 pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
+pub use span_lines::span_lines;
 
 /// One metric's paired comparison from per-rep values, by the diff's rule (tests of
 /// callers that judge one metric, such as bisect).

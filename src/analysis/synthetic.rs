@@ -186,6 +186,7 @@ impl SyntheticRun {
             completed_utc: Some("2026-01-01T00:01:00Z".into()),
             experiment_sha256: None,
             external: None,
+            profile: Default::default(),
         }
     }
 

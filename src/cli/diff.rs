@@ -63,6 +63,13 @@ pub struct DiffArgs {
     /// diff is printed first and the regressed phases are named on stderr.
     #[arg(long)]
     fail_on_regression: bool,
+    /// Also draw the differential flame graph of this span's sampled stacks (both sides
+    /// need `profile = true`) and list the functions that changed most.
+    #[arg(long, value_name = "SPAN")]
+    flame: Option<String>,
+    /// Where to write that flame graph (default: flame-diff-<SPAN>.svg here).
+    #[arg(long, value_name = "FILE", requires = "flame")]
+    flame_out: Option<PathBuf>,
 }
 
 impl DiffArgs {
@@ -98,6 +105,18 @@ pub fn run(a: DiffArgs) -> Result<()> {
     )?;
     let diff = analysis::diff_runs(&base, &bv, cand, &cv, &a.options())?;
     print!("{}", analysis::render(&diff, a.format));
+    if let Some(span) = &a.flame {
+        let out = a.flame_out.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("flame-diff-{}.svg", span.replace(['/', ' '], "_")))
+        });
+        let f = crate::report::flame::diff_flame(&base, &bv, cand, &cv, span, &out)
+            .with_context(|| format!("differential flame graph of {span:?}"))?;
+        println!();
+        for l in analysis::span_lines(&diff, span) {
+            println!("{l}");
+        }
+        print!("{}", f.render());
+    }
     let phases: Vec<String> = diff
         .phase_table
         .iter()

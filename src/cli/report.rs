@@ -13,14 +13,23 @@ pub struct ReportArgs {
     /// Report folder (default: reports/<experiment>-<run id>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Span whose sampled stacks to draw as flame graphs (default: the wrapper span with
+    /// the most self time). Needs a run with `profile = true`.
+    #[arg(long, value_name = "SPAN")]
+    flame_span: Option<String>,
 }
 
 pub fn run(a: ReportArgs) -> Result<()> {
     let input = RunView::load(&a.run_dir)?;
     super::note_incomplete(&input.data);
     let out = a.out.unwrap_or_else(|| report::default_out_dir(&input));
-    let done = report::write_report(&input, &out, &super::command_line())
-        .with_context(|| format!("writing the report into {}", out.display()))?;
+    let done = report::write_report_with(
+        &input,
+        &out,
+        &super::command_line(),
+        a.flame_span.as_deref(),
+    )
+    .with_context(|| format!("writing the report into {}", out.display()))?;
     for f in &done.chart_failures {
         eprintln!("warning: {f}");
     }

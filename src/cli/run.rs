@@ -39,6 +39,9 @@ pub struct RunArgs {
     /// Test double: bytes each rep (shared process) leaks, for the leak watch to flag.
     #[arg(long, hide = true, value_name = "BYTES", default_value_t = 0)]
     debug_leak_bytes_per_rep: u64,
+    /// Test double: the stack sampler's perf events are refused with this reason.
+    #[arg(long, hide = true, value_name = "REASON")]
+    debug_deny_profile: Option<String>,
 }
 
 impl RunArgs {
@@ -57,6 +60,7 @@ impl RunArgs {
                 corrupt_proofs: self.debug_corrupt_proofs.clone(),
                 worker: self.debug_worker,
                 leak_bytes_per_rep: self.debug_leak_bytes_per_rep,
+                deny_profile: self.debug_deny_profile.clone(),
             },
         }
     }

@@ -56,6 +56,9 @@ pub struct DebugHooks {
     /// Bytes each rep of a shared process allocates, touches and never frees: a leak
     /// the leak watch must flag (the soak test's control).
     pub leak_bytes_per_rep: u64,
+    /// Refuse the stack sampler's perf events with this reason, as a machine that
+    /// forbids them does: sampling must degrade to "unavailable".
+    pub deny_profile: Option<String>,
 }
 
 impl DebugHooks {
@@ -68,6 +71,14 @@ impl DebugHooks {
 }
 
 impl DebugHooks {
+    /// How the stack sampler opens its events under these hooks.
+    pub fn profile_opener(&self) -> crate::profile::Opener {
+        match &self.deny_profile {
+            Some(why) => crate::profile::Opener::Deny(why.clone()),
+            None => crate::profile::Opener::Perf,
+        }
+    }
+
     /// Whether the proofs of `variant` are to be corrupted.
     pub fn corrupts(&self, variant: &str) -> bool {
         self.corrupt_proofs.iter().any(|v| v == variant)

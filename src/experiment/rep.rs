@@ -34,6 +34,8 @@ pub struct RepOutput {
     /// Backend setup this rep's process did before it (per_rep workers), in ns, keyed as
     /// meta.json `setup_ns` is.
     pub setup_ns: BTreeMap<String, u64>,
+    /// Sampled stacks, where the variant asked for them.
+    pub profile: Option<crate::profile::RepProfile>,
 }
 
 /// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
@@ -73,6 +75,10 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .unwrap_or_default();
     // Under callgrind (an emulated worker): instrumented from here to the last drop.
     let emulation = crate::counters::emulated::RepWindow::open();
+    // Sampled stacks: every thread, from here to the last drop.
+    let sampling = v
+        .profile
+        .map(|hz| crate::profile::RepSampling::begin(hz, ctx.debug.profile_opener()));
     let (trace_id, outcome) = match &backend {
         Some(backend) => {
             let out = prover::prove_batch(
@@ -104,6 +110,13 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     gpu.notes.splice(0..0, tel_notes);
     ctx.debug.leak();
     let spans = trace::drain_trace(trace_id);
+    let profile = sampling.map(|s| {
+        let iv: Vec<_> = spans
+            .iter()
+            .map(crate::profile::SpanInterval::from)
+            .collect();
+        s.finish(slot.rep, &v.name, &iv, trace_id)
+    });
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == trace_id)) {
         root.attrs = h.add_to_attrs(&root.attrs);
@@ -176,6 +189,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         spans: rows,
         gpu,
         setup_ns: BTreeMap::new(),
+        profile,
     })
 }
 

@@ -481,12 +481,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             spans,
             gpu,
             setup_ns,
+            profile,
         } = match (external, exp.run.process, sources[slot.variant].emulator()) {
             _ if revs.failed(slot.variant).is_some() => RepOutput {
                 run: failed_row(v, slot, revs.failed(slot.variant).unwrap_or("").into()),
                 spans: Vec::new(),
                 gpu: RepTelemetry::default(),
                 setup_ns: Default::default(),
+                profile: None,
             },
             // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
             (None, _, emulator) if revs.worker(slot.variant).is_some() => {
@@ -522,7 +524,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 let _deadline = watchdog
                     .as_ref()
                     .map(|(dog, limit)| dog.arm(*limit, timed_out(&writer, &dir, v, slot, *limit)));
-                run_rep_here(&ctx, v, slot)?
+                let out = run_rep_here(&ctx, v, slot)?;
+                // (A per_rep worker writes its rep's stacks itself.)
+                if let Some(p) = &out.profile {
+                    crate::profile::folded::write_rep(&dir, p)
+                        .with_context(|| write_failed(&dir, slot.rep))?;
+                }
+                out
             }
             // An emulated rep always runs in a worker: the emulator wraps a process.
             (None, ProcessPolicy::PerRep, _) | (None, _, Some(_)) => worker::run_rep_in_child(
@@ -540,6 +548,16 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         let mut meta_changed = !setup_ns.is_empty() || external.is_some();
         for (k, ns) in setup_ns {
             meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
+        }
+        if let Some(p) = &profile {
+            let status = p.status();
+            if meta.profile.get(&v.name) != Some(&status) {
+                if p.unavailable.is_some() {
+                    bar.println(format!("rep {} ({}): {}", slot.rep, v.name, p.describe()));
+                }
+                meta.profile.insert(v.name.clone(), status);
+                meta_changed = true;
+            }
         }
         // --- GPU telemetry rows first: the runs.csv row commits the rep. On telemetry's
         // thread, so that only what every variant does runs (and allocates) here.

@@ -17,6 +17,8 @@
 //! telemetry_period_ms = 20   # NVML sampling period
 //! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails
 //! heap_trim = false          # malloc_trim before every rep (no heap carried between reps)
+//! profile = false            # sampled stacks of every thread (also per variant)
+//! profile_hz = 1000          # their rate, per second of each thread's CPU time (1..=10000)
 //! [[variant]]
 //! name = "baseline"
 //! drop = "sync"              # knobs: drop, gadget, host_memory, backend, telemetry, counters
@@ -206,6 +208,12 @@ pub struct RunPolicy {
     /// Reps per block with `order = "blocks"` (default 5).
     #[serde(default)]
     pub block: Option<u32>,
+    /// Default of every variant's `profile`: sampled stacks during the reps.
+    #[serde(default)]
+    pub profile: bool,
+    /// Default of every variant's `profile_hz`.
+    #[serde(default)]
+    pub profile_hz: Option<u32>,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -244,6 +252,8 @@ impl Default for RunPolicy {
             rep_timeout_s: None,
             heap_trim: false,
             block: None,
+            profile: false,
+            profile_hz: None,
         }
     }
 }
@@ -293,6 +303,14 @@ pub struct Variant {
     /// folder); a relative path is taken from the current folder.
     #[serde(default)]
     pub repo: Option<PathBuf>,
+    /// Sampled stacks of every thread during this variant's reps (default: `[run]
+    /// profile`).
+    #[serde(default)]
+    pub profile: Option<bool>,
+    /// Their rate per second of each thread's CPU time (default: `[run] profile_hz`,
+    /// then 1000).
+    #[serde(default)]
+    pub profile_hz: Option<u32>,
 }
 
 /// A variant with every knob resolved.
@@ -321,6 +339,8 @@ pub struct ResolvedVariant {
     /// The git revision this variant runs, and its repository (None: this build).
     pub rev: Option<String>,
     pub repo: Option<PathBuf>,
+    /// Sampled stacks at this rate (Hz), or none.
+    pub profile: Option<u32>,
 }
 
 impl ResolvedVariant {
@@ -342,6 +362,10 @@ impl ResolvedVariant {
             );
         }
         m.insert("telemetry".into(), self.telemetry.as_str().into());
+        // Recorded only when on, so runs without sampling keep their knob sets.
+        if let Some(hz) = self.profile {
+            m.insert("profile".into(), format!("{hz} Hz"));
+        }
         if let Some(rev) = &self.rev {
             m.insert("rev".into(), rev.clone());
         }
@@ -482,6 +506,7 @@ impl Experiment {
                     v.name, r.gpus
                 ));
             }
+            check_profile(v, &self.run)?;
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
@@ -508,6 +533,11 @@ impl Experiment {
             command: v.command.clone(),
             rev: v.rev.clone(),
             repo: v.repo.clone(),
+            profile: v.profile.unwrap_or(self.run.profile).then(|| {
+                v.profile_hz
+                    .or(self.run.profile_hz)
+                    .unwrap_or(crate::profile::DEFAULT_HZ)
+            }),
         }
     }
 
@@ -552,8 +582,47 @@ fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String
             v.name
         ));
     }
+    if r.profile.is_some() {
+        return Err(format!(
+            "variant {:?}: profile = true samples gapscope's own prover; sampled stacks of a \
+             command workload's program are not available yet: profile it with `perf record \
+             -g -- PROGRAM`, or set profile = false",
+            v.name
+        ));
+    }
     Ok(())
 }
+
+/// `profile_hz` in range, and only where sampling is on.
+fn check_profile(v: &Variant, run: &RunPolicy) -> Result<(), String> {
+    let max = crate::profile::MAX_HZ;
+    for (hz, at) in [
+        (run.profile_hz, "run.profile_hz"),
+        (v.profile_hz, "profile_hz"),
+    ] {
+        if hz.is_some_and(|hz| hz == 0 || hz > max) {
+            return Err(format!(
+                "variant {:?}: {at} = {} is out of range: use 1..={max} (samples per second \
+                 of each thread's CPU time; default {})",
+                v.name,
+                hz.unwrap_or_default(),
+                crate::profile::DEFAULT_HZ
+            ));
+        }
+    }
+    if v.profile_hz.is_some() && !v.profile.unwrap_or(run.profile) {
+        return Err(format!(
+            "variant {:?}: profile_hz is set but sampling is off: add profile = true to the \
+             variant (or to [run]), or remove profile_hz",
+            v.name
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "spec_profile_tests.rs"]
+mod profile_tests;
 
 #[cfg(test)]
 #[path = "spec_counters_tests.rs"]

@@ -32,6 +32,10 @@ struct WorkerResult {
     /// The worker's backend setup before the rep (meta.json `setup_ns` keys), in ns.
     #[serde(default)]
     setup_ns: std::collections::BTreeMap<String, u64>,
+    /// The rep's sampled stacks, without their rows (the worker wrote those into the run
+    /// folder itself).
+    #[serde(default)]
+    profile: Option<crate::profile::RepProfile>,
 }
 
 /// Arguments of the hidden `__worker` subcommand: the runner writes them, this parses
@@ -61,6 +65,9 @@ pub struct WorkerArgs {
     /// What to do before the rep (a test double: see [`WorkerDebug`]).
     #[arg(long, hide = true, value_enum)]
     pub debug_worker: Option<WorkerDebug>,
+    /// Refuse the stack sampler's perf events with this reason (a test double).
+    #[arg(long, hide = true)]
+    pub debug_deny_profile: Option<String>,
 }
 
 /// Body of `gapscope __worker`: runs one rep and prints its result line.
@@ -105,6 +112,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         } else {
             Vec::new()
         },
+        deny_profile: a.debug_deny_profile.clone(),
         ..DebugHooks::default()
     };
     let ctx = RepContext {
@@ -123,8 +131,12 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         mut run,
         mut spans,
         gpu,
+        profile,
         ..
     } = run_rep_here(&ctx, &v, slot)?;
+    if let Some(p) = &profile {
+        crate::profile::folded::write_rep(&a.run_dir, p)?;
+    }
     if let Some(dir) = &a.emulated {
         if let Err(why) = super::emulation::fill_counts(&mut spans, dir) {
             run.status = store::RepStatus::Failed;
@@ -136,6 +148,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         spans,
         gpu,
         setup_ns,
+        profile,
     })?;
     println!("{RESULT_PREFIX}{line}");
     Ok(())
@@ -170,6 +183,7 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
             spans: r.spans,
             gpu: r.gpu,
             setup_ns: r.setup_ns,
+            profile: r.profile,
         },
         other,
     ))
@@ -244,6 +258,9 @@ pub fn run_rep_with(
     }
     if let Some(w) = debug.worker {
         cmd.arg("--debug-worker").arg(w.as_str());
+    }
+    if let Some(why) = &debug.deny_profile {
+        cmd.arg("--debug-deny-profile").arg(why);
     }
     // Its own process group, so that a kill reaches whatever the worker started too
     // (nothing may keep its pipes open after it is gone).
@@ -345,6 +362,7 @@ pub fn run_rep_with(
                 spans: Vec::new(),
                 gpu: RepTelemetry::default(),
                 setup_ns: Default::default(),
+                profile: None,
             })
         }
     }
@@ -372,6 +390,7 @@ mod tests {
             spans: vec![SpanRow::sample()],
             gpu: RepTelemetry::default(),
             setup_ns: Default::default(),
+            profile: None,
         })
         .unwrap();
         let out = format!("noise from C++\n{RESULT_PREFIX}{good}\nmore\n");
@@ -402,6 +421,7 @@ mod tests {
             spans: vec![],
             gpu: gpu.clone(),
             setup_ns: [("supraseal/gpu".to_string(), 7_300_000_000u64)].into(),
+            profile: None,
         })
         .unwrap();
         let (rep, _) = parse_worker_output(&format!("{RESULT_PREFIX}{line}\n")).unwrap();

@@ -8,6 +8,7 @@
 //! unwritable output folder fails the report.
 
 pub mod environment;
+pub mod flame;
 pub mod headline;
 pub mod sections;
 
@@ -81,6 +82,17 @@ pub fn write_report(
     input: &RunView,
     out: &Path,
     command: &[String],
+) -> Result<ReportOutcome, ReportError> {
+    write_report_with(input, out, command, None)
+}
+
+/// [`write_report`], with the span whose sampled stacks to draw (default: the wrapper
+/// span with the most self time).
+pub fn write_report_with(
+    input: &RunView,
+    out: &Path,
+    command: &[String],
+    flame_span: Option<&str>,
 ) -> Result<ReportOutcome, ReportError> {
     // Only `gapscope run` writes into a run folder: a report never replaces a result.
     crate::store::check_output_path(out)?;
@@ -156,6 +168,8 @@ pub fn write_report(
             }
         }
     }
+
+    md.push_str(&flame::section(input, out, flame_span));
 
     let _ = writeln!(md, "## Trace\n");
     let trace_path = out.join(TRACE_FILE);

@@ -60,6 +60,7 @@ impl NewRun {
             completed_utc: None,
             experiment_sha256: None,
             external: None,
+            profile: Default::default(),
         }
     }
 }

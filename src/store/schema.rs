@@ -471,6 +471,10 @@ pub struct Meta {
     /// span lines it printed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<super::external::ExternalMeta>,
+    /// Sampled stacks per variant that asked for them: the last rep's line ("N samples
+    /// at H Hz …", or "sampled stacks unavailable: <reason>"). Files: `stacks/`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile: BTreeMap<String, String>,
 }
 
 impl Meta {
@@ -503,6 +507,7 @@ impl Meta {
             completed_utc: None,
             experiment_sha256: None,
             external: None,
+            profile: Default::default(),
         }
     }
 }

@@ -3,11 +3,13 @@
 //! and span pipe read line by line through the protocol parser, and killed (the whole
 //! group) when it outlives its limit.
 
+use std::collections::VecDeque;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::counters::process::ProcessCounters;
@@ -66,10 +68,15 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Reads one stream through its own parser; stderr's other lines feed the tail.
-fn read_stream(r: impl Read, keep_tail: bool) -> (Parser, Vec<String>) {
-    let mut p = Parser::new();
-    let mut tail = std::collections::VecDeque::new();
+/// What a reader has parsed of one stream so far, and the last lines it kept.
+type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
+
+/// Reads one stream to its end into `state`, line by line, so that what was read stays
+/// usable when the end never comes (a process outside the program's group holds it open).
+fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState) {
     for_each_line(r, MAX_LINE, |l| {
+        let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
+        let (p, tail) = &mut *g;
         let (protocol, text) = match l {
             ReadLine::Whole(b) => (p.feed(b), b),
             ReadLine::Overlong(b) => (p.feed_overlong(b), b),
@@ -82,7 +89,6 @@ fn read_stream(r: impl Read, keep_tail: bool) -> (Parser, Vec<String>) {
             }
         }
     });
-    (p, tail.into())
 }
 
 /// Runs `argv` in `dir` once and collects its spans; never fails (a program that cannot
@@ -172,18 +178,23 @@ pub fn run_once(
     };
     drop(span_w);
     let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, (Parser, Vec<String>))>();
+    let (tx, rx) = std::sync::mpsc::channel::<usize>();
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let spans_file = std::fs::File::from(span_r);
+    let states: Vec<StreamState> = (0..3)
+        .map(|_| Arc::new(Mutex::new((Parser::new(), VecDeque::new()))))
+        .collect();
     for (i, r, tail) in [
         (0, Box::new(out) as Box<dyn Read + Send>, false),
         (1, Box::new(err), true),
         (2, Box::new(spans_file), false),
     ] {
         let tx = tx.clone();
+        let state = states[i].clone();
         std::thread::spawn(move || {
-            let _ = tx.send((i, read_stream(r, tail)));
+            read_stream(r, tail, &state);
+            let _ = tx.send(i);
         });
     }
     drop(tx);
@@ -209,22 +220,27 @@ pub fn run_once(
     let counters = perf.as_mut().map(ProcessCounters::read);
     // Whatever the program left behind in its group goes too, so its pipes close.
     kill_group(pid);
-    let mut streams: Vec<(usize, (Parser, Vec<String>))> = Vec::new();
+    let mut ended: Vec<usize> = Vec::new();
     let drain_until = Instant::now() + DRAIN;
-    while streams.len() < 3 {
+    while ended.len() < 3 {
         let left = drain_until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok(s) => streams.push(s),
+            Ok(i) => ended.push(i),
             Err(_) => break,
         }
     }
-    streams.sort_by_key(|(i, _)| *i);
     let unread: Vec<&str> = ["stdout", "stderr", "the span pipe"]
         .iter()
         .enumerate()
-        .filter(|(i, _)| !streams.iter().any(|(j, _)| j == i))
+        .filter(|(i, _)| !ended.contains(i))
         .map(|(_, n)| *n)
         .collect();
+    // Every stream's lines so far, ended or not: nothing read is lost.
+    let streams = states.iter().enumerate().map(|(i, st)| {
+        let mut g = st.lock().unwrap_or_else(|e| e.into_inner());
+        let (p, tail) = std::mem::replace(&mut *g, (Parser::new(), VecDeque::new()));
+        (i, (p, Vec::from(tail)))
+    });
     let mut run = ChildRun {
         pid,
         start_ns,
@@ -248,8 +264,8 @@ pub fn run_once(
     if !unread.is_empty() {
         // A process outside the program's group (it called setsid) holds them open.
         run.stderr_tail.push(format!(
-            "[gapscope: {} still open {DRAIN:?} after the program exited; lines after \
-             that were not read]",
+            "[gapscope: {} still open {DRAIN:?} after the program exited; the lines read \
+             until then are kept, later ones are not read]",
             unread.join(", ")
         ));
     }

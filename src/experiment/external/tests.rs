@@ -62,6 +62,14 @@ fn prover_knobs_and_emulated_counters_are_refused_for_a_command() {
     ))
     .unwrap_err();
     assert!(e.contains("not available for a command"), "{e}");
+    let e = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\nprofile = true\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("perf record") && e.contains("profile = false"),
+        "{e}"
+    );
     let ok = parse(&format!(
         "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncounters = false\ntelemetry = \"nvml\"\n"
     ));
@@ -256,4 +264,24 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
     assert_eq!(run.counts.unmatched_ends, 1);
     let (rows, counts) = rep_rows(&run, "sh", 0, "a");
     assert_eq!((rows.len(), counts.outside_rep), (1, 1));
+}
+
+#[test]
+fn lines_read_before_a_stream_that_never_ends_are_kept() {
+    // The span line arrives, then a process outside the program's group (setsid) keeps
+    // every stream open past the drain: what was read stays.
+    let script = "echo '@gapscope1 X 1 0 0 kept' >&$GAPSCOPE_SPAN_FD; \
+        echo '@gapscope1 X 1 0 0 kept_too'; \
+        setsid sleep 4 &";
+    let run = super::child::run_once(&argv(&["sh", "-c", script]), Path::new("/"), None, false);
+    let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["kept", "kept_too"]);
+    assert!(
+        run.stderr_tail
+            .last()
+            .is_some_and(|l| l.contains("still open") && l.contains("are kept")),
+        "{:?}",
+        run.stderr_tail
+    );
 }

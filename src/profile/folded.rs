@@ -1,0 +1,158 @@
+//! The run folder's sampled stacks: per rep, `stacks/rep<N>.folded` (or `.folded.gz`
+//! past [`GZIP_ABOVE`] bytes) and `stacks/rep<N>.json`.
+//!
+//! A `.folded` line is one (span, thread kind, stack) with its sample count, in the
+//! folded-stack format flame graph tools read:
+//!
+//! ```text
+//! <span_id>:<span name>;<own|foreign>;<outermost frame>;…;<innermost frame> <count>
+//! ```
+//!
+//! `own`: the sample ran on the span's thread; `foreign`: on a thread with no span open
+//! (counted to the prove thread's innermost span). Frame names hold no ';'. The json
+//! file is the rep's [`RepProfile`] without its rows: rate, counts, threads, or why
+//! sampling was unavailable.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::{FoldedRow, RepProfile};
+
+/// Folded files larger than this are written gzipped.
+pub const GZIP_ABOVE: usize = 256 * 1024;
+
+/// The folder of sampled stacks inside a run folder.
+pub fn dir(run_dir: &Path) -> PathBuf {
+    run_dir.join("stacks")
+}
+
+/// One row as a folded line (no newline).
+pub fn line(r: &FoldedRow) -> String {
+    format!(
+        "{}:{};{};{} {}",
+        r.span_id,
+        r.span,
+        if r.foreign { "foreign" } else { "own" },
+        r.frames.join(";"),
+        r.count
+    )
+}
+
+/// Parses one folded line.
+pub fn parse_line(l: &str) -> Result<FoldedRow> {
+    let (stack, count) = l
+        .rsplit_once(' ')
+        .with_context(|| format!("no sample count after the stack in {l:?}"))?;
+    let count: u64 = count
+        .parse()
+        .with_context(|| format!("sample count {count:?} is not a number"))?;
+    let mut parts = stack.split(';');
+    let head = parts.next().unwrap_or_default();
+    let (id, span) = head
+        .split_once(':')
+        .with_context(|| format!("{head:?} is not <span_id>:<span name>"))?;
+    let foreign = match parts.next() {
+        Some("own") => false,
+        Some("foreign") => true,
+        other => bail!("thread kind {other:?} is neither own nor foreign"),
+    };
+    Ok(FoldedRow {
+        span_id: id
+            .parse()
+            .with_context(|| format!("span id {id:?} is not a number"))?,
+        span: span.to_string(),
+        foreign,
+        frames: parts.map(str::to_string).collect(),
+        count,
+    })
+}
+
+/// Writes a rep's files; returns the folded file's path.
+pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
+    let d = dir(run_dir);
+    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    let json = d.join(format!("rep{}.json", p.rep));
+    std::fs::write(&json, serde_json::to_string_pretty(p)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    let mut text = String::new();
+    for r in &p.rows {
+        text.push_str(&line(r));
+        text.push('\n');
+    }
+    let plain = d.join(format!("rep{}.folded", p.rep));
+    let gz = d.join(format!("rep{}.folded.gz", p.rep));
+    // A rep run again (after a resume) leaves no file of its earlier attempt behind.
+    let _ = std::fs::remove_file(&plain);
+    let _ = std::fs::remove_file(&gz);
+    if text.len() > GZIP_ABOVE {
+        let path = gz;
+        let f = std::fs::File::create(&path)?;
+        let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+        gz.write_all(text.as_bytes())?;
+        gz.finish()?;
+        Ok(path)
+    } else {
+        std::fs::write(&plain, text).with_context(|| format!("writing {}", plain.display()))?;
+        Ok(plain)
+    }
+}
+
+/// Reads a rep's files back (`None`: the rep was not profiled).
+pub fn read_rep(run_dir: &Path, rep: u32) -> Result<Option<RepProfile>> {
+    read_rep_with(run_dir, rep, true)
+}
+
+/// [`read_rep`], with the stacks (`rows`) or without (the json file only).
+pub fn read_rep_with(run_dir: &Path, rep: u32, rows: bool) -> Result<Option<RepProfile>> {
+    let d = dir(run_dir);
+    let json = d.join(format!("rep{rep}.json"));
+    if !json.exists() {
+        return Ok(None);
+    }
+    let mut p: RepProfile = serde_json::from_str(&std::fs::read_to_string(&json)?)
+        .with_context(|| format!("reading {}", json.display()))?;
+    if !rows {
+        return Ok(Some(p));
+    }
+    let plain = d.join(format!("rep{rep}.folded"));
+    let gz = d.join(format!("rep{rep}.folded.gz"));
+    let reader: Box<dyn Read> = if plain.exists() {
+        Box::new(std::fs::File::open(&plain)?)
+    } else if gz.exists() {
+        Box::new(flate2::read::GzDecoder::new(std::fs::File::open(&gz)?))
+    } else {
+        return Ok(Some(p));
+    };
+    for (i, l) in BufReader::new(reader).lines().enumerate() {
+        let l = l?;
+        if l.is_empty() {
+            continue;
+        }
+        p.rows
+            .push(parse_line(&l).with_context(|| format!("stacks of rep {rep}, line {}", i + 1))?);
+    }
+    Ok(Some(p))
+}
+
+/// Every profiled rep of a run folder, in rep order (`rows`: with their stacks).
+pub fn read_run(run_dir: &Path, rows: bool) -> Result<Vec<RepProfile>> {
+    let d = dir(run_dir);
+    let Ok(entries) = std::fs::read_dir(&d) else {
+        return Ok(Vec::new());
+    };
+    let mut reps: Vec<u32> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.to_string();
+            n.strip_prefix("rep")?.strip_suffix(".json")?.parse().ok()
+        })
+        .collect();
+    reps.sort_unstable();
+    let mut out = Vec::new();
+    for r in reps {
+        out.extend(read_rep_with(run_dir, r, rows)?);
+    }
+    Ok(out)
+}
