@@ -256,7 +256,8 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
     let script = "echo '@gapscope1 X 1 0 0 never_in_the_rep'; \
         echo '@gapscope1 B 1 5' >&2; \
         echo '@gapscope1 E 1 9 nothing' >&$GAPSCOPE_SPAN_FD";
-    let run = super::child::run_once(&argv(&["sh", "-c", script]), Path::new("/"), None, false);
+    // bash: the pipe's descriptor may be 10 or above, which dash cannot redirect to.
+    let run = super::child::run_once(&argv(&["bash", "-c", script]), Path::new("/"), None, false);
     // stdout: a span (outside the rep: time 0); stderr: an unparseable line; the pipe: an
     // unmatched end.
     assert_eq!(run.spans.len(), 1);
@@ -272,11 +273,17 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
     // every stream open past the drain: what was read stays.
     let script = "echo '@gapscope1 X 1 0 0 kept' >&$GAPSCOPE_SPAN_FD; \
         echo '@gapscope1 X 1 0 0 kept_too'; \
-        setsid sleep 4 &";
-    let run = super::child::run_once(&argv(&["sh", "-c", script]), Path::new("/"), None, false);
+        setsid sleep 10 &";
+    let run = super::child::run_once(&argv(&["bash", "-c", script]), Path::new("/"), None, false);
     let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
     names.sort();
-    assert_eq!(names, ["kept", "kept_too"]);
+    assert_eq!(
+        names,
+        ["kept", "kept_too"],
+        "{:?} {:?}",
+        run.ending,
+        run.stderr_tail
+    );
     assert!(
         run.stderr_tail
             .last()
