@@ -13,8 +13,8 @@ pub struct ReportArgs {
     /// Report folder (default: reports/<experiment>-<run id>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Span whose sampled stacks to draw as flame graphs (default: the wrapper span with
-    /// the most self time). Needs a run with `profile = true`.
+    /// Span whose sampled stacks to draw as flame graphs (default: the span below
+    /// `prove` with the most self time). Needs a run with `profile = true`.
     #[arg(long, value_name = "SPAN")]
     flame_span: Option<String>,
 }

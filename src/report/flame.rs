@@ -1,5 +1,5 @@
 //! Sampled stacks in the report and the diff: a flame graph per variant of one span (by
-//! default the wrapper span with the most self time) with its top functions, and the
+//! default the span below the root with the most self time) with its top functions, and the
 //! differential flame graph of one span between a baseline and a candidate.
 
 use std::collections::HashMap;
@@ -51,14 +51,15 @@ impl SpanTree {
     }
 }
 
-/// The wrapper span (one with children) with the most self time: the largest median
-/// over the variants' measured reps.
+/// The span below the root with the most self time (the largest median over the
+/// variants' measured reps): an opaque call such as `supraseal_c2`, whose whole time is
+/// its own, or the wrapper whose own time its children do not explain.
 pub fn default_span(input: &RunView) -> Option<String> {
     let variants = input.variants();
     input
         .span_order()
         .into_iter()
-        .filter(|n| input.is_wrapper(n))
+        .filter(|n| n != crate::prover::spans::PROVE)
         .map(|n| {
             let best = variants
                 .iter()
@@ -234,7 +235,7 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         if chosen {
             ""
         } else {
-            " (the wrapper span with the most self time; `gapscope report --flame-span NAME` picks another)"
+            " (the span below `prove` with the most self time; `gapscope report --flame-span NAME` picks another)"
         }
     );
     for variant in input.variants() {

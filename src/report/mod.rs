@@ -86,8 +86,8 @@ pub fn write_report(
     write_report_with(input, out, command, None)
 }
 
-/// [`write_report`], with the span whose sampled stacks to draw (default: the wrapper
-/// span with the most self time).
+/// [`write_report`], with the span whose sampled stacks to draw (default: the span
+/// below the root with the most self time).
 pub fn write_report_with(
     input: &RunView,
     out: &Path,
