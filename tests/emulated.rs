@@ -229,6 +229,19 @@ fn span_around_a_known_loop_gets_the_emulators_count() {
     assert!(outer.instructions > 2 * (LOOPS[0] + LOOPS[1]));
 }
 
+/// `gapscope diff --format json RUN`, parsed.
+fn diff_json(run: &Path) -> serde_json::Value {
+    let out = Command::cargo_bin("gapscope")
+        .unwrap()
+        .args(["diff", "--format", "json"])
+        .arg(run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
 fn tiny_experiment(dir: &Path) -> std::path::PathBuf {
     let p = dir.join("tiny.toml");
     std::fs::write(
@@ -308,15 +321,7 @@ fn one_emulated_rep_counts_every_span_and_is_never_compared_with_hardware_counts
             .any(|e| e.file_name().to_string_lossy().starts_with(".callgrind")),
         "the emulator's dumps are removed"
     );
-    let out = Command::cargo_bin("gapscope")
-        .unwrap()
-        .args(["diff", "--format", "json"])
-        .arg(&run)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let diff: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let diff = diff_json(&run);
     let notes = diff["notes"].to_string();
     assert!(notes.contains("never compared"), "{notes}");
     for m in diff["metrics"].as_array().unwrap() {
@@ -411,15 +416,7 @@ fn a_gpu_backend_under_the_emulator_counts_synthesis_alone_and_says_so() {
         );
         assert!((c - g).abs() / c < 0.01, "{name}: cpu {c} gpu {g}");
     }
-    let out = Command::cargo_bin("gapscope")
-        .unwrap()
-        .args(["diff", "--format", "json"])
-        .arg(&run)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let diff: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let diff = diff_json(&run);
     let notes = diff["notes"].to_string();
     assert!(notes.contains("compare their synthesis spans"), "{notes}");
     // The headline's end to end is the largest scope both sides ran: synthesis.

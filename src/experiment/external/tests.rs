@@ -271,10 +271,18 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
 fn lines_read_before_a_stream_that_never_ends_are_kept() {
     // The span line arrives, then a process outside the program's group (setsid) keeps
     // every stream open past the drain: what was read stays.
-    let script = "echo '@gapscope1 X 1 0 0 kept' >&$GAPSCOPE_SPAN_FD; \
-        echo '@gapscope1 X 1 0 0 kept_too'; \
-        setsid sleep 10 &";
-    let run = super::child::run_once(&argv(&["bash", "-c", script]), Path::new("/"), None, false);
+    // The program exits only once the setsid'd process has left its group (it writes a
+    // marker file then), so the group kill at its exit cannot reach that process.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("left");
+    let script = format!(
+        "echo '@gapscope1 X 1 0 0 kept' >&$GAPSCOPE_SPAN_FD; \
+         echo '@gapscope1 X 1 0 0 kept_too'; \
+         setsid bash -c 'touch {m}; exec sleep 10' & \
+         while [ ! -e {m} ]; do :; done",
+        m = marker.display()
+    );
+    let run = super::child::run_once(&argv(&["bash", "-c", &script]), Path::new("/"), None, false);
     let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
     names.sort();
     assert_eq!(
