@@ -12,7 +12,7 @@
 //! (`GAPSCOPE_PARAMGEN=bellperson`) so that both can be timed on one host.
 
 mod cpu;
-mod fixed_base;
+pub mod fixed_base;
 mod generate;
 mod keygen;
 mod normalize;
