@@ -39,6 +39,7 @@ fn demo(tmp: &Path) -> (PathBuf, PathBuf, Vec<String>) {
 
 #[test]
 fn bisect_names_the_commit_that_slowed_the_span() {
+    let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
     let (repo, exp, commits) = demo(tmp.path());
     let bisect = |format: &str| {
@@ -112,16 +113,21 @@ fn bisect_names_the_commit_that_slowed_the_span() {
 
 #[test]
 fn two_rev_variants_of_a_program_make_an_ab() {
+    let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
     let (repo, exp, commits) = demo(tmp.path());
-    let text = std::fs::read_to_string(&exp).unwrap().replace(
-        "[[variant]]\nname = \"demo\"\n",
-        &format!(
-            "[[variant]]\nname = \"before\"\nrev = \"main~2\"\nrepo = \"{r}\"\n\
+    // 16 pairs: a verdict on an 8% change that one disturbed pair cannot undo.
+    let text = std::fs::read_to_string(&exp)
+        .unwrap()
+        .replace("reps = 8", "reps = 16")
+        .replace(
+            "[[variant]]\nname = \"demo\"\n",
+            &format!(
+                "[[variant]]\nname = \"before\"\nrev = \"main~2\"\nrepo = \"{r}\"\n\
              [[variant]]\nname = \"after\"\nrev = \"main~1\"\nrepo = \"{r}\"\n",
-            r = repo.display()
-        ),
-    );
+                r = repo.display()
+            ),
+        );
     std::fs::write(&exp, text).unwrap();
     let dir = run_ok(tmp.path(), &exp, &["--quiet"]);
     let d = RunData::load(&dir).unwrap();

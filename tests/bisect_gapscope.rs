@@ -163,6 +163,7 @@ fn experiment(tmp: &Path, body: &str) -> PathBuf {
 
 #[test]
 fn bisect_names_the_commit_that_slowed_a_span_and_reuses_its_runs() {
+    let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     let commits = history(&repo);
@@ -235,6 +236,7 @@ fn bisect_names_the_commit_that_slowed_a_span_and_reuses_its_runs() {
 
 #[test]
 fn two_rev_variants_and_a_knob_variant_make_one_ab() {
+    let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     let commits = history(&repo);
@@ -304,6 +306,7 @@ fn two_rev_variants_and_a_knob_variant_make_one_ab() {
 
 #[test]
 fn bisect_step_serves_git_bisect_run() {
+    let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     let commits = history(&repo);

@@ -40,3 +40,11 @@ pub fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
         .clone();
     run_dir_of(&out)
 }
+
+/// Held by the tests of one file that judge timings (bisect, A/B verdicts), so that they
+/// do not share the machine's cores with each other while they measure.
+#[allow(dead_code)]
+pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
