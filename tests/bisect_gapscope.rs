@@ -250,6 +250,9 @@ fn two_rev_variants_and_a_knob_variant_make_one_ab() {
             r = repo.display()
         ),
     );
+    // 16 pairs: a verdict on a 10% change that one disturbed pair cannot undo.
+    let text = std::fs::read_to_string(&exp).unwrap();
+    std::fs::write(&exp, text.replace("reps = 8", "reps = 16")).unwrap();
     let dir = run_ok(tmp.path(), &exp, &["--quiet"]);
     let d = RunData::load(&dir).unwrap();
     // Interleaved: a warm-up each, then the variants take turns (counterbalanced).
