@@ -31,6 +31,7 @@
 mod compare;
 mod csv_rows;
 mod diff;
+mod diff_notes;
 mod fmt;
 mod gaps;
 mod headline;

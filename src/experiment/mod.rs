@@ -13,6 +13,8 @@ pub mod interrupt;
 pub mod rep;
 pub mod resume;
 pub mod revs;
+mod run_meta;
+mod run_policy;
 pub mod runner;
 pub mod schedule;
 pub mod setup;

@@ -2,7 +2,6 @@
 //! params, then runs the schedule (warm-ups, then interleaved reps), writing each rep as
 //! soon as it is verified.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,21 +9,19 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::debug::DebugHooks;
-use super::emulation::{self, Source};
+use super::emulation;
 use super::interrupt::{self, Interrupted};
 use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::resume;
 use super::revs::RevVariants;
+use super::run_meta::{new_run_meta, record_gpu_meta};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
 use super::watchdog::{self, Watchdog};
 use super::worker;
-use crate::counters::Availability;
 use crate::prover;
-use crate::store::{
-    self, NewRun, RepStatus, RunRow, RunWriter, SpanRow, VariantMeta, WorkloadMeta,
-};
+use crate::store::{self, RepStatus, RunRow, RunWriter, SpanRow};
 use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
 use crate::trace;
 
@@ -50,46 +47,6 @@ pub struct RunOutcome {
     pub rows: Vec<RunRow>,
     pub spans: Vec<SpanRow>,
     pub failed: usize,
-}
-
-/// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for
-/// worker processes, CUPTI's status there (the parent does not load CUPTI). True when
-/// meta.json changed.
-fn record_gpu_meta(
-    g: &mut store::GpuMeta,
-    rep: &RepTelemetry,
-    process: ProcessPolicy,
-    cupti: bool,
-) -> bool {
-    let before = (
-        g.clock_calibration.len(),
-        g.cupti.clone(),
-        g.util_placement.len(),
-    );
-    if let Some(c) = &rep.calibration {
-        g.clock_calibration.push(c.clone());
-    }
-    // One line per GPU and way of placing its utilisation, as first met (each rep's
-    // rows say their own window).
-    let key = |l: &str| l.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
-    for line in &rep.util_placement {
-        if !g.util_placement.iter().any(|l| key(l) == key(line)) {
-            g.util_placement.push(line.clone());
-        }
-    }
-    if process == ProcessPolicy::PerRep && cupti {
-        if let Some(s) = &rep.cupti_status {
-            if g.cupti.as_deref().is_none_or(|c| c.starts_with("off")) {
-                g.cupti = Some(format!("{s} (in worker processes)"));
-            }
-        }
-    }
-    before
-        != (
-            g.clock_calibration.len(),
-            g.cupti.clone(),
-            g.util_placement.len(),
-        )
 }
 
 fn check_writable(dir: &Path) -> Result<()> {
@@ -211,57 +168,6 @@ fn load_experiment(
     })
 }
 
-/// meta.json of a new run of `exp`, before params and setup are known.
-fn new_run_meta(
-    exp: &Experiment,
-    variants: &[ResolvedVariant],
-    sources: &[Source],
-    opts: &RunOptions,
-    counters: BTreeMap<String, Availability>,
-    gpu: store::GpuMeta,
-) -> store::Meta {
-    let external = exp.workload.external.as_ref();
-    NewRun {
-        experiment: exp.name.clone(),
-        command: opts.command.clone(),
-        counters,
-        gpu,
-        workload: match external {
-            Some(_) => super::external::workload_meta(),
-            None => WorkloadMeta {
-                circuit: exp.workload.circuit.as_str().into(),
-                log2_constraints: exp.workload.log2_constraints,
-                batch: exp.workload.batch,
-                backend: exp.workload.backend.as_str().into(),
-            },
-        },
-        variants: variants
-            .iter()
-            .zip(sources)
-            .map(|(v, s)| match external {
-                Some(ext) => super::external::variant_meta(v, ext, s.label()),
-                None => VariantMeta {
-                    name: v.name.clone(),
-                    backend: v.backend.as_str().into(),
-                    knobs: v.knobs(),
-                    counters: Some(s.label()),
-                    scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
-                        .then(|| "synthesis".to_string()),
-                    revision: None,
-                },
-            })
-            .collect(),
-        reps: exp.run.reps,
-        warmups: exp.run.warmups,
-        order: format!("{:?}", exp.run.order).to_lowercase(),
-        process: match exp.run.process {
-            ProcessPolicy::Shared => "shared".into(),
-            ProcessPolicy::PerRep => "per_rep".into(),
-        },
-    }
-    .meta()
-}
-
 /// The run's progress bar over `total` reps, `done` of them finished; hidden without
 /// `progress`.
 fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::ProgressBar {
@@ -325,7 +231,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 &exp,
                 &variants,
                 &sources,
-                opts,
+                &opts.command,
                 counters,
                 Default::default(),
             );
@@ -347,7 +253,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 &exp,
                 &variants,
                 &sources,
-                opts,
+                &opts.command,
                 counters,
                 telemetry.gpu_meta(),
             );
@@ -642,25 +548,5 @@ mod tests {
         assert_eq!(rows[0].rep, 4);
         assert_eq!(rows[0].status, RepStatus::Failed);
         assert!(rows[0].error.contains("7 s"), "{}", rows[0].error);
-    }
-
-    #[test]
-    fn meta_keeps_one_utilisation_placement_line_per_gpu_and_way() {
-        let mut g = store::GpuMeta::default();
-        let rep = |lines: &[&str]| RepTelemetry {
-            util_placement: lines.iter().map(|l| l.to_string()).collect(),
-            ..Default::default()
-        };
-        let shared = ProcessPolicy::Shared;
-        let first = rep(&["GPU 0: driver samples (…)", "GPU 1: at read time (…)"]);
-        assert!(record_gpu_meta(&mut g, &first, shared, true));
-        // The same ways again, with other windows: nothing new.
-        let again = rep(&["GPU 0: driver samples (other)", "GPU 1: at read time"]);
-        assert!(!record_gpu_meta(&mut g, &again, shared, true));
-        // GPU 1's window became known: a new way, kept beside the first.
-        let shifted = rep(&["GPU 1: read values shifted back by the driver's 200 ms window"]);
-        assert!(record_gpu_meta(&mut g, &shifted, shared, true));
-        assert_eq!(g.util_placement.len(), 3);
-        assert_eq!(g.util_placement[0], "GPU 0: driver samples (…)");
     }
 }

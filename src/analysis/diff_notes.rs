@@ -1,0 +1,177 @@
+//! The notes under a diff's headline: how the reps were chosen and paired, which
+//! comparisons a difference between the two sides rules out (workload, params origin,
+//! scope, counter sources), and which counters are not compared and why.
+
+use super::select::{Pairs, Side, COUNTERS};
+use super::{DiffOptions, WorkloadDifference};
+use crate::stats;
+use crate::store::RunData;
+
+/// Whether a run's schedule puts the variants' reps of one iteration back to back.
+pub(super) fn alternates(order: &str) -> bool {
+    matches!(order, "interleaved" | "counterbalanced" | "blocks")
+}
+
+/// How each run's process got its params, as meta.json's `params` entries say:
+/// "generated in the process" (`generated`, `regenerated: …`) or "loaded" (`loaded`, or
+/// `generated in a child process` and then loaded).
+fn params_origin(d: &RunData) -> String {
+    let mut o: Vec<&str> = d
+        .meta
+        .params
+        .iter()
+        .filter_map(|p| p.get("source").and_then(|s| s.as_str()))
+        .map(|s| {
+            if s == "generated" || s.starts_with("regenerated") {
+                "generated in the process"
+            } else {
+                "loaded"
+            }
+        })
+        .collect();
+    o.sort_unstable();
+    o.dedup();
+    o.join(" and ")
+}
+
+/// Two runs whose params came one from the cache and one from generation in the same
+/// process: the process's heap then differs, and with it synthesis's page faults and
+/// time, so the two are not comparable (the measured size of the effect is in
+/// results/telemetry_overhead_gpu/README.md).
+fn params_origin_note(data: [&RunData; 2]) -> Option<String> {
+    let (b, c) = (params_origin(data[0]), params_origin(data[1]));
+    (!b.is_empty() && !c.is_empty() && b != c).then(|| {
+        format!(
+            "params were {b} in the baseline's run and {c} in the candidate's: generating \
+             params in the process leaves its heap in another state than loading them, \
+             which changes synthesis's page faults and time; compare runs whose params \
+             came the same way (run each once more with the params cached)"
+        )
+    })
+}
+
+pub(super) fn notes(
+    data: [&RunData; 2],
+    sb: &Side,
+    sc: &Side,
+    differences: &[WorkloadDifference],
+    pairs: Option<&Pairs>,
+    few_pairs: Option<usize>,
+    opts: &DiffOptions,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(p) = pairs {
+        notes.push(format!(
+            "paired by iteration ({} pairs, {} order): each change is the median of the \
+             differences between the candidate's and the baseline's rep of one iteration, \
+             its interval a bootstrap over the pairs, its p-value Wilcoxon's signed-rank \
+             test; pass --unpaired to compare the medians of independent samples instead",
+            p.len(),
+            data[0].meta.order
+        ));
+        if data[0].meta.order == "interleaved" {
+            notes.push(
+                "in interleaved order the baseline always runs first in an iteration; \
+                 order = \"counterbalanced\" (ABBA) keeps a carry-over from one rep to the \
+                 next out of the paired change"
+                    .into(),
+            );
+        }
+    }
+    if !differences.is_empty() {
+        let list: Vec<String> = differences
+            .iter()
+            .map(|d| format!("{} {} vs {}", d.field, d.baseline, d.candidate))
+            .collect();
+        notes.push(format!(
+            "compared despite different workloads (forced): {}",
+            list.join("; ")
+        ));
+    }
+    if let Some(n) = few_pairs {
+        notes.push(format!(
+            "compared as independent samples: only {n} iterations have a successful rep of \
+             both variants, and a paired comparison needs at least {0} (rerun with reps >= {0} \
+             to pair them)",
+            stats::min_pairs_for_verdict(opts.alpha)
+        ));
+    }
+    if let Some(n) = params_origin_note(data) {
+        notes.push(n);
+    }
+    let needed = stats::min_reps_for_verdict(opts.alpha);
+    if sb.counts.used < needed || sc.counts.used < needed {
+        notes.push(format!(
+            "too few reps for a verdict: {} (baseline) and {} (candidate) successful reps; a verdict needs at least {needed} per side, so rerun with reps >= {needed}",
+            sb.counts.used, sc.counts.used
+        ));
+    }
+    if sb.counts.failed + sc.counts.failed > 0 {
+        notes.push(format!(
+            "{} failed rep(s) excluded ({} baseline, {} candidate); see the error column of runs.csv",
+            sb.counts.failed + sc.counts.failed,
+            sb.counts.failed,
+            sc.counts.failed
+        ));
+    }
+    if sb.scope != sc.scope {
+        let what = |s: &Option<String>| match s {
+            Some(s) => format!("ran {s} alone"),
+            None => "ran the whole prover".to_string(),
+        };
+        notes.push(format!(
+            "the baseline {}, the candidate {} (a GPU backend under the emulator runs \
+             synthesis alone): compare their synthesis spans, not `prove` or its total",
+            what(&sb.scope),
+            what(&sc.scope)
+        ));
+    } else if let Some(s) = &sb.scope {
+        notes.push(format!(
+            "both sides ran {s} alone (a GPU backend under the emulator): `prove` holds \
+             synthesis only"
+        ));
+    }
+    if sb.counter_source != sc.counter_source {
+        notes.push(format!(
+            "instructions, branches and cycles not compared: the baseline's counters are {}, \
+             the candidate's {}; counts of different sources are never compared",
+            sb.counter_source, sc.counter_source
+        ));
+    } else if sb.counter_source.starts_with("emulated") {
+        notes.push(format!(
+            "instructions and branches are {}: exact counts of what ran, so one rep per \
+             side decides; their change has no interval nor p-value, and a verdict when it \
+             passes the noise floor ({}%) and {} events, what moves between runs. Times \
+             under the emulator are the emulator's, not the machine's",
+            sb.counter_source,
+            opts.noise_floor * 100.0,
+            super::compare::EXACT_MIN_DELTA
+        ));
+    }
+    let mut unavailable: Vec<(String, String)> = Vec::new();
+    for (k, kind) in COUNTERS.iter().enumerate() {
+        if sb.counter_source.starts_with("emulated") && !sb.counter_available[k] {
+            // Under the emulator only its own counts are recorded (see the note above).
+            continue;
+        }
+        if !(sb.counter_available[k] && sc.counter_available[k]) {
+            let reason = data
+                .iter()
+                .find_map(|d| {
+                    d.meta
+                        .counters
+                        .get(kind.column())
+                        .and_then(|a| a.reason.clone())
+                })
+                .unwrap_or_else(|| "not recorded on both sides".into());
+            match unavailable.iter_mut().find(|(_, r)| *r == reason) {
+                Some((cols, _)) => cols.push_str(&format!(", {}", kind.column())),
+                None => unavailable.push((kind.column().into(), reason)),
+            }
+        }
+    }
+    for (cols, reason) in unavailable {
+        notes.push(format!("counters not compared ({cols}): {reason}"));
+    }
+    notes
+}
