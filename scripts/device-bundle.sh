@@ -3,7 +3,9 @@
 # and lays out in .bundle/ (ignored by git) everything the GPU host needs, which has no
 # Rust and no network:
 #
-#   .bundle/gapscope          the binary (debug info stripped: the bundle must stay small)
+#   .bundle/gapscope.gz       the binary (debug info stripped, gzipped: the bundle and the
+#                             repository travel together under a size limit); the scripts
+#                             below unpack it on first use
 #   .bundle/experiments/      every experiments/*.toml
 #   .bundle/device-run.sh     runs experiments there and packs the results into $OUT
 #   .bundle/diag-supraseal.sh probes the upstream prover (ours and bellperson's hand-off)
@@ -39,9 +41,10 @@ rm -rf "$out"
 mkdir -p "$out/experiments"
 # Symbols stay (backtraces name functions); line tables go.
 objcopy --strip-debug "$bin" "$out/gapscope"
+sha="$(sha256sum "$out/gapscope" | cut -d' ' -f1)"
 cp experiments/*.toml "$out/experiments/"
-cp scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh scripts/device-paramgen.sh "$out/"
-chmod +x "$out/gapscope" "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh" "$out/device-paramgen.sh"
+cp scripts/bundle-bin.sh scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh scripts/device-paramgen.sh "$out/"
+chmod +x "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh" "$out/device-paramgen.sh"
 {
     echo "revision: $rev"
     echo "features: $features"
@@ -50,8 +53,9 @@ chmod +x "$out/gapscope" "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-s
     echo "nvcc: $(nvcc --version | grep -o 'release [0-9.]*, V[0-9.]*')"
     echo "nvcc_append_flags: ${NVCC_APPEND_FLAGS:-(none: upstream has no sm_90 code)}"
     echo "glibc_needed: $(objdump -T "$out/gapscope" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)"
-    echo "sha256: $(sha256sum "$out/gapscope" | cut -d' ' -f1)"
+    echo "sha256: $sha (unpacked)"
 } >"$out/BUNDLE.txt"
+gzip -9 "$out/gapscope"
 
 size="$(du -sm "$out" | cut -f1)"
 cat "$out/BUNDLE.txt" >&2

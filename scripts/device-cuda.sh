@@ -5,6 +5,7 @@
 # Writes $OUT/cuda_check.txt and cuda_check.json beside device-run.sh's files.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/bundle-bin.sh"
 out="${OUT:-$PWD/device-out}"
 mkdir -p "$out"
 timeout 150 "$here/gapscope" cuda-check --log2 10,16 --json "$out/cuda_check.json" \

@@ -17,7 +17,7 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bin="$here/gapscope"
+. "$here/bundle-bin.sh"
 gens="auto cpu"
 seed=""
 limit=600

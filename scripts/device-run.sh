@@ -22,7 +22,7 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bin="$here/gapscope"
+. "$here/bundle-bin.sh"
 out="${OUT:-$PWD/device-out}"
 params="${GAPSCOPE_PARAMS_DIR:-$PWD/params}"
 budget="${GAPSCOPE_DEVICE_BUDGET_S:-540}"

@@ -15,7 +15,7 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bin="$here/gapscope"
+. "$here/bundle-bin.sh"
 out="${OUT:-$PWD/device-out}"
 work="$PWD/tmp/diag"
 export GAPSCOPE_PARAMS_DIR="${GAPSCOPE_PARAMS_DIR:-$PWD/params}"

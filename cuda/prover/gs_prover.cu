@@ -172,6 +172,9 @@ struct gs_device {
     size_t max_split = 0;
     // host_memory = pinned: a, b, c staging, grown on demand and kept.
     std::unique_ptr<pinned_buf> stage[3];
+    // The NTTs' own streams (a; b and c), apart from Pippenger's, so that with
+    // ntt = overlap a circuit's NTTs queue beside another circuit's MSM.
+    std::unique_ptr<stream_t> ntt_streams[2];
 };
 
 struct gs_srs {
@@ -246,6 +249,12 @@ struct prep_state {
         error = std::move(e);
         cv.notify_all();
     }
+    // Whether circuit i is split, without waiting.
+    bool ready(size_t i)
+    {
+        std::lock_guard<std::mutex> l(m);
+        return !failed && left[i] == 0;
+    }
     // Waits until circuits [lo, hi) are split.
     void wait(size_t lo, size_t hi)
     {
@@ -255,6 +264,62 @@ struct prep_state {
                                          [](uint8_t q) { return q == 0; });
         });
         if (failed) throw gs_failure(GS_E_INTERNAL, "prep failed: " + error);
+    }
+};
+
+// The NTT thread's progress (ntt = overlap), for the H MSM that waits on it: per circuit,
+// an event recorded after its last NTT.
+struct ntt_state {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<cudaEvent_t> done;
+    size_t queued = 0; // circuits whose event is recorded
+    bool failed = false;
+    std::string error;
+    explicit ntt_state(size_t n) : done(n, nullptr)
+    {
+        for (auto &e : done)
+            check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    ~ntt_state()
+    {
+        for (auto &e : done)
+            if (e) (void)cudaEventDestroy(e);
+    }
+    ntt_state(const ntt_state &) = delete;
+    ntt_state &operator=(const ntt_state &) = delete;
+    void recorded(size_t k, cudaStream_t s)
+    {
+        check(cudaEventRecord(done[k], s), "cudaEventRecord");
+        std::lock_guard<std::mutex> l(m);
+        queued = k + 1;
+        cv.notify_all();
+    }
+    void fail(std::string e)
+    {
+        std::lock_guard<std::mutex> l(m);
+        failed = true;
+        error = std::move(e);
+        cv.notify_all();
+    }
+    // Whether circuit k's H scalars are on the device, without waiting.
+    bool ready(size_t k)
+    {
+        {
+            std::lock_guard<std::mutex> l(m);
+            if (failed || queued <= k) return false;
+        }
+        return cudaEventQuery(done[k]) == cudaSuccess;
+    }
+    // Waits until circuit k's NTTs are done on the GPU.
+    void wait(size_t k)
+    {
+        {
+            std::unique_lock<std::mutex> l(m);
+            cv.wait(l, [&] { return failed || queued > k; });
+            if (failed) throw gs_failure(GS_E_INTERNAL, "NTT failed: " + error);
+        }
+        check(cudaEventSynchronize(done[k]), "NTT of H");
     }
 };
 
@@ -404,6 +469,75 @@ fr_t z_inverse(uint32_t lg)
     return (g - fr_t::one()).reciprocal();
 }
 
+// Brings every circuit of [lo, hi) to H's scalars on device: a, b and c uploaded and
+// taken to the coset, (a·b − c)/Z, back from the coset. With `ready`, each circuit's end
+// is recorded there as soon as it is queued, for the H MSM to start on it.
+void ntt_h_phase(const gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, size_t hi,
+                 const gs_options &opts, gs_batch &batch, size_t dev_index, ntt_state *ready,
+                 gapscope_span_ctx parent)
+{
+    size_t domain = srs.h_len + 1;
+    uint32_t lg = lg2_exact(domain);
+    fr_t z_inv = z_inverse(lg);
+    const gpu_t &gpu = select_gpu(dev.id);
+    gapscope::Span s("ntt_h", parent);
+    s.attr("domain", (uint64_t)domain);
+    s.attr("pinned", (uint64_t)opts.pinned);
+    s.attr("streams", (uint64_t)opts.streams);
+    stream_t &s0 = *dev.ntt_streams[0];
+    stream_t &s1 = opts.streams > 1 ? *dev.ntt_streams[1] : s0;
+    gpu_timer t;
+    t.start(s0);
+    cudaEvent_t staged[3] = {nullptr, nullptr, nullptr}, bc_ready = nullptr;
+    struct events_guard {
+        cudaEvent_t *e;
+        size_t n;
+        ~events_guard()
+        {
+            for (size_t i = 0; i < n; i++)
+                if (e[i]) (void)cudaEventDestroy(e[i]);
+        }
+    } g1{staged, 3}, g2{&bc_ready, 1};
+    for (auto &e : staged)
+        check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&bc_ready, cudaEventDisableTiming), "cudaEventCreate");
+    fr_t *d_b = batch.d_bc[dev_index].as<fr_t>();
+    fr_t *d_c = d_b + domain;
+    uint64_t copied = 0;
+    for (size_t i = lo; i < hi; i++) {
+        const gs_circuit &c = cs[i];
+        fr_t *d_a = batch.d_h[i].as<fr_t>();
+        pinned_buf *st[3] = {nullptr, nullptr, nullptr};
+        if (opts.pinned)
+            for (int k = 0; k < 3; k++)
+                st[k] = dev.stage[k].get();
+        // b and c reuse one pair of buffers: the previous circuit's evaluation must
+        // be done with them.
+        if (i > lo) check(cudaStreamWaitEvent(s1, bc_ready, 0), "cudaStreamWaitEvent");
+        to_coset(s0, d_a, static_cast<const fr_t *>(c.a), c.abc_len, lg, st[0],
+                 staged[0]);
+        to_coset(s1, d_b, static_cast<const fr_t *>(c.b), c.abc_len, lg, st[1],
+                 staged[1]);
+        to_coset(s1, d_c, static_cast<const fr_t *>(c.c), c.abc_len, lg, st[2],
+                 staged[2]);
+        if (&s1 != &s0) {
+            check(cudaEventRecord(bc_ready, s1), "cudaEventRecord");
+            check(cudaStreamWaitEvent(s0, bc_ready, 0), "cudaStreamWaitEvent");
+        }
+        gs_h_eval<<<gpu.sm_count() * 2, 1024, 0, s0>>>(d_a, d_b, d_c, z_inv, domain);
+        check(cudaGetLastError(), "h evaluation kernel");
+        check(cudaEventRecord(bc_ready, s0), "cudaEventRecord");
+        NTT::Base_dev_ptr(s0, d_a, lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
+                          NTT::Type::coset);
+        copied += 3 * c.abc_len * sizeof(fr_t);
+        if (ready) ready->recorded(i - lo, s0);
+    }
+    t.stop(s0);
+    check(cudaStreamSynchronize(s1), "NTT stream");
+    s.attr("gpu_ms", t.ms());
+    s.attr("h2d_bytes", copied);
+}
+
 // Everything one GPU thread does for its slice [lo, hi) of the batch.
 void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, size_t hi,
                  const gs_options &opts, gs_results &out, gs_batch &batch, size_t dev_index,
@@ -411,9 +545,6 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
 {
     const gpu_t &gpu = select_gpu(dev.id);
     gpu.select();
-    size_t domain = srs.h_len + 1;
-    uint32_t lg = lg2_exact(domain);
-    fr_t z_inv = z_inverse(lg);
     point_t *out_h = static_cast<point_t *>(out.h);
     point_t *out_l = static_cast<point_t *>(out.l);
     point_t *out_a = static_cast<point_t *>(out.a);
@@ -424,63 +555,48 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
     kernels.attr("gpu", (uint64_t)dev.id);
     kernels.attr("circuits", (uint64_t)(hi - lo));
 
-    {
-        gapscope::Span s("ntt_h");
-        s.attr("domain", (uint64_t)domain);
-        s.attr("pinned", (uint64_t)opts.pinned);
-        s.attr("streams", (uint64_t)opts.streams);
-        stream_t &s0 = gpu[0];
-        stream_t &s1 = opts.streams > 1 ? gpu[1] : gpu[0];
-        gpu_timer t;
-        t.start(s0);
-        cudaEvent_t staged[3] = {nullptr, nullptr, nullptr}, bc_ready = nullptr;
-        struct events_guard {
-            cudaEvent_t *e;
-            size_t n;
-            ~events_guard()
-            {
-                for (size_t i = 0; i < n; i++)
-                    if (e[i]) (void)cudaEventDestroy(e[i]);
-            }
-        } g1{staged, 3}, g2{&bc_ready, 1};
-        for (auto &e : staged)
-            check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-        check(cudaEventCreateWithFlags(&bc_ready, cudaEventDisableTiming), "cudaEventCreate");
-        fr_t *d_b = batch.d_bc[dev_index].as<fr_t>();
-        fr_t *d_c = d_b + domain;
-        uint64_t copied = 0;
-        for (size_t i = lo; i < hi; i++) {
-            const gs_circuit &c = cs[i];
-            fr_t *d_a = batch.d_h[i].as<fr_t>();
-            pinned_buf *st[3] = {nullptr, nullptr, nullptr};
-            if (opts.pinned)
-                for (int k = 0; k < 3; k++)
-                    st[k] = dev.stage[k].get();
-            // b and c reuse one pair of buffers: the previous circuit's evaluation must
-            // be done with them.
-            if (i > lo) check(cudaStreamWaitEvent(s1, bc_ready, 0), "cudaStreamWaitEvent");
-            to_coset(s0, d_a, static_cast<const fr_t *>(c.a), c.abc_len, lg, st[0],
-                     staged[0]);
-            to_coset(s1, d_b, static_cast<const fr_t *>(c.b), c.abc_len, lg, st[1],
-                     staged[1]);
-            to_coset(s1, d_c, static_cast<const fr_t *>(c.c), c.abc_len, lg, st[2],
-                     staged[2]);
-            if (&s1 != &s0) {
-                check(cudaEventRecord(bc_ready, s1), "cudaEventRecord");
-                check(cudaStreamWaitEvent(s0, bc_ready, 0), "cudaStreamWaitEvent");
-            }
-            gs_h_eval<<<gpu.sm_count() * 2, 1024, 0, s0>>>(d_a, d_b, d_c, z_inv, domain);
-            check(cudaGetLastError(), "h evaluation kernel");
-            check(cudaEventRecord(bc_ready, s0), "cudaEventRecord");
-            NTT::Base_dev_ptr(s0, d_a, lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
-                              NTT::Type::coset);
-            copied += 3 * c.abc_len * sizeof(fr_t);
+    const gapscope_span_ctx here{0, 0};
+    gapscope_span_ctx kctx = gapscope_span_context();
+    bool overlap = opts.ntt_overlap != 0;
+
+    // ntt = overlap: the NTTs run on their own thread and each circuit's H MSM starts on
+    // this one as soon as that circuit's NTTs are done, so the staging of the next
+    // circuit's a/b/c on the host overlaps the GPU's work on this one.
+    std::unique_ptr<ntt_state> ntt_ready;
+    std::thread ntt_thread;
+    struct ntt_joiner {
+        std::thread &t;
+        ~ntt_joiner()
+        {
+            if (t.joinable()) t.join();
         }
-        t.stop(s0);
-        check(cudaStreamSynchronize(s1), "NTT stream");
-        s.attr("gpu_ms", t.ms());
-        s.attr("h2d_bytes", copied);
+    };
+    if (overlap) {
+        ntt_ready.reset(new ntt_state(hi - lo));
+        ntt_state *ready = ntt_ready.get();
+        ntt_thread = std::thread([&, ready, kctx] {
+            gs_status st = guarded("NTT", [&] {
+                gpu.select();
+                ntt_h_phase(srs, dev, cs, lo, hi, opts, batch, dev_index, ready, kctx);
+            });
+            if (st.code) {
+                ready->fail(st.message ? st.message : "error");
+                free(st.message);
+            }
+        });
+    } else {
+        ntt_h_phase(srs, dev, cs, lo, hi, opts, batch, dev_index, nullptr, here);
     }
+    // Declared after ntt_ready: joined before its events are destroyed, on every path.
+    ntt_joiner join_ntt{ntt_thread};
+
+    // Circuit i's split scalars, with a `prep_wait` span only when prep is not done yet.
+    auto wait_prep = [&](size_t i, gapscope_span_ctx parent) {
+        if (prep.ready(i)) return;
+        gapscope::Span w("prep_wait", parent);
+        w.attr("circuit", (uint64_t)i);
+        prep.wait(i, i + 1);
+    };
 
     // One MSM phase in a span under `parent` (id 0: nested on this thread), timed by
     // CUDA events on Pippenger's stream.
@@ -499,6 +615,7 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         msm_phase(names[q], parent, [&](const gapscope::Span &s) {
             uint64_t ones = 0, zeros = 0, tail = 0;
             for (size_t i = lo; i < hi; i++) {
+                if (i > lo) wait_prep(i, here);
                 const split_t &sp = splits[i];
                 if (q == 0)
                     split_msm<bucket_t, point_t, affine_t>(gpu, dev.l.as<affine_t>(), sp, sc,
@@ -522,7 +639,6 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
             if (opts.split_threads > 1) s.attr("concurrent", (uint64_t)1);
         });
     };
-    const gapscope_span_ctx here{0, 0};
 
     // split_threads > 1: the four split queries run on their own host threads, each
     // waiting for prep, while this thread runs the H MSM. Their GPU work interleaves on the
@@ -539,15 +655,11 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         }
     } join_all{workers};
     if (opts.split_threads > 1) {
-        gapscope_span_ctx kctx = gapscope_span_context();
         for (int q = 0; q < 4; q++)
             workers.emplace_back([&, q, kctx] {
                 gs_status st = guarded("split MSM", [&] {
                     gpu.select();
-                    {
-                        gapscope::Span w("prep_wait", kctx);
-                        prep.wait(lo, hi);
-                    }
+                    wait_prep(lo, kctx);
                     split_query(q, q == 0 ? dev.scratch : *dev.extra_scratch[q - 1], kctx);
                 });
                 if (st.code) {
@@ -560,11 +672,19 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
     // H: dense, scalars already on the device (the first domain − 1 coefficients).
     msm_phase("msm_h", here, [&](const gapscope::Span &) {
         for (size_t i = lo; i < hi; i++) {
+            if (overlap && !ntt_ready->ready(i - lo)) {
+                gapscope::Span w("ntt_wait");
+                w.attr("circuit", (uint64_t)i);
+                ntt_ready->wait(i - lo);
+            } else if (overlap) {
+                ntt_ready->wait(i - lo); // done: returns at once, or reports its failure
+            }
             dev_ptr_t<fr_t> d_h(batch.d_h[i].as<fr_t>());
             dev_ptr_t<affine_t> d_pts(dev.h.pts.as<affine_t>()); // as in split_msm
             check_rust(dev.h_msm->invoke(out_h[i], d_pts, srs.h_len, d_h, true), "MSM H");
         }
     });
+    if (overlap) ntt_thread.join();
     if (opts.split_threads > 1) {
         for (auto &t : workers)
             t.join();
@@ -572,10 +692,7 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
             if (!e.empty()) throw gs_failure(GS_E_INTERNAL, e);
         return;
     }
-    {
-        gapscope::Span s("prep_wait");
-        prep.wait(lo, hi);
-    }
+    wait_prep(lo, here);
     for (int q = 0; q < 4; q++)
         split_query(q, dev.scratch, here);
 }
@@ -625,6 +742,8 @@ extern "C" gs_status gs_srs_load(const gs_srs_points *p, uint32_t max_gpus, gs_s
             dev->b_g1.load(d, p->b_g1, p->b_g1_len, sizeof(affine_t));
             dev->b_g2.load(d, p->b_g2, p->b_g2_len, sizeof(affine_fp2_t));
             dev->h_msm.reset(new msm_g1_t(nullptr, p->h_len, sizeof(affine_t), d));
+            for (auto &st : dev->ntt_streams)
+                st.reset(new stream_t(d));
             dev->max_split = std::max({p->l_len, p->a_len, p->b_g1_len});
             dev->scratch.alloc(d, dev->max_split, select_gpu(d).sm_count());
             select_gpu(d).sync();

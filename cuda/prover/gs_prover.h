@@ -62,6 +62,8 @@ typedef struct {
     uint32_t gpus;    /* GPUs to split the batch over (0: every GPU the SRS is on) */
     uint32_t split_threads; /* 1: the split MSMs (L, A, B-G1, B-G2) one after another
                                after H; 4: each on its own host thread, beside H */
+    uint32_t ntt_overlap;   /* 0: every circuit's NTTs, then the MSMs; 1: the NTTs on their
+                               own host thread, each circuit's H MSM right after its NTTs */
 } gs_options;
 
 /* Per-circuit MSM results (Jacobian), written by gs_prove; the host assembles proofs. */
@@ -83,7 +85,8 @@ uint32_t gs_srs_gpus(const gs_srs *srs);
 
 /* Proves the MSM part of `n` circuits, split across the SRS's GPUs (one host thread per
  * GPU, GPU 0 on the calling thread). Spans: entry, split_vectors_alloc, prep (prep
- * thread, `pack` spans on its workers), kernels { ntt_h, msm_h, prep_wait, msm_l, msm_a,
+ * thread, `pack` spans on its workers), kernels { ntt_h (on its own thread with
+ * ntt_overlap), msm_h (ntt_wait), prep_wait, msm_l, msm_a,
  * msm_b_g1, msm_b_g2 }. The buffers it allocated are handed back in *batch (also on failure, when
  * non-null): free them with gs_batch_drop. */
 gs_status gs_prove(gs_srs *srs, const gs_circuit *circuits, size_t n, const gs_options *opts,

@@ -91,6 +91,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
                     streams: v.streams,
                     gpus: v.gpus,
                     msm_threads: v.msm_threads,
+                    ntt: v.ntt,
                 },
                 &mut rng,
             );

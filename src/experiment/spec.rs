@@ -148,7 +148,7 @@ impl From<Workload> for WorkloadFile {
 
 use super::run_policy::one;
 pub use super::run_policy::{Order, ProcessPolicy, RunPolicy};
-pub use crate::prover::HostMemory;
+pub use crate::prover::{HostMemory, NttSchedule};
 
 /// A named set of knobs. Unset knobs take their defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,6 +173,11 @@ pub struct Variant {
     /// another after H; 4: each on its own thread, beside H). Default 1.
     #[serde(default)]
     pub msm_threads: Option<u32>,
+    /// cuda backend: "first" (every circuit's NTTs, then the MSMs) or "overlap" (the
+    /// NTTs on their own host thread, each circuit's H MSM right after its NTTs).
+    /// Default "first".
+    #[serde(default)]
+    pub ntt: Option<NttSchedule>,
     /// GPU telemetry during this variant's reps (default true: NVML sampling and CUPTI
     /// activity). `false` runs the reps with both off, `"nvml"` / `"cupti"` with one of
     /// them: A/B tests of telemetry's own overhead, part by part.
@@ -217,6 +222,8 @@ pub struct ResolvedVariant {
     pub gpus: u32,
     /// cuda: host threads for the split MSMs (1 or 4).
     pub msm_threads: u32,
+    /// cuda: NTTs first, or overlapping the MSMs.
+    pub ntt: NttSchedule,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
     /// External subjects (`command = […]`): the folder the variant's `build` and
@@ -243,6 +250,7 @@ impl ResolvedVariant {
         if self.backend == BackendKind::Cuda {
             m.insert("streams".into(), self.streams.to_string());
             m.insert("msm_threads".into(), self.msm_threads.to_string());
+            m.insert("ntt".into(), self.ntt.as_str().into());
             m.insert(
                 "gpus".into(),
                 match self.gpus {
@@ -369,11 +377,14 @@ impl Experiment {
                     v.name
                 ));
             }
-            if (v.streams.is_some() || v.gpus.is_some() || v.msm_threads.is_some())
+            if (v.streams.is_some()
+                || v.gpus.is_some()
+                || v.msm_threads.is_some()
+                || v.ntt.is_some())
                 && r.backend != BackendKind::Cuda
             {
                 return Err(format!(
-                    "variant {:?}: streams, gpus and msm_threads are knobs of backend = \"cuda\" (this variant uses {})",
+                    "variant {:?}: streams, gpus, msm_threads and ntt are knobs of backend = \"cuda\" (this variant uses {})",
                     v.name,
                     r.backend.as_str()
                 ));
@@ -417,6 +428,7 @@ impl Experiment {
             streams: v.streams.unwrap_or(2),
             gpus: v.gpus.unwrap_or(0),
             msm_threads: v.msm_threads.unwrap_or(1),
+            ntt: v.ntt.unwrap_or(NttSchedule::First),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
             subject_dir: None,
@@ -447,6 +459,7 @@ fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String
         ("streams", v.streams.is_some()),
         ("gpus", v.gpus.is_some()),
         ("msm_threads", v.msm_threads.is_some()),
+        ("ntt", v.ntt.is_some()),
     ];
     if let Some((k, _)) = prover_knobs.iter().find(|(_, set)| *set) {
         return Err(format!(

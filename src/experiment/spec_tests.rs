@@ -179,6 +179,17 @@ fn cuda_knobs_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(m.contains("use 1 or 4"), "{m}");
+    assert_eq!(v[0].knobs()["ntt"], "first");
+    let e = parse(&cuda.replace("drop = \"sync\"", "ntt = \"overlap\"")).unwrap();
+    assert_eq!(e.resolved_variants()[0].knobs()["ntt"], "overlap");
+    let m = parse(&cuda.replace("drop = \"sync\"", "ntt = \"later\""))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("first") && m.contains("overlap"), "{m}");
+    let m = parse(&GOOD.replace("drop = \"sync\"", "ntt = \"overlap\""))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("knobs of backend = \"cuda\""), "{m}");
     let m = parse(&GOOD.replace("drop = \"sync\"", "msm_threads = 4"))
         .unwrap_err()
         .to_string();

@@ -93,6 +93,27 @@ impl HostMemory {
     }
 }
 
+/// cuda: when the NTTs that make H's scalars run against the MSMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NttSchedule {
+    /// Every circuit's NTTs first, then the MSMs.
+    First,
+    /// The NTTs on their own host thread, circuit by circuit, each circuit's H MSM
+    /// starting as soon as its NTTs are done: the staging of later circuits' a/b/c
+    /// overlaps earlier circuits' MSMs.
+    Overlap,
+}
+
+impl NttSchedule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NttSchedule::First => "first",
+            NttSchedule::Overlap => "overlap",
+        }
+    }
+}
+
 /// Per-call options a backend honours (those that do not apply to it are ignored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProveOptions {
@@ -105,6 +126,8 @@ pub struct ProveOptions {
     pub gpus: u32,
     /// cuda: host threads for the split MSMs (1 or 4).
     pub msm_threads: u32,
+    /// cuda: NTTs before the MSMs, or overlapping them.
+    pub ntt: NttSchedule,
 }
 
 impl Default for ProveOptions {
@@ -115,6 +138,7 @@ impl Default for ProveOptions {
             streams: 2,
             gpus: 0,
             msm_threads: 1,
+            ntt: NttSchedule::First,
         }
     }
 }

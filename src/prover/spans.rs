@@ -32,6 +32,8 @@ pub const SPLIT_VECTORS_ALLOC: &str = "split_vectors_alloc";
 pub const KERNELS: &str = "kernels";
 /// The MSM over G2 for B, where the backend does it.
 pub const B_G2_MSM: &str = "b_g2_msm";
+/// The randomisers' terms of each proof, on their own thread while the MSMs run (cuda).
+pub const BLINDING: &str = "blinding";
 /// Proof assembly.
 pub const ASSEMBLE: &str = "assemble";
 /// Freeing the backend-side buffers.

@@ -78,6 +78,8 @@ pub struct NativeOptions {
     pub gpus: u32,
     /// 1: split MSMs one after another; 4: each on its own host thread.
     pub split_threads: u32,
+    /// 1: NTTs on their own host thread, each circuit's H MSM after its own NTTs.
+    pub ntt_overlap: u32,
 }
 
 #[repr(C)]

@@ -7,10 +7,13 @@
 //! ├─ split_vectors_alloc  (C++) split vectors of the L, A, B queries, device buffers for H
 //! ├─ prep                 (C++, prep thread; a `pack` span per circuit and query on its
 //! │                       workers) scalars split into 0, 1 and the rest (the tail)
-//! ├─ kernels              (C++, one per GPU thread) ntt_h, msm_h, prep_wait, msm_l,
-//! │                       msm_a, msm_b_g1, msm_b_g2, each with `gpu_ms`; the split
-//! │                       MSMs also with `ones`, `zeros` and `tail` scalar counts
-//! ├─ assemble             (Rust) proofs from the MSM results
+//! ├─ blinding             (Rust, its own thread, beside the C++ call) the terms of each
+//! │                       proof that need only r, s and the verifying key
+//! ├─ kernels              (C++, one per GPU thread) ntt_h (its own thread with
+//! │                       ntt = overlap), msm_h (ntt_wait), prep_wait, msm_l, msm_a,
+//! │                       msm_b_g1, msm_b_g2, each with `gpu_ms`; the split MSMs also
+//! │                       with `ones`, `zeros` and `tail` scalar counts
+//! ├─ assemble             (Rust) proofs from the MSM results and the blinding terms
 //! └─ drop                 (C++) the call's buffers, sync or on the drop thread
 //! ```
 //!
@@ -32,7 +35,7 @@ use blstrs::{Bls12, Scalar};
 use super::assemble::{self, MsmParts};
 use super::{
     Assignment, Backend, BackendKind, CircuitInstance, DropPolicy, Groth16Params, HostMemory,
-    ProveOptions, ProverError,
+    NttSchedule, ProveOptions, ProverError,
 };
 use crate::trace::Span;
 
@@ -88,6 +91,7 @@ fn native_options(opts: &ProveOptions) -> ffi::NativeOptions {
         streams: opts.streams,
         gpus: opts.gpus,
         split_threads: opts.msm_threads,
+        ntt_overlap: (opts.ntt == NttSchedule::Overlap) as u32,
     }
 }
 
@@ -111,21 +115,48 @@ impl Backend for CudaBackend {
         let loaded = find_loaded(&params.vk).ok_or_else(|| {
             err("no SRS on the GPU for these params: prover::cuda::setup runs before the first rep")
         })?;
-        let (msms, batch) = ffi::prove(&loaded.srs, assignments, native_options(&opts));
-        let proofs = msms.map_err(native_err).map(|m| {
+        let vk = &params.vk;
+        let parent = crate::trace::current();
+        let (msms, batch, blinding) = std::thread::scope(|sc| {
+            let blinding = sc.spawn(move || {
+                let s = parent.map(|p| Span::child_of(super::spans::BLINDING, p));
+                let b: Vec<_> = (r_s.iter().zip(s_s))
+                    .map(|(r, s)| assemble::Blinding::new(vk, *r, *s))
+                    .collect();
+                drop(s);
+                b
+            });
+            let (msms, batch) = ffi::prove(&loaded.srs, assignments, native_options(&opts));
+            (msms, batch, blinding.join())
+        });
+        let proofs = msms.map_err(native_err).and_then(|m| {
+            let blinding = blinding.map_err(|_| err("the blinding thread panicked"))?;
             let _s = Span::enter(super::spans::ASSEMBLE);
-            (0..assignments.len())
-                .map(|i| {
-                    let parts = MsmParts {
-                        h: m.h[i],
-                        l: m.l[i],
-                        a: m.a[i],
-                        b_g1: m.b_g1[i],
-                        b_g2: m.b_g2[i],
-                    };
-                    assemble::assemble(&params.vk, r_s[i], s_s[i], &parts)
-                })
-                .collect()
+            let parts = |i: usize| MsmParts {
+                h: m.h[i],
+                l: m.l[i],
+                a: m.a[i],
+                b_g1: m.b_g1[i],
+                b_g2: m.b_g2[i],
+            };
+            // One thread per circuit: each proof is two scalar multiplications and three
+            // inversions once the blinding terms are known.
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = (1..blinding.len())
+                    .map(|i| {
+                        let (b, p) = (&blinding[i], parts(i));
+                        sc.spawn(move || b.proof(&p))
+                    })
+                    .collect();
+                let mut proofs = Vec::with_capacity(blinding.len());
+                if let Some(b) = blinding.first() {
+                    proofs.push(b.proof(&parts(0)));
+                }
+                for h in handles {
+                    proofs.push(h.join().map_err(|_| err("proof assembly panicked"))?);
+                }
+                Ok(proofs)
+            })
         });
         if let Some(b) = batch {
             b.free(opts.drop == DropPolicy::Async);

@@ -100,14 +100,17 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
             let circuits: Vec<_> = (1..4).map(circuit).collect();
             let batch = circuits.len();
             let inputs: Vec<_> = circuits.iter().map(|c| c.public_inputs()).collect();
-            // The concurrent split MSMs ride along with pinned staging.
+            // The concurrent split MSMs and the overlapping NTTs ride along with pinned
+            // staging.
+            let pinned = host_memory == HostMemory::Pinned;
             let opts = ProveOptions {
                 drop,
                 host_memory,
-                msm_threads: if host_memory == HostMemory::Pinned {
-                    4
+                msm_threads: if pinned { 4 } else { 1 },
+                ntt: if pinned {
+                    crate::prover::NttSchedule::Overlap
                 } else {
-                    1
+                    crate::prover::NttSchedule::First
                 },
                 ..ProveOptions::default()
             };
