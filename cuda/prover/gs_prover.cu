@@ -165,6 +165,9 @@ struct gs_device {
     gs_query h, l, a, b_g1, b_g2;
     // Pippenger sized for the dense H query (its points are passed at each call).
     std::unique_ptr<msm_g1_t> h_msm;
+    // h_threads = 2: a second Pippenger for H (its own buckets), made at the first such
+    // call and kept.
+    std::unique_ptr<msm_g1_t> h_msm2;
     split_scratch scratch;
     // split_threads > 1: scratch for the second to fourth concurrent split queries, made
     // at the first such call and kept.
@@ -447,12 +450,22 @@ void to_coset(stream_t &s, fr_t *d, const fr_t *host, size_t len, uint32_t lg,
     if (stage) {
         // The staging buffer may still feed the previous circuit's copy.
         check(cudaEventSynchronize(staged), "cudaEventSynchronize");
-        par_copy(stage->as<fr_t>(), host, len * sizeof(fr_t));
-        host = stage->as<fr_t>();
+        // In pieces, each copied to the GPU as soon as it is staged: the DMA of one piece
+        // overlaps the staging of the next.
+        const size_t pieces = 4;
+        size_t per = (len + pieces - 1) / pieces;
+        for (size_t off = 0; off < len; off += per) {
+            size_t k = std::min(per, len - off);
+            par_copy(stage->as<fr_t>() + off, host + off, k * sizeof(fr_t));
+            check(cudaMemcpyAsync(d + off, stage->as<fr_t>() + off, k * sizeof(fr_t),
+                                  cudaMemcpyHostToDevice, s),
+                  "copy of a/b/c to the GPU");
+        }
+        check(cudaEventRecord(staged, s), "cudaEventRecord");
+    } else {
+        check(cudaMemcpyAsync(d, host, len * sizeof(fr_t), cudaMemcpyHostToDevice, s),
+              "copy of a/b/c to the GPU");
     }
-    check(cudaMemcpyAsync(d, host, len * sizeof(fr_t), cudaMemcpyHostToDevice, s),
-          "copy of a/b/c to the GPU");
-    if (stage) check(cudaEventRecord(staged, s), "cudaEventRecord");
     if (len < domain)
         check(cudaMemsetAsync(d + len, 0, (domain - len) * sizeof(fr_t), s), "cudaMemsetAsync");
     NTT::Base_dev_ptr(s, d, lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse,
@@ -538,6 +551,15 @@ void ntt_h_phase(const gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t
     s.attr("h2d_bytes", copied);
 }
 
+// Joins a thread when the scope ends, on every path out of it.
+struct join_on_exit {
+    std::thread &t;
+    ~join_on_exit()
+    {
+        if (t.joinable()) t.join();
+    }
+};
+
 // Everything one GPU thread does for its slice [lo, hi) of the batch.
 void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, size_t hi,
                  const gs_options &opts, gs_results &out, gs_batch &batch, size_t dev_index,
@@ -564,13 +586,6 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
     // circuit's a/b/c on the host overlaps the GPU's work on this one.
     std::unique_ptr<ntt_state> ntt_ready;
     std::thread ntt_thread;
-    struct ntt_joiner {
-        std::thread &t;
-        ~ntt_joiner()
-        {
-            if (t.joinable()) t.join();
-        }
-    };
     if (overlap) {
         ntt_ready.reset(new ntt_state(hi - lo));
         ntt_state *ready = ntt_ready.get();
@@ -588,7 +603,7 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         ntt_h_phase(srs, dev, cs, lo, hi, opts, batch, dev_index, nullptr, here);
     }
     // Declared after ntt_ready: joined before its events are destroyed, on every path.
-    ntt_joiner join_ntt{ntt_thread};
+    join_on_exit join_ntt{ntt_thread};
 
     // Circuit i's split scalars, with a `prep_wait` span only when prep is not done yet.
     auto wait_prep = [&](size_t i, gapscope_span_ctx parent) {
@@ -670,8 +685,9 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
     }
 
     // H: dense, scalars already on the device (the first domain − 1 coefficients).
-    msm_phase("msm_h", here, [&](const gapscope::Span &) {
-        for (size_t i = lo; i < hi; i++) {
+    // Circuits first, first + step, … of the slice, through Pippenger `m`.
+    auto h_msms = [&](msm_g1_t &m, size_t first, size_t step) {
+        for (size_t i = first; i < hi; i += step) {
             if (overlap && !ntt_ready->ready(i - lo)) {
                 gapscope::Span w("ntt_wait");
                 w.attr("circuit", (uint64_t)i);
@@ -681,9 +697,36 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
             }
             dev_ptr_t<fr_t> d_h(batch.d_h[i].as<fr_t>());
             dev_ptr_t<affine_t> d_pts(dev.h.pts.as<affine_t>()); // as in split_msm
-            check_rust(dev.h_msm->invoke(out_h[i], d_pts, srs.h_len, d_h, true), "MSM H");
+            check_rust(m.invoke(out_h[i], d_pts, srs.h_len, d_h, true), "MSM H");
         }
+    };
+    // h_threads = 2: every other circuit's H MSM on a second host thread, so that one
+    // MSM's host-side final reduction overlaps the other's kernels.
+    bool two_h = opts.h_threads > 1 && hi - lo > 1;
+    std::thread h_thread;
+    std::string h_error;
+    join_on_exit join_h{h_thread};
+    if (two_h)
+        h_thread = std::thread([&, kctx] {
+            gs_status st = guarded("MSM H", [&] {
+                gpu.select();
+                msm_phase("msm_h", kctx, [&](const gapscope::Span &s) {
+                    s.attr("circuits_from", (uint64_t)(lo + 1));
+                    h_msms(*dev.h_msm2, lo + 1, 2);
+                });
+            });
+            if (st.code) {
+                h_error = st.message ? st.message : "error";
+                free(st.message);
+            }
+        });
+    msm_phase("msm_h", here, [&](const gapscope::Span &) {
+        h_msms(*dev.h_msm, lo, two_h ? 2 : 1);
     });
+    if (two_h) {
+        h_thread.join();
+        if (!h_error.empty()) throw gs_failure(GS_E_INTERNAL, h_error);
+    }
     if (overlap) ntt_thread.join();
     if (opts.split_threads > 1) {
         for (auto &t : workers)
@@ -804,6 +847,15 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
                             sc.reset(new split_scratch());
                             sc->alloc(dev.id, dev.max_split, select_gpu(dev.id).sm_count());
                         }
+                }
+            if (opts->h_threads > 1)
+                for (size_t d = 0; d < ngpu; d++) {
+                    gs_device &dev = *srs->devices[d];
+                    if (!dev.h_msm2) {
+                        select_gpu(dev.id).select();
+                        dev.h_msm2.reset(
+                            new msm_g1_t(nullptr, srs->h_len, sizeof(affine_t), dev.id));
+                    }
                 }
             // Pinned staging sized once for this domain, kept afterwards.
             if (opts->pinned)

@@ -64,6 +64,8 @@ typedef struct {
                                after H; 4: each on its own host thread, beside H */
     uint32_t ntt_overlap;   /* 0: every circuit's NTTs, then the MSMs; 1: the NTTs on their
                                own host thread, each circuit's H MSM right after its NTTs */
+    uint32_t h_threads;     /* 1: the H MSMs one after another; 2: every other circuit's on
+                               a second host thread */
 } gs_options;
 
 /* Per-circuit MSM results (Jacobian), written by gs_prove; the host assembles proofs. */

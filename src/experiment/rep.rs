@@ -92,6 +92,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
                     gpus: v.gpus,
                     msm_threads: v.msm_threads,
                     ntt: v.ntt,
+                    h_threads: v.h_threads,
                 },
                 &mut rng,
             );

@@ -178,6 +178,11 @@ pub struct Variant {
     /// Default "first".
     #[serde(default)]
     pub ntt: Option<NttSchedule>,
+    /// cuda backend: host threads for the H MSMs (1: one after another; 2: every other
+    /// circuit's on a second thread, so that one MSM's host-side reduction overlaps the
+    /// other's kernels). Default 1.
+    #[serde(default)]
+    pub h_threads: Option<u32>,
     /// GPU telemetry during this variant's reps (default true: NVML sampling and CUPTI
     /// activity). `false` runs the reps with both off, `"nvml"` / `"cupti"` with one of
     /// them: A/B tests of telemetry's own overhead, part by part.
@@ -224,6 +229,8 @@ pub struct ResolvedVariant {
     pub msm_threads: u32,
     /// cuda: NTTs first, or overlapping the MSMs.
     pub ntt: NttSchedule,
+    /// cuda: host threads for the H MSMs (1 or 2).
+    pub h_threads: u32,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
     /// External subjects (`command = […]`): the folder the variant's `build` and
@@ -251,6 +258,7 @@ impl ResolvedVariant {
             m.insert("streams".into(), self.streams.to_string());
             m.insert("msm_threads".into(), self.msm_threads.to_string());
             m.insert("ntt".into(), self.ntt.as_str().into());
+            m.insert("h_threads".into(), self.h_threads.to_string());
             m.insert(
                 "gpus".into(),
                 match self.gpus {
@@ -380,11 +388,12 @@ impl Experiment {
             if (v.streams.is_some()
                 || v.gpus.is_some()
                 || v.msm_threads.is_some()
-                || v.ntt.is_some())
+                || v.ntt.is_some()
+                || v.h_threads.is_some())
                 && r.backend != BackendKind::Cuda
             {
                 return Err(format!(
-                    "variant {:?}: streams, gpus, msm_threads and ntt are knobs of backend = \"cuda\" (this variant uses {})",
+                    "variant {:?}: streams, gpus, msm_threads, ntt and h_threads are knobs of backend = \"cuda\" (this variant uses {})",
                     v.name,
                     r.backend.as_str()
                 ));
@@ -399,6 +408,12 @@ impl Experiment {
                 return Err(format!(
                     "variant {:?}: msm_threads = {} is not valid: use 1 or 4",
                     v.name, r.msm_threads
+                ));
+            }
+            if !matches!(r.h_threads, 1 | 2) {
+                return Err(format!(
+                    "variant {:?}: h_threads = {} is not valid: use 1 or 2",
+                    v.name, r.h_threads
                 ));
             }
             if v.gpus == Some(0) || r.gpus > 64 {
@@ -429,6 +444,7 @@ impl Experiment {
             gpus: v.gpus.unwrap_or(0),
             msm_threads: v.msm_threads.unwrap_or(1),
             ntt: v.ntt.unwrap_or(NttSchedule::First),
+            h_threads: v.h_threads.unwrap_or(1),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
             subject_dir: None,
@@ -460,6 +476,7 @@ fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String
         ("gpus", v.gpus.is_some()),
         ("msm_threads", v.msm_threads.is_some()),
         ("ntt", v.ntt.is_some()),
+        ("h_threads", v.h_threads.is_some()),
     ];
     if let Some((k, _)) = prover_knobs.iter().find(|(_, set)| *set) {
         return Err(format!(

@@ -182,6 +182,13 @@ fn cuda_knobs_are_checked() {
     assert_eq!(v[0].knobs()["ntt"], "first");
     let e = parse(&cuda.replace("drop = \"sync\"", "ntt = \"overlap\"")).unwrap();
     assert_eq!(e.resolved_variants()[0].knobs()["ntt"], "overlap");
+    let e = parse(&cuda.replace("drop = \"sync\"", "h_threads = 2")).unwrap();
+    assert_eq!(e.resolved_variants()[0].knobs()["h_threads"], "2");
+    assert_eq!(e.resolved_variants()[1].knobs()["h_threads"], "1");
+    let m = parse(&cuda.replace("drop = \"sync\"", "h_threads = 3"))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("use 1 or 2"), "{m}");
     let m = parse(&cuda.replace("drop = \"sync\"", "ntt = \"later\""))
         .unwrap_err()
         .to_string();

@@ -128,6 +128,8 @@ pub struct ProveOptions {
     pub msm_threads: u32,
     /// cuda: NTTs before the MSMs, or overlapping them.
     pub ntt: NttSchedule,
+    /// cuda: host threads for the H MSMs (1 or 2).
+    pub h_threads: u32,
 }
 
 impl Default for ProveOptions {
@@ -139,6 +141,7 @@ impl Default for ProveOptions {
             gpus: 0,
             msm_threads: 1,
             ntt: NttSchedule::First,
+            h_threads: 1,
         }
     }
 }

@@ -80,6 +80,8 @@ pub struct NativeOptions {
     pub split_threads: u32,
     /// 1: NTTs on their own host thread, each circuit's H MSM after its own NTTs.
     pub ntt_overlap: u32,
+    /// 1: the H MSMs one after another; 2: every other circuit's on a second host thread.
+    pub h_threads: u32,
 }
 
 #[repr(C)]

@@ -92,6 +92,7 @@ fn native_options(opts: &ProveOptions) -> ffi::NativeOptions {
         gpus: opts.gpus,
         split_threads: opts.msm_threads,
         ntt_overlap: (opts.ntt == NttSchedule::Overlap) as u32,
+        h_threads: opts.h_threads,
     }
 }
 

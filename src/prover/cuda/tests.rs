@@ -107,6 +107,7 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
                 drop,
                 host_memory,
                 msm_threads: if pinned { 4 } else { 1 },
+                h_threads: if pinned { 2 } else { 1 },
                 ntt: if pinned {
                     crate::prover::NttSchedule::Overlap
                 } else {
