@@ -92,6 +92,7 @@ template __global__ void batch_addition<bucket_fp2_t, affine_fp2_t::mem_t>(
 #include "gs_prover.h"
 
 typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_g1_t;
+typedef msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_g2_t;
 
 // Host layouts only: on the device an fp2_t is spread over two threads.
 #ifndef __CUDA_ARCH__

@@ -46,30 +46,69 @@ struct split_t {
     }
 };
 
+// sppark's Pippenger window for n points, as its constructor picks it: the key under which
+// a split scratch keeps one Pippenger (its buckets) for the tail MSMs.
+inline uint32_t pippenger_wbits(size_t n)
+{
+    size_t np = (n + WARP_SZ - 1) & ((size_t)0 - WARP_SZ);
+    if (np <= 192) return np ? 10 : 17;
+    uint32_t lg = 0;
+    for (size_t v = np + np / 2; v >>= 1;)
+        lg++;
+    return std::max<uint32_t>(10, std::min<uint32_t>(lg - 8, 18));
+}
+
+// One Pippenger kept between tail MSMs of the same window size: made anew (and its
+// buckets allocated) only when the window changes. Destroying an msm_t waits for every
+// stream of the GPU, other threads' work included, so one per call would line the
+// concurrent split queries up behind each other.
+template <class M> struct cached_msm {
+    std::unique_ptr<M> m;
+    uint32_t wbits = 0;
+    M &get(size_t n, int dev)
+    {
+        uint32_t w = pippenger_wbits(n);
+        if (!m || w != wbits) {
+            m.reset();
+            m.reset(new M(nullptr, n, 0, dev));
+            wbits = w;
+        }
+        return *m;
+    }
+};
+
 // Device buffers one GPU reuses for every split MSM: gathered bases (sized for G2), their
-// indices, the bitmap and batch addition's partial sums.
+// indices, the bitmap and batch addition's partial sums; its own stream for the bitmap's
+// batch addition and the gather, so that waiting for them waits for nothing else; and the
+// tail's Pippenger, per group.
 struct split_scratch {
     dev_buf pts, idx, bits, ret;
+    std::unique_ptr<stream_t> stream;
+    cached_msm<msm_g1_t> g1;
+    cached_msm<msm_g2_t> g2;
     void alloc(int dev, size_t max_n, size_t sm_count)
     {
         pts = dev_buf(dev, std::max<size_t>(max_n, 1) * sizeof(affine_fp2_t));
         idx = dev_buf(dev, std::max<size_t>(max_n, 1) * sizeof(uint32_t));
         bits = dev_buf(dev, bitmap_words(std::max<size_t>(max_n, 1)) * sizeof(uint32_t));
         ret = dev_buf(dev, sm_count * BATCH_ADD_BLOCK_SIZE / WARP_SZ * sizeof(bucket_fp2_t));
+        stream.reset(new stream_t(dev)); // dev_buf left `dev` current
     }
     size_t bytes() const { return pts.bytes() + idx.bytes() + bits.bytes() + ret.bytes(); }
+    cached_msm<msm_g1_t> &tail(const bucket_t *) { return g1; }
+    cached_msm<msm_g2_t> &tail(const bucket_fp2_t *) { return g2; }
 };
 
-// out = Σ scalar_k · base_k over one split query whose bases d_pts stay on the GPU. Runs on
-// the GPU's stream 2 (Pippenger's own stream) and returns when the result is on the host.
+// out = Σ scalar_k · base_k over one split query whose bases d_pts stay on the GPU. The
+// bitmap's batch addition and the gather run on the scratch's stream, the tail's
+// Pippenger on sppark's streams; returns when the result is on the host.
 template <class bucket_T, class point_T, class affine_T>
 void split_msm(const gpu_t &gpu, const typename affine_T::mem_t *d_pts, const split_t &sp,
                split_scratch &sc, point_T &out)
 {
     typedef typename affine_T::mem_t affine_h;
     typedef typename bucket_T::mem_t bucket_h;
-    typedef msm_t<bucket_T, point_T, affine_T, scalar_t> msm_type;
-    const stream_t &s = gpu[2];
+    const stream_t &s = *sc.stream;
     out.inf();
     if (sp.n_ones) {
         s.HtoD(sc.bits.as<uint32_t>(), sp.ones.data(), sp.ones.size());
@@ -90,7 +129,8 @@ void split_msm(const gpu_t &gpu, const typename affine_T::mem_t *d_pts, const sp
         gs_gather<affine_h><<<gpu.sm_count() * 4, 256, 0, s>>>(sc.pts.as<affine_h>(), d_pts,
                                                                sc.idx.as<uint32_t>(), t);
         check(cudaGetLastError(), "gather kernel");
-        msm_type m(nullptr, t, sizeof(affine_T), gpu.id());
+        s.sync(); // the Pippenger below reads the gathered bases from other streams
+        auto &m = sc.tail((const bucket_T *)nullptr).get(t, gpu.id());
         point_T p;
         // Device points go in as dev_ptr_t<affine_T>: sppark's templated invoke hands them
         // on as `const affine_T*` to the overload that runs; typed as affine_h it would call
