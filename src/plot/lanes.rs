@@ -7,7 +7,8 @@ use plotters::prelude::*;
 
 use super::canvas::*;
 use crate::store::lane_series::{
-    busy_cores, kernel_agreement, read_points, util_lanes, UtilLane, UtilPlacement, UtilPoint,
+    busy_cores, drawn_at, kernel_agreement, read_points, util_lanes, UtilLane, UtilPlacement,
+    UtilPoint,
 };
 use crate::store::{GpuActivityRow, TelemetryRow};
 use crate::trace::selftime::Coverage;
@@ -212,11 +213,14 @@ where
         let ypx = |pct: u32| {
             y1 - ((f64::from(pct).clamp(0.0, 100.0) / 100.0) * (y1 - y0) as f64).round() as i32
         };
-        // Points placed before the rep's first span or after its last are off the axis.
-        let on_axis: Vec<&UtilPoint> = lane
+        // A window reaching over the rep's first span's start or its last span's end
+        // (the rep's last window, fetched after it) is drawn at the middle of its part
+        // on the axis; points wholly off the axis are not drawn.
+        let window = lane.placement.window_ns();
+        let on_axis: Vec<UtilPoint> = lane
             .points
             .iter()
-            .filter(|p| p.0 >= origin && p.0 <= end)
+            .filter_map(|p| drawn_at(p.0, window, (origin, end)).map(|t| (t, p.1, p.2)))
             .collect();
         let color = variant_color(gi + 2);
         let mem: Vec<(i32, i32)> = on_axis

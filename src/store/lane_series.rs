@@ -53,6 +53,31 @@ pub enum UtilPlacement {
     ReadTime,
 }
 
+impl UtilPlacement {
+    /// The averaging window each point stands for, centred on it (none at read time).
+    pub fn window_ns(self) -> Option<u64> {
+        match self {
+            UtilPlacement::DriverSamples { window_ns } | UtilPlacement::Shifted { window_ns } => {
+                Some(window_ns)
+            }
+            UtilPlacement::ReadTime => None,
+        }
+    }
+}
+
+/// Where a point placed at `at`, the middle of a `window_ns` window, is drawn on a time
+/// axis `(lo, hi)`: at `at` inside it; where its window reaches over an end of the axis
+/// (a rep's first and last windows), at the middle of the part on the axis; nowhere when
+/// no part is on it. A point at read time is drawn only inside the axis.
+pub fn drawn_at(at: u64, window_ns: Option<u64>, (lo, hi): (u64, u64)) -> Option<u64> {
+    if (lo..=hi).contains(&at) {
+        return Some(at);
+    }
+    let half = window_ns? / 2;
+    let (start, end) = (at.saturating_sub(half).max(lo), (at + half).min(hi));
+    (start < end).then(|| start + (end - start) / 2)
+}
+
 /// One GPU's utilisation lane: its placement and (time, SM %, memory %) points by time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UtilLane {
@@ -279,5 +304,23 @@ mod tests {
             vec![(1_000, 2_000, 3.0), (2_000, 4_000, 0.25)]
         );
         assert!(busy_cores(&refs[..1]).is_empty());
+    }
+
+    #[test]
+    fn a_window_over_an_end_of_the_axis_is_drawn_at_the_middle_of_its_part_on_it() {
+        const MS: u64 = 1_000_000;
+        let axis = (9_000 * MS, 10_450 * MS);
+        let w = Some(200 * MS);
+        assert_eq!(drawn_at(10_300 * MS, w, axis), Some(10_300 * MS));
+        // The rep's last window, 10.4–10.6 s: its 50 ms on the axis.
+        assert_eq!(drawn_at(10_500 * MS, w, axis), Some(10_425 * MS));
+        // Its first, 8.9–9.1 s.
+        assert_eq!(drawn_at(9_000 * MS, w, axis), Some(9_000 * MS));
+        assert_eq!(drawn_at(8_990 * MS, w, axis), Some(9_045 * MS));
+        // Wholly off the axis, and reads at read time, are not drawn.
+        assert_eq!(drawn_at(10_600 * MS, w, axis), None);
+        assert_eq!(drawn_at(10_500 * MS, None, axis), None);
+        assert_eq!(UtilPlacement::ReadTime.window_ns(), None);
+        assert_eq!(UtilPlacement::Shifted { window_ns: 5 }.window_ns(), Some(5));
     }
 }

@@ -242,8 +242,10 @@ pub struct ClockCalibration {
 /// The `nvml` source reads utilisation, memory, power, clock and temperature each period;
 /// the `nvml_pcie` source reads PCIe throughput on its own thread, because NVML samples
 /// each PCIe counter over a 20 ms window before it returns. Rows of source
-/// `nvml_samples` are the driver's own utilisation samples (nvmlDeviceGetSamples), and
-/// rows of source `process_cpu` (gpu 0, also without a GPU) the process's CPU time.
+/// `nvml_samples` are the driver's own utilisation samples (nvmlDeviceGetSamples), one
+/// per window overlapping the rep (the last one's `t_ns`, its window's end, may lie after
+/// the rep's end), and rows of source `process_cpu` (gpu 0, also without a GPU) the
+/// process's CPU time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetryRow {
     pub rep: u32,

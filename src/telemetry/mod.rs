@@ -43,6 +43,7 @@
 pub mod activity;
 pub mod clock;
 pub mod cupti;
+pub mod driver_clock;
 pub mod dylib;
 pub mod leak;
 pub mod nvml;
@@ -411,6 +412,10 @@ impl Telemetry {
         notes
     }
 
+    fn sampler(&self) -> std::sync::MutexGuard<'_, Option<Sampler>> {
+        self.sampler.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn end_rep_here(&self, rep: u32, variant: &str) -> RepTelemetry {
         let active = self.active.lock().unwrap_or_else(|e| e.into_inner()).take();
         let mut out = RepTelemetry {
@@ -421,6 +426,14 @@ impl Telemetry {
             out.notes.push("end_rep without begin_rep".into());
             return out;
         };
+        // Sampling stops first; the wait for the driver's last window (if its samples are
+        // in use) then overlaps CUPTI's flush. The rep's spans are already closed.
+        let closed = if active.sampling {
+            self.sampler().as_ref().map(Sampler::close)
+        } else {
+            None
+        };
+        let end_ns = closed.unwrap_or_else(crate::trace::now_ns);
         if let (true, Ok(c)) = (active.cupti, &self.cupti) {
             let end_pair = c.clock_pair();
             match c.stop() {
@@ -452,16 +465,12 @@ impl Telemetry {
             }
         }
         if active.sampling {
-            if let Some(s) = self
-                .sampler
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            {
+            if let Some(s) = self.sampler().as_ref() {
                 let samples = s.pause();
                 let unavailable = s.driver_unavailable();
                 let clocks = RepClocks {
                     begin_ns: active.begin_ns,
+                    end_ns,
                     begin: active.host_pairs,
                     end: ClockPairs::measure(),
                     unavailable: &unavailable,
@@ -470,6 +479,7 @@ impl Telemetry {
                 let placed = placement::rep_rows(&samples, &clocks, &mut gaps, rep, variant);
                 out.samples = placed.rows;
                 out.util_placement = placed.lines;
+                out.notes.extend(placed.notes);
             }
         }
         if let Ok(p) = &self.nvml {

@@ -15,7 +15,11 @@
 //! lane; with [`NoGpu`] it runs on machines without one) and, every
 //! [`DRIVER_FETCH_NS`] and when a window closes, the driver's own utilisation samples
 //! with their timestamps ([`GpuProbe::util_samples`]), which
-//! [`super::placement`] places on the span clock.
+//! [`super::placement`] places on the span clock. The sample of a window only enters the
+//! driver's buffer when the window ends, so after a window closes the thread goes on
+//! fetching until each GPU whose samples are in use has the one covering the close
+//! ([`super::driver_clock::due`]: at most 1.5 of the driver's windows, 500 ms at most);
+//! the rep's spans are closed by then, so only the run grows longer.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -23,6 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::driver_clock::{self, DriverStream, EndMark};
 use crate::store::TelemetryRow;
 use crate::trace::now_ns;
 
@@ -46,7 +51,7 @@ pub struct PcieReading {
 /// One utilisation sample from the driver's buffer: the share of the driver's sample
 /// period, ending at `ts_us`, during which a kernel ran (SM) or memory was read or
 /// written. `ts_us` is NVML's "CPU timestamp in microseconds" on a clock NVML does not
-/// name ([`super::placement::detect_clock`] finds it).
+/// name ([`super::driver_clock::detect_clock`] finds it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DriverSample {
     pub ts_us: u64,
@@ -170,10 +175,13 @@ impl Sample {
 }
 
 /// Where the fast thread stands in each GPU's driver buffer, across windows.
+#[derive(Default)]
 struct DriverCursor {
     last_seen_us: Vec<u64>,
     /// The GPU's buffer could not be read; it is not asked again this run.
     off: Vec<bool>,
+    /// The GPU's latest timestamps, for its period.
+    streams: Vec<DriverStream>,
 }
 
 impl DriverCursor {
@@ -184,6 +192,7 @@ impl DriverCursor {
             if i >= self.off.len() {
                 self.off.resize(i + 1, false);
                 self.last_seen_us.resize(i + 1, 0);
+                self.streams.resize(i + 1, DriverStream::default());
             }
             if self.off[i] {
                 continue;
@@ -193,6 +202,7 @@ impl DriverCursor {
                     let t_ns = now_ns();
                     for d in samples {
                         self.last_seen_us[i] = self.last_seen_us[i].max(d.ts_us);
+                        self.streams[i].add(d.ts_us);
                         out.push(Sample {
                             gpu,
                             t_ns,
@@ -211,6 +221,38 @@ impl DriverCursor {
             }
         }
     }
+
+    /// After window `seen` closed at `end`: fetches, and fetches again every
+    /// [`driver_clock::POLL_NS`], until no GPU is still [`driver_clock::due`] its last
+    /// window, or the longest due GPU's budget after `end` has passed (then once more at
+    /// that moment). Without GPUs or readable buffers nothing is due, so nothing waits.
+    fn fetch_last_window(
+        &mut self,
+        probe: &dyn GpuProbe,
+        shared: &Shared,
+        seen: u64,
+        end: &EndMark,
+        out: &mut Vec<Sample>,
+    ) {
+        loop {
+            self.fetch(probe, shared, out);
+            let budget = self
+                .streams
+                .iter()
+                .zip(&self.off)
+                .filter(|(_, off)| !**off)
+                .filter_map(|(s, _)| driver_clock::due(s, end))
+                .max();
+            let Some(budget) = budget else { return };
+            let deadline = end.span_ns + budget;
+            let now = now_ns();
+            if now >= deadline
+                || !shared.sleep_after_window(seen, deadline.min(now + driver_clock::POLL_NS))
+            {
+                return;
+            }
+        }
+    }
 }
 
 /// The sampling threads' shared state; `epoch` counts windows (resumes).
@@ -225,6 +267,8 @@ struct State {
     samples: Vec<Sample>,
     /// Per GPU, why the driver's samples could not be read.
     driver_unavailable: BTreeMap<u32, String>,
+    /// When window `epoch` was closed by [`Sampler::close`].
+    end: Option<EndMark>,
 }
 
 impl State {
@@ -252,6 +296,26 @@ impl Shared {
 
     fn is_open(&self, seen: u64) -> bool {
         self.lock().open(seen)
+    }
+
+    /// After window `seen` closed: sleeps until `deadline_ns` (span clock); false if the
+    /// sampler is dropped or a newer window opened meanwhile.
+    fn sleep_after_window(&self, seen: u64, deadline_ns: u64) -> bool {
+        let mut g = self.lock();
+        loop {
+            if g.shutdown || g.epoch != seen {
+                return false;
+            }
+            let now = now_ns();
+            if now >= deadline_ns {
+                return true;
+            }
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_nanos(deadline_ns - now))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Sleeps until `deadline_ns` (span clock) or the end of window `seen`; true if the
@@ -348,6 +412,7 @@ impl Sampler {
                 parked: n,
                 samples: Vec::new(),
                 driver_unavailable: BTreeMap::new(),
+                end: None,
             }),
             cv: Condvar::new(),
         });
@@ -362,10 +427,7 @@ impl Sampler {
             sampler
                 .threads
                 .push(spawn_worker("gapscope-nvml", shared.clone(), {
-                    let mut cursor = DriverCursor {
-                        last_seen_us: Vec::new(),
-                        off: Vec::new(),
-                    };
+                    let mut cursor = DriverCursor::default();
                     let fetch_every = (DRIVER_FETCH_NS / period_ns).max(1);
                     move |shared, seen, out| {
                         let mut tick = now_ns();
@@ -387,8 +449,22 @@ impl Sampler {
                                 tick += (now - tick).div_ceil(period_ns) * period_ns;
                             }
                             if !shared.sleep_in_window(seen, tick) {
-                                // What the driver sampled since the last fetch.
-                                cursor.fetch(probe.as_ref(), shared, out);
+                                // What the driver sampled since the last fetch, up to the
+                                // window covering the close.
+                                let end = {
+                                    let g = shared.lock();
+                                    g.end.clone().filter(|_| g.epoch == seen)
+                                };
+                                match end {
+                                    Some(end) => cursor.fetch_last_window(
+                                        probe.as_ref(),
+                                        shared,
+                                        seen,
+                                        &end,
+                                        out,
+                                    ),
+                                    None => cursor.fetch(probe.as_ref(), shared, out),
+                                }
                                 return;
                             }
                         }
@@ -422,15 +498,29 @@ impl Sampler {
         g.running = true;
         g.parked = 0;
         g.samples.clear();
+        g.end = None;
         self.shared.cv.notify_all();
     }
 
-    /// Closes the window, waits until every thread has parked, and returns the window's
-    /// samples by time.
-    pub fn pause(&self) -> Vec<Sample> {
+    /// Closes the window and returns when (span clock): sampling stops, and the driver's
+    /// samples are fetched until the one covering this moment has come (or for at most
+    /// 1.5 of the driver's windows), while the caller does other work. [`Sampler::pause`]
+    /// then collects them; it closes the window itself if this was not called.
+    pub fn close(&self) -> u64 {
         let mut g = self.shared.lock();
-        g.running = false;
-        self.shared.cv.notify_all();
+        if g.running {
+            g.running = false;
+            g.end = Some(EndMark::now());
+            self.shared.cv.notify_all();
+        }
+        g.end.as_ref().map_or_else(now_ns, |e| e.span_ns)
+    }
+
+    /// Closes the window (if [`Sampler::close`] did not), waits until every thread has
+    /// parked, and returns the window's samples by time.
+    pub fn pause(&self) -> Vec<Sample> {
+        self.close();
+        let mut g = self.shared.lock();
         while g.parked < self.threads.len() {
             g = self.shared.wait(g);
         }

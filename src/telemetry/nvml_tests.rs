@@ -362,3 +362,163 @@ fn driver_samples_are_fetched_once_each_and_up_to_the_window_end() {
     );
     assert!(!s.driver_unavailable().contains_key(&0));
 }
+
+/// One GPU whose driver averages windows of `window_us` on CLOCK_REALTIME, as the H200's
+/// does, and posts each sample `delay_us` after its window ends; it keeps the last 10.
+/// From `stop_after_us` on it posts none.
+struct Late {
+    window_us: u64,
+    delay_us: u64,
+    stop_after_us: AtomicU64,
+    fetches: AtomicU64,
+}
+
+impl Late {
+    fn new(window: Duration, delay: Duration) -> Late {
+        Late {
+            window_us: window.as_micros() as u64,
+            delay_us: delay.as_micros() as u64,
+            stop_after_us: AtomicU64::new(u64::MAX),
+            fetches: AtomicU64::new(0),
+        }
+    }
+
+    fn realtime_us() -> u64 {
+        crate::telemetry::driver_clock::HostClock::Realtime
+            .now_ns()
+            .unwrap()
+            / 1_000
+    }
+}
+
+impl GpuProbe for Late {
+    fn gpus(&self) -> u32 {
+        1
+    }
+    fn read(&self, _gpu: u32) -> FastReading {
+        FastReading::default()
+    }
+    fn read_pcie(&self, _gpu: u32) -> PcieReading {
+        PcieReading::default()
+    }
+    fn process_mem_used(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+    fn util_samples(&self, _gpu: u32, since_us: u64) -> Result<Vec<DriverSample>, String> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        let posted = Self::realtime_us()
+            .saturating_sub(self.delay_us)
+            .min(self.stop_after_us.load(Ordering::SeqCst));
+        let last = posted / self.window_us;
+        Ok((last.saturating_sub(9)..=last)
+            .map(|k| k * self.window_us)
+            .filter(|&ts| ts > since_us)
+            .map(|ts| DriverSample {
+                ts_us: ts,
+                sm_util_pct: Some(50),
+                mem_util_pct: None,
+            })
+            .collect())
+    }
+}
+
+fn driver_ts(samples: &[Sample]) -> Vec<u64> {
+    samples
+        .iter()
+        .filter_map(|s| s.driver.map(|d| d.ts_us))
+        .collect()
+}
+
+/// CLOCK_REALTIME − the span clock, µs.
+fn realtime_offset_us() -> i64 {
+    Late::realtime_us() as i64 - (now_ns() / 1_000) as i64
+}
+
+#[test]
+fn the_sample_of_the_last_window_is_waited_for_after_the_close() {
+    // 100 ms windows, posted 20 ms late: the one covering the close comes up to 120 ms
+    // after it, inside the 150 ms the sampler waits.
+    let window = Duration::from_millis(100);
+    let s = Sampler::spawn(
+        Arc::new(Late::new(window, Duration::from_millis(20))),
+        Duration::from_millis(5),
+        false,
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    for (rep, ms) in [230u64, 170, 310].into_iter().enumerate() {
+        s.resume();
+        std::thread::sleep(Duration::from_millis(ms));
+        let closed = s.close();
+        let end_real_us = (closed / 1_000) as i64 + realtime_offset_us();
+        let samples = s.pause();
+        let waited = now_ns() - closed;
+        let ts = driver_ts(&samples);
+        let newest = *ts.iter().max().unwrap() as i64;
+        // At or past the close (µs rounding and the offset's reading allow 1 ms); the
+        // first such sample unless the thread woke very late.
+        assert!(
+            newest + 1_000 >= end_real_us && newest < end_real_us + 300_000,
+            "rep {rep}: newest sample {newest} µs, close at {end_real_us} µs"
+        );
+        assert!(
+            waited < 150_000_000 + 350_000_000,
+            "rep {rep}: pause took {waited} ns"
+        );
+        all.extend(ts);
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "a driver sample fetched in two windows");
+}
+
+#[test]
+fn the_wait_ends_when_the_driver_never_posts_the_last_window() {
+    for (window_ms, bound_ms) in [(100u64, 150u64), (1_000, 500)] {
+        let probe = Arc::new(Late::new(
+            Duration::from_millis(window_ms),
+            Duration::from_millis(1),
+        ));
+        let s = Sampler::spawn(probe.clone(), Duration::from_millis(5), false).unwrap();
+        s.resume();
+        // The first fetch brings ten earlier windows: the period is known.
+        wait_until("the first fetch", || {
+            probe.fetches.load(Ordering::SeqCst) > 0
+        });
+        let stop = Late::realtime_us();
+        probe.stop_after_us.store(stop, Ordering::SeqCst);
+        let closed = s.close();
+        let samples = s.pause();
+        let waited_ms = (now_ns() - closed) / 1_000_000;
+        assert!(
+            waited_ms + 1 >= bound_ms && waited_ms < bound_ms + 350,
+            "window {window_ms} ms: waited {waited_ms} ms, bound {bound_ms} ms"
+        );
+        let ts = driver_ts(&samples);
+        assert!(ts.len() >= 10 && ts.iter().all(|&t| t <= stop), "{ts:?}");
+    }
+}
+
+#[test]
+fn without_driver_samples_nothing_waits_after_the_close() {
+    // No GPU at all, and GPUs whose buffer cannot be read.
+    let probes: [Arc<dyn GpuProbe>; 2] = [Arc::new(NoGpu), Arc::new(Fake::new(Duration::ZERO))];
+    for probe in probes {
+        let s = Sampler::spawn(probe, Duration::from_millis(5), false).unwrap();
+        for _ in 0..5 {
+            s.resume();
+            std::thread::sleep(Duration::from_millis(15));
+            let t = Instant::now();
+            let samples = s.pause();
+            assert!(driver_ts(&samples).is_empty());
+            // A wait would last at least 1.5 windows; without samples there is none
+            // (the bound leaves a loaded machine room to wake the thread).
+            assert!(
+                t.elapsed() < Duration::from_millis(120),
+                "{:?}",
+                t.elapsed()
+            );
+        }
+    }
+}

@@ -15,7 +15,8 @@
 //!   the newest sample is recent and not in the future) and mapped onto the span clock
 //!   (CLOCK_MONOTONIC) through pairs of that clock and the span clock read at the rep's
 //!   start and end, with [`ClockMap`] as for CUPTI. The window is the median gap
-//!   between the samples.
+//!   between the samples. Every window overlapping the rep is kept, also the last one,
+//!   whose sample the sampler waits for after the rep ([`super::driver_clock`]).
 //! - **Reads shifted back by the window**, where the buffer cannot be read: the driver's
 //!   update period is estimated from the reads themselves ([`ReadGaps`]: the reads at
 //!   which a value changes are the driver's updates, late by one read period at most,
@@ -29,72 +30,12 @@
 use std::collections::BTreeMap;
 
 use super::clock::{ClockMap, ClockPair};
+pub use super::driver_clock::{detect_clock, HostClock};
+use super::driver_clock::{driver_period_ns, wait_budget_ns};
 use super::nvml::{DriverSample, Sample};
 use crate::store::lane_series::{PLACED_DRIVER_SAMPLE, PLACED_READ_TIME, SOURCE_DRIVER_SAMPLES};
 use crate::store::TelemetryRow;
 use crate::trace::now_ns;
-
-/// The host clocks NVML's sample timestamps may be on, in the order preferred when two
-/// agree (CLOCK_BOOTTIME equals CLOCK_MONOTONIC on a machine that never suspended).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostClock {
-    Monotonic,
-    Boottime,
-    Realtime,
-}
-
-impl HostClock {
-    pub const ALL: [HostClock; 3] = [
-        HostClock::Monotonic,
-        HostClock::Boottime,
-        HostClock::Realtime,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            HostClock::Monotonic => "CLOCK_MONOTONIC",
-            HostClock::Boottime => "CLOCK_BOOTTIME",
-            HostClock::Realtime => "CLOCK_REALTIME",
-        }
-    }
-
-    /// The clock's time now, ns.
-    pub fn now_ns(self) -> Option<u64> {
-        let id = match self {
-            HostClock::Monotonic => libc::CLOCK_MONOTONIC,
-            HostClock::Boottime => libc::CLOCK_BOOTTIME,
-            HostClock::Realtime => libc::CLOCK_REALTIME,
-        };
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec.
-        let rc = unsafe { libc::clock_gettime(id, &mut ts) };
-        (rc == 0 && ts.tv_sec >= 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-    }
-}
-
-/// How far in the future (ns) a sample may seem on its own clock (µs rounding, pairs).
-const FUTURE_SLACK_NS: i128 = 1_000_000_000;
-/// How old (ns) the newest sample may be on its own clock: a rep's last fetch is at its
-/// end, so anything older is on another clock.
-const MAX_LAG_NS: i128 = 120_000_000_000;
-
-/// The clock on which the newest sample, `newest_us`, is the most recent without being
-/// in the future, given each clock's time `now` (ns) at one moment after the fetch.
-pub fn detect_clock(newest_us: u64, now: &[(HostClock, u64)]) -> Option<HostClock> {
-    let ts = newest_us as i128 * 1_000;
-    now.iter()
-        .filter_map(|&(c, n)| {
-            let lag = n as i128 - ts;
-            (-FUTURE_SLACK_NS..=MAX_LAG_NS)
-                .contains(&lag)
-                .then_some((lag.abs(), c))
-        })
-        .min_by_key(|&(lag, _)| lag)
-        .map(|(_, c)| c)
-}
 
 /// A pair (that clock, span clock) for each host clock, read at one end of a rep.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -174,6 +115,10 @@ pub struct RepClocks<'a> {
     /// When the rep's window opened (span clock): driver samples whose window ended
     /// before it belong to the time between reps.
     pub begin_ns: u64,
+    /// When it closed (span clock): driver samples whose window began at or after it
+    /// belong to the time between reps. The sampler waits for the window covering it
+    /// ([`super::driver_clock::due`]).
+    pub end_ns: u64,
     pub begin: Option<ClockPairs>,
     pub end: ClockPairs,
     /// Per GPU, why the driver's samples could not be read.
@@ -185,21 +130,12 @@ pub struct RepClocks<'a> {
 pub struct PlacedRep {
     pub rows: Vec<TelemetryRow>,
     pub lines: Vec<String>,
+    /// Per GPU whose driver samples stop before the rep's end, by how much (a note).
+    pub notes: Vec<String>,
 }
 
 fn ms(ns: u64) -> String {
     format!("{:.0} ms", ns as f64 / 1e6)
-}
-
-/// The median gap between consecutive timestamps (µs in, ns out).
-fn driver_period_ns(ts_us: &[u64]) -> Option<u64> {
-    let mut gaps: Vec<u64> = ts_us
-        .windows(2)
-        .map(|w| w[1].saturating_sub(w[0]) * 1_000)
-        .filter(|&g| g > 0)
-        .collect();
-    gaps.sort_unstable();
-    gaps.get(gaps.len() / 2).copied()
 }
 
 /// One GPU's driver samples placed on the span clock.
@@ -246,7 +182,9 @@ fn place_driver(
     let placed = samples
         .iter()
         .map(|d| (map.to_span_ns(d.ts_us.saturating_mul(1_000)), *d))
-        .filter(|(t, _)| *t >= clocks.begin_ns)
+        // A window overlapping the rep's start or end is kept whole, drawn at its
+        // middle, like the others; `util_window_ns` says how far it reaches.
+        .filter(|(t, _)| *t >= clocks.begin_ns && t.saturating_sub(window) < clocks.end_ns)
         .collect();
     let line = format!(
         "GPU {gpu}: driver samples (nvmlDeviceGetSamples, timestamps on {}), each drawn at \
@@ -318,6 +256,16 @@ pub fn rep_rows(
             }) => {
                 windows.insert(gpu, window);
                 out.lines.push(line);
+                let last = placed.iter().map(|(t, _)| *t).max().unwrap_or(0);
+                if last < clocks.end_ns {
+                    out.notes.push(format!(
+                        "GPU {gpu}: the driver's samples end {} before the rep's end (the \
+                         sample of its last window did not come within {} of it); the \
+                         utilisation lane stops there",
+                        ms(clocks.end_ns - last.max(clocks.begin_ns)),
+                        ms(wait_budget_ns(window))
+                    ));
+                }
                 out.rows
                     .extend(placed.into_iter().map(|(t_ns, d)| TelemetryRow {
                         rep,

@@ -98,6 +98,7 @@ fn stream(driver: bool, busy: (u64, u64)) -> Vec<Sample> {
 fn clocks(unavailable: &BTreeMap<u32, String>) -> RepClocks<'_> {
     RepClocks {
         begin_ns: 9_000 * MS,
+        end_ns: 11_600 * MS,
         begin: Some(pairs_at(9_000 * MS)),
         end: pairs_at(11_700 * MS),
         unavailable,
@@ -314,4 +315,107 @@ fn the_read_window_needs_several_gaps_and_ignores_multiples() {
     g.add(1, &reads);
     assert_eq!(g.window_ns(1), Some(200 * MS));
     assert_eq!(g.window_ns(0), None);
+}
+
+/// A driver sample of the window ending at `end` (span clock) for the burst `busy`,
+/// fetched at `fetched`.
+fn driver_sample(end: u64, busy: (u64, u64), fetched: u64) -> Sample {
+    Sample {
+        driver: Some(DriverSample {
+            ts_us: (end + REALTIME_OFFSET) / 1_000,
+            sm_util_pct: Some(busy_pct(end, busy)),
+            mem_util_pct: None,
+        }),
+        ..sample(0, fetched)
+    }
+}
+
+fn driver_rows(p: &PlacedRep) -> Vec<&TelemetryRow> {
+    p.rows
+        .iter()
+        .filter(|r| r.source == SOURCE_DRIVER_SAMPLES)
+        .collect()
+}
+
+/// Two reps back to back. Rep A (9.0–10.55 s) ends with a GPU phase of 150 ms
+/// (10.4–10.55 s), shorter than a window: the driver posts the sample of 10.4–10.6 s
+/// only after the rep, and the sampler, waiting for it, also got the next (10.6–10.8 s)
+/// by the time it stopped. Rep B (10.9–11.5 s) fetches from there on.
+#[test]
+fn the_last_window_fetched_after_the_rep_is_the_reps_and_counted_once() {
+    const PHASE: (u64, u64) = (10_400 * MS, 10_550 * MS);
+    let none = BTreeMap::new();
+    let mut gaps = ReadGaps::default();
+    let ends_a: Vec<u64> = (0..9).map(|k| 9_200 * MS + k * PERIOD).collect();
+    let mut a: Vec<Sample> = ends_a
+        .iter()
+        .filter(|&&e| e <= 10_400 * MS)
+        .map(|&e| driver_sample(e, PHASE, 10_450 * MS))
+        .collect();
+    let in_rep = a.clone();
+    // Fetched during the wait after the close at 10.55 s.
+    a.push(driver_sample(10_600 * MS, PHASE, 10_630 * MS));
+    a.push(driver_sample(10_800 * MS, PHASE, 10_830 * MS));
+    let clocks_a = RepClocks {
+        begin_ns: 9_000 * MS,
+        end_ns: 10_550 * MS,
+        begin: Some(pairs_at(9_000 * MS)),
+        end: pairs_at(10_850 * MS),
+        unavailable: &none,
+    };
+    let placed_a = rep_rows(&a, &clocks_a, &mut gaps, 0, "v");
+    let rows_a = driver_rows(&placed_a);
+    let ends: Vec<u64> = rows_a.iter().map(|r| r.t_ns).collect();
+    // 10.6 s is the rep's (its window began inside it); 10.8 s began after it.
+    assert_eq!(ends, ends_a[..8].to_vec());
+    assert!(placed_a.notes.is_empty(), "{:?}", placed_a.notes);
+    // On the lane: the phase's window drawn at its middle, 150 of its 200 ms busy.
+    let refs: Vec<&TelemetryRow> = placed_a.rows.iter().collect();
+    let lane = &util_lanes(&refs)[0];
+    assert_eq!(
+        lane.points.last().map(|p| (p.0, p.1)),
+        Some((10_500 * MS, Some(75)))
+    );
+
+    // Rep B: the cursor is past 10.8 s; the sample covering its end (11.6 s) was
+    // waited for.
+    let b: Vec<Sample> = [11_000, 11_200, 11_400, 11_600]
+        .into_iter()
+        .map(|e| driver_sample(e * MS, BUSY, e * MS + 30 * MS))
+        .collect();
+    let clocks_b = RepClocks {
+        begin_ns: 10_900 * MS,
+        end_ns: 11_500 * MS,
+        begin: Some(pairs_at(10_900 * MS)),
+        end: pairs_at(11_700 * MS),
+        unavailable: &none,
+    };
+    let placed_b = rep_rows(&b, &clocks_b, &mut gaps, 1, "v");
+    let mut all: Vec<u64> = ends.clone();
+    all.extend(driver_rows(&placed_b).iter().map(|r| r.t_ns));
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "a window counted in both reps");
+    assert_eq!(
+        driver_rows(&placed_b)
+            .iter()
+            .map(|r| r.t_ns)
+            .collect::<Vec<_>>(),
+        [11_000 * MS, 11_200 * MS, 11_400 * MS, 11_600 * MS]
+    );
+
+    // Had the sample not come (the driver late past the wait), the lane stops at
+    // 10.4 s and the rep says so.
+    let mut g = ReadGaps::default();
+    let short = rep_rows(&in_rep, &clocks_a, &mut g, 0, "v");
+    let refs: Vec<&TelemetryRow> = short.rows.iter().collect();
+    assert!(util_lanes(&refs)[0].points.iter().all(|p| p.1 == Some(0)));
+    assert_eq!(
+        short.notes,
+        [
+            "GPU 0: the driver's samples end 150 ms before the rep's end (the sample of its \
+          last window did not come within 300 ms of it); the utilisation lane stops there"
+        ]
+    );
 }

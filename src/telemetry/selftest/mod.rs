@@ -216,7 +216,8 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
                 .unwrap_or(0)
                 .max(50_000);
             checks.extend(check_rep(rep, &rows, &t, &exp, slack));
-            checks.extend(lanes_check::check_lanes(rep, &t));
+            let end = prove.map(|p| p.end_ns).unwrap_or(0);
+            checks.extend(lanes_check::check_lanes(rep, &t, end));
             if o.nvtx {
                 let (status, to_cupti) = tel.nvtx();
                 let tool = nvtx_tool(status, to_cupti, t.collected);
