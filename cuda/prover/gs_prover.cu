@@ -170,9 +170,9 @@ struct gs_device {
     // call and kept.
     std::unique_ptr<msm_g1_t> h_msm2;
     split_scratch scratch;
-    // split_threads > 1: scratch for the second to fourth concurrent split queries, made
+    // split_threads > 1: scratch for the second to eighth concurrent split workers, made
     // at the first such call and kept.
-    std::unique_ptr<split_scratch> extra_scratch[3];
+    std::unique_ptr<split_scratch> extra_scratch[7];
     size_t max_split = 0;
     // host_memory = pinned: a, b, c staging, grown on demand and kept.
     std::unique_ptr<pinned_buf> stage[3];
@@ -625,13 +625,15 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         s.attr("gpu_ms", t.ms());
     };
     // The split queries: batch addition of the bases of 1 scalars, Pippenger over the tail.
-    auto split_query = [&](int q, split_scratch &sc, gapscope_span_ctx parent) {
+    // Query q of circuits first, first + step, … of the slice.
+    auto split_query = [&](int q, split_scratch &sc, gapscope_span_ctx parent, size_t first,
+                           size_t step) {
         static const char *names[] = {"msm_l", "msm_a", "msm_b_g1", "msm_b_g2"};
         std::vector<split_t> &splits = q == 0 ? batch.l : q == 1 ? batch.a : batch.b;
         msm_phase(names[q], parent, [&](const gapscope::Span &s) {
             uint64_t ones = 0, zeros = 0, tail = 0;
-            for (size_t i = lo; i < hi; i++) {
-                if (i > lo) wait_prep(i, here);
+            for (size_t i = first; i < hi; i += step) {
+                if (i > first) wait_prep(i, here);
                 const split_t &sp = splits[i];
                 if (q == 0)
                     split_msm<bucket_t, point_t, affine_t>(gpu, dev.l.as<affine_t>(), sp, sc,
@@ -656,12 +658,13 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         });
     };
 
-    // split_threads > 1: the four split queries run on their own host threads, each
-    // waiting for prep, while this thread runs the H MSM. Their GPU work interleaves on the
+    // split_threads > 1: the four split queries run on their own host threads (8: two per
+    // query, each with every other circuit), each waiting for prep, while this thread runs
+    // the H MSM. Their GPU work interleaves on the
     // GPU's streams; their host work (bucket sums, Pippenger's final reduction) overlaps
     // the other queries' kernels.
     std::vector<std::thread> workers;
-    std::vector<std::string> errors(4);
+    std::vector<std::string> errors(opts.split_threads);
     struct joiner {
         std::vector<std::thread> &ts;
         ~joiner()
@@ -671,18 +674,24 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         }
     } join_all{workers};
     if (opts.split_threads > 1) {
-        for (int q = 0; q < 4; q++)
-            workers.emplace_back([&, q, kctx] {
+        size_t step = opts.split_threads / 4;
+        for (uint32_t w = 0; w < opts.split_threads; w++) {
+            int q = (int)(w % 4);
+            size_t first = lo + w / 4;
+            if (first >= hi) continue;
+            workers.emplace_back([&, w, q, first, step, kctx] {
                 gs_status st = guarded("split MSM", [&] {
                     gpu.select();
-                    wait_prep(lo, kctx);
-                    split_query(q, q == 0 ? dev.scratch : *dev.extra_scratch[q - 1], kctx);
+                    wait_prep(first, kctx);
+                    split_query(q, w == 0 ? dev.scratch : *dev.extra_scratch[w - 1], kctx, first,
+                                step);
                 });
                 if (st.code) {
-                    errors[q] = st.message ? st.message : "error";
+                    errors[w] = st.message ? st.message : "error";
                     free(st.message);
                 }
             });
+        }
     }
 
     // H: dense, scalars already on the device (the first domain − 1 coefficients).
@@ -738,7 +747,7 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
     }
     wait_prep(lo, here);
     for (int q = 0; q < 4; q++)
-        split_query(q, dev.scratch, here);
+        split_query(q, dev.scratch, here, lo, 1);
 }
 
 } // namespace
@@ -843,8 +852,8 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
             if (opts->split_threads > 1)
                 for (size_t d = 0; d < ngpu; d++) {
                     gs_device &dev = *srs->devices[d];
-                    for (auto &sc : dev.extra_scratch)
-                        if (!sc) {
+                    for (uint32_t w = 1; w < opts->split_threads; w++)
+                        if (auto &sc = dev.extra_scratch[w - 1]; !sc) {
                             sc.reset(new split_scratch());
                             sc->alloc(dev.id, dev.max_split, select_gpu(dev.id).sm_count());
                         }

@@ -61,7 +61,8 @@ typedef struct {
     uint32_t streams; /* 1: a, b, c NTTs one after another; 2: b and c on a second stream */
     uint32_t gpus;    /* GPUs to split the batch over (0: every GPU the SRS is on) */
     uint32_t split_threads; /* 1: the split MSMs (L, A, B-G1, B-G2) one after another
-                               after H; 4: each on its own host thread, beside H */
+                               after H; 4: each on its own host thread, beside H; 8: two
+                               threads per query, each with every other circuit */
     uint32_t ntt_overlap;   /* 0: every circuit's NTTs, then the MSMs; 1: the NTTs on their
                                own host thread, each circuit's H MSM right after its NTTs */
     uint32_t h_threads;     /* 1: the H MSMs one after another; 2: every other circuit's on

@@ -170,7 +170,8 @@ pub struct Variant {
     #[serde(default)]
     pub gpus: Option<u32>,
     /// cuda backend: host threads for the split MSMs (1: L, A, B-G1, B-G2 one after
-    /// another after H; 4: each on its own thread, beside H). Default 1.
+    /// another after H; 4: each on its own thread, beside H; 8: two per query, each with
+    /// every other circuit). Default 1.
     #[serde(default)]
     pub msm_threads: Option<u32>,
     /// cuda backend: "first" (every circuit's NTTs, then the MSMs) or "overlap" (the
@@ -225,7 +226,7 @@ pub struct ResolvedVariant {
     pub streams: u32,
     /// cuda: GPUs per batch (0: all).
     pub gpus: u32,
-    /// cuda: host threads for the split MSMs (1 or 4).
+    /// cuda: host threads for the split MSMs (1, 4 or 8).
     pub msm_threads: u32,
     /// cuda: NTTs first, or overlapping the MSMs.
     pub ntt: NttSchedule,
@@ -404,9 +405,9 @@ impl Experiment {
                     v.name, r.streams
                 ));
             }
-            if !matches!(r.msm_threads, 1 | 4) {
+            if !matches!(r.msm_threads, 1 | 4 | 8) {
                 return Err(format!(
-                    "variant {:?}: msm_threads = {} is not valid: use 1 or 4",
+                    "variant {:?}: msm_threads = {} is not valid: use 1, 4 or 8",
                     v.name, r.msm_threads
                 ));
             }

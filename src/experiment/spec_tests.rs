@@ -178,7 +178,7 @@ fn cuda_knobs_are_checked() {
     let m = parse(&cuda.replace("drop = \"sync\"", "msm_threads = 3"))
         .unwrap_err()
         .to_string();
-    assert!(m.contains("use 1 or 4"), "{m}");
+    assert!(m.contains("use 1, 4 or 8"), "{m}");
     assert_eq!(v[0].knobs()["ntt"], "first");
     let e = parse(&cuda.replace("drop = \"sync\"", "ntt = \"overlap\"")).unwrap();
     assert_eq!(e.resolved_variants()[0].knobs()["ntt"], "overlap");

@@ -124,7 +124,7 @@ pub struct ProveOptions {
     pub streams: u32,
     /// cuda: GPUs a batch is split over (0: every GPU the SRS is on).
     pub gpus: u32,
-    /// cuda: host threads for the split MSMs (1 or 4).
+    /// cuda: host threads for the split MSMs (1, 4 or 8).
     pub msm_threads: u32,
     /// cuda: NTTs before the MSMs, or overlapping them.
     pub ntt: NttSchedule,

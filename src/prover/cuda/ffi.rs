@@ -76,7 +76,7 @@ pub struct NativeOptions {
     pub streams: u32,
     /// GPUs to split a batch over; 0 for all.
     pub gpus: u32,
-    /// 1: split MSMs one after another; 4: each on its own host thread.
+    /// 1: split MSMs one after another; 4: each on its own host thread; 8: two per query.
     pub split_threads: u32,
     /// 1: NTTs on their own host thread, each circuit's H MSM after its own NTTs.
     pub ntt_overlap: u32,
