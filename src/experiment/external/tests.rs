@@ -51,7 +51,7 @@ fn mixed_or_incomplete_workloads_say_what_to_write() {
 }
 
 #[test]
-fn prover_knobs_and_emulated_counters_are_refused_for_a_command() {
+fn prover_knobs_and_emulated_counters_are_refused_for_a_command_but_profile_is_not() {
     let e = parse(&format!(
         "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ndrop = \"async\"\n"
     ))
@@ -62,14 +62,14 @@ fn prover_knobs_and_emulated_counters_are_refused_for_a_command() {
     ))
     .unwrap_err();
     assert!(e.contains("not available for a command"), "{e}");
-    let e = parse(&format!(
-        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\nprofile = true\n"
+    // Sampled stacks of the program: on, at a rate, for one variant.
+    let p = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\nprofile = true\nprofile_hz = 250\n\
+         [[variant]]\nname = \"b\"\n"
     ))
-    .unwrap_err();
-    assert!(
-        e.contains("perf record") && e.contains("profile = false"),
-        "{e}"
-    );
+    .unwrap();
+    let v = p.resolved_variants();
+    assert_eq!((v[0].profile, v[1].profile), (Some(250), None));
     let ok = parse(&format!(
         "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncounters = false\ntelemetry = \"nvml\"\n"
     ));
@@ -134,6 +134,8 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         samples: Vec::new(),
         counters: None,
         stderr_tail: Vec::new(),
+        cpu: Default::default(),
+        sampled: None,
     }
 }
 
@@ -219,7 +221,13 @@ fn argv(a: &[&str]) -> Vec<String> {
 
 #[test]
 fn a_program_that_cannot_start_is_a_reason_not_an_error() {
-    let run = super::child::run_once(&argv(&["/nonexistent/prog"]), Path::new("/"), None, true);
+    let run = super::child::run_once(
+        &argv(&["/nonexistent/prog"]),
+        Path::new("/"),
+        None,
+        true,
+        None,
+    );
     let why = super::rows::failure(&run).unwrap();
     assert!(
         why.contains("cannot start") && why.contains("/nonexistent/prog"),
@@ -236,6 +244,7 @@ fn the_timeout_kills_the_whole_process_group_and_its_pipes_close() {
         Path::new("/"),
         Some(std::time::Duration::from_millis(300)),
         false,
+        None,
     );
     assert!(
         matches!(run.ending, Ending::TimedOut(_)),
@@ -257,7 +266,13 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
         echo '@gapscope1 B 1 5' >&2; \
         echo '@gapscope1 E 1 9 nothing' >&$GAPSCOPE_SPAN_FD";
     // bash: the pipe's descriptor may be 10 or above, which dash cannot redirect to.
-    let run = super::child::run_once(&argv(&["bash", "-c", script]), Path::new("/"), None, false);
+    let run = super::child::run_once(
+        &argv(&["bash", "-c", script]),
+        Path::new("/"),
+        None,
+        false,
+        None,
+    );
     // stdout: a span (outside the rep: time 0); stderr: an unparseable line; the pipe: an
     // unmatched end.
     assert_eq!(run.spans.len(), 1);
@@ -282,7 +297,13 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
          while [ ! -e {m} ]; do :; done",
         m = marker.display()
     );
-    let run = super::child::run_once(&argv(&["bash", "-c", &script]), Path::new("/"), None, false);
+    let run = super::child::run_once(
+        &argv(&["bash", "-c", &script]),
+        Path::new("/"),
+        None,
+        false,
+        None,
+    );
     let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
     names.sort();
     assert_eq!(
