@@ -160,6 +160,11 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
             .frames
             .windows(2)
             .any(|w| w[0] == "worker" && w[1].starts_with("child_demo_burn_leaf"))));
+        // Pseudo-files keep their own brackets.
+        assert!(p
+            .rows
+            .iter()
+            .all(|r| r.frames.iter().all(|f| !f.starts_with("[["))));
     }
     // The report draws the program's flame graph.
     let out = tmp.path().join("report");

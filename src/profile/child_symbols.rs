@@ -20,8 +20,8 @@ use super::symbolize::{clean, Symbolizer};
 
 /// One file's functions, by the address the linker gave them, and its loadable segments.
 struct FileSymbols {
-    /// (start address, demangled name), sorted by start.
-    symbols: Vec<(u64, String)>,
+    /// (start address, size, demangled name), sorted by start.
+    symbols: Vec<(u64, u64, String)>,
     /// (file offset, size in the file, address) of each loadable segment.
     segments: Vec<(u64, u64, u64)>,
 }
@@ -43,17 +43,20 @@ impl FileSymbols {
             .iter()
             .map(|s| {
                 let name = backtrace::SymbolName::new(s.name().as_bytes());
-                (s.address(), clean(&format!("{name:#}")))
+                (s.address(), s.size(), clean(&format!("{name:#}")))
             })
             .collect();
         Ok(FileSymbols { symbols, segments })
     }
 
-    /// The function holding the linker's address `addr`: the last symbol at or below it
-    /// (object's symbol map has already left out data and size-less labels).
+    /// The function holding the linker's address `addr`: the last symbol at or below it,
+    /// if `addr` lies within its size (where a stripped library kept only its exported
+    /// symbols, a local function's address is in none, rather than in the exported
+    /// function before it).
     fn function(&self, addr: u64) -> Option<&str> {
         let i = self.symbols.partition_point(|s| s.0 <= addr);
-        Some(self.symbols.get(i.checked_sub(1)?)?.1.as_str())
+        let (start, size, name) = self.symbols.get(i.checked_sub(1)?)?;
+        (size == &0 || addr - start < *size).then_some(name.as_str())
     }
 
     /// The linker's address of file offset `off` (the file as the process mapped it).
@@ -90,7 +93,12 @@ impl ChildProcess {
                 || m.path.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
             );
-            clean(&format!("[{n}]"))
+            // `[vdso]` is already a pseudo-name.
+            clean(&if n.starts_with('[') {
+                n
+            } else {
+                format!("[{n}]")
+            })
         };
         let path = m.path.clone();
         let off = m.file_offset(a);
@@ -134,6 +142,24 @@ mod tests {
     #[no_mangle]
     pub extern "C" fn gapscope_child_symbols_probe(x: u64) -> u64 {
         std::hint::black_box(x).wrapping_mul(3)
+    }
+
+    #[test]
+    fn an_address_past_a_symbols_size_is_in_no_function_and_offsets_map_to_addresses() {
+        let f = FileSymbols {
+            symbols: vec![(0x100, 0x10, "a".into()), (0x200, 0, "b".into())],
+            segments: vec![(0x1000, 0x2000, 0x40_1000)],
+        };
+        assert_eq!(f.function(0x10f), Some("a"));
+        assert_eq!(
+            f.function(0x110),
+            None,
+            "a stripped local function after `a`"
+        );
+        assert_eq!(f.function(0x250), Some("b"), "size unknown: up to the next");
+        assert_eq!(f.function(0xff), None);
+        assert_eq!(f.address_of_offset(0x1010), Some(0x40_1010));
+        assert_eq!(f.address_of_offset(0x3000), None);
     }
 
     #[test]
