@@ -16,12 +16,16 @@ use common::{gapscope, run_ok};
 const BURN_MS: u64 = 300;
 
 /// Compiles the demo into `tmp`; `None` (with the reason printed) without a C compiler.
-fn demo(tmp: &Path) -> Option<PathBuf> {
+/// `readings`: its span lines carry the emitter's CPU readings (else gapscope has to
+/// interpolate its own).
+fn demo(tmp: &Path, readings: bool) -> Option<PathBuf> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
-    let exe = tmp.join("child-profile-demo");
+    let exe = tmp.join(format!("child-profile-demo-{readings}"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = std::process::Command::new(&cc)
-        .args(["-O1", "-fno-omit-frame-pointer", "-pthread", "-I"])
+        .args(["-O1", "-fno-omit-frame-pointer", "-pthread"])
+        .args((!readings).then_some("-DGAPSCOPE_EMIT_NO_CPU"))
+        .arg("-I")
         .arg(&src)
         .arg("-o")
         .arg(&exe)
@@ -72,7 +76,9 @@ fn attr_u64(s: &SpanRow, key: &str) -> u64 {
 #[test]
 fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_time() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(exe) = demo(tmp.path()) else { return };
+    let Some(exe) = demo(tmp.path(), false) else {
+        return;
+    };
     let ms = BURN_MS.to_string();
     let exp = experiment(
         tmp.path(),
@@ -181,7 +187,9 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
 #[test]
 fn a_program_without_span_lines_gets_its_cpu_time_on_the_root_span() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(exe) = demo(tmp.path()) else { return };
+    let Some(exe) = demo(tmp.path(), false) else {
+        return;
+    };
     let exp = experiment(
         tmp.path(),
         &[exe.to_str().unwrap(), "quiet", "200"],
@@ -201,7 +209,9 @@ fn a_program_without_span_lines_gets_its_cpu_time_on_the_root_span() {
 #[test]
 fn a_refused_sampler_keeps_the_programs_reps_and_says_why() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(exe) = demo(tmp.path()) else { return };
+    let Some(exe) = demo(tmp.path(), false) else {
+        return;
+    };
     let exp = experiment(
         tmp.path(),
         &[exe.to_str().unwrap(), "spans", "20"],
@@ -223,4 +233,37 @@ fn a_refused_sampler_keeps_the_programs_reps_and_says_why() {
     assert_eq!(reps.len(), 2);
     assert!(reps.iter().all(|p| p.unavailable.is_some()));
     assert!(d.spans.iter().any(|s| s.name == "worker_burn"));
+}
+
+#[test]
+fn the_emitters_cpu_readings_on_begin_and_end_give_the_exact_cpu_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = demo(tmp.path(), true) else {
+        return;
+    };
+    let exp = experiment(
+        tmp.path(),
+        &[exe.to_str().unwrap(), "spans", "40"],
+        "reps = 2",
+        "counters = false",
+    );
+    let d = RunData::load(&tmp.path().join(run_ok(tmp.path(), &exp, &[]))).unwrap();
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Ok, "{}", r.error);
+        for name in ["worker_burn", "foreign_phase"] {
+            let s = span(&d, r.rep, name);
+            let burn = attr_u64(s, "burn_cpu_ns");
+            let cpu = s.process_cpu_ns.expect("exact process CPU");
+            // Exact: the busy thread's own CPU time plus the little the rest did.
+            assert!(
+                cpu >= burn && cpu < burn + 2_000_000,
+                "{name}: process CPU {cpu} vs the busy thread's {burn}"
+            );
+            assert!(
+                !s.attrs.contains("interpolated") && !s.attrs.contains("process_cpu_at_ns"),
+                "{}",
+                s.attrs
+            );
+        }
+    }
 }

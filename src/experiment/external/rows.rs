@@ -168,8 +168,10 @@ pub fn rep_rows(
             attrs.insert("unmatched_begin".into(), true.into());
         }
         // CPU time of the whole program over the span: where the program reports it,
-        // that; else interpolated from the readings of its CPU clock.
-        let exact = s
+        // that; else the difference of the readings on its begin and end lines (the
+        // emitters' `process_cpu_at_ns`); else interpolated from the readings of its CPU
+        // clock.
+        let reported = s
             .attrs
             .iter()
             .rev()
@@ -177,6 +179,19 @@ pub fn rep_rows(
                 ("process_cpu_ns", AttrValue::U64(n)) => Some(*n),
                 _ => None,
             });
+        let at: Vec<u64> = s
+            .attrs
+            .iter()
+            .filter_map(|(k, v)| match (k.as_str(), v) {
+                (crate::emit::CPU_AT, AttrValue::U64(n)) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        attrs.remove(crate::emit::CPU_AT);
+        let exact = reported.or(match at[..] {
+            [first, .., last] => Some(last.saturating_sub(first)),
+            _ => None,
+        });
         let process_cpu_ns = exact.or_else(|| {
             run.cpu.measured().then(|| {
                 attrs.insert("process_cpu".into(), interpolated.clone().into());
