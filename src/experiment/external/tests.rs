@@ -321,3 +321,48 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
         run.stderr_tail
     );
 }
+
+#[test]
+fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_interpolated() {
+    let with = |name: &str, seq: u64, attrs: &[(&str, u64)]| {
+        let mut s = span(name, 1, 1_200, 1_600, seq);
+        s.attrs = attrs
+            .iter()
+            .map(|&(k, v)| (k.to_string(), crate::trace::AttrValue::U64(v)))
+            .collect();
+        s
+    };
+    let at = crate::emit::CPU_AT;
+    let mut run = child_run(vec![
+        with("reported", 1, &[(at, 10), ("process_cpu_ns", 7), (at, 90)]),
+        with("readings", 2, &[(at, 10), (at, 90)]),
+        with("one_reading", 3, &[(at, 10)]),
+        with("nothing", 4, &[]),
+    ]);
+    run.cpu = super::cpu::CpuSeries {
+        points: vec![(1_000, 0), (1_500, 1_000), (2_000, 1_000)],
+    };
+    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
+    assert_eq!(get("reported").process_cpu_ns, Some(7));
+    assert_eq!(get("readings").process_cpu_ns, Some(80));
+    assert!(
+        !get("readings").attrs.contains(at),
+        "{}",
+        get("readings").attrs
+    );
+    assert!(!get("readings").attrs.contains("interpolated"));
+    // 400 ns of CPU by 1200, 1000 by 1600 (on the line from 1000 to 1500).
+    assert_eq!(get("one_reading").process_cpu_ns, Some(600));
+    assert_eq!(get("nothing").process_cpu_ns, Some(600));
+    assert!(get("nothing").attrs.contains("interpolated"));
+    // The root: its ends are readings.
+    assert_eq!(get("prove").process_cpu_ns, Some(1_000));
+    // A program whose clock was never read gets no CPU time rather than a made-up one.
+    run.cpu = Default::default();
+    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    assert!(rows
+        .iter()
+        .filter(|r| r.name != "reported" && r.name != "readings")
+        .all(|r| r.process_cpu_ns.is_none()));
+}
