@@ -182,6 +182,19 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
         .success();
     let svg = std::fs::read_to_string(out.join("flame-a-prove.svg")).unwrap();
     assert!(svg.contains("child_demo_burn_leaf") && svg.contains("[worker_burn]"));
+    // By default, a span samples fell in: not `phase`, whose thread only waits.
+    let out = tmp.path().join("report-default");
+    gapscope(tmp.path())
+        .args(["report", dir.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("Flame graphs of `worker_burn`")
+            || md.contains("Flame graphs of `foreign_phase`"),
+        "{md}"
+    );
 }
 
 #[test]

@@ -53,13 +53,20 @@ impl SpanTree {
 
 /// The span below the root with the most self time (the largest median over the
 /// variants' measured reps): an opaque call such as `supraseal_c2`, whose whole time is
-/// its own, or the wrapper whose own time its children do not explain.
-pub fn default_span(input: &RunView) -> Option<String> {
+/// its own, or the wrapper whose own time its children do not explain. Of the spans
+/// samples fell in, where any did: an external program's span whose thread only waits
+/// for another thread's spans has self time but no samples.
+pub fn default_span(input: &RunView, profiles: &[RepProfile]) -> Option<String> {
     let variants = input.variants();
+    let sampled: std::collections::BTreeSet<&str> = profiles
+        .iter()
+        .flat_map(|p| p.rows.iter().map(|r| r.span.as_str()))
+        .collect();
     input
         .span_order()
         .into_iter()
         .filter(|n| n != crate::prover::spans::PROVE)
+        .filter(|n| sampled.is_empty() || sampled.contains(n.as_str()))
         .map(|n| {
             let best = variants
                 .iter()
@@ -222,7 +229,10 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         }
     };
     let chosen = span.is_some();
-    let Some(span) = span.map(str::to_string).or_else(|| default_span(input)) else {
+    let Some(span) = span
+        .map(str::to_string)
+        .or_else(|| default_span(input, &profiles))
+    else {
         let _ = writeln!(md, "No span to draw.\n");
         return md;
     };
@@ -235,7 +245,7 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         if chosen {
             ""
         } else {
-            " (the span below `prove` with the most self time; `gapscope report --flame-span NAME` picks another)"
+            " (the span below `prove` with the most self time of those samples fell in; `gapscope report --flame-span NAME` picks another)"
         }
     );
     for variant in input.variants() {
