@@ -280,3 +280,20 @@ fn the_emitters_cpu_readings_on_begin_and_end_give_the_exact_cpu_time() {
         }
     }
 }
+
+#[test]
+fn spans_of_a_process_the_program_started_get_no_cpu_time_of_the_wrong_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = demo(tmp.path(), false) else {
+        return;
+    };
+    // `; true` keeps the shell from exec'ing the demo: the spans come from its child.
+    let script = format!("{} spans 30; true", exe.display());
+    let exp = experiment(tmp.path(), &["sh", "-c", &script], "reps = 1", "");
+    let d = RunData::load(&tmp.path().join(run_ok(tmp.path(), &exp, &[]))).unwrap();
+    let s = span(&d, 0, "worker_burn");
+    assert_eq!(s.process_cpu_ns, None, "{s:?}");
+    assert!(s.attrs.contains("not measured"), "{}", s.attrs);
+    // The root still has the shell's own CPU time, whatever little it is.
+    assert!(span(&d, 0, "prove").process_cpu_ns.is_some());
+}

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cpu::{self, CpuSeries};
+use super::members::Members;
 use crate::counters::process::ProcessCounters;
 use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
@@ -62,6 +63,8 @@ pub struct ChildRun {
     pub cpu: CpuSeries,
     /// Its threads' samples, when sampling was asked for (not yet given to spans).
     pub sampled: Option<Sampled>,
+    /// Thread ids of span lines that were not the program's own threads.
+    pub outsiders: std::collections::BTreeSet<u64>,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -87,7 +90,7 @@ type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
 
 /// Reads one stream to its end into `state`, line by line, so that what was read stays
 /// usable when the end never comes (a process outside the program's group holds it open).
-fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState) {
+fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState, members: &Members) {
     for_each_line(r, MAX_LINE, |l| {
         let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
         let (p, tail) = &mut *g;
@@ -95,6 +98,9 @@ fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState) {
             ReadLine::Whole(b) => (p.feed(b), b),
             ReadLine::Overlong(b) => (p.feed_overlong(b), b),
         };
+        if protocol {
+            members.note_line(text);
+        }
         if keep_tail && !protocol && !text.is_empty() {
             let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
             tail.push_back(s);
@@ -128,6 +134,7 @@ pub fn run_once(
         stderr_tail: Vec::new(),
         cpu: CpuSeries::starting(start_ns),
         sampled: hz.map(|hz| Sampled::unavailable(hz, "the program did not start".into())),
+        outsiders: Default::default(),
     };
     // Counters and the sampler open on the child between its fork and its exec.
     let handshake = counters || profile.is_some();
@@ -209,6 +216,7 @@ pub fn run_once(
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let spans_file = std::fs::File::from(span_r);
+    let members = Arc::new(Members::new(pid));
     let states: Vec<StreamState> = (0..3)
         .map(|_| Arc::new(Mutex::new((Parser::new(), VecDeque::new()))))
         .collect();
@@ -219,8 +227,9 @@ pub fn run_once(
     ] {
         let tx = tx.clone();
         let state = states[i].clone();
+        let members = members.clone();
         std::thread::spawn(move || {
-            read_stream(r, tail, &state);
+            read_stream(r, tail, &state, &members);
             let _ = tx.send(i);
         });
     }
@@ -294,6 +303,7 @@ pub fn run_once(
         stderr_tail: Vec::new(),
         cpu,
         sampled,
+        outsiders: members.outsiders(),
     };
     for (i, (parser, tail)) in streams {
         let (spans, counts, samples) = parser.finish(end_ns);

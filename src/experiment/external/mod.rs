@@ -14,6 +14,7 @@
 
 pub mod child;
 pub mod cpu;
+pub mod members;
 pub mod rows;
 pub mod workload;
 

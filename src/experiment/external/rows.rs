@@ -125,6 +125,11 @@ pub fn rep_rows(
         "interpolated (the program's CPU clock read every {} ms)",
         super::cpu::PERIOD.as_millis()
     );
+    let outsider = format!(
+        "not measured: its thread was not one of the program's (pid {}) when its first line \
+         was read (a process the program started?)",
+        run.pid
+    );
     let c = |k: CounterKind| run.counters.and_then(|v| v.get(k));
     let mut root_attrs = serde_json::Map::new();
     root_attrs.insert("program".into(), program.into());
@@ -193,6 +198,10 @@ pub fn rep_rows(
             _ => None,
         });
         let process_cpu_ns = exact.or_else(|| {
+            if run.outsiders.contains(&s.tid) {
+                attrs.insert("process_cpu".into(), outsider.clone().into());
+                return None;
+            }
             run.cpu.measured().then(|| {
                 attrs.insert("process_cpu".into(), interpolated.clone().into());
                 run.cpu.over(s.start_ns, s.end_ns)

@@ -136,6 +136,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         stderr_tail: Vec::new(),
         cpu: Default::default(),
         sampled: None,
+        outsiders: Default::default(),
     }
 }
 
@@ -358,6 +359,15 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     assert!(get("nothing").attrs.contains("interpolated"));
     // The root: its ends are readings.
     assert_eq!(get("prove").process_cpu_ns, Some(1_000));
+    // A thread that is not the program's: its own readings still count, the program's
+    // clock does not.
+    run.outsiders.insert(1);
+    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
+    assert_eq!(get("readings").process_cpu_ns, Some(80));
+    assert_eq!(get("nothing").process_cpu_ns, None);
+    assert!(get("nothing").attrs.contains("not measured"));
+    run.outsiders.clear();
     // A program whose clock was never read gets no CPU time rather than a made-up one.
     run.cpu = Default::default();
     let (rows, _) = rep_rows(&run, "p", 0, "v");
