@@ -3,7 +3,9 @@
 //! nothing of the rest of the crate, so a program can copy this file whole.
 //!
 //! Lines go to the pipe whose descriptor gapscope passes in `GAPSCOPE_SPAN_FD`, or to
-//! stderr where that is not set. Each line is one `write(2)` of at most 4096 bytes
+//! stderr where that is not set. Begin and end lines carry the process's CPU time
+//! (`process_cpu_at_ns`, CLOCK_PROCESS_CPUTIME_ID), from which gapscope takes the span's
+//! exact CPU time. Each line is one `write(2)` of at most 4096 bytes
 //! below a lock, so lines of different threads never mix.
 //!
 //! ```no_run
@@ -30,6 +32,20 @@ pub fn now_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// CPU time of every thread of this process so far (CLOCK_PROCESS_CPUTIME_ID), in ns.
+pub fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The attribute of begin and end lines that gives a span its exact CPU time.
+pub const CPU_AT: &str = "process_cpu_at_ns";
 
 /// The calling thread's id (gettid).
 pub fn thread_id() -> u64 {
@@ -101,12 +117,25 @@ fn clean(name: &str) -> String {
 
 /// Opens a span named `name` on this thread.
 pub fn begin(name: &str) {
-    write_line(&format!("B {} {} {}", thread_id(), now_ns(), clean(name)));
+    write_line(&format!(
+        "B {} {} {} {CPU_AT}={}",
+        thread_id(),
+        now_ns(),
+        clean(name),
+        process_cpu_ns()
+    ));
 }
 
 /// Closes the innermost open span named `name` on this thread.
 pub fn end(name: &str) {
-    write_line(&format!("E {} {} {}", thread_id(), now_ns(), clean(name)));
+    // The CPU reading first: the span's CPU time ends before its end time is read.
+    let cpu = process_cpu_ns();
+    write_line(&format!(
+        "E {} {} {} {CPU_AT}={cpu}",
+        thread_id(),
+        now_ns(),
+        clean(name)
+    ));
 }
 
 /// A finished span, from its start time (CLOCK_MONOTONIC ns, [`now_ns`]) and duration.

@@ -420,9 +420,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                         slot,
                         exp.run.rep_timeout_s.map(Duration::from_secs),
                         Some(&telemetry),
+                        opts.debug.profile_opener(),
                     ),
                 };
                 super::external::record_lines(meta.external.as_mut(), v, &rep);
+                if let Some(p) = &rep.out.profile {
+                    crate::profile::folded::write_rep(&dir, p)
+                        .with_context(|| write_failed(&dir, slot.rep))?;
+                }
                 rep.out
             }
             (None, ProcessPolicy::Shared, None) => {

@@ -465,8 +465,9 @@ impl Experiment {
     }
 }
 
-/// A variant of a `command = […]` workload may set `telemetry` and `counters` (perf
-/// events or none); the prover's knobs do not apply to a program gapscope did not build.
+/// A variant of a `command = […]` workload may set `telemetry`, `counters` (perf
+/// events or none) and `profile` (the program's threads are sampled); the prover's knobs
+/// do not apply to a program gapscope did not build.
 fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String> {
     let prover_knobs = [
         ("drop", v.drop.is_some()),
@@ -500,14 +501,6 @@ fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String
         return Err(format!(
             "variant {:?}: counters = \"emulated\" is not available for a command workload; \
              use true (perf events of the program and its threads) or false",
-            v.name
-        ));
-    }
-    if r.profile.is_some() {
-        return Err(format!(
-            "variant {:?}: profile = true samples gapscope's own prover; sampled stacks of a \
-             command workload's program are not available yet: profile it with `perf record \
-             -g -- PROGRAM`, or set profile = false",
             v.name
         ));
     }

@@ -2,15 +2,18 @@
 //! every thread of the process, including threads a C/C++ library started.
 //!
 //! `sampler` samples a target process's threads (the kernel's cpu-clock event with call
-//! chains); `symbolize` names the addresses; `attribute` gives each sample to a span of
-//! the rep by its timestamp and thread; `folded` writes and reads the per-rep files of
+//! chains): this process, or an external program's; `symbolize` names this process's
+//! addresses, `child_symbols` another process's from its `maps` and files; `attribute`
+//! gives each sample to a span of the rep by its timestamp and thread; `folded` writes and reads the per-rep files of
 //! the run folder; `flame` draws flame graphs (plain and differential) from them.
 //! Depends on `trace` only (ARCHITECTURE.md); the experiment drives it, the report and
 //! the diff read its files.
 
 pub mod attribute;
+pub mod child_symbols;
 pub mod flame;
 pub mod folded;
+pub mod maps;
 pub mod sampler;
 pub mod symbolize;
 
@@ -75,6 +78,10 @@ pub struct RepProfile {
     /// limit for ring buffers, kernel.perf_event_mlock_kb, when not root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_failure: Option<String>,
+    /// The sampled process was an external program (not gapscope's own): its frame
+    /// pointers are its build's business, and its names come from its symbol tables.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
     #[serde(skip)]
     pub rows: Vec<FoldedRow>,
 }
@@ -84,6 +91,11 @@ impl RepProfile {
     pub fn status(&self) -> String {
         match &self.unavailable {
             Some(why) => format!("unavailable: {why}"),
+            None if self.external => format!(
+                "sampled at {} Hz (the program's threads; names from its symbol tables, \
+                 callers above a stack's innermost frame need frame pointers in its build)",
+                self.hz
+            ),
             None if self.frame_pointers => format!("sampled at {} Hz", self.hz),
             None => format!(
                 "sampled at {} Hz; this build has no frame pointers, so callers above a \
@@ -122,24 +134,66 @@ pub fn frame_pointers() -> bool {
 }
 
 /// Sampling around one rep: [`RepSampling::begin`] before the proving,
-/// [`RepSampling::finish`] after its spans are drained.
+/// [`RepSampling::finish`] after its spans are drained. For an external program,
+/// [`RepSampling::begin_target`] on its pid, [`RepSampling::stop`] once it exited (before
+/// it is reaped, so that its pid cannot be another process's yet), and
+/// [`Sampled::attribute`] once its spans are known.
 pub struct RepSampling {
     hz: u32,
     sampler: Result<sampler::Sampler, String>,
+}
+
+/// A stopped sampling window, not yet given to spans.
+#[derive(Debug)]
+pub struct Sampled {
+    hz: u32,
+    raw: Result<sampler::RawProfile, String>,
 }
 
 impl RepSampling {
     /// Starts sampling every thread of this process; never fails (an unavailable sampler
     /// is recorded by `finish`).
     pub fn begin(hz: u32, opener: Opener) -> RepSampling {
+        Self::begin_target(Target::this_process(), hz, opener)
+    }
+
+    /// Starts sampling every thread of `target` (this process or another).
+    pub fn begin_target(target: Target, hz: u32, opener: Opener) -> RepSampling {
         RepSampling {
             hz,
-            sampler: sampler::Sampler::start(Target::this_process(), hz, opener),
+            sampler: sampler::Sampler::start(target, hz, opener),
         }
     }
 
     /// Stops sampling and attributes the samples to `spans` (`root`: the rep's root span).
     pub fn finish(self, rep: u32, variant: &str, spans: &[SpanInterval], root: u64) -> RepProfile {
+        self.stop().attribute(rep, variant, spans, root)
+    }
+
+    /// Stops sampling; the samples wait for their spans.
+    pub fn stop(self) -> Sampled {
+        Sampled {
+            hz: self.hz,
+            raw: self.sampler.map(sampler::Sampler::stop),
+        }
+    }
+}
+
+impl Sampled {
+    /// Sampling that never started (`why`).
+    pub fn unavailable(hz: u32, why: String) -> Sampled {
+        Sampled { hz, raw: Err(why) }
+    }
+
+    /// Attributes the samples to `spans` (`root`: the rep's root span), naming this
+    /// process's addresses in-process and another's from the maps read while it ran.
+    pub fn attribute(
+        self,
+        rep: u32,
+        variant: &str,
+        spans: &[SpanInterval],
+        root: u64,
+    ) -> RepProfile {
         let mut p = RepProfile {
             rep,
             variant: variant.to_string(),
@@ -152,14 +206,21 @@ impl RepSampling {
             frame_pointers: frame_pointers(),
             sampler_cpu_ns: 0,
             thread_failure: None,
+            external: false,
             rows: Vec::new(),
         };
-        match self.sampler {
+        match self.raw {
             Err(why) => p.unavailable = Some(why),
-            Ok(s) => {
-                let raw = s.stop();
-                let (rows, counts) =
-                    attribute::attribute(spans, root, &raw.samples, &mut symbolize::InProcess);
+            Ok(raw) => {
+                let mut sym: Box<dyn symbolize::Symbolizer> = match raw.maps.clone() {
+                    None => Box::new(symbolize::InProcess),
+                    Some(maps) => {
+                        p.external = true;
+                        p.frame_pointers = false;
+                        Box::new(child_symbols::ChildProcess::new(maps))
+                    }
+                };
+                let (rows, counts) = attribute::attribute(spans, root, &raw.samples, &mut *sym);
                 p.rows = rows;
                 p.counts = counts;
                 p.lost = raw.lost;

@@ -10,8 +10,11 @@
 //! folder every [`RESCAN`]: threads started later get their own event from then on;
 //! a thread that lives shorter than one rescan is not seen.
 //!
-//! The target is a process id ([`Target`]): this process, or later a child such as an
-//! external program's, with the same code. Nothing here knows spans; see `attribute`.
+//! The target is a process id ([`Target`]): this process, or a child such as an
+//! external program's, with the same code. For another process the drain thread also
+//! keeps that process's maps ([`ProcessMaps`]): read whenever a drained sample's address
+//! is not in those read so far, since they are gone once the process exited.
+//! Nothing here knows spans; see `attribute`.
 
 use std::collections::HashMap;
 use std::io;
@@ -23,6 +26,8 @@ use std::time::Duration;
 use perf_event::data::Record;
 use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag};
+
+use super::maps::ProcessMaps;
 
 /// How often the drain thread empties the ring buffers and looks for new threads.
 pub const RESCAN: Duration = Duration::from_millis(10);
@@ -50,6 +55,11 @@ impl Target {
     /// `perf_event_paranoid` ≤ 2 when both run as the same user).
     pub fn process(pid: i32) -> Target {
         Target { pid }
+    }
+
+    /// Whether the target is this process (its addresses are named in-process).
+    pub fn is_this_process(&self) -> bool {
+        self.pid == std::process::id() as i32
     }
 
     /// The target's threads now.
@@ -114,6 +124,8 @@ pub struct RawProfile {
     /// CPU time of the sampler's own thread (rescans and draining), which it does not
     /// sample: part of the cost of sampling.
     pub sampler_cpu_ns: u64,
+    /// Another process's maps, for naming its addresses; `None` for this process.
+    pub maps: Option<ProcessMaps>,
 }
 
 /// A running sampler; [`Sampler::stop`] returns what it collected.
@@ -203,7 +215,12 @@ fn drain_loop(
 ) -> RawProfile {
     // SAFETY: gettid has no preconditions.
     let own_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
-    let mut out = RawProfile::default();
+    let mut out = RawProfile {
+        // Read at the first samples, not now: the sampler may start before the target's
+        // exec (an external program's events open between its fork and its exec).
+        maps: (!target.is_this_process()).then(|| ProcessMaps::new(target.pid)),
+        ..Default::default()
+    };
     let mut tried: std::collections::HashSet<i32> = events.keys().copied().collect();
     loop {
         let stopping = stop.load(Ordering::SeqCst);
@@ -231,8 +248,17 @@ fn drain_loop(
                 let _ = s.disable();
             }
         }
+        let seen = out.samples.len();
         for s in events.values_mut() {
             drain(s, &mut out);
+        }
+        if let Some(m) = out.maps.as_mut() {
+            let addrs = out.samples[seen..]
+                .iter()
+                .flat_map(|s| s.chain.iter().copied());
+            if !m.covers(addrs) {
+                m.refresh();
+            }
         }
         if stopping {
             break;

@@ -51,15 +51,32 @@ impl SpanTree {
     }
 }
 
+/// The least share of a run's samples a span must hold to be drawn by default.
+pub const MIN_SHARE: f64 = 0.01;
+
 /// The span below the root with the most self time (the largest median over the
 /// variants' measured reps): an opaque call such as `supraseal_c2`, whose whole time is
-/// its own, or the wrapper whose own time its children do not explain.
-pub fn default_span(input: &RunView) -> Option<String> {
+/// its own, or the wrapper whose own time its children do not explain. Of the spans that
+/// hold at least [`MIN_SHARE`] of the samples, where any do: an external program's span
+/// whose thread only waits for another thread's spans has self time but (nearly) no
+/// samples.
+pub fn default_span(input: &RunView, profiles: &[RepProfile]) -> Option<String> {
     let variants = input.variants();
+    let mut per_span: std::collections::BTreeMap<&str, u64> = Default::default();
+    for r in profiles.iter().flat_map(|p| p.rows.iter()) {
+        *per_span.entry(r.span.as_str()).or_default() += r.count;
+    }
+    let total: u64 = per_span.values().sum();
+    let sampled: std::collections::BTreeSet<&str> = per_span
+        .iter()
+        .filter(|(_, &n)| n as f64 >= MIN_SHARE * total as f64)
+        .map(|(s, _)| *s)
+        .collect();
     input
         .span_order()
         .into_iter()
         .filter(|n| n != crate::prover::spans::PROVE)
+        .filter(|n| sampled.is_empty() || sampled.contains(n.as_str()))
         .map(|n| {
             let best = variants
                 .iter()
@@ -222,7 +239,10 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         }
     };
     let chosen = span.is_some();
-    let Some(span) = span.map(str::to_string).or_else(|| default_span(input)) else {
+    let Some(span) = span
+        .map(str::to_string)
+        .or_else(|| default_span(input, &profiles))
+    else {
         let _ = writeln!(md, "No span to draw.\n");
         return md;
     };
@@ -235,7 +255,7 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         if chosen {
             ""
         } else {
-            " (the span below `prove` with the most self time; `gapscope report --flame-span NAME` picks another)"
+            " (the span below `prove` with the most self time of those with 1% of the samples or more; `gapscope report --flame-span NAME` picks another)"
         }
     );
     for variant in input.variants() {

@@ -87,7 +87,7 @@ pub fn write_report(
 }
 
 /// [`write_report`], with the span whose sampled stacks to draw (default: the span
-/// below the root with the most self time).
+/// below the root with the most self time of those with 1% of the samples or more).
 pub fn write_report_with(
     input: &RunView,
     out: &Path,

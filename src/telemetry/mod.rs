@@ -324,6 +324,11 @@ impl Telemetry {
         m
     }
 
+    /// The sampling period (`[run] telemetry_period_ms`).
+    pub fn period(&self) -> Duration {
+        self.cfg.period
+    }
+
     /// CUPTI's status line for meta.json.
     pub fn cupti_status(&self) -> String {
         status(&self.cupti)

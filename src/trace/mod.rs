@@ -52,6 +52,24 @@ pub fn process_cpu_ns() -> Option<u64> {
     (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
+/// CPU time so far of process `pid` (every thread, also those that ended; not its own
+/// child processes), in nanoseconds: the same clock as [`process_cpu_ns`], read from
+/// outside. Readable until the process is reaped; `None` after, or where unreadable.
+pub fn process_cpu_ns_of(pid: i32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a valid, writable clockid_t.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 /// A value attached to a span (sizes, byte counts, GPU-event milliseconds, labels).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(untagged)]

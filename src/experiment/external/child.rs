@@ -1,7 +1,9 @@
 //! One run of an external program: spawned in its own process group with its span pipe
-//! (`GAPSCOPE_SPAN_FD`), counted by perf events from its `exec` on, its stdout, stderr
-//! and span pipe read line by line through the protocol parser, and killed (the whole
-//! group) when it outlives its limit.
+//! (`GAPSCOPE_SPAN_FD`), counted by perf events and (with `profile`) sampled from its
+//! `exec` on, its CPU clock read every [`cpu::PERIOD`], its stdout, stderr and span pipe
+//! read line by line through the protocol parser, and killed (the whole group) when it
+//! outlives its limit. Its exit is seen without reaping it (`waitid` with `WNOWAIT`):
+//! the last CPU reading and the sampler's end come while its pid is still its own.
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -12,9 +14,12 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::cpu::{self, CpuSeries};
+use super::members::Members;
 use crate::counters::process::ProcessCounters;
 use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
+use crate::profile::{Opener, RepSampling, Sampled, Target};
 use crate::protocol::reader::{for_each_line, ReadLine};
 use crate::protocol::{LineCounts, ParsedSpan, Parser, MAX_LINE};
 use crate::trace::now_ns;
@@ -24,7 +29,6 @@ pub const STDERR_TAIL: usize = 20;
 /// How long the readers may take to see the end of the program's pipes once it exited
 /// (and what was left of its process group was killed).
 const DRAIN: Duration = Duration::from_secs(2);
-const POLL: Duration = Duration::from_millis(5);
 
 /// How the program ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +59,19 @@ pub struct ChildRun {
     pub counters: Option<CounterValues>,
     /// The last lines of its stderr that were not protocol lines.
     pub stderr_tail: Vec<String>,
+    /// Its CPU clock, read at the spawn, every [`cpu::PERIOD`] and once it exited.
+    pub cpu: CpuSeries,
+    /// Its threads' samples, when sampling was asked for (not yet given to spans).
+    pub sampled: Option<Sampled>,
+    /// Thread ids of span lines that were not the program's own threads.
+    pub outsiders: std::collections::BTreeSet<u64>,
+}
+
+/// Sampling asked of a run: the rate, and how events are opened.
+#[derive(Debug, Clone)]
+pub struct ProfileAsk {
+    pub hz: u32,
+    pub opener: Opener,
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -73,7 +90,7 @@ type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
 
 /// Reads one stream to its end into `state`, line by line, so that what was read stays
 /// usable when the end never comes (a process outside the program's group holds it open).
-fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState) {
+fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState, members: &Members) {
     for_each_line(r, MAX_LINE, |l| {
         let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
         let (p, tail) = &mut *g;
@@ -81,6 +98,9 @@ fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState) {
             ReadLine::Whole(b) => (p.feed(b), b),
             ReadLine::Overlong(b) => (p.feed_overlong(b), b),
         };
+        if protocol {
+            members.note_line(text);
+        }
         if keep_tail && !protocol && !text.is_empty() {
             let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
             tail.push_back(s);
@@ -98,8 +118,10 @@ pub fn run_once(
     dir: &Path,
     timeout: Option<Duration>,
     counters: bool,
+    profile: Option<ProfileAsk>,
 ) -> ChildRun {
     let start_ns = now_ns();
+    let hz = profile.as_ref().map(|p| p.hz);
     let not_started = |why: String| ChildRun {
         pid: 0,
         start_ns,
@@ -110,7 +132,12 @@ pub fn run_once(
         samples: Vec::new(),
         counters: None,
         stderr_tail: Vec::new(),
+        cpu: CpuSeries::starting(start_ns),
+        sampled: hz.map(|hz| Sampled::unavailable(hz, "the program did not start".into())),
+        outsiders: Default::default(),
     };
+    // Counters and the sampler open on the child between its fork and its exec.
+    let handshake = counters || profile.is_some();
     let pipes = (|| Ok::<_, std::io::Error>((pipe()?, pipe()?, pipe()?)))();
     let ((span_r, span_w), (pid_r, pid_w), (go_r, go_w)) = match pipes {
         Ok(p) => p,
@@ -134,8 +161,8 @@ pub fn run_once(
             if libc::fcntl(span_fd, libc::F_SETFD, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if counters {
-                // Say who we are, then wait until the parent has opened the counters.
+            if handshake {
+                // Say who we are, then wait until the parent has opened its events.
                 let pid = libc::getpid().to_ne_bytes();
                 libc::write(pid_fd, pid.as_ptr().cast(), pid.len());
                 let mut go = 0u8;
@@ -147,33 +174,40 @@ pub fn run_once(
         });
     }
     // std's spawn returns only once the program exec'd, so a helper thread opens the
-    // counters between the child's fork and its exec, while this thread spawns (the
-    // child dies with the thread that spawned it: see interrupt::die_with_parent).
+    // counters and the sampler's first event between the child's fork and its exec, while
+    // this thread spawns (the child dies with the thread that spawned it: see
+    // interrupt::die_with_parent).
     let opener = std::thread::spawn(move || {
-        let mut perf = None;
+        let (mut perf, mut sampling) = (None, None);
         let mut pid = [0u8; 4];
         let mut f = std::fs::File::from(pid_r);
-        if counters && f.read_exact(&mut pid).is_ok() {
-            let c = ProcessCounters::open(i32::from_ne_bytes(pid));
-            perf = c.any().then_some(c);
+        if handshake && f.read_exact(&mut pid).is_ok() {
+            let pid = i32::from_ne_bytes(pid);
+            if counters {
+                let c = ProcessCounters::open(pid);
+                perf = c.any().then_some(c);
+            }
+            sampling =
+                profile.map(|p| RepSampling::begin_target(Target::process(pid), p.hz, p.opener));
         }
         let mut go = std::fs::File::from(go_w);
         let _ = std::io::Write::write_all(&mut go, &[1]);
-        perf
+        (perf, sampling)
     });
     let spawned = cmd.spawn();
     drop(pid_w); // the parent's copy: the opener reads EOF if no child ever wrote
     drop(cmd);
-    let mut perf = opener.join().ok().flatten();
+    let (mut perf, sampling) = opener.join().unwrap_or((None, None));
     drop(go_r);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
+            drop(sampling.map(RepSampling::stop));
             return not_started(format!(
                 "cannot start {:?} in {}: {e}",
                 argv[0],
                 dir.display()
-            ))
+            ));
         }
     };
     drop(span_w);
@@ -182,6 +216,7 @@ pub fn run_once(
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let spans_file = std::fs::File::from(span_r);
+    let members = Arc::new(Members::new(pid));
     let states: Vec<StreamState> = (0..3)
         .map(|_| Arc::new(Mutex::new((Parser::new(), VecDeque::new()))))
         .collect();
@@ -192,31 +227,46 @@ pub fn run_once(
     ] {
         let tx = tx.clone();
         let state = states[i].clone();
+        let members = members.clone();
         std::thread::spawn(move || {
-            read_stream(r, tail, &state);
+            read_stream(r, tail, &state, &members);
             let _ = tx.send(i);
         });
     }
     drop(tx);
     let started = Instant::now();
-    let ending = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ending::Exited(status),
-            Ok(None) => {}
+    let mut cpu = CpuSeries::starting(start_ns);
+    // Until it exited (not reaped: its pid stays its own while the sampler stops).
+    let why = loop {
+        cpu.read(pid as i32);
+        match exited(pid, false) {
+            Ok(true) => break None,
+            Ok(false) => {}
             Err(e) => {
                 kill_group(pid);
-                let _ = child.wait();
-                break Ending::NotStarted(format!("cannot wait for the program: {e}"));
+                break Some(Ending::NotStarted(format!(
+                    "cannot wait for the program: {e}"
+                )));
             }
         }
         if timeout.is_some_and(|t| started.elapsed() > t) {
             kill_group(pid);
-            let _ = child.wait();
-            break Ending::TimedOut(timeout.unwrap_or_default());
+            let _ = exited(pid, true);
+            break Some(Ending::TimedOut(timeout.unwrap_or_default()));
         }
-        std::thread::sleep(POLL);
+        std::thread::sleep(cpu::PERIOD);
     };
     let end_ns = now_ns();
+    cpu.read(pid as i32);
+    let sampled = sampling
+        .map(RepSampling::stop)
+        .or_else(|| hz.map(|hz| Sampled::unavailable(hz, "the sampler did not start".into())));
+    let status = child.wait();
+    let ending = match (why, status) {
+        (Some(e), _) => e,
+        (None, Ok(s)) => Ending::Exited(s),
+        (None, Err(e)) => Ending::NotStarted(format!("cannot wait for the program: {e}")),
+    };
     let counters = perf.as_mut().map(ProcessCounters::read);
     // Whatever the program left behind in its group goes too, so its pipes close.
     kill_group(pid);
@@ -251,6 +301,9 @@ pub fn run_once(
         samples: Vec::new(),
         counters,
         stderr_tail: Vec::new(),
+        cpu,
+        sampled,
+        outsiders: members.outsiders(),
     };
     for (i, (parser, tail)) in streams {
         let (spans, counts, samples) = parser.finish(end_ns);
@@ -270,6 +323,20 @@ pub fn run_once(
         ));
     }
     run
+}
+
+/// Whether the process `pid` (a child of this one) has exited, without reaping it;
+/// `block`: wait until it has.
+fn exited(pid: u32, block: bool) -> std::io::Result<bool> {
+    // SAFETY: an all-zero siginfo_t is valid; waitid fills it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+    // SAFETY: `info` is valid and writable; P_PID names one child.
+    if unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: waitid filled `info` (si_pid is 0 when no child changed state).
+    Ok(unsafe { info.si_pid() } != 0)
 }
 
 /// SIGKILL to the process group `pid` leads (the program and whatever it started).

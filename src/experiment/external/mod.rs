@@ -5,12 +5,16 @@
 //! ([`crate::protocol`]); its stdout and stderr are read for span lines too. Its spans
 //! become the rep's rows under a root span `prove` ([`rows`]), so `summary`, `diff` and
 //! `report` read an external run as they read the prover's. A build command runs once
-//! per folder before the reps ([`build_subjects`]).
+//! per folder before the reps ([`build_subjects`]). Every span gets the program's CPU
+//! time ([`cpu`]), the rep's CPU lane is the program's, and `profile = true` samples the
+//! program's threads with the same sampler, attribution and files as gapscope's own.
 //!
 //! The folder of a variant is [`ResolvedVariant::subject_dir`] when set (a worktree of
 //! the variant's revision), else the workload's `dir`, else gapscope's working directory.
 
 pub mod child;
+pub mod cpu;
+pub mod members;
 pub mod rows;
 pub mod workload;
 
@@ -39,8 +43,10 @@ pub struct ExternalRep {
 }
 
 /// Runs one rep: spawns `ext.command` in the variant's folder with a limit of `timeout`,
-/// samples NVML around it when `telemetry` is given and the variant wants it, counts
-/// perf events of the program and all its threads unless the variant's counters are off.
+/// samples NVML around it when `telemetry` is given and the variant wants it (the CPU
+/// lane then being the program's), counts perf events of the program and all its
+/// threads unless the variant's counters are off, and samples its threads' stacks when
+/// the variant's `profile` is on (events opened by `opener`).
 /// A program that fails (non-zero exit, a signal, the limit) gives a failed rep with
 /// the reason and its stderr's tail, never an error.
 pub fn run_rep(
@@ -49,6 +55,7 @@ pub fn run_rep(
     slot: Slot,
     timeout: Option<Duration>,
     telemetry: Option<&Telemetry>,
+    opener: crate::profile::Opener,
 ) -> ExternalRep {
     let dir = ext.folder(v.subject_dir.as_deref());
     let started_utc = chrono::Utc::now().to_rfc3339();
@@ -59,16 +66,38 @@ pub fn run_rep(
     };
     let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
     let command = v.command.as_ref().unwrap_or(&ext.command);
-    let run = child::run_once(command, &dir, timeout, v.counters != CounterMode::Off);
+    let ask = v.profile.map(|hz| child::ProfileAsk { hz, opener });
+    let mut run = child::run_once(command, &dir, timeout, v.counters != CounterMode::Off, ask);
     let mut gpu = telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
     gpu.notes.splice(0..0, notes);
+    if let (Some(t), true) = (telemetry, v.telemetry.nvml) {
+        // The CPU lane is the program's, not gapscope's own (which mostly waits).
+        let lane = crate::store::lane_series::SOURCE_PROCESS_CPU;
+        gpu.samples.retain(|r| r.source != lane);
+        let period = t.period().as_nanos() as u64;
+        gpu.samples
+            .extend(run.cpu.lane_rows(slot.rep, &v.name, period));
+    }
     let program = Path::new(&command[0])
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
     let (spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    let profile = run.sampled.take().map(|s| {
+        let iv: Vec<crate::profile::SpanInterval> = spans
+            .iter()
+            .map(|r| crate::profile::SpanInterval {
+                id: r.span_id,
+                name: r.name.clone(),
+                thread_id: r.thread_id,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+            })
+            .collect();
+        s.attribute(slot.rep, &v.name, &iv, rows::ROOT_ID)
+    });
     let info = rows::SlotInfo {
         rep: slot.rep,
         variant: v.name.clone(),
@@ -83,7 +112,7 @@ pub fn run_rep(
             spans,
             gpu,
             setup_ns: BTreeMap::new(),
-            profile: None,
+            profile,
         },
         lines,
         samples: run.samples,

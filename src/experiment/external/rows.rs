@@ -1,7 +1,10 @@
 //! A run of an external program as a rep's rows: a root span `prove` from the spawn to
-//! the reaping of the program (on its main thread, whose id is its pid), carrying the
+//! the program's exit (on its main thread, whose id is its pid), carrying the
 //! program's perf-event totals and its line counts, with the program's spans nested
-//! under it per thread by time, and self time as for the prover's spans.
+//! under it per thread by time, and self time as for the prover's spans. Every span gets
+//! the program's CPU time over it ([`super::cpu`]): its own `process_cpu_ns` attribute
+//! where it sent one, else interpolated from gapscope's readings of the program's CPU
+//! clock (attribute `process_cpu` says so, with the period).
 
 use std::collections::HashMap;
 
@@ -118,6 +121,15 @@ pub fn rep_rows(
         });
     }
     let selfs = self_times(&ivs);
+    let interpolated = format!(
+        "interpolated (the program's CPU clock read every {} ms)",
+        super::cpu::PERIOD.as_millis()
+    );
+    let outsider = format!(
+        "not measured: its thread was not one of the program's (pid {}) when its first line \
+         was read (a process the program started?)",
+        run.pid
+    );
     let c = |k: CounterKind| run.counters.and_then(|v| v.get(k));
     let mut root_attrs = serde_json::Map::new();
     root_attrs.insert("program".into(), program.into());
@@ -145,7 +157,11 @@ pub fn rep_rows(
         context_switches: c(CounterKind::ContextSwitches),
         attrs: serde_json::Value::Object(root_attrs).to_string(),
         gpu_busy_ns: None,
-        process_cpu_ns: None,
+        // Both ends are readings: exact.
+        process_cpu_ns: run
+            .cpu
+            .measured()
+            .then(|| run.cpu.over(run.start_ns, run.end_ns)),
     }];
     for (i, s) in kept.iter().enumerate() {
         let mut attrs: serde_json::Map<String, serde_json::Value> = s
@@ -156,8 +172,11 @@ pub fn rep_rows(
         if s.unmatched {
             attrs.insert("unmatched_begin".into(), true.into());
         }
-        // CPU time of the whole program over the span, where the program reports it.
-        let process_cpu_ns = s
+        // CPU time of the whole program over the span: where the program reports it,
+        // that; else the difference of the readings on its begin and end lines (the
+        // emitters' `process_cpu_at_ns`); else interpolated from the readings of its CPU
+        // clock.
+        let reported = s
             .attrs
             .iter()
             .rev()
@@ -165,6 +184,29 @@ pub fn rep_rows(
                 ("process_cpu_ns", AttrValue::U64(n)) => Some(*n),
                 _ => None,
             });
+        let at: Vec<u64> = s
+            .attrs
+            .iter()
+            .filter_map(|(k, v)| match (k.as_str(), v) {
+                (crate::emit::CPU_AT, AttrValue::U64(n)) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        attrs.remove(crate::emit::CPU_AT);
+        let exact = reported.or(match at[..] {
+            [first, .., last] => Some(last.saturating_sub(first)),
+            _ => None,
+        });
+        let process_cpu_ns = exact.or_else(|| {
+            if run.outsiders.contains(&s.tid) {
+                attrs.insert("process_cpu".into(), outsider.clone().into());
+                return None;
+            }
+            run.cpu.measured().then(|| {
+                attrs.insert("process_cpu".into(), interpolated.clone().into());
+                run.cpu.over(s.start_ns, s.end_ns)
+            })
+        });
         let mut row = crate::store::SpanRow::sample();
         row.rep = rep;
         row.variant = variant.to_string();

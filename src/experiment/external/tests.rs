@@ -51,7 +51,7 @@ fn mixed_or_incomplete_workloads_say_what_to_write() {
 }
 
 #[test]
-fn prover_knobs_and_emulated_counters_are_refused_for_a_command() {
+fn prover_knobs_and_emulated_counters_are_refused_for_a_command_but_profile_is_not() {
     let e = parse(&format!(
         "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ndrop = \"async\"\n"
     ))
@@ -62,14 +62,14 @@ fn prover_knobs_and_emulated_counters_are_refused_for_a_command() {
     ))
     .unwrap_err();
     assert!(e.contains("not available for a command"), "{e}");
-    let e = parse(&format!(
-        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\nprofile = true\n"
+    // Sampled stacks of the program: on, at a rate, for one variant.
+    let p = parse(&format!(
+        "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\nprofile = true\nprofile_hz = 250\n\
+         [[variant]]\nname = \"b\"\n"
     ))
-    .unwrap_err();
-    assert!(
-        e.contains("perf record") && e.contains("profile = false"),
-        "{e}"
-    );
+    .unwrap();
+    let v = p.resolved_variants();
+    assert_eq!((v[0].profile, v[1].profile), (Some(250), None));
     let ok = parse(&format!(
         "{HEAD}command = [\"x\"]\n[[variant]]\nname = \"a\"\ncounters = false\ntelemetry = \"nvml\"\n"
     ));
@@ -134,6 +134,9 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         samples: Vec::new(),
         counters: None,
         stderr_tail: Vec::new(),
+        cpu: Default::default(),
+        sampled: None,
+        outsiders: Default::default(),
     }
 }
 
@@ -219,7 +222,13 @@ fn argv(a: &[&str]) -> Vec<String> {
 
 #[test]
 fn a_program_that_cannot_start_is_a_reason_not_an_error() {
-    let run = super::child::run_once(&argv(&["/nonexistent/prog"]), Path::new("/"), None, true);
+    let run = super::child::run_once(
+        &argv(&["/nonexistent/prog"]),
+        Path::new("/"),
+        None,
+        true,
+        None,
+    );
     let why = super::rows::failure(&run).unwrap();
     assert!(
         why.contains("cannot start") && why.contains("/nonexistent/prog"),
@@ -236,6 +245,7 @@ fn the_timeout_kills_the_whole_process_group_and_its_pipes_close() {
         Path::new("/"),
         Some(std::time::Duration::from_millis(300)),
         false,
+        None,
     );
     assert!(
         matches!(run.ending, Ending::TimedOut(_)),
@@ -257,7 +267,13 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
         echo '@gapscope1 B 1 5' >&2; \
         echo '@gapscope1 E 1 9 nothing' >&$GAPSCOPE_SPAN_FD";
     // bash: the pipe's descriptor may be 10 or above, which dash cannot redirect to.
-    let run = super::child::run_once(&argv(&["bash", "-c", script]), Path::new("/"), None, false);
+    let run = super::child::run_once(
+        &argv(&["bash", "-c", script]),
+        Path::new("/"),
+        None,
+        false,
+        None,
+    );
     // stdout: a span (outside the rep: time 0); stderr: an unparseable line; the pipe: an
     // unmatched end.
     assert_eq!(run.spans.len(), 1);
@@ -282,7 +298,13 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
          while [ ! -e {m} ]; do :; done",
         m = marker.display()
     );
-    let run = super::child::run_once(&argv(&["bash", "-c", &script]), Path::new("/"), None, false);
+    let run = super::child::run_once(
+        &argv(&["bash", "-c", &script]),
+        Path::new("/"),
+        None,
+        false,
+        None,
+    );
     let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
     names.sort();
     assert_eq!(
@@ -299,4 +321,58 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
         "{:?}",
         run.stderr_tail
     );
+}
+
+#[test]
+fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_interpolated() {
+    let with = |name: &str, seq: u64, attrs: &[(&str, u64)]| {
+        let mut s = span(name, 1, 1_200, 1_600, seq);
+        s.attrs = attrs
+            .iter()
+            .map(|&(k, v)| (k.to_string(), crate::trace::AttrValue::U64(v)))
+            .collect();
+        s
+    };
+    let at = crate::emit::CPU_AT;
+    let mut run = child_run(vec![
+        with("reported", 1, &[(at, 10), ("process_cpu_ns", 7), (at, 90)]),
+        with("readings", 2, &[(at, 10), (at, 90)]),
+        with("one_reading", 3, &[(at, 10)]),
+        with("nothing", 4, &[]),
+    ]);
+    run.cpu = super::cpu::CpuSeries {
+        points: vec![(1_000, 0), (1_500, 1_000), (2_000, 1_000)],
+    };
+    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
+    assert_eq!(get("reported").process_cpu_ns, Some(7));
+    assert_eq!(get("readings").process_cpu_ns, Some(80));
+    assert!(
+        !get("readings").attrs.contains(at),
+        "{}",
+        get("readings").attrs
+    );
+    assert!(!get("readings").attrs.contains("interpolated"));
+    // 400 ns of CPU by 1200, 1000 by 1600 (on the line from 1000 to 1500).
+    assert_eq!(get("one_reading").process_cpu_ns, Some(600));
+    assert_eq!(get("nothing").process_cpu_ns, Some(600));
+    assert!(get("nothing").attrs.contains("interpolated"));
+    // The root: its ends are readings.
+    assert_eq!(get("prove").process_cpu_ns, Some(1_000));
+    // A thread that is not the program's: its own readings still count, the program's
+    // clock does not.
+    run.outsiders.insert(1);
+    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
+    assert_eq!(get("readings").process_cpu_ns, Some(80));
+    assert_eq!(get("nothing").process_cpu_ns, None);
+    assert!(get("nothing").attrs.contains("not measured"));
+    run.outsiders.clear();
+    // A program whose clock was never read gets no CPU time rather than a made-up one.
+    run.cpu = Default::default();
+    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    assert!(rows
+        .iter()
+        .filter(|r| r.name != "reported" && r.name != "readings")
+        .all(|r| r.process_cpu_ns.is_none()));
 }

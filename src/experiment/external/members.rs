@@ -1,0 +1,78 @@
+//! Which thread ids of a program's span lines are threads of the program itself.
+//!
+//! gapscope reads the CPU clock of the process it spawned, and samples that process's
+//! threads. A span sent by another process (a program that a wrapper script started,
+//! say) would get that clock's CPU time — the wrapper's, near zero — as if it were its
+//! own. So the first line of each thread id is checked against `/proc/<pid>/task` as it
+//! arrives (its thread has just written it, so it is still there), and spans of thread
+//! ids found elsewhere get no interpolated CPU time.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use crate::protocol::PREFIX;
+
+/// The verdicts so far, shared by the readers of the program's streams.
+#[derive(Debug)]
+pub struct Members {
+    pid: u32,
+    seen: Mutex<HashMap<u64, bool>>,
+}
+
+impl Members {
+    pub fn new(pid: u32) -> Members {
+        Members {
+            pid,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Looks at one line of the program's output: a protocol line's thread id is
+    /// checked the first time it appears.
+    pub fn note_line(&self, line: &[u8]) {
+        let Some(tid) = tid_of(line) else { return };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.entry(tid).or_insert_with(|| {
+            tid == u64::from(self.pid)
+                || std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists()
+        });
+    }
+
+    /// Thread ids whose lines came from outside the program's own threads (or from a
+    /// thread that was gone by the time its first line was read).
+    pub fn outsiders(&self) -> BTreeSet<u64> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter()
+            .filter(|(_, ok)| !**ok)
+            .map(|(t, _)| *t)
+            .collect()
+    }
+}
+
+/// The thread id of a protocol line (`@gapscope1 <kind> <tid> …`).
+fn tid_of(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(PREFIX)?;
+    let mut f = rest.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    f.next()?;
+    std::str::from_utf8(f.next()?).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_ids_of_this_process_are_members_and_others_are_not() {
+        let me = std::process::id();
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u64;
+        let m = Members::new(me);
+        m.note_line(format!("@gapscope1 B {tid} 5 x").as_bytes());
+        m.note_line(format!("@gapscope1 A {me} k=v").as_bytes());
+        m.note_line(b"@gapscope1 E 1 9 x"); // pid 1's thread: not ours
+        m.note_line(b"ordinary output 77");
+        m.note_line(b"@gapscope1 B notanumber 5 x");
+        assert_eq!(m.outsiders(), BTreeSet::from([1]));
+        assert_eq!(tid_of(b"@gapscope1 X  42 1 2 n"), Some(42));
+    }
+}
