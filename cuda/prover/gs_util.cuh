@@ -191,10 +191,10 @@ uint32_t lg2_exact(size_t n)
 }
 
 // Multithreaded copy: one thread moves about 10 GB/s, so a 32 MiB a/b/c vector takes
-// milliseconds on its own. A thread per MiB, up to half the cores.
+// milliseconds on its own. A thread per 8 MiB, up to half the cores.
 void par_copy(void *dst, const void *src, size_t bytes)
 {
-    const size_t chunk = (size_t)1 << 20;
+    const size_t chunk = (size_t)8 << 20;
     size_t parts = std::min<size_t>((bytes + chunk - 1) / chunk,
                                     std::max(1u, std::thread::hardware_concurrency() / 2));
     if (parts <= 1) {
