@@ -24,24 +24,13 @@ const MAX_LINE: usize = 4096;
 
 /// CLOCK_MONOTONIC nanoseconds.
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::trace::now_ns()
 }
 
-/// CPU time of every thread of this process so far (CLOCK_PROCESS_CPUTIME_ID), in ns.
+/// CPU time of every thread of this process so far (CLOCK_PROCESS_CPUTIME_ID), in ns
+/// (0 where the clock cannot be read).
 pub fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::trace::process_cpu_ns().unwrap_or(0)
 }
 
 /// The attribute of begin and end lines that gives a span its exact CPU time.

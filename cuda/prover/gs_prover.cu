@@ -231,26 +231,30 @@ int usable_devices()
 // The queries prep splits for each circuit.
 enum { Q_L, Q_A, Q_B, QUERIES };
 
-// Prep's progress, for the GPU threads that wait on it: per circuit, the queries still
-// to split.
-struct prep_state {
+// What a thread waits on another for: a mutex, its condition and a failure to pass on.
+struct progress {
     std::mutex m;
     std::condition_variable cv;
-    std::vector<uint8_t> left;
     bool failed = false;
     std::string error;
-    explicit prep_state(size_t n) : left(n, QUERIES) {}
-    void finish_one(size_t circuit)
-    {
-        std::lock_guard<std::mutex> l(m);
-        left[circuit]--;
-        cv.notify_all();
-    }
     void fail(std::string e)
     {
         std::lock_guard<std::mutex> l(m);
         failed = true;
         error = std::move(e);
+        cv.notify_all();
+    }
+};
+
+// Prep's progress, for the GPU threads that wait on it: per circuit, the queries still
+// to split.
+struct prep_state : progress {
+    std::vector<uint8_t> left;
+    explicit prep_state(size_t n) : left(n, QUERIES) {}
+    void finish_one(size_t circuit)
+    {
+        std::lock_guard<std::mutex> l(m);
+        left[circuit]--;
         cv.notify_all();
     }
     // Whether circuit i is split, without waiting.
@@ -273,13 +277,9 @@ struct prep_state {
 
 // The NTT thread's progress (ntt = overlap), for the H MSM that waits on it: per circuit,
 // an event recorded after its last NTT.
-struct ntt_state {
-    std::mutex m;
-    std::condition_variable cv;
+struct ntt_state : progress {
     std::vector<cudaEvent_t> done;
     size_t queued = 0; // circuits whose event is recorded
-    bool failed = false;
-    std::string error;
     explicit ntt_state(size_t n) : done(n, nullptr)
     {
         for (auto &e : done)
@@ -297,13 +297,6 @@ struct ntt_state {
         check(cudaEventRecord(done[k], s), "cudaEventRecord");
         std::lock_guard<std::mutex> l(m);
         queued = k + 1;
-        cv.notify_all();
-    }
-    void fail(std::string e)
-    {
-        std::lock_guard<std::mutex> l(m);
-        failed = true;
-        error = std::move(e);
         cv.notify_all();
     }
     // Whether circuit k's H scalars are on the device, without waiting.

@@ -301,29 +301,20 @@ impl Shared {
     /// After window `seen` closed: sleeps until `deadline_ns` (span clock); false if the
     /// sampler is dropped or a newer window opened meanwhile.
     fn sleep_after_window(&self, seen: u64, deadline_ns: u64) -> bool {
-        let mut g = self.lock();
-        loop {
-            if g.shutdown || g.epoch != seen {
-                return false;
-            }
-            let now = now_ns();
-            if now >= deadline_ns {
-                return true;
-            }
-            g = self
-                .cv
-                .wait_timeout(g, Duration::from_nanos(deadline_ns - now))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.sleep_while(deadline_ns, |g| !g.shutdown && g.epoch == seen)
     }
 
     /// Sleeps until `deadline_ns` (span clock) or the end of window `seen`; true if the
     /// window is still open.
     fn sleep_in_window(&self, seen: u64, deadline_ns: u64) -> bool {
+        self.sleep_while(deadline_ns, |g| g.open(seen))
+    }
+
+    /// Sleeps until `deadline_ns` while `keep` holds; whether it still held at the end.
+    fn sleep_while(&self, deadline_ns: u64, keep: impl Fn(&State) -> bool) -> bool {
         let mut g = self.lock();
         loop {
-            if !g.open(seen) {
+            if !keep(&g) {
                 return false;
             }
             let now = now_ns();
