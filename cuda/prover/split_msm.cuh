@@ -77,13 +77,39 @@ template <class M> struct cached_msm {
     }
 };
 
+// A stream of the device's highest priority: the split MSMs' short kernels (batch addition
+// over the bitmap, the gather) go ahead of the blocks the H MSM has queued, so that the
+// split queries, whose host work leaves the GPU waiting, finish while H keeps it busy.
+class prio_stream {
+    cudaStream_t s_ = nullptr;
+
+public:
+    explicit prio_stream(int dev)
+    {
+        check(cudaSetDevice(dev), "cudaSetDevice");
+        int least = 0, greatest = 0;
+        check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
+        check(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, greatest),
+              "cudaStreamCreateWithPriority");
+    }
+    ~prio_stream()
+    {
+        if (s_) (void)cudaStreamDestroy(s_);
+    }
+    prio_stream(const prio_stream &) = delete;
+    prio_stream &operator=(const prio_stream &) = delete;
+    operator cudaStream_t() const { return s_; }
+    void sync() const { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
+};
+
 // Device buffers one GPU reuses for every split MSM: gathered bases (sized for G2), their
-// indices, the bitmap and batch addition's partial sums; its own stream for the bitmap's
-// batch addition and the gather, so that waiting for them waits for nothing else; and the
+// indices, the bitmap and batch addition's partial sums; its own stream (of the highest
+// priority) for the bitmap's batch addition and the gather, so that waiting for them
+// waits for nothing else; and the
 // tail's Pippenger, per group.
 struct split_scratch {
     dev_buf pts, idx, bits, ret;
-    std::unique_ptr<stream_t> stream;
+    std::unique_ptr<prio_stream> stream;
     cached_msm<msm_g1_t> g1;
     cached_msm<msm_g2_t> g2;
     void alloc(int dev, size_t max_n, size_t sm_count)
@@ -92,7 +118,7 @@ struct split_scratch {
         idx = dev_buf(dev, std::max<size_t>(max_n, 1) * sizeof(uint32_t));
         bits = dev_buf(dev, bitmap_words(std::max<size_t>(max_n, 1)) * sizeof(uint32_t));
         ret = dev_buf(dev, sm_count * BATCH_ADD_BLOCK_SIZE / WARP_SZ * sizeof(bucket_fp2_t));
-        stream.reset(new stream_t(dev)); // dev_buf left `dev` current
+        stream.reset(new prio_stream(dev));
     }
     size_t bytes() const { return pts.bytes() + idx.bytes() + bits.bytes() + ret.bytes(); }
     cached_msm<msm_g1_t> &tail(const bucket_t *) { return g1; }
@@ -108,24 +134,36 @@ void split_msm(const gpu_t &gpu, const typename affine_T::mem_t *d_pts, const sp
 {
     typedef typename affine_T::mem_t affine_h;
     typedef typename bucket_T::mem_t bucket_h;
-    const stream_t &s = *sc.stream;
+    const prio_stream &s = *sc.stream;
     out.inf();
     if (sp.n_ones) {
-        s.HtoD(sc.bits.as<uint32_t>(), sp.ones.data(), sp.ones.size());
+        check(cudaMemcpyAsync(sc.bits.as<uint32_t>(), sp.ones.data(),
+                              sp.ones.size() * sizeof(uint32_t), cudaMemcpyHostToDevice, s),
+              "bitmap upload");
         void (*kernel)(bucket_h *, const affine_h *, uint32_t, const uint32_t *, bool,
                        uint32_t) = batch_addition<bucket_T, affine_h>;
-        s.launch_coop(kernel, dim3(gpu.sm_count()), dim3(BATCH_ADD_BLOCK_SIZE), (size_t)0,
-                      sc.ret.as<bucket_h>(), d_pts, (uint32_t)sp.n,
-                      (const uint32_t *)sc.bits.as<uint32_t>(), false, (uint32_t)0);
+        bucket_h *ret = sc.ret.as<bucket_h>();
+        uint32_t npoints = (uint32_t)sp.n, sid = 0;
+        const uint32_t *bits = sc.bits.as<uint32_t>();
+        bool accumulate = false;
+        void *args[] = {&ret, &d_pts, &npoints, &bits, &accumulate, &sid};
+        check(cudaLaunchCooperativeKernel((const void *)kernel, dim3(gpu.sm_count()),
+                                          dim3(BATCH_ADD_BLOCK_SIZE), args, 0, s),
+              "batch addition kernel");
         std::vector<bucket_T> part(gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ);
-        s.DtoH(part, sc.ret.as<bucket_h>());
+        static_assert(sizeof(bucket_T) == sizeof(bucket_h), "partial sums copy as they are");
+        check(cudaMemcpyAsync(part.data(), ret, part.size() * sizeof(bucket_T),
+                              cudaMemcpyDeviceToHost, s),
+              "partial sums readback");
         s.sync();
         point_T one = sum_up(part);
         out.add(one);
     }
     if (!sp.tail.empty()) {
         size_t t = sp.tail.size();
-        s.HtoD(sc.idx.as<uint32_t>(), sp.idx.data(), t);
+        check(cudaMemcpyAsync(sc.idx.as<uint32_t>(), sp.idx.data(), t * sizeof(uint32_t),
+                              cudaMemcpyHostToDevice, s),
+              "index upload");
         gs_gather<affine_h><<<gpu.sm_count() * 4, 256, 0, s>>>(sc.pts.as<affine_h>(), d_pts,
                                                                sc.idx.as<uint32_t>(), t);
         check(cudaGetLastError(), "gather kernel");
