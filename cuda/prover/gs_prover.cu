@@ -348,12 +348,15 @@ void pack(const gs_circuit &c, int query, split_t &s)
 // The prep thread: splits every (circuit, query) pair on a few worker threads, each pair
 // in its own `pack` span under `prep`.
 void run_prep(const gs_circuit *cs, size_t n, gs_batch &b, prep_state &prep,
-              gapscope_span_ctx parent)
+              uint32_t threads, gapscope_span_ctx parent)
 {
     gapscope::Span s("prep", parent);
     gapscope_span_ctx here = gapscope_span_context();
     size_t items = n * QUERIES;
-    size_t workers = std::min<size_t>(items, std::max(1u, std::thread::hardware_concurrency() / 2));
+    // threads = 0: half the cores. Fewer threads split fewer circuits at once, each sooner
+    // (the packing is bound by memory bandwidth), so the split MSMs can start earlier.
+    size_t want = threads ? threads : std::max(1u, std::thread::hardware_concurrency() / 2);
+    size_t workers = std::min<size_t>(items, want);
     std::atomic<size_t> next{0};
     auto work = [&] {
         for (size_t j; (j = next++) < items;) {
@@ -882,7 +885,7 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
         }
         prep_thread = std::thread([&, parent] {
             try {
-                run_prep(cs, n, b, prep, parent);
+                run_prep(cs, n, b, prep, opts->prep_threads, parent);
             } catch (const std::exception &e) {
                 prep.fail(e.what());
             }

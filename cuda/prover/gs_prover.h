@@ -67,6 +67,7 @@ typedef struct {
                                own host thread, each circuit's H MSM right after its NTTs */
     uint32_t h_threads;     /* 1: the H MSMs one after another; 2: every other circuit's on
                                a second host thread */
+    uint32_t prep_threads;  /* worker threads of prep (0: half the cores) */
 } gs_options;
 
 /* Per-circuit MSM results (Jacobian), written by gs_prove; the host assembles proofs. */

@@ -93,6 +93,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
                     msm_threads: v.msm_threads,
                     ntt: v.ntt,
                     h_threads: v.h_threads,
+                    prep_threads: v.prep_threads,
                 },
                 &mut rng,
             );

@@ -184,6 +184,11 @@ pub struct Variant {
     /// other's kernels). Default 1.
     #[serde(default)]
     pub h_threads: Option<u32>,
+    /// cuda backend: prep's worker threads, which split the scalars of the L, A and B
+    /// queries (default: half the cores). Fewer split fewer circuits at once, each
+    /// sooner, so the split MSMs can start earlier.
+    #[serde(default)]
+    pub prep_threads: Option<u32>,
     /// GPU telemetry during this variant's reps (default true: NVML sampling and CUPTI
     /// activity). `false` runs the reps with both off, `"nvml"` / `"cupti"` with one of
     /// them: A/B tests of telemetry's own overhead, part by part.
@@ -232,6 +237,8 @@ pub struct ResolvedVariant {
     pub ntt: NttSchedule,
     /// cuda: host threads for the H MSMs (1 or 2).
     pub h_threads: u32,
+    /// cuda: prep's worker threads (0: half the cores).
+    pub prep_threads: u32,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
     /// External subjects (`command = […]`): the folder the variant's `build` and
@@ -260,6 +267,13 @@ impl ResolvedVariant {
             m.insert("msm_threads".into(), self.msm_threads.to_string());
             m.insert("ntt".into(), self.ntt.as_str().into());
             m.insert("h_threads".into(), self.h_threads.to_string());
+            m.insert(
+                "prep_threads".into(),
+                match self.prep_threads {
+                    0 => "half the cores".to_string(),
+                    n => n.to_string(),
+                },
+            );
             m.insert(
                 "gpus".into(),
                 match self.gpus {
@@ -390,11 +404,12 @@ impl Experiment {
                 || v.gpus.is_some()
                 || v.msm_threads.is_some()
                 || v.ntt.is_some()
-                || v.h_threads.is_some())
+                || v.h_threads.is_some()
+                || v.prep_threads.is_some())
                 && r.backend != BackendKind::Cuda
             {
                 return Err(format!(
-                    "variant {:?}: streams, gpus, msm_threads, ntt and h_threads are knobs of backend = \"cuda\" (this variant uses {})",
+                    "variant {:?}: streams, gpus, msm_threads, ntt, h_threads and prep_threads are knobs of backend = \"cuda\" (this variant uses {})",
                     v.name,
                     r.backend.as_str()
                 ));
@@ -415,6 +430,12 @@ impl Experiment {
                 return Err(format!(
                     "variant {:?}: h_threads = {} is not valid: use 1 or 2",
                     v.name, r.h_threads
+                ));
+            }
+            if v.prep_threads == Some(0) || r.prep_threads > 256 {
+                return Err(format!(
+                    "variant {:?}: prep_threads = {} is not valid: use 1..=256, or leave it out for half the cores",
+                    v.name, r.prep_threads
                 ));
             }
             if v.gpus == Some(0) || r.gpus > 64 {
@@ -446,6 +467,7 @@ impl Experiment {
             msm_threads: v.msm_threads.unwrap_or(1),
             ntt: v.ntt.unwrap_or(NttSchedule::First),
             h_threads: v.h_threads.unwrap_or(1),
+            prep_threads: v.prep_threads.unwrap_or(0),
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
             subject_dir: None,
@@ -479,6 +501,7 @@ fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String
         ("msm_threads", v.msm_threads.is_some()),
         ("ntt", v.ntt.is_some()),
         ("h_threads", v.h_threads.is_some()),
+        ("prep_threads", v.prep_threads.is_some()),
     ];
     if let Some((k, _)) = prover_knobs.iter().find(|(_, set)| *set) {
         return Err(format!(

@@ -189,6 +189,13 @@ fn cuda_knobs_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(m.contains("use 1 or 2"), "{m}");
+    assert_eq!(v[0].knobs()["prep_threads"], "half the cores");
+    let e = parse(&cuda.replace("drop = \"sync\"", "prep_threads = 3")).unwrap();
+    assert_eq!(e.resolved_variants()[0].knobs()["prep_threads"], "3");
+    let m = parse(&cuda.replace("drop = \"sync\"", "prep_threads = 0"))
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("use 1..=256"), "{m}");
     let m = parse(&cuda.replace("drop = \"sync\"", "ntt = \"later\""))
         .unwrap_err()
         .to_string();

@@ -130,6 +130,8 @@ pub struct ProveOptions {
     pub ntt: NttSchedule,
     /// cuda: host threads for the H MSMs (1 or 2).
     pub h_threads: u32,
+    /// cuda: prep's worker threads (0: half the cores).
+    pub prep_threads: u32,
 }
 
 impl Default for ProveOptions {
@@ -142,6 +144,7 @@ impl Default for ProveOptions {
             msm_threads: 1,
             ntt: NttSchedule::First,
             h_threads: 1,
+            prep_threads: 0,
         }
     }
 }

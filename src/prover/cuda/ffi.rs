@@ -82,6 +82,8 @@ pub struct NativeOptions {
     pub ntt_overlap: u32,
     /// 1: the H MSMs one after another; 2: every other circuit's on a second host thread.
     pub h_threads: u32,
+    /// Prep's worker threads; 0 for half the cores.
+    pub prep_threads: u32,
 }
 
 #[repr(C)]

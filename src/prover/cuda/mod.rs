@@ -93,6 +93,7 @@ fn native_options(opts: &ProveOptions) -> ffi::NativeOptions {
         split_threads: opts.msm_threads,
         ntt_overlap: (opts.ntt == NttSchedule::Overlap) as u32,
         h_threads: opts.h_threads,
+        prep_threads: opts.prep_threads,
     }
 }
 
