@@ -583,14 +583,11 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         ntt_ready.reset(new ntt_state(hi - lo));
         ntt_state *ready = ntt_ready.get();
         ntt_thread = std::thread([&, ready, kctx] {
-            gs_status st = guarded("NTT", [&] {
+            std::string e = guarded_message("NTT", [&] {
                 gpu.select();
                 ntt_h_phase(srs, dev, cs, lo, hi, opts, batch, dev_index, ready, kctx);
             });
-            if (st.code) {
-                ready->fail(st.message ? st.message : "error");
-                free(st.message);
-            }
+            if (!e.empty()) ready->fail(e);
         });
     } else {
         ntt_h_phase(srs, dev, cs, lo, hi, opts, batch, dev_index, nullptr, here);
@@ -672,31 +669,29 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
             size_t first = lo + w / 4;
             if (first >= hi) continue;
             workers.emplace_back([&, w, q, first, step, kctx] {
-                gs_status st = guarded("split MSM", [&] {
+                errors[w] = guarded_message("split MSM", [&] {
                     gpu.select();
                     wait_prep(first, kctx);
                     split_query(q, w == 0 ? dev.scratch : *dev.extra_scratch[w - 1], kctx, first,
                                 step);
                 });
-                if (st.code) {
-                    errors[w] = st.message ? st.message : "error";
-                    free(st.message);
-                }
             });
         }
     }
 
     // H: dense, scalars already on the device (the first domain − 1 coefficients).
+    // Circuit i's H scalars (ntt = overlap), with an `ntt_wait` span only when its NTTs
+    // are not done yet; wait() also passes on the NTT thread's failure.
+    auto wait_ntt = [&](size_t i) {
+        if (ntt_ready->ready(i - lo)) return ntt_ready->wait(i - lo);
+        gapscope::Span w("ntt_wait");
+        w.attr("circuit", (uint64_t)i);
+        ntt_ready->wait(i - lo);
+    };
     // Circuits first, first + step, … of the slice, through Pippenger `m`.
     auto h_msms = [&](msm_g1_t &m, size_t first, size_t step) {
         for (size_t i = first; i < hi; i += step) {
-            if (overlap && !ntt_ready->ready(i - lo)) {
-                gapscope::Span w("ntt_wait");
-                w.attr("circuit", (uint64_t)i);
-                ntt_ready->wait(i - lo);
-            } else if (overlap) {
-                ntt_ready->wait(i - lo); // done: returns at once, or reports its failure
-            }
+            if (overlap) wait_ntt(i);
             dev_ptr_t<fr_t> d_h(batch.d_h[i].as<fr_t>());
             dev_ptr_t<affine_t> d_pts(dev.h.pts.as<affine_t>()); // as in split_msm
             check_rust(m.invoke(out_h[i], d_pts, srs.h_len, d_h, true), "MSM H");
@@ -710,17 +705,13 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
     join_on_exit join_h{h_thread};
     if (two_h)
         h_thread = std::thread([&, kctx] {
-            gs_status st = guarded("MSM H", [&] {
+            h_error = guarded_message("MSM H", [&] {
                 gpu.select();
                 msm_phase("msm_h", kctx, [&](const gapscope::Span &s) {
                     s.attr("circuits_from", (uint64_t)(lo + 1));
                     h_msms(*dev.h_msm2, lo + 1, 2);
                 });
             });
-            if (st.code) {
-                h_error = st.message ? st.message : "error";
-                free(st.message);
-            }
         });
     msm_phase("msm_h", here, [&](const gapscope::Span &) {
         h_msms(*dev.h_msm, lo, two_h ? 2 : 1);
@@ -729,7 +720,12 @@ void device_work(gs_srs &srs, gs_device &dev, const gs_circuit *cs, size_t lo, s
         h_thread.join();
         if (!h_error.empty()) throw gs_failure(GS_E_INTERNAL, h_error);
     }
-    if (overlap) ntt_thread.join();
+    if (overlap) {
+        // A failure after the last circuit's event (its final synchronisation) reaches no
+        // wait(): raised here.
+        ntt_thread.join();
+        if (ntt_ready->failed) throw gs_failure(GS_E_INTERNAL, "NTT failed: " + ntt_ready->error);
+    }
     if (opts.split_threads > 1) {
         for (auto &t : workers)
             t.join();
@@ -896,14 +892,10 @@ extern "C" gs_status gs_prove(gs_srs *srs, const gs_circuit *cs, size_t n, const
             size_t lo = d * per, hi = std::min(n, lo + per);
             if (lo >= hi) continue;
             others.emplace_back([&, d, lo, hi] {
-                gs_status e = guarded("GPU", [&] {
+                errors[d] = guarded_message("GPU", [&] {
                     device_work(*srs, *srs->devices[d], cs, lo, hi, *opts, *out, b, d, prep,
                                 parent);
                 });
-                if (e.code) {
-                    errors[d] = e.message ? e.message : "error";
-                    free(e.message);
-                }
             });
         }
         gs_status e0 = guarded("GPU", [&] {

@@ -70,6 +70,17 @@ template <class F> gs_status guarded(const char *where, F &&f)
     }
 }
 
+// Runs `f` on a helper thread: the message of its failure, empty if none, for the thread
+// that joins it to raise.
+template <class F> std::string guarded_message(const char *where, F &&f)
+{
+    gs_status st = guarded(where, std::forward<F>(f));
+    if (!st.code) return std::string();
+    std::string m = st.message ? st.message : "error";
+    free(st.message);
+    return m;
+}
+
 // ---------------------------------------------------------------------------------------
 // Small helpers
 
