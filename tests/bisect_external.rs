@@ -11,7 +11,7 @@ use std::process::Command as Std;
 use gapscope::store::{RepStatus, RunData};
 
 mod common;
-use common::{gapscope, run_ok};
+use common::{diff_metric, gapscope, run_ok};
 
 /// The demo's repository and experiment in `tmp`, and its commits, oldest first.
 fn demo(tmp: &Path) -> (PathBuf, PathBuf, Vec<String>) {
@@ -147,29 +147,7 @@ fn two_rev_variants_of_a_program_make_an_ab() {
         a.contains(&commits[4]) && b.contains(&commits[5]),
         "{a} {b}"
     );
-    let out = gapscope(tmp.path())
-        .arg("diff")
-        .arg(&dir)
-        .args([
-            "--baseline",
-            "before",
-            "--candidate",
-            "after",
-            "--format",
-            "json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let m = j["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["span"] == "work" && m["measure"] == "process_cpu")
-        .unwrap();
+    let m = diff_metric(tmp.path(), &dir, "before", "after", "work", "process_cpu");
     assert_eq!(m["verdict"], "regressed", "{m}");
     let r = m["relative"].as_f64().unwrap();
     assert!((0.04..0.12).contains(&r), "{m}");

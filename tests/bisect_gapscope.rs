@@ -12,19 +12,7 @@ use std::process::Command as Std;
 use gapscope::store::{RepStatus, RunData, RunRow, SpanRow};
 
 mod common;
-use common::{gapscope, run_ok};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Std::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+use common::{diff_metric, gapscope, git, run_ok};
 
 /// The result line's JSON with placeholders the fake worker fills in.
 fn template() -> String {
@@ -279,29 +267,7 @@ fn two_rev_variants_and_a_knob_variant_make_one_ab() {
         .spans
         .iter()
         .all(|s| s.variant == "here" || s.name != "synthesis"));
-    let out = gapscope(tmp.path())
-        .arg("diff")
-        .arg(&dir)
-        .args([
-            "--baseline",
-            "fast",
-            "--candidate",
-            "slow",
-            "--format",
-            "json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let m = j["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["span"] == "work" && m["measure"] == "task_clock_ns")
-        .unwrap();
+    let m = diff_metric(tmp.path(), &dir, "fast", "slow", "work", "task_clock_ns");
     assert_eq!(m["verdict"], "regressed", "{m}");
     let r = m["relative"].as_f64().unwrap();
     assert!((0.05..0.15).contains(&r), "{m}");

@@ -3,24 +3,11 @@
 //! repository of a tiny crate named gapscope, built by cargo in seconds).
 
 use std::path::Path;
-use std::process::Command as Std;
 
 use gapscope::store::{RepStatus, RunData};
 
 mod common;
-use common::{gapscope, run_ok};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Std::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+use common::{gapscope, git, run_ok};
 
 /// A repository with one commit of `files`; its commit id.
 fn repo(dir: &Path, files: &[(&str, &str)]) -> String {

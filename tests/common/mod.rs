@@ -48,3 +48,54 @@ pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// `git -C dir ARGS` with a fixed author, asserted to succeed; its stdout, trimmed.
+#[allow(dead_code)]
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// `gapscope diff RUN --baseline B --candidate C --format json`'s metric of `span` and
+/// `measure` (its JSON object); the command must succeed and the metric be there.
+#[allow(dead_code)]
+pub fn diff_metric(
+    tmp: &Path,
+    run: &Path,
+    baseline: &str,
+    candidate: &str,
+    span: &str,
+    measure: &str,
+) -> serde_json::Value {
+    let out = gapscope(tmp)
+        .arg("diff")
+        .arg(run)
+        .args([
+            "--baseline",
+            baseline,
+            "--candidate",
+            candidate,
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    j["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["span"] == span && m["measure"] == measure)
+        .unwrap_or_else(|| panic!("no metric {span} {measure} in the diff"))
+        .clone()
+}
