@@ -43,8 +43,8 @@ fn sh_build() -> BuildSpec {
     }
 }
 
-#[test]
-fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
+/// A temp folder holding the test repository `r` (its commits) and a revision cache.
+fn fixture() -> (tempfile::TempDir, std::path::PathBuf, Vec<String>, RevCache) {
     let tmp = tempfile::tempdir().unwrap();
     let r = tmp.path().join("r");
     std::fs::create_dir(&r).unwrap();
@@ -52,6 +52,12 @@ fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
     let cache = RevCache {
         root: tmp.path().join("cache"),
     };
+    (tmp, r, commits, cache)
+}
+
+#[test]
+fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
+    let (_tmp, r, commits, cache) = fixture();
     let mut co = checkout(&cache, &r, "v1").unwrap();
     assert_eq!(co.commit, commits[0]);
     assert!(!co.dirty);
@@ -75,13 +81,7 @@ fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
 
 #[test]
 fn a_failed_build_keeps_its_log_and_its_outcome_is_cached() {
-    let tmp = tempfile::tempdir().unwrap();
-    let r = tmp.path().join("r");
-    std::fs::create_dir(&r).unwrap();
-    let commits = repo(&r);
-    let cache = RevCache {
-        root: tmp.path().join("cache"),
-    };
+    let (_tmp, r, commits, cache) = fixture();
     let mut co = checkout(&cache, &r, "main").unwrap();
     assert_eq!(co.commit, commits[2]);
     build(&cache, &mut co, &sh_build()).unwrap();
@@ -97,13 +97,7 @@ fn a_failed_build_keeps_its_log_and_its_outcome_is_cached() {
 
 #[test]
 fn artefacts_are_copied_out_of_the_shared_target_dir_and_dirt_is_seen() {
-    let tmp = tempfile::tempdir().unwrap();
-    let r = tmp.path().join("r");
-    std::fs::create_dir(&r).unwrap();
-    repo(&r);
-    let cache = RevCache {
-        root: tmp.path().join("cache"),
-    };
+    let (_tmp, r, _, cache) = fixture();
     let spec = BuildSpec {
         command: [
             "sh",
@@ -128,13 +122,7 @@ fn artefacts_are_copied_out_of_the_shared_target_dir_and_dirt_is_seen() {
 
 #[test]
 fn unknown_revisions_and_histories_off_the_first_parent_chain_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let r = tmp.path().join("r");
-    std::fs::create_dir(&r).unwrap();
-    let commits = repo(&r);
-    let cache = RevCache {
-        root: tmp.path().join("cache"),
-    };
+    let (tmp, r, commits, cache) = fixture();
     let e = checkout(&cache, &r, "nope").unwrap_err().to_string();
     assert!(e.contains("\"nope\" is not a commit"), "{e}");
     let e = checkout(&cache, &r, "--all").unwrap_err().to_string();
