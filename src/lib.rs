@@ -14,7 +14,7 @@ pub mod analysis;
 pub mod bisect;
 pub mod cli;
 pub mod counters;
-pub mod emit;
+pub use gapscope_emit as emit;
 pub mod experiment;
 pub mod export;
 pub mod plot;

@@ -1,6 +1,6 @@
-//! Emits spans in gapscope's line protocol ([`crate::protocol`]) from a Rust program that
-//! gapscope runs as an external subject (`[workload] command = […]`). A leaf: it uses
-//! nothing of the rest of the crate, so a program can copy this file whole.
+//! Emits spans in gapscope's line protocol (`@gapscope1`, docs/external-programs.md) from a
+//! Rust program that gapscope runs as an external subject (`[workload] command = […]`).
+//! A crate with no dependencies: a program adds it and never pulls in the harness.
 //!
 //! Lines go to the pipe whose descriptor gapscope passes in `GAPSCOPE_SPAN_FD`, or to
 //! stderr where that is not set. Begin and end lines carry the process's CPU time
@@ -9,8 +9,8 @@
 //! below a lock, so lines of different threads never mix.
 //!
 //! ```no_run
-//! let _whole = gapscope::emit::Scope::new("load");
-//! gapscope::emit::attr("bytes", 4096);
+//! let _whole = gapscope_emit::Scope::new("load");
+//! gapscope_emit::attr("bytes", 4096);
 //! ```
 
 use std::fmt::Display;
@@ -22,15 +22,39 @@ pub const FD_ENV: &str = "GAPSCOPE_SPAN_FD";
 const PREFIX: &str = "@gapscope1 ";
 const MAX_LINE: usize = 4096;
 
-/// CLOCK_MONOTONIC nanoseconds.
+// The two libc calls this crate needs, declared here so that it has no dependencies
+// (std links libc on Linux already).
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+const CLOCK_MONOTONIC: i32 = 1;
+const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+extern "C" {
+    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    fn gettid() -> i32;
+}
+
+fn read_clock(clock: i32) -> Option<u64> {
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec of the C layout on 64-bit Linux.
+    let rc = unsafe { clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC nanoseconds: the clock of gapscope's spans.
 pub fn now_ns() -> u64 {
-    crate::trace::now_ns()
+    read_clock(CLOCK_MONOTONIC).unwrap_or(0)
 }
 
 /// CPU time of every thread of this process so far (CLOCK_PROCESS_CPUTIME_ID), in ns
 /// (0 where the clock cannot be read).
 pub fn process_cpu_ns() -> u64 {
-    crate::trace::process_cpu_ns().unwrap_or(0)
+    read_clock(CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
 /// The attribute of begin and end lines that gives a span its exact CPU time.
@@ -39,7 +63,7 @@ pub const CPU_AT: &str = "process_cpu_at_ns";
 /// The calling thread's id (gettid).
 pub fn thread_id() -> u64 {
     // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() as u64 }
+    unsafe { gettid() as u64 }
 }
 
 enum Sink {
