@@ -6,7 +6,7 @@
 #   .bundle/gapscope.gz       the binary (debug info stripped, gzipped: the bundle and the
 #                             repository travel together under a size limit); the scripts
 #                             below unpack it on first use
-#   .bundle/experiments/      every experiments/*.toml
+#   .bundle/experiments/      every experiments/*.toml and evidence/*/*.toml (flat)
 #   .bundle/device-run.sh     runs experiments there and packs the results into $OUT
 #   .bundle/diag-supraseal.sh probes the upstream prover (ours and bellperson's hand-off)
 #   .bundle/device-paramgen.sh times params generation, generator against generator
@@ -42,7 +42,7 @@ mkdir -p "$out/experiments"
 # Symbols stay (backtraces name functions); line tables go.
 objcopy --strip-debug "$bin" "$out/gapscope"
 sha="$(sha256sum "$out/gapscope" | cut -d' ' -f1)"
-cp experiments/*.toml "$out/experiments/"
+cp experiments/*.toml evidence/*/*.toml "$out/experiments/"
 cp scripts/bundle-bin.sh scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh scripts/device-paramgen.sh "$out/"
 chmod +x "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh" "$out/device-paramgen.sh"
 {

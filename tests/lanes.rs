@@ -189,7 +189,7 @@ fn a_folder_from_before_the_lane_columns_loads_and_draws_at_read_time() {
 /// lane, drawn at read time.
 #[test]
 fn the_committed_two_gpu_run_draws_a_lane_per_gpu() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/gpu_scale/cuda_two_gpus_2e22");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence/gpu-scale/cuda_two_gpus_2e22");
     let Some(run) = std::fs::read_dir(&root)
         .ok()
         .and_then(|mut d| d.next())

@@ -1,5 +1,5 @@
 //! Soak: a long run of the CPU backend must not grow its memory, as the leak watch sees
-//! it (host RSS after every rep). `experiments/soak_cpu_2e14.toml` is the full soak (200
+//! it (host RSS after every rep). `evidence/soak/soak_cpu_2e14.toml` is the full soak (200
 //! measured reps at porep 2^14, for a release build); this test runs the same experiment
 //! at porep 2^10 so that a debug build in CI finishes it in a few minutes, next to a
 //! control run that leaks on purpose, which the same check must flag.
@@ -16,7 +16,7 @@ use common::run_ok;
 fn soak_text() -> String {
     std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/experiments/soak_cpu_2e14.toml"
+        "/evidence/soak/soak_cpu_2e14.toml"
     ))
     .unwrap()
 }
@@ -30,7 +30,7 @@ fn run(tmp: &Path, text: &str, extra: &[&str]) -> RunData {
 
 #[test]
 fn the_soak_experiments_parse() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence/soak");
     for f in ["soak_cpu_2e14.toml", "soak_cuda_2e16.toml"] {
         let (e, _) = Experiment::load(&root.join(f)).unwrap();
         let measured = e.run.reps as usize * e.variants.len();

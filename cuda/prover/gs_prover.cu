@@ -449,7 +449,7 @@ void to_coset(stream_t &s, fr_t *d, const fr_t *host, size_t len, uint32_t lg,
         check(cudaEventSynchronize(staged), "cudaEventSynchronize");
         // Whole, then copied: staged in pieces with each piece's DMA beside the staging of
         // the next, the copies ran at 35–41 GB/s instead of 52 on the H200 host (the DMA
-        // and the host copy share the host's memory bandwidth): results/native_cuda.
+        // and the host copy share the host's memory bandwidth): evidence/native-cuda.
         par_copy(stage->as<fr_t>(), host, len * sizeof(fr_t));
         check(cudaMemcpyAsync(d, stage->as<fr_t>(), len * sizeof(fr_t), cudaMemcpyHostToDevice,
                               s),

@@ -307,7 +307,7 @@ pub(crate) fn compare(
 /// how often a waiting thread loops): two runs of experiments/gadget_emulated.toml
 /// differed by at most 4,489 instructions in any span (`gpu_prove`'s 12.8 M; 420 in
 /// synthesis's 56 M), and spans of a few thousand instructions by up to 14% of
-/// themselves (results/gadget_emulated/README.md).
+/// themselves (evidence/gadget/gadget_emulated/README.md).
 pub const EXACT_MIN_DELTA: f64 = 10_000.0;
 
 /// Compares a metric whose values are deterministic: instructions and branches counted by

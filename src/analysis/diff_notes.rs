@@ -37,7 +37,7 @@ fn params_origin(d: &RunData) -> String {
 /// Two runs whose params came one from the cache and one from generation in the same
 /// process: the process's heap then differs, and with it synthesis's page faults and
 /// time, so the two are not comparable (the measured size of the effect is in
-/// results/telemetry_overhead_gpu/README.md).
+/// evidence/telemetry-overhead/telemetry_overhead_gpu/README.md).
 fn params_origin_note(data: [&RunData; 2]) -> Option<String> {
     let (b, c) = (params_origin(data[0]), params_origin(data[1]));
     (!b.is_empty() && !c.is_empty() && b != c).then(|| {

@@ -25,7 +25,7 @@
 //! `gapscope-telemetry` ([`Telemetry::on_thread`]), for every variant alike. Done on the
 //! proving thread, its allocations changed the layout of that thread's heap, and the
 //! next reps' synthesis then faulted more pages and ran slower
-//! (results/telemetry_overhead_gpu/README.md).
+//! (evidence/telemetry-overhead/telemetry_overhead_gpu/README.md).
 //!
 //! Every library is opened at run time. Nothing here fails a run: what is missing is
 //! reported as "unavailable: <reason>" in meta.json and the run goes on.
@@ -33,7 +33,8 @@
 //! Knobs: `[run] telemetry_period_ms` (NVML period, default 20) and the variant knob
 //! `telemetry = true|false|"nvml"|"cupti"` ([`TelemetryParts`]; default true, both;
 //! `false` collects nothing during that variant's reps, which is how
-//! experiments/telemetry_overhead*.toml measure telemetry's own cost, part by part).
+//! experiments/telemetry_overhead.toml and evidence/telemetry-overhead/*.toml measure
+//! telemetry's own cost, part by part).
 //! `gapscope run --nvtx` adds the NVTX mirror.
 //!
 //! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
