@@ -40,7 +40,7 @@ const GENCODE: &[(&str, &str)] = &[
 
 const INSTALL_HINT: &str =
     "install the CUDA 13.0 compiler with `eval \"$(scripts/cuda-toolkit.sh)\"` \
-     (no GPU needed), then rebuild; README.md, section \"GPU build\"";
+     (no GPU needed), then rebuild; docs/gpu.md";
 
 fn main() {
     println!("cargo:rerun-if-changed=cuda/gapscope_trace.h");

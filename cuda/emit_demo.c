@@ -1,5 +1,5 @@
 /* A small C program that reports spans through gapscope_emit.h: the test subject of
- * gapscope's external-subject tests and of the README's example. build.rs compiles it
+ * gapscope's external-subject tests and of the example in docs/external-programs.md. build.rs compiles it
  * (with the host C compiler) into the build folder as `gapscope-emit-demo`.
  *
  *   gapscope-emit-demo work [STEPS] [SPIN_MS]  spans on two threads, attributes, output

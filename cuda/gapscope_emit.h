@@ -1,8 +1,8 @@
 /* gapscope span emitter: one header, C and C++, no library to link.
  *
  * A program that gapscope runs as an external subject ([workload] command = [...])
- * reports its spans with it in gapscope's line protocol (README.md, "The span line
- * protocol"):
+ * reports its spans with it in gapscope's line protocol (docs/external-programs.md, "The span
+ * line protocol"):
  *
  *     @gapscope1 B <tid> <t_ns> <name> [key=value ...]        begin
  *     @gapscope1 E <tid> <t_ns> <name> [key=value ...]        end

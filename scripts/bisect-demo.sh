@@ -1,5 +1,5 @@
 #!/bin/sh
-# Makes the worked example of `gapscope bisect` (README.md, "Bisect"): DIR/repo, a git
+# Makes the worked example of `gapscope bisect` (docs/revisions-and-bisect.md): DIR/repo, a git
 # repository of a small C program that reports its spans in gapscope's line protocol
 # (cuda/gapscope_emit.h, committed beside it), and DIR/demo.toml, an experiment that
 # builds and runs it. The history has seven first-parent commits; the fifth makes the

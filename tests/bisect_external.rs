@@ -1,5 +1,5 @@
 //! `gapscope bisect` and rev A/Bs of a program that reports its spans in the line
-//! protocol: the worked example of README.md, made by scripts/bisect-demo.sh (a
+//! protocol: the worked example of docs/revisions-and-bisect.md, made by scripts/bisect-demo.sh (a
 //! throwaway git repository of a small C program; its fifth commit makes the `work`
 //! span 8% longer, its fourth does not compile). The metric is the span's CPU time,
 //! which the program reports (`process_cpu_ns`): on a shared 2-core machine a span's

@@ -84,6 +84,6 @@ pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Re
 pub fn run_check(_: &[u32], _: u64, _: Option<&std::path::Path>) -> Result<()> {
     anyhow::bail!(
         "cuda-check needs the native prover: rebuild with `--features cuda` after \
-         `eval \"$(scripts/cuda-toolkit.sh)\"` (README.md, GPU build)"
+         `eval \"$(scripts/cuda-toolkit.sh)\"` (docs/gpu.md)"
     )
 }

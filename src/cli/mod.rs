@@ -96,7 +96,7 @@ pub enum Command {
 /// its own, so that CI tells a regression from a usage error (2, clap's) or a failure (1).
 pub const EXIT_REGRESSED: i32 = 4;
 
-/// Exit statuses of gapscope (README.md, "Exit status"): 0 ok, [`EXIT_ERROR`],
+/// Exit statuses of gapscope (docs/troubleshooting.md, "Exit status"): 0 ok, [`EXIT_ERROR`],
 /// [`EXIT_USAGE`] (clap's own), 3 a rep outlived `rep_timeout_s` in a shared process
 /// ([`crate::experiment::runner::EXIT_TIMED_OUT`]), [`EXIT_REGRESSED`], and 130 for a
 /// run stopped by Ctrl-C ([`crate::experiment::EXIT_INTERRUPTED`]).

@@ -83,6 +83,6 @@ fn reference(
 ) -> Result<()> {
     anyhow::bail!(
         "upstream-reference needs the upstream prover: rebuild with `--features supraseal` after \
-         `eval \"$(scripts/cuda-toolkit.sh)\"` (README.md, GPU build)"
+         `eval \"$(scripts/cuda-toolkit.sh)\"` (docs/gpu.md)"
     )
 }

@@ -99,7 +99,7 @@ impl RepProfile {
             None if self.frame_pointers => format!("sampled at {} Hz", self.hz),
             None => format!(
                 "sampled at {} Hz; this build has no frame pointers, so callers above a \
-                 stack's innermost frame can be missing (README: sampled stacks)",
+                 stack's innermost frame can be missing (docs/sampled-stacks.md)",
                 self.hz
             ),
         }

@@ -187,7 +187,7 @@ fn cuda_backend() -> Result<Box<dyn Backend>, ProverError> {
     Err(ProverError::Unavailable(
         "cuda",
         "rebuild with `--features cuda` after `eval \"$(scripts/cuda-toolkit.sh)\"` \
-         (README.md, GPU build)"
+         (docs/gpu.md)"
             .into(),
     ))
 }
@@ -204,7 +204,7 @@ fn supraseal_backend() -> Result<Box<dyn Backend>, ProverError> {
     Err(ProverError::Unavailable(
         "supraseal",
         "rebuild with `--features supraseal` after `eval \"$(scripts/cuda-toolkit.sh)\"` \
-         (README.md, GPU build)"
+         (docs/gpu.md)"
             .into(),
     ))
 }

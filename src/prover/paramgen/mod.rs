@@ -167,7 +167,7 @@ fn cuda_fixed_base() -> anyhow::Result<Box<dyn FixedBase>> {
 fn cuda_fixed_base() -> anyhow::Result<Box<dyn FixedBase>> {
     anyhow::bail!(
         "this build has no GPU params generation: rebuild with `--features cuda` \
-         (README.md, GPU build), or use {ENV}=cpu or auto"
+         (docs/gpu.md), or use {ENV}=cpu or auto"
     )
 }
 
