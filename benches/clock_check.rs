@@ -42,8 +42,13 @@ struct Report {
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
     let i = args.iter().position(|a| a == name)?;
-    let v = args.get(i + 1).unwrap_or_else(|| die(&format!("{name} needs a value")));
-    Some(v.parse().unwrap_or_else(|_| die(&format!("{name}: cannot read {v:?}"))))
+    let v = args
+        .get(i + 1)
+        .unwrap_or_else(|| die(&format!("{name} needs a value")));
+    Some(
+        v.parse()
+            .unwrap_or_else(|_| die(&format!("{name}: cannot read {v:?}"))),
+    )
 }
 
 fn die(msg: &str) -> ! {
@@ -76,7 +81,11 @@ fn gpu_checks(out: PathBuf, every_s: u64, seconds: f64) -> (Vec<GpuCheck>, Optio
                     .filter(|c| c.name == "kernels inside their host window")
                     .collect::<Vec<_>>();
                 let ok = !c.is_empty() && c.iter().all(|c| c.ok);
-                let detail = c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("; ");
+                let detail = c
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ");
                 eprintln!("clock_check: GPU at {at_s:.0} s: {detail}");
                 done.push(GpuCheck { at_s, ok, detail });
             }
@@ -94,11 +103,12 @@ fn gpu_checks(out: PathBuf, every_s: u64, seconds: f64) -> (Vec<GpuCheck>, Optio
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let under_cargo_bench = args.iter().any(|a| a == "--bench");
-    let seconds: f64 = arg(&args, "--seconds").unwrap_or(if under_cargo_bench { 5.0 } else { 600.0 });
+    let seconds: f64 =
+        arg(&args, "--seconds").unwrap_or(if under_cargo_bench { 5.0 } else { 600.0 });
     let period_ms: u64 = arg(&args, "--period-ms").unwrap_or(10);
     let every_s: u64 = arg(&args, "--gpu-every-s").unwrap_or(60);
     let out: PathBuf = arg(&args, "--out").unwrap_or_else(|| PathBuf::from("."));
-    if !(seconds > 0.0) || period_ms == 0 {
+    if seconds.is_nan() || seconds <= 0.0 || period_ms == 0 {
         die("--seconds and --period-ms must be positive");
     }
     std::fs::create_dir_all(&out).unwrap_or_else(|e| die(&format!("{}: {e}", out.display())));
@@ -112,11 +122,13 @@ fn main() {
             c.per_minute_max_error_ns.len(),
             c.per_minute_max_error_ns.last().copied().unwrap_or(0),
             c.samples,
-            trace::clock::info(0).source
+            trace::clock_info(0).source
         );
     });
     let (gpu_checks, gpu_unavailable) = match gpu {
-        Some(h) => h.join().unwrap_or_else(|_| (Vec::new(), Some("GPU check panicked".into()))),
+        Some(h) => h
+            .join()
+            .unwrap_or_else(|_| (Vec::new(), Some("GPU check panicked".into()))),
         None => (Vec::new(), Some("--gpu-every-s 0".into())),
     };
     let passed = clock.passed && gpu_checks.iter().all(|g| g.ok);

@@ -29,6 +29,7 @@ machine="${cpu}, $(nproc) cores, clocksource ${cs}${gpu:+, ${gpu}}"
     echo "tsc flags: $flags"
     echo "revision: $rev"
     echo "kernel: $(uname -r)"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/host.txt"
 cat "$out/host.txt"
 case "$mode" in

@@ -204,8 +204,7 @@ fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
             }
         }
         for s in d.spans.iter().filter(|s| s.self_ns > 0) {
-            let Some(&(n, counted)) = children.get(&(s.rep, s.variant.as_str(), s.span_id))
-            else {
+            let Some(&(n, counted)) = children.get(&(s.rep, s.variant.as_str(), s.span_id)) else {
                 continue;
             };
             let per = match (counted, rec.span_cost_counters_ns) {

@@ -93,16 +93,14 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Nanoseconds on CLOCK_MONOTONIC, from the TSC where it is calibrated.
+/// Nanoseconds on CLOCK_MONOTONIC, from the TSC where it is calibrated; `None` before
+/// the first read has started the keeper ([`super::now_ns`] does).
 #[inline]
-pub fn now_ns() -> u64 {
+pub(super) fn read() -> Option<u64> {
     match SOURCE.load(Ordering::Relaxed) {
-        TSC => tsc_ns(read_tsc()),
-        GETTIME => monotonic_ns(),
-        _ => {
-            super::keeper::start();
-            monotonic_ns()
-        }
+        TSC => Some(tsc_ns(read_tsc())),
+        GETTIME => Some(monotonic_ns()),
+        _ => None,
     }
 }
 
@@ -117,16 +115,9 @@ pub fn is_tsc() -> bool {
     SOURCE.load(Ordering::Relaxed) == TSC
 }
 
-/// What the clock knows about itself now (waits for the start-up calibration, at most
-/// `wait_ms`, so that a run's meta.json names the clock its spans use).
-pub fn info(wait_ms: u64) -> ClockInfo {
-    if SOURCE.load(Ordering::Relaxed) == UNSET {
-        super::keeper::start();
-    }
-    let deadline = monotonic_ns() + wait_ms * 1_000_000;
-    while !super::keeper::calibrated() && monotonic_ns() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+/// What the clock knows about itself now ([`super::clock_info`] waits for the
+/// start-up calibration first).
+pub(super) fn info_now() -> ClockInfo {
     INFO.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
@@ -299,15 +290,14 @@ pub(super) fn give_up(reason: String) {
 
 /// The keeper's state between re-anchors: a pair from up to a minute ago gives the
 /// slope (a long baseline, so the pairs' own jitter hardly moves it).
+#[derive(Default)]
 pub(super) struct Anchors {
     history: std::collections::VecDeque<Pair>,
 }
 
 impl Anchors {
     pub fn new() -> Self {
-        Anchors {
-            history: std::collections::VecDeque::new(),
-        }
+        Self::default()
     }
 
     /// Measures the line against CLOCK_MONOTONIC and starts the next one. Returns the
@@ -403,13 +393,13 @@ mod tests {
 
     #[test]
     fn the_span_clock_stays_on_clock_monotonic() {
-        let info = info(2_000);
+        let info = super::super::clock_info(2_000);
         // Whichever clock it is, it reads CLOCK_MONOTONIC within the bracket of two
         // reads plus the error the clock measured about itself.
         let slack = info.max_error_ns.unwrap_or(0) + 20_000;
         for _ in 0..1000 {
             let a = monotonic_ns();
-            let t = now_ns();
+            let t = super::super::now_ns();
             let b = monotonic_ns();
             assert!(t + slack >= a && t <= b + slack, "{a} {t} {b} ({info:?})");
         }

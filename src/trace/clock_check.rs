@@ -47,7 +47,7 @@ fn sample() -> (u64, u64) {
     (0..3)
         .map(|_| {
             let a = clock::monotonic_ns();
-            let t = clock::now_ns();
+            let t = super::now_ns();
             let b = clock::monotonic_ns();
             let bracket = b.saturating_sub(a);
             let mid = a + bracket / 2;
@@ -82,7 +82,7 @@ fn pin(cpu: usize) {
 /// Runs the check for `seconds` on the calling thread (whose CPU affinity it changes
 /// and restores), calling `progress` after each minute with the result so far.
 pub fn run(seconds: f64, period: Duration, mut progress: impl FnMut(&ClockCheck)) -> ClockCheck {
-    let info = clock::info(1_000);
+    let info = super::clock_info(1_000);
     let cpus = allowed_cpus();
     let start = clock::monotonic_ns();
     let end = start + (seconds * 1e9) as u64;
@@ -129,7 +129,7 @@ pub fn run(seconds: f64, period: Duration, mut progress: impl FnMut(&ClockCheck)
         unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
     }
     fill(&mut out, &errors);
-    let after = clock::info(0);
+    let after = clock::info_now();
     out.clock = after.source.to_string();
     out.clock_reason = after.reason.or(info.reason);
     out.tsc_khz = after.tsc_khz;

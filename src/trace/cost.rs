@@ -63,11 +63,11 @@ fn median_per_op(per_batch: u64, op: impl Fn()) -> f64 {
     let root = Span::enter("gapscope_recorder_calibration");
     let mut per: Vec<f64> = (0..BATCHES)
         .map(|_| {
-            let t0 = clock::now_ns();
+            let t0 = super::now_ns();
             for _ in 0..per_batch {
                 op();
             }
-            (clock::now_ns() - t0) as f64 / per_batch as f64
+            (super::now_ns() - t0) as f64 / per_batch as f64
         })
         .collect();
     let trace = root.trace();
@@ -81,7 +81,7 @@ fn median_per_op(per_batch: u64, op: impl Fn()) -> f64 {
 /// most 200 ms), and the span cost, measured once per process and process CPU mode on
 /// a thread of its own (so that its spans join no trace of the caller's).
 pub fn recorder_meta() -> RecorderMeta {
-    let info = clock::info(200);
+    let info = super::clock_info(200);
     static MEASURED: Mutex<[Option<(f64, Option<f64>)>; 2]> = Mutex::new([None; 2]);
     let slot = process_cpu::mode() as usize;
     let mut measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
@@ -129,8 +129,7 @@ mod tests {
         if let Some(c) = m.span_cost_counters_ns {
             assert!(c >= m.span_cost_ns, "{m:?}");
         }
-        let back: RecorderMeta =
-            serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        let back: RecorderMeta = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
     }
 }

@@ -18,7 +18,7 @@ unsafe fn name_from(ptr: *const c_char) -> Option<&'static str> {
     // recent names, by pointer, skips the global intern table's lock (and `strlen`).
     // Entries are checked by content, so a buffer reused for another name is never
     // mistaken for the old one.
-    let slot = (ptr as usize >> 3) % NAME_CACHE_LEN;
+    let slot = ((ptr as usize) >> 3) % NAME_CACHE_LEN;
     let hit = NAME_CACHE.with(|c| {
         let (p, name) = c.borrow()[slot];
         // SAFETY: `ptr` is NUL-terminated per the caller's contract.

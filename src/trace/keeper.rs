@@ -44,9 +44,10 @@ pub(super) fn calibrated() -> bool {
 }
 
 fn run() {
+    let slack_ns: libc::c_ulong = 1_000;
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long and changes only this thread's
     // timer slack (wake-ups within 1 µs of the deadline instead of the default 50 µs).
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns) };
     clock::calibrate();
     CALIBRATED.store(true, Ordering::Release);
     let mut anchors = clock::Anchors::new();

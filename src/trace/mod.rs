@@ -42,7 +42,24 @@ pub use process_cpu::{CpuSource, ProcessCpuMode};
 /// is calibrated ([`clock`]).
 #[inline]
 pub fn now_ns() -> u64 {
-    clock::now_ns()
+    match clock::read() {
+        Some(t) => t,
+        None => {
+            keeper::start();
+            clock::monotonic_ns()
+        }
+    }
+}
+
+/// What the span clock knows about itself, after waiting for its start-up calibration
+/// (at most `wait_ms`) so that a run's meta.json names the clock its spans use.
+pub fn clock_info(wait_ms: u64) -> clock::ClockInfo {
+    now_ns();
+    let deadline = clock::monotonic_ns() + wait_ms * 1_000_000;
+    while !keeper::calibrated() && clock::monotonic_ns() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    clock::info_now()
 }
 
 /// CPU time of the whole process so far (CLOCK_PROCESS_CPUTIME_ID: every thread,

@@ -22,9 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// How spans get their process CPU time.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessCpuMode {
     /// From the keeper's 1 kHz samples (no system call in a span).
@@ -175,7 +173,14 @@ mod tests {
 
     #[test]
     fn a_flat_run_keeps_its_two_ends_and_its_values() {
-        let s = series(&[(0, 0), (10, 100), (20, 100), (30, 100), (40, 100), (50, 200)]);
+        let s = series(&[
+            (0, 0),
+            (10, 100),
+            (20, 100),
+            (30, 100),
+            (40, 100),
+            (50, 200),
+        ]);
         assert_eq!(
             s.iter().copied().collect::<Vec<_>>(),
             [(0, 0), (10, 100), (40, 100), (50, 200)]
@@ -187,7 +192,10 @@ mod tests {
     #[test]
     fn a_sample_never_moves_the_series_backwards() {
         let s = series(&[(100, 50), (90, 40), (200, 60)]);
-        assert!(s.iter().zip(s.iter().skip(1)).all(|(a, b)| a.0 <= b.0 && a.1 <= b.1));
+        assert!(s
+            .iter()
+            .zip(s.iter().skip(1))
+            .all(|(a, b)| a.0 <= b.0 && a.1 <= b.1));
     }
 
     #[test]
@@ -216,6 +224,10 @@ mod tests {
         let outer1 = super::super::process_cpu_ns().unwrap();
         let v = over(std::iter::once((start, end)))[0].expect("inside the series");
         assert!(v >= 15_000_000, "interpolated {v} ns for a 30 ms spin");
-        assert!(v <= outer1 - outer0 + 10_000_000, "interpolated {v} ns > process {} ns", outer1 - outer0);
+        assert!(
+            v <= outer1 - outer0 + 10_000_000,
+            "interpolated {v} ns > process {} ns",
+            outer1 - outer0
+        );
     }
 }
