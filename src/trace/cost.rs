@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use super::{clock, counters_enabled, drain_trace, keeper, process_cpu, Span};
+use super::{counters_enabled, drain_trace, keeper, process_cpu, Span};
 
 /// What meta.json says about the span recorder of the run's process.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
