@@ -1,12 +1,16 @@
-//! Cost of one span (enter + exit) on the recorder: counters off, counters on, and
-//! through the C ABI, and of the process CPU clock pair every span reads. Each sample
-//! opens `iters` spans under one root; the root is drained outside the timed region so
-//! buffers never grow across samples.
+//! Cost of one span (enter + exit) on the recorder: counters off (process CPU
+//! interpolated, the default, and exact), counters on, and through the C ABI; and of the
+//! clock reads a span is built from. Each sample opens `iters` spans under one root; the
+//! root is drained outside the timed region so buffers never grow across samples.
+//!
+//! With `GAPSCOPE_BENCH_META=<file>` the recorder's self-description (clock, its
+//! measured error, start-up span cost) is written there as JSON before the benchmarks,
+//! for `evidence/span_cost/summarize.py`.
 
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use gapscope::trace::{self, ffi, Span};
+use gapscope::trace::{self, ffi, ProcessCpuMode, Span};
 
 fn timed(iters: u64, body: impl Fn()) -> Duration {
     let root = Span::enter("bench_root");
@@ -21,9 +25,22 @@ fn timed(iters: u64, body: impl Fn()) -> Duration {
     el
 }
 
+fn span() {
+    let s = Span::enter("bench_span");
+    std::hint::black_box(&s);
+}
+
 fn bench(c: &mut Criterion) {
+    // The clock's calibration runs on the keeper thread for ~20 ms after the first read;
+    // wait for it so that every benchmark times the clock spans will use.
+    let meta = trace::cost::recorder_meta();
+    eprintln!("span recorder: {meta:?}");
+    if let Ok(path) = std::env::var("GAPSCOPE_BENCH_META") {
+        let json = serde_json::to_string_pretty(&meta).expect("serialisable");
+        std::fs::write(&path, json).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+    }
     let mut g = c.benchmark_group("span_enter_exit");
-    // The floor: a span needs two CLOCK_MONOTONIC reads whatever the recorder does.
+    // The floor: a span needs two span-clock reads whatever the recorder does.
     g.bench_function("clock_pair_floor", |b| {
         b.iter_custom(|iters| {
             timed(iters, || {
@@ -32,8 +49,18 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
-    // What every span adds for the process CPU time: two CLOCK_PROCESS_CPUTIME_ID reads
-    // (a real system call; the kernel sums the time of every thread of the process).
+    // The same pair through clock_gettime (the vDSO), the clock spans used before the
+    // TSC and still use where it is not invariant.
+    g.bench_function("clock_gettime_pair", |b| {
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                std::hint::black_box(trace::clock::monotonic_ns());
+                std::hint::black_box(trace::clock::monotonic_ns());
+            })
+        })
+    });
+    // What exact process CPU adds: two CLOCK_PROCESS_CPUTIME_ID reads (a real system
+    // call; the kernel sums the time of every thread of the process).
     g.bench_function("process_cpu_clock_pair", |b| {
         b.iter_custom(|iters| {
             timed(iters, || {
@@ -42,17 +69,27 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
-    for (label, counters) in [("no_counters", false), ("with_counters", true)] {
-        trace::set_counters_enabled(counters);
-        g.bench_function(label, |b| {
-            b.iter_custom(|iters| {
-                timed(iters, || {
-                    let s = Span::enter("bench_span");
-                    std::hint::black_box(&s);
-                })
+    trace::set_counters_enabled(false);
+    trace::process_cpu::set_mode(ProcessCpuMode::Interpolated);
+    g.bench_function("no_counters", |b| b.iter_custom(|iters| timed(iters, span)));
+    trace::process_cpu::set_mode(ProcessCpuMode::Exact);
+    g.bench_function("no_counters_exact_cpu", |b| {
+        b.iter_custom(|iters| timed(iters, span))
+    });
+    trace::process_cpu::set_mode(ProcessCpuMode::Interpolated);
+    // What counters on add: the perf-event group read at both ends.
+    g.bench_function("counter_group_read_pair", |b| {
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                std::hint::black_box(gapscope::counters::read_thread());
+                std::hint::black_box(gapscope::counters::read_thread());
             })
-        });
-    }
+        })
+    });
+    trace::set_counters_enabled(true);
+    g.bench_function("with_counters", |b| {
+        b.iter_custom(|iters| timed(iters, span))
+    });
     trace::set_counters_enabled(false);
     g.bench_function("c_abi_no_counters", |b| {
         b.iter_custom(|iters| {

@@ -99,6 +99,7 @@ pub(super) fn notes(
     if let Some(n) = params_origin_note(data) {
         notes.push(n);
     }
+    notes.extend(recorder_cost_note(data));
     let needed = stats::min_reps_for_verdict(opts.alpha);
     if sb.counts.used < needed || sc.counts.used < needed {
         notes.push(format!(
@@ -174,4 +175,114 @@ pub(super) fn notes(
         notes.push(format!("counters not compared ({cols}): {reason}"));
     }
     notes
+}
+
+/// Share of a parent's self time above which the recorder's own cost is noted.
+const RECORDER_NOTE_SHARE: f64 = 0.01;
+
+/// How much of a parent span's self time is the recorder's own cost: each child's enter
+/// and exit run on the parent's time, about one span cost each (meta.json's
+/// `recorder.span_cost_ns`, measured at the run's start). Notes the parent where that
+/// share is largest, when it reaches [`RECORDER_NOTE_SHARE`]: many children, or a
+/// short parent.
+fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
+    let mut worst: Option<(f64, String)> = None;
+    for (i, d) in data.iter().enumerate() {
+        if i == 1 && d.dir == data[0].dir {
+            continue;
+        }
+        let Some(rec) = &d.meta.recorder else {
+            continue;
+        };
+        let mut children: std::collections::HashMap<(u32, &str, u64), (u64, bool)> =
+            Default::default();
+        for s in &d.spans {
+            if let Some(p) = s.parent_id {
+                let e = children.entry((s.rep, s.variant.as_str(), p)).or_default();
+                e.0 += 1;
+                e.1 |= s.task_clock_ns.is_some() || s.instructions.is_some();
+            }
+        }
+        for s in d.spans.iter().filter(|s| s.self_ns > 0) {
+            let Some(&(n, counted)) = children.get(&(s.rep, s.variant.as_str(), s.span_id)) else {
+                continue;
+            };
+            let per = match (counted, rec.span_cost_counters_ns) {
+                (true, Some(c)) => c,
+                _ => rec.span_cost_ns,
+            };
+            let cost = n as f64 * per;
+            let share = cost / s.self_ns as f64;
+            if share >= RECORDER_NOTE_SHARE && worst.as_ref().is_none_or(|w| share > w.0) {
+                worst = Some((
+                    share,
+                    format!(
+                        "recorder cost: about {:.1}% of `{}`'s self time ({} of {}, variant \
+                         {}, rep {}) is the span recorder's own: {n} child spans at {} each \
+                         (measured at the run's start, clock {}); its children's enters and \
+                         exits run on its time",
+                        share * 100.0,
+                        s.name,
+                        crate::units::fmt_ns(cost),
+                        crate::units::fmt_ns(s.self_ns as f64),
+                        s.variant,
+                        s.rep,
+                        crate::units::fmt_ns(per),
+                        rec.clock
+                    ),
+                ));
+            }
+        }
+    }
+    worst.map(|w| w.1)
+}
+
+#[cfg(test)]
+mod recorder_cost_tests {
+    use super::*;
+    use crate::store::{Meta, SpanRow};
+
+    fn run(children: u64, parent_self_ns: u64) -> RunData {
+        let mut meta = Meta::sample();
+        meta.recorder = Some(crate::trace::cost::RecorderMeta {
+            clock: "tsc".into(),
+            clock_reason: None,
+            tsc_khz: None,
+            clock_error_ns: None,
+            clock_checks: 0,
+            process_cpu: "interpolated".into(),
+            process_cpu_sample_period_ns: 1_000_000,
+            span_cost_ns: 20.0,
+            span_cost_counters_ns: None,
+        });
+        let parent = SpanRow {
+            span_id: 1,
+            name: "parent".into(),
+            self_ns: parent_self_ns,
+            ..SpanRow::sample()
+        };
+        let kids = (0..children).map(|i| SpanRow {
+            span_id: 2 + i,
+            parent_id: Some(1),
+            name: "child".into(),
+            ..SpanRow::sample()
+        });
+        RunData {
+            dir: "r".into(),
+            meta,
+            runs: vec![],
+            spans: std::iter::once(parent).chain(kids).collect(),
+        }
+    }
+
+    #[test]
+    fn many_children_of_a_short_parent_are_noted_and_few_are_not() {
+        // 1000 children × 20 ns = 20 µs of a 1 ms self time: 2%.
+        let d = run(1000, 1_000_000);
+        let n = recorder_cost_note([&d, &d]).expect("noted");
+        assert!(n.contains("2.0% of `parent`"), "{n}");
+        // 10 children: 200 ns of 1 ms, 0.02%.
+        let d = run(10, 1_000_000);
+        assert_eq!(recorder_cost_note([&d, &d]), None);
+    }
 }

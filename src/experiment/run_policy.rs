@@ -74,6 +74,10 @@ pub struct RunPolicy {
     /// Default of every variant's `profile_hz`.
     #[serde(default)]
     pub profile_hz: Option<u32>,
+    /// Process CPU time per span: "interpolated" from 1 kHz samples (default, no system
+    /// call in a span) or "exact" (two CLOCK_PROCESS_CPUTIME_ID reads per span).
+    #[serde(default)]
+    pub process_cpu: crate::trace::ProcessCpuMode,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -114,6 +118,7 @@ impl Default for RunPolicy {
             block: None,
             profile: false,
             profile_hz: None,
+            process_cpu: Default::default(),
         }
     }
 }

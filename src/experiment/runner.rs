@@ -223,6 +223,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         nvtx: opts.nvtx,
     });
 
+    // Before meta.json, which measures the recorder as the reps will use it.
+    trace::process_cpu::set_mode(exp.run.process_cpu);
     // Everything that can fail cheaply fails before params are made.
     let (mut writer, done_rows, meta) = match &resume {
         Some(dir) => {

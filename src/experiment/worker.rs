@@ -90,6 +90,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
     crate::trace::set_counters_enabled(
         a.emulated.is_none() && v.counters != crate::counters::CounterMode::Off,
     );
+    crate::trace::process_cpu::set_mode(exp.run.process_cpu);
     let (params, origins) = obtain_params(&exp, &a.params_dir, false, false)?;
     // Under the emulator nothing of the GPU runs: no telemetry, and a GPU backend runs
     // synthesis alone (see emulation::synthesis_only), so it needs no setup.

@@ -61,6 +61,7 @@ impl NewRun {
             experiment_sha256: None,
             external: None,
             profile: Default::default(),
+            recorder: Some(trace::cost::recorder_meta()),
         }
     }
 }
@@ -83,11 +84,18 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
         .zip(selfs)
         .map(|(s, self_ns)| {
             let c = |k: CounterKind| s.counters.and_then(|v| v.get(k));
-            let attrs: serde_json::Map<String, serde_json::Value> = s
+            let mut attrs: serde_json::Map<String, serde_json::Value> = s
                 .attrs
                 .iter()
                 .map(|(k, v)| (k.to_string(), serde_json::to_value(v).unwrap_or_default()))
                 .collect();
+            // Interpolated from samples or read at both ends (trace::process_cpu).
+            if let Some(src) = s.process_cpu_source {
+                attrs.insert("process_cpu".into(), src.as_str().into());
+            }
+            if let Some(v) = s.process_cpu_interpolated_ns {
+                attrs.insert("process_cpu_interpolated_ns".into(), v.into());
+            }
             SpanRow {
                 rep,
                 variant: variant.to_string(),
@@ -149,6 +157,12 @@ mod tests {
         assert_eq!(c.parent_id, Some(r.span_id));
         assert_eq!(r.self_ns, r.duration_ns - c.duration_ns);
         assert!(c.duration_ns >= 2_000_000);
-        assert_eq!(r.attrs, "{}");
+        // Only the label of the process CPU figure (interpolated unless exact mode).
+        assert!(
+            r.attrs == r#"{"process_cpu":"interpolated"}"#
+                || r.attrs.starts_with(r#"{"process_cpu":"exact""#),
+            "{}",
+            r.attrs
+        );
     }
 }

@@ -477,6 +477,11 @@ pub struct Meta {
     /// at H Hz …", or "sampled stacks unavailable: <reason>"). Files: `stacks/`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profile: BTreeMap<String, String>,
+    /// The span recorder of the process that wrote this meta: its clock (TSC or
+    /// clock_gettime) with the error it measured, the process CPU mode, and what one
+    /// span costs. Absent in run folders from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<crate::trace::cost::RecorderMeta>,
 }
 
 impl Meta {
@@ -510,6 +515,7 @@ impl Meta {
             experiment_sha256: None,
             external: None,
             profile: Default::default(),
+            recorder: None,
         }
     }
 }

@@ -14,36 +14,51 @@ unsafe fn name_from(ptr: *const c_char) -> Option<&'static str> {
     if ptr.is_null() {
         return None;
     }
-    // SAFETY: non-null and NUL-terminated per the caller's contract.
-    let bytes = unsafe { CStr::from_ptr(ptr) }.to_bytes();
-    // C callers pass the same few literals again and again: a small per-thread cache of
-    // recent names skips the global intern table's lock. Entries are checked by content,
-    // so a buffer reused for another name is never mistaken for the old one.
+    // C callers pass the same few literals again and again: a small per-thread table of
+    // recent names, by pointer, skips the global intern table's lock (and `strlen`).
+    // Entries are checked by content, so a buffer reused for another name is never
+    // mistaken for the old one.
+    let slot = ((ptr as usize) >> 3) % NAME_CACHE_LEN;
     let hit = NAME_CACHE.with(|c| {
-        c.borrow()
-            .iter()
-            .find(|(p, name)| *p == ptr as usize && name.as_bytes() == bytes)
-            .map(|(_, name)| *name)
+        let (p, name) = c.borrow()[slot];
+        // SAFETY: `ptr` is NUL-terminated per the caller's contract.
+        (p == ptr as usize && unsafe { same_str(ptr, name) }).then_some(name)
     });
     if hit.is_some() {
         return hit;
     }
+    // SAFETY: non-null and NUL-terminated per the caller's contract.
+    let bytes = unsafe { CStr::from_ptr(ptr) }.to_bytes();
     let name = intern(&String::from_utf8_lossy(bytes));
-    NAME_CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() == NAME_CACHE_LEN {
-            c.remove(0);
-        }
-        c.push((ptr as usize, name));
-    });
+    NAME_CACHE.with(|c| c.borrow_mut()[slot] = (ptr as usize, name));
     Some(name)
 }
 
-const NAME_CACHE_LEN: usize = 32;
+/// Whether the C string at `ptr` holds exactly `name`. Reads stop at the first byte
+/// that differs, so never past the string's NUL (`name`, read from a C string, holds
+/// none; the empty default entry never matches a pointer).
+///
+/// # Safety
+/// `ptr` must point to a NUL-terminated string.
+#[inline]
+unsafe fn same_str(ptr: *const c_char, name: &str) -> bool {
+    let b = name.as_bytes();
+    for (i, &want) in b.iter().enumerate() {
+        // SAFETY: every byte before index i matched `name` (none is NUL), so the
+        // string's NUL lies at or after i.
+        if unsafe { *ptr.add(i) } as u8 != want {
+            return false;
+        }
+    }
+    // SAFETY: as above, index b.len() is at most the string's NUL.
+    unsafe { *ptr.add(b.len()) == 0 }
+}
+
+const NAME_CACHE_LEN: usize = 64;
 
 thread_local! {
-    static NAME_CACHE: std::cell::RefCell<Vec<(usize, &'static str)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static NAME_CACHE: std::cell::RefCell<[(usize, &'static str); NAME_CACHE_LEN]> =
+        const { std::cell::RefCell::new([(0, ""); NAME_CACHE_LEN]) };
 }
 
 /// Opens a span named `name` on the calling thread; returns its handle (0 on a null name).

@@ -8,15 +8,26 @@
 //! tests, a prover and its background drops) and each is drained on its own.
 //!
 //! Timestamps are CLOCK_MONOTONIC nanoseconds, the clock `std::time::Instant` reads on
-//! Linux, so GPU activity converted to that clock lands on the same axis.
+//! Linux, so GPU activity converted to that clock lands on the same axis. They are read
+//! from the TSC where it is invariant, on a line calibrated against CLOCK_MONOTONIC
+//! ([`clock`]), kept by the recorder's background thread ([`keeper`]).
 //!
+//! A span without counters makes no system call: two clock reads, a push and a pop on
+//! a thread-local stack. Its process CPU time is interpolated at drain time from the
+//! keeper's 1 kHz samples ([`process_cpu`]), or read at both ends in exact mode.
 //! Finished spans go to a per-thread buffer behind an uncontended mutex; the only shared
-//! write on the hot path is the id counter. Counter reads (one `read(2)` of a perf-event
-//! group) happen only when counters are switched on. Under callgrind (`counters =
-//! "emulated"`) every span start and end is also a dump request to the emulator
-//! ([`crate::counters::emulated`]).
+//! write on the hot path is the id counter, once per 4096 spans. Counter reads (one
+//! `read(2)` of a perf-event group) happen only when counters are switched on. Under
+//! callgrind (`counters = "emulated"`) every span start and end is also a dump request
+//! to the emulator ([`crate::counters::emulated`]). What a span costs is measured at
+//! start-up ([`cost`]) and written to meta.json.
 
+pub mod clock;
+pub mod clock_check;
+pub mod cost;
 pub mod ffi;
+mod keeper;
+pub mod process_cpu;
 pub mod selftime;
 
 use std::cell::RefCell;
@@ -25,17 +36,30 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::counters::{self, emulated, CounterValues};
+pub use process_cpu::{CpuSource, ProcessCpuMode};
 
-/// Nanoseconds on CLOCK_MONOTONIC (the clock behind `Instant`).
+/// Nanoseconds on CLOCK_MONOTONIC (the clock behind `Instant`), from the TSC where it
+/// is calibrated ([`clock`]).
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    match clock::read() {
+        Some(t) => t,
+        None => {
+            keeper::start();
+            clock::monotonic_ns()
+        }
+    }
+}
+
+/// What the span clock knows about itself, after waiting for its start-up calibration
+/// (at most `wait_ms`) so that a run's meta.json names the clock its spans use.
+pub fn clock_info(wait_ms: u64) -> clock::ClockInfo {
+    now_ns();
+    let deadline = clock::monotonic_ns() + wait_ms * 1_000_000;
+    while !keeper::calibrated() && clock::monotonic_ns() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    clock::info_now()
 }
 
 /// CPU time of the whole process so far (CLOCK_PROCESS_CPUTIME_ID: every thread,
@@ -126,8 +150,13 @@ pub struct SpanRecord {
     /// Counter deltas over the span, on the span's own thread; `None` when counters were off.
     pub counters: Option<CounterValues>,
     /// CPU time of the whole process (all threads) over the span; `None` where the
-    /// process clock could not be read.
+    /// process clock could not be read (or, interpolated, the samples did not reach).
     pub process_cpu_ns: Option<u64>,
+    /// How `process_cpu_ns` was obtained; `None` with it.
+    pub process_cpu_source: Option<CpuSource>,
+    /// Exact mode: the interpolated value beside the exact one, to compare the two on
+    /// the same span (spans.csv attribute `process_cpu_interpolated_ns`).
+    pub process_cpu_interpolated_ns: Option<u64>,
 }
 
 impl SpanRecord {
@@ -165,6 +194,7 @@ struct Finished {
     end_ns: u64,
     attrs: Vec<(&'static str, AttrValue)>,
     counters: Option<Box<CounterValues>>,
+    /// Exact mode only: the two reads' difference.
     process_cpu_ns: Option<u64>,
 }
 
@@ -336,7 +366,11 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
 
 fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     let counters_start = read_counters().map(Box::new);
-    let process_cpu_start = process_cpu_ns();
+    let process_cpu_start = if process_cpu::exact() {
+        process_cpu_ns()
+    } else {
+        None
+    };
     let ctx = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let id = s.new_id();
@@ -377,14 +411,21 @@ pub fn exit(id: u64) -> bool {
     }
     let end_ns = now_ns();
     let end_counters = read_counters();
-    let end_cpu = process_cpu_ns();
+    let end_cpu = if process_cpu::exact() {
+        process_cpu_ns()
+    } else {
+        None
+    };
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        let pos = match s.stack.iter().rposition(|o| o.id == id) {
-            Some(p) => p,
-            None => return false,
+        let open = if s.stack.last().is_some_and(|o| o.id == id) {
+            s.stack.pop().expect("checked")
+        } else {
+            match s.stack.iter().rposition(|o| o.id == id) {
+                Some(p) => s.stack.remove(p),
+                None => return false,
+            }
         };
-        let open = s.stack.remove(pos);
         let counters = match (open.counters_start, end_counters) {
             (Some(a), Some(b)) => Some(Box::new(b.delta_since(&a))),
             _ => None,
@@ -465,6 +506,8 @@ pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
                 attrs: f.attrs,
                 counters: f.counters.map(|c| *c),
                 process_cpu_ns: f.process_cpu_ns,
+                process_cpu_source: None,
+                process_cpu_interpolated_ns: None,
             }));
         }
     }
@@ -473,8 +516,24 @@ pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
         Arc::strong_count(b) > 1 || !b.spans.lock().map(|v| v.is_empty()).unwrap_or(true)
     });
     drop(reg);
+    fill_process_cpu(&mut out);
     out.sort_by_key(|r| (r.start_ns, r.id));
     out
+}
+
+/// Interpolated process CPU for the drained spans: their value where no exact one was
+/// read, else an audit attribute beside the exact value.
+fn fill_process_cpu(spans: &mut [SpanRecord]) {
+    let interp = process_cpu::over(spans.iter().map(|s| (s.start_ns, s.end_ns)));
+    for (s, v) in spans.iter_mut().zip(interp) {
+        if s.process_cpu_ns.is_some() {
+            s.process_cpu_source = Some(CpuSource::Exact);
+            s.process_cpu_interpolated_ns = v;
+        } else if let Some(v) = v {
+            s.process_cpu_ns = Some(v);
+            s.process_cpu_source = Some(CpuSource::Interpolated);
+        }
+    }
 }
 
 /// RAII guard of an open span. Must be dropped on the thread that opened it.
