@@ -5,6 +5,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::CounterMode;
 
+/// Most measured reps per variant (`reps`, `--reps`): far past what a comparison needs,
+/// and a schedule of them stays small.
+pub const MAX_REPS: u32 = 100_000;
+/// Most warm-ups per variant.
+pub const MAX_WARMUPS: u32 = 10_000;
+/// Most slots a schedule holds (variants × (warm-ups + reps)), checked when the
+/// experiment is read, before anything is built.
+pub const MAX_SCHEDULE_SLOTS: u64 = 1_000_000;
+/// Longest `rep_timeout_s`: 30 days. A deadline past it is no deadline, and one near
+/// 2^64 s would overflow the clock.
+pub const MAX_REP_TIMEOUT_S: u64 = 30 * 24 * 3600;
+
 /// `1`, as a serde default (warm-ups here, the batch of a workload).
 pub(super) fn one() -> u32 {
     1
