@@ -131,7 +131,7 @@ fn out_dash_is_stdout() {
 fn a_resume_refuses_a_folder_with_links_and_appends_through_none() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let dir = run(t);
+    let dir = tiny_run(t);
     std::fs::write(t.join("elsewhere.csv"), "untouched\n").unwrap();
     std::fs::remove_file(dir.join(store::TELEMETRY)).unwrap();
     std::os::unix::fs::symlink(t.join("elsewhere.csv"), dir.join(store::TELEMETRY)).unwrap();
@@ -296,7 +296,6 @@ fn an_experiment_path_without_end_and_giant_schedules_fail_at_once() {
             "warmups = 4000000000",
             "run.warmups = 4000000000 is more than 10000",
         ),
-        ("reps = 100000\nwarmups = 10000", "more than 1000000"),
         (
             "rep_timeout_s = 9223372036854775807",
             "run.rep_timeout_s = 9223372036854775807 is more than",
@@ -373,10 +372,8 @@ fn tiny(t: &Path) -> PathBuf {
     p
 }
 
-#[test]
-fn a_resume_with_nothing_left_keeps_completed_utc() {
-    let tmp = tempfile::tempdir().unwrap();
-    let t = tmp.path();
+/// A finished run of [`TINY`] under `t/results`; its folder.
+fn tiny_run(t: &Path) -> PathBuf {
     let exp = tiny(t);
     let out = gapscope(t)
         .arg("run")
@@ -389,7 +386,14 @@ fn a_resume_with_nothing_left_keeps_completed_utc() {
         .get_output()
         .stdout
         .clone();
-    let dir = common::run_dir_of(&out);
+    common::run_dir_of(&out)
+}
+
+#[test]
+fn a_resume_with_nothing_left_keeps_completed_utc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let dir = tiny_run(t);
     let before = std::fs::read(dir.join(store::META)).unwrap();
     gapscope(t)
         .arg("run")
@@ -457,7 +461,9 @@ fn three_first_runs_on_one_fresh_params_folder_record_the_params_that_are_there(
         .find(|p| p.extension().is_some_and(|e| e == "params"))
         .expect("a params file");
     assert!(
-        params.iter().all(|p| !p.to_string_lossy().contains(".tmp")),
+        params
+            .iter()
+            .all(|p| !p.file_name().unwrap().to_string_lossy().contains(".tmp")),
         "{params:?}"
     );
     let sha = {

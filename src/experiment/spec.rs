@@ -149,7 +149,6 @@ impl From<Workload> for WorkloadFile {
 use super::run_policy::one;
 pub use super::run_policy::MAX_REPS;
 pub use super::run_policy::{Order, ProcessPolicy, RunPolicy};
-use super::run_policy::{MAX_REP_TIMEOUT_S, MAX_SCHEDULE_SLOTS, MAX_WARMUPS};
 
 /// Largest experiment file read (a real one is a few KiB).
 pub const MAX_EXPERIMENT_BYTES: u64 = 1 << 20;
@@ -317,47 +316,39 @@ impl Experiment {
     /// At most [`MAX_EXPERIMENT_BYTES`] are read: a path such as /dev/zero ends in an
     /// error, not in a read without end.
     pub fn load(path: &Path) -> Result<(Experiment, String), SpecError> {
-        let bytes = crate::fsx::read_capped(path, MAX_EXPERIMENT_BYTES).map_err(|e| {
-            let source = match e {
-                crate::fsx::ReadError::Io { source, .. } => source,
-                other => std::io::Error::other(other.to_string()),
-            };
-            SpecError::Read {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
-        let text = String::from_utf8(bytes).map_err(|_| SpecError::Read {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "not UTF-8 text: is this an experiment file?",
-            ),
-        })?;
-        let e = Self::parse(&text, path)?;
-        Ok((e, text))
+        let bytes = crate::fsx::read_capped(path, MAX_EXPERIMENT_BYTES);
+        Self::from_bytes(path, bytes)
     }
 
     /// Reads and validates a run folder's experiment copy (`dir/name`): a regular file
     /// inside the folder, never through a link (a planted link would make the parse
     /// error quote another file).
     pub fn load_copy(dir: &Path, name: &str) -> Result<(Experiment, String), SpecError> {
-        let path = dir.join(name);
-        let bytes = crate::fsx::read_in_dir(dir, name, MAX_EXPERIMENT_BYTES).map_err(|e| {
-            let source = match e {
+        let bytes = crate::fsx::read_in_dir(dir, name, MAX_EXPERIMENT_BYTES);
+        Self::from_bytes(&dir.join(name), bytes)
+    }
+
+    fn from_bytes(
+        path: &Path,
+        bytes: Result<Vec<u8>, crate::fsx::ReadError>,
+    ) -> Result<(Experiment, String), SpecError> {
+        let read = |source| SpecError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let bytes = bytes.map_err(|e| {
+            read(match e {
                 crate::fsx::ReadError::Io { source, .. } => source,
                 other => std::io::Error::other(other.to_string()),
-            };
-            SpecError::Read {
-                path: path.clone(),
-                source,
-            }
+            })
         })?;
-        let text = String::from_utf8(bytes).map_err(|_| SpecError::Read {
-            path: path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not UTF-8 text: is this an experiment file?",
+            ))
         })?;
-        let e = Self::parse(&text, &path)?;
+        let e = Self::parse(&text, path)?;
         Ok((e, text))
     }
 
@@ -399,38 +390,10 @@ impl Experiment {
         if self.run.rep_timeout_s == Some(0) {
             return Err("run.rep_timeout_s must be at least 1 (seconds), or left out".into());
         }
-        if let Some(t) = self.run.rep_timeout_s.filter(|&t| t > MAX_REP_TIMEOUT_S) {
-            return Err(format!(
-                "run.rep_timeout_s = {t} is more than {MAX_REP_TIMEOUT_S} (30 days): use a \
-                 shorter limit, or leave it out for none"
-            ));
-        }
         if self.run.reps == 0 {
             return Err("run.reps must be at least 1".into());
         }
-        if self.run.reps > MAX_REPS {
-            return Err(format!(
-                "run.reps = {} is more than {MAX_REPS}: use fewer reps (or several runs)",
-                self.run.reps
-            ));
-        }
-        if self.run.warmups > MAX_WARMUPS {
-            return Err(format!(
-                "run.warmups = {} is more than {MAX_WARMUPS}: use fewer warm-ups",
-                self.run.warmups
-            ));
-        }
-        let slots =
-            self.variants.len() as u64 * (u64::from(self.run.reps) + u64::from(self.run.warmups));
-        if slots > MAX_SCHEDULE_SLOTS {
-            return Err(format!(
-                "the schedule would hold {slots} reps ({} variants × ({} reps + {} warm-ups)), \
-                 more than {MAX_SCHEDULE_SLOTS}: use fewer reps, warm-ups or variants",
-                self.variants.len(),
-                self.run.reps,
-                self.run.warmups
-            ));
-        }
+        self.run.check_bounds(self.variants.len())?;
         match (self.run.order, self.run.block) {
             (Order::Blocks, Some(0)) => {
                 return Err("run.block must be at least 1 (reps per block)".into());

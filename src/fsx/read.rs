@@ -144,6 +144,19 @@ mod tests {
         let e = read_in_dir(d, "ok", 4).unwrap_err();
         assert!(matches!(e, ReadError::TooLarge { .. }), "{e}");
         assert!(read_in_dir(d, "missing", 4).unwrap_err().is_not_found());
+        // A small .gz that decompresses past the cap is cut at the cap, not inflated.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &vec![0u8; 4 << 20]).unwrap();
+        let bomb = gz.finish().unwrap();
+        assert!(bomb.len() < 64 << 10);
+        let e = read_all_capped(
+            flate2::read::GzDecoder::new(&bomb[..]),
+            Path::new("spans.csv.gz"),
+            1 << 20,
+            " decompressed",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("1048576 bytes decompressed"), "{e}");
         // /dev/zero never ends: the cap ends it.
         let e = read_capped(Path::new("/dev/zero"), 1 << 10).unwrap_err();
         assert!(matches!(e, ReadError::TooLarge { .. }), "{e}");
