@@ -4,8 +4,8 @@
 //! HTML, nor break a table, nor reorder the text around it with bidirectional controls.
 //! A leaf: it depends on nothing in the crate.
 
-/// `s` as inline Markdown text: `&`, `<` and `>` as entities (no HTML, no autolink, no
-/// entity that spells a control), `|` escaped (a table cell stays one cell), `](` and
+/// `s` as inline Markdown text: `&` and `<` as entities (no HTML tag, no autolink, no
+/// entity that spells a control; a `>` alone opens nothing inside a line), `|` escaped (a table cell stays one cell), `](` and
 /// `][` broken (no inline or reference link or image), line breaks and other control
 /// characters as spaces, and the invisible characters that reorder or hide text
 /// (bidirectional controls, zero-width marks) shown as `⟨U+202E⟩`. Emphasis characters
@@ -17,7 +17,6 @@ pub fn md_text(s: &str) -> String {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
             '|' => out.push_str("\\|"),
             '(' | '[' if prev == ']' => {
                 out.push('\\');
@@ -104,7 +103,7 @@ mod tests {
         assert_eq!(md_text("![img][ref]"), "![img]\\[ref]");
         assert_eq!(
             md_text("<script>alert(1)</script>"),
-            "&lt;script&gt;alert(1)&lt;/script&gt;"
+            "&lt;script>alert(1)&lt;/script>"
         );
         assert_eq!(md_text("&#x202E;"), "&amp;#x202E;");
         assert_eq!(md_text("a|b\nc"), "a\\|b c");

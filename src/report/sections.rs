@@ -530,6 +530,6 @@ mod tests {
     #[test]
     fn cells_escape_pipes_links_and_html() {
         assert_eq!(cell("a|b\nc"), "a\\|b c");
-        assert_eq!(cell("[x](http://e)<b>"), "[x]\\(http://e)&lt;b&gt;");
+        assert_eq!(cell("[x](http://e)<b>"), "[x]\\(http://e)&lt;b>");
     }
 }
