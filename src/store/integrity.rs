@@ -126,13 +126,15 @@ pub(super) fn check_spans(path: &Path, spans: &[SpanRow]) -> Result<(), StoreErr
         while let Some(i) = cur {
             match state[i] {
                 DONE => break,
-                ON_WALK => return Err(bad(
-                    i,
-                    format!(
+                ON_WALK => {
+                    return Err(bad(
+                        i,
+                        format!(
                         "span {:?} (id {}) of rep {} is its own ancestor: its parent chain loops",
                         spans[i].name, spans[i].span_id, spans[i].rep
                     ),
-                )),
+                    ))
+                }
                 _ => {}
             }
             state[i] = ON_WALK;
