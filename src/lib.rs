@@ -6,7 +6,9 @@
 //! [`counters`] record spans, [`telemetry`] the GPU's view → [`store`] writes the run
 //! folder and reads it back ([`store::RunView`]) → [`analysis`] compares a baseline with
 //! a candidate → [`plot`], [`report`] and [`export`] show where the time went;
-//! [`summary`] is the end-of-run table. [`stats`] and [`units`] serve every layer.
+//! [`summary`] is the end-of-run table. [`stats`] and [`units`] serve every layer, as
+//! [`fsx`] (files written whole and read within their folder) and [`markup`] (folder
+//! text in Markdown) do.
 //! Dependencies point one way, from the command line toward the recorder
 //! (ARCHITECTURE.md draws them).
 
@@ -17,6 +19,8 @@ pub mod counters;
 pub use gapscope_emit as emit;
 pub mod experiment;
 pub mod export;
+pub mod fsx;
+pub mod markup;
 pub mod plot;
 pub mod profile;
 pub mod protocol;

@@ -1,5 +1,6 @@
 //! The end-of-run table of an external subject: the program's own spans in tree order
-//! (instead of the prover's phases), and what its span lines held per variant.
+//! (instead of the prover's phases), and what its span lines held per variant. Linear in
+//! the spans: a program may send a million of them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
@@ -40,6 +41,7 @@ pub fn rows(data: &RunData) -> Vec<(String, String, bool)> {
             continue;
         };
         let mine: Vec<&SpanRow> = data.spans.iter().filter(|s| s.rep == rep.rep).collect();
+        let by_id: HashMap<u64, &SpanRow> = mine.iter().map(|s| (s.span_id, *s)).collect();
         let mut children: HashMap<Option<u64>, Vec<&SpanRow>> = HashMap::new();
         for s in &mine {
             children.entry(s.parent_id).or_default().push(s);
@@ -53,13 +55,18 @@ pub fn rows(data: &RunData) -> Vec<(String, String, bool)> {
             .map(|s| s.span_id)
             .collect();
         let mut stack: Vec<(u64, usize)> = roots.into_iter().rev().map(|id| (id, 0)).collect();
+        // Each span is looked up by its id and visited once (the store refuses repeated
+        // ids and loops), and the walk ends with the table: linear in the spans.
         while let Some((id, depth)) = stack.pop() {
-            for c in children.get(&Some(id)).into_iter().flatten().rev() {
-                if depth < MAX_DEPTH {
+            if out.len() >= MAX_ROWS {
+                break;
+            }
+            if depth < MAX_DEPTH {
+                for c in children.get(&Some(id)).into_iter().flatten().rev() {
                     stack.push((c.span_id, depth + 1));
                 }
             }
-            let Some(s) = mine.iter().find(|s| s.span_id == id) else {
+            let Some(s) = by_id.get(&id) else {
                 continue;
             };
             if depth == 0 || !seen.insert(s.name.clone()) || out.len() >= MAX_ROWS {

@@ -3,13 +3,17 @@
 //! experiment file: each answers with a value or a clean error, never a panic. What the
 //! readers hand on (the phase table, the leak watch, the charts' view and the Chrome
 //! export) is run on whatever they accept, since a reader that accepts nonsense must not
-//! make the next step panic either.
+//! make the next step panic either. Every case runs under a time limit, so a reader
+//! that hangs (a parent loop walked forever, a table read without end) fails its case
+//! instead of stalling the suite; crafted span trees (repeated ids, loops, impossible
+//! times) are a property of their own.
 
 #[path = "fixtures/run.rs"]
 mod fixture;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use gapscope::experiment::Experiment;
 use gapscope::export::{ExportFormat, RepSelection};
@@ -65,6 +69,7 @@ fn odd_value() -> impl Strategy<Value = String> {
         Just("-1".to_string()),
         Just("18446744073709551615".to_string()),
         Just("18446744073709551616".to_string()),
+        Just("9223372036854775808".to_string()),
         Just("4294967296".to_string()),
         Just("1e400".to_string()),
         Just("NaN".to_string()),
@@ -177,10 +182,62 @@ fn read_everything(dir: &Path) {
     let _ = data.load_gpu_activity();
     let _ = gapscope::summary::phase_table(&data);
     let _ = gapscope::telemetry::leak_flags(&data);
+    let _ = gapscope::summary_external::rows(&data);
     let view = RunView::new(data);
     let _ = ExportFormat::Chrome
         .exporter()
         .serialize(&view, RepSelection::All);
+    let _ = gapscope::report::sections::spans_section(&view);
+    let _ = gapscope::report::sections::counters_section(&view);
+    let _ = gapscope::report::phase_section(&gapscope::report::diffs(&view.data));
+}
+
+/// Longest one case may take (a debug build reads the fixture in well under a second).
+const CASE_LIMIT: Duration = Duration::from_secs(30);
+
+/// [`read_everything`] on its own thread, failing the case when it panics or has not
+/// returned within [`CASE_LIMIT`] (a hang). The folder lives until the thread is done.
+fn read_within_limit(tmp: tempfile::TempDir, dir: PathBuf) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        read_everything(&dir);
+        let _ = tx.send(());
+        drop(tmp);
+    });
+    match rx.recv_timeout(CASE_LIMIT) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the readers did not return within {CASE_LIMIT:?}: a hang")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("a reader panicked (its message is above)")
+        }
+    }
+}
+
+/// A copy of the original folder whose spans.csv has, per row, its span id and parent
+/// replaced by small numbers (so that ids repeat and parents form loops) and, where
+/// asked, its times set past the clock or reversed.
+fn crafted_tree(edits: &[(u8, Option<u8>, u8)]) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = edited("spans.csv", &[], None);
+    let path = dir.join("spans.csv");
+    let mut rows: Vec<store::SpanRow> = store::read_csv(&path).unwrap();
+    for (row, (id, parent, time)) in rows.iter_mut().zip(edits) {
+        row.span_id = u64::from(*id);
+        row.parent_id = parent.map(u64::from);
+        match time % 4 {
+            1 => row.end_ns = u64::MAX,
+            2 => std::mem::swap(&mut row.start_ns, &mut row.end_ns),
+            3 => row.self_ns = u64::MAX,
+            _ => {}
+        }
+    }
+    let mut w = csv::Writer::from_path(&path).unwrap();
+    for r in &rows {
+        w.serialize(r).unwrap();
+    }
+    w.flush().unwrap();
+    (tmp, dir)
 }
 
 /// 96 cases per property (a few seconds in a debug build), or `PROPTEST_CASES`.
@@ -203,8 +260,16 @@ proptest! {
         file in prop::sample::select(FILES.to_vec()),
         edits in prop::collection::vec(edit(), 1..5),
     ) {
-        let (_tmp, dir) = edited(file, &edits, None);
-        read_everything(&dir);
+        let (tmp, dir) = edited(file, &edits, None);
+        read_within_limit(tmp, dir);
+    }
+
+    #[test]
+    fn crafted_span_trees_give_values_or_clean_errors(
+        edits in prop::collection::vec((0u8..8, prop::option::of(0u8..8), 0u8..12), 1..64),
+    ) {
+        let (tmp, dir) = crafted_tree(&edits);
+        read_within_limit(tmp, dir);
     }
 
     #[test]
@@ -212,8 +277,8 @@ proptest! {
         file in prop::sample::select(FILES.to_vec()),
         bytes in prop::collection::vec(any::<u8>(), 0..512),
     ) {
-        let (_tmp, dir) = edited(file, &[], Some(&bytes));
-        read_everything(&dir);
+        let (tmp, dir) = edited(file, &[], Some(&bytes));
+        read_within_limit(tmp, dir);
     }
 
     #[test]

@@ -10,7 +10,18 @@ use super::fmt::{
 };
 use super::headline;
 use super::{Diff, PhaseRow};
+use crate::markup::md_text;
 use crate::units::fmt_ns;
+
+/// A line of text in the markdown format escaped ([`md_text`]: span names and notes come
+/// from the run folder), as it is on the terminal.
+fn md_line(s: &str, md: bool) -> String {
+    if md {
+        md_text(s)
+    } else {
+        s.to_string()
+    }
+}
 
 /// Output format of [`render`] (`gapscope diff --format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -60,7 +71,8 @@ fn table(out: &mut String, md: bool, headers: &[&str], right: &[bool], rows: &[V
             .collect();
         let _ = writeln!(out, "|{}|", seps.join("|"));
         for r in rows {
-            let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+            // Span names come from the run folder: no links, HTML or controls.
+            let cells: Vec<String> = r.iter().map(|c| md_text(c)).collect();
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
         return;
@@ -95,7 +107,7 @@ fn table(out: &mut String, md: bool, headers: &[&str], right: &[bool], rows: &[V
 /// A heading: markdown at `level` (2 = `##`), a plain line on the terminal.
 fn heading(out: &mut String, md: bool, level: usize, title: &str) {
     if md {
-        let _ = writeln!(out, "\n{} {title}\n", "#".repeat(level));
+        let _ = writeln!(out, "\n{} {}\n", "#".repeat(level), md_text(title));
     } else {
         let _ = writeln!(out, "\n{title}");
     }
@@ -189,7 +201,7 @@ fn section(out: &mut String, d: &Diff, s: Section, md: bool, level: usize) {
         Section::Headline => {
             let bullet = if md { "- " } else { "" };
             for l in headline::lines(&d.headline, md) {
-                let _ = writeln!(out, "{bullet}{l}");
+                let _ = writeln!(out, "{bullet}{}", md_line(&l, md));
             }
             if md {
                 out.push('\n');
@@ -275,7 +287,7 @@ fn title(out: &mut String, d: &Diff, md: bool, level: usize) {
         w.describe()
     );
     if md {
-        let _ = writeln!(out, "{} {title}\n", "#".repeat(level));
+        let _ = writeln!(out, "{} {}\n", "#".repeat(level), md_text(&title));
     } else {
         let _ = writeln!(out, "{title}");
     }
@@ -284,17 +296,21 @@ fn title(out: &mut String, d: &Diff, md: bool, level: usize) {
 fn header(out: &mut String, d: &Diff, md: bool) {
     let bullet = if md { "- " } else { "" };
     if d.baseline.run_dir == d.candidate.run_dir {
-        let _ = writeln!(out, "{bullet}run: {}", d.baseline.run_dir.display());
+        let _ = writeln!(
+            out,
+            "{bullet}run: {}",
+            md_line(&d.baseline.run_dir.display().to_string(), md)
+        );
     } else {
         let _ = writeln!(
             out,
             "{bullet}baseline run: {}",
-            d.baseline.run_dir.display()
+            md_line(&d.baseline.run_dir.display().to_string(), md)
         );
         let _ = writeln!(
             out,
             "{bullet}candidate run: {}",
-            d.candidate.run_dir.display()
+            md_line(&d.candidate.run_dir.display().to_string(), md)
         );
     }
     let (eb, ec) = (d.excluded.baseline, d.excluded.candidate);
@@ -316,11 +332,12 @@ fn header(out: &mut String, d: &Diff, md: bool) {
         o.alpha
     );
     for n in &d.notes {
-        let _ = writeln!(out, "{bullet}note: {n}");
+        let _ = writeln!(out, "{bullet}note: {}", md_line(n, md));
     }
     for l in &d.leaks {
         let mark = if md { "- ⚠ " } else { "! " };
-        let _ = writeln!(out, "{mark}leak watch ({}): {}", l.side, l.flag);
+        let flag = md_line(&l.flag.to_string(), md);
+        let _ = writeln!(out, "{mark}leak watch ({}): {flag}", l.side);
     }
 }
 
@@ -376,7 +393,8 @@ fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
             out.push('\n');
         }
         for f in flags {
-            let _ = writeln!(out, "{}{f}", if md { "- ⚠ unattributed: " } else { "! " });
+            let mark = if md { "- ⚠ unattributed: " } else { "! " };
+            let _ = writeln!(out, "{mark}{}", md_line(f, md));
         }
     }
 }

@@ -89,6 +89,10 @@ impl Common {
         if self.reps == Some(0) {
             bail!("--reps must be at least 1");
         }
+        let max = crate::experiment::spec::MAX_REPS;
+        if let Some(r) = self.reps.filter(|&r| r > max) {
+            bail!("--reps {r} is more than {max}: use fewer reps per step");
+        }
         let metric = Metric::parse(&self.metric).map_err(anyhow::Error::msg)?;
         let (exp, text) = Experiment::load(&self.experiment)?;
         let repo = revisions::toplevel(&self.repo)?;

@@ -20,8 +20,9 @@ pub struct ExportArgs {
     /// Only this rep (the `rep` column of runs.csv); default: every rep.
     #[arg(long, value_name = "N")]
     rep: Option<u32>,
-    /// Output file (default: exports/<experiment>-<run id>/trace.json, or
-    /// trace-rep<N>.json). A path inside a run folder is refused.
+    /// Output file, or `-` for stdout (default: exports/<experiment>-<run id>/trace.json,
+    /// or trace-rep<N>.json). A path inside a run folder, a link or a file that is not
+    /// regular is refused.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
 }
@@ -34,7 +35,9 @@ pub fn run(a: ExportArgs) -> Result<()> {
     };
     let input = RunView::load(&a.run_dir)?;
     let selection = a.rep.map_or(RepSelection::All, RepSelection::One);
-    let path = export::export_to_file(format.exporter(), &input, selection, a.out.as_deref())?;
-    println!("{}", path.display());
+    match export::export_to_file(format.exporter(), &input, selection, a.out.as_deref())? {
+        export::Written::File(path) => println!("{}", path.display()),
+        export::Written::Stdout => {}
+    }
     Ok(())
 }

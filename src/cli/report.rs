@@ -23,7 +23,10 @@ pub struct ReportArgs {
 pub fn run(a: ReportArgs) -> Result<()> {
     let input = RunView::load(&a.run_dir)?;
     super::note_incomplete(&input.data);
-    let out = a.out.unwrap_or_else(|| report::default_out_dir(&input));
+    let out = match a.out {
+        Some(out) => out,
+        None => report::default_out_dir(&input)?,
+    };
     let done = report::write_report_with(
         &input,
         &out,

@@ -5,6 +5,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::CounterMode;
 
+/// Most measured reps per variant (`reps`, `--reps`): far past what a comparison needs,
+/// and a schedule of them stays small.
+pub const MAX_REPS: u32 = 100_000;
+/// Most warm-ups per variant.
+pub const MAX_WARMUPS: u32 = 10_000;
+/// Most slots a schedule holds (variants × (warm-ups + reps)), checked when the
+/// experiment is read, before anything is built.
+pub const MAX_SCHEDULE_SLOTS: u64 = 1_000_000;
+/// Longest `rep_timeout_s`: 30 days. A deadline past it is no deadline, and one near
+/// 2^64 s would overflow the clock.
+pub const MAX_REP_TIMEOUT_S: u64 = 30 * 24 * 3600;
+
 /// `1`, as a serde default (warm-ups here, the batch of a workload).
 pub(super) fn one() -> u32 {
     1
@@ -98,6 +110,40 @@ fn hardware() -> CounterMode {
 }
 
 impl RunPolicy {
+    /// The upper bounds of reps, warm-ups, the schedule of `variants` variants and the
+    /// rep timeout, checked when the experiment is read: a schedule of 4e9 reps is an
+    /// error at once, never a process that builds it until the kernel kills it.
+    pub(super) fn check_bounds(&self, variants: usize) -> Result<(), String> {
+        if let Some(t) = self.rep_timeout_s.filter(|&t| t > MAX_REP_TIMEOUT_S) {
+            return Err(format!(
+                "run.rep_timeout_s = {t} is more than {MAX_REP_TIMEOUT_S} (30 days): use a \
+                 shorter limit, or leave it out for none"
+            ));
+        }
+        if self.reps > MAX_REPS {
+            return Err(format!(
+                "run.reps = {} is more than {MAX_REPS}: use fewer reps (or several runs)",
+                self.reps
+            ));
+        }
+        if self.warmups > MAX_WARMUPS {
+            return Err(format!(
+                "run.warmups = {} is more than {MAX_WARMUPS}: use fewer warm-ups",
+                self.warmups
+            ));
+        }
+        let slots = variants as u64 * (u64::from(self.reps) + u64::from(self.warmups));
+        if slots > MAX_SCHEDULE_SLOTS {
+            return Err(format!(
+                "the schedule would hold {slots} reps ({variants} variants × ({} reps + {} \
+                 warm-ups)), more than {MAX_SCHEDULE_SLOTS}: use fewer reps, warm-ups or \
+                 variants",
+                self.reps, self.warmups
+            ));
+        }
+        Ok(())
+    }
+
     /// Reps per block of `order = "blocks"`.
     pub fn block_size(&self) -> u32 {
         self.block.unwrap_or(5)
@@ -120,5 +166,30 @@ impl Default for RunPolicy {
             profile_hz: None,
             process_cpu: Default::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_past_their_bounds_are_refused_before_they_are_built() {
+        let mut p = RunPolicy {
+            reps: MAX_REPS,
+            warmups: MAX_WARMUPS,
+            ..RunPolicy::default()
+        };
+        assert!(p.check_bounds(9).is_ok());
+        let e = p.check_bounds(10).unwrap_err();
+        assert!(e.contains("the schedule would hold 1100000 reps"), "{e}");
+        p.reps = u32::MAX;
+        assert!(p
+            .check_bounds(1)
+            .unwrap_err()
+            .contains("is more than 100000"));
+        p.reps = 1;
+        p.rep_timeout_s = Some(u64::MAX);
+        assert!(p.check_bounds(1).unwrap_err().contains("30 days"));
     }
 }

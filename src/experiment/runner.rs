@@ -150,14 +150,14 @@ fn load_experiment(
     Ok(match (resume, exp_path) {
         (Some(dir), _) => {
             let copy = dir.join(store::EXPERIMENT_COPY);
-            if !copy.exists() {
+            if std::fs::symlink_metadata(&copy).is_err() {
                 bail!(
                     "{} is not a run folder to resume (no {})",
                     dir.display(),
                     store::EXPERIMENT_COPY
                 );
             }
-            let (e, t) = Experiment::load(&copy)?;
+            let (e, t) = Experiment::load_copy(dir, store::EXPERIMENT_COPY)?;
             (e, t, Some(dir.to_path_buf()))
         }
         (None, Some(p)) => {
@@ -318,6 +318,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             meta.setup_ns.extend(setup);
         }
     }
+    // Ctrl-C or SIGTERM during setup: stop before a run folder is made.
+    if interrupt::requested() {
+        return Err(Interrupted {
+            dir: resume.as_ref().map(|d| d.display().to_string()),
+            kept: done_rows.len(),
+        }
+        .into());
+    }
     let writer = match writer.take() {
         Some(w) => w,
         None => {
@@ -370,6 +378,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         telemetry: Some(&telemetry),
         debug: &opts.debug,
     };
+    let ran_none = todo.is_empty();
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;
@@ -511,8 +520,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         }
         .into());
     }
-    meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
-    store::write_meta(&dir, &meta)?;
+    // A resume with nothing left to run leaves meta.json as it was: the run completed
+    // when it completed, not when it was looked at again.
+    if !(ran_none && meta.completed_utc.is_some()) {
+        meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
+        store::write_meta(&dir, &meta)?;
+    }
     let failed = rows
         .iter()
         .filter(|r| r.status == RepStatus::Failed)

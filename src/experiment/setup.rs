@@ -75,6 +75,9 @@ pub fn obtain_params(
                     }
                 }
                 origins.push(origin);
+                if super::interrupt::requested() {
+                    return Err(super::interrupt::Interrupted { dir: None, kept: 0 }.into());
+                }
                 let p = Arc::new(p);
                 by_key.insert(key.shape_digest.clone(), p.clone());
                 p
@@ -97,7 +100,7 @@ fn generate_in_child(
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
     let mut cmd = std::process::Command::new(exe);
     super::interrupt::die_with_parent(&mut cmd);
-    let out = cmd
+    let mut child = cmd
         .arg("__params")
         .arg("--circuit")
         .arg(circuit)
@@ -110,12 +113,37 @@ fn generate_in_child(
         .arg("--generator")
         .arg(generator.as_str())
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
-        .output()
+        .spawn()
         .context("cannot start the params generation process")?;
-    if super::interrupt::requested() {
-        return Err(super::interrupt::Interrupted { dir: None, kept: 0 }.into());
-    }
+    // Its result is read on a thread while this one watches for Ctrl-C or SIGTERM: a
+    // stop asked for during a long generation ends it now, not when it is done.
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
+        v
+    });
+    let status = loop {
+        if super::interrupt::requested() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(super::interrupt::Interrupted { dir: None, kept: 0 }.into());
+        }
+        match child
+            .try_wait()
+            .context("waiting for the params generation process")?
+        {
+            Some(status) => break status,
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    let out = std::process::Output {
+        status,
+        stdout: reader.join().unwrap_or_default(),
+        stderr: Vec::new(),
+    };
     anyhow::ensure!(
         out.status.success(),
         "generating params for {} 2^{} in a child process failed ({}); its error is above",
@@ -148,6 +176,11 @@ pub fn setup_backends(
         .iter()
         .filter(|v| v.backend != prover::BackendKind::Cpu)
     {
+        // A stop asked for during setup: the rest is not set up, and the runner stops
+        // before its first rep.
+        if super::interrupt::requested() {
+            break;
+        }
         let (Some(p), Ok(c)) = (
             params.get(&v.gadget),
             CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, 0),

@@ -147,7 +147,11 @@ impl From<Workload> for WorkloadFile {
 }
 
 use super::run_policy::one;
+pub use super::run_policy::MAX_REPS;
 pub use super::run_policy::{Order, ProcessPolicy, RunPolicy};
+
+/// Largest experiment file read (a real one is a few KiB).
+pub const MAX_EXPERIMENT_BYTES: u64 = 1 << 20;
 pub use crate::prover::{HostMemory, NttSchedule};
 
 /// A named set of knobs. Unset knobs take their defaults.
@@ -309,10 +313,40 @@ pub struct Experiment {
 
 impl Experiment {
     /// Reads and validates an experiment file.
+    /// At most [`MAX_EXPERIMENT_BYTES`] are read: a path such as /dev/zero ends in an
+    /// error, not in a read without end.
     pub fn load(path: &Path) -> Result<(Experiment, String), SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+        let bytes = crate::fsx::read_capped(path, MAX_EXPERIMENT_BYTES);
+        Self::from_bytes(path, bytes)
+    }
+
+    /// Reads and validates a run folder's experiment copy (`dir/name`): a regular file
+    /// inside the folder, never through a link (a planted link would make the parse
+    /// error quote another file).
+    pub fn load_copy(dir: &Path, name: &str) -> Result<(Experiment, String), SpecError> {
+        let bytes = crate::fsx::read_in_dir(dir, name, MAX_EXPERIMENT_BYTES);
+        Self::from_bytes(&dir.join(name), bytes)
+    }
+
+    fn from_bytes(
+        path: &Path,
+        bytes: Result<Vec<u8>, crate::fsx::ReadError>,
+    ) -> Result<(Experiment, String), SpecError> {
+        let read = |source| SpecError::Read {
             path: path.to_path_buf(),
             source,
+        };
+        let bytes = bytes.map_err(|e| {
+            read(match e {
+                crate::fsx::ReadError::Io { source, .. } => source,
+                other => std::io::Error::other(other.to_string()),
+            })
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not UTF-8 text: is this an experiment file?",
+            ))
         })?;
         let e = Self::parse(&text, path)?;
         Ok((e, text))
@@ -359,6 +393,7 @@ impl Experiment {
         if self.run.reps == 0 {
             return Err("run.reps must be at least 1".into());
         }
+        self.run.check_bounds(self.variants.len())?;
         match (self.run.order, self.run.block) {
             (Order::Blocks, Some(0)) => {
                 return Err("run.block must be at least 1 (reps per block)".into());

@@ -21,27 +21,11 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Longest experiment or variant name.
-const MAX_NAME: usize = 64;
-
-/// Experiment and variant names name folders, CSV cells and table columns: 1 to 64
-/// letters, digits, '-', '_' and '.', starting with a letter or digit (so never `..`, a
-/// hidden folder, a path, a comma, a quote or a line break).
+/// Experiment and variant names name folders, CSV cells and table columns: the rule of
+/// [`crate::fsx::check_name`], which the store applies again to names read back from a
+/// run folder.
 pub(super) fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} {name:?} is not allowed ({why}): use 1 to {MAX_NAME} of the characters \
-             A-Z a-z 0-9 - _ . starting with a letter or digit"
-        ))
-    }
+    crate::fsx::check_name(what, name, why)
 }
 
 /// A variant's `rev` names a revision; `repo` goes with a `rev`.

@@ -75,7 +75,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
     if let Some(w) = a.debug_worker {
         w.act();
     }
-    let (exp, _) = Experiment::load(&a.run_dir.join(store::EXPERIMENT_COPY))?;
+    let (exp, _) = Experiment::load_copy(&a.run_dir, store::EXPERIMENT_COPY)?;
     let (vi, v) = exp
         .resolved_variants()
         .into_iter()

@@ -11,15 +11,21 @@
 //!   samples)") at the middle of their windows;
 //! - the process's busy cores (CPU time / wall between the sampler's reads) are the
 //!   counter track "process busy cores", on machines without a GPU too.
+//!
+//! The events are written one by one as they are serialised (only a small record per
+//! event is held, to sort them), so that a run of a million spans is exported in a few
+//! hundred MB rather than a JSON tree of several GB.
 
 use std::collections::BTreeMap;
+
+use std::io::Write;
 
 use serde_json::{json, Map, Value};
 
 use super::{ExportError, Exporter, RepSelection};
 use crate::store::gpu_lanes::{self, series, GpuLane};
 use crate::store::lane_series::{busy_cores, is_gpu_row, util_time, SOURCE_DRIVER_SAMPLES};
-use crate::store::{RunView, TelemetryRow};
+use crate::store::{GpuActivityRow, RunView, SpanRow, TelemetryRow};
 
 pub struct ChromeTrace;
 
@@ -53,14 +59,56 @@ impl Exporter for ChromeTrace {
         }
     }
 
-    fn serialize(&self, input: &RunView, selection: RepSelection) -> Result<Vec<u8>, ExportError> {
-        let value = trace(input, &selection.reps(input)?)?;
-        Ok(serde_json::to_vec(&value).expect("a JSON value serialises"))
+    fn write_to(
+        &self,
+        input: &RunView,
+        selection: RepSelection,
+        w: &mut dyn Write,
+    ) -> Result<(), ExportError> {
+        let reps = selection.reps(input)?;
+        let t = prepare(input, &reps)?;
+        t.write(input, w).map_err(|source| ExportError::Io {
+            path: "trace".into(),
+            source,
+        })
     }
 }
 
-/// The trace of `reps` as one JSON value.
+/// The trace of `reps` as one JSON value (for tests and small runs; the exporter writes
+/// the same text without building it).
 pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
+    let t = prepare(input, reps)?;
+    let mut bytes = Vec::new();
+    t.write(input, &mut bytes)
+        .expect("writing into memory cannot fail");
+    Ok(serde_json::from_slice(&bytes).expect("the trace is JSON"))
+}
+
+/// What one trace event is made of, held until the events are sorted and written.
+enum What<'a> {
+    Span(&'a SpanRow),
+    Gpu(&'a GpuActivityRow),
+    /// A counter sample: its track name and value.
+    Counter(String, &'static str, f64),
+}
+
+/// One trace event before it is written: where it sorts, and what it shows.
+struct Event<'a> {
+    pid: u64,
+    tid: u64,
+    ts: f64,
+    dur: f64,
+    what: What<'a>,
+}
+
+/// A trace ready to write: its metadata events, and the other events sorted.
+struct Prepared<'a> {
+    meta_events: Vec<Value>,
+    events: Vec<Event<'a>>,
+    origins: Map<String, Value>,
+}
+
+fn prepare<'a>(input: &'a RunView, reps: &[u32]) -> Result<Prepared<'a>, ExportError> {
     let variants = input.variants();
     let mut meta_events = Vec::new();
     let mut events = Vec::new();
@@ -69,12 +117,14 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
     for &rep in reps {
         let spans = input.spans_of(rep);
         let run = input.run_row(rep);
+        let acts = input.gpu.activity_of(rep);
+        let telemetry = input.gpu.telemetry_of(rep);
         // The rep's earliest record of any kind, so that no timestamp is negative.
         let origin = spans
             .iter()
             .map(|s| s.start_ns)
-            .chain(input.gpu.activity_of(rep).iter().map(|a| a.start_ns))
-            .chain(input.gpu.telemetry_of(rep).iter().map(|t| counter_time(t)))
+            .chain(acts.iter().map(|a| a.start_ns))
+            .chain(telemetry.iter().map(|t| counter_time(t)))
             .min()
             .or(run.map(|r| r.start_ns))
             .unwrap_or(0);
@@ -106,26 +156,139 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
         meta_events.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": sort}}));
         // Threads: the critical path first, then by first activity.
         let root = input.root_thread(rep);
-        let mut threads: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+        let mut threads: BTreeMap<u64, (&str, u64)> = BTreeMap::new();
         for s in &spans {
             let e = threads
                 .entry(s.thread_id)
-                .or_insert((s.thread_name.clone(), s.start_ns));
+                .or_insert((s.thread_name.as_str(), s.start_ns));
             e.1 = e.1.min(s.start_ns);
         }
-        let mut order: Vec<(u64, String, u64)> =
+        let mut order: Vec<(u64, &str, u64)> =
             threads.into_iter().map(|(t, (n, f))| (t, n, f)).collect();
         order.sort_by_key(|(t, _, first)| (Some(*t) != root, *first));
         for (i, (tid, name, _)) in order.iter().enumerate() {
             let name = if name.is_empty() {
                 format!("thread {tid}")
             } else {
-                name.clone()
+                name.to_string()
             };
             meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
             meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": i}}));
         }
         for s in &spans {
+            events.push(Event {
+                pid,
+                tid: s.thread_id,
+                ts: us(s.start_ns, origin),
+                dur: s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0,
+                what: What::Span(s),
+            });
+        }
+        // GPU lanes, after the threads.
+        let mut lanes: Vec<GpuLane> = acts.iter().map(|a| GpuLane::of(a)).collect();
+        lanes.sort_unstable();
+        lanes.dedup();
+        for (i, lane) in lanes.iter().enumerate() {
+            let tid = GPU_LANE_TID_BASE + i as u64;
+            meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": lane.to_string()}}));
+            meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": order.len() + i}}));
+        }
+        for a in acts {
+            let i = lanes.binary_search(&GpuLane::of(a)).unwrap_or(0);
+            events.push(Event {
+                pid,
+                tid: GPU_LANE_TID_BASE + i as u64,
+                ts: us(a.start_ns, origin),
+                dur: a.end_ns.saturating_sub(a.start_ns) as f64 / 1000.0,
+                what: What::Gpu(a),
+            });
+        }
+        for t in telemetry.iter().filter(|t| is_gpu_row(t)) {
+            let placed = if t.source == SOURCE_DRIVER_SAMPLES {
+                " (driver samples)"
+            } else {
+                ""
+            };
+            for (series, v) in series(t) {
+                events.push(Event {
+                    pid,
+                    tid: 0,
+                    ts: us(counter_time(t), origin),
+                    dur: 0.0,
+                    what: What::Counter(format!("GPU {} {series}{placed}", t.gpu), "nvml", v),
+                });
+            }
+        }
+        // The CPU lane: the process's busy cores from each sample to the next.
+        for (start, _, cores) in busy_cores(&telemetry) {
+            events.push(Event {
+                pid,
+                tid: 0,
+                ts: us(start, origin),
+                dur: 0.0,
+                what: What::Counter("process busy cores".into(), "cpu", cores),
+            });
+        }
+    }
+    if !any_span {
+        return Err(ExportError::NoSpans {
+            dir: input.data.dir.clone(),
+        });
+    }
+    // Parents before children at equal start times, so viewers nest them (a stable
+    // sort: equal keys keep the order above).
+    events.sort_by(|a, b| {
+        (a.pid, a.tid)
+            .cmp(&(b.pid, b.tid))
+            .then(a.ts.total_cmp(&b.ts))
+            .then(b.dur.total_cmp(&a.dur))
+    });
+    Ok(Prepared {
+        meta_events,
+        events,
+        origins,
+    })
+}
+
+impl Prepared<'_> {
+    /// Writes the trace: `{"traceEvents": [...], "displayTimeUnit", "otherData"}`.
+    fn write(&self, input: &RunView, w: &mut dyn Write) -> std::io::Result<()> {
+        w.write_all(b"{\"traceEvents\":[")?;
+        let mut first = true;
+        let mut sep = |w: &mut dyn Write| -> std::io::Result<()> {
+            if !first {
+                w.write_all(b",")?;
+            }
+            first = false;
+            Ok(())
+        };
+        for e in &self.meta_events {
+            sep(w)?;
+            serde_json::to_writer(&mut *w, e)?;
+        }
+        for e in &self.events {
+            sep(w)?;
+            serde_json::to_writer(&mut *w, &event_value(e))?;
+        }
+        let m = &input.data.meta;
+        let other = json!({
+            "producer": format!("gapscope {}", m.gapscope_version),
+            "experiment": m.experiment,
+            "run_id": m.run_id,
+            "clock": "CLOCK_MONOTONIC; ts of each rep counted from that rep's first record",
+            "rep_origin_ns": self.origins,
+        });
+        w.write_all(b"],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
+        serde_json::to_writer(&mut *w, &other)?;
+        w.write_all(b"}")?;
+        w.flush()
+    }
+}
+
+/// The JSON of one event, built as it is written.
+fn event_value(e: &Event) -> Value {
+    match &e.what {
+        What::Span(s) => {
             let mut args = Map::new();
             args.insert("span_id".into(), json!(s.span_id));
             args.insert("parent_id".into(), json!(s.parent_id));
@@ -150,29 +313,18 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
                     args.insert("attrs".into(), Value::Object(attrs));
                 }
             }
-            events.push(json!({
+            json!({
                 "name": s.name,
                 "cat": "span",
                 "ph": "X",
-                "pid": pid,
-                "tid": s.thread_id,
-                "ts": us(s.start_ns, origin),
-                "dur": s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0,
+                "pid": e.pid,
+                "tid": e.tid,
+                "ts": e.ts,
+                "dur": e.dur,
                 "args": args,
-            }));
+            })
         }
-        // GPU lanes, after the threads.
-        let acts = input.gpu.activity_of(rep);
-        let mut lanes: Vec<GpuLane> = acts.iter().map(|a| GpuLane::of(a)).collect();
-        lanes.sort_unstable();
-        lanes.dedup();
-        for (i, lane) in lanes.iter().enumerate() {
-            let tid = GPU_LANE_TID_BASE + i as u64;
-            meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": lane.to_string()}}));
-            meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": order.len() + i}}));
-        }
-        for a in acts {
-            let i = lanes.iter().position(|l| *l == GpuLane::of(a)).unwrap_or(0);
+        What::Gpu(a) => {
             let mut args = Map::new();
             args.insert("kind".into(), json!(a.kind));
             if let Some(b) = a.bytes {
@@ -180,77 +332,24 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
             }
             args.insert("stream".into(), json!(a.stream));
             args.insert("correlation_id".into(), json!(a.correlation_id));
-            events.push(json!({
+            json!({
                 "name": gpu_lanes::label(a),
                 "cat": format!("gpu.{}", if a.kind.is_empty() { "activity" } else { &a.kind }),
                 "ph": "X",
-                "pid": pid,
-                "tid": GPU_LANE_TID_BASE + i as u64,
-                "ts": us(a.start_ns, origin),
-                "dur": a.end_ns.saturating_sub(a.start_ns) as f64 / 1000.0,
+                "pid": e.pid,
+                "tid": e.tid,
+                "ts": e.ts,
+                "dur": e.dur,
                 "args": args,
-            }));
+            })
         }
-        let telemetry = input.gpu.telemetry_of(rep);
-        for t in telemetry.iter().filter(|t| is_gpu_row(t)) {
-            let placed = if t.source == SOURCE_DRIVER_SAMPLES {
-                " (driver samples)"
-            } else {
-                ""
-            };
-            for (series, v) in series(t) {
-                events.push(json!({
-                    "name": format!("GPU {} {series}{placed}", t.gpu),
-                    "cat": "nvml",
-                    "ph": "C",
-                    "pid": pid,
-                    "ts": us(counter_time(t), origin),
-                    "args": {"value": v},
-                }));
-            }
-        }
-        // The CPU lane: the process's busy cores from each sample to the next.
-        for (start, _, cores) in busy_cores(&telemetry) {
-            events.push(json!({
-                "name": "process busy cores",
-                "cat": "cpu",
-                "ph": "C",
-                "pid": pid,
-                "ts": us(start, origin),
-                "args": {"value": cores},
-            }));
-        }
+        What::Counter(name, cat, v) => json!({
+            "name": name,
+            "cat": cat,
+            "ph": "C",
+            "pid": e.pid,
+            "ts": e.ts,
+            "args": {"value": v},
+        }),
     }
-    if !any_span {
-        return Err(ExportError::NoSpans {
-            dir: input.data.dir.clone(),
-        });
-    }
-    // Parents before children at equal start times, so viewers nest them.
-    let key = |e: &Value| {
-        (
-            e["pid"].as_u64().unwrap_or(0),
-            e["tid"].as_u64().unwrap_or(0),
-            e["ts"].as_f64().unwrap_or(0.0),
-            -e["dur"].as_f64().unwrap_or(0.0),
-        )
-    };
-    events.sort_by(|a, b| {
-        key(a)
-            .partial_cmp(&key(b))
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    meta_events.extend(events);
-    let m = &input.data.meta;
-    Ok(json!({
-        "traceEvents": meta_events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "producer": format!("gapscope {}", m.gapscope_version),
-            "experiment": m.experiment,
-            "run_id": m.run_id,
-            "clock": "CLOCK_MONOTONIC; ts of each rep counted from that rep's first record",
-            "rep_origin_ns": origins,
-        },
-    }))
 }

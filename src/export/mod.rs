@@ -4,6 +4,7 @@
 
 pub mod chrome;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::store::RunView;
@@ -41,6 +42,8 @@ pub enum ExportError {
     },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Write(Box<crate::fsx::WriteError>),
 }
 
 /// Which reps to export.
@@ -76,39 +79,87 @@ impl RepSelection {
 pub trait Exporter {
     /// File name used when the caller names none.
     fn default_file_name(&self, selection: RepSelection) -> String;
-    fn serialize(&self, input: &RunView, selection: RepSelection) -> Result<Vec<u8>, ExportError>;
+    /// Writes the export to `w` as it is serialised (nothing is written when the run
+    /// has nothing to export: that error comes first).
+    fn write_to(
+        &self,
+        input: &RunView,
+        selection: RepSelection,
+        w: &mut dyn Write,
+    ) -> Result<(), ExportError>;
+    /// The export in memory.
+    fn serialize(&self, input: &RunView, selection: RepSelection) -> Result<Vec<u8>, ExportError> {
+        let mut out = Vec::new();
+        self.write_to(input, selection, &mut out)?;
+        Ok(out)
+    }
 }
 
 /// Where an export goes without `--out`: `exports/<experiment>-<run id>/`, beside the
-/// reports (the run folder itself is written only by `gapscope run`).
-pub fn default_out_dir(input: &RunView) -> PathBuf {
-    let m = &input.data.meta;
-    PathBuf::from("exports").join(format!("{}-{}", m.experiment, m.run_id))
+/// reports (the run folder itself is written only by `gapscope run`). The name comes
+/// from meta.json only once it passes the rule of names ([`crate::store::output_name`]).
+pub fn default_out_dir(input: &RunView) -> Result<PathBuf, ExportError> {
+    let name = crate::store::output_name(&input.data.dir, &input.data.meta)?;
+    Ok(PathBuf::from("exports").join(name))
 }
 
-/// Serialises with `exporter` and writes atomically to `out` (or the default name in the
-/// run folder). Returns the path written.
+/// Where an export went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    File(PathBuf),
+    Stdout,
+}
+
+/// Serialises with `exporter` and writes to `out`: `-` is stdout, another path a file
+/// written whole ([`crate::fsx::write_file_with`]: never over a link or a file that is
+/// not regular, no temp file left on failure); without `out`, the default name under
+/// [`default_out_dir`].
 pub fn export_to_file(
     exporter: &dyn Exporter,
     input: &RunView,
     selection: RepSelection,
     out: Option<&Path>,
-) -> Result<PathBuf, ExportError> {
-    let path = out
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| default_out_dir(input).join(exporter.default_file_name(selection)));
+) -> Result<Written, ExportError> {
+    if out.is_some_and(crate::fsx::write::is_stdout) {
+        let stdout = std::io::stdout();
+        let mut w = std::io::BufWriter::new(stdout.lock());
+        exporter.write_to(input, selection, &mut w)?;
+        w.flush().map_err(|source| ExportError::Io {
+            path: "-".into(),
+            source,
+        })?;
+        return Ok(Written::Stdout);
+    }
+    let path = match out {
+        Some(p) => p.to_path_buf(),
+        None => default_out_dir(input)?.join(exporter.default_file_name(selection)),
+    };
     // Only `gapscope run` writes into a run folder: an export never replaces a result.
     crate::store::check_output_path(&path)?;
-    let bytes = exporter.serialize(input, selection)?;
+    // Refused before anything is made: a run without spans, a rep that is not there.
+    let reps = selection.reps(input)?;
+    if reps.iter().all(|&r| input.spans_of(r).is_empty()) {
+        return Err(ExportError::NoSpans {
+            dir: input.data.dir.clone(),
+        });
+    }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| ExportError::Io {
             path: parent.to_path_buf(),
             source,
         })?;
     }
-    crate::store::write_atomic(&path, &bytes).map_err(|source| ExportError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(path)
+    let mut failed = None;
+    let written = crate::fsx::write::write_file_with(&path, |w| {
+        exporter.write_to(input, selection, w).map_err(|e| {
+            let text = e.to_string();
+            failed = Some(e);
+            std::io::Error::other(text)
+        })
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    written.map_err(|e| ExportError::Write(Box::new(e)))?;
+    Ok(Written::File(path))
 }

@@ -7,6 +7,13 @@
 //! holds the circuit, its size and the digest of its constraint-system shape, so a change
 //! to the circuit's code that changes constraints misses the cache. A params file whose
 //! checksum, size or dimensions do not match is reported and regenerated, never used.
+//!
+//! Several processes may share one params folder (three first runs started together):
+//! an entry is read under a shared lock and made under an exclusive one (flock on
+//! `<key>.lock`, released when the process ends, however it ends), so one process
+//! generates while the others wait and then load its file. The file is written to an
+//! exclusive temp file beside it and renamed, and its checksum is read back after the
+//! rename, so a sidecar never names bytes that are not there.
 
 use std::fs;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -250,8 +257,47 @@ pub fn digest(p: &Groth16Params) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Takes the lock of the cache entry `stem` (`<stem>.lock`): shared to read it,
+/// exclusive to make it. Blocks until it is granted.
+fn lock_entry(stem: &Path, exclusive: bool) -> Result<fs::File, ParamsError> {
+    let path = stem.with_extension("lock");
+    let err = |source| ParamsError::Write {
+        path: path.clone(),
+        source,
+    };
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(err)?;
+    if exclusive { f.lock() } else { f.lock_shared() }.map_err(err)?;
+    Ok(f)
+}
+
+/// Writes through to `inner` and hashes what it wrote.
+struct HashingWriter<'a> {
+    inner: &'a mut dyn Write,
+    hash: sha2::Sha256,
+    bytes: u64,
+}
+
+impl Write for HashingWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.write(b)?;
+        self.hash.update(&b[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Loads params for `circuit` from `dir`, or generates them with `generator` and caches
-/// them.
+/// them. Safe across processes (see the module doc).
 pub fn load_or_generate(
     dir: &Path,
     circuit: &CircuitInstance,
@@ -265,22 +311,33 @@ pub fn load_or_generate(
     let stem = cache_stem(dir, key);
     let params_path = stem.with_extension("params");
     let t = Instant::now();
-    let why = if stem.with_extension("json").exists() || params_path.exists() {
+    let present = || stem.with_extension("json").exists() || params_path.exists();
+    let loaded = |(p, made_by, sum): (Groth16Params, Option<String>, String)| {
+        (
+            p,
+            ParamsOrigin {
+                key: key.clone(),
+                path: params_path.clone(),
+                source: "loaded".into(),
+                elapsed_ms: t.elapsed().as_millis() as u64,
+                generator: made_by,
+                generation: None,
+                sha256: Some(sum),
+            },
+        )
+    };
+    // A whole entry is loaded under the shared lock, which no maker holds meanwhile.
+    if present() {
+        let _shared = lock_entry(&stem, false)?;
+        if let Ok(got) = try_load(&stem, key) {
+            return Ok(loaded(got));
+        }
+    }
+    let _exclusive = lock_entry(&stem, true)?;
+    // Another process may have made the entry while this one waited for the lock.
+    let why = if present() {
         match try_load(&stem, key) {
-            Ok((p, made_by, sum)) => {
-                return Ok((
-                    p,
-                    ParamsOrigin {
-                        key: key.clone(),
-                        path: params_path,
-                        source: "loaded".into(),
-                        elapsed_ms: t.elapsed().as_millis() as u64,
-                        generator: made_by,
-                        generation: None,
-                        sha256: Some(sum),
-                    },
-                ))
-            }
+            Ok(got) => return Ok(loaded(got)),
             Err(why) => {
                 eprintln!("warning: params cache rejected, regenerating: {why}");
                 Some(why)
@@ -302,14 +359,36 @@ pub fn load_or_generate(
         path: params_path.clone(),
         source,
     };
-    let tmp = stem.with_extension(format!("params.tmp{}", std::process::id()));
-    {
-        let mut w = BufWriter::new(fs::File::create(&tmp).map_err(werr)?);
-        p.write(&mut w).map_err(werr)?;
-        w.flush().map_err(werr)?;
-    }
-    fs::rename(&tmp, &params_path).map_err(werr)?;
+    let mut written = None;
+    crate::fsx::write::write_file_with(&params_path, |w| {
+        use sha2::Digest;
+        let mut h = HashingWriter {
+            inner: w,
+            hash: sha2::Sha256::new(),
+            bytes: 0,
+        };
+        p.write(&mut h)?;
+        let sum: String = h
+            .hash
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        written = Some((sum, h.bytes));
+        Ok(())
+    })
+    .map_err(|e| werr(e.into_io()))?;
+    let (want_sum, want_len) = written.expect("the params were written");
+    // Read back after the rename: the sidecar names the bytes that are there.
     let (sum, len) = sha256_file(&params_path).map_err(werr)?;
+    if sum != want_sum || len != want_len {
+        return Err(werr(std::io::Error::other(format!(
+            "the file changed after it was written ({len} bytes with sha256 {}…, {want_len} \
+             bytes with {}… were written): is another program writing into the params folder?",
+            &sum[..12],
+            &want_sum[..12]
+        ))));
+    }
     let side = Sidecar {
         format: 1,
         key: key.clone(),
@@ -320,11 +399,11 @@ pub fn load_or_generate(
         generator: Some(g.generator.clone()),
         generation: g.report.clone(),
     };
-    crate::store::write_atomic(
+    crate::fsx::write_file(
         &stem.with_extension("json"),
         &serde_json::to_vec_pretty(&side).expect("serialisable"),
     )
-    .map_err(werr)?;
+    .map_err(|e| werr(e.into_io()))?;
     Ok((
         p,
         ParamsOrigin {

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::sections::table;
+use crate::markup::{md_fence, md_text};
 use crate::store::RunView;
 use crate::store::EXPERIMENT_COPY;
 use crate::units::fmt_ns_short;
@@ -142,7 +143,7 @@ pub fn environment_section(input: &RunView) -> String {
     if !input.gpu.problems.is_empty() {
         let _ = writeln!(out);
         for p in &input.gpu.problems {
-            let _ = writeln!(out, "- {p}");
+            let _ = writeln!(out, "- {}", md_text(p));
         }
     }
     out
@@ -245,39 +246,54 @@ fn command_line(argv: &[String]) -> String {
         .join(" ")
 }
 
-/// The commands that reproduce the run, then this report.
+/// Largest experiment copy embedded in the report (an experiment file is a few KiB).
+const MAX_EMBEDDED_BYTES: u64 = 256 << 10;
+
+/// The commands that reproduce the run, then this report, and the run folder's
+/// experiment copy: read only as a regular file inside the folder (never through a
+/// link), fenced so that nothing in it ends the block.
 pub fn reproduce_section(input: &RunView, report_cmd: &[String]) -> String {
     let m = &input.data.meta;
-    let mut out = String::new();
-    let _ = writeln!(out, "```sh");
+    let mut sh = String::new();
     match &m.git.revision {
         Some(rev) => {
-            let _ = writeln!(out, "git checkout {rev}");
+            let _ = writeln!(sh, "git checkout {}", shell_quote(rev));
             if m.git.dirty == Some(true) {
                 let _ = writeln!(
-                    out,
+                    sh,
                     "# note: the run was made with uncommitted changes on top of this revision"
                 );
             }
         }
         None => {
-            let _ = writeln!(out, "# the source revision was not recorded");
+            let _ = writeln!(sh, "# the source revision was not recorded");
         }
     }
-    let _ = writeln!(out, "cargo build --release");
-    let _ = writeln!(out, "# the run, as it was started:");
-    let _ = writeln!(out, "{}", command_line(&m.command));
-    let _ = writeln!(out, "# this report:");
-    let _ = writeln!(out, "{}", command_line(report_cmd));
-    let _ = writeln!(out, "```");
-    let spec = input.data.dir.join(EXPERIMENT_COPY);
-    if let Ok(text) = std::fs::read_to_string(&spec) {
-        let _ = writeln!(
-            out,
-            "\nThe experiment as it ran (the run folder's `{EXPERIMENT_COPY}`; pass it instead of \
-             the file named above if that one has changed or is not at hand):\n\n```toml\n{}\n```",
-            text.trim_end()
-        );
+    let _ = writeln!(sh, "cargo build --release");
+    let _ = writeln!(sh, "# the run, as it was started:");
+    let _ = writeln!(sh, "{}", command_line(&m.command));
+    let _ = writeln!(sh, "# this report:");
+    let _ = writeln!(sh, "{}", command_line(report_cmd));
+    let mut out = md_fence("sh", &sh);
+    out.push('\n');
+    match crate::fsx::read_in_dir(&input.data.dir, EXPERIMENT_COPY, MAX_EMBEDDED_BYTES) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = writeln!(
+                out,
+                "\nThe experiment as it ran (the run folder's `{EXPERIMENT_COPY}`; pass it instead of \
+                 the file named above if that one has changed or is not at hand):\n\n{}",
+                md_fence("toml", &text)
+            );
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "\nThe run folder's `{EXPERIMENT_COPY}` is not shown: {}",
+                md_text(&e.to_string())
+            );
+        }
     }
     out
 }

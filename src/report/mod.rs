@@ -6,6 +6,10 @@
 //! A chart that cannot be drawn, or a comparison that cannot be computed (one variant,
 //! no successful rep), becomes a line in report.md; only an unreadable run folder or an
 //! unwritable output folder fails the report.
+//!
+//! Every text the run folder supplies (span, thread and variant names, knobs, errors,
+//! command lines, the experiment copy) goes through [`crate::markup`], so a folder made
+//! by someone else cannot put links, HTML or reordering controls into report.md.
 
 pub mod environment;
 pub mod flame;
@@ -16,6 +20,7 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use crate::export::{chrome::ChromeTrace, RepSelection};
+use crate::markup::{md_code, md_text};
 use crate::plot::{self, ImageFormat};
 use crate::store::RunView;
 
@@ -33,6 +38,13 @@ pub enum ReportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Write(#[from] crate::fsx::WriteError),
+    #[error(
+        "a report is a folder (report.md, its charts and trace.json), so `--out -` cannot \
+         print it: pass --out DIR"
+    )]
+    Stdout,
 }
 
 /// What a report run produced.
@@ -70,10 +82,11 @@ fn chart_markdown(md: &mut String, r: &plot::Rendered) {
     }
 }
 
-/// `reports/<experiment>-<run id>`: the default folder for a run's report.
-pub fn default_out_dir(input: &RunView) -> PathBuf {
-    let m = &input.data.meta;
-    PathBuf::from("reports").join(format!("{}-{}", m.experiment, m.run_id))
+/// `reports/<experiment>-<run id>`: the default folder for a run's report, once both
+/// names pass the rule of names ([`crate::store::output_name`]).
+pub fn default_out_dir(input: &RunView) -> Result<PathBuf, ReportError> {
+    let name = crate::store::output_name(&input.data.dir, &input.data.meta)?;
+    Ok(PathBuf::from("reports").join(name))
 }
 
 /// Writes the report of `input` into `out`. `command` is the command line that asked
@@ -94,6 +107,9 @@ pub fn write_report_with(
     command: &[String],
     flame_span: Option<&str>,
 ) -> Result<ReportOutcome, ReportError> {
+    if crate::fsx::write::is_stdout(out) {
+        return Err(ReportError::Stdout);
+    }
     // Only `gapscope run` writes into a run folder: a report never replaces a result.
     crate::store::check_output_path(out)?;
     std::fs::create_dir_all(out).map_err(|source| ReportError::Io {
@@ -102,24 +118,32 @@ pub fn write_report_with(
     })?;
     let m = &input.data.meta;
     let mut md = String::new();
-    let _ = writeln!(md, "# {} — run {}\n", m.experiment, m.run_id);
+    let _ = writeln!(
+        md,
+        "# {} — run {}\n",
+        md_text(&m.experiment),
+        md_text(&m.run_id)
+    );
     let workload = match &m.external {
-        Some(e) => format!("External command `{}`", e.command.join(" ")),
+        Some(e) => format!("External command {}", md_code(&e.command.join(" "))),
         None => format!(
             "{} 2^{} constraints × {} on the `{}` backend",
-            m.workload.circuit, m.workload.log2_constraints, m.workload.batch, m.workload.backend
+            md_text(&m.workload.circuit),
+            m.workload.log2_constraints,
+            m.workload.batch,
+            md_text(&m.workload.backend)
         ),
     };
     let _ = writeln!(
         md,
-        "{workload}; variants {}. Run folder: `{}`.\n",
+        "{workload}; variants {}. Run folder: {}.\n",
         input
             .variants()
             .iter()
-            .map(|v| format!("`{v}`"))
+            .map(|v| md_code(v))
             .collect::<Vec<_>>()
             .join(" vs "),
-        input.data.dir.display()
+        md_code(&input.data.dir.display().to_string())
     );
 
     let diffs = diffs(&input.data);
@@ -199,10 +223,7 @@ pub fn write_report_with(
     );
 
     let report = out.join(REPORT_FILE);
-    crate::store::write_atomic(&report, md.as_bytes()).map_err(|source| ReportError::Io {
-        path: report.clone(),
-        source,
-    })?;
+    crate::fsx::write_file(&report, md.as_bytes())?;
     Ok(ReportOutcome {
         dir: out.to_path_buf(),
         report,

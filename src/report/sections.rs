@@ -12,10 +12,16 @@ use crate::store::RunData;
 use crate::store::{RunView, SpanRow, SpanTime};
 use crate::units::{fmt_delta, fmt_ns_short};
 
-/// A markdown table cell: pipes escaped, newlines flattened.
+/// A markdown table cell (or any line of text from the run folder): pipes escaped,
+/// newlines flattened, links, HTML and reordering controls neutralised
+/// ([`crate::markup::md_text`]).
 pub fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    crate::markup::md_text(s)
 }
+
+/// Most span families the "All spans" table lists (a program may send a million
+/// distinct names; the trace has every span).
+const MAX_SPAN_ROWS: usize = 400;
 
 /// Whether a cell reads as a number (right-aligned): digits, signs, dashes for none.
 fn numeric(s: &str) -> bool {
@@ -153,7 +159,9 @@ pub fn spans_section(input: &RunView) -> String {
         header.push(format!("Δ {v} − {}", variants[0]));
     }
     let mut rows = Vec::new();
-    for name in input.span_order() {
+    let order = input.span_order();
+    let left_out = order.len().saturating_sub(MAX_SPAN_ROWS);
+    for name in order.into_iter().take(MAX_SPAN_ROWS) {
         for (m, label) in input.span_measures(&name, " · unattributed") {
             let per: Vec<Vec<f64>> = variants
                 .iter()
@@ -204,6 +212,13 @@ pub fn spans_section(input: &RunView) -> String {
     reps.extend(variants.iter().skip(1).map(|_| String::new()));
     rows.push(reps);
     table(&mut out, &header, &rows);
+    if left_out > 0 {
+        let _ = writeln!(
+            out,
+            "\n… and {left_out} more span names, left out here (the first {MAX_SPAN_ROWS} in \
+             tree order are listed); trace.json holds every span."
+        );
+    }
     let _ = writeln!(
         out,
         "\nTotal time per span summed over a rep, median over measured verified reps, with \
@@ -437,6 +452,7 @@ pub fn counters_section(input: &RunView) -> String {
     });
     let variants = input.variants();
     let mut spans = input.top_level_names();
+    spans.truncate(MAX_SPAN_ROWS);
     if input.span_order().iter().any(|n| n == INNER) && !spans.iter().any(|n| n == INNER) {
         spans.push(INNER.into());
     }
@@ -451,19 +467,19 @@ pub fn counters_section(input: &RunView) -> String {
         for name in &spans {
             let mut row = vec![format!("{name} · {column}")];
             let mut any = false;
+            // The family's spans only (not every span of every rep): linear overall.
+            let mut per_rep: std::collections::HashMap<u32, u64> = Default::default();
+            for s in input.family_spans(name) {
+                if let Some(x) = s.counter(column) {
+                    let e = per_rep.entry(s.rep).or_default();
+                    *e = e.saturating_add(x);
+                }
+            }
             for v in &variants {
                 let vals: Vec<f64> = input
                     .measured_reps(v)
                     .iter()
-                    .filter_map(|r| {
-                        let xs: Vec<u64> = input
-                            .spans_of(r.rep)
-                            .iter()
-                            .filter(|s| crate::store::family(&s.name) == name.as_str())
-                            .filter_map(|s| s.counter(column))
-                            .collect();
-                        (!xs.is_empty()).then(|| xs.iter().sum::<u64>() as f64)
-                    })
+                    .filter_map(|r| per_rep.get(&r.rep).map(|&x| x as f64))
                     .collect();
                 row.push(match median(&vals) {
                     Some(m) => {
@@ -512,7 +528,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cells_escape_pipes() {
+    fn cells_escape_pipes_links_and_html() {
         assert_eq!(cell("a|b\nc"), "a\\|b c");
+        assert_eq!(cell("[x](http://e)<b>"), "[x]\\(http://e)&lt;b>");
     }
 }

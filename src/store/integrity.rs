@@ -65,14 +65,120 @@ pub(super) fn check_unique_reps(path: &Path, rows: &[RunRow]) -> Result<(), Stor
     Ok(())
 }
 
-/// The checks a reader makes on a loaded run folder: each rep once, and every committed
-/// rep with all of its spans.
+/// Latest time a row may hold: CLOCK_MONOTONIC counts nanoseconds since boot, and no
+/// machine stays up 292 years (i64::MAX ns), so a larger value was not measured.
+pub const MAX_CLOCK_NS: u64 = i64::MAX as u64;
+
+/// Refuses rows no run writes: a time past [`MAX_CLOCK_NS`], self time longer than the
+/// span, a span id twice in one rep, a parent chain that loops. Each error names the file and line.
+/// Linear in the rows: a crafted table cannot make the readers after it spin.
+pub(super) fn check_spans(path: &Path, spans: &[SpanRow]) -> Result<(), StoreError> {
+    let bad = |i: usize, message: String| StoreError::Parse {
+        path: path.to_path_buf(),
+        line: i as u64 + 2,
+        message: format!("{message}; no run writes this: the file was edited or damaged"),
+    };
+    let mut first: HashMap<(u32, u64), usize> = HashMap::with_capacity(spans.len());
+    for (i, s) in spans.iter().enumerate() {
+        for (what, v) in [
+            ("start_ns", s.start_ns),
+            ("end_ns", s.end_ns),
+            ("duration_ns", s.duration_ns),
+            ("self_ns", s.self_ns),
+        ] {
+            if v > MAX_CLOCK_NS {
+                return Err(bad(
+                    i,
+                    format!("span {:?}: {what} = {v} is past the clock's range", s.name),
+                ));
+            }
+        }
+        if s.self_ns > s.duration_ns {
+            return Err(bad(
+                i,
+                format!(
+                    "span {:?}: self_ns = {} is longer than the span ({} ns)",
+                    s.name, s.self_ns, s.duration_ns
+                ),
+            ));
+        }
+        if let Some(j) = first.insert((s.rep, s.span_id), i) {
+            return Err(bad(
+                i,
+                format!(
+                    "span id {} of rep {} is already the id of line {}",
+                    s.span_id,
+                    s.rep,
+                    j + 2
+                ),
+            ));
+        }
+    }
+    // Parent chains: walk each up until a span already known to reach a root; a span met
+    // twice on one walk is on a loop. Every span is walked through once.
+    const NEW: u8 = 0;
+    const ON_WALK: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; spans.len()];
+    let mut walk = Vec::new();
+    for start in 0..spans.len() {
+        let mut cur = Some(start);
+        while let Some(i) = cur {
+            match state[i] {
+                DONE => break,
+                ON_WALK => {
+                    return Err(bad(
+                        i,
+                        format!(
+                        "span {:?} (id {}) of rep {} is its own ancestor: its parent chain loops",
+                        spans[i].name, spans[i].span_id, spans[i].rep
+                    ),
+                    ))
+                }
+                _ => {}
+            }
+            state[i] = ON_WALK;
+            walk.push(i);
+            let s = &spans[i];
+            cur = s.parent_id.and_then(|p| first.get(&(s.rep, p)).copied());
+        }
+        for i in walk.drain(..) {
+            state[i] = DONE;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses runs.csv rows with times past [`MAX_CLOCK_NS`].
+fn check_run_values(path: &Path, runs: &[RunRow]) -> Result<(), StoreError> {
+    for (i, r) in runs.iter().enumerate() {
+        for (what, v) in [("start_ns", r.start_ns), ("wall_ns", r.wall_ns)] {
+            if v > MAX_CLOCK_NS {
+                return Err(StoreError::Parse {
+                    path: path.to_path_buf(),
+                    line: i as u64 + 2,
+                    message: format!(
+                        "rep {}: {what} = {v} is past the clock's range; no run writes this: \
+                         the file was edited or damaged",
+                        r.rep
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The checks a reader makes on a loaded run folder: each rep once, every committed
+/// rep with all of its spans, and no row that no run writes.
 pub(super) fn check_loaded(
     dir: &Path,
     runs: &[RunRow],
     spans: &[SpanRow],
 ) -> Result<(), StoreError> {
     check_unique_reps(&dir.join(super::RUNS), runs)?;
+    check_run_values(&dir.join(super::RUNS), runs)?;
+    check_spans(&dir.join(super::SPANS), spans)?;
     let mut counts: HashMap<u32, usize> = HashMap::new();
     for s in spans {
         *counts.entry(s.rep).or_default() += 1;

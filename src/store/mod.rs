@@ -5,7 +5,14 @@
 //! CSV files are appended and flushed rep by rep: a rep's spans, telemetry and activity
 //! first, then its row in runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
 //! a partial tail that [`RunWriter::open_resume`] cuts off; every finished rep stays.
-//! Whole files (meta.json) are written atomically (temp file + rename).
+//! Whole files (meta.json) are written atomically (temp file + rename, [`crate::fsx`]).
+//!
+//! A run folder may come from anywhere (committed, attached to a CI job, shared in a
+//! review), so its reader trusts nothing in it: each file is opened without following a
+//! link and only when it is a regular file, each has a size cap, and the rows are
+//! checked for what no run writes (a span id twice in a rep, a parent chain that loops,
+//! times past the monotonic clock's range, self time longer than the span, a schema
+//! version this gapscope does not know), naming the row.
 //!
 //! A run folder is written by one process at a time: [`RunWriter`] holds an exclusive
 //! lock on it (`integrity`). Readers take a killed run as it is (its unterminated last
@@ -23,7 +30,7 @@ pub mod schema;
 mod view;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
@@ -52,7 +59,17 @@ pub enum StoreError {
          wait for that one to finish or stop it, then resume"
     )]
     Locked { path: PathBuf },
+    #[error(transparent)]
+    Read(#[from] crate::fsx::ReadError),
+    #[error(transparent)]
+    Write(#[from] crate::fsx::WriteError),
 }
+
+/// Largest meta.json read (a real one is a few KiB; a profile's lines add little).
+pub const MAX_META_BYTES: u64 = 64 << 20;
+/// Largest table read, after decompression for a `.csv.gz`: 2 GiB holds some 8 million
+/// span rows, well past what one run records.
+pub const MAX_TABLE_BYTES: u64 = 2 << 30;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
@@ -61,19 +78,35 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temp file beside it, fsync, rename.
+/// Writes `bytes` to `path` atomically with [`crate::fsx::write_file`] (an exclusive
+/// temp file beside it, fsync, rename; never over a link or a file that is not regular),
+/// for callers whose errors are `std::io::Error`s.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|s| s.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    crate::fsx::write_file(path, bytes).map_err(crate::fsx::WriteError::into_io)
+}
+
+/// Whether a directory entry is there (a link counts, without following it).
+pub(crate) fn present(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok()
+}
+
+/// `<experiment>-<run id>` of a run folder, the name of its default report and export
+/// folders, once both pass the rule names pass when a run is made
+/// ([`crate::fsx::check_name`]): a meta.json that says `"experiment": "../x"` names no
+/// folder outside.
+pub fn output_name(dir: &Path, meta: &Meta) -> Result<String, StoreError> {
+    for (what, v) in [("experiment", &meta.experiment), ("run_id", &meta.run_id)] {
+        crate::fsx::check_name(
+            &format!("meta.json's {what}"),
+            v,
+            "it would name the output folder",
+        )
+        .map_err(|message| StoreError::Invalid {
+            path: dir.join(META),
+            message: format!("{message}; pass --out to choose the output yourself"),
+        })?;
     }
-    fs::rename(&tmp, path)
+    Ok(format!("{}-{}", meta.experiment, meta.run_id))
 }
 
 pub const META: &str = "meta.json";
@@ -105,11 +138,21 @@ impl Appender {
         })
     }
 
+    /// Opens a file of the run folder for appending, never through a link (O_NOFOLLOW)
+    /// and only a regular file.
     fn append_existing(path: &Path) -> Result<Self, StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let f = OpenOptions::new()
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .map_err(io(path))?;
+            .map_err(|e| link_or_io(path, e))?;
+        if !f.metadata().map_err(io(path))?.is_file() {
+            return Err(StoreError::Invalid {
+                path: path.to_path_buf(),
+                message: "not a regular file: a run folder's tables are regular files".into(),
+            });
+        }
         Ok(Appender {
             path: path.to_path_buf(),
             w: csv::WriterBuilder::new().has_headers(false).from_writer(f),
@@ -123,6 +166,20 @@ impl Appender {
     fn flush(&mut self) -> Result<(), StoreError> {
         self.w.flush().map_err(io(&self.path))?;
         self.w.get_ref().sync_data().map_err(io(&self.path))
+    }
+}
+
+/// An open that failed with ELOOP met a link (O_NOFOLLOW): say so.
+fn link_or_io(path: &Path, e: std::io::Error) -> StoreError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        StoreError::Read(crate::fsx::ReadError::Link {
+            path: path.to_path_buf(),
+            target: fs::read_link(path)
+                .map(|t| format!(" (to {})", t.display()))
+                .unwrap_or_default(),
+        })
+    } else {
+        io(path)(e)
     }
 }
 
@@ -182,7 +239,7 @@ impl RunWriter {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
         let partial = dir.with_file_name(format!(".{name}.partial"));
         fs::create_dir(&partial).map_err(io(&partial))?;
-        fs::write(partial.join(EXPERIMENT_COPY), experiment_text).map_err(io(&partial))?;
+        crate::fsx::write_file(&partial.join(EXPERIMENT_COPY), experiment_text.as_bytes())?;
         write_meta(&partial, meta)?;
         for (file, header) in [
             (RUNS, header_of(&RunRow::sample())),
@@ -253,21 +310,35 @@ fn strs(v: &[String]) -> Vec<&str> {
 
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
     let p = dir.join(META);
-    write_atomic(
+    crate::fsx::write_file(
         &p,
         &serde_json::to_vec_pretty(meta).expect("meta serialises"),
-    )
-    .map_err(io(&p))
+    )?;
+    Ok(())
 }
 
+/// Reads meta.json (a regular file of at most [`MAX_META_BYTES`]) and refuses a schema
+/// version this gapscope does not know.
 pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
     let p = dir.join(META);
-    let bytes = fs::read(&p).map_err(io(&p))?;
-    serde_json::from_slice(&bytes).map_err(|e| StoreError::Parse {
+    let bytes = crate::fsx::read_in_dir(dir, META, MAX_META_BYTES)?;
+    let meta: Meta = serde_json::from_slice(&bytes).map_err(|e| StoreError::Parse {
         path: p.clone(),
         line: e.line() as u64,
         message: format!("{e} (is this a gapscope run folder?)"),
-    })
+    })?;
+    if meta.schema_version == 0 || meta.schema_version > SCHEMA_VERSION {
+        return Err(StoreError::Invalid {
+            path: p,
+            message: format!(
+                "schema_version {} is not one this gapscope reads (1 to {SCHEMA_VERSION}): \
+                 the folder was written by another version of gapscope ({}); read it with \
+                 that version",
+                meta.schema_version, meta.gapscope_version
+            ),
+        });
+    }
+    Ok(meta)
 }
 
 /// Reads a whole CSV of `T`, naming the file and line of the first bad record. A file
@@ -351,7 +422,7 @@ pub struct RunData {
 
 impl RunData {
     pub fn load(dir: &Path) -> Result<Self, StoreError> {
-        if !dir.join(META).exists() {
+        if !present(&dir.join(META)) {
             return Err(StoreError::Invalid {
                 path: dir.to_path_buf(),
                 message: format!("no {META} here: not a gapscope run folder (expected results/<experiment>/<run>/)"),
@@ -384,18 +455,22 @@ impl RunData {
 }
 
 /// `NAME.csv`, or `NAME.csv.gz` where only that exists: committed results keep their large
-/// tables gzipped. Returns the path read and its (decompressed) bytes.
+/// tables gzipped. Returns the path read and its (decompressed) bytes: a regular file,
+/// never through a link, of at most [`MAX_TABLE_BYTES`] (decompressed).
 fn read_text(path: &Path) -> Result<(PathBuf, Vec<u8>), StoreError> {
     let gz = gz_path(path);
-    if !path.exists() && gz.exists() {
-        let f = File::open(&gz).map_err(io(&gz))?;
-        let mut text = Vec::new();
-        flate2::read::GzDecoder::new(BufReader::new(f))
-            .read_to_end(&mut text)
-            .map_err(io(&gz))?;
+    if !present(path) && present(&gz) {
+        let f = crate::fsx::read::open_no_follow(&gz)?;
+        let text = crate::fsx::read::read_all_capped(
+            flate2::read::GzDecoder::new(BufReader::new(f)),
+            &gz,
+            MAX_TABLE_BYTES,
+            " decompressed",
+        )?;
         return Ok((gz, text));
     }
-    let text = std::fs::read(path).map_err(io(path))?;
+    let f = crate::fsx::read::open_no_follow(path)?;
+    let text = crate::fsx::read::read_all_capped(f, path, MAX_TABLE_BYTES, "")?;
     Ok((path.to_path_buf(), text))
 }
 
@@ -406,7 +481,7 @@ fn gz_path(path: &Path) -> PathBuf {
 }
 
 fn read_optional_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
-    if path.exists() || gz_path(path).exists() {
+    if present(path) || present(&gz_path(path)) {
         read_csv_complete(path)
     } else {
         Ok(Vec::new())

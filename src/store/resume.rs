@@ -8,14 +8,14 @@
 //! rather than entering comparisons with no spans.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Seek};
 use std::path::Path;
 
 use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
 use super::{
-    csv_io, header_of, io, read_csv, strs, write_atomic, Appender, GpuActivityRow, RunRow,
-    RunWriter, SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY, META, RUNS, SPANS, TELEMETRY,
+    csv_io, header_of, io, present, read_csv, strs, Appender, GpuActivityRow, RunRow, RunWriter,
+    SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY, MAX_TABLE_BYTES, META, RUNS, SPANS, TELEMETRY,
 };
 
 /// A row that belongs to one rep (so a resume can drop the rows of unfinished reps).
@@ -44,13 +44,13 @@ rep_row!(RunRow, SpanRow, TelemetryRow, GpuActivityRow);
 /// or none at all in an emptied file) is rewritten under it, so that appended rows line
 /// up with it.
 fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Appender, StoreError> {
-    if !path.exists() {
+    if !present(path) {
         return Appender::create(path, &strs(&T::header()));
     }
     truncate_partial_line(path)?;
     let rows: Vec<T> = read_csv(path)?;
     let header = strs(&T::header()).join(",");
-    let first_line = BufReader::new(File::open(path).map_err(io(path))?)
+    let first_line = BufReader::new(crate::fsx::read::open_no_follow(path)?)
         .lines()
         .next()
         .transpose()
@@ -68,14 +68,21 @@ fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Append
         let bytes = w
             .into_inner()
             .map_err(|e| io(path)(std::io::Error::other(e.to_string())))?;
-        write_atomic(path, &bytes).map_err(io(path))?;
+        crate::fsx::write_file(path, &bytes)?;
     }
     Appender::append_existing(path)
 }
 
 /// Cuts a file back to its last complete line (a kill mid-write leaves a partial one).
+/// Opened without following a link, and only a regular file.
 fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bytes = crate::fsx::read::read_all_capped(
+        crate::fsx::read::open_no_follow(path)?,
+        path,
+        MAX_TABLE_BYTES,
+        "",
+    )?;
     if bytes.is_empty() || bytes.ends_with(b"\n") {
         return Ok(());
     }
@@ -86,10 +93,55 @@ fn truncate_partial_line(path: &Path) -> Result<(), StoreError> {
         .unwrap_or(0);
     let mut f = OpenOptions::new()
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(io(path))?;
     f.set_len(keep as u64).map_err(io(path))?;
     f.seek(std::io::SeekFrom::End(0)).map_err(io(path))?;
+    Ok(())
+}
+
+/// Deepest folder level inside a run folder that is looked at for links (`stacks/` is
+/// one level down).
+const LINK_SCAN_DEPTH: usize = 4;
+
+/// Refuses a run folder that holds a symbolic link or a special file (a FIFO, a
+/// device): a resume writes inside the folder, and a link would take its writes
+/// elsewhere. Names the first such entry and says what to do.
+fn refuse_links(dir: &Path) -> Result<(), StoreError> {
+    let mut todo = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = todo.pop() {
+        let entries = std::fs::read_dir(&d).map_err(io(&d))?;
+        for e in entries {
+            let e = e.map_err(io(&d))?;
+            let t = e.file_type().map_err(io(&e.path()))?;
+            let what = if t.is_symlink() {
+                let target = std::fs::read_link(e.path())
+                    .map(|t| format!(" (to {})", t.display()))
+                    .unwrap_or_default();
+                format!("a symbolic link{target}")
+            } else if t.is_dir() {
+                if depth < LINK_SCAN_DEPTH {
+                    todo.push((e.path(), depth + 1));
+                }
+                continue;
+            } else if t.is_file() {
+                continue;
+            } else {
+                "a special file (a FIFO, socket or device)".to_string()
+            };
+            return Err(StoreError::Invalid {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "--resume refuses this folder: {} is {what}; a run folder holds only \
+                     regular files and folders, and a resume writes inside it (a link would \
+                     take its writes elsewhere). Replace the link with a copy of its file, or \
+                     remove it, then resume",
+                    e.path().display()
+                ),
+            });
+        }
+    }
     Ok(())
 }
 
@@ -100,20 +152,21 @@ impl RunWriter {
     /// [`RunWriter::resume_notes`]), and the rows of other files that belong to no
     /// committed rep; returns the committed rows.
     pub fn open_resume(dir: &Path) -> Result<(Self, Vec<RunRow>), StoreError> {
-        if !dir.join(META).is_file() {
+        if !present(&dir.join(META)) {
             return Err(StoreError::Invalid {
                 path: dir.to_path_buf(),
                 message: format!("no {META} here: not a run folder to resume"),
             });
         }
         let lock = lock_dir(dir)?;
+        refuse_links(dir)?;
         let runs_path = dir.join(RUNS);
         truncate_partial_line(&runs_path)?;
         let rows: Vec<RunRow> = read_csv(&runs_path)?;
         check_unique_reps(&runs_path, &rows)?;
         let spans_path = dir.join(SPANS);
         let mut span_counts: HashMap<u32, usize> = HashMap::new();
-        if spans_path.exists() {
+        if present(&spans_path) {
             truncate_partial_line(&spans_path)?;
             for s in read_csv::<SpanRow>(&spans_path)? {
                 *span_counts.entry(s.rep).or_default() += 1;

@@ -3,7 +3,7 @@
 //! the median-wall rep of a variant, per-rep sums of a span's time).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use super::gpu_lanes::GpuRecords;
@@ -31,6 +31,8 @@ pub struct RunView {
     pub data: RunData,
     pub(crate) gpu: GpuRecords,
     by_rep: BTreeMap<u32, Vec<usize>>,
+    /// Indices of the spans of each family, so that a per-name sum reads only its spans.
+    by_family: HashMap<String, Vec<usize>>,
     wrappers: BTreeSet<String>,
     /// Unattributed time of every span with children, by (rep, span id).
     unattributed: HashMap<(u32, u64), u64>,
@@ -66,8 +68,13 @@ impl RunView {
 
     pub(crate) fn with_gpu(data: RunData, gpu: GpuRecords) -> Self {
         let mut by_rep: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let mut by_family: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, s) in data.spans.iter().enumerate() {
             by_rep.entry(s.rep).or_default().push(i);
+            by_family
+                .entry(family(&s.name).into_owned())
+                .or_default()
+                .push(i);
         }
         let names: HashMap<(u32, u64), &str> = data
             .spans
@@ -102,6 +109,7 @@ impl RunView {
             data,
             gpu,
             by_rep,
+            by_family,
             wrappers,
             unattributed,
         }
@@ -206,21 +214,30 @@ impl RunView {
 
     /// Per measured rep of `variant`: the sum of `measure` over spans of family `name`.
     /// Reps without such a span are left out.
+    /// Reads only the spans of that family, so a table of every family stays linear.
     pub fn per_rep(&self, variant: &str, name: &str, measure: SpanTime) -> Vec<(u32, u64)> {
+        let Some(ix) = self.by_family.get(name) else {
+            return Vec::new();
+        };
+        let mut sums: HashMap<u32, u64> = HashMap::new();
+        for &i in ix {
+            let s = &self.data.spans[i];
+            let e = sums.entry(s.rep).or_default();
+            *e = e.saturating_add(self.measure(s, measure));
+        }
         self.measured_reps(variant)
             .iter()
-            .filter_map(|r| {
-                let mut any = false;
-                let sum = self
-                    .spans_of(r.rep)
-                    .iter()
-                    .filter(|s| family(&s.name) == name)
-                    .inspect(|_| any = true)
-                    .map(|s| self.measure(s, measure))
-                    .sum();
-                any.then_some((r.rep, sum))
-            })
+            .filter_map(|r| sums.get(&r.rep).map(|&ns| (r.rep, ns)))
             .collect()
+    }
+
+    /// Spans of family `name` (every rep), in file order.
+    pub fn family_spans(&self, name: &str) -> impl Iterator<Item = &SpanRow> {
+        self.by_family
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.data.spans[i])
     }
 
     /// Median of [`per_rep`](Self::per_rep), in ns.
@@ -245,7 +262,12 @@ impl RunView {
             .collect();
         reps.extend(self.by_rep.keys().copied());
         let mut out: Vec<String> = Vec::new();
+        let mut known: HashSet<String> = HashSet::new();
+        let mut done: HashSet<u32> = HashSet::new();
         for rep in reps {
+            if !done.insert(rep) {
+                continue;
+            }
             let spans = self.spans_of(rep);
             let mut children: BTreeMap<Option<u64>, Vec<&SpanRow>> = BTreeMap::new();
             let ids: BTreeSet<u64> = spans.iter().map(|s| s.span_id).collect();
@@ -259,9 +281,10 @@ impl RunView {
             let mut stack: Vec<&SpanRow> = children.get(&None).cloned().unwrap_or_default();
             stack.reverse();
             while let Some(s) = stack.pop() {
-                let f = family(&s.name).into_owned();
-                if !out.contains(&f) {
-                    out.push(f);
+                let f = family(&s.name);
+                if !known.contains(f.as_ref()) {
+                    known.insert(f.clone().into_owned());
+                    out.push(f.into_owned());
                 }
                 if let Some(c) = children.get(&Some(s.span_id)) {
                     stack.extend(c.iter().rev());
@@ -274,6 +297,7 @@ impl RunView {
     /// Direct children of the root span (`prove`): the names every summary must show.
     pub fn top_level_names(&self) -> Vec<String> {
         let mut out = Vec::new();
+        let mut known: HashSet<String> = HashSet::new();
         for (&rep, _) in self.by_rep.iter() {
             let spans = self.spans_of(rep);
             let Some(root) = spans.iter().find(|s| s.parent_id.is_none()) else {
@@ -285,9 +309,10 @@ impl RunView {
                     .filter(|s| s.parent_id == Some(root.span_id))
                     .map(|s| &s.name),
             ) {
-                let f = family(name).into_owned();
-                if !out.contains(&f) {
-                    out.push(f);
+                let f = family(name);
+                if !known.contains(f.as_ref()) {
+                    known.insert(f.clone().into_owned());
+                    out.push(f.into_owned());
                 }
             }
         }

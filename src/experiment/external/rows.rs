@@ -5,6 +5,10 @@
 //! the program's CPU time over it ([`super::cpu`]): its own `process_cpu_ns` attribute
 //! where it sent one, else interpolated from gapscope's readings of the program's CPU
 //! clock (attribute `process_cpu` says so, with the period).
+//!
+//! A rep keeps at most [`MAX_SPANS_PER_REP`] spans (past it the rep fails, saying so), and
+//! a program's span named `prove` is recorded as [`RENAMED_PROVE`], never merged with the
+//! root.
 
 use std::collections::HashMap;
 
@@ -29,6 +33,12 @@ pub struct SlotInfo {
 pub const ROOT_ID: u64 = 1;
 /// Lines of stderr quoted in a failed rep's error.
 const ERROR_TAIL: usize = 10;
+/// Most spans one rep keeps: past it the rep is recorded as failed, with its first
+/// spans, so that one program cannot fill the run folder and the memory of its readers.
+pub const MAX_SPANS_PER_REP: usize = 2_000_000;
+/// What a program's own span named like the root (`prove`) is recorded as: the root is
+/// gapscope's (spawn to exit), and a span of the same name would be summed with it.
+pub const RENAMED_PROVE: &str = "prove (program span)";
 
 /// Parent of every span: the innermost span on the same thread whose interval contains
 /// it (ties: the one opened first), else the root. Spans are in any order.
@@ -62,7 +72,7 @@ pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
 /// What to say of a program's ending, or `None` when it exited with status 0.
 pub fn failure(run: &ChildRun) -> Option<String> {
     let why = match &run.ending {
-        Ending::Exited(s) if s.success() => return None,
+        Ending::Exited(s) if s.success() => return over_cap(run, MAX_SPANS_PER_REP),
         Ending::Exited(s) => format!("the program exited with {s}"),
         Ending::TimedOut(t) => format!(
             "the program did not finish in {} s (rep_timeout_s); its process group was killed",
@@ -78,6 +88,18 @@ pub fn failure(run: &ChildRun) -> Option<String> {
     })
 }
 
+/// Why a rep that exited well still failed: it sent more spans than a rep keeps.
+fn over_cap(run: &ChildRun, cap: usize) -> Option<String> {
+    (run.spans.len() > cap).then(|| {
+        format!(
+            "the program sent {} spans in this rep, more than the {cap} a rep keeps; the \
+             first {cap} are recorded and the rep counts as failed. Send fewer spans (one \
+             per phase or per batch of items rather than per item)",
+            run.spans.len()
+        )
+    })
+}
+
 /// The rows of one rep of variant `variant` from a run of the program `program`.
 pub fn rep_rows(
     run: &ChildRun,
@@ -85,15 +107,26 @@ pub fn rep_rows(
     rep: u32,
     variant: &str,
 ) -> (Vec<SpanRow>, LineCounts) {
+    rows_capped(run, program, rep, variant, MAX_SPANS_PER_REP)
+}
+
+/// [`rep_rows`] keeping at most `cap` of the program's spans.
+fn rows_capped(
+    run: &ChildRun,
+    program: &str,
+    rep: u32,
+    variant: &str,
+    cap: usize,
+) -> (Vec<SpanRow>, LineCounts) {
     let mut counts = run.counts;
     // The program's clock is the span clock (both CLOCK_MONOTONIC): a span outside the
     // rep's window was timed on another clock, and is dropped with a count.
-    let inside: Vec<&ParsedSpan> = run
-        .spans
+    let capped = &run.spans[..run.spans.len().min(cap)];
+    let inside: Vec<&ParsedSpan> = capped
         .iter()
         .filter(|s| s.start_ns >= run.start_ns && s.end_ns <= run.end_ns)
         .collect();
-    counts.outside_rep += (run.spans.len() - inside.len()) as u64;
+    counts.outside_rep += (capped.len() - inside.len()) as u64;
     let kept: Vec<ParsedSpan> = inside.into_iter().cloned().collect();
     let parents = nest(&kept);
     let main_tid = run.pid as u64;
@@ -172,6 +205,12 @@ pub fn rep_rows(
         if s.unmatched {
             attrs.insert("unmatched_begin".into(), true.into());
         }
+        let name = if s.name == spans::PROVE {
+            attrs.insert("name_sent".into(), spans::PROVE.into());
+            RENAMED_PROVE.to_string()
+        } else {
+            s.name.clone()
+        };
         // CPU time of the whole program over the span: where the program reports it,
         // that; else the difference of the readings on its begin and end lines (the
         // emitters' `process_cpu_at_ns`); else interpolated from the readings of its CPU
@@ -212,7 +251,7 @@ pub fn rep_rows(
         row.variant = variant.to_string();
         row.span_id = ivs[i + 1].id;
         row.parent_id = ivs[i + 1].parent;
-        row.name = s.name.clone();
+        row.name = name;
         row.thread_id = s.tid;
         row.thread_name = thread_name(s.tid);
         row.start_ns = s.start_ns;
@@ -287,5 +326,73 @@ pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
         gpu_mem_used_end_bytes: None,
         error: error.unwrap_or_default(),
         span_rows: None,
+    }
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    fn run_of(spans: Vec<ParsedSpan>) -> ChildRun {
+        ChildRun {
+            pid: 7,
+            start_ns: 1_000,
+            end_ns: 1_000_000_000,
+            ending: Ending::Exited(std::process::ExitStatus::from_raw(0)),
+            spans,
+            counts: LineCounts::default(),
+            samples: Vec::new(),
+            counters: None,
+            stderr_tail: Vec::new(),
+            cpu: Default::default(),
+            sampled: None,
+            outsiders: Default::default(),
+        }
+    }
+
+    fn span(name: &str, start_ns: u64, end_ns: u64, seq: u64) -> ParsedSpan {
+        ParsedSpan {
+            name: name.into(),
+            tid: 7,
+            start_ns,
+            end_ns,
+            attrs: Vec::new(),
+            seq,
+            unmatched: false,
+        }
+    }
+
+    #[test]
+    fn a_program_span_named_prove_is_kept_apart_from_the_root() {
+        let run = run_of(vec![span(spans::PROVE, 2_000, 3_000, 0)]);
+        let (rows, _) = rep_rows(&run, "p", 0, "v");
+        let roots: Vec<&SpanRow> = rows.iter().filter(|r| r.name == spans::PROVE).collect();
+        assert_eq!(roots.len(), 1);
+        assert_eq!(roots[0].span_id, ROOT_ID);
+        let mine = rows.iter().find(|r| r.name == RENAMED_PROVE).unwrap();
+        assert_eq!(mine.parent_id, Some(ROOT_ID));
+        assert!(
+            mine.attrs.contains("\"name_sent\":\"prove\""),
+            "{}",
+            mine.attrs
+        );
+        assert!(failure(&run).is_none());
+    }
+
+    #[test]
+    fn a_rep_past_the_span_cap_fails_saying_so_and_keeps_the_first_spans() {
+        let (cap, n) = (100, 103);
+        let spans = (0..n as u64)
+            .map(|i| span("s", 2_000 + i * 10, 2_005 + i * 10, i))
+            .collect();
+        let run = run_of(spans);
+        assert!(failure(&run).is_none(), "under the real cap");
+        let why = over_cap(&run, cap).expect("the rep fails");
+        assert!(why.contains(&format!("sent {n} spans")), "{why}");
+        assert!(why.contains("Send fewer spans"), "{why}");
+        let (rows, _) = rows_capped(&run, "p", 0, "v", cap);
+        assert_eq!(rows.len(), cap + 1);
     }
 }

@@ -1,0 +1,13 @@
+//! Files as a hostile world hands them over: whole-file writes that never replace what
+//! is not a regular file and never follow a link ([`write`]), reads of a folder's
+//! files that never leave it and never read without end ([`read`]), and the names that
+//! may become folder names ([`name`]). A leaf: it depends on nothing in the crate, so
+//! the store, the experiment, the prover's params cache and every output use it.
+
+pub mod name;
+pub mod read;
+pub mod write;
+
+pub use name::check_name;
+pub use read::{open_in_dir, read_capped, read_in_dir, ReadError};
+pub use write::{write_file, WriteError};
