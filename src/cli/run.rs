@@ -1,4 +1,6 @@
-//! `gapscope run`: runs an experiment, then prints its summary and run folder.
+//! `gapscope run`: runs an experiment (a file, or commands given with `--cmd`), then
+//! prints its summary and run folder. It exits with [`super::EXIT_NO_OK_REP`] when a
+//! variant has no successful measured rep.
 
 use std::path::PathBuf;
 
@@ -9,11 +11,14 @@ use crate::store::RunData;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// Experiment TOML (omit with --resume).
+    /// Experiment TOML (omit with --resume or --cmd).
+    #[arg(required_unless_present_any = ["resume", "commands"])]
     experiment: Option<PathBuf>,
     /// Continue a killed run in this folder; finished reps are kept.
-    #[arg(long, value_name = "RUN_DIR")]
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "experiment")]
     resume: Option<PathBuf>,
+    #[command(flatten)]
+    adhoc: super::run_cmd::AdHocArgs,
     /// Where run folders go.
     #[arg(long, default_value = "results")]
     results_dir: PathBuf,
@@ -66,8 +71,29 @@ impl RunArgs {
     }
 }
 
+/// A run in which a variant has no successful measured rep: its folder is kept, but
+/// that variant cannot be compared.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no successful rep of {}: every measured rep failed (see the error column of {}/runs.csv; \
+     the run folder is kept)",
+    variants.join(", "),
+    dir
+)]
+pub struct NoOkRep {
+    pub variants: Vec<String>,
+    pub dir: String,
+}
+
 pub fn run(a: RunArgs) -> Result<()> {
-    let out = experiment::run(a.experiment.as_deref(), &a.options())?;
+    // `--cmd`: the experiment file the flags stand for (the guard removes a temporary one).
+    let (file, _guard) = if a.adhoc.given() {
+        let (p, g) = a.adhoc.write()?;
+        (Some(p), g)
+    } else {
+        (a.experiment.clone(), None)
+    };
+    let out = experiment::run(file.as_deref(), &a.options())?;
     let data = RunData::load(&out.dir)?;
     if !a.quiet {
         print!("{}", crate::summary::phase_table(&data));
@@ -82,6 +108,21 @@ pub fn run(a: RunArgs) -> Result<()> {
             "warning: {} rep(s) failed; see error column of runs.csv",
             out.failed
         );
+    }
+    let none_ok: Vec<String> = (data.meta.variants.iter())
+        .map(|v| v.name.clone())
+        .filter(|name| {
+            !out.rows.iter().any(|r| {
+                &r.variant == name && !r.warmup && r.status == crate::store::RepStatus::Ok
+            })
+        })
+        .collect();
+    if !none_ok.is_empty() {
+        return Err(NoOkRep {
+            variants: none_ok,
+            dir: out.dir.display().to_string(),
+        }
+        .into());
     }
     Ok(())
 }
