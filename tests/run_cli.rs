@@ -320,7 +320,10 @@ fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() 
         ],
         gapscope::cli::EXIT_NO_OK_REP,
     );
-    assert!(stderr.contains("no successful rep of candidate"), "{stderr}");
+    assert!(
+        stderr.contains("no successful rep of candidate"),
+        "{stderr}"
+    );
     assert!(stderr.contains("CUDA init noise"), "{stderr}");
     assert!(stderr.contains("1 rep(s) failed"), "{stderr}");
     assert_eq!(d.runs.len(), 2);
@@ -548,7 +551,10 @@ fn cmd_mode_is_the_experiment_file_it_exports() {
     assert_eq!(prepared.lines().count(), 8);
     // The exported file, run, is the same experiment.
     let text = std::fs::read_to_string(&file).unwrap();
-    assert!(text.contains("command = [\"sh\", \"-c\", \"sleep 0.01\"]"), "{text}");
+    assert!(
+        text.contains("command = [\"sh\", \"-c\", \"sleep 0.01\"]"),
+        "{text}"
+    );
     let b = RunData::load(&run_ok(tmp.path(), &file, &["--quiet"])).unwrap();
     assert_eq!(a.meta.variants, b.meta.variants);
     assert_eq!(a.meta.workload, b.meta.workload);
@@ -558,7 +564,10 @@ fn cmd_mode_is_the_experiment_file_it_exports() {
     assert_eq!(copy(&a), text);
     assert_eq!(b.runs.len(), 8);
     let order = |d: &RunData| -> Vec<(String, bool)> {
-        d.runs.iter().map(|r| (r.variant.clone(), r.warmup)).collect()
+        d.runs
+            .iter()
+            .map(|r| (r.variant.clone(), r.warmup))
+            .collect()
     };
     assert_eq!(order(&a), order(&b), "the same schedule");
 }
@@ -573,8 +582,18 @@ fn cmd_mode_reads_span_lines_and_names_a_wrong_clock() {
     let out = run_cmd(
         tmp.path(),
         &[
-            "--cmd", mono, "--name", "mono", "--cmd", real, "--name", "real", "--reps", "2",
-            "--warmups", "0",
+            "--cmd",
+            mono,
+            "--name",
+            "mono",
+            "--cmd",
+            real,
+            "--name",
+            "real",
+            "--reps",
+            "2",
+            "--warmups",
+            "0",
         ],
     )
     .success();
@@ -589,10 +608,14 @@ fn cmd_mode_reads_span_lines_and_names_a_wrong_clock() {
     };
     assert_eq!(steps("mono"), 2, "spans on the span clock are kept");
     assert_eq!(steps("real"), 0, "spans on the wall clock are dropped");
-    assert!(stderr.contains("(real): 1 of 1 span(s)"), "{stderr}");
+    assert!(stderr.contains("real: rep "), "{stderr}");
+    assert!(
+        stderr.contains(": 1 of 1 span(s) (first: \"step\")"),
+        "{stderr}"
+    );
     assert!(stderr.contains("CLOCK_REALTIME"), "{stderr}");
     assert!(stderr.contains("$(gapscope now)"), "{stderr}");
-    assert!(!stderr.contains("(mono): 1 of 1"), "{stderr}");
+    assert!(!stderr.contains("mono: rep"), "{stderr}");
 }
 
 #[test]
@@ -619,21 +642,38 @@ fn cmd_mode_checks_programs_first_and_fails_a_run_with_no_good_rep() {
     // --shell none: the program itself is looked up.
     let out = run_cmd(tmp.path(), &["--shell", "none", "--cmd", "./nope 1"]).code(1);
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert!(err.contains("\"./nope\"") && err.contains("does not exist"), "{err}");
+    assert!(
+        err.contains("\"./nope\"") && err.contains("does not exist"),
+        "{err}"
+    );
     // A prepare that fails fails its reps: that variant has no successful rep.
     let out = run_cmd(
         tmp.path(),
-        &["--cmd", "true", "--prepare", "echo cache busy >&2; exit 9", "--reps", "2"],
+        &[
+            "--cmd",
+            "true",
+            "--prepare",
+            "echo cache busy >&2; exit 9",
+            "--reps",
+            "2",
+        ],
     )
     .code(gapscope::cli::EXIT_NO_OK_REP);
     let o = out.get_output();
     let d = RunData::load(&run_dir_of(&o.stdout)).unwrap();
     assert!(d.runs.iter().all(|r| r.status == RepStatus::Failed));
     assert!(d.runs[0].error.contains("prepare"), "{}", d.runs[0].error);
-    assert!(d.runs[0].error.contains("cache busy"), "{}", d.runs[0].error);
+    assert!(
+        d.runs[0].error.contains("cache busy"),
+        "{}",
+        d.runs[0].error
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("no successful rep of true"));
     // Flags of --cmd need --cmd; an experiment file and --cmd do not mix.
-    gapscope(tmp.path()).args(["run", "--reps", "3"]).assert().code(2);
+    gapscope(tmp.path())
+        .args(["run", "--reps", "3"])
+        .assert()
+        .code(2);
     gapscope(tmp.path())
         .args(["run", "x.toml", "--cmd", "true"])
         .assert()

@@ -203,7 +203,10 @@ mod tests {
              (/tmp/wt/build.log) ends:\nerror[E0425]: cannot find value",
         );
         let text = render_step(&rev, "prove.total");
-        assert!(text.contains("did not build (log: /tmp/wt/build.log)"), "{text}");
+        assert!(
+            text.contains("did not build (log: /tmp/wt/build.log)"),
+            "{text}"
+        );
         assert!(!text.contains("60 reps"), "{text}");
         assert!(text.contains("error[E0425]"), "{text}");
         // As bisect::steps words a command workload's failed build.
@@ -218,7 +221,10 @@ mod tests {
             crate::experiment::external::build_failure(&b)
         ));
         let text = render_step(&ext, "prove.total");
-        assert!(text.contains("did not build (log: /r/build-step.log)"), "{text}");
+        assert!(
+            text.contains("did not build (log: /r/build-step.log)"),
+            "{text}"
+        );
         // Reps that ran and failed keep their count.
         let ran = failed("every rep of \"step\" failed: the program exited with 1");
         assert!(render_step(&ran, "m").contains("failed       60 reps"));

@@ -99,6 +99,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         print!("{}", crate::summary::phase_table(&data));
         print!("{}", headline(&data));
     }
+    for (variant, note) in clock_notes(&data) {
+        eprintln!("{variant}: {note}");
+    }
     for f in crate::telemetry::leak_flags(&data) {
         eprintln!("leak watch: {f}");
     }
@@ -112,9 +115,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     let none_ok: Vec<String> = (data.meta.variants.iter())
         .map(|v| v.name.clone())
         .filter(|name| {
-            !out.rows.iter().any(|r| {
-                &r.variant == name && !r.warmup && r.status == crate::store::RepStatus::Ok
-            })
+            !out.rows
+                .iter()
+                .any(|r| &r.variant == name && !r.warmup && r.status == crate::store::RepStatus::Ok)
         })
         .collect();
     if !none_ok.is_empty() {
@@ -125,6 +128,23 @@ pub fn run(a: RunArgs) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Per variant of a command workload, the first rep's note on spans timed on another
+/// clock (the root span's `clock` attribute).
+fn clock_notes(data: &RunData) -> Vec<(String, String)> {
+    let key = crate::experiment::external::clock::ATTR;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for root in data.spans.iter().filter(|s| s.parent_id.is_none()) {
+        if out.iter().any(|(v, _)| *v == root.variant) || !root.attrs.contains(key) {
+            continue;
+        }
+        let attrs: serde_json::Value = serde_json::from_str(&root.attrs).unwrap_or_default();
+        if let Some(n) = attrs.get(key).and_then(|n| n.as_str()) {
+            out.push((root.variant.clone(), format!("rep {}: {n}", root.rep)));
+        }
+    }
+    out
 }
 
 /// For a run of two or more variants, the title and headline of `gapscope diff RUN_DIR`

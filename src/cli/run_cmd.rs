@@ -37,7 +37,12 @@ pub struct AdHocArgs {
     pub prepare: Option<String>,
     /// The shell that runs each command as `SHELL -c COMMAND`, or `none`: the command
     /// is split into words as a shell would (quotes respected) and run directly.
-    #[arg(long, value_name = "SHELL", requires = "commands", default_value = "sh")]
+    #[arg(
+        long,
+        value_name = "SHELL",
+        requires = "commands",
+        default_value = "sh"
+    )]
     pub shell: String,
     /// Write the experiment file these flags stand for (then run it); `gapscope run F`
     /// runs the same experiment again.
@@ -81,8 +86,9 @@ impl AdHocArgs {
     /// `command` as the argv an experiment file holds.
     fn argv(&self, command: &str) -> Result<Vec<String>> {
         if self.shell == "none" {
-            let words = shlex::split(command)
-                .with_context(|| format!("--shell none: cannot split {command:?} into words (an unclosed quote?)"))?;
+            let words = shlex::split(command).with_context(|| {
+                format!("--shell none: cannot split {command:?} into words (an unclosed quote?)")
+            })?;
             if words.is_empty() {
                 bail!("--cmd {command:?} names no program");
             }

@@ -7,6 +7,7 @@
 //! no successful rep), becomes a line in report.md; only an unreadable run folder or an
 //! unwritable output folder fails the report.
 
+pub mod counter_source;
 pub mod environment;
 pub mod flame;
 pub mod headline;

@@ -420,7 +420,7 @@ pub fn counters_section(input: &RunView) -> String {
                 Some(s) => format!(", {s} alone (gpu_prove is not run under the emulator)"),
                 None => String::new(),
             };
-            let source = super::environment::counter_source(meta, v.counters.as_deref()?);
+            let source = super::counter_source::counter_source(meta, v.counters.as_deref()?);
             Some(format!("{}: {source}{scope}", v.name))
         })
         .collect();

@@ -14,6 +14,9 @@ pub const FIX: &str = "stamp span lines on CLOCK_MONOTONIC in nanoseconds: `$(ga
     clock_gettime(CLOCK_MONOTONIC) in C/C++, time.monotonic_ns() in Python, \
     std::time::Instant (gapscope-emit) in Rust";
 
+/// Attribute of a rep's root span `prove` that holds the note, where there is one.
+pub const ATTR: &str = "clock";
+
 /// CLOCK_REALTIME − CLOCK_MONOTONIC now, in ns.
 pub fn realtime_offset_ns() -> i128 {
     let mut ts = libc::timespec {
@@ -32,7 +35,12 @@ const REALTIME_SLACK_NS: i128 = 1_000_000_000;
 
 /// What to tell the user of the spans of a rep in `[start_ns, end_ns]` that lie outside
 /// it, `offset_ns` being [`realtime_offset_ns`] at the rep; `None` when all are inside.
-pub fn diagnose(spans: &[ParsedSpan], start_ns: u64, end_ns: u64, offset_ns: i128) -> Option<String> {
+pub fn diagnose(
+    spans: &[ParsedSpan],
+    start_ns: u64,
+    end_ns: u64,
+    offset_ns: i128,
+) -> Option<String> {
     let (lo, hi) = (start_ns as i128, end_ns as i128);
     let outside: Vec<&ParsedSpan> = spans
         .iter()
@@ -55,7 +63,10 @@ pub fn diagnose(spans: &[ParsedSpan], start_ns: u64, end_ns: u64, offset_ns: i12
     }
     let off = |s: &ParsedSpan| -> String {
         if s.start_ns < start_ns {
-            format!("starts {} before the rep", fmt_ns((start_ns - s.start_ns) as f64))
+            format!(
+                "starts {} before the rep",
+                fmt_ns((start_ns - s.start_ns) as f64)
+            )
         } else {
             format!("ends {} after the rep", fmt_ns((s.end_ns - end_ns) as f64))
         }
@@ -118,8 +129,13 @@ mod tests {
         assert!(!note.contains("CLOCK_REALTIME, "), "{note}");
         assert!(note.contains("before the rep"), "{note}");
         assert!(note.contains("gapscope now"), "{note}");
-        let late = diagnose(&[span("late", start + 10, end + 3_000_000_000)], start, end, 1 << 60)
-            .unwrap();
+        let late = diagnose(
+            &[span("late", start + 10, end + 3_000_000_000)],
+            start,
+            end,
+            1 << 60,
+        )
+        .unwrap();
         assert!(late.contains("after the rep"), "{late}");
     }
 }

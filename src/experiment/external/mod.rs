@@ -90,7 +90,6 @@ pub fn run_rep(
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
     gpu.notes.splice(0..0, notes);
-    gpu.notes.extend(clock_note);
     if let (Some(t), true) = (telemetry, v.telemetry.nvml) {
         // The CPU lane is the program's, not gapscope's own (which mostly waits).
         let lane = crate::store::lane_series::SOURCE_PROCESS_CPU;
@@ -103,7 +102,14 @@ pub fn run_rep(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
-    let (spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    let (mut spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    if let (Some(note), Some(root)) = (clock_note, spans.first_mut()) {
+        // On the root span, so that `gapscope run` says it at the end (and it stays).
+        if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(&root.attrs) {
+            m.insert(clock::ATTR.into(), note.into());
+            root.attrs = serde_json::Value::Object(m).to_string();
+        }
+    }
     let profile = run.sampled.take().map(|s| {
         let iv: Vec<crate::profile::SpanInterval> = spans
             .iter()
@@ -229,7 +235,10 @@ pub fn check_programs(
         }
         let dir = ext.folder(v.subject_dir.as_deref());
         let command = v.command.as_ref().unwrap_or(&ext.command);
-        let asks = [("program", Some(command)), ("prepare program", ext.prepare.as_ref())];
+        let asks = [
+            ("program", Some(command)),
+            ("prepare program", ext.prepare.as_ref()),
+        ];
         for (label, argv) in asks {
             let Some(argv) = argv else { continue };
             if let Some((what, program, why)) = programs::missing(argv, &dir) {

@@ -114,7 +114,10 @@ mod tests {
     fn programs_on_path_and_in_the_folder_are_found() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(missing(&argv(&["true"]), dir.path()), None);
-        assert_eq!(missing(&argv(&["sh", "-c", "echo hi; sleep 0"]), dir.path()), None);
+        assert_eq!(
+            missing(&argv(&["sh", "-c", "echo hi; sleep 0"]), dir.path()),
+            None
+        );
         assert_eq!(missing(&argv(&["sh", "-c", "X=1 nope"]), dir.path()), None);
         let prog = dir.path().join("bench");
         std::fs::write(&prog, "#!/bin/sh\n").unwrap();
@@ -123,7 +126,10 @@ mod tests {
         assert!(why.contains("not executable"), "{why}");
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(missing(&argv(&["./bench"]), dir.path()), None);
-        assert_eq!(missing(&argv(&["sh", "-c", "./bench --x"]), dir.path()), None);
+        assert_eq!(
+            missing(&argv(&["sh", "-c", "./bench --x"]), dir.path()),
+            None
+        );
     }
 
     #[test]
@@ -132,9 +138,15 @@ mod tests {
         let (_, p, why) = missing(&argv(&["gapscope-no-such-program"]), dir.path()).unwrap();
         assert_eq!(p, "gapscope-no-such-program");
         assert!(why.contains("not on PATH"), "{why}");
-        let (what, p, _) =
-            missing(&argv(&["sh", "-c", "gapscope-no-such-program --fast"]), dir.path()).unwrap();
-        assert_eq!((what, p.as_str()), ("the shell's command", "gapscope-no-such-program"));
+        let (what, p, _) = missing(
+            &argv(&["sh", "-c", "gapscope-no-such-program --fast"]),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(
+            (what, p.as_str()),
+            ("the shell's command", "gapscope-no-such-program")
+        );
         assert!(missing(&argv(&["./nope"]), dir.path()).is_some());
         assert_eq!(first_word("  'quoted' x"), None);
         assert_eq!(first_word("a|b"), Some("a"));
