@@ -73,7 +73,7 @@ fn bisect_names_the_commit_that_slowed_the_span() {
     );
     // The commit that does not compile was skipped, with the compiler's complaint.
     assert!(
-        stdout.contains(&format!("#3   {}  failed", &commits[3][..12])),
+        stdout.contains(&format!("#3   {}  did not build (log: ", &commits[3][..12])),
         "{stdout}"
     );
     assert!(stdout.contains("did not build"), "{stdout}");

@@ -241,7 +241,17 @@ fn a_failed_build_fails_the_reps_with_its_log_and_a_build_runs_in_the_folder() {
         "[workload]\nbuild = [\"sh\", \"-c\", \"echo 'error: no compiler here' >&2; exit 2\"]\n\
          command = [\"true\"]\n[run]\nreps = 2\nwarmups = 0\n[[variant]]\nname = \"a\"\n",
     );
-    let d = RunData::load(&run_ok(tmp.path(), &bad, &[])).unwrap();
+    // Its reps fail without running; no rep of the variant succeeded: exit 5.
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(&bad)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .code(gapscope::cli::EXIT_NO_OK_REP);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("no successful rep of a"), "{err}");
+    let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
     assert_eq!(d.runs.len(), 2);
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Failed);

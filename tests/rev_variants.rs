@@ -7,7 +7,7 @@ use std::path::Path;
 use gapscope::store::{RepStatus, RunData};
 
 mod common;
-use common::{gapscope, git, run_ok};
+use common::{gapscope, git};
 
 /// A repository with one commit of `files`; its commit id.
 fn repo(dir: &Path, files: &[(&str, &str)]) -> String {
@@ -65,7 +65,12 @@ fn a_revision_that_does_not_build_fails_its_variant_and_the_run_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let r = tmp.path().join("r");
     let commit = repo(&r, &[("README", "no cargo project here\n")]);
-    let dir = run_ok(tmp.path(), &experiment(tmp.path(), &r), &[]);
+    let dir = common::run_exit(
+        tmp.path(),
+        &experiment(tmp.path(), &r),
+        &[],
+        gapscope::cli::EXIT_NO_OK_REP,
+    );
     let d = RunData::load(&dir).unwrap();
     let status = |v: &str| -> Vec<RepStatus> {
         d.runs
@@ -93,7 +98,12 @@ fn a_revision_that_does_not_build_fails_its_variant_and_the_run_goes_on() {
     assert!(Path::new(&log).exists());
     assert!(d.meta.variants[0].revision.is_none());
     // A second run reuses the cached outcome.
-    let dir = run_ok(tmp.path(), &experiment(tmp.path(), &r), &[]);
+    let dir = common::run_exit(
+        tmp.path(),
+        &experiment(tmp.path(), &r),
+        &[],
+        gapscope::cli::EXIT_NO_OK_REP,
+    );
     let d = RunData::load(&dir).unwrap();
     assert!(d.meta.variants[1].revision.as_ref().unwrap().build_reused);
     // The branch moves on: a resume of that run would measure another commit.
@@ -137,7 +147,7 @@ fn a_gapscope_older_than_the_worker_protocol_is_refused_and_the_run_goes_on() {
         .arg("--results-dir")
         .arg(tmp.path().join("results"))
         .assert()
-        .success();
+        .code(gapscope::cli::EXIT_NO_OK_REP);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(stderr.contains("does not speak"), "{stderr}");
     let dir = common::run_dir_of(&out.get_output().stdout);

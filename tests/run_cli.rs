@@ -33,7 +33,8 @@ gadget = "lc"
 
 /// A successful `gapscope run` of a per_rep experiment with the hidden test-double flags
 /// `debug` (worker noise, a hang, corrupted proofs); its stderr and its run folder's data.
-fn run_with_debug(tmp: &Path, exp: &Path, debug: &[&str]) -> (String, RunData) {
+/// `code`: the exit status expected (5 when a variant has no successful rep).
+fn run_with_debug(tmp: &Path, exp: &Path, debug: &[&str], code: i32) -> (String, RunData) {
     let out = gapscope(tmp)
         .arg("run")
         .arg(exp)
@@ -41,7 +42,7 @@ fn run_with_debug(tmp: &Path, exp: &Path, debug: &[&str]) -> (String, RunData) {
         .arg("--results-dir")
         .arg(tmp.join("results"))
         .assert()
-        .success();
+        .code(code);
     let o = out.get_output();
     let d = RunData::load(&run_dir_of(&o.stdout)).unwrap();
     (String::from_utf8_lossy(&o.stderr).into_owned(), d)
@@ -317,6 +318,11 @@ fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() 
             "--debug-corrupt-proofs",
             "candidate",
         ],
+        gapscope::cli::EXIT_NO_OK_REP,
+    );
+    assert!(
+        stderr.contains("no successful rep of candidate"),
+        "{stderr}"
     );
     assert!(stderr.contains("CUDA init noise"), "{stderr}");
     assert!(stderr.contains("1 rep(s) failed"), "{stderr}");
@@ -466,7 +472,12 @@ fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
     let exp = experiment(tmp.path(), "hang", &body);
     let t0 = std::time::Instant::now();
     // `sleep 60` stands in for a GPU call that never returns.
-    let (stderr, d) = run_with_debug(tmp.path(), &exp, &["--debug-worker", "hang"]);
+    let (stderr, d) = run_with_debug(
+        tmp.path(),
+        &exp,
+        &["--debug-worker", "hang"],
+        gapscope::cli::EXIT_NO_OK_REP,
+    );
     assert!(
         t0.elapsed().as_secs() < 40,
         "the hung workers were not killed in time"
@@ -478,4 +489,205 @@ fn a_hung_worker_is_killed_at_the_rep_timeout_and_its_rep_fails() {
         assert!(r.error.contains("timed out after 2 s"), "{}", r.error);
         assert!(r.error.contains("about to hang"), "{}", r.error);
     }
+}
+
+/// `gapscope run --cmd …` in `tmp`, with `gapscope` itself on PATH (for `gapscope now`).
+fn run_cmd(tmp: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
+    let bin = assert_cmd::cargo::cargo_bin("gapscope");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    gapscope(tmp)
+        .env("PATH", path)
+        .arg("run")
+        .args(args)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .assert()
+}
+
+#[test]
+fn cmd_mode_is_the_experiment_file_it_exports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("cmp.toml");
+    let out = run_cmd(
+        tmp.path(),
+        &[
+            "--cmd",
+            "true",
+            "--cmd",
+            "sleep 0.01",
+            "--name",
+            "noop",
+            "--reps",
+            "3",
+            "--warmups",
+            "1",
+            "--prepare",
+            "echo p >> prepared.log",
+            "--export-experiment",
+            file.to_str().unwrap(),
+        ],
+    )
+    .success();
+    let o = out.get_output();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    // The headline of the diff, as for an experiment file of two variants.
+    assert!(stdout.contains("cmd: noop"), "{stdout}");
+    assert!(stdout.contains("sleep_0.01"), "{stdout}");
+    assert!(stdout.contains("End to end: prove"), "{stdout}");
+    let a = RunData::load(&run_dir_of(&o.stdout)).unwrap();
+    assert_eq!(a.runs.len(), 8, "2 variants x (1 warm-up + 3 reps)");
+    assert!(a.runs.iter().all(|r| r.status == RepStatus::Ok));
+    let names: Vec<&str> = a.meta.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["noop", "sleep_0.01"]);
+    // No span lines: the whole process is the one span `prove`.
+    assert!(a.spans.iter().all(|s| s.name == "prove"));
+    assert_eq!(a.spans.len(), 8);
+    // `prepare` ran before every rep.
+    let prepared = std::fs::read_to_string(tmp.path().join("prepared.log")).unwrap();
+    assert_eq!(prepared.lines().count(), 8);
+    // The exported file, run, is the same experiment.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("command = [\"sh\", \"-c\", \"sleep 0.01\"]"),
+        "{text}"
+    );
+    let b = RunData::load(&run_ok(tmp.path(), &file, &["--quiet"])).unwrap();
+    assert_eq!(a.meta.variants, b.meta.variants);
+    assert_eq!(a.meta.workload, b.meta.workload);
+    assert_eq!(a.meta.experiment, b.meta.experiment);
+    let copy = |d: &RunData| std::fs::read_to_string(d.dir.join("experiment.toml")).unwrap();
+    assert_eq!(copy(&a), copy(&b));
+    assert_eq!(copy(&a), text);
+    assert_eq!(b.runs.len(), 8);
+    let order = |d: &RunData| -> Vec<(String, bool)> {
+        d.runs
+            .iter()
+            .map(|r| (r.variant.clone(), r.warmup))
+            .collect()
+    };
+    assert_eq!(order(&a), order(&b), "the same schedule");
+}
+
+#[test]
+fn cmd_mode_reads_span_lines_and_names_a_wrong_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mono = "t0=$(gapscope now); sleep 0.01; t1=$(gapscope now); \
+                echo \"@gapscope1 X $$ $t0 $((t1-t0)) step\"";
+    let real = "t0=$(date +%s%N); sleep 0.01; t1=$(date +%s%N); \
+                echo \"@gapscope1 X $$ $t0 $((t1-t0)) step\"";
+    let out = run_cmd(
+        tmp.path(),
+        &[
+            "--cmd",
+            mono,
+            "--name",
+            "mono",
+            "--cmd",
+            real,
+            "--name",
+            "real",
+            "--reps",
+            "2",
+            "--warmups",
+            "0",
+        ],
+    )
+    .success();
+    let o = out.get_output();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let d = RunData::load(&run_dir_of(&o.stdout)).unwrap();
+    let steps = |v: &str| {
+        d.spans
+            .iter()
+            .filter(|s| s.variant == v && s.name == "step")
+            .count()
+    };
+    assert_eq!(steps("mono"), 2, "spans on the span clock are kept");
+    assert_eq!(steps("real"), 0, "spans on the wall clock are dropped");
+    assert!(stderr.contains("real: rep "), "{stderr}");
+    assert!(
+        stderr.contains(": 1 of 1 span(s) (first: \"step\")"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("CLOCK_REALTIME"), "{stderr}");
+    assert!(stderr.contains("$(gapscope now)"), "{stderr}");
+    assert!(!stderr.contains("mono: rep"), "{stderr}");
+}
+
+#[test]
+fn cmd_mode_checks_programs_first_and_fails_a_run_with_no_good_rep() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Not found: named, before any rep.
+    let out = run_cmd(
+        tmp.path(),
+        &["--cmd", "true", "--cmd", "gapscope-no-such-program --fast"],
+    )
+    .code(1);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("\"gapscope-no-such-program\""), "{err}");
+    assert!(err.contains("no rep ran"), "{err}");
+    let none = |d: &Path| {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.flatten()
+                    .all(|e| RunData::load(&e.path()).map_or(true, |d| d.runs.is_empty()))
+            })
+            .unwrap_or(true)
+    };
+    assert!(none(&tmp.path().join("results/cmd")));
+    // --shell none: the program itself is looked up.
+    let out = run_cmd(tmp.path(), &["--shell", "none", "--cmd", "./nope 1"]).code(1);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.contains("\"./nope\"") && err.contains("does not exist"),
+        "{err}"
+    );
+    // A prepare that fails fails its reps: that variant has no successful rep.
+    let out = run_cmd(
+        tmp.path(),
+        &[
+            "--cmd",
+            "true",
+            "--prepare",
+            "echo cache busy >&2; exit 9",
+            "--reps",
+            "2",
+        ],
+    )
+    .code(gapscope::cli::EXIT_NO_OK_REP);
+    let o = out.get_output();
+    let d = RunData::load(&run_dir_of(&o.stdout)).unwrap();
+    assert!(d.runs.iter().all(|r| r.status == RepStatus::Failed));
+    assert!(d.runs[0].error.contains("prepare"), "{}", d.runs[0].error);
+    assert!(
+        d.runs[0].error.contains("cache busy"),
+        "{}",
+        d.runs[0].error
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no successful rep of true"));
+    // Flags of --cmd need --cmd; an experiment file and --cmd do not mix.
+    gapscope(tmp.path())
+        .args(["run", "--reps", "3"])
+        .assert()
+        .code(2);
+    gapscope(tmp.path())
+        .args(["run", "x.toml", "--cmd", "true"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn now_prints_the_span_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let before = gapscope::trace::now_ns();
+    let out = gapscope(tmp.path()).arg("now").assert().success();
+    let after = gapscope::trace::now_ns();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let ns: u64 = text.trim().parse().unwrap();
+    assert!(before <= ns && ns <= after, "{before} <= {ns} <= {after}");
+    assert_eq!(text, format!("{ns}\n"));
 }

@@ -47,7 +47,10 @@ pub(super) fn opt_value(unit: Unit, v: Option<f64>) -> String {
     v.map(|v| fmt_value(unit, v)).unwrap_or_else(|| "-".into())
 }
 
-pub(super) fn fmt_p(p: Option<f64>) -> String {
+/// A p-value as every output writes it: `p<0.001` below a thousandth, else `p=0.042`
+/// (three decimals); empty when there is none. The diff, the report and the bisect use
+/// this one, so that a p-value reads the same wherever it appears.
+pub fn fmt_p(p: Option<f64>) -> String {
     match p {
         Some(p) if p < 0.001 => "p<0.001".into(),
         Some(p) => format!("p={p:.3}"),

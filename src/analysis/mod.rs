@@ -53,6 +53,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::stats::Interval;
 pub use compare::{Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use diff::{diff_runs, CarryOver};
+pub use fmt::fmt_p;
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
 pub use render::{markdown_sections, render, render_sections, Format, Section};

@@ -28,8 +28,8 @@ pub fn change(c: &Comparison) -> String {
     }
     let _ = write!(s, " {}", c.verdict);
     let mut extra = Vec::new();
-    if let Some(p) = c.p_value {
-        extra.push(format!("p={p:.3}"));
+    if c.p_value.is_some() {
+        extra.push(crate::analysis::fmt_p(c.p_value));
     }
     if let Some(n) = c.pairs {
         extra.push(format!("{n} pairs"));
@@ -40,15 +40,45 @@ pub fn change(c: &Comparison) -> String {
     s
 }
 
+/// The build log named in the failure of a step that did not build: "the log (PATH)
+/// ends" (a `rev` variant of gapscope) or "log PATH ends" (a command workload's build).
+fn unbuilt_log(failure: &str) -> Option<&str> {
+    if !failure.contains("did not build") {
+        return None;
+    }
+    let after = |pat: &str, stop: char| -> Option<&str> {
+        let i = failure.find(pat)? + pat.len();
+        let rest = &failure[i..];
+        Some(&rest[..rest.find(stop)?])
+    };
+    after("the log (", ')').or_else(|| after("; log ", ' '))
+}
+
 fn step_line(out: &mut String, r: &StepReport) {
-    let _ = writeln!(
-        out,
-        "  #{:<3} {}  {:<12} {} reps",
-        r.index,
-        short(&r.commit),
-        r.label.to_string(),
-        r.reps
-    );
+    let log = (r.label == StepLabel::Failed)
+        .then(|| r.failure.as_deref().and_then(unbuilt_log))
+        .flatten();
+    match log {
+        // Nothing was measured: its reps never ran.
+        Some(log) => {
+            let _ = writeln!(
+                out,
+                "  #{:<3} {}  did not build (log: {log})",
+                r.index,
+                short(&r.commit),
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  #{:<3} {}  {:<12} {} reps",
+                r.index,
+                short(&r.commit),
+                r.label.to_string(),
+                r.reps
+            );
+        }
+    }
     if let (Some(g), Some(b)) = (&r.vs_good, &r.vs_bad) {
         let _ = writeln!(out, "         against good: {}", change(g));
         let _ = writeln!(out, "         against bad:  {}", change(b));
@@ -145,4 +175,86 @@ pub fn render_step(r: &StepReport, metric: &str) -> String {
     step_line(&mut s, r);
     out.push_str(s.trim_start());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(why: &str) -> StepReport {
+        StepReport {
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            index: 3,
+            label: StepLabel::Failed,
+            reps: 60,
+            vs_good: None,
+            vs_bad: None,
+            run_dirs: Vec::new(),
+            failure: Some(why.into()),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn a_step_that_did_not_build_says_so_with_its_log() {
+        // As experiment::revs words a `rev` variant's failed build.
+        let rev = failed(
+            "revision main~2 (0123456) did not build (exit status: 101): the log \
+             (/tmp/wt/build.log) ends:\nerror[E0425]: cannot find value",
+        );
+        let text = render_step(&rev, "prove.total");
+        assert!(
+            text.contains("did not build (log: /tmp/wt/build.log)"),
+            "{text}"
+        );
+        assert!(!text.contains("60 reps"), "{text}");
+        assert!(text.contains("error[E0425]"), "{text}");
+        // As bisect::steps words a command workload's failed build.
+        let b = crate::store::BuildMeta {
+            ok: false,
+            wall_ns: 1,
+            log: "/r/build-step.log".into(),
+            status: "exit status: 2".into(),
+        };
+        let ext = failed(&format!(
+            "revision 0123456 did not build\n{}",
+            crate::experiment::external::build_failure(&b)
+        ));
+        let text = render_step(&ext, "prove.total");
+        assert!(
+            text.contains("did not build (log: /r/build-step.log)"),
+            "{text}"
+        );
+        // Reps that ran and failed keep their count.
+        let ran = failed("every rep of \"step\" failed: the program exited with 1");
+        assert!(render_step(&ran, "m").contains("failed       60 reps"));
+    }
+
+    #[test]
+    fn p_values_read_as_in_the_diff() {
+        use crate::analysis::{Comparison, Measure, SideStats, Unit, Verdict};
+        let side = SideStats {
+            reps: 9,
+            median: Some(100.0),
+            mad: Some(1.0),
+        };
+        let mut c = Comparison {
+            span: "s".into(),
+            measure: Measure::SelfTime,
+            unit: Unit::Ns,
+            baseline: side,
+            candidate: side,
+            delta: Some(5.0),
+            relative: Some(0.05),
+            ci: None,
+            p_value: None,
+            verdict: Verdict::Regressed,
+            pairs: Some(9),
+            exact: false,
+        };
+        c.p_value = Some(0.0001);
+        assert!(change(&c).contains("p<0.001"), "{}", change(&c));
+        c.p_value = Some(0.0421);
+        assert!(change(&c).contains("p=0.042"), "{}", change(&c));
+    }
 }

@@ -167,7 +167,7 @@ pub fn run_step(a: StepArgs) -> Result<()> {
             .into())
         }
         Err(e) => Err(StepExit {
-            code: 128,
+            code: super::EXIT_STEP_ERROR,
             message: format!("Error: {e:#}\n(exit 128: `git bisect run` stops)"),
         }
         .into()),

@@ -59,7 +59,7 @@ pub struct DiffArgs {
     /// cancels the machine's drift between iterations).
     #[arg(long)]
     unpaired: bool,
-    /// Exit with status 2 when any row of the phase table is regressed (for CI); the
+    /// Exit with status 4 when any row of the phase table is regressed (for CI); the
     /// diff is printed first and the regressed phases are named on stderr.
     #[arg(long)]
     fail_on_regression: bool,

@@ -7,9 +7,11 @@ mod completions;
 mod cuda_check;
 mod diff;
 mod export;
+mod now;
 mod params;
 mod report;
 mod run;
+mod run_cmd;
 mod selftest;
 mod summary;
 mod upstream;
@@ -37,6 +39,15 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run an experiment (variants × reps) and write results/<experiment>/<run>/.
+    ///
+    /// The experiment is a TOML file, or commands given with --cmd (hyperfine-style: one
+    /// variant per command, the same schedule, statistics and headline as a file; add
+    /// --export-experiment F to keep the file they stand for).
+    ///
+    /// Exit status: 0 when every variant has a successful measured rep, 1 on an error
+    /// (a program that is not found: before the first rep), 2 on a usage error, 3 when a
+    /// rep outlived rep_timeout_s in a shared process, 5 when a variant has no
+    /// successful measured rep (the run folder is kept), 130 when stopped by Ctrl-C.
     Run(run::RunArgs),
     /// Print the phase summary of a run folder.
     Summary(summary::SummaryArgs),
@@ -75,7 +86,13 @@ pub enum Command {
     CudaCheck(cuda_check::CudaCheckArgs),
     /// Check GPU telemetry on this machine with real kernels and copies (no prover
     /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
-    #[command(name = "gpu-selftest", hide = true)]
+    ///
+    /// Checks that NVML samples and CUPTI kernel and copy intervals land on the span clock
+    /// where the kernels ran. Needs an NVIDIA GPU and driver; without one it says so and
+    /// exits 1.
+    ///
+    /// Exit status: 0 when every check passed, 1 when one failed or no GPU was found.
+    #[command(name = "gpu-selftest")]
     GpuSelftest(selftest::SelftestArgs),
     /// Find the first commit between --good and --bad (first-parent history) where a
     /// metric grew: each step runs K reps of the good end, the commit and the bad end as
@@ -87,6 +104,10 @@ pub enum Command {
     /// tell), 128 on an error (which stops `git bisect run`).
     #[command(name = "bisect-step")]
     BisectStep(bisect::StepArgs),
+    /// Print the span clock (CLOCK_MONOTONIC) in nanoseconds, for shell scripts that
+    /// write span lines: `t0=$(gapscope now)`. The cost of one call (a process start) is
+    /// in docs/external-programs.md.
+    Now(now::NowArgs),
     /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
     #[command(name = "__protocol", hide = true)]
     Protocol,
@@ -98,10 +119,27 @@ pub const EXIT_REGRESSED: i32 = 4;
 
 /// Exit statuses of gapscope (docs/troubleshooting.md, "Exit status"): 0 ok, [`EXIT_ERROR`],
 /// [`EXIT_USAGE`] (clap's own), 3 a rep outlived `rep_timeout_s` in a shared process
-/// ([`crate::experiment::runner::EXIT_TIMED_OUT`]), [`EXIT_REGRESSED`], and 130 for a
-/// run stopped by Ctrl-C ([`crate::experiment::EXIT_INTERRUPTED`]).
+/// ([`crate::experiment::runner::EXIT_TIMED_OUT`]), [`EXIT_REGRESSED`],
+/// [`EXIT_NO_OK_REP`], and 130 for a run stopped by Ctrl-C
+/// ([`crate::experiment::EXIT_INTERRUPTED`]).
 pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status of `gapscope run` when a variant has no successful measured rep: the run
+/// folder is written and kept, but nothing of that variant can be compared.
+pub const EXIT_NO_OK_REP: i32 = 5;
+/// Exit status of `gapscope bisect-step` on an error, a usage error included: 128 stops
+/// `git bisect run`, where 2 would mark the commit bad.
+pub const EXIT_STEP_ERROR: i32 = 128;
+
+/// A closed stdout or stderr (`gapscope diff RUN | head -1`) ends the process quietly
+/// by SIGPIPE, as it ends `cat`, instead of a panic in the first `println!` that fails.
+/// gapscope writes to no pipe of its children's (their stdin is /dev/null; the span,
+/// pid and handshake pipes are read or kept open by this process), so the signal only
+/// comes from its own output; children get the default disposition from `exec` anyway.
+pub fn quiet_on_closed_pipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler; it runs before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
 
 /// Prints `e` for the user and returns the exit status it stands for.
 pub fn report_error(e: &anyhow::Error) -> i32 {
@@ -112,6 +150,10 @@ pub fn report_error(e: &anyhow::Error) -> i32 {
     if let Some(s) = e.downcast_ref::<bisect::StepExit>() {
         eprintln!("{s}");
         return s.code;
+    }
+    if let Some(n) = e.downcast_ref::<run::NoOkRep>() {
+        eprintln!("Error: {n}");
+        return EXIT_NO_OK_REP;
     }
     if let Some(i) = e.downcast_ref::<crate::experiment::Interrupted>() {
         eprintln!("{i}");
@@ -158,7 +200,18 @@ fn parse_name<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> Result<T> 
 
 /// Parses the command line and runs the subcommand.
 pub fn run() -> Result<()> {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // `git bisect run` takes 2 for "bad": a usage error of bisect-step stops it.
+            let step = std::env::args().nth(1).as_deref() == Some("bisect-step");
+            if step && e.use_stderr() {
+                let _ = e.print();
+                std::process::exit(EXIT_STEP_ERROR);
+            }
+            e.exit()
+        }
+    };
     if std::env::var_os("GAPSCOPE_LOG_SPANS").is_some_and(|v| v != "0") {
         crate::trace::set_mirror(Box::new(crate::trace::StderrSpanLog));
     }
@@ -176,6 +229,7 @@ pub fn run() -> Result<()> {
         Command::GpuSelftest(a) => selftest::run(a),
         Command::Bisect(a) => bisect::run(a),
         Command::BisectStep(a) => bisect::run_step(a),
+        Command::Now(a) => now::run(a),
         Command::Protocol => {
             println!("{}", crate::experiment::revs::WORKER_PROTOCOL);
             Ok(())

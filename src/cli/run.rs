@@ -1,4 +1,6 @@
-//! `gapscope run`: runs an experiment, then prints its summary and run folder.
+//! `gapscope run`: runs an experiment (a file, or commands given with `--cmd`), then
+//! prints its summary and run folder. It exits with [`super::EXIT_NO_OK_REP`] when a
+//! variant has no successful measured rep.
 
 use std::path::PathBuf;
 
@@ -9,11 +11,14 @@ use crate::store::RunData;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// Experiment TOML (omit with --resume).
+    /// Experiment TOML (omit with --resume or --cmd).
+    #[arg(required_unless_present_any = ["resume", "commands"])]
     experiment: Option<PathBuf>,
     /// Continue a killed run in this folder; finished reps are kept.
-    #[arg(long, value_name = "RUN_DIR")]
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "experiment")]
     resume: Option<PathBuf>,
+    #[command(flatten)]
+    adhoc: super::run_cmd::AdHocArgs,
     /// Where run folders go.
     #[arg(long, default_value = "results")]
     results_dir: PathBuf,
@@ -66,12 +71,36 @@ impl RunArgs {
     }
 }
 
+/// A run in which a variant has no successful measured rep: its folder is kept, but
+/// that variant cannot be compared.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no successful rep of {}: every measured rep failed (see the error column of {}/runs.csv; \
+     the run folder is kept)",
+    variants.join(", "),
+    dir
+)]
+pub struct NoOkRep {
+    pub variants: Vec<String>,
+    pub dir: String,
+}
+
 pub fn run(a: RunArgs) -> Result<()> {
-    let out = experiment::run(a.experiment.as_deref(), &a.options())?;
+    // `--cmd`: the experiment file the flags stand for (the guard removes a temporary one).
+    let (file, _guard) = if a.adhoc.given() {
+        let (p, g) = a.adhoc.write()?;
+        (Some(p), g)
+    } else {
+        (a.experiment.clone(), None)
+    };
+    let out = experiment::run(file.as_deref(), &a.options())?;
     let data = RunData::load(&out.dir)?;
     if !a.quiet {
         print!("{}", crate::summary::phase_table(&data));
         print!("{}", headline(&data));
+    }
+    for (variant, note) in clock_notes(&data) {
+        eprintln!("{variant}: {note}");
     }
     for f in crate::telemetry::leak_flags(&data) {
         eprintln!("leak watch: {f}");
@@ -83,7 +112,39 @@ pub fn run(a: RunArgs) -> Result<()> {
             out.failed
         );
     }
+    let none_ok: Vec<String> = (data.meta.variants.iter())
+        .map(|v| v.name.clone())
+        .filter(|name| {
+            !out.rows
+                .iter()
+                .any(|r| &r.variant == name && !r.warmup && r.status == crate::store::RepStatus::Ok)
+        })
+        .collect();
+    if !none_ok.is_empty() {
+        return Err(NoOkRep {
+            variants: none_ok,
+            dir: out.dir.display().to_string(),
+        }
+        .into());
+    }
     Ok(())
+}
+
+/// Per variant of a command workload, the first rep's note on spans timed on another
+/// clock (the root span's `clock` attribute).
+fn clock_notes(data: &RunData) -> Vec<(String, String)> {
+    let key = crate::experiment::external::clock::ATTR;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for root in data.spans.iter().filter(|s| s.parent_id.is_none()) {
+        if out.iter().any(|(v, _)| *v == root.variant) || !root.attrs.contains(key) {
+            continue;
+        }
+        let attrs: serde_json::Value = serde_json::from_str(&root.attrs).unwrap_or_default();
+        if let Some(n) = attrs.get(key).and_then(|n| n.as_str()) {
+            out.push((root.variant.clone(), format!("rep {}: {n}", root.rep)));
+        }
+    }
+    out
 }
 
 /// For a run of two or more variants, the title and headline of `gapscope diff RUN_DIR`

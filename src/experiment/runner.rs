@@ -351,6 +351,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             meta.external = Some(m);
             super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
             store::write_meta(&dir, &meta)?;
+            // A program that does not exist fails here, not once per rep.
+            super::external::check_programs(ext, &variants, &unbuilt)?;
             unbuilt
         }
         None => Vec::new(),

@@ -89,6 +89,7 @@ impl TryFrom<WorkloadFile> for Workload {
             let external = ExternalWorkload {
                 command,
                 build: f.build,
+                prepare: f.prepare,
                 dir: f.dir,
             };
             external.check()?;
@@ -100,9 +101,9 @@ impl TryFrom<WorkloadFile> for Workload {
                 external: Some(external),
             });
         }
-        if f.build.is_some() || f.dir.is_some() {
+        if f.build.is_some() || f.dir.is_some() || f.prepare.is_some() {
             return Err(
-                "workload: build and dir go with command = [\"prog\", \"args\"]; \
+                "workload: build, prepare and dir go with command = [\"prog\", \"args\"]; \
                         add command, or remove them"
                     .into(),
             );
@@ -132,6 +133,7 @@ impl From<Workload> for WorkloadFile {
             Some(e) => WorkloadFile {
                 command: Some(e.command),
                 build: e.build,
+                prepare: e.prepare,
                 dir: e.dir,
                 ..WorkloadFile::default()
             },

@@ -11,6 +11,7 @@
 //! command lines, the experiment copy) goes through [`crate::markup`], so a folder made
 //! by someone else cannot put links, HTML or reordering controls into report.md.
 
+pub mod counter_source;
 pub mod environment;
 pub mod flame;
 pub mod headline;

@@ -435,7 +435,8 @@ pub fn counters_section(input: &RunView) -> String {
                 Some(s) => format!(", {s} alone (gpu_prove is not run under the emulator)"),
                 None => String::new(),
             };
-            Some(format!("{}: {}{scope}", v.name, v.counters.as_deref()?))
+            let source = super::counter_source::counter_source(meta, v.counters.as_deref()?);
+            Some(format!("{}: {source}{scope}", v.name))
         })
         .collect();
     if !sources.is_empty() {
@@ -501,6 +502,16 @@ pub fn counters_section(input: &RunView) -> String {
     if !rows.is_empty() {
         let _ = writeln!(out, "\nCounter deltas over each span, on its own thread:\n");
         table(&mut out, &header, &rows);
+        if rows.iter().any(|r| r[0].ends_with("· task_clock_ns")) {
+            let _ = writeln!(
+                out,
+                "\ntask_clock_ns of a span is the CPU time of the thread that opened it alone: \
+                 work it hands to pool threads (synthesis workers, prep and MSM threads) is not \
+                 in it, so `prove` shows little of the batch's CPU time. The CPU time of the whole \
+                 process (every thread) over a span is its process CPU time, shown as busy \
+                 cores in the spans section.\n"
+            );
+        }
     }
     let mut rss = vec!["resident set after the rep".to_string()];
     for v in &variants {

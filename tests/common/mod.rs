@@ -41,6 +41,24 @@ pub fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
     run_dir_of(&out)
 }
 
+/// `gapscope run EXP` with results under `tmp/results`, expected to exit with `code`
+/// (5: a variant had no successful rep); the run folder it printed.
+#[allow(dead_code)]
+pub fn run_exit(tmp: &Path, exp: &Path, extra: &[&str], code: i32) -> PathBuf {
+    let out = gapscope(tmp)
+        .arg("run")
+        .arg(exp)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .args(extra)
+        .assert()
+        .code(code)
+        .get_output()
+        .stdout
+        .clone();
+    run_dir_of(&out)
+}
+
 /// Held by the tests of one file that judge timings (bisect, A/B verdicts), so that they
 /// do not share the machine's cores with each other while they measure.
 #[allow(dead_code)]

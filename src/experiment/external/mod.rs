@@ -9,12 +9,19 @@
 //! time ([`cpu`]), the rep's CPU lane is the program's, and `profile = true` samples the
 //! program's threads with the same sampler, attribution and files as gapscope's own.
 //!
+//! Before the first rep every variant's program (and `prepare`) is looked up
+//! ([`programs`]); `prepare` runs before each rep, outside its window. Spans timed on
+//! another clock than the span clock are named, with the fix, in the rep's notes
+//! ([`clock`]).
+//!
 //! The folder of a variant is [`ResolvedVariant::subject_dir`] when set (a worktree of
 //! the variant's revision), else the workload's `dir`, else gapscope's working directory.
 
 pub mod child;
+pub mod clock;
 pub mod cpu;
 pub mod members;
+pub mod programs;
 pub mod rows;
 pub mod workload;
 
@@ -58,6 +65,11 @@ pub fn run_rep(
     opener: crate::profile::Opener,
 ) -> ExternalRep {
     let dir = ext.folder(v.subject_dir.as_deref());
+    if let Some(p) = &ext.prepare {
+        if let Err(why) = prepare(p, &dir, timeout) {
+            return unbuilt_rep(v, slot, &why);
+        }
+    }
     let started_utc = chrono::Utc::now().to_rfc3339();
     let parts = TelemetryParts {
         nvml: v.telemetry.nvml,
@@ -68,6 +80,12 @@ pub fn run_rep(
     let command = v.command.as_ref().unwrap_or(&ext.command);
     let ask = v.profile.map(|hz| child::ProfileAsk { hz, opener });
     let mut run = child::run_once(command, &dir, timeout, v.counters != CounterMode::Off, ask);
+    let clock_note = clock::diagnose(
+        &run.spans,
+        run.start_ns,
+        run.end_ns,
+        clock::realtime_offset_ns(),
+    );
     let mut gpu = telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
@@ -84,7 +102,14 @@ pub fn run_rep(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
-    let (spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    let (mut spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    if let (Some(note), Some(root)) = (clock_note, spans.first_mut()) {
+        // On the root span, so that `gapscope run` says it at the end (and it stays).
+        if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(&root.attrs) {
+            m.insert(clock::ATTR.into(), note.into());
+            root.attrs = serde_json::Value::Object(m).to_string();
+        }
+    }
     let profile = run.sampled.take().map(|s| {
         let iv: Vec<crate::profile::SpanInterval> = spans
             .iter()
@@ -132,6 +157,102 @@ pub fn unbuilt_rep(v: &ResolvedVariant, slot: Slot, why: &str) -> ExternalRep {
         lines: LineCounts::default(),
         samples: Vec::new(),
     }
+}
+
+/// Runs a workload's `prepare` in `dir` before a rep, killed past `timeout`; the error
+/// is the reason its rep fails.
+fn prepare(argv: &[String], dir: &Path, timeout: Option<Duration>) -> Result<(), String> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    super::interrupt::die_with_parent(&mut cmd);
+    let shown = argv.join(" ");
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("prepare ({shown}) cannot start in {}: {e}", dir.display()))?;
+    // Read to its end on a thread of its own, so that a chatty prepare never blocks on a
+    // full pipe; only the last lines are kept.
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    if let Some(mut e) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = std::io::Read::read(&mut e, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&buf[..n]);
+                let cut = tail.len().saturating_sub(1 << 14);
+                tail.drain(..cut);
+            }
+            let _ = tx.send(tail);
+        });
+    }
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if timeout.is_some_and(|t| started.elapsed() > t) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "prepare ({shown}) did not finish in {} s (rep_timeout_s) and was killed",
+                    timeout.unwrap_or_default().as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(format!("prepare ({shown}): cannot wait for it: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    // (A process it left behind may hold its stderr open: wait a little, not forever.)
+    let err = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
+    let text = String::from_utf8_lossy(&err);
+    let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &tail[tail.len().saturating_sub(BUILD_TAIL)..];
+    Err(format!(
+        "prepare ({shown}) exited with {status}; the rep was not run; stderr ends: {}",
+        tail.join(" | ")
+    ))
+}
+
+/// Looks up every variant's program and the workload's `prepare` before the first rep
+/// (after the builds, which may make them); `unbuilt` says which variants' builds
+/// failed (their reps fail with the build's reason instead).
+pub fn check_programs(
+    ext: &ExternalWorkload,
+    variants: &[ResolvedVariant],
+    unbuilt: &[Option<String>],
+) -> Result<(), programs::MissingProgram> {
+    for (v, failed) in variants.iter().zip(unbuilt) {
+        if failed.is_some() {
+            continue;
+        }
+        let dir = ext.folder(v.subject_dir.as_deref());
+        let command = v.command.as_ref().unwrap_or(&ext.command);
+        let asks = [
+            ("program", Some(command)),
+            ("prepare program", ext.prepare.as_ref()),
+        ];
+        for (label, argv) in asks {
+            let Some(argv) = argv else { continue };
+            if let Some((what, program, why)) = programs::missing(argv, &dir) {
+                return Err(programs::MissingProgram {
+                    variant: v.name.clone(),
+                    what: if label == "program" { what } else { label },
+                    program,
+                    why,
+                    dir: dir.display().to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Lines of a failed build's log quoted in its reps' errors.

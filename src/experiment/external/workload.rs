@@ -1,6 +1,6 @@
 //! The `[workload]` table as written in an experiment file, for both kinds of workload:
 //! the built-in prover (`circuit`, `log2_constraints`, `batch`, `backend`) or a program
-//! gapscope did not build (`command`, `build`, `dir`). `spec::Workload` is made from it
+//! gapscope did not build (`command`, `build`, `prepare`, `dir`). `spec::Workload` is made from it
 //! (and checks which kind it is); this file knows nothing of experiments.
 
 use std::path::{Path, PathBuf};
@@ -28,6 +28,10 @@ pub struct WorkloadFile {
     /// Run once, in the subject's folder, before the reps (e.g. `["make"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<Vec<String>>,
+    /// Run in the subject's folder before every rep, outside its measurement (e.g.
+    /// `["sh", "-c", "sync"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<Vec<String>>,
     /// The subject's folder (relative paths: from gapscope's working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
@@ -43,6 +47,10 @@ pub struct ExternalWorkload {
     /// Run once in the subject's folder before the reps; a failure fails every rep of
     /// the variants that use that folder, with the log's tail.
     pub build: Option<Vec<String>>,
+    /// Run in the subject's folder before every rep, outside the rep's window; a
+    /// failure fails that rep, with its stderr's tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<Vec<String>>,
     /// The subject's folder; `None`: gapscope's working directory.
     pub dir: Option<PathBuf>,
 }
@@ -63,6 +71,17 @@ impl ExternalWorkload {
         {
             return Err(
                 "workload.build must name a program, e.g. build = [\"make\"], or be left out"
+                    .into(),
+            );
+        }
+        if self
+            .prepare
+            .as_ref()
+            .is_some_and(|b| b.first().is_none_or(|p| p.is_empty()))
+        {
+            return Err(
+                "workload.prepare must name a program, e.g. prepare = [\"sh\", \"-c\", \"sync\"], \
+                 or be left out"
                     .into(),
             );
         }
