@@ -433,7 +433,7 @@ fn a_leak_is_a_line_in_every_format() {
             f.as_ref(),
         ])
     };
-    let line = "leak watch (candidate): variant \"candidate\": rss_end_bytes grew in 9/9 steps over 10 reps, 612.0 → 1512.0 MiB (+900.0 MiB, 100.0 MiB/rep): possible leak";
+    let line = "leak watch (candidate): variant \"candidate\": rss_end_bytes grew in 9/9 steps over its last 10 reps, 612.0 → 1512.0 MiB (+900.0 MiB, 100.0 MiB/rep), still growing at the end: possible leak";
     let terminal = format("terminal");
     assert!(terminal.contains(&format!("\n! {line}\n")), "{terminal}");
     assert_eq!(terminal.matches("leak watch").count(), 1);

@@ -274,3 +274,46 @@ fn too_few_reps_for_any_verdict() {
         ]
     );
 }
+
+/// A/A runs recorded with both variants identical: the CPU quickstart's A/A twin
+/// (evidence/verdicts/aa_quickstart.toml) on the 2-core build VM, the two of its 20 runs
+/// with the most comparisons at p < 0.05 before correction (10 and 19 of 149), and, once
+/// recorded on the H200 host by evidence/verdicts/run_aa_h200.sh, the native prover's
+/// (tests/fixtures/aa-gpu-h200). No headline may name a change.
+#[test]
+fn committed_a_a_runs_name_no_change() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut dirs = vec![root.join("aa-cpu-a"), root.join("aa-cpu-b")];
+    let gpu = root.join("aa-gpu-h200");
+    if gpu.join("spans.csv").exists() {
+        dirs.push(gpu);
+    } else {
+        eprintln!(
+            "no GPU A/A fixture at {}: evidence/verdicts/run_aa_h200.sh records it",
+            gpu.display()
+        );
+    }
+    for dir in dirs {
+        let h = first_lines(&dir);
+        assert!(h[1].contains(": unchanged"), "{}: {}", dir.display(), h[1]);
+        assert!(
+            h[2].starts_with("Significant changes: none (q < 0.05 over "),
+            "{}: {}",
+            dir.display(),
+            h[2]
+        );
+        let json: serde_json::Value = serde_json::from_str(&diff(&dir, "json")).unwrap();
+        let fam = &json["headline"]["family"];
+        assert_eq!(fam["survivors"], 0, "{}", dir.display());
+        assert!(
+            fam["uncorrected"].as_u64().unwrap() > 0,
+            "the fixture shows what correction removes"
+        );
+        // Every tested comparison carries a q-value at least its p-value.
+        for c in json["metrics"].as_array().unwrap() {
+            if let (Some(p), Some(q)) = (c["p_value"].as_f64(), c["q_value"].as_f64()) {
+                assert!(q >= p - 1e-12 && q <= 1.0, "{c}");
+            }
+        }
+    }
+}

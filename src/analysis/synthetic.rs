@@ -187,6 +187,7 @@ impl SyntheticRun {
             experiment_sha256: None,
             external: None,
             profile: Default::default(),
+            drift: None,
         }
     }
 

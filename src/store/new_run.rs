@@ -61,6 +61,7 @@ impl NewRun {
             experiment_sha256: None,
             external: None,
             profile: Default::default(),
+            drift: None,
         }
     }
 }

@@ -477,6 +477,10 @@ pub struct Meta {
     /// at H Hz …", or "sampled stacks unavailable: <reason>"). Files: `stacks/`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profile: BTreeMap<String, String>,
+    /// The machine's load, clocks and throttling at the start and end of the run
+    /// (absent in runs made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<super::envinfo::Drift>,
 }
 
 impl Meta {
@@ -510,6 +514,7 @@ impl Meta {
             experiment_sha256: None,
             external: None,
             profile: Default::default(),
+            drift: None,
         }
     }
 }
