@@ -412,10 +412,14 @@ fn options_change_the_verdict_rule() {
         "5".as_ref(),
     ]);
     assert!(out.contains(
-        "interval of the median per-pair difference must lie outside ±5% and Wilcoxon signed-rank p < 0.05"
+        "every change is the median of per-pair differences; the 95% bootstrap interval of it must lie outside ±5% and outside the absolute floor"
     ));
+    assert!(out.contains("Wilcoxon signed-rank its Benjamini–Hochberg q-value over the diff's"));
     let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
-    assert!(out.contains("change of medians must lie outside ±1% and Mann–Whitney p < 0.05"));
+    assert!(out.contains(
+        "every change is the difference of medians; the 95% bootstrap interval of it must lie outside ±1%"
+    ));
+    assert!(out.contains("Mann–Whitney its Benjamini–Hochberg q-value"));
     assert!(!out.contains("paired by iteration"));
 }
 

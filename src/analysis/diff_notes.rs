@@ -25,7 +25,10 @@ fn bimodal_note(label: &str, side: &Side) -> Option<String> {
     reps.sort_unstable();
     let list: Vec<String> = reps.iter().map(u32::to_string).collect();
     Some(format!(
-        "the {label}'s end-to-end times form two groups: {} reps near {} and {} near {};          the {} group is reps {} (rep numbers of runs.csv). A median and its interval          describe neither group: find what differs in those reps (CPU frequency, another          process, a cold cache) before trusting a verdict",
+        "the {label}'s end-to-end times form two groups: {} reps near {} and {} near {}; \
+         the {} group is reps {} (rep numbers of runs.csv). A median and its interval \
+         describe neither group: find what differs in those reps (CPU frequency, another \
+         process, a cold cache) before trusting a verdict",
         m.lower_count,
         fmt_ns(m.lower_median),
         m.upper_count,
@@ -115,7 +118,10 @@ fn between_runs_note(data: [&RunData; 2]) -> Option<String> {
         return None;
     }
     let mut s = format!(
-        "the sides come from two runs (baseline started {}, candidate {}): drift of the          machine between them (clock, load, temperature, other tenants) is not covered          by the intervals, which measure only the spread within each run; put both          variants in one interleaved run to cover it",
+        "the sides come from two runs (baseline started {}, candidate {}): drift of the \
+         machine between them (clock, load, temperature, other tenants) is not covered \
+         by the intervals, which measure only the spread within each run; put both \
+         variants in one interleaved run to cover it",
         data[0].meta.created_utc, data[1].meta.created_utc
     );
     for (label, d) in [("baseline", data[0]), ("candidate", data[1])] {
