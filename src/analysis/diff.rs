@@ -257,7 +257,10 @@ pub fn diff_runs(
         &mut metrics,
         &mut contributions,
         &mut gaps,
-        carry_over.as_mut(),
+        carry_over
+            .as_mut()
+            .map(|c| vec![&mut c.baseline, &mut c.candidate, &mut c.steady])
+            .unwrap_or_default(),
         opts,
     );
     let backend = (va.backend == vb.backend).then_some(va.backend.as_str());

@@ -12,7 +12,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::compare::{abs_floor, decide, Comparison, Measure, Unit, Verdict};
-use super::diff::CarryOver;
 use super::gaps::{Contributions, Gap};
 use super::DiffOptions;
 use crate::stats;
@@ -59,13 +58,13 @@ fn tested(c: &Comparison) -> bool {
 }
 
 /// Judges every comparison of a diff again: the end-to-end time (`contributions.total`
-/// and its twin in `metrics`) on its own p-value, the others on their q-value over the
-/// family, each against its absolute floor.
+/// and its twin in `metrics`) on its own p-value, the others (with `others`, the
+/// carry-over rows) on their q-value over the family, each against its absolute floor.
 pub(crate) fn judge(
     metrics: &mut [Comparison],
     contributions: &mut Contributions,
     gaps: &mut [Gap],
-    carry_over: Option<&mut CarryOver>,
+    others: Vec<&mut Comparison>,
     opts: &DiffOptions,
 ) -> Family {
     let end_to_end_ns = contributions.total.baseline.median;
@@ -97,13 +96,7 @@ pub(crate) fn judge(
             .filter(|c| tested(c)),
     );
     family.extend(gaps.iter_mut().map(|g| &mut g.change).filter(|c| tested(c)));
-    if let Some(co) = carry_over {
-        family.extend(
-            [&mut co.baseline, &mut co.candidate, &mut co.steady]
-                .into_iter()
-                .filter(|c| tested(c)),
-        );
-    }
+    family.extend(others.into_iter().filter(|c| tested(c)));
     let p: Vec<f64> = family.iter().map(|c| c.p_value.unwrap_or(1.0)).collect();
     let q = if opts.fdr {
         stats::bh_q_values(&p)

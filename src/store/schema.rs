@@ -480,7 +480,7 @@ pub struct Meta {
     /// The machine's load, clocks and throttling at the start and end of the run
     /// (absent in runs made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift: Option<super::envinfo::Drift>,
+    pub drift: Option<super::drift::Drift>,
 }
 
 impl Meta {
