@@ -165,10 +165,6 @@ fn a_drop_moved_off_the_critical_path() {
     );
     let out = output_of(&run);
     assert!(
-        out.contains("change within the "),
-        "the verdict cell names the floor: {out}"
-    );
-    assert!(
         out.contains(" gone"),
         "a span whose candidate median is 0 reads gone: {out}"
     );
