@@ -24,6 +24,9 @@
 //! - paired differences (reps of one iteration of an interleaved run): median of the
 //!   differences, its bootstrap interval ([`bootstrap_median`]), Wilcoxon signed-rank test
 //!   ([`signed_rank`]).
+//! - false-discovery control over a diff's comparisons: Benjamini–Hochberg q-values
+//!   ([`bh_q_values`]; why BH and not Benjamini–Yekutieli is in `fdr`).
+//! - two groups among the reps ([`bimodal`], a screening rule).
 //! - random numbers: xoshiro256++ seeded through SplitMix64 (Blackman & Vigna,
 //!   "Scrambled linear pseudorandom number generators", ACM TOMS 47 (2021)), written out
 //!   here so that a seed gives the same interval whatever version of `rand` is linked.
@@ -574,9 +577,16 @@ pub fn min_reps_for_verdict(alpha: f64) -> usize {
     n.max(BOOTSTRAP_MIN)
 }
 
+mod fdr;
+mod modes;
 mod paired;
 mod rng;
-pub use paired::{bootstrap_median, min_pairs_for_verdict, signed_rank, SignedRankTest};
+pub use fdr::{bh_q_values, bh_rejections};
+pub use modes::{bimodal, Modes};
+pub use paired::{
+    bootstrap_median, bootstrap_pairs, min_pairs_for_verdict, signed_rank, PairedIntervals,
+    SignedRankTest,
+};
 pub(crate) use rng::Xoshiro;
 
 #[cfg(test)]

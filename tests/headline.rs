@@ -57,13 +57,23 @@ fn an_improvement() {
             .scaled("synthesis[1]", 0.9)
     });
     let h = headline_of(&run);
-    assert_eq!(
-        h[1..],
-        [
-            "End to end: prove (total) medians 1.132 s → 992.5 ms, per-pair change -139.6 ms -12.3% [-12.5%, -12.0%]: improved (p=0.002)",
-            "Significant changes: msm_h (total) -137.5 ms -20.0% [-20.3%, -19.5%] improved (p=0.002); synthesis[1] (total) -1.237 ms -10.3% [-11.0%, -9.4%] improved (p=0.002); msm_h (page_faults) -137 -19.9% [-20.3%, -19.5%] improved (p=0.002); 11 more in the tables",
-            "Critical path: msm_h -137.5 ms, synthesis -1.202 ms; net -138.7 ms of significant self-time changes on it",
-        ]
+    assert!(
+        h[1].starts_with("End to end: prove (total) medians 1.132 s → 992.5 ms; median of per-pair differences -139.6 ms -12.3% [")
+            && h[1].ends_with(": improved (p=0.002)"),
+        "{}",
+        h[1]
+    );
+    assert!(
+        h[2].starts_with("Significant changes: msm_h (total) -137.5 ms -20.0% [")
+            && h[2].contains("improved (q=")
+            && h[2].contains(" comparisons; "),
+        "{}",
+        h[2]
+    );
+    assert!(
+        h[3].starts_with("Critical path: msm_h -137.5 ms"),
+        "{}",
+        h[3]
     );
 }
 
@@ -72,13 +82,23 @@ fn a_regression() {
     let mut run = candidate(|v| v.scaled("msm_h", 1.05));
     run.variant_mut("candidate").gpu_gap_ns = 100_000_000;
     let h = headline_of(&run);
-    assert_eq!(
-        h[1..],
-        [
-            "End to end: prove (total) medians 1.132 s → 1.266 s, per-pair change +134.5 ms +11.9% [+11.6%, +12.2%]: regressed (p=0.002)",
-            "Significant changes: gpu_prove (self) +100.00 ms +166858.4% [+166858.1%, +166859.3%] regressed (p=0.002); msm_h (total) +35.47 ms +5.1% [+4.7%, +5.5%] regressed (p=0.002); context_switches (threads with spans) +3 +13.6% [+13.6%, +13.6%] regressed (p=0.002); 9 more in the tables",
-            "Critical path: gpu_prove +100.00 ms, msm_h +35.47 ms; net +135.5 ms of significant self-time changes on it",
-        ]
+    assert!(
+        h[1].starts_with("End to end: prove (total) medians 1.132 s → 1.266 s; median of per-pair differences +134.5 ms +11.9% [")
+            && h[1].ends_with(": regressed (p=0.002)"),
+        "{}",
+        h[1]
+    );
+    assert!(
+        h[2].starts_with("Significant changes: gpu_prove (self) +100.00 ms ")
+            && h[2].contains("msm_h (total) +35.47 ms")
+            && h[2].contains("regressed (q="),
+        "{}",
+        h[2]
+    );
+    assert!(
+        h[3].starts_with("Critical path: gpu_prove +100.00 ms, msm_h +35.47 ms"),
+        "{}",
+        h[3]
     );
 }
 
@@ -87,13 +107,19 @@ fn an_a_a_run() {
     let mut run = SyntheticRun::new();
     run.noise = 0.02;
     let h = headline_of(&run);
+    assert!(
+        h[1].contains("; median of per-pair differences ") && h[1].contains(": unchanged (p="),
+        "{}",
+        h[1]
+    );
+    assert!(
+        h[2].starts_with("Significant changes: none (q < 0.05 over "),
+        "{}",
+        h[2]
+    );
     assert_eq!(
-        h[1..],
-        [
-            "End to end: prove (total) medians 1.131 s → 1.129 s, per-pair change -222.6 µs -0.0% [-0.9%, +1.4%]: unchanged (p=0.922)",
-            "Significant changes: none (no span, measure or counter clears the noise floor with p < alpha)",
-            "Critical path: no span's self time on it changed significantly",
-        ]
+        h[3],
+        "Critical path: no span's self time on it changed significantly"
     );
 }
 
@@ -103,31 +129,44 @@ fn an_unresolved_change() {
     run.noise = 0.15;
     run.reps = 6;
     let h = headline_of(&run);
+    assert!(
+        h[1].starts_with("End to end: prove (total) medians 1.077 s → 1.113 s; median of per-pair differences +74.15 ms +6.9% [")
+            && h[1].contains(": unchanged (p=0.562"),
+        "{}",
+        h[1]
+    );
+    assert!(
+        h[2].starts_with("Significant changes: none (q < 0.05 over "),
+        "{}",
+        h[2]
+    );
     assert_eq!(
-        h[1..],
-        [
-            "End to end: prove (total) medians 1.077 s → 1.113 s, per-pair change +74.15 ms +6.9% [-16.4%, +14.7%]: unchanged (p=0.562)",
-            "Significant changes: none (no span, measure or counter clears the noise floor with p < alpha)",
-            "Critical path: no span's self time on it changed significantly",
-        ]
+        h[3],
+        "Critical path: no span's self time on it changed significantly"
     );
 }
 
 #[test]
 fn a_drop_moved_off_the_critical_path() {
+    // The drop leaves the critical path (-25 µs, -100%) and the wrapper's self time grows
+    // by 120 µs: both real, both under the time floor of 0.1% of a 1.13 s rep, so the
+    // headline names neither; the tables keep them.
     let mut run = candidate(|v| v.scaled("gpu_prove", 3.0));
     run.variant_mut("candidate").async_drop = true;
     run.variant_mut("candidate")
         .knobs
         .insert("drop".into(), "async".into());
     let h = headline_of(&run);
-    assert_eq!(
-        h[1..],
-        [
-            "End to end: prove (total) medians 1.132 s → 1.132 s, per-pair change +31.35 µs +0.0% [-0.2%, +0.4%]: unchanged (p=0.846)",
-            "Significant changes: gpu_prove (self) +119.8 µs +199.8% [+199.0%, +201.0%] regressed (p=0.002); drop (self on critical path) -25.05 µs -100.0% [-100.3%, -99.8%] improved (p=0.002); drop_assignments (self on critical path) -8.019 µs -100.0% [-100.5%, -99.9%] improved (p=0.002)",
-            "Critical path: gpu_prove +119.8 µs, drop -25.05 µs (left it), drop_assignments -8.019 µs (left it); net +86.68 µs of significant self-time changes on it",
-        ]
+    assert!(h[1].contains(": unchanged (p="), "{}", h[1]);
+    assert!(
+        h[2].starts_with("Significant changes: none (q < 0.05 over "),
+        "{}",
+        h[2]
+    );
+    let out = output_of(&run);
+    assert!(
+        out.contains(" gone"),
+        "a span whose candidate median is 0 reads gone: {out}"
     );
 }
 
@@ -138,9 +177,9 @@ fn the_recorded_quickstart_run() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) medians 1.123 s → 1.157 s, change +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
-            "Significant changes: drop (self on critical path) -24.77 µs -100.0% [-100.0%, -100.0%] improved (p=0.008); drop_assignments (self on critical path) -7.521 µs -100.0% [-100.0%, -100.0%] improved (p=0.008)",
-            "Critical path: drop -24.77 µs (left it), drop_assignments -7.521 µs (left it); net -32.29 µs of significant self-time changes on it",
+            "End to end: prove (total) medians 1.123 s → 1.157 s; difference of medians +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
+            "Significant changes: none (q < 0.05 over 112 comparisons; 5.6 would pass p < 0.05 by chance alone, 2 did)",
+            "Critical path: no span's self time on it changed significantly",
         ]
     );
 }
@@ -273,4 +312,47 @@ fn too_few_reps_for_any_verdict() {
             "Critical path: no verdicts for the same reason",
         ]
     );
+}
+
+/// A/A runs recorded with both variants identical: the CPU quickstart's A/A twin
+/// (evidence/verdicts/aa_quickstart.toml) on the 2-core build VM, the two of its 20 runs
+/// with the most comparisons at p < 0.05 before correction (10 and 19 of 149), and, once
+/// recorded on the H200 host by evidence/verdicts/run_aa_h200.sh, the native prover's
+/// (tests/fixtures/aa-gpu-h200). No headline may name a change.
+#[test]
+fn committed_a_a_runs_name_no_change() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut dirs = vec![root.join("aa-cpu-a"), root.join("aa-cpu-b")];
+    let gpu = root.join("aa-gpu-h200");
+    if gpu.join("spans.csv").exists() {
+        dirs.push(gpu);
+    } else {
+        eprintln!(
+            "no GPU A/A fixture at {}: evidence/verdicts/run_aa_h200.sh records it",
+            gpu.display()
+        );
+    }
+    for dir in dirs {
+        let h = first_lines(&dir);
+        assert!(h[1].contains(": unchanged"), "{}: {}", dir.display(), h[1]);
+        assert!(
+            h[2].starts_with("Significant changes: none (q < 0.05 over "),
+            "{}: {}",
+            dir.display(),
+            h[2]
+        );
+        let json: serde_json::Value = serde_json::from_str(&diff(&dir, "json")).unwrap();
+        let fam = &json["headline"]["family"];
+        assert_eq!(fam["survivors"], 0, "{}", dir.display());
+        assert!(
+            fam["uncorrected"].as_u64().unwrap() > 0,
+            "the fixture shows what correction removes"
+        );
+        // Every tested comparison carries a q-value at least its p-value.
+        for c in json["metrics"].as_array().unwrap() {
+            if let (Some(p), Some(q)) = (c["p_value"].as_f64(), c["q_value"].as_f64()) {
+                assert!(q >= p - 1e-12 && q <= 1.0, "{c}");
+            }
+        }
+    }
 }

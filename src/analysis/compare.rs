@@ -124,6 +124,17 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// The thresholds a comparison's verdict was decided against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    /// The test value (q, or p for the primary comparison) had to be below this.
+    pub alpha: f64,
+    /// The relative interval had to clear ± this fraction.
+    pub noise_floor: f64,
+    /// The interval of the change in the metric's unit had to clear ± this.
+    pub abs_floor: f64,
+}
+
 /// Location and spread of one side of a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SideStats {
@@ -163,8 +174,20 @@ pub struct Comparison {
     pub relative: Option<f64>,
     /// Percentile bootstrap interval of `relative` (over resampled pairs, when paired).
     pub ci: Option<Interval>,
+    /// Percentile bootstrap interval of `delta`, in `unit`, from the same resamples as
+    /// `ci`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_ci: Option<Interval>,
     /// Two-sided p-value: Mann–Whitney U, or Wilcoxon signed-rank when paired.
     pub p_value: Option<f64>,
+    /// Benjamini–Hochberg q-value over the diff's family of comparisons; for the
+    /// end-to-end time, the primary comparison tested at its own alpha, its p-value.
+    /// None outside a diff or without a p-value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_value: Option<f64>,
+    /// What the verdict had to clear (set by [`decide`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Rule>,
     pub verdict: Verdict,
     /// Pairs compared, when the comparison is paired (see [`super::DiffOptions::paired`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,6 +199,30 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The comparison's change statistic, in words (it labels every change printed).
+    pub fn statistic(&self) -> &'static str {
+        if self.pairs.is_some() {
+            "median of per-pair differences"
+        } else {
+            "difference of medians"
+        }
+    }
+
+    /// Paired, the median of the per-pair differences and the difference of the two
+    /// medians can point opposite ways (neither is wrong: they answer different
+    /// questions); true when both are non-zero and they do.
+    pub fn medians_disagree(&self) -> bool {
+        match (
+            self.pairs,
+            self.delta,
+            self.baseline.median,
+            self.candidate.median,
+        ) {
+            (Some(_), Some(d), Some(b), Some(k)) => d != 0.0 && k != b && (d > 0.0) != (k > b),
+            _ => false,
+        }
+    }
+
     /// A comparison with its medians' change filled in and no verdict yet (unchanged).
     fn of_medians(
         span: &str,
@@ -198,7 +245,10 @@ impl Comparison {
             delta,
             relative,
             ci: None,
+            delta_ci: None,
             p_value: None,
+            q_value: None,
+            rule: None,
             verdict: Verdict::Unchanged,
             pairs: None,
             exact,
@@ -209,14 +259,13 @@ impl Comparison {
 /// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
 /// of reps of one iteration), through the per-pair differences.
 ///
-/// The change is the change of medians, or, paired, the median of the differences; both
-/// are relative to the baseline median. Verdict rule: regressed (improved) only when the
-/// 1 − alpha bootstrap interval of the relative change lies wholly above +noise floor
-/// (below −noise floor) *and* the rank test's p-value (Mann–Whitney, or Wilcoxon
-/// signed-rank when paired) is below alpha; otherwise unchanged. With a baseline median
-/// of 0 there is no relative change: a significant rise from 0 counts as regressed. An
-/// interval with an undefined bound (resamples of the baseline with median 0) gives no
-/// verdict: unchanged.
+/// The change statistic is the difference of medians, or, paired, the median of the
+/// per-pair differences; the relative change is that statistic over the baseline median
+/// (paired: the median of the paired reps' baseline values), and its interval is taken
+/// resample by resample ([`stats::bootstrap_pairs`], [`stats::bootstrap_relative_change`]),
+/// so it never falls below −100%. The verdict is [`decide`]'s, here on the comparison's
+/// own p-value and the absolute floors that need no other comparison; the diff decides
+/// again on the family's q-value and the floor relative to the end-to-end time.
 pub(crate) fn compare(
     span: &str,
     measure: Measure,
@@ -255,51 +304,94 @@ pub(crate) fn compare(
             c.p_value = Some(stats::signed_rank(&d).p_value);
             // With fewer than 2 pairs the change of medians stays (no verdict follows).
             if let Ok(d) = Sample::new(d) {
-                let base_median = b.median();
+                let pb: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+                let base_median = stats::median(&pb).unwrap_or(0.0);
                 c.delta = Some(d.median());
                 c.relative = (base_median != 0.0).then(|| d.median() / base_median);
-                c.ci = (base_median != 0.0)
-                    .then(|| stats::bootstrap_median(&d, opts.bootstrap_resamples, level, seed))
-                    .flatten()
-                    .map(|i| i.divided_by(base_median));
+                if let Some(i) =
+                    stats::bootstrap_pairs(pairs, opts.bootstrap_resamples, level, seed)
+                {
+                    c.delta_ci = Some(i.difference);
+                    c.ci = i.relative.filter(|_| base_median != 0.0);
+                }
             }
             (needed, pairs.len() >= needed)
         }
         None => {
             c.ci = stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, level, seed);
+            c.delta_ci = stats::bootstrap_difference(&b, &k, opts.bootstrap_resamples, level, seed);
             c.p_value = Some(stats::mann_whitney(&b, &k).p_value);
             let needed = stats::min_reps_for_verdict(opts.alpha);
             (needed, b.len() >= needed && k.len() >= needed)
         }
     };
+    if !enough {
+        c.verdict = Verdict::TooFewReps { needed };
+        return c;
+    }
     let p = c.p_value.unwrap_or(1.0);
-    c.verdict = if !enough {
-        Verdict::TooFewReps { needed }
-    } else if p >= opts.alpha {
-        Verdict::Unchanged
-    } else {
-        match c.ci {
-            Some(Interval {
-                lo: Some(lo),
-                hi: Some(hi),
-                ..
-            }) => {
-                if lo > opts.noise_floor {
-                    Verdict::Regressed
-                } else if hi < -opts.noise_floor {
-                    Verdict::Improved
-                } else {
-                    Verdict::Unchanged
-                }
-            }
-            // A bound some resamples leave undefined (their baseline median is 0): no
-            // verdict rests on it.
-            Some(_) => Verdict::Unchanged,
-            None if c.delta.unwrap_or(0.0) > 0.0 => Verdict::Regressed,
-            None => Verdict::Unchanged,
-        }
-    };
+    decide(&mut c, p, abs_floor(unit, opts, None), opts);
     c
+}
+
+/// The smallest absolute change a verdict in `unit` must clear (see
+/// [`DiffOptions::time_floor_ns`]): for times the larger of the fixed time floor and the
+/// share of the baseline's median end-to-end time `end_to_end_ns`, for counts the count
+/// floor, for cores the cores floor.
+pub(crate) fn abs_floor(unit: Unit, opts: &DiffOptions, end_to_end_ns: Option<f64>) -> f64 {
+    match unit {
+        Unit::Ns => opts
+            .time_floor_ns
+            .max(opts.time_floor_fraction * end_to_end_ns.unwrap_or(0.0)),
+        Unit::Count => opts.count_floor,
+        Unit::Cores => opts.cores_floor,
+        Unit::Bytes => 0.0,
+    }
+}
+
+/// The verdict rule, on test p-value (or q-value) `p` and absolute floor `floor`:
+/// regressed (improved) only when `p` < alpha, the 1 − alpha bootstrap interval of the
+/// relative change lies wholly above +noise floor (below −noise floor), *and* the
+/// interval of the change statistic in the metric's unit lies wholly above +`floor`
+/// (below −`floor`); otherwise unchanged. A baseline median of 0 has no relative
+/// change ("new"): the absolute interval alone decides. A relative interval with an
+/// undefined bound (resamples of the baseline with median 0) gives no verdict. A
+/// comparison without enough reps, or on one side only, keeps its verdict.
+pub(crate) fn decide(c: &mut Comparison, p: f64, floor: f64, opts: &DiffOptions) {
+    if c.exact
+        || matches!(
+            c.verdict,
+            Verdict::TooFewReps { .. } | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate
+        )
+    {
+        return;
+    }
+    c.rule = Some(Rule {
+        alpha: opts.alpha,
+        noise_floor: opts.noise_floor,
+        abs_floor: floor,
+    });
+    let clears = |lo: Option<f64>, hi: Option<f64>, f: f64| match (lo, hi) {
+        (Some(lo), _) if lo > f => Some(true),
+        (_, Some(hi)) if hi < -f => Some(false),
+        _ => None,
+    };
+    let up_abs = match c.delta_ci {
+        Some(i) => clears(i.lo, i.hi, floor),
+        None => c.delta.and_then(|d| clears(Some(d), Some(d), floor)),
+    };
+    let up_rel = match (c.ci, c.baseline.median) {
+        (Some(i), _) if i.is_defined() => clears(i.lo, i.hi, opts.noise_floor),
+        (Some(_), _) => None,
+        // No relative change from a zero baseline: the absolute interval decides.
+        (None, Some(b)) if b == 0.0 => up_abs,
+        (None, _) => None,
+    };
+    c.verdict = match (p < opts.alpha, up_rel, up_abs) {
+        (true, Some(true), Some(true)) => Verdict::Regressed,
+        (true, Some(false), Some(false)) => Verdict::Improved,
+        _ => Verdict::Unchanged,
+    };
 }
 
 /// Smallest absolute change of an emulated count that a verdict reports. The emulator

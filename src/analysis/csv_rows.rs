@@ -25,6 +25,12 @@ struct CsvRow<'a> {
     ci_lo: Option<f64>,
     ci_hi: Option<f64>,
     p_value: Option<f64>,
+    /// Benjamini–Hochberg q-value over the diff's family (end to end: its p-value).
+    q_value: Option<f64>,
+    /// The change statistic: "median of per-pair differences" or "difference of medians".
+    statistic: &'a str,
+    delta_ci_lo: Option<f64>,
+    delta_ci_hi: Option<f64>,
     verdict: String,
     share_of_change: Option<f64>,
     of_total: Option<f64>,
@@ -53,6 +59,10 @@ impl<'a> CsvRow<'a> {
             ci_lo: c.ci.and_then(|i| i.lo),
             ci_hi: c.ci.and_then(|i| i.hi),
             p_value: c.p_value,
+            q_value: c.q_value,
+            statistic: c.statistic(),
+            delta_ci_lo: c.delta_ci.and_then(|i| i.lo),
+            delta_ci_hi: c.delta_ci.and_then(|i| i.hi),
             verdict: c.verdict.to_string(),
             share_of_change: None,
             of_total: None,
@@ -110,6 +120,10 @@ pub(super) fn rows(d: &Diff) -> String {
             ci_lo: None,
             ci_hi: None,
             p_value: None,
+            q_value: None,
+            statistic: "",
+            delta_ci_lo: None,
+            delta_ci_hi: None,
             verdict: "possible leak".into(),
             share_of_change: None,
             of_total: None,
@@ -128,6 +142,9 @@ pub(super) fn rows(d: &Diff) -> String {
     unexplained.ci_lo = None;
     unexplained.ci_hi = None;
     unexplained.p_value = None;
+    unexplained.q_value = None;
+    unexplained.delta_ci_lo = None;
+    unexplained.delta_ci_hi = None;
     unexplained.verdict = String::new();
     unexplained.baseline_median = None;
     unexplained.candidate_median = None;

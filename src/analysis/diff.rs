@@ -10,6 +10,7 @@ use super::compare::{
     compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS,
 };
 use super::diff_notes::{alternates, notes};
+use super::family;
 use super::gaps;
 use super::headline::headline;
 use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
@@ -217,7 +218,7 @@ pub fn diff_runs(
         .map(Pairs::len)
         .filter(|&n| n < stats::min_pairs_for_verdict(opts.alpha));
     let pairs = pairable.filter(|_| few_pairs.is_none());
-    let metrics: Vec<Comparison> = specs
+    let mut metrics: Vec<Comparison> = specs
         .into_par_iter()
         .map(|s| {
             if s.exact {
@@ -237,8 +238,8 @@ pub fn diff_runs(
         })
         .collect();
 
-    let contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
-    let carry_over = alternating
+    let mut contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
+    let mut carry_over = alternating
         .then(|| {
             carry_over(
                 base,
@@ -251,7 +252,17 @@ pub fn diff_runs(
             )
         })
         .flatten();
-    let gaps = gaps::gaps(&sb, &sc, &names, pairs.as_ref(), opts);
+    let mut gaps = gaps::gaps(&sb, &sc, &names, pairs.as_ref(), opts);
+    let family = family::judge(
+        &mut metrics,
+        &mut contributions,
+        &mut gaps,
+        carry_over
+            .as_mut()
+            .map(|c| vec![&mut c.baseline, &mut c.candidate, &mut c.steady])
+            .unwrap_or_default(),
+        opts,
+    );
     let backend = (va.backend == vb.backend).then_some(va.backend.as_str());
     let phase_table = phase_table(&metrics, &contributions.total, &counters, backend);
     let leaf_spans: Vec<String> = names
@@ -260,6 +271,7 @@ pub fn diff_runs(
         .map(|n| n.to_string())
         .collect();
     let mut headline = headline(&metrics, &contributions, &leaf_spans);
+    headline.family = family;
     if sb.scope != sc.scope {
         // One side ran synthesis alone: the largest scope both ran is synthesis.
         if let Some(c) = metrics

@@ -2,10 +2,135 @@
 //! comparisons a difference between the two sides rules out (workload, params origin,
 //! scope, counter sources), and which counters are not compared and why.
 
-use super::select::{Pairs, Side, COUNTERS};
+use super::select::{same_run, Pairs, Side, COUNTERS};
 use super::{DiffOptions, WorkloadDifference};
 use crate::stats;
+use crate::store::envinfo::MachineState;
 use crate::store::RunData;
+use crate::units::fmt_ns;
+
+/// One side's end-to-end times in two groups ([`stats::bimodal`]): which reps are in
+/// the smaller group, and both groups' medians.
+fn bimodal_note(label: &str, side: &Side) -> Option<String> {
+    let x = stats::Sample::new(side.root_total_ns.iter().map(|&t| t as f64).collect()).ok()?;
+    let m = stats::bimodal(&x)?;
+    let upper_smaller = m.upper_count <= m.lower_count;
+    let mut reps: Vec<u32> = side
+        .root_total_ns
+        .iter()
+        .zip(&side.reps)
+        .filter(|(&t, _)| ((t as f64) >= m.threshold) == upper_smaller)
+        .map(|(_, &r)| r)
+        .collect();
+    reps.sort_unstable();
+    let list: Vec<String> = reps.iter().map(u32::to_string).collect();
+    Some(format!(
+        "the {label}'s end-to-end times form two groups: {} reps near {} and {} near {}; \
+         the {} group is reps {} (rep numbers of runs.csv). A median and its interval \
+         describe neither group: find what differs in those reps (CPU frequency, another \
+         process, a cold cache) before trusting a verdict",
+        m.lower_count,
+        fmt_ns(m.lower_median),
+        m.upper_count,
+        fmt_ns(m.upper_median),
+        if upper_smaller { "slower" } else { "faster" },
+        list.join(", ")
+    ))
+}
+
+/// Busy cores left out of the comparison, and why ([`Side::busy_cores_of`]).
+fn busy_cores_note(sb: &Side, sc: &Side) -> Option<String> {
+    let (mut short, mut over, mut spans) = (0usize, 0usize, Vec::new());
+    for side in [sb, sc] {
+        for &name in &side.names {
+            let (_, w) = side.busy_cores_of(name);
+            short += w.too_short;
+            over += w.over_cores;
+            if w.over_cores > 0 && !spans.contains(&name) {
+                spans.push(name);
+            }
+        }
+    }
+    if short + over == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if short > 0 {
+        parts.push(format!(
+            "{short} span occurrence(s) shorter than {} (the process CPU clock of running \
+             threads advances at the scheduler's tick, too coarse for them)",
+            fmt_ns(super::select::BUSY_CORES_MIN_SPAN_NS as f64)
+        ));
+    }
+    if over > 0 {
+        parts.push(format!(
+            "{over} where CPU time over wall time exceeded the {} core(s) the process may use \
+             ({}): a reading, not a measurement",
+            sb.cpu_cores,
+            spans.join(", ")
+        ));
+    }
+    Some(format!("busy cores withheld for {}", parts.join("; ")))
+}
+
+fn state_words(s: &MachineState) -> String {
+    let mut parts = Vec::new();
+    if let Some(l) = s.load_avg {
+        parts.push(format!("load {:.2}", l[0]));
+    }
+    if let Some(c) = s.cpu_mhz {
+        parts.push(format!("CPU {:.0} MHz", c.median));
+    }
+    if let Some(g) = &s.governor {
+        parts.push(format!("governor {g}"));
+    }
+    for g in &s.gpus {
+        let mut t = format!("GPU {}", g.index);
+        if let Some(mhz) = g.sm_clock_mhz {
+            t.push_str(&format!(" SM {mhz} MHz"));
+        }
+        if !g.throttle_reasons.is_empty() {
+            t.push_str(&format!(" throttled: {}", g.throttle_reasons.join("+")));
+        }
+        parts.push(t);
+    }
+    if parts.is_empty() {
+        "nothing readable".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// What each run's meta.json recorded of the machine at its start and end.
+fn drift_words(d: &RunData) -> Option<String> {
+    let drift = d.meta.drift.as_ref()?;
+    let mut s = format!("start {}", state_words(&drift.start));
+    if let Some(e) = &drift.end {
+        s.push_str(&format!("; end {}", state_words(e)));
+    }
+    Some(s)
+}
+
+/// Two run folders: the machine may have changed between them, and nothing in the
+/// intervals measures that.
+fn between_runs_note(data: [&RunData; 2]) -> Option<String> {
+    if same_run(data[0], data[1]) {
+        return None;
+    }
+    let mut s = format!(
+        "the sides come from two runs (baseline started {}, candidate {}): drift of the \
+         machine between them (clock, load, temperature, other tenants) is not covered \
+         by the intervals, which measure only the spread within each run; put both \
+         variants in one interleaved run to cover it",
+        data[0].meta.created_utc, data[1].meta.created_utc
+    );
+    for (label, d) in [("baseline", data[0]), ("candidate", data[1])] {
+        if let Some(w) = drift_words(d) {
+            s.push_str(&format!("; {label} run: {w}"));
+        }
+    }
+    Some(s)
+}
 
 /// Whether a run's schedule puts the variants' reps of one iteration back to back.
 pub(super) fn alternates(order: &str) -> bool {
@@ -60,6 +185,17 @@ pub(super) fn notes(
     opts: &DiffOptions,
 ) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(n) = busy_cores_note(sb, sc) {
+        notes.push(n);
+    }
+    if let Some(n) = between_runs_note(data) {
+        notes.push(n);
+    }
+    for (label, side) in [("baseline", sb), ("candidate", sc)] {
+        if let Some(n) = bimodal_note(label, side) {
+            notes.push(n);
+        }
+    }
     if let Some(p) = pairs {
         notes.push(format!(
             "paired by iteration ({} pairs, {} order): each change is the median of the \

@@ -58,30 +58,104 @@ pub fn fmt_p(p: Option<f64>) -> String {
     }
 }
 
-/// "+5.15 ms +42.8% [+30.1%, +55.0%]" (relative part only where defined).
+/// "q=0.012" (a q-value of the diff's family), or the p-value where no q-value exists.
+pub(super) fn fmt_test(c: &Comparison) -> String {
+    match (c.q_value, c.p_value) {
+        (Some(q), Some(p)) if q != p => match q {
+            q if q < 0.001 => "q<0.001".into(),
+            q => format!("q={q:.3}"),
+        },
+        _ => fmt_p(c.p_value),
+    }
+}
+
+/// What the relative change of `c` reads: "new" from a zero baseline, "gone" to a zero
+/// candidate, else the percentage with its interval.
+fn relative_part(c: &Comparison) -> Option<String> {
+    match (c.baseline.median, c.candidate.median) {
+        (Some(b), Some(k)) if b == 0.0 && k > 0.0 => return Some("new".into()),
+        (Some(b), Some(k)) if b > 0.0 && k == 0.0 => return Some("gone".into()),
+        _ => {}
+    }
+    let r = c.relative?;
+    let mut s = pct(r);
+    if let Some(ci) = c.ci {
+        let bound = |b: Option<f64>| b.map(pct).unwrap_or_else(|| "n/a".into());
+        let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
+    }
+    Some(s)
+}
+
+/// "+5.15 ms +42.8% [+30.1%, +55.0%]": the change statistic ([`Comparison::statistic`])
+/// and its relative size; "new" or "gone" where a side's median is 0.
 pub(super) fn delta_cell(c: &Comparison) -> String {
     let mut s = c
         .delta
         .map(|d| signed(c.unit, d))
         .unwrap_or_else(|| "-".into());
-    if let Some(r) = c.relative {
-        let _ = write!(s, " {}", pct(r));
-    }
-    if let Some(ci) = c.ci {
-        let bound = |b: Option<f64>| b.map(pct).unwrap_or_else(|| "n/a".into());
-        let _ = write!(s, " [{}, {}]", bound(ci.lo), bound(ci.hi));
+    if let Some(r) = relative_part(c) {
+        let _ = write!(s, " {r}");
     }
     s
 }
 
+/// Why an unchanged comparison whose relative interval excludes 0 is unchanged, in
+/// words: its test over the family did not pass, or its interval did not clear a floor.
+/// None for other comparisons.
+pub(super) fn unchanged_because(c: &Comparison) -> Option<String> {
+    let (Some(ci), Some(rule)) = (c.ci, c.rule) else {
+        return None;
+    };
+    let (Some(lo), Some(hi)) = (ci.lo, ci.hi) else {
+        return None;
+    };
+    if c.verdict != super::compare::Verdict::Unchanged || (lo <= 0.0 && hi >= 0.0) {
+        return None;
+    }
+    let test = c.q_value.or(c.p_value).unwrap_or(1.0);
+    let which = if c.q_value.is_some() && c.q_value != c.p_value {
+        "q"
+    } else {
+        "p"
+    };
+    if test >= rule.alpha {
+        return Some(format!("{which} ≥ {}", rule.alpha));
+    }
+    let rel_clear = lo > rule.noise_floor || hi < -rule.noise_floor;
+    if !rel_clear {
+        return Some(format!(
+            "interval within the ±{}% floor",
+            sig(rule.noise_floor * 100.0)
+        ));
+    }
+    Some(format!(
+        "change within the {} floor",
+        fmt_value(c.unit, rule.abs_floor)
+    ))
+}
+
+fn sig(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// "regressed (q=0.004)", "unchanged (p=0.02; interval within the ±1% floor)".
 pub(super) fn verdict_cell(c: &Comparison) -> String {
-    let p = fmt_p(c.p_value);
+    let p = fmt_test(c);
     if c.exact {
-        format!("{} (exact)", c.verdict)
-    } else if p.is_empty() {
+        return format!("{} (exact)", c.verdict);
+    }
+    let mut parts: Vec<String> = Vec::new();
+    if !p.is_empty() {
+        parts.push(p);
+    }
+    if let Some(why) = unchanged_because(c) {
+        parts.push(why);
+    }
+    if parts.is_empty() {
         c.verdict.to_string()
     } else {
-        format!("{} ({p})", c.verdict)
+        format!("{} ({})", c.verdict, parts.join("; "))
     }
 }
 

@@ -8,7 +8,8 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS};
-use super::fmt::{delta_cell, fmt_p, measure_label, opt_value, signed};
+use super::family::Family;
+use super::fmt::{delta_cell, fmt_test, measure_label, opt_value, signed, unchanged_because};
 use super::gaps::Contributions;
 use crate::counters::CounterKind;
 
@@ -31,6 +32,10 @@ pub struct Headline {
     pub critical_path: Vec<CriticalMove>,
     /// Sum of `critical_path`'s changes, ns.
     pub critical_net_ns: f64,
+    /// The family of comparisons the verdicts were judged over (false-discovery
+    /// control): how many, and how many would pass by chance alone.
+    #[serde(default)]
+    pub family: Family,
 }
 
 /// How a span's self time on the critical path changed.
@@ -153,6 +158,7 @@ pub(crate) fn headline(
         more_changes,
         critical_net_ns: critical_path.iter().map(|m| m.delta_ns).sum(),
         critical_path,
+        family: Family::default(),
     }
 }
 
@@ -172,12 +178,27 @@ fn change(c: &Comparison) -> String {
             delta_cell(c)
         )
     };
-    let p = fmt_p(c.p_value);
+    let p = fmt_test(c);
     let _ = write!(s, " {}", c.verdict);
     if !p.is_empty() {
         let _ = write!(s, " ({p})");
     }
     s
+}
+
+/// "(q < 0.05 over 124 comparisons; 6.2 would pass p < 0.05 by chance alone, 9 did)".
+fn family_words(f: &Family) -> String {
+    if f.controlled {
+        format!(
+            "q < {} over {} comparisons; {:.1} would pass p < {} by chance alone, {} did",
+            f.alpha, f.comparisons, f.expected_by_chance, f.alpha, f.uncorrected
+        )
+    } else {
+        format!(
+            "p < {} each, no false-discovery control, {} comparisons; {:.1} expected by chance alone",
+            f.alpha, f.comparisons, f.expected_by_chance
+        )
+    }
 }
 
 /// How many critical-path moves the headline names before "… N more".
@@ -193,26 +214,40 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
         }
     };
     let t = &h.end_to_end;
-    // Paired, the change is the median of per-pair differences, which need not be the
-    // difference of the two medians: say which.
-    let how = if t.pairs.is_some() {
-        "per-pair change"
-    } else {
-        "change"
-    };
     let mut first = format!(
-        "{} {} ({}) medians {} → {}, {how} {}",
+        "{} {} ({}) medians {} → {}; {} {}",
         label("End to end"),
         t.span,
         measure_label(&t.measure),
         opt_value(t.unit, t.baseline.median),
         opt_value(t.unit, t.candidate.median),
+        t.statistic(),
         delta_cell(t)
     );
-    let p = fmt_p(t.p_value);
+    let p = fmt_test(t);
     let _ = write!(first, ": {}", t.verdict);
-    if !p.is_empty() {
-        let _ = write!(first, " ({p})");
+    match (p.is_empty(), unchanged_because(t)) {
+        (false, Some(why)) => {
+            let _ = write!(first, " ({p}; {why})");
+        }
+        (false, None) => {
+            let _ = write!(first, " ({p})");
+        }
+        (true, Some(why)) => {
+            let _ = write!(first, " ({why})");
+        }
+        (true, None) => {}
+    }
+    if t.medians_disagree() {
+        let (b, k) = (
+            t.baseline.median.unwrap_or(0.0),
+            t.candidate.median.unwrap_or(0.0),
+        );
+        let _ = write!(
+            first,
+            " — note: the medians moved the other way ({}); the verdict is on the per-pair differences",
+            signed(t.unit, k - b)
+        );
     }
     // Without enough reps nothing can be significant: say that, not "nothing changed".
     if let Verdict::TooFewReps { needed } = t.verdict {
@@ -225,14 +260,12 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
             format!("{} no verdicts for the same reason", label("Critical path")),
         ];
     }
+    let fam = family_words(&h.family);
     let second = if h.changes.is_empty() {
-        format!(
-            "{} none (no span, measure or counter clears the noise floor with p < alpha)",
-            label("Significant changes")
-        )
+        format!("{} none ({fam})", label("Significant changes"))
     } else {
         let mut s = format!(
-            "{} {}",
+            "{} {} ({fam})",
             label("Significant changes"),
             h.changes.iter().map(change).collect::<Vec<_>>().join("; ")
         );

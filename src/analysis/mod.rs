@@ -32,6 +32,7 @@ mod compare;
 mod csv_rows;
 mod diff;
 mod diff_notes;
+mod family;
 mod fmt;
 mod gaps;
 mod headline;
@@ -51,9 +52,10 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use crate::stats::Interval;
-pub use compare::{Comparison, Measure, SideStats, Unit, Verdict, SPAN_THREADS};
+pub use compare::{Comparison, Measure, Rule, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use diff::{diff_runs, CarryOver};
 pub use fmt::fmt_p;
+pub use family::Family;
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
 pub use render::{markdown_sections, render, render_sections, Format, Section};
@@ -101,6 +103,42 @@ pub struct DiffOptions {
     pub paired: bool,
     /// Seed of the bootstrap, so the same data give the same intervals.
     pub seed: u64,
+    /// Smallest absolute change of a time a verdict reports, ns, whatever the relative
+    /// change: the interval of the change must clear it. Default 1,000 (1 µs).
+    #[serde(default = "default_time_floor_ns")]
+    pub time_floor_ns: f64,
+    /// The time floor is at least this share of the baseline's median end-to-end time.
+    /// Default 0.001 (0.1 %).
+    #[serde(default = "default_time_floor_fraction")]
+    pub time_floor_fraction: f64,
+    /// Smallest absolute change of a count (page faults, context switches, instructions)
+    /// a verdict reports. Default 10 events.
+    #[serde(default = "default_count_floor")]
+    pub count_floor: f64,
+    /// Smallest change of busy cores a verdict reports. Default 0.05 cores.
+    #[serde(default = "default_cores_floor")]
+    pub cores_floor: f64,
+    /// Judge every comparison but the end-to-end time by its Benjamini–Hochberg q-value
+    /// over the diff's family ([`crate::stats::bh_q_values`]); false judges each by its
+    /// own p-value (a single metric chosen beforehand, as bisect's). Default true.
+    #[serde(default = "yes")]
+    pub fdr: bool,
+}
+
+fn default_time_floor_ns() -> f64 {
+    1_000.0
+}
+
+fn default_time_floor_fraction() -> f64 {
+    0.001
+}
+
+fn default_count_floor() -> f64 {
+    10.0
+}
+
+fn default_cores_floor() -> f64 {
+    0.05
 }
 
 impl Default for DiffOptions {
@@ -113,6 +151,11 @@ impl Default for DiffOptions {
             force: false,
             paired: true,
             seed: 0x6761_7073_636f_7065,
+            time_floor_ns: default_time_floor_ns(),
+            time_floor_fraction: default_time_floor_fraction(),
+            count_floor: default_count_floor(),
+            cores_floor: default_cores_floor(),
+            fdr: true,
         }
     }
 }
@@ -140,6 +183,21 @@ impl DiffOptions {
             return bad(format!(
                 "{} bootstrap resamples are too few: use at least 100 (default 2000)",
                 self.bootstrap_resamples
+            ));
+        }
+        for (what, v) in [
+            ("time floor (ns)", self.time_floor_ns),
+            ("count floor", self.count_floor),
+            ("cores floor", self.cores_floor),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(format!("{what} {v} must be a number >= 0"));
+            }
+        }
+        if !(0.0..1.0).contains(&self.time_floor_fraction) {
+            return bad(format!(
+                "time floor fraction {} must be in [0, 1), e.g. 0.001 for 0.1 % of end to end",
+                self.time_floor_fraction
             ));
         }
         if !(self.gap_threshold > 0.0 && self.gap_threshold < 1.0) {

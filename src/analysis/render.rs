@@ -321,15 +321,26 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     );
     let o = &d.options;
     let (change, test) = match d.pairs {
-        Some(_) => ("median per-pair difference", "Wilcoxon signed-rank"),
-        None => ("change of medians", "Mann–Whitney"),
+        Some(_) => ("median of per-pair differences", "Wilcoxon signed-rank"),
+        None => ("difference of medians", "Mann–Whitney"),
+    };
+    let family = if o.fdr {
+        format!(
+            "its Benjamini–Hochberg q-value over the diff's {} comparisons < {} (end to end: its own p < {})",
+            d.headline.family.comparisons, o.alpha, o.alpha
+        )
+    } else {
+        format!("its p < {} (no false-discovery control)", o.alpha)
     };
     let _ = writeln!(
         out,
-        "{bullet}verdict: the {:.0}% bootstrap interval of the {change} must lie outside ±{}% and {test} p < {}",
+        "{bullet}verdict: every change is the {change}; the {:.0}% bootstrap interval of it must lie outside ±{}% and outside the absolute floor (times: {} or {}% of end to end, whichever is larger; counts: {} events; busy cores: {}), and {test} {family}; \"unchanged\" beside an interval that excludes 0 says which of these it missed",
         (1.0 - o.alpha) * 100.0,
         o.noise_floor * 100.0,
-        o.alpha
+        crate::units::fmt_ns(o.time_floor_ns),
+        o.time_floor_fraction * 100.0,
+        o.count_floor,
+        o.cores_floor,
     );
     for n in &d.notes {
         let _ = writeln!(out, "{bullet}note: {}", md_line(n, md));

@@ -81,6 +81,22 @@ pub(crate) struct Side<'a> {
     pub iterations: Vec<u32>,
     /// Per used rep: its number in the run's schedule.
     pub reps: Vec<u32>,
+    /// The cores the process could use when it ran (meta.json's host `cpu_cores`: the
+    /// scheduler affinity and cgroup quota, as `available_parallelism` reads them); 0
+    /// when unknown.
+    pub cpu_cores: u32,
+}
+
+/// Shortest span whose busy cores the diff reports: the process CPU clock of the other
+/// threads advances at the scheduler's tick (4 ms at 250 Hz) when they keep running, so
+/// CPU time over a shorter wall time can read more cores than exist.
+pub const BUSY_CORES_MIN_SPAN_NS: u64 = 20_000_000;
+
+/// Why a span's busy cores were left out, per rep.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BusyWithheld {
+    pub too_short: usize,
+    pub over_cores: usize,
 }
 
 impl<'a> Side<'a> {
@@ -158,6 +174,7 @@ impl<'a> Side<'a> {
                 .find(|v| v.name == variant)
                 .and_then(|v| v.scope.clone()),
             iterations,
+            cpu_cores: data.meta.host.cpu_cores,
             reps: rep_ids,
         };
         for &(i, s) in &spans {
@@ -273,18 +290,38 @@ impl<'a> Side<'a> {
     /// Per-rep busy cores of `name`: process CPU time over the span's summed duration
     /// (None where the rep has no CPU time or no duration).
     pub fn span_busy_cores(&self, name: &str) -> Vec<Option<f64>> {
-        self.per_name
+        self.busy_cores_of(name).0
+    }
+
+    /// Busy cores per rep (process CPU time over the span's wall time), withheld (None)
+    /// where the span is shorter than [`BUSY_CORES_MIN_SPAN_NS`] or the value exceeds
+    /// the cores the process could use (2% over, for the clocks' reading times); how
+    /// many were withheld for each reason.
+    pub fn busy_cores_of(&self, name: &str) -> (Vec<Option<f64>>, BusyWithheld) {
+        let mut w = BusyWithheld::default();
+        let cap = self.cpu_cores as f64 * 1.02;
+        let v = self
+            .per_name
             .get(name)
             .map(|v| {
                 v.iter()
                     .map(|a| {
-                        a.process_cpu_ns
-                            .filter(|_| a.total_ns > 0)
-                            .map(|c| c as f64 / a.total_ns as f64)
+                        let c = a.process_cpu_ns.filter(|_| a.total_ns > 0)?;
+                        if a.total_ns < BUSY_CORES_MIN_SPAN_NS {
+                            w.too_short += 1;
+                            return None;
+                        }
+                        let cores = c as f64 / a.total_ns as f64;
+                        if self.cpu_cores > 0 && cores > cap {
+                            w.over_cores += 1;
+                            return None;
+                        }
+                        Some(cores)
                     })
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        (v, w)
     }
 
     /// Per-rep count of counter `k` over every span thread (None where not counted).

@@ -188,6 +188,7 @@ impl SyntheticRun {
             external: None,
             profile: Default::default(),
             recorder: None,
+            drift: None,
         }
     }
 

@@ -108,8 +108,11 @@ impl ExperimentMeasurer {
     }
 
     fn compare(&self, data: &RunData, base: &str, cand: &str) -> Result<Comparison, String> {
+        // One metric, chosen before the run: judged at its own alpha, not as one of the
+        // diff's family of comparisons.
         let opts = DiffOptions {
             noise_floor: self.s.threshold / 2.0,
+            fdr: false,
             ..DiffOptions::default()
         };
         let diff = analysis::diff_runs(data, base, data, cand, &opts).map_err(|e| e.to_string())?;

@@ -45,6 +45,21 @@ pub struct DiffArgs {
     /// Bootstrap resamples per metric (1 to 1,000,000).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=MAX_RESAMPLES))]
     resamples: u64,
+    /// Smallest absolute change of a time a verdict reports, ns (whatever its relative
+    /// size; docs/statistics.md, "Floors").
+    #[arg(long, value_name = "NS", default_value_t = 1000.0)]
+    time_floor_ns: f64,
+    /// The time floor is at least this share of the baseline's end-to-end time, percent.
+    #[arg(long, value_name = "PERCENT", default_value = "0.1", value_parser = parse_percent)]
+    time_floor_share: f64,
+    /// Smallest absolute change of a count (page faults, context switches) a verdict
+    /// reports.
+    #[arg(long, value_name = "EVENTS", default_value_t = 10.0)]
+    count_floor: f64,
+    /// Judge each comparison by its own p-value, without false-discovery control over
+    /// the diff's comparisons (for a metric chosen before the run).
+    #[arg(long)]
+    no_fdr: bool,
     /// Flag wrapper spans whose unattributed time exceeds this share, in percent.
     #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
     gap_threshold: f64,
@@ -83,6 +98,11 @@ impl DiffArgs {
             force: self.force,
             paired: !self.unpaired,
             seed: self.seed.unwrap_or(defaults.seed),
+            time_floor_ns: self.time_floor_ns,
+            time_floor_fraction: self.time_floor_share,
+            count_floor: self.count_floor,
+            fdr: !self.no_fdr,
+            ..defaults
         }
     }
 }

@@ -260,6 +260,10 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 telemetry.gpu_meta(),
             );
             meta.experiment_sha256 = Some(store::experiment_sha256(&text));
+            meta.drift = Some(store::envinfo::Drift {
+                start: store::envinfo::machine_state(telemetry.gpu_clocks()),
+                end: None,
+            });
             revs.fill_meta(&mut meta.variants);
             (None, Vec::new(), meta)
         }
@@ -526,6 +530,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // when it completed, not when it was looked at again.
     if !(ran_none && meta.completed_utc.is_some()) {
         meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
+        if let Some(d) = meta.drift.as_mut() {
+            d.end = Some(store::envinfo::machine_state(telemetry.gpu_clocks()));
+        }
         store::write_meta(&dir, &meta)?;
     }
     let failed = rows

@@ -54,7 +54,7 @@ impl Change {
             c,
             &self.title,
             &format!(
-                "{} · bar = change of the median (paired: median difference); whisker = its interval",
+                "{} · bar = the diff's change statistic (paired: median of per-pair differences; else difference of medians); whisker = its interval",
                 run_line(input)
             ),
         )? + 24;
@@ -116,6 +116,19 @@ impl Change {
             let end = at(r.delta_ns);
             let (a, b) = (zero.min(end), zero.max(end).max(zero.min(end) + 1));
             c.rect((a, y - 8), (b, y + 8), color.into())?;
+            // A bar longer than the axis is cut at its edge: two white slashes across its
+            // end say so, and its value is printed beside the verdict.
+            let cut = r.delta_ns.abs() > reach_ns;
+            if cut {
+                let edge = if r.delta_ns > 0.0 { b - 10 } else { a + 4 };
+                for dx in [0, 5] {
+                    c.line(
+                        &[(edge + dx, y + 9), (edge + dx + 6, y - 9)],
+                        WHITE.into(),
+                        2,
+                    )?;
+                }
+            }
             if let Some((lo, hi)) = r.interval_ns {
                 let (l, h) = (at(lo), at(hi));
                 c.line(&[(l, y), (h, y)], INK.into(), 1)?;
@@ -133,7 +146,12 @@ impl Change {
             }
             c.text(
                 &fit(
-                    &format!("{} {}", signed_short(r.delta_ns), r.verdict),
+                    &format!(
+                        "{}{} {}",
+                        signed_short(r.delta_ns),
+                        if cut { " (bar cut at axis)" } else { "" },
+                        r.verdict
+                    ),
                     SMALL_PX,
                     VERDICT_W,
                 ),
@@ -164,7 +182,7 @@ impl Chart for Change {
         "Where the time went: the change"
     }
     fn caption(&self) -> &'static str {
-        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: green improved, red regressed, grey within noise (cut at the axis, which is scaled to the resolved changes); the whisker is the change's 95% bootstrap interval."
+        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: green improved, red regressed, grey unchanged (a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed); the whisker is the change's 95% bootstrap interval."
     }
     fn size(&self, _input: &RunView) -> (u32, u32) {
         (

@@ -21,6 +21,12 @@ use crate::units::fmt_ns_short;
 pub const OUTER: &str = spans::GPU_PROVE;
 pub const INNER: &str = spans::KERNELS;
 
+/// The backend's compute children of the wrapper: its kernels, and the B-G2 MSM, which
+/// the CPU backend (like upstream supraseal) runs outside `kernels`. Without CUPTI records
+/// they are the inner time, so that the chart's gap is the diff's unattributed time of
+/// the wrapper less its bookkeeping children (entry, prep, assemble, drop).
+pub const INNER_SPANS: [&str; 2] = [spans::KERNELS, spans::B_G2_MSM];
+
 pub struct Gaps;
 
 /// Where a rep's inner GPU time comes from.
@@ -36,7 +42,7 @@ impl InnerSource {
     pub fn describe(self) -> &'static str {
         match self {
             InnerSource::Cupti => "GPU kernels (CUPTI)",
-            InnerSource::Span => "the kernels span",
+            InnerSource::Span => "the compute spans (kernels, b_g2_msm)",
         }
     }
 }
@@ -92,7 +98,7 @@ pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
             let (inner, source) = if kernels.is_empty() {
                 let spans: Vec<(u64, u64)> = spans
                     .iter()
-                    .filter(|s| s.name == INNER)
+                    .filter(|s| INNER_SPANS.contains(&s.name.as_str()))
                     .filter_map(|s| clip(s.start_ns, s.end_ns))
                     .collect();
                 (spans, InnerSource::Span)
@@ -106,7 +112,7 @@ pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
                 .filter(|s| {
                     s.parent_id == Some(outer.span_id)
                         && s.thread_id == outer.thread_id
-                        && s.name != INNER
+                        && !INNER_SPANS.contains(&s.name.as_str())
                 })
                 .filter(|s| s.end_ns > lo && s.start_ns < hi)
                 .map(|s| {
@@ -210,7 +216,7 @@ impl Gaps {
             let without_inner = reps.iter().filter(|r| r.inner.is_empty()).count();
             if without_inner > 0 {
                 notes.push(format!(
-                    "{variant}: {without_inner} rep(s) have neither CUPTI kernel records nor a {INNER} span inside {OUTER}"
+                    "{variant}: {without_inner} rep(s) have neither CUPTI kernel records nor a {INNER} or b_g2_msm span inside {OUTER}"
                 ));
             }
             for r in reps {
@@ -266,7 +272,8 @@ impl Gaps {
             Align::Left,
         )?;
         y += 40;
-        let inner_label = "inner GPU time: CUPTI kernels, else the kernels span";
+        let inner_label =
+            "inner GPU time: CUPTI kernels, else the compute spans (kernels, b_g2_msm)";
         c.rect((20, y - 7), (40, y + 7), span_color(INNER).to_rgba())?;
         c.text(inner_label, (48, y), LABEL_PX, INK, Align::Left)?;
         let lx = 48 + text_width(inner_label, LABEL_PX) + 30;

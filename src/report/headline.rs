@@ -44,11 +44,18 @@ fn judged(v: Verdict) -> Judged {
     }
 }
 
+/// "improved (q=0.008)": the verdict with the value it was judged on (the q-value over
+/// the diff's family; end to end, its own p-value).
 fn verdict_words(c: &analysis::Comparison) -> String {
-    match c.p_value {
-        Some(p) if p < 0.001 => format!("{} (p<0.001)", c.verdict),
-        Some(p) => format!("{} (p={p:.3})", c.verdict),
-        None => c.verdict.to_string(),
+    let (name, v) = match (c.q_value, c.p_value) {
+        (Some(q), Some(p)) if q != p => ("q", q),
+        (_, Some(p)) => ("p", p),
+        _ => return c.verdict.to_string(),
+    };
+    if v < 0.001 {
+        format!("{} ({name}<0.001)", c.verdict)
+    } else {
+        format!("{} ({name}={v:.3})", c.verdict)
     }
 }
 
@@ -61,10 +68,9 @@ pub fn change_chart(diff: &Diff) -> Change {
     let mut rows = vec![ChangeRow {
         label: format!("end to end ({})", t.span),
         delta_ns: t.delta.unwrap_or(0.0),
-        interval_ns: t
-            .ci
-            .and_then(|i| Some((i.lo? * base, i.hi? * base)))
-            .filter(|_| base > 0.0),
+        // The interval of the change statistic itself, in ns: the same statistic and
+        // resamples as the headline's.
+        interval_ns: t.delta_ci.and_then(|i| Some((i.lo?, i.hi?))),
         judged: judged(t.verdict),
         verdict: verdict_words(t),
     }];
@@ -76,9 +82,10 @@ pub fn change_chart(diff: &Diff) -> Change {
         rows.push(ChangeRow {
             label: c.span.clone(),
             delta_ns: c.delta.unwrap_or(0.0),
-            interval_ns: item
-                .of_total_ci
-                .and_then(|i| Some((i.lo? * base, i.hi? * base))),
+            interval_ns: c.delta_ci.and_then(|i| Some((i.lo?, i.hi?))).or_else(|| {
+                item.of_total_ci
+                    .and_then(|i| Some((i.lo? * base, i.hi? * base)))
+            }),
             judged: judged(c.verdict),
             verdict: verdict_words(c),
         });

@@ -6,7 +6,10 @@
 //!
 //! - location: the median of the differences (candidate − baseline).
 //! - interval: percentile bootstrap of that median over resampled pairs, drawn from the
-//!   exact bootstrap distribution of a median as in the unpaired case.
+//!   exact bootstrap distribution of a median as in the unpaired case
+//!   ([`bootstrap_median`]); with its relative twin, [`bootstrap_pairs`] resamples whole
+//!   pairs and divides each resample's median difference by the same resample's
+//!   baseline median, which keeps the relative interval at or above −100% (see there).
 //! - test: Wilcoxon signed-rank, two-sided (Wilcoxon, "Individual comparisons by ranking
 //!   methods", Biometrics Bulletin 1 (1945)); zero differences are dropped, ties get
 //!   average ranks; exact null distribution up to 20 non-zero differences, otherwise
@@ -15,7 +18,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{erfc, quantile_sorted, two_sided_tail, Interval, MedianResampler, Sample, Xoshiro};
+use super::{
+    erfc, median_unsorted, quantile_sorted, quantile_with_undefined, two_sided_tail, Interval,
+    MedianResampler, Sample, Xoshiro,
+};
 
 /// Result of a two-sided Wilcoxon signed-rank test of differences against 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -139,6 +145,76 @@ pub fn bootstrap_median(x: &Sample, resamples: usize, level: f64, seed: u64) -> 
     })
 }
 
+/// The two intervals of a paired change, from the same resampled pairs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairedIntervals {
+    /// Median of the per-pair differences, in the values' unit.
+    pub difference: Interval,
+    /// The same median over the resample's baseline median; `None` when every baseline
+    /// value is 0 (no relative change exists).
+    pub relative: Option<Interval>,
+}
+
+/// Percentile bootstrap intervals of the paired change from `resamples` resamples of
+/// whole pairs (baseline, candidate); seeded. Each resample gives the median of its
+/// differences d* and the median of its baseline values b*; the difference interval is
+/// that of d*, the relative one that of d*/b* (resamples with b* = 0 take the outermost
+/// places, as in [`super::bootstrap_relative_change`]).
+///
+/// Why it cannot fall below −100%: with candidate values ≥ 0, each difference c − b is at
+/// least −b, and order statistics keep that order, so median(c − b) ≥ median(−b) =
+/// −median(b) in every resample: d*/b* ≥ −1. Dividing the interval of d* by the whole
+/// sample's baseline median, as a resample-free ratio would, has no such bound (−115.7%
+/// for a span that a candidate removes). On the log-ratio scale the same interval is
+/// that of ln(1 + d*/b*): percentile intervals follow any monotone map, so the bounds are
+/// the same numbers and −100% is ln 0, the candidate's time gone.
+pub fn bootstrap_pairs(
+    pairs: &[(f64, f64)],
+    resamples: usize,
+    level: f64,
+    seed: u64,
+) -> Option<PairedIntervals> {
+    let n = pairs.len();
+    if resamples == 0 || n < 2 {
+        return None;
+    }
+    let mut rng = Xoshiro::seed(seed);
+    let (mut diffs, mut rels) = (Vec::with_capacity(resamples), Vec::with_capacity(resamples));
+    let (mut d, mut b) = (vec![0.0; n], vec![0.0; n]);
+    let mut undefined = 0usize;
+    for _ in 0..resamples {
+        for k in 0..n {
+            let i = ((rng.next_f64() * n as f64) as usize).min(n - 1);
+            let (x, y) = pairs[i];
+            d[k] = y - x;
+            b[k] = x;
+        }
+        let (dm, bm) = (median_unsorted(&mut d), median_unsorted(&mut b));
+        diffs.push(dm);
+        if bm != 0.0 {
+            rels.push(dm / bm);
+        } else {
+            undefined += 1;
+        }
+    }
+    diffs.sort_unstable_by(f64::total_cmp);
+    rels.sort_unstable_by(f64::total_cmp);
+    let tail = (1.0 - level) / 2.0;
+    let any_baseline = pairs.iter().any(|p| p.0 != 0.0);
+    Some(PairedIntervals {
+        difference: Interval {
+            lo: Some(quantile_sorted(&diffs, tail)),
+            hi: Some(quantile_sorted(&diffs, 1.0 - tail)),
+            level,
+        },
+        relative: any_baseline.then(|| Interval {
+            lo: quantile_with_undefined(&rels, undefined, tail, true),
+            hi: quantile_with_undefined(&rels, undefined, 1.0 - tail, false),
+            level,
+        }),
+    })
+}
+
 /// Smallest number of pairs for a verdict at significance `alpha`: all differences of
 /// one sign must reach p < alpha (exact two-sided p = 2 / 2ⁿ), and the resampled median
 /// needs at least 5 values.
@@ -234,6 +310,56 @@ mod tests {
             .collect();
         let t = signed_rank(&sym);
         assert!(!t.exact && t.p_value > 0.5, "{t:?}");
+    }
+
+    #[test]
+    fn paired_relative_interval_never_falls_below_minus_100_percent() {
+        // A span the candidate removes (drop, async): baseline reps vary widely, the
+        // candidate's are 0. Dividing the difference interval by the full-sample median
+        // would reach below -100%; per-resample ratios cannot.
+        let pairs: Vec<(f64, f64)> = [3.1, 9.0, 2.5, 7.7, 3.3, 12.0, 2.9, 8.8, 3.0, 11.0]
+            .iter()
+            .map(|&b| (b, 0.0))
+            .collect();
+        let i = bootstrap_pairs(&pairs, 4000, 0.95, 3).unwrap();
+        let rel = i.relative.unwrap();
+        assert_eq!((rel.lo, rel.hi), (Some(-1.0), Some(-1.0)));
+        let naive_lo = i.difference.lo.unwrap() / 5.5;
+        assert!(naive_lo < -1.0, "{naive_lo}");
+        // A candidate that keeps a little of it: the bound stays above -100%.
+        let pairs: Vec<(f64, f64)> = pairs.iter().map(|p| (p.0, 0.05 * p.0 + 0.1)).collect();
+        let rel = bootstrap_pairs(&pairs, 4000, 0.95, 3)
+            .unwrap()
+            .relative
+            .unwrap();
+        assert!(rel.lo.unwrap() >= -1.0 && rel.hi.unwrap() < -0.8, "{rel:?}");
+        // A zero baseline has no relative change; some zero baselines leave a bound
+        // undefined.
+        let z = bootstrap_pairs(&[(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)], 500, 0.95, 1).unwrap();
+        assert!(z.relative.is_none() && z.difference.lo.unwrap() > 0.0);
+        assert_eq!(bootstrap_pairs(&[(1.0, 2.0)], 500, 0.95, 1), None);
+    }
+
+    #[test]
+    fn paired_difference_interval_agrees_with_the_exact_median_resampler() {
+        // The same differences through whole-pair resampling and the exact distribution
+        // of the resampled median: the percentile bounds agree to a few resamples' noise.
+        let pairs: Vec<(f64, f64)> = (0..15)
+            .map(|i| {
+                (
+                    100.0 + i as f64,
+                    100.0 + i as f64 + ((i * 7) % 11) as f64 - 3.0,
+                )
+            })
+            .collect();
+        let a = bootstrap_pairs(&pairs, 20_000, 0.95, 11)
+            .unwrap()
+            .difference;
+        let d = Sample::new(pairs.iter().map(|(x, y)| y - x).collect()).unwrap();
+        let b = bootstrap_median(&d, 20_000, 0.95, 11).unwrap();
+        for (x, y) in [(a.lo, b.lo), (a.hi, b.hi)] {
+            assert!((x.unwrap() - y.unwrap()).abs() <= 1.0, "{a:?} vs {b:?}");
+        }
     }
 
     #[test]

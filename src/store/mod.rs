@@ -19,6 +19,7 @@
 //! lines are dropped), but refuse a folder that says two things at once: a rep twice in
 //! runs.csv, or a committed rep whose spans are not all there.
 
+pub mod drift;
 pub mod envinfo;
 pub mod external;
 pub(crate) mod gpu_lanes;

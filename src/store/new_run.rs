@@ -62,6 +62,7 @@ impl NewRun {
             external: None,
             profile: Default::default(),
             recorder: Some(trace::cost::recorder_meta()),
+            drift: None,
         }
     }
 }

@@ -482,6 +482,10 @@ pub struct Meta {
     /// span costs. Absent in run folders from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorder: Option<crate::trace::cost::RecorderMeta>,
+    /// The machine's load, clocks and throttling at the start and end of the run
+    /// (absent in runs made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<super::drift::Drift>,
 }
 
 impl Meta {
@@ -516,6 +520,7 @@ impl Meta {
             external: None,
             profile: Default::default(),
             recorder: None,
+            drift: None,
         }
     }
 }

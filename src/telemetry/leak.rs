@@ -2,10 +2,20 @@
 //! and `gpu_mem_used_end_bytes` of runs.csv), and a flag where either grows steadily
 //! across a variant's measured reps.
 //!
-//! A series is flagged when it grows in at least `min_growth_fraction` of its
-//! consecutive steps (default 80 %) and its total growth, last − first, exceeds
-//! `min_total_growth_bytes`. Both conditions matter: allocator noise makes single steps
-//! go up and down (the fraction), and a few pages of growth are no leak (the total).
+//! A leak is memory that is still growing when the run ends, so the watch reads the last
+//! `window` measured reps of a series (default 10; all of them when there are fewer) and
+//! flags it when, over that window,
+//! - at least `min_growth_fraction` of the consecutive steps grew (default 70 %):
+//!   allocator noise makes single steps go up and down;
+//! - the growth, last − first, exceeds `min_total_growth_bytes` (default 16 MiB) and the
+//!   Theil–Sen slope (median of the pairwise slopes; Sen, JASA 63 (1968)) is at least
+//!   `min_rate_bytes_per_rep` (default 1 MiB per rep): a few pages are no leak;
+//! - the second half of the window still grew by at least a quarter of the window's
+//!   growth: memory that rose and then levelled off is a working set filling up.
+//!
+//! A plateau is therefore not a leak however far it rose before (host RSS 1,205 → 1,573
+//! MiB over the first 20 reps of a native-prover run, then flat for 14, is not flagged),
+//! and a leak that starts at any rep is flagged once it has run for `window` reps.
 
 use std::fmt;
 
@@ -43,6 +53,9 @@ pub struct LeakFlag {
     pub growing_steps: usize,
     pub first_bytes: u64,
     pub last_bytes: u64,
+    /// Theil–Sen slope of the window, bytes per rep.
+    #[serde(default)]
+    pub rate_bytes_per_rep: f64,
 }
 
 impl LeakFlag {
@@ -56,7 +69,7 @@ impl fmt::Display for LeakFlag {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         write!(
             f,
-            "variant {:?}: {} grew in {}/{} steps over {} reps, {:.1} → {:.1} MiB (+{:.1} MiB, {:.1} MiB/rep): possible leak",
+            "variant {:?}: {} grew in {}/{} steps over its last {} reps, {:.1} → {:.1} MiB (+{:.1} MiB, {:.1} MiB/rep), still growing at the end: possible leak",
             self.variant,
             self.metric.column(),
             self.growing_steps,
@@ -65,16 +78,19 @@ impl fmt::Display for LeakFlag {
             mib(self.first_bytes),
             mib(self.last_bytes),
             mib(self.growth_bytes()),
-            mib(self.growth_bytes()) / self.reps.saturating_sub(1).max(1) as f64
+            mib(self.rate_bytes_per_rep as u64)
         )
     }
 }
 
-/// Thresholds of the leak watch.
+/// Thresholds of the leak watch (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeakPolicy {
     pub min_growth_fraction: f64,
     pub min_total_growth_bytes: u64,
+    pub min_rate_bytes_per_rep: f64,
+    /// Measured reps the watch reads, from the end.
+    pub window: usize,
     /// Fewer measured reps than this say nothing.
     pub min_reps: usize,
 }
@@ -82,24 +98,59 @@ pub struct LeakPolicy {
 impl Default for LeakPolicy {
     fn default() -> Self {
         LeakPolicy {
-            min_growth_fraction: 0.8,
-            min_total_growth_bytes: 64 << 20,
+            min_growth_fraction: 0.7,
+            min_total_growth_bytes: 16 << 20,
+            min_rate_bytes_per_rep: (1u64 << 20) as f64,
+            window: 10,
             min_reps: 3,
         }
     }
 }
 
-/// Whether one series (in rep order) grows steadily: `Some((growing steps, first, last))`.
-pub fn steady_growth(series: &[u64], policy: &LeakPolicy) -> Option<(usize, u64, u64)> {
-    if series.len() < policy.min_reps.max(2) {
+/// A steadily growing tail of a series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Growth {
+    /// Reps in the window.
+    pub reps: usize,
+    pub growing_steps: usize,
+    pub first: u64,
+    pub last: u64,
+    pub rate_bytes_per_rep: f64,
+}
+
+/// Median of the slopes between every two points (Theil–Sen), per step.
+fn theil_sen(v: &[u64]) -> f64 {
+    let mut slopes = Vec::with_capacity(v.len() * v.len() / 2);
+    for i in 0..v.len() {
+        for j in i + 1..v.len() {
+            slopes.push((v[j] as f64 - v[i] as f64) / (j - i) as f64);
+        }
+    }
+    crate::stats::median(&slopes).unwrap_or(0.0)
+}
+
+/// Whether the tail of one series (in rep order) grows steadily (see the module doc).
+pub fn steady_growth(series: &[u64], policy: &LeakPolicy) -> Option<Growth> {
+    if series.len() < policy.min_reps.max(3) {
         return None;
     }
-    let steps = series.len() - 1;
-    let growing = series.windows(2).filter(|w| w[1] > w[0]).count();
-    let (first, last) = (series[0], series[steps]);
+    let w = &series[series.len().saturating_sub(policy.window.max(3))..];
+    let steps = w.len() - 1;
+    let growing = w.windows(2).filter(|p| p[1] > p[0]).count();
+    let (first, last) = (w[0], w[steps]);
+    let growth = last.saturating_sub(first);
+    let rate = theil_sen(w);
+    let mid = w[w.len() / 2];
     let fraction_ok = growing as f64 >= policy.min_growth_fraction * steps as f64;
-    let total_ok = last.saturating_sub(first) > policy.min_total_growth_bytes;
-    (fraction_ok && total_ok).then_some((growing, first, last))
+    let total_ok = growth > policy.min_total_growth_bytes && rate >= policy.min_rate_bytes_per_rep;
+    let still = last.saturating_sub(mid) as f64 >= 0.25 * growth as f64;
+    (fraction_ok && total_ok && still).then_some(Growth {
+        reps: w.len(),
+        growing_steps: growing,
+        first,
+        last,
+        rate_bytes_per_rep: rate,
+    })
 }
 
 /// Leak flags of a run with the default policy.
@@ -132,14 +183,15 @@ pub fn leak_flags_with(data: &RunData, policy: &LeakPolicy) -> Vec<LeakFlag> {
                     LeakMetric::GpuMemory => r.gpu_mem_used_end_bytes,
                 })
                 .collect();
-            if let Some((growing_steps, first_bytes, last_bytes)) = steady_growth(&series, policy) {
+            if let Some(g) = steady_growth(&series, policy) {
                 out.push(LeakFlag {
                     variant: v.to_string(),
                     metric,
-                    reps: series.len(),
-                    growing_steps,
-                    first_bytes,
-                    last_bytes,
+                    reps: g.reps,
+                    growing_steps: g.growing_steps,
+                    first_bytes: g.first,
+                    last_bytes: g.last,
+                    rate_bytes_per_rep: g.rate_bytes_per_rep,
                 });
             }
         }
@@ -158,38 +210,77 @@ mod tests {
         LeakPolicy::default()
     }
 
-    #[test]
-    fn steady_growth_needs_both_fraction_and_total() {
-        // +100 MiB every rep: flagged.
-        let s: Vec<u64> = (0..6).map(|i| 1000 * MIB + i * 100 * MIB).collect();
-        assert_eq!(
-            steady_growth(&s, &policy()),
-            Some((5, 1000 * MIB, 1500 * MIB))
-        );
-        // Same total growth but in one jump among flat steps: 1/5 growing, not steady.
-        let s = [1000, 1000, 1000, 1500, 1500, 1500].map(|m| m * MIB);
-        assert_eq!(steady_growth(&s, &policy()), None);
-        // Steady but tiny (allocator warm-up): 4 KiB per rep.
-        let s: Vec<u64> = (0..10).map(|i| 1000 * MIB + i * 4096).collect();
-        assert_eq!(steady_growth(&s, &policy()), None);
-        // Noise: up and down around a level.
-        let s = [1000, 1090, 1010, 1100, 990, 1080, 1000].map(|m| m * MIB);
-        assert_eq!(steady_growth(&s, &policy()), None);
+    fn growth(s: &[u64]) -> Option<(usize, u64, u64)> {
+        steady_growth(s, &policy()).map(|g| (g.growing_steps, g.first, g.last))
     }
 
     #[test]
-    fn the_eighty_percent_boundary() {
-        // 5 steps, 4 growing (80 %): flagged; 3 growing (60 %): not.
-        let four = [100, 200, 300, 290, 400, 500].map(|m| m * MIB);
-        assert_eq!(steady_growth(&four, &policy()).map(|g| g.0), Some(4));
-        let three = [100, 200, 190, 300, 290, 500].map(|m| m * MIB);
-        assert_eq!(steady_growth(&three, &policy()), None);
-        // Too short to say.
-        assert_eq!(steady_growth(&[100 * MIB, 900 * MIB], &policy()), None);
-        assert_eq!(steady_growth(&[], &policy()), None);
-        // Shrinking is never a leak.
+    fn steady_growth_needs_fraction_total_and_rate() {
+        // +100 MiB every rep: flagged.
+        let s: Vec<u64> = (0..6).map(|i| 1000 * MIB + i * 100 * MIB).collect();
+        assert_eq!(growth(&s), Some((5, 1000 * MIB, 1500 * MIB)));
+        // Same total growth but in one jump among flat steps: not steady.
+        let s = [1000, 1000, 1000, 1500, 1500, 1500].map(|m| m * MIB);
+        assert_eq!(growth(&s), None);
+        // Steady but tiny (allocator warm-up): 4 KiB per rep.
+        let s: Vec<u64> = (0..10).map(|i| 1000 * MIB + i * 4096).collect();
+        assert_eq!(growth(&s), None);
+        // Noise: up and down around a level.
+        let s = [1000, 1090, 1010, 1100, 990, 1080, 1000].map(|m| m * MIB);
+        assert_eq!(growth(&s), None);
+        // Too short to say; shrinking is never a leak.
+        assert_eq!(growth(&[100 * MIB, 900 * MIB]), None);
+        assert_eq!(growth(&[]), None);
         let down: Vec<u64> = (0..6).map(|i| 2000 * MIB - i * 100 * MIB).collect();
-        assert_eq!(steady_growth(&down, &policy()), None);
+        assert_eq!(growth(&down), None);
+    }
+
+    /// Host RSS of a native-prover A/A run on the H200: 1,205 → 1,573 MiB over the first
+    /// 20 reps (the working set filling up), then flat for 14, with a few hundred KiB of
+    /// allocator noise. The old rule (80 % of all steps growing, 64 MiB in all) flagged
+    /// it at 24.6 MiB/rep.
+    fn plateau() -> Vec<u64> {
+        let mut s: Vec<u64> = (0..20)
+            .map(|i| 1205 * MIB + (368 * MIB * i as u64) / 19 + (i % 3) as u64 * 300 * 1024)
+            .collect();
+        s.extend((0..14).map(|i| 1573 * MIB + (i % 4) as u64 * 256 * 1024));
+        s
+    }
+
+    #[test]
+    fn a_plateau_is_not_a_leak() {
+        let s = plateau();
+        assert_eq!((s[0] >> 20, s[19] >> 20, s.len()), (1205, 1573, 34));
+        assert_eq!(growth(&s), None);
+        // Part-way up it is still growing: flagged then, as it should be.
+        assert!(growth(&s[..15]).is_some());
+        // Levelling off inside the window: the second half grew too little.
+        let s: Vec<u64> = (0..10)
+            .map(|i| 1000 * MIB + (i.min(6) as u64) * 40 * MIB)
+            .collect();
+        assert_eq!(growth(&s), None);
+    }
+
+    #[test]
+    fn a_leak_is_flagged_within_ten_reps_wherever_it_starts() {
+        // 4 MiB per rep (what the debug leak hook adds in tests/soak.rs), after a plateau.
+        let mut s = plateau();
+        let top = *s.last().unwrap();
+        for n in 1..=10u64 {
+            s.push(top + n * 4 * MIB + (n % 2) * 200 * 1024);
+            let flagged = growth(&s).is_some();
+            // The window of 10 holds the leak's steps once it ran 7 reps (70 % of 9).
+            assert_eq!(flagged, n >= 7, "after {n} leaking reps");
+        }
+        let g = steady_growth(&s, &policy()).unwrap();
+        assert!(
+            (g.rate_bytes_per_rep / MIB as f64 - 4.0).abs() < 0.2,
+            "{g:?}"
+        );
+        assert_eq!(g.reps, 10);
+        // A leak from the first rep: flagged by its 10th.
+        let s: Vec<u64> = (0..10).map(|i| 600 * MIB + i * 2 * MIB).collect();
+        assert!(growth(&s).is_some());
     }
 
     fn data(rows: Vec<RunRow>) -> RunData {

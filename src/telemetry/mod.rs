@@ -301,6 +301,14 @@ impl Telemetry {
         }
     }
 
+    /// Each GPU's clocks and throttle reasons now; empty without NVML.
+    pub fn gpu_clocks(&self) -> Vec<crate::store::envinfo::GpuClockState> {
+        match &self.nvml {
+            Ok(p) => p.clock_states(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// meta.json's `gpu` section.
     pub fn gpu_meta(&self) -> GpuMeta {
         let mut m = GpuMeta {

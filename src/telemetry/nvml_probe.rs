@@ -35,6 +35,30 @@ impl NvmlProbe {
         &self.nvml
     }
 
+    /// Each GPU's SM and memory clocks and its current throttle reasons (meta.json's
+    /// `drift`).
+    pub fn clock_states(&self) -> Vec<crate::store::envinfo::GpuClockState> {
+        (0..self.gpus)
+            .filter_map(|i| {
+                let d = self.nvml.device_by_index(i).ok()?;
+                let throttle_reasons = d
+                    .current_throttle_reasons()
+                    .map(|r| {
+                        r.iter_names()
+                            .map(|(name, _)| name.to_lowercase())
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default();
+                Some(crate::store::envinfo::GpuClockState {
+                    index: i,
+                    sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+                    mem_clock_mhz: d.clock_info(Clock::Memory).ok(),
+                    throttle_reasons,
+                })
+            })
+            .collect()
+    }
+
     /// meta.json's device entries and versions.
     pub fn device_info(&self) -> DeviceInfo {
         let n = &self.nvml;

@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""One CSV line of a diff's headline: RUN_DIR/diff.json (gapscope diff --format json).
+
+usage: headline_row.py RUN_DIR WALL_S
+"""
+import csv
+import json
+import sys
+
+run_dir, wall = sys.argv[1], sys.argv[2]
+d = json.load(open(f"{run_dir}/diff.json"))
+h = d["headline"]
+e2e = h["end_to_end"]["verdict"]
+e2e = e2e if isinstance(e2e, str) else next(iter(e2e))
+changes = [f'{c["span"]} ({c["measure"]}) {c["verdict"]}' for c in h["changes"]]
+fam = h.get("family", {})
+named = len(changes) + h.get("more_changes", 0) + (1 if e2e in ("regressed", "improved") else 0)
+w = csv.writer(sys.stdout)
+w.writerow([
+    run_dir, wall, e2e, named,
+    fam.get("comparisons", ""), fam.get("survivors", ""), fam.get("uncorrected", ""),
+    "; ".join(changes),
+])
