@@ -12,6 +12,7 @@ mod report;
 mod run;
 mod selftest;
 mod summary;
+mod sweep;
 mod upstream;
 mod worker;
 
@@ -87,6 +88,10 @@ pub enum Command {
     /// tell), 128 on an error (which stops `git bisect run`).
     #[command(name = "bisect-step")]
     BisectStep(bisect::StepArgs),
+    /// Sweep an experiment over axes (revisions, sizes, knobs, GPUs) as independent
+    /// cells: plan them, run them here, as a Slurm job array or a Kubernetes Indexed
+    /// Job, follow their state and collect their run folders.
+    Sweep(sweep::SweepArgs),
     /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
     #[command(name = "__protocol", hide = true)]
     Protocol,
@@ -175,6 +180,7 @@ pub fn run() -> Result<()> {
         Command::CudaCheck(a) => cuda_check::run(a),
         Command::GpuSelftest(a) => selftest::run(a),
         Command::Bisect(a) => bisect::run(a),
+        Command::Sweep(a) => sweep::run(a),
         Command::BisectStep(a) => bisect::run_step(a),
         Command::Protocol => {
             println!("{}", crate::experiment::revs::WORKER_PROTOCOL);

@@ -19,7 +19,7 @@ pub mod runner;
 pub mod schedule;
 pub mod setup;
 pub mod spec;
-mod spec_checks;
+pub(crate) mod spec_checks;
 pub mod watchdog;
 pub mod worker;
 

@@ -27,7 +27,7 @@ const MAX_NAME: usize = 64;
 /// Experiment and variant names name folders, CSV cells and table columns: 1 to 64
 /// letters, digits, '-', '_' and '.', starting with a letter or digit (so never `..`, a
 /// hidden folder, a path, a comma, a quote or a line break).
-pub(super) fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
+pub(crate) fn check_name(what: &str, name: &str, why: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
