@@ -31,6 +31,7 @@ pub mod stats;
 pub mod store;
 pub mod summary;
 pub mod summary_external;
+pub mod sweep;
 pub mod telemetry;
 pub mod trace;
 pub mod units;

@@ -14,6 +14,7 @@ mod run;
 mod run_cmd;
 mod selftest;
 mod summary;
+mod sweep;
 mod upstream;
 mod worker;
 
@@ -108,6 +109,10 @@ pub enum Command {
     /// write span lines: `t0=$(gapscope now)`. The cost of one call (a process start) is
     /// in docs/external-programs.md.
     Now(now::NowArgs),
+    /// Sweep an experiment over axes (revisions, sizes, knobs, GPUs) as independent
+    /// cells: plan them, run them here, as a Slurm job array or a Kubernetes Indexed
+    /// Job, follow their state and collect their run folders.
+    Sweep(sweep::SweepArgs),
     /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
     #[command(name = "__protocol", hide = true)]
     Protocol,
@@ -228,6 +233,7 @@ pub fn run() -> Result<()> {
         Command::CudaCheck(a) => cuda_check::run(a),
         Command::GpuSelftest(a) => selftest::run(a),
         Command::Bisect(a) => bisect::run(a),
+        Command::Sweep(a) => sweep::run(a),
         Command::BisectStep(a) => bisect::run_step(a),
         Command::Now(a) => now::run(a),
         Command::Protocol => {

@@ -1,0 +1,278 @@
+//! Slurm: one sbatch job-array script per GPU count, one array task per cell, throttled
+//! with `--array=0-N%K`, requeued by Slurm when preempted or failed (`--requeue`), its
+//! log per task (`%A_%a`, appended across attempts). A task runs `gapscope sweep cell`,
+//! which resumes the cell's folder, so a requeued task continues rather than restarts.
+//! Submission records the job ids in `slurm.json`; state comes from `squeue` (and
+//! `sacct` where the cluster keeps accounting).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::spec::SlurmOptions;
+use super::{by_gpus, Manifest, SweepDir};
+
+/// Where params go on a node when the sweep file does not say: node-local, so that
+/// each node makes each size's params once, and cells on it share them.
+pub const DEFAULT_NODE_PARAMS: &str = "/tmp/gapscope-params";
+const JOBS: &str = "slurm.json";
+
+/// One submitted job array.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Job {
+    pub job_id: String,
+    pub gpus: u32,
+    /// Cell index of each array task.
+    pub cells: Vec<usize>,
+    pub script: String,
+    pub submitted_utc: String,
+}
+
+/// Single-quotes `s` for bash.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The job-array script for the cells `cells` (all needing `gpus` GPUs).
+pub fn script(
+    sweep: &SweepDir,
+    manifest: &Manifest,
+    opts: &SlurmOptions,
+    gapscope: &Path,
+    gpus: u32,
+    cells: &[usize],
+) -> String {
+    let mut s = String::from("#!/bin/bash\n");
+    let mut sb = |line: String| {
+        s.push_str("#SBATCH ");
+        s.push_str(&line);
+        s.push('\n');
+    };
+    sb(format!("--job-name=gapscope-{}-g{gpus}", manifest.name));
+    let last = cells.len().saturating_sub(1);
+    match opts.throttle {
+        Some(k) => sb(format!("--array=0-{last}%{k}")),
+        None => sb(format!("--array=0-{last}")),
+    }
+    let logs = sweep.logs_dir();
+    sb(format!("--output={}/%A_%a.out", logs.display()));
+    sb("--open-mode=append".into());
+    sb("--requeue".into());
+    if gpus > 0 {
+        sb(format!("--gres=gpu:{gpus}"));
+    }
+    if let Some(p) = &opts.partition {
+        sb(format!("--partition={p}"));
+    }
+    if let Some(a) = &opts.account {
+        sb(format!("--account={a}"));
+    }
+    if let Some(t) = &opts.time {
+        sb(format!("--time={t}"));
+    }
+    if let Some(c) = opts.cpus_per_task {
+        sb(format!("--cpus-per-task={c}"));
+    }
+    if let Some(m) = &opts.mem {
+        sb(format!("--mem={m}"));
+    }
+    for e in &opts.extra {
+        sb(e.clone());
+    }
+    let params = opts
+        .params_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_NODE_PARAMS));
+    let map: Vec<String> = cells.iter().map(|c| c.to_string()).collect();
+    s.push_str(&format!(
+        "# gapscope sweep {:?}: array task i runs cell {{{}}}[i]; a requeued task resumes\n\
+         # the cell's run folder (no rep is measured twice).\n\
+         set -euo pipefail\n\
+         echo \"gapscope sweep: task $SLURM_ARRAY_TASK_ID on $(hostname), attempt $(( ${{SLURM_RESTART_COUNT:-0}} + 1 ))\"\n\
+         exec {} sweep cell {} --task \"$SLURM_ARRAY_TASK_ID\" --cells {} --params-dir {}\n",
+        manifest.name,
+        map.join(","),
+        sh_quote(&gapscope.display().to_string()),
+        sh_quote(&sweep.dir.display().to_string()),
+        map.join(","),
+        sh_quote(&params.display().to_string()),
+    ));
+    s
+}
+
+/// `sbatch` exists and answers: checked before any script is written.
+pub fn check_sbatch(sbatch: &str) -> Result<()> {
+    let out = Command::new(sbatch).arg("--version").output();
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => anyhow::bail!(
+            "{sbatch} --version failed ({}): {}; is this a Slurm submit host?",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => anyhow::bail!(
+            "{sbatch} cannot be run ({e}): run on a Slurm submit host, pass --sbatch PATH, \
+             or use --local (or --write-only to write the scripts without submitting)"
+        ),
+    }
+}
+
+/// Writes every group's script; submits each unless `write_only`, and records the
+/// jobs. Returns the jobs (with empty ids when only written).
+pub fn submit(
+    sweep: &SweepDir,
+    manifest: &Manifest,
+    opts: &SlurmOptions,
+    gapscope: &Path,
+    sbatch: &str,
+    write_only: bool,
+) -> Result<Vec<Job>> {
+    if !write_only {
+        check_sbatch(sbatch)?;
+    }
+    let mut jobs = Vec::new();
+    for (gpus, cells) in by_gpus(&manifest.cells) {
+        let text = script(sweep, manifest, opts, gapscope, gpus, &cells);
+        let path = sweep.dir.join(format!("slurm-g{gpus}.sbatch"));
+        std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+        let mut job = Job {
+            job_id: String::new(),
+            gpus,
+            cells,
+            script: path.display().to_string(),
+            submitted_utc: chrono::Utc::now().to_rfc3339(),
+        };
+        if !write_only {
+            let out = Command::new(sbatch)
+                .arg("--parsable")
+                .arg(&path)
+                .output()
+                .with_context(|| format!("cannot run {sbatch}"))?;
+            if !out.status.success() {
+                // Keep what was submitted before this one.
+                record(sweep, &jobs)?;
+                anyhow::bail!(
+                    "sbatch refused {} ({}): {}",
+                    path.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            let id = String::from_utf8_lossy(&out.stdout);
+            // --parsable prints "jobid" or "jobid;cluster".
+            job.job_id = id.trim().split(';').next().unwrap_or("").to_string();
+            if job.job_id.is_empty() || !job.job_id.chars().all(|c| c.is_ascii_digit()) {
+                record(sweep, &jobs)?;
+                anyhow::bail!(
+                    "sbatch printed no job id for {}: {:?}",
+                    path.display(),
+                    id.trim()
+                );
+            }
+        }
+        jobs.push(job);
+    }
+    if !write_only {
+        record(sweep, &jobs)?;
+    }
+    Ok(jobs)
+}
+
+fn record(sweep: &SweepDir, jobs: &[Job]) -> Result<()> {
+    let mut all = recorded(sweep);
+    all.extend(jobs.iter().cloned());
+    let p = sweep.dir.join(JOBS);
+    std::fs::write(&p, serde_json::to_vec_pretty(&all)?)
+        .with_context(|| format!("cannot write {}", p.display()))
+}
+
+/// The jobs submitted for this sweep so far.
+pub fn recorded(sweep: &SweepDir) -> Vec<Job> {
+    std::fs::read(sweep.dir.join(JOBS))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// A cell's scheduler state: `squeue`'s for a task still queued or running, else
+/// `sacct`'s where accounting is kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskState {
+    pub cell: usize,
+    pub state: String,
+    pub reason: String,
+}
+
+/// Asks `squeue` (then `sacct`) for every task of the recorded jobs. A scheduler that
+/// does not answer gives no states and a note, never an error: the folders still tell.
+pub fn task_states(sweep: &SweepDir) -> (Vec<TaskState>, Vec<String>) {
+    let mut states = Vec::new();
+    let mut notes = Vec::new();
+    for job in recorded(sweep).iter().filter(|j| !j.job_id.is_empty()) {
+        let q = Command::new("squeue")
+            .args(["-h", "-r", "-j", &job.job_id, "-o", "%i|%T|%r"])
+            .output();
+        let mut seen = std::collections::BTreeSet::new();
+        match q {
+            Ok(o) if o.status.success() => {
+                for line in String::from_utf8_lossy(&o.stdout).lines() {
+                    if let Some(t) = parse_squeue_line(line, job) {
+                        seen.insert(t.cell);
+                        states.push(t);
+                    }
+                }
+            }
+            Ok(o) => notes.push(format!(
+                "squeue -j {}: {}",
+                job.job_id,
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => notes.push(format!("squeue cannot be run ({e})")),
+        }
+        let a = Command::new("sacct")
+            .args(["-n", "-P", "-X", "-j", &job.job_id, "-o", "JobID,State"])
+            .output();
+        match a {
+            Ok(o) if o.status.success() => {
+                for line in String::from_utf8_lossy(&o.stdout).lines() {
+                    if let Some(t) = parse_squeue_line(&format!("{line}|"), job) {
+                        if !seen.contains(&t.cell) {
+                            states.push(t);
+                        }
+                    }
+                }
+            }
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                if !err.is_empty() {
+                    notes.push(format!(
+                        "sacct: {err} (finished tasks are told by their folders)"
+                    ));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    (states, notes)
+}
+
+/// `JOBID_TASK|STATE|REASON` → the cell's state (`None` for the array's summary line or
+/// another job's).
+pub fn parse_squeue_line(line: &str, job: &Job) -> Option<TaskState> {
+    let mut parts = line.split('|');
+    let id = parts.next()?.trim();
+    let state = parts.next()?.trim().to_string();
+    let reason = parts.next().unwrap_or("").trim().to_string();
+    let (jid, task) = id.split_once('_')?;
+    if jid != job.job_id {
+        return None;
+    }
+    let task: usize = task.parse().ok()?;
+    Some(TaskState {
+        cell: *job.cells.get(task)?,
+        state,
+        reason,
+    })
+}
