@@ -34,6 +34,9 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
         delta: Some(cand - base),
         relative: Some(r),
         ci: None,
+        delta_ci: None,
+        q_value: None,
+        rule: None,
         p_value: Some(if noisy { 0.4 } else { 0.004 }),
         verdict: if noisy || r.abs() < 0.025 {
             Verdict::Unchanged
