@@ -7,11 +7,13 @@ mod completions;
 mod cuda_check;
 mod diff;
 mod export;
+mod history;
 mod params;
 mod report;
 mod run;
 mod selftest;
 mod summary;
+mod track;
 mod upstream;
 mod worker;
 
@@ -87,6 +89,14 @@ pub enum Command {
     /// tell), 128 on an error (which stops `git bisect run`).
     #[command(name = "bisect-step")]
     BisectStep(bisect::StepArgs),
+    /// History across commits: store run folders (`add`, `import`), show a metric over
+    /// first-parent commits with its steps (`show`), list steps (`regressions`), and
+    /// bisect a step (`bisect`).
+    History(history::HistoryArgs),
+    /// For CI: run an experiment at HEAD, store it in the history, and judge HEAD against
+    /// the last N commits on this host; a suspected step is re-run against its parent,
+    /// interleaved. Prints a Markdown summary. Exit 4 only when a step is confirmed.
+    Track(track::TrackArgs),
     /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
     #[command(name = "__protocol", hide = true)]
     Protocol,
@@ -176,6 +186,8 @@ pub fn run() -> Result<()> {
         Command::GpuSelftest(a) => selftest::run(a),
         Command::Bisect(a) => bisect::run(a),
         Command::BisectStep(a) => bisect::run_step(a),
+        Command::History(a) => history::run(a),
+        Command::Track(a) => track::run(a),
         Command::Protocol => {
             println!("{}", crate::experiment::revs::WORKER_PROTOCOL);
             Ok(())
