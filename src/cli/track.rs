@@ -131,7 +131,12 @@ pub fn run(a: TrackArgs) -> Result<()> {
             if s.points.last().map(|p| p.sha.as_str()) != Some(head.as_str()) {
                 continue;
             }
-            let analysed = series::analyse(s.clone(), &detect);
+            // The commits before HEAD alone give the noise and the steps, so that HEAD's
+            // own jump does not widen the noise it is judged against.
+            let mut prior = s.clone();
+            let head_point = prior.points.pop().expect("ends at HEAD");
+            let head_value = stats::median(&head_point.values).unwrap_or(f64::NAN);
+            let analysed = series::analyse(prior, &detect);
             for st in analysed
                 .steps
                 .iter()
@@ -139,7 +144,6 @@ pub fn run(a: TrackArgs) -> Result<()> {
             {
                 notes.push(format!("- earlier step in this window: {}", step_line(st)));
             }
-            let n = s.points.len();
             let last_step = analysed
                 .steps
                 .iter()
@@ -147,8 +151,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
                 .map(|st| st.step.index)
                 .max()
                 .unwrap_or(0);
-            let before: Vec<f64> = analysed.detection.medians[last_step..n - 1].to_vec();
-            let head_value = analysed.detection.medians[n - 1];
+            let before: Vec<f64> = analysed.detection.medians[last_step..].to_vec();
             let before_median = stats::median(&before).unwrap_or(f64::NAN);
             let judged = if before.len() < detect.min_segment {
                 Judged::TooFew(before.len())
