@@ -48,4 +48,7 @@ fn main() {
 PROBE_EOF
 cmp -s examples/.span_probe.rs.new examples/span_probe.rs || cp examples/.span_probe.rs.new examples/span_probe.rs
 T="${CARGO_TARGET_DIR:-target}"
-cargo build --release --example span_probe && cp "$T/release/examples/span_probe" span_probe.bin
+# The target dir is shared and cargo names a package's artefacts alike in every
+# worktree, so the next commit's build replaces this one's: the worktree keeps its
+# own copy, and a copy newer than the probe's source is this commit's build.
+[ span_probe.bin -nt examples/span_probe.rs ] || { cargo build --release --example span_probe && cp "$T/release/examples/span_probe" span_probe.bin; }

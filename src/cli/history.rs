@@ -91,6 +91,27 @@ impl Select {
     }
 }
 
+/// The detector's tuning (defaults: those measured in evidence/history_detector/).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Tune {
+    /// Fewest measured commits on each side of a step (a short backfill may need 3;
+    /// below 5 two spikes side by side can make a step).
+    #[arg(long, default_value_t = DetectOptions::default().min_segment)]
+    min_segment: usize,
+}
+
+impl Tune {
+    pub fn options(&self) -> Result<DetectOptions> {
+        if self.min_segment < 2 {
+            bail!("--min-segment {} must be at least 2", self.min_segment);
+        }
+        Ok(DetectOptions {
+            min_segment: self.min_segment,
+            ..DetectOptions::default()
+        })
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Text,
@@ -131,6 +152,8 @@ enum HistoryCommand {
         db: Db,
         #[command(flatten)]
         select: Select,
+        #[command(flatten)]
+        tune: Tune,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Write <DIR>/<metric>-<workload>-<host>.svg and .png per series.
@@ -143,6 +166,8 @@ enum HistoryCommand {
         db: Db,
         #[command(flatten)]
         select: Select,
+        #[command(flatten)]
+        tune: Tune,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Leave out suspected steps.
@@ -156,6 +181,8 @@ enum HistoryCommand {
         db: Db,
         /// The step's id, as `history show` and `history regressions` print it.
         step: String,
+        #[command(flatten)]
+        tune: Tune,
         /// The experiment to bisect with (default: the stored copy of the run that
         /// measured the step's first commit).
         #[arg(long)]
@@ -215,18 +242,21 @@ pub fn run(a: HistoryArgs) -> Result<()> {
         HistoryCommand::Show {
             db,
             select,
+            tune,
             format,
             chart,
-        } => show(&db, &select, format, chart.as_deref()),
+        } => show(&db, &select, &tune.options()?, format, chart.as_deref()),
         HistoryCommand::Regressions {
             db,
             select,
+            tune,
             format,
             confirmed,
-        } => regressions(&db, &select, format, confirmed),
+        } => regressions(&db, &select, &tune.options()?, format, confirmed),
         HistoryCommand::Bisect {
             db,
             step,
+            tune,
             experiment,
             threshold,
             reps,
@@ -237,6 +267,7 @@ pub fn run(a: HistoryArgs) -> Result<()> {
         } => bisect_step(
             &db,
             &step,
+            &tune.options()?,
             experiment.as_deref(),
             threshold,
             reps,
@@ -337,7 +368,13 @@ pub fn step_line(s: &StepRecord) -> String {
     )
 }
 
-fn show(db: &Db, select: &Select, format: Format, chart_dir: Option<&Path>) -> Result<()> {
+fn show(
+    db: &Db,
+    select: &Select,
+    opts: &DetectOptions,
+    format: Format,
+    chart_dir: Option<&Path>,
+) -> Result<()> {
     if select.metric.is_none() {
         bail!("history show needs --metric SPAN.MEASURE (e.g. prove.total); `history regressions` covers every metric");
     }
@@ -351,7 +388,7 @@ fn show(db: &Db, select: &Select, format: Format, chart_dir: Option<&Path>) -> R
     }
     let analysed: Vec<Analysed> = all
         .into_iter()
-        .map(|s| series::analyse(s, &DetectOptions::default()))
+        .map(|s| series::analyse(s, opts))
         .collect();
     if let Some(dir) = chart_dir {
         for a in &analysed {
@@ -412,9 +449,15 @@ fn show(db: &Db, select: &Select, format: Format, chart_dir: Option<&Path>) -> R
     Ok(())
 }
 
-fn regressions(db: &Db, select: &Select, format: Format, confirmed: bool) -> Result<()> {
+fn regressions(
+    db: &Db,
+    select: &Select,
+    opts: &DetectOptions,
+    format: Format,
+    confirmed: bool,
+) -> Result<()> {
     let conn = open_existing(db)?;
-    let mut steps = series::regressions(&conn, &select.filter()?, &DetectOptions::default())?;
+    let mut steps = series::regressions(&conn, &select.filter()?, opts)?;
     if confirmed {
         steps.retain(|s| s.step.verdict != StepVerdict::Suspected);
     }
@@ -459,6 +502,7 @@ fn first_variant(text: &str, name: &str) -> Result<String> {
 fn bisect_step(
     db: &Db,
     id: &str,
+    opts: &DetectOptions,
     experiment: Option<&Path>,
     threshold: Option<f64>,
     reps: Option<u32>,
@@ -468,7 +512,7 @@ fn bisect_step(
     format: Format,
 ) -> Result<()> {
     let conn = open_existing(db)?;
-    let step = series::find_step(&conn, id, &DetectOptions::default())?;
+    let step = series::find_step(&conn, id, opts)?;
     let metric = Metric::parse(&step.key.metric).map_err(|e| {
         anyhow::anyhow!(
             "{e}; bisect measures these, so step {id} on {} cannot be bisected",

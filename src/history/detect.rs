@@ -7,7 +7,7 @@
 //!    noise σ is the spread *between* commits, taken from successive differences of the
 //!    medians (a step or a slow drift barely moves them): the root mean square of the
 //!    90% smallest |Δ|, divided by √2 and corrected for the trim (×1.267 for normal
-//!    noise). It is never smaller than the spread within commits (1.4826·MAD/√k of the
+//!    noise); under 20 commits, where one step is past the trim, the median |Δ|. It is never smaller than the spread within commits (1.4826·MAD/√k of the
 //!    reps, scaled for a median). asv weights each point by its own interval; when the
 //!    runs of one commit agree more than runs of different commits do (a reboot, another
 //!    CPU placement, a bimodal allocator), those weights make every wobble a step.
@@ -180,7 +180,11 @@ fn noise(medians: &[f64], points: &[Vec<f64>]) -> (f64, String) {
         .collect();
     diffs.sort_by(f64::total_cmp);
     let keep = ((diffs.len() as f64) * 0.9).ceil() as usize;
-    let between = if diffs.len() >= 5 {
+    // Under 20 differences one step is a tenth of them or more, past the trim: take
+    // the median |Δ| (normal-consistent: σ = median|Δ| / (0.6745·√2)) instead.
+    let between = if diffs.len() >= 2 && diffs.len() < 20 {
+        diffs[diffs.len() / 2] / (0.6745 * std::f64::consts::SQRT_2)
+    } else if diffs.len() >= 20 {
         let kept = &diffs[..keep.min(diffs.len())];
         let ms = kept.iter().map(|d| d * d).sum::<f64>() / kept.len() as f64;
         ms.sqrt() / std::f64::consts::SQRT_2 * TRIM_CORRECTION

@@ -88,10 +88,19 @@ fn workload_key(run: &RunData) -> String {
     }
 }
 
+/// Knobs that say where a variant's code came from, not what it ran: the same variant
+/// at many commits is one series.
+const PLACE_KNOBS: [&str; 3] = ["rev", "repo", "subject_dir"];
+
 /// A variant's knobs and backend (not its name, nor its revision).
 fn variant_key(v: &store::VariantMeta) -> String {
     let mut parts = vec![format!("backend={}", v.backend)];
-    parts.extend(v.knobs.iter().map(|(k, val)| format!("{k}={val}")));
+    parts.extend(
+        v.knobs
+            .iter()
+            .filter(|(k, _)| !PLACE_KNOBS.contains(&k.as_str()))
+            .map(|(k, val)| format!("{k}={val}")),
+    );
     parts.join(",")
 }
 
