@@ -386,10 +386,7 @@ fn show(
             select.metric.as_deref().unwrap_or_default()
         );
     }
-    let analysed: Vec<Analysed> = all
-        .into_iter()
-        .map(|s| series::analyse(s, opts))
-        .collect();
+    let analysed: Vec<Analysed> = all.into_iter().map(|s| series::analyse(s, opts)).collect();
     if let Some(dir) = chart_dir {
         for a in &analysed {
             match chart::write(a, dir) {

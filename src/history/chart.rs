@@ -42,7 +42,7 @@ where
     for t in nice_ticks(lo - pad, hi + pad, 6) {
         let y = ys.px(t);
         c.line(&[(x0, y), (x1, y)], RGBColor(230, 230, 230).to_rgba(), 1)?;
-        c.text(&format!("{t:.4}"), (x0 - 6, y), 10, BLACK, Align::Right)?;
+        c.text(&tick(t), (x0 - 6, y), 10, BLACK, Align::Right)?;
     }
     for s in &a.steps {
         let x = (xs.px(s.step.index as f64 - 1.0) + xs.px(s.step.index as f64)) / 2;
@@ -110,6 +110,15 @@ where
         Align::Center,
     )?;
     Ok(())
+}
+
+/// A tick label short enough for the margin: 1.5e9 rather than 1500000000.0000.
+fn tick(v: f64) -> String {
+    if v != 0.0 && !(1e-3..1e5).contains(&v.abs()) {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.4}")
+    }
 }
 
 fn file_stem(a: &Analysed) -> String {

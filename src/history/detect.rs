@@ -133,7 +133,7 @@ pub fn detect(points: &[Vec<f64>], opts: &DetectOptions) -> Detection {
     if medians.len() >= 2 * m && noise > 0.0 && medians.iter().all(|v| v.is_finite()) {
         let weak = potts_l1(&medians, noise, opts.weak_penalty, m);
         let (strict, dropped) = strict_pass(&medians, noise, &weak, opts);
-        let all: Vec<usize> = strict.iter().copied().collect();
+        let all: Vec<usize> = strict.to_vec();
         for &t in &strict {
             let s = judge(&medians, noise, &all, t, opts, true);
             if s.change.abs() >= opts.min_change {
@@ -219,8 +219,7 @@ fn potts_l1(y: &[f64], sigma: f64, beta: f64, m: usize) -> Vec<usize> {
         }
         let mut sorted: Vec<f64> = Vec::with_capacity(MAX_SEGMENT);
         let mut sum_sorted = 0.0;
-        for j in i..n.min(i + MAX_SEGMENT) {
-            let v = y[j];
+        for (j, &v) in y.iter().enumerate().take(n.min(i + MAX_SEGMENT)).skip(i) {
             let at = sorted.partition_point(|&x| x < v);
             sorted.insert(at, v);
             sum_sorted += v;
