@@ -21,6 +21,7 @@ pub mod experiment;
 pub mod export;
 pub mod fsx;
 pub mod markup;
+pub mod history;
 pub mod plot;
 pub mod profile;
 pub mod protocol;

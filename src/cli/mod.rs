@@ -8,6 +8,7 @@ mod cuda_check;
 mod diff;
 mod export;
 mod now;
+mod history;
 mod params;
 mod report;
 mod run;
@@ -15,6 +16,7 @@ mod run_cmd;
 mod selftest;
 mod summary;
 mod sweep;
+mod track;
 mod upstream;
 mod worker;
 
@@ -113,6 +115,14 @@ pub enum Command {
     /// cells: plan them, run them here, as a Slurm job array or a Kubernetes Indexed
     /// Job, follow their state and collect their run folders.
     Sweep(sweep::SweepArgs),
+    /// History across commits: store run folders (`add`, `import`), show a metric over
+    /// first-parent commits with its steps (`show`), list steps (`regressions`), and
+    /// bisect a step (`bisect`).
+    History(history::HistoryArgs),
+    /// For CI: run an experiment at HEAD, store it in the history, and judge HEAD against
+    /// the last N commits on this host; a suspected step is re-run against its parent,
+    /// interleaved. Prints a Markdown summary. Exit 4 only when a step is confirmed.
+    Track(track::TrackArgs),
     /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
     #[command(name = "__protocol", hide = true)]
     Protocol,
@@ -236,6 +246,8 @@ pub fn run() -> Result<()> {
         Command::Sweep(a) => sweep::run(a),
         Command::BisectStep(a) => bisect::run_step(a),
         Command::Now(a) => now::run(a),
+        Command::History(a) => history::run(a),
+        Command::Track(a) => track::run(a),
         Command::Protocol => {
             println!("{}", crate::experiment::revs::WORKER_PROTOCOL);
             Ok(())

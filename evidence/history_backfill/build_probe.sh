@@ -1,0 +1,54 @@
+#!/bin/sh
+# The build step of span_cost_history.toml, run in a commit's worktree.
+set -e
+mkdir -p examples && cat > examples/.span_probe.rs.new <<'PROBE_EOF'
+//! Span cost probe of one revision: opens 1,000,000 spans (enter + exit, no counters) on
+//! gapscope's recorder, in chunks of 10,000 under a root drained between chunks, and
+//! reports the timed loops as one span line, `span_loop`, whose duration is the sum of
+//! the loops: its milliseconds read as nanoseconds per span. Every revision of the
+//! recorder since the first has the calls used here.
+use std::time::Instant;
+
+use gapscope::trace::{self, Span};
+
+const SPANS: u64 = 1_000_000;
+const CHUNK: u64 = 10_000;
+
+fn chunk() -> u64 {
+    let root = Span::enter("probe_root");
+    let t0 = Instant::now();
+    for _ in 0..CHUNK {
+        let s = Span::enter("probe_span");
+        std::hint::black_box(&s);
+    }
+    let el = t0.elapsed().as_nanos() as u64;
+    let t = root.trace();
+    drop(root);
+    trace::drain_trace(t);
+    el
+}
+
+fn main() {
+    trace::set_counters_enabled(false);
+    // Warm-up: the thread's buffers and the clock's vDSO page.
+    for _ in 0..5 {
+        chunk();
+    }
+    let start_ns = trace::now_ns();
+    let mut loop_ns = 0;
+    for _ in 0..SPANS / CHUNK {
+        loop_ns += chunk();
+    }
+    println!(
+        "@gapscope1 X {} {start_ns} {loop_ns} span_loop spans={SPANS} ns_per_span={:.1}",
+        std::process::id(),
+        loop_ns as f64 / SPANS as f64
+    );
+}
+PROBE_EOF
+cmp -s examples/.span_probe.rs.new examples/span_probe.rs || cp examples/.span_probe.rs.new examples/span_probe.rs
+T="${CARGO_TARGET_DIR:-target}"
+# The target dir is shared and cargo names a package's artefacts alike in every
+# worktree, so the next commit's build replaces this one's: the worktree keeps its
+# own copy, and a copy newer than the probe's source is this commit's build.
+[ span_probe.bin -nt examples/span_probe.rs ] || { cargo build --release --example span_probe && cp "$T/release/examples/span_probe" span_probe.bin; }

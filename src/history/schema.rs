@@ -1,0 +1,125 @@
+//! The history database's schema (SQLite, compiled in through rusqlite's `bundled`),
+//! created on first open and checked on every later one. docs/history.md describes each
+//! table; this file is the one that creates them.
+//!
+//! Rows are only ever inserted (`INSERT OR IGNORE` on their natural keys), never
+//! updated or deleted, with one exception: a commit's first-parent position is filled in
+//! where it was unknown. So importing a folder again changes nothing already stored.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::HistoryError;
+
+/// Bumped on any change of the tables below; an older database is refused with the
+/// reason rather than read wrongly.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS schema_info (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- A machine, by what makes its numbers comparable (hostnames change, reboots move
+-- MemTotal by a few MB: memory is bucketed, the hostname is only shown).
+CREATE TABLE IF NOT EXISTS hosts (
+    id           TEXT PRIMARY KEY,   -- first 12 hex digits of sha256(fingerprint)
+    fingerprint  TEXT NOT NULL UNIQUE,
+    cpu_model    TEXT NOT NULL,
+    cpu_cores    INTEGER NOT NULL,
+    gpu_model    TEXT NOT NULL,      -- e.g. '2x NVIDIA H200', or 'none'
+    gpu_driver   TEXT NOT NULL,      -- NVML's driver version, or 'none'
+    memory_bucket TEXT NOT NULL,     -- e.g. '256 GiB' (half-octave buckets)
+    hostname     TEXT NOT NULL       -- as first seen
+);
+-- A commit and its place on a branch's first-parent history (0 = the root commit).
+CREATE TABLE IF NOT EXISTS commits (
+    sha          TEXT PRIMARY KEY,
+    branch       TEXT NOT NULL,
+    position     INTEGER,            -- NULL: not on the branch's first-parent path
+    subject      TEXT NOT NULL,
+    committed_utc TEXT NOT NULL
+);
+-- One imported run folder (a run, or one step of a bisect).
+CREATE TABLE IF NOT EXISTS runs (
+    key          TEXT PRIMARY KEY,   -- '<host id>/<experiment>/<run_id>'
+    kind         TEXT NOT NULL,      -- 'run' or 'bisect_step'
+    path         TEXT NOT NULL,      -- where it was imported from
+    experiment   TEXT NOT NULL,
+    experiment_toml TEXT NOT NULL,   -- the folder's experiment copy
+    host_id      TEXT NOT NULL REFERENCES hosts(id),
+    created_utc  TEXT NOT NULL,
+    imported_utc TEXT NOT NULL
+);
+-- What is measured: a workload, a variant's knobs, and a metric
+-- ('SPAN.total|self|critical_self|process_cpu|COUNTER').
+CREATE TABLE IF NOT EXISTS series (
+    id           INTEGER PRIMARY KEY,
+    workload     TEXT NOT NULL,
+    variant_key  TEXT NOT NULL,
+    metric       TEXT NOT NULL,
+    UNIQUE (workload, variant_key, metric)
+);
+-- One value of one measured rep.
+CREATE TABLE IF NOT EXISTS samples (
+    run_key      TEXT NOT NULL REFERENCES runs(key),
+    variant      TEXT NOT NULL,      -- the variant's name in that run
+    rep          INTEGER NOT NULL,
+    series_id    INTEGER NOT NULL REFERENCES series(id),
+    commit_sha   TEXT NOT NULL REFERENCES commits(sha),
+    host_id      TEXT NOT NULL REFERENCES hosts(id),
+    value        REAL NOT NULL,
+    PRIMARY KEY (run_key, variant, rep, series_id)
+);
+CREATE INDEX IF NOT EXISTS samples_by_series ON samples (series_id, host_id, commit_sha);
+";
+
+/// Opens (creating when absent) the database at `path`.
+pub fn open(path: &Path) -> Result<Connection, HistoryError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| HistoryError::Open {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    }
+    let open_err = |e: rusqlite::Error| HistoryError::Open {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let conn = Connection::open(path).map_err(open_err)?;
+    // A rollback journal with full syncs: a killed import leaves the last committed
+    // folder and nothing of the one it was in.
+    conn.execute_batch(
+        "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )
+    .map_err(open_err)?;
+    conn.execute_batch(TABLES).map_err(open_err)?;
+    let found: Option<String> = conn
+        .query_row(
+            "SELECT value FROM schema_info WHERE key = 'version'",
+            [],
+            |r| r.get(0),
+        )
+        .ok();
+    match found {
+        None => {
+            conn.execute(
+                "INSERT INTO schema_info (key, value) VALUES ('version', ?1)",
+                [SCHEMA_VERSION.to_string()],
+            )
+            .map_err(open_err)?;
+        }
+        Some(v) if v == SCHEMA_VERSION.to_string() => {}
+        Some(v) => {
+            return Err(HistoryError::Open {
+                path: path.to_path_buf(),
+                message: format!(
+                    "schema version {v}, this gapscope reads version {SCHEMA_VERSION}: \
+                     use the gapscope that wrote it, or import the run folders into a new file"
+                ),
+            })
+        }
+    }
+    Ok(conn)
+}

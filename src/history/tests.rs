@@ -1,0 +1,169 @@
+//! The history store on synthetic run folders: import, idempotence, skipped folders,
+//! hosts, series order and steps.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::*;
+use crate::analysis::synthetic::SyntheticRun;
+use crate::store;
+
+/// A synthetic run folder at `dir` whose gapscope ran at `sha` on `host`, its span
+/// `prove` longer with `scale`.
+fn folder(dir: &Path, sha: &str, host: &str, scale: f64, seed: u64) {
+    let mut r = SyntheticRun::new();
+    r.experiment = "hist".into();
+    r.reps = 4;
+    r.noise = 0.01;
+    r.seed = seed;
+    r.hostname = host.into();
+    r.variants.truncate(1);
+    let name = r.variants[0].name.clone();
+    // Unattributed time in the GPU wrapper: prove.total (about 1.1 s) grows by
+    // (scale - 1) x 1 s.
+    r.variant_mut(&name).gpu_gap_ns = ((scale - 1.0) * 1e9) as u64;
+    r.write(dir).unwrap();
+    let mut meta = store::read_meta(dir).unwrap();
+    meta.git.revision = Some(sha.into());
+    meta.run_id = format!("run-{sha}-{seed}");
+    meta.host.cpu_model = format!("cpu of {host}");
+    store::write_meta(dir, &meta).unwrap();
+}
+
+fn ctx(shas: &[&str]) -> ImportContext {
+    let positions: HashMap<String, i64> = shas
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.to_string(), i as i64))
+        .collect();
+    ImportContext::with_positions(Path::new("."), "main", positions)
+}
+
+fn count(conn: &rusqlite::Connection) -> i64 {
+    conn.query_row("SELECT COUNT(*) FROM samples", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_folder_imports_once_and_again_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("r1");
+    folder(&dir, "aaaa", "h1", 1.0, 1);
+    let mut conn = schema::open(&tmp.path().join("h.sqlite")).unwrap();
+    let c = ctx(&["aaaa"]);
+    let first = import::import_folder(&mut conn, &dir, &c, false).unwrap();
+    let Imported::Stored {
+        values, already, ..
+    } = first
+    else {
+        panic!("{first:?}")
+    };
+    assert!(values > 50, "{values}");
+    assert_eq!(already, 0);
+    let n = count(&conn);
+    let sum: f64 = conn
+        .query_row("SELECT SUM(value) FROM samples", [], |r| r.get(0))
+        .unwrap();
+    let again = import::import_folder(&mut conn, &dir, &c, false).unwrap();
+    assert_eq!(
+        again,
+        Imported::Stored {
+            dir: dir.clone(),
+            values: 0,
+            already: values,
+            commits: vec!["aaaa".into()]
+        }
+    );
+    assert_eq!(count(&conn), n);
+    let sum2: f64 = conn
+        .query_row("SELECT SUM(value) FROM samples", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sum, sum2);
+    // Every measure of the root span is there.
+    for m in ["total", "self", "critical_self"] {
+        let k: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM samples s JOIN series se ON se.id = s.series_id WHERE se.metric = ?1",
+                [format!("prove.{m}")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(k, 4, "prove.{m}");
+    }
+}
+
+#[test]
+fn bad_folders_are_skipped_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let cut = tmp.path().join("cut");
+    folder(&cut, "aaaa", "h1", 1.0, 1);
+    let spans = cut.join(store::SPANS);
+    let text = std::fs::read_to_string(&spans).unwrap();
+    std::fs::write(&spans, &text[..text.len() - 7]).unwrap();
+    let mut conn = schema::open(&tmp.path().join("h.sqlite")).unwrap();
+    let c = ctx(&["aaaa"]);
+    for (d, words) in [(&empty, "no meta.json"), (&cut, "spans.csv")] {
+        match import::import_folder(&mut conn, d, &c, false).unwrap() {
+            Imported::Skipped { reason, .. } => assert!(reason.contains(words), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(count(&conn), 0);
+}
+
+#[test]
+fn a_tree_of_hosts_gives_a_series_per_host_in_commit_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shas = [
+        "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "ca", "cb",
+    ];
+    for (i, sha) in shas.iter().enumerate() {
+        for host in ["h1", "h2"] {
+            // Import order must not matter: folders named backwards.
+            let d = tmp.path().join(host).join(format!("{:02}", 20 - i));
+            let scale = if i >= 6 { 1.5 } else { 1.0 };
+            folder(&d, sha, host, scale, i as u64);
+        }
+    }
+    let mut conn = schema::open(&tmp.path().join("h.sqlite")).unwrap();
+    let dirs = import::run_folders(tmp.path());
+    assert_eq!(dirs.len(), 24);
+    let out = import::import_all(&mut conn, &dirs, &ctx(&shas), Default::default()).unwrap();
+    assert!(out.iter().all(|o| matches!(o, Imported::Stored { .. })));
+    let filter = Filter {
+        metric: Some("prove.total".into()),
+        ..Default::default()
+    };
+    let series = series::load(&conn, &filter).unwrap();
+    assert_eq!(series.len(), 2);
+    for s in series {
+        let order: Vec<&str> = s.points.iter().map(|p| p.sha.as_str()).collect();
+        assert_eq!(order, shas);
+        let a = series::analyse(s, &DetectOptions::default());
+        let confirmed: Vec<_> = a
+            .steps
+            .iter()
+            .filter(|s| s.step.verdict == StepVerdict::Regressed)
+            .collect();
+        assert_eq!(
+            confirmed.len(),
+            1,
+            "{:?} {:?} σ {}",
+            a.steps,
+            a.detection.medians,
+            a.detection.noise
+        );
+        assert_eq!(confirmed[0].last_before, "c5");
+        assert_eq!(confirmed[0].first_after, "c6");
+    }
+    let steps = series::regressions(&conn, &filter, &DetectOptions::default()).unwrap();
+    let id = &steps[0].id;
+    assert_eq!(
+        &series::find_step(&conn, id, &DetectOptions::default())
+            .unwrap()
+            .id,
+        id
+    );
+}
