@@ -90,6 +90,10 @@ impl TryFrom<WorkloadFile> for Workload {
                 command,
                 build: f.build,
                 dir: f.dir,
+                capture: crate::capture::CaptureSpec {
+                    log_spans: f.log_spans,
+                    nvtx: f.nvtx,
+                },
             };
             external.check()?;
             return Ok(Workload {
@@ -100,9 +104,9 @@ impl TryFrom<WorkloadFile> for Workload {
                 external: Some(external),
             });
         }
-        if f.build.is_some() || f.dir.is_some() {
+        if f.build.is_some() || f.dir.is_some() || f.nvtx || !f.log_spans.is_empty() {
             return Err(
-                "workload: build and dir go with command = [\"prog\", \"args\"]; \
+                "workload: build, dir, nvtx and log_spans go with command = [\"prog\", \"args\"]; \
                         add command, or remove them"
                     .into(),
             );
@@ -133,6 +137,8 @@ impl From<Workload> for WorkloadFile {
                 command: Some(e.command),
                 build: e.build,
                 dir: e.dir,
+                log_spans: e.capture.log_spans,
+                nvtx: e.capture.nvtx,
                 ..WorkloadFile::default()
             },
             None => WorkloadFile {
