@@ -80,7 +80,11 @@ fn the_gap_between_the_two_lines_is_the_wrappers_unattributed_time() {
         assert!(w.self_ns >= 55_000_000, "entry 20 ms + drop 40 ms: {w:?}");
         let root = mine.iter().find(|s| s.parent_id.is_none()).unwrap();
         assert_eq!(w.parent_id, Some(root.span_id));
-        assert!(root.attrs.contains("\"unparseable_lines\":0"), "{}", root.attrs);
+        assert!(
+            root.attrs.contains("\"unparseable_lines\":0"),
+            "{}",
+            root.attrs
+        );
     }
 }
 
@@ -123,6 +127,10 @@ fn lines_that_match_badly_are_counted_and_the_rep_still_counts() {
     let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
     assert!(d.runs.iter().all(|r| r.status == RepStatus::Ok));
     for root in d.spans.iter().filter(|s| s.parent_id.is_none()) {
-        assert!(root.attrs.contains("\"unparseable_lines\":1"), "{}", root.attrs);
+        assert!(
+            root.attrs.contains("\"unparseable_lines\":1"),
+            "{}",
+            root.attrs
+        );
     }
 }

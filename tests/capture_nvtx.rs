@@ -28,14 +28,20 @@ fn nvtx_include() -> PathBuf {
         .arg("nvidia-nvtx")
         .status()
         .is_ok_and(|s| s.success());
-    assert!(ok, "NVTX headers: set NVTX_INCLUDE to a folder with nvtx3/, or let pip fetch nvidia-nvtx");
+    assert!(
+        ok,
+        "NVTX headers: set NVTX_INCLUDE to a folder with nvtx3/, or let pip fetch nvidia-nvtx"
+    );
     let unzip = "import glob,zipfile,sys; zipfile.ZipFile(glob.glob(sys.argv[1]+'/*.whl')[0]).extractall(sys.argv[1])";
     let ok = Command::new("python3")
         .args(["-c", unzip])
         .arg(&dir)
         .status()
         .is_ok_and(|s| s.success());
-    assert!(ok && inc.join("nvtx3/nvToolsExt.h").is_file(), "no nvtx3 headers in the wheel");
+    assert!(
+        ok && inc.join("nvtx3/nvToolsExt.h").is_file(),
+        "no nvtx3 headers in the wheel"
+    );
     inc
 }
 
@@ -91,32 +97,64 @@ fn nvtx_ranges_of_an_unmodified_program_become_nested_spans() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = demo(tmp.path());
     let d = run(tmp.path(), &exe, &[]);
-    assert!(d.runs.iter().all(|r| r.status == RepStatus::Ok), "{:?}", d.runs);
+    assert!(
+        d.runs.iter().all(|r| r.status == RepStatus::Ok),
+        "{:?}",
+        d.runs
+    );
     let pid_of = |v: &str| d.runs.iter().find(|r| r.variant == v).unwrap().pid as u64;
     for v in ["plain", "open", "fork"] {
         let s = spans(&d, v);
-        let one = |n: &str| *s.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("{n} in {v}: {s:?}"));
+        let one = |n: &str| {
+            *s.iter()
+                .find(|x| x.name == n)
+                .unwrap_or_else(|| panic!("{n} in {v}: {s:?}"))
+        };
         let (outer, inner, dom) = (one("outer"), one("inner"), one("domain_range"));
         assert_eq!(inner.parent_id, Some(outer.span_id));
         assert!(inner.duration_ns >= 20_000_000);
         assert_eq!(dom.parent_id, Some(outer.span_id));
-        assert!(dom.attrs.contains("\"payload\":4096") && dom.attrs.contains("gs_demo"), "{}", dom.attrs);
+        assert!(
+            dom.attrs.contains("\"payload\":4096") && dom.attrs.contains("gs_demo"),
+            "{}",
+            dom.attrs
+        );
         let h = one("handoff");
-        assert_eq!(h.thread_id, pid_of(v), "a start/end range is on its starting thread");
+        assert_eq!(
+            h.thread_id,
+            pid_of(v),
+            "a start/end range is on its starting thread"
+        );
         assert!(h.duration_ns >= 5_000_000);
         assert!(!outer.attrs.contains("unmatched_begin"));
     }
     let open = spans(&d, "open");
     let pushed = open.iter().find(|s| s.name == "left_pushed").unwrap();
-    assert!(pushed.attrs.contains("\"unmatched_begin\":true"), "{}", pushed.attrs);
+    assert!(
+        pushed.attrs.contains("\"unmatched_begin\":true"),
+        "{}",
+        pushed.attrs
+    );
     let started = open.iter().find(|s| s.name == "left_started").unwrap();
-    assert!(started.attrs.contains("nvtx_open_at_exit"), "{}", started.attrs);
+    assert!(
+        started.attrs.contains("nvtx_open_at_exit"),
+        "{}",
+        started.attrs
+    );
     let fork = spans(&d, "fork");
     let child = fork.iter().find(|s| s.name == "child_range").unwrap();
-    assert_ne!(child.thread_id, pid_of("fork"), "the child's range is on the child's thread");
+    assert_ne!(
+        child.thread_id,
+        pid_of("fork"),
+        "the child's range is on the child's thread"
+    );
     // The child's extra pop closed nothing of the parent's.
     let root = fork.iter().find(|s| s.parent_id.is_none()).unwrap();
-    assert!(root.attrs.contains("\"unmatched_ends\":0"), "{}", root.attrs);
+    assert!(
+        root.attrs.contains("\"unmatched_ends\":0"),
+        "{}",
+        root.attrs
+    );
 }
 
 #[test]
@@ -130,6 +168,11 @@ fn a_missing_injection_library_fails_the_reps_with_what_to_do() {
     );
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Failed);
-        assert!(r.error.contains("GAPSCOPE_NVTX_LIBRARY=/nonexistent/libnvtx.so does not exist"), "{}", r.error);
+        assert!(
+            r.error
+                .contains("GAPSCOPE_NVTX_LIBRARY=/nonexistent/libnvtx.so does not exist"),
+            "{}",
+            r.error
+        );
     }
 }

@@ -59,8 +59,7 @@ impl ChildCapture {
         }
         if spec.nvtx {
             let lib = inject::nvtx_library().map_err(|e| e.to_string())?;
-            c.env
-                .push((inject::NVTX_ENV.into(), lib.into_os_string()));
+            c.env.push((inject::NVTX_ENV.into(), lib.into_os_string()));
         }
         Ok(c)
     }

@@ -59,10 +59,7 @@ fn finished(f: &Finished<'_>) {
         counters: None,
         process_cpu_ns: Some(f.process_cpu_ns),
     };
-    FINISHED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(rec);
+    FINISHED.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
 }
 
 static SINK: HostSink = HostSink { current, finished };

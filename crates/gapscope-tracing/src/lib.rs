@@ -204,7 +204,8 @@ impl<S: Subscriber> Layer<S> for GapscopeLayer {
         if let Mode::Off = self.mode {
             return;
         }
-        self.open.with(id.into_u64(), |o| values.record(&mut o.attrs));
+        self.open
+            .with(id.into_u64(), |o| values.record(&mut o.attrs));
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {

@@ -61,7 +61,9 @@ fn run(f: impl FnOnce()) -> Vec<Got> {
 }
 
 fn by_name<'a>(got: &'a [Got], name: &str) -> &'a Got {
-    got.iter().find(|g| g.name == name).unwrap_or_else(|| panic!("no {name} in {got:?}"))
+    got.iter()
+        .find(|g| g.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {got:?}"))
 }
 
 #[test]
@@ -96,7 +98,10 @@ fn children_nest_under_their_parent_on_this_thread_and_on_another() {
     assert_eq!(by_name(&got, "inner").parent, outer.id);
     let w = by_name(&got, "on_worker");
     assert_eq!(w.parent, outer.id);
-    assert_ne!(w.tid, outer.tid, "the worker span is on the worker's thread");
+    assert_ne!(
+        w.tid, outer.tid,
+        "the worker span is on the worker's thread"
+    );
     assert_eq!(w.attrs, vec![("i".into(), "-3".into())]);
     assert_eq!(by_name(&got, "worker_child").parent, w.id);
     for g in &got {
@@ -107,7 +112,10 @@ fn children_nest_under_their_parent_on_this_thread_and_on_another() {
 #[test]
 fn a_root_nests_under_the_hosts_open_span_and_children_inherit_its_trace() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let host = HostContext { id: 4096, trace: 4096 };
+    let host = HostContext {
+        id: 4096,
+        trace: 4096,
+    };
     HOST_OPEN.lock().unwrap().push((thread_id(), host));
     let got = run(|| {
         let _a = tracing::info_span!("a").entered();

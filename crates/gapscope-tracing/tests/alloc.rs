@@ -87,7 +87,10 @@ fn spans_in_host_mode_allocate_nothing_in_the_layer() {
 #[test]
 fn spans_in_line_mode_allocate_nothing() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
     // SAFETY: set before any thread of this test binary reads the environment.
     unsafe { std::env::set_var("GAPSCOPE_SPAN_FD", null.as_raw_fd().to_string()) };
     let layer = gapscope_tracing::layer();

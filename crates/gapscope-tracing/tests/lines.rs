@@ -34,7 +34,10 @@ fn spans_become_complete_lines_with_ids_parents_and_fields() {
     let k = lines.iter().find(|l| l.contains(" kernels ")).unwrap();
     let o = lines.iter().find(|l| l.contains(" gpu_prove ")).unwrap();
     assert!(o.starts_with("@gapscope1 X "), "{o}");
-    assert!(o.contains(" bytes=4096") && o.contains(" what=[1,_2]"), "{o}");
+    assert!(
+        o.contains(" bytes=4096") && o.contains(" what=[1,_2]"),
+        "{o}"
+    );
     let id = o.split(' ').find_map(|w| w.strip_prefix("gs.id=")).unwrap();
     assert!(k.contains(&format!(" gs.parent={id}")), "{k} under {o}");
     let tid = |l: &str| l.split(' ').nth(2).unwrap().to_string();

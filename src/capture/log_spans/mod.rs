@@ -226,7 +226,8 @@ impl LogMatcher {
                     match r {
                         Ok((start, end)) => {
                             self.counts.protocol_lines += 1;
-                            self.spans.push((i, self.span(rule, start, end, attrs_of(re, &c))));
+                            self.spans
+                                .push((i, self.span(rule, start, end, attrs_of(re, &c))));
                         }
                         Err(why) => self.bad(text, format!("{}: {why}", rule.name)),
                     }
@@ -269,7 +270,13 @@ impl LogMatcher {
         }
     }
 
-    fn span(&self, rule: &Rule, start: u64, end: u64, attrs: Vec<(String, AttrValue)>) -> ParsedSpan {
+    fn span(
+        &self,
+        rule: &Rule,
+        start: u64,
+        end: u64,
+        attrs: Vec<(String, AttrValue)>,
+    ) -> ParsedSpan {
         ParsedSpan {
             name: rule.name.clone(),
             tid: self.tid,
@@ -298,7 +305,9 @@ impl LogMatcher {
             s.unmatched = true;
             self.spans.push((i, s));
         }
-        let ids: Vec<u64> = (0..self.spans.len() as u64).map(|k| LOG_ID_BASE + k).collect();
+        let ids: Vec<u64> = (0..self.spans.len() as u64)
+            .map(|k| LOG_ID_BASE + k)
+            .collect();
         let mut parents = vec![None; self.spans.len()];
         for (k, (i, s)) in self.spans.iter().enumerate() {
             let Some(pname) = &self.patterns.rules[*i].parent else {
@@ -380,7 +389,10 @@ fn attrs_of(re: &Regex, c: &regex::Captures) -> Vec<(String, AttrValue)> {
     re.capture_names()
         .flatten()
         .filter(|g| !RESERVED.contains(g))
-        .filter_map(|g| c.name(g).map(|m| (g.to_string(), protocol::value(m.as_str()))))
+        .filter_map(|g| {
+            c.name(g)
+                .map(|m| (g.to_string(), protocol::value(m.as_str())))
+        })
         .collect()
 }
 

@@ -3,7 +3,10 @@
 use super::*;
 
 fn rules(entries: &[(&str, LogSpanRule)]) -> BTreeMap<String, LogSpanRule> {
-    entries.iter().map(|(n, r)| (n.to_string(), r.clone())).collect()
+    entries
+        .iter()
+        .map(|(n, r)| (n.to_string(), r.clone()))
+        .collect()
 }
 
 fn duration(re: &str, parent: Option<&str>) -> LogSpanRule {
@@ -23,8 +26,14 @@ fn attr(s: &ParsedSpan, k: &str) -> Option<AttrValue> {
 #[test]
 fn the_wrappers_gap_is_what_its_inner_span_leaves() {
     let p = LogPatterns::new(&rules(&[
-        ("gpu_prove", duration(r"GPU prove complete gpu_ms=(?P<ms>\d+)", None)),
-        ("kernels", duration(r"GPU prove time: (?P<s>[0-9.]+)s", Some("gpu_prove"))),
+        (
+            "gpu_prove",
+            duration(r"GPU prove complete gpu_ms=(?P<ms>\d+)", None),
+        ),
+        (
+            "kernels",
+            duration(r"GPU prove time: (?P<s>[0-9.]+)s", Some("gpu_prove")),
+        ),
     ]))
     .unwrap();
     let mut m = LogMatcher::new(std::sync::Arc::new(p), 7, 0);
@@ -71,12 +80,18 @@ fn begin_end_pairs_nest_and_take_a_timestamp_group_and_attributes() {
         .iter()
         .find(|s| attr(s, "what") == Some(AttrValue::Str("inner".into())))
         .unwrap();
-    assert_eq!((inner.start_ns, inner.end_ns), (11_000_000_000, 11_250_000_000));
+    assert_eq!(
+        (inner.start_ns, inner.end_ns),
+        (11_000_000_000, 11_250_000_000)
+    );
     let outer = spans
         .iter()
         .find(|s| attr(s, "what") == Some(AttrValue::Str("synth".into())))
         .unwrap();
-    assert_eq!((outer.start_ns, outer.end_ns), (10_500_000_000, 12_000_000_000));
+    assert_eq!(
+        (outer.start_ns, outer.end_ns),
+        (10_500_000_000, 12_000_000_000)
+    );
     let open = spans.iter().find(|s| s.unmatched).unwrap();
     assert_eq!(open.end_ns, 20_000_000_000);
 }
@@ -95,7 +110,9 @@ fn lines_that_match_badly_are_counted_with_an_example() {
     let (spans, counts, samples) = m.finish(7_000_000_000);
     assert_eq!(counts.unparseable, 3, "{samples:?}");
     assert_eq!(spans.len(), 1);
-    assert!(samples.iter().any(|s| s.contains("is not a length of time")));
+    assert!(samples
+        .iter()
+        .any(|s| s.contains("is not a length of time")));
     assert!(samples.iter().any(|s| s.contains("no \"w\" span holds it")));
 }
 
@@ -103,9 +120,15 @@ fn lines_that_match_badly_are_counted_with_an_example() {
 fn bad_entries_are_refused_with_what_to_write() {
     let bad_re = LogPatterns::new(&rules(&[("x", duration(r"took (?P<ms>[0-9+ ms", None))]));
     let msg = bad_re.err().unwrap().to_string();
-    assert!(msg.starts_with("workload.log_spans.x.duration: regex parse error"), "{msg}");
+    assert!(
+        msg.starts_with("workload.log_spans.x.duration: regex parse error"),
+        "{msg}"
+    );
     let no_group = LogPatterns::new(&rules(&[("x", duration(r"took (\d+) ms", None))]));
-    assert!(matches!(no_group, Err(LogSpanError::NoDurationGroup { .. })));
+    assert!(matches!(
+        no_group,
+        Err(LogSpanError::NoDurationGroup { .. })
+    ));
     let half = LogPatterns::new(&rules(&[(
         "x",
         LogSpanRule {
