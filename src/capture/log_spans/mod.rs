@@ -141,6 +141,9 @@ impl LogPatterns {
     }
 }
 
+/// A span's attributes, as the protocol's parser gives them.
+type Attrs = Vec<(String, AttrValue)>;
+
 /// Reads a program's lines against the patterns (one matcher for all its streams).
 pub struct LogMatcher {
     patterns: std::sync::Arc<LogPatterns>,
@@ -148,7 +151,8 @@ pub struct LogMatcher {
     tid: u64,
     /// Wall clock minus span clock, in ns, at the rep's start.
     wall_offset_ns: i128,
-    open: HashMap<usize, Vec<(u64, Vec<(String, AttrValue)>)>>,
+    /// Begins not yet ended, per entry: their time and attributes.
+    open: HashMap<usize, Vec<(u64, Attrs)>>,
     spans: Vec<(usize, ParsedSpan)>,
     counts: LineCounts,
     samples: Vec<String>,
@@ -292,7 +296,7 @@ impl LogMatcher {
     /// its parent (as `gs.id` / `gs.parent` attributes, which the rows follow) and
     /// returns the spans, the counts and a few examples of bad lines.
     pub fn finish(mut self, end_ns: u64) -> (Vec<ParsedSpan>, LineCounts, Vec<String>) {
-        let mut open: Vec<(usize, u64, Vec<(String, AttrValue)>)> = self
+        let mut open: Vec<(usize, u64, Attrs)> = self
             .open
             .drain()
             .flat_map(|(i, v)| v.into_iter().map(move |(t, a)| (i, t, a)))
