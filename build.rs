@@ -54,6 +54,7 @@ fn main() {
         .warnings(true)
         .compile("gapscope_trace_selftest");
     emit_demos();
+    nvtx_injection();
     // Callgrind's client requests (emulated counters). Uses valgrind's headers where
     // installed; without them the functions are no-ops that say so at run time.
     println!("cargo:rerun-if-changed=cuda/callgrind_requests.c");
@@ -365,4 +366,24 @@ fn emit_demos() {
         assert!(status.success(), "compiling {src} failed ({status})");
         println!("cargo:rustc-env={var}={}", path.display());
     }
+}
+
+/// Builds the NVTX injection library (cuda/nvtx_inject.c) as a shared object with the
+/// host C compiler: no CUDA needed. src/capture/inject.rs embeds it.
+fn nvtx_injection() {
+    let src = "cuda/nvtx_inject.c";
+    println!("cargo:rerun-if-changed={src}");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR")).join("libgapscope_nvtx.so");
+    let mut b = cc::Build::new();
+    b.warnings(true).opt_level(2);
+    let status = b
+        .get_compiler()
+        .to_command()
+        .args(["-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-o"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler for {src}: {e}"));
+    assert!(status.success(), "compiling {src} failed ({status})");
+    println!("cargo:rustc-env=GAPSCOPE_NVTX_LIB={}", out.display());
 }

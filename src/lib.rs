@@ -14,6 +14,7 @@
 
 pub mod analysis;
 pub mod bisect;
+pub mod capture;
 pub mod cli;
 pub mod counters;
 pub use gapscope_emit as emit;

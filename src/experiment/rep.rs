@@ -112,7 +112,9 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         .unwrap_or_default();
     gpu.notes.splice(0..0, tel_notes);
     ctx.debug.leak();
-    let spans = trace::drain_trace(trace_id);
+    let mut spans = trace::drain_trace(trace_id);
+    // `tracing` spans of the code the rep ran (the layer installed at start-up).
+    crate::capture::tracing_sink::drain_into(trace_id, &mut spans);
     let profile = sampling.map(|s| {
         let iv: Vec<_> = spans
             .iter()

@@ -189,6 +189,8 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
+    // `tracing` spans of the code in-process reps run are recorded with their spans.
+    crate::capture::tracing_sink::install();
     let mut variants = exp.resolved_variants();
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));

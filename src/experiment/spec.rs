@@ -91,6 +91,10 @@ impl TryFrom<WorkloadFile> for Workload {
                 build: f.build,
                 prepare: f.prepare,
                 dir: f.dir,
+                capture: crate::capture::CaptureSpec {
+                    log_spans: f.log_spans,
+                    nvtx: f.nvtx,
+                },
             };
             external.check()?;
             return Ok(Workload {
@@ -101,9 +105,14 @@ impl TryFrom<WorkloadFile> for Workload {
                 external: Some(external),
             });
         }
-        if f.build.is_some() || f.dir.is_some() || f.prepare.is_some() {
+        if f.build.is_some()
+            || f.dir.is_some()
+            || f.prepare.is_some()
+            || f.nvtx
+            || !f.log_spans.is_empty()
+        {
             return Err(
-                "workload: build, prepare and dir go with command = [\"prog\", \"args\"]; \
+                "workload: build, prepare, dir, nvtx and log_spans go with command = [\"prog\", \"args\"]; \
                         add command, or remove them"
                     .into(),
             );
@@ -135,6 +144,8 @@ impl From<Workload> for WorkloadFile {
                 build: e.build,
                 prepare: e.prepare,
                 dir: e.dir,
+                log_spans: e.capture.log_spans,
+                nvtx: e.capture.nvtx,
                 ..WorkloadFile::default()
             },
             None => WorkloadFile {

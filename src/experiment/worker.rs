@@ -75,6 +75,8 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
     if let Some(w) = a.debug_worker {
         w.act();
     }
+    // `tracing` spans of the code this worker runs (a patched dependency) are recorded.
+    crate::capture::tracing_sink::install();
     let (exp, _) = Experiment::load_copy(&a.run_dir, store::EXPERIMENT_COPY)?;
     let (vi, v) = exp
         .resolved_variants()

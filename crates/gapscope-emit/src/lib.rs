@@ -21,6 +21,8 @@ use std::sync::{Mutex, OnceLock};
 pub const FD_ENV: &str = "GAPSCOPE_SPAN_FD";
 const PREFIX: &str = "@gapscope1 ";
 const MAX_LINE: usize = 4096;
+/// Longest line body (after the prefix) [`write_line_bytes`] writes.
+pub const MAX_BODY: usize = MAX_LINE - PREFIX.len();
 
 // The two libc calls this crate needs, declared here so that it has no dependencies
 // (std links libc on Linux already).
@@ -105,6 +107,34 @@ pub fn write_line(body: &str) {
         Sink::Fd(f) => f.write_all(line.as_bytes()),
         Sink::Stderr => std::io::stderr().write_all(line.as_bytes()),
     };
+}
+
+/// Writes one protocol line from `body` (without prefix or newline) with no allocation:
+/// the line is put together on the stack, for emitters whose hot path must not allocate
+/// (the `tracing` layer). Same limit and error handling as [`write_line`].
+pub fn write_line_bytes(body: &[u8]) {
+    let len = PREFIX.len() + body.len();
+    if len > MAX_LINE {
+        return;
+    }
+    let mut line = [0u8; MAX_LINE + 1];
+    line[..PREFIX.len()].copy_from_slice(PREFIX.as_bytes());
+    line[PREFIX.len()..len].copy_from_slice(body);
+    line[len] = b'\n';
+    let mut s = sink().lock().unwrap_or_else(|e| e.into_inner());
+    let _ = match &mut *s {
+        Sink::Fd(f) => f.write_all(&line[..=len]),
+        Sink::Stderr => std::io::stderr().write_all(&line[..=len]),
+    };
+}
+
+/// Whether `GAPSCOPE_SPAN_FD` names a span pipe (a descriptor above 2): the program runs
+/// under gapscope.
+pub fn span_fd_set() -> bool {
+    std::env::var(FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .is_some_and(|fd| fd > 2)
 }
 
 /// Name as the protocol takes it: spaces and '=' become '_', at most 128 bytes.

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::cpu::{self, CpuSeries};
 use super::members::Members;
+use crate::capture::log_spans::{self, LogMatcher, LogPatterns};
+use crate::capture::ChildCapture;
 use crate::counters::process::ProcessCounters;
 use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
@@ -90,7 +92,13 @@ type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
 
 /// Reads one stream to its end into `state`, line by line, so that what was read stays
 /// usable when the end never comes (a process outside the program's group holds it open).
-fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState, members: &Members) {
+fn read_stream(
+    r: impl Read,
+    keep_tail: bool,
+    state: &StreamState,
+    members: &Members,
+    log: Option<&Mutex<LogMatcher>>,
+) {
     for_each_line(r, MAX_LINE, |l| {
         let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
         let (p, tail) = &mut *g;
@@ -100,6 +108,12 @@ fn read_stream(r: impl Read, keep_tail: bool, state: &StreamState, members: &Mem
         };
         if protocol {
             members.note_line(text);
+        } else if let Some(m) = log {
+            // The program's own lines: timing lines become spans, and the lines stay
+            // the program's output (the tail below keeps them as any other).
+            m.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .feed(text, now_ns());
         }
         if keep_tail && !protocol && !text.is_empty() {
             let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
@@ -119,8 +133,10 @@ pub fn run_once(
     timeout: Option<Duration>,
     counters: bool,
     profile: Option<ProfileAsk>,
+    capture: &ChildCapture,
 ) -> ChildRun {
     let start_ns = now_ns();
+    let wall_offset_ns = log_spans::wall_offset_ns();
     let hz = profile.as_ref().map(|p| p.hz);
     let not_started = |why: String| ChildRun {
         pid: 0,
@@ -147,6 +163,7 @@ pub fn run_once(
     cmd.args(&argv[1..])
         .current_dir(dir)
         .env(FD_ENV, span_w.as_raw_fd().to_string())
+        .envs(capture.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -220,6 +237,11 @@ pub fn run_once(
     let states: Vec<StreamState> = (0..3)
         .map(|_| Arc::new(Mutex::new((Parser::new(), VecDeque::new()))))
         .collect();
+    // One matcher for stdout and stderr: a begin and its end may come on either.
+    let log = capture
+        .log
+        .clone()
+        .map(|p| Arc::new(Mutex::new(LogMatcher::new(p, pid as u64, wall_offset_ns))));
     for (i, r, tail) in [
         (0, Box::new(out) as Box<dyn Read + Send>, false),
         (1, Box::new(err), true),
@@ -228,8 +250,9 @@ pub fn run_once(
         let tx = tx.clone();
         let state = states[i].clone();
         let members = members.clone();
+        let log = log.clone().filter(|_| i < 2);
         std::thread::spawn(move || {
-            read_stream(r, tail, &state, &members);
+            read_stream(r, tail, &state, &members, log.as_deref());
             let _ = tx.send(i);
         });
     }
@@ -313,6 +336,16 @@ pub fn run_once(
         if i == 1 {
             run.stderr_tail = tail;
         }
+    }
+    if let Some(m) = log {
+        let m = std::mem::replace(
+            &mut *m.lock().unwrap_or_else(|e| e.into_inner()),
+            LogMatcher::new(Arc::new(LogPatterns::empty()), 0, 0),
+        );
+        let (spans, counts, samples) = m.finish(end_ns);
+        run.spans.extend(spans);
+        run.counts.add(&counts);
+        run.samples.extend(samples);
     }
     if !unread.is_empty() {
         // A process outside the program's group (it called setsid) holds them open.

@@ -79,7 +79,16 @@ pub fn run_rep(
     let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
     let command = v.command.as_ref().unwrap_or(&ext.command);
     let ask = v.profile.map(|hz| child::ProfileAsk { hz, opener });
-    let mut run = child::run_once(command, &dir, timeout, v.counters != CounterMode::Off, ask);
+    // Log patterns and the NVTX library; a failure fails this rep with the reason.
+    let capture = match crate::capture::ChildCapture::prepare(&ext.capture) {
+        Ok(c) => c,
+        Err(why) => {
+            drop(telemetry.map(|t| t.end_rep(slot.rep, &v.name)));
+            return unbuilt_rep(v, slot, &why);
+        }
+    };
+    let counters = v.counters != CounterMode::Off;
+    let mut run = child::run_once(command, &dir, timeout, counters, ask, &capture);
     let clock_note = clock::diagnose(
         &run.spans,
         run.start_ns,

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use crate::capture::log_spans::{GS_ID, GS_PARENT};
 use crate::counters::CounterKind;
 use crate::protocol::{LineCounts, ParsedSpan};
 use crate::prover::spans;
@@ -64,6 +65,37 @@ pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
             }
             parent[i] = stack.last().copied();
             stack.push(i);
+        }
+    }
+    // Spans that carry ids (the `tracing` layer's lines, log spans with a parent) nest
+    // under the span whose id they name, also one on another thread; a named parent that
+    // would make a cycle is ignored.
+    let id_of = |s: &ParsedSpan, key: &str| {
+        s.attrs.iter().find_map(|(k, v)| match v {
+            AttrValue::U64(n) if k == key => Some(*n),
+            _ => None,
+        })
+    };
+    let by_id: HashMap<u64, usize> = spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| id_of(s, GS_ID).map(|id| (id, i)))
+        .collect();
+    for (i, s) in spans.iter().enumerate() {
+        let Some(&p) = id_of(s, GS_PARENT).and_then(|p| by_id.get(&p)) else {
+            continue;
+        };
+        let mut up = Some(p);
+        let mut steps = 0;
+        while let Some(a) = up {
+            if a == i || steps > spans.len() {
+                break;
+            }
+            up = parent[a];
+            steps += 1;
+        }
+        if up.is_none() {
+            parent[i] = Some(p);
         }
     }
     parent
@@ -232,6 +264,9 @@ fn rows_capped(
             })
             .collect();
         attrs.remove(crate::emit::CPU_AT);
+        // Ids only say who nests under whom (see `nest`).
+        attrs.remove(GS_ID);
+        attrs.remove(GS_PARENT);
         let exact = reported.or(match at[..] {
             [first, .., last] => Some(last.saturating_sub(first)),
             _ => None,

@@ -228,6 +228,7 @@ fn a_program_that_cannot_start_is_a_reason_not_an_error() {
         None,
         true,
         None,
+        &Default::default(),
     );
     let why = super::rows::failure(&run).unwrap();
     assert!(
@@ -246,6 +247,7 @@ fn the_timeout_kills_the_whole_process_group_and_its_pipes_close() {
         Some(std::time::Duration::from_millis(300)),
         false,
         None,
+        &Default::default(),
     );
     assert!(
         matches!(run.ending, Ending::TimedOut(_)),
@@ -273,6 +275,7 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
         None,
         false,
         None,
+        &Default::default(),
     );
     // stdout: a span (outside the rep: time 0); stderr: an unparseable line; the pipe: an
     // unmatched end.
@@ -304,6 +307,7 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
         None,
         false,
         None,
+        &Default::default(),
     );
     let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
     names.sort();

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use crate::capture::{CaptureSpec, LogSpanRule};
 use crate::prover::{BackendKind, CircuitKind};
 
 /// `[workload]` of an experiment file, every field optional; `spec::Workload` checks
@@ -35,6 +38,12 @@ pub struct WorkloadFile {
     /// The subject's folder (relative paths: from gapscope's working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
+    /// Timing lines of the program's log as spans (`crate::capture::log_spans`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub log_spans: BTreeMap<String, LogSpanRule>,
+    /// The program's NVTX ranges as spans (`crate::capture::inject`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nvtx: bool,
 }
 
 /// A program gapscope did not build: spawned once per rep in its folder, reporting its
@@ -53,6 +62,9 @@ pub struct ExternalWorkload {
     pub prepare: Option<Vec<String>>,
     /// The subject's folder; `None`: gapscope's working directory.
     pub dir: Option<PathBuf>,
+    /// What is captured besides span lines: log lines, NVTX ranges.
+    #[serde(default)]
+    pub capture: CaptureSpec,
 }
 
 impl ExternalWorkload {
@@ -85,7 +97,7 @@ impl ExternalWorkload {
                     .into(),
             );
         }
-        Ok(())
+        self.capture.check()
     }
 
     /// The folder a variant's build and reps run in: `subject_dir` when the variant has
