@@ -17,6 +17,7 @@ pub mod counters;
 pub use gapscope_emit as emit;
 pub mod experiment;
 pub mod export;
+pub mod patches;
 pub mod plot;
 pub mod profile;
 pub mod protocol;

@@ -8,6 +8,7 @@ mod cuda_check;
 mod diff;
 mod export;
 mod params;
+mod prepare;
 mod report;
 mod run;
 mod selftest;
@@ -38,6 +39,9 @@ pub struct Cli {
 pub enum Command {
     /// Run an experiment (variants × reps) and write results/<experiment>/<run>/.
     Run(run::RunArgs),
+    /// Build every `rev` and `patch` variant's worker of an experiment into the cache, so
+    /// that `gapscope run` on a host without cargo (a GPU host) runs them.
+    Prepare(prepare::PrepareArgs),
     /// Print the phase summary of a run folder.
     Summary(summary::SummaryArgs),
     /// Write a review report (report.md, SVG/PNG charts, Chrome trace) of a run folder.
@@ -164,6 +168,7 @@ pub fn run() -> Result<()> {
     }
     match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Prepare(a) => prepare::run(a),
         Command::Summary(a) => summary::run(a),
         Command::Report(a) => report::run(a),
         Command::Export(a) => export::run(a),

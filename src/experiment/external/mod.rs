@@ -274,6 +274,8 @@ pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: Strin
         counters: Some(counters),
         scope: None,
         revision: None,
+        patches: Vec::new(),
+        patch_failed: None,
     }
 }
 
