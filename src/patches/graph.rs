@@ -88,6 +88,23 @@ pub fn check_used(
     patches: &[ResolvedPatch],
     log: &Path,
 ) -> Result<(), PatchError> {
+    // A lock file that holds the registry's version keeps it even where the patch's
+    // version is accepted: let cargo move each patched crate to the patch first.
+    let configs: Vec<&String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--config")
+        .flat_map(|w| [&w[0], &w[1]])
+        .collect();
+    for p in patches {
+        let _ = Command::new("cargo")
+            .args(["update", "--quiet", "-p", &p.krate])
+            .args(&configs)
+            .current_dir(tree)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
     let out = Command::new("cargo")
         .arg("metadata")
         .args(["--format-version", "1"])
