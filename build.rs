@@ -158,6 +158,9 @@ fn compile_prover(manifest: &Path, nvcc: &Path) {
         .include(&blst)
         .define("FEATURE_BLS12_381", None)
         .define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None)
+        // Our own prover only ever links with the recorder: strong references, so the
+        // linker keeps the recorder's C ABI (cuda/gapscope_trace.h).
+        .define("GAPSCOPE_TRACE_STRONG", None)
         .flag("-Xcompiler")
         .flag("-Wno-unused-function")
         .flag("-gencode")

@@ -23,6 +23,7 @@ pub mod export;
 pub mod fsx;
 pub mod markup;
 pub mod history;
+pub mod patches;
 pub mod plot;
 pub mod profile;
 pub mod protocol;

@@ -23,6 +23,8 @@ fn run(sources: [&str; 2], per_circuit: [u64; 2]) -> RunData {
             counters: Some(s.into()),
             scope: None,
             revision: None,
+            patches: Vec::new(),
+            patch_failed: None,
         })
         .collect();
     let mut runs = Vec::new();

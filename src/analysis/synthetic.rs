@@ -170,6 +170,8 @@ impl SyntheticRun {
                     counters: None,
                     scope: None,
                     revision: None,
+                    patches: Vec::new(),
+                    patch_failed: None,
                 })
                 .collect(),
             reps: self.reps as u32,

@@ -6,6 +6,8 @@
 //! `<results>/<experiment>-bisect-<good>-<bad>/<run id>/`; a re-run finds a finished
 //! folder of the same generated experiment (by its hash) there and reuses it.
 //! Revisions are built once per commit in the revision cache (`<results>/.revs/`).
+//! With `--patch CRATE=PATH` the commits are a dependency's, and each variant is a
+//! `patch` variant of this gapscope at that commit (its worker cached per commit too).
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +36,10 @@ pub struct StepSettings {
     pub results_dir: PathBuf,
     pub params_dir: PathBuf,
     pub command: Vec<String>,
+    /// `--patch CRATE=PATH`: the commits are revisions of that crate's repository, and
+    /// each is measured as a `patch` variant of this gapscope (the crate's folder,
+    /// absolute) instead of a `rev` variant.
+    pub patch: Option<(String, PathBuf)>,
 }
 
 pub struct ExperimentMeasurer {
@@ -69,11 +75,29 @@ impl ExperimentMeasurer {
             .map(|(name, commit)| {
                 let mut t = template.clone();
                 t.insert("name".into(), toml::Value::String(name.to_string()));
-                t.insert("rev".into(), toml::Value::String(commit.to_string()));
-                t.insert(
-                    "repo".into(),
-                    toml::Value::String(self.s.repo.display().to_string()),
-                );
+                match &self.s.patch {
+                    Some((krate, dir)) => {
+                        let mut src = toml::Table::new();
+                        src.insert(
+                            "path".into(),
+                            toml::Value::String(dir.display().to_string()),
+                        );
+                        src.insert("rev".into(), toml::Value::String(commit.to_string()));
+                        let mut set = match t.remove("patch") {
+                            Some(toml::Value::Table(set)) => set,
+                            _ => toml::Table::new(),
+                        };
+                        set.insert(krate.clone(), toml::Value::Table(src));
+                        t.insert("patch".into(), toml::Value::Table(set));
+                    }
+                    None => {
+                        t.insert("rev".into(), toml::Value::String(commit.to_string()));
+                        t.insert(
+                            "repo".into(),
+                            toml::Value::String(self.s.repo.display().to_string()),
+                        );
+                    }
+                }
                 toml::Value::Table(t)
             })
             .collect();
@@ -135,6 +159,9 @@ fn variant_failure(data: &RunData, name: &str) -> Option<String> {
     let v = data.meta.variants.iter().find(|v| v.name == name)?;
     if let Some(why) = v.revision.as_ref().and_then(|r| r.failed.clone()) {
         return Some(why);
+    }
+    if let Some(why) = &v.patch_failed {
+        return Some(why.clone());
     }
     let build = data
         .meta

@@ -37,6 +37,12 @@ pub struct Common {
     /// The repository of the revisions (default: the one holding the current folder).
     #[arg(long, default_value = ".")]
     repo: PathBuf,
+    /// Bisect a dependency's history instead of gapscope's: CRATE=PATH names a crate of
+    /// gapscope's dependency graph and the folder of its git checkout (e.g.
+    /// supraseal-c2=../supraseal-c2); --good and --bad are revisions of that repository,
+    /// and each commit is measured as a `patch` variant of this gapscope.
+    #[arg(long, value_name = "CRATE=PATH")]
+    patch: Option<String>,
     /// Where run folders go (each measurement's is kept, and reused by a re-run).
     #[arg(long, default_value = "results")]
     results_dir: PathBuf,
@@ -95,7 +101,23 @@ impl Common {
         }
         let metric = Metric::parse(&self.metric).map_err(anyhow::Error::msg)?;
         let (exp, text) = Experiment::load(&self.experiment)?;
-        let repo = revisions::toplevel(&self.repo)?;
+        let patch = match &self.patch {
+            None => None,
+            Some(p) => {
+                let Some((krate, path)) = p
+                    .split_once('=')
+                    .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+                else {
+                    bail!("--patch {p:?}: write CRATE=PATH, e.g. supraseal-c2=../supraseal-c2");
+                };
+                let dir = std::path::absolute(path).context("the --patch folder")?;
+                Some((krate.to_string(), dir))
+            }
+        };
+        let repo = match &patch {
+            Some((_, dir)) => revisions::toplevel(dir)?,
+            None => revisions::toplevel(&self.repo)?,
+        };
         let good = revisions::resolve(&repo, &self.good)?;
         let bad = revisions::resolve(&repo, &self.bad)?;
         if !revisions::is_ancestor(&repo, &good, &bad)? {
@@ -122,6 +144,7 @@ impl Common {
             )
             .context("the params directory")?,
             command: super::command_line(),
+            patch,
         };
         Ok((settings, commits))
     }

@@ -10,6 +10,7 @@ mod export;
 mod now;
 mod history;
 mod params;
+mod prepare;
 mod report;
 mod run;
 mod run_cmd;
@@ -52,6 +53,9 @@ pub enum Command {
     /// rep outlived rep_timeout_s in a shared process, 5 when a variant has no
     /// successful measured rep (the run folder is kept), 130 when stopped by Ctrl-C.
     Run(run::RunArgs),
+    /// Build every `rev` and `patch` variant's worker of an experiment into the cache, so
+    /// that `gapscope run` on a host without cargo (a GPU host) runs them.
+    Prepare(prepare::PrepareArgs),
     /// Print the phase summary of a run folder.
     Summary(summary::SummaryArgs),
     /// Write a review report (report.md, SVG/PNG charts, Chrome trace) of a run folder.
@@ -232,6 +236,7 @@ pub fn run() -> Result<()> {
     }
     match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Prepare(a) => prepare::run(a),
         Command::Summary(a) => summary::run(a),
         Command::Report(a) => report::run(a),
         Command::Export(a) => export::run(a),

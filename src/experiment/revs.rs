@@ -24,17 +24,16 @@ use anyhow::{Context, Result};
 
 use super::spec::{Experiment, ResolvedVariant};
 use crate::revisions::{self, BuildSpec, Checkout, RevCache};
-use crate::store::{RevisionMeta, VariantMeta};
+use crate::store::{PatchMeta, RevisionMeta, VariantMeta};
 
 /// What `gapscope __protocol` prints: the worker protocol of this build (its arguments,
 /// the experiment copy it reads, its result line).
 pub const WORKER_PROTOCOL: &str = "gapscope-worker-protocol 1";
 
-/// A `rev` variant made ready.
+/// A `rev` or `patch` variant made ready.
 #[derive(Debug)]
 struct Prepared {
-    checkout: Checkout,
-    build: BuildSpec,
+    kind: Kind,
     /// Its gapscope and the folder of its one-variant experiment copy.
     worker: Option<(PathBuf, PathBuf)>,
     /// Why it cannot run.
@@ -43,14 +42,36 @@ struct Prepared {
     subject_dir: Option<PathBuf>,
 }
 
-/// The `rev` variants of a run, by variant index.
+#[derive(Debug)]
+enum Kind {
+    /// Another revision of gapscope (or of a command workload's program).
+    Rev {
+        checkout: Checkout,
+        build: BuildSpec,
+    },
+    /// This gapscope built against patched dependencies: each patch as resolved (or,
+    /// when it failed before that, as the experiment names it).
+    Patch { patches: Vec<PatchMeta> },
+}
+
+/// The `rev` and `patch` variants of a run, by variant index.
 #[derive(Debug, Default)]
 pub struct RevVariants {
     slots: Vec<Option<Prepared>>,
 }
 
+/// One line of `gapscope prepare`: a variant's worker, or why it has none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedWorker {
+    pub variant: String,
+    pub worker: Option<PathBuf>,
+    pub reused: bool,
+    pub failed: Option<String>,
+}
+
 impl RevVariants {
-    /// Checks out and builds every `rev` variant of `exp` (in `variants` order).
+    /// Checks out and builds every `rev` and `patch` variant of `exp` (in `variants`
+    /// order); patch variants' workers get this build's features.
     pub fn prepare(
         exp: &Experiment,
         text: &str,
@@ -58,9 +79,28 @@ impl RevVariants {
         results_dir: &Path,
         progress: bool,
     ) -> Result<RevVariants> {
+        let features = crate::patches::this_build_features();
+        Self::prepare_with(exp, text, variants, results_dir, progress, &features)
+    }
+
+    /// [`RevVariants::prepare`] with the features patch variants' workers are built with.
+    pub fn prepare_with(
+        exp: &Experiment,
+        text: &str,
+        variants: &[ResolvedVariant],
+        results_dir: &Path,
+        progress: bool,
+        features: &[String],
+    ) -> Result<RevVariants> {
         let cache = RevCache::for_results(results_dir);
+        let gapscope = crate::patches::GapscopeSource::locate();
         let mut slots = Vec::new();
         for v in variants {
+            if let Some(set) = &v.patch {
+                let p = prepare_patch(&cache, gapscope.as_ref(), text, v, set, features, progress)?;
+                slots.push(Some(p));
+                continue;
+            }
             let Some(rev) = &v.rev else {
                 slots.push(None);
                 continue;
@@ -78,14 +118,16 @@ impl RevVariants {
                     );
                 }
                 slots.push(Some(Prepared {
-                    build: BuildSpec {
-                        command: ext.build.clone().unwrap_or_default(),
-                        artefacts: Vec::new(),
-                    },
                     worker: None,
                     failed: None,
                     subject_dir: Some(checkout.worktree.clone()),
-                    checkout,
+                    kind: Kind::Rev {
+                        build: BuildSpec {
+                            command: ext.build.clone().unwrap_or_default(),
+                            artefacts: Vec::new(),
+                        },
+                        checkout,
+                    },
                 }));
                 continue;
             }
@@ -106,8 +148,10 @@ impl RevVariants {
                 worker: None,
                 failed: None,
                 subject_dir: None,
-                build,
-                checkout: checkout.clone(),
+                kind: Kind::Rev {
+                    build,
+                    checkout: checkout.clone(),
+                },
             };
             if !built.record.ok {
                 p.failed = Some(format!(
@@ -120,7 +164,7 @@ impl RevVariants {
             } else if let Some(exe) = built.artefacts.first() {
                 match probe_protocol(exe) {
                     Ok(()) => {
-                        let dir = worker_copy(&cache, &checkout.commit, text, &v.name)?;
+                        let dir = worker_copy(&cache.root.join(&checkout.commit), text, &v.name)?;
                         p.worker = Some((exe.clone(), dir));
                     }
                     Err(why) => {
@@ -163,27 +207,60 @@ impl RevVariants {
         }
     }
 
-    /// Variant `i` is a `rev` variant.
+    /// Variant `i` runs in a worker of its own (a `rev` or `patch` variant).
     pub fn is_rev(&self, i: usize) -> bool {
         self.get(i).is_some()
+    }
+
+    /// Each `rev` and `patch` variant's worker, for `gapscope prepare` to list.
+    pub fn workers(&self, variants: &[ResolvedVariant]) -> Vec<PreparedWorker> {
+        (variants.iter().zip(&self.slots))
+            .filter_map(|(v, p)| {
+                let p = p.as_ref()?;
+                let reused = match &p.kind {
+                    Kind::Rev { checkout, .. } => checkout.build.as_ref().is_some_and(|b| b.reused),
+                    Kind::Patch { patches } => patches.iter().all(|m| m.build_reused),
+                };
+                Some(PreparedWorker {
+                    variant: v.name.clone(),
+                    worker: p.worker.as_ref().map(|(exe, _)| exe.clone()),
+                    reused,
+                    failed: p.failed.clone(),
+                })
+            })
+            .collect()
     }
 
     /// Refuses to resume a run whose `rev` variants now name other commits (a branch
     /// that moved): its reps so far measured the commits `stored` records.
     pub fn check_resume(&self, stored: &[VariantMeta]) -> Result<()> {
         for (p, m) in self.slots.iter().zip(stored) {
-            let (Some(p), Some(was)) = (p, &m.revision) else {
-                continue;
-            };
-            if p.checkout.commit != was.commit {
-                anyhow::bail!(
-                    "variant {:?}: rev {} is now commit {}, but the run measured {}; a resume \
-                     cannot mix them: start a new run of the experiment",
-                    m.name,
-                    p.checkout.rev,
-                    revisions::short(&p.checkout.commit),
-                    revisions::short(&was.commit),
-                );
+            match (p.as_ref().map(|p| &p.kind), &m.revision) {
+                (Some(Kind::Rev { checkout, .. }), Some(was)) if checkout.commit != was.commit => {
+                    anyhow::bail!(
+                        "variant {:?}: rev {} is now commit {}, but the run measured {}; a \
+                         resume cannot mix them: start a new run of the experiment",
+                        m.name,
+                        checkout.rev,
+                        revisions::short(&checkout.commit),
+                        revisions::short(&was.commit),
+                    );
+                }
+                (Some(Kind::Patch { patches }), _) => {
+                    for (now, was) in patches.iter().zip(&m.patches) {
+                        if now.commit != was.commit {
+                            anyhow::bail!(
+                                "variant {:?}: patch {} is now commit {}, but the run measured \
+                                 {}; a resume cannot mix them: start a new run of the experiment",
+                                m.name,
+                                now.krate,
+                                revisions::short(&now.commit),
+                                revisions::short(&was.commit),
+                            );
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         Ok(())
@@ -192,21 +269,47 @@ impl RevVariants {
     /// Fills each `rev` variant's `revision` in meta.json.
     pub fn fill_meta(&self, metas: &mut [VariantMeta]) {
         for (m, p) in metas.iter_mut().zip(&self.slots) {
-            m.revision = p.as_ref().map(|p| {
-                let built = p.checkout.build.as_ref();
-                RevisionMeta {
-                    rev: p.checkout.rev.clone(),
-                    repo: p.checkout.repo.display().to_string(),
-                    commit: p.checkout.commit.clone(),
-                    dirty: p.checkout.dirty,
-                    build: p.build.command.clone(),
-                    build_log: built.map(|b| b.log.display().to_string()),
-                    build_reused: built.is_some_and(|b| b.reused),
-                    failed: p.failed.clone(),
+            let Some(p) = p else {
+                continue;
+            };
+            match &p.kind {
+                Kind::Rev { checkout, build } => {
+                    let built = checkout.build.as_ref();
+                    m.revision = Some(RevisionMeta {
+                        rev: checkout.rev.clone(),
+                        repo: checkout.repo.display().to_string(),
+                        commit: checkout.commit.clone(),
+                        dirty: checkout.dirty,
+                        build: build.command.clone(),
+                        build_log: built.map(|b| b.log.display().to_string()),
+                        build_reused: built.is_some_and(|b| b.reused),
+                        failed: p.failed.clone(),
+                    });
                 }
-            });
+                Kind::Patch { patches } => {
+                    m.patches = patches.clone();
+                    m.patch_failed = p.failed.clone();
+                }
+            }
         }
     }
+}
+
+/// `gapscope prepare`: builds (or finds in the cache) the worker of every `rev` and
+/// `patch` variant of the experiment at `path`, patch variants' with `features` (this
+/// build's when `None`), so that a later run on a host without cargo finds them.
+pub fn prepare_workers(
+    path: &Path,
+    results_dir: &Path,
+    features: Option<&[String]>,
+    progress: bool,
+) -> Result<Vec<PreparedWorker>> {
+    let (exp, text) = Experiment::load(path)?;
+    let variants = exp.resolved_variants();
+    let own = crate::patches::this_build_features();
+    let features = features.unwrap_or(&own);
+    let revs = RevVariants::prepare_with(&exp, &text, &variants, results_dir, progress, features)?;
+    Ok(revs.workers(&variants))
 }
 
 /// Asks a gapscope binary for its worker protocol; an error says why it is refused.
@@ -237,17 +340,92 @@ pub fn probe_protocol(exe: &Path) -> Result<(), String> {
     ))
 }
 
-/// Writes the experiment copy a revision's worker reads: `text` with only the variant
-/// `name`, without `rev` and `repo` (which its spec may not know), into a folder of the
-/// revision cache named by its content. Returns that folder.
-fn worker_copy(cache: &RevCache, commit: &str, text: &str, name: &str) -> Result<PathBuf> {
+/// Makes a `patch` variant ready: its worker (cached, or built), or why it has none.
+fn prepare_patch(
+    cache: &RevCache,
+    gapscope: Option<&crate::patches::GapscopeSource>,
+    text: &str,
+    v: &ResolvedVariant,
+    set: &crate::patches::PatchSet,
+    features: &[String],
+    progress: bool,
+) -> Result<Prepared> {
+    if progress {
+        let what: Vec<String> = set
+            .iter()
+            .map(|(k, p)| format!("{k}={}", p.describe()))
+            .collect();
+        eprintln!(
+            "variant {}: patch {}: its worker (features: {})",
+            v.name,
+            what.join(", "),
+            if features.is_empty() {
+                "none".to_string()
+            } else {
+                features.join(",")
+            }
+        );
+    }
+    let as_written = || -> Vec<PatchMeta> {
+        set.iter()
+            .map(|(k, p)| PatchMeta {
+                krate: k.clone(),
+                repo: p.describe(),
+                rev: p.rev.clone().unwrap_or_default(),
+                ..PatchMeta::default()
+            })
+            .collect()
+    };
+    let mut p = Prepared {
+        kind: Kind::Patch {
+            patches: as_written(),
+        },
+        worker: None,
+        failed: None,
+        subject_dir: None,
+    };
+    match crate::patches::prepare_worker(cache, gapscope, set, features) {
+        Ok(w) => {
+            if let (true, Some(note)) = (progress, &w.note) {
+                eprintln!("variant {}: {note}", v.name);
+            }
+            match probe_protocol(&w.exe) {
+                Ok(()) => {
+                    let base = w.exe.parent().unwrap_or(&cache.root).to_path_buf();
+                    let dir = worker_copy(&base, text, &v.name)?;
+                    p.worker = Some((w.exe.clone(), dir));
+                }
+                Err(why) => p.failed = Some(format!("its worker {}: {why}", w.exe.display())),
+            }
+            if progress && p.failed.is_none() {
+                eprintln!(
+                    "variant {}: worker {} ({})",
+                    v.name,
+                    w.exe.display(),
+                    if w.reused { "cached" } else { "built" }
+                );
+            }
+            p.kind = Kind::Patch { patches: w.patches };
+        }
+        Err(e) => p.failed = Some(e.to_string()),
+    }
+    if let (true, Some(why)) = (progress, &p.failed) {
+        eprintln!("variant {}: {why}\nits reps are recorded as failed", v.name);
+    }
+    Ok(p)
+}
+
+/// Writes the experiment copy a worker reads: `text` with only the variant `name`,
+/// without `rev`, `repo` and `patch` (which its spec may not know), into a folder
+/// under `base` named by its content. Returns that folder.
+fn worker_copy(base: &Path, text: &str, name: &str) -> Result<PathBuf> {
     let copy = one_variant_copy(text, name)?;
     let key: String = {
         use sha2::Digest;
         let h = sha2::Sha256::digest(copy.as_bytes());
         h.iter().take(6).map(|b| format!("{b:02x}")).collect()
     };
-    let dir = cache.root.join(commit).join(format!("experiment-{key}"));
+    let dir = base.join(format!("experiment-{key}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(crate::store::EXPERIMENT_COPY);
     crate::store::write_atomic(&path, copy.as_bytes())
@@ -255,7 +433,7 @@ fn worker_copy(cache: &RevCache, commit: &str, text: &str, name: &str) -> Result
     Ok(dir)
 }
 
-/// `text` with only the variant `name`, and that one without `rev` and `repo`.
+/// `text` with only the variant `name`, and that one without `rev`, `repo` and `patch`.
 pub fn one_variant_copy(text: &str, name: &str) -> Result<String> {
     let mut doc: toml::Table = toml::from_str(text).context("the experiment does not parse")?;
     let variants = doc
@@ -267,6 +445,7 @@ pub fn one_variant_copy(text: &str, name: &str) -> Result<String> {
         if let Some(t) = v.as_table_mut() {
             t.remove("rev");
             t.remove("repo");
+            t.remove("patch");
         }
     }
     Ok(toml::to_string(&doc)?)

@@ -47,6 +47,8 @@ pub(super) fn new_run_meta(
                     scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
                         .then(|| "synthesis".to_string()),
                     revision: None,
+                    patches: Vec::new(),
+                    patch_failed: None,
                 },
             })
             .collect(),

@@ -25,6 +25,8 @@
 //! telemetry = true           # GPU telemetry during the reps: true | false | "nvml" | "cupti"
 //! rev = "main~3"             # optional: a git revision whose build runs this variant
 //! repo = "../other"          # optional: the repository of `rev` (default: this one)
+//! patch = { "supraseal-c2" = { path = "../supraseal-c2", rev = "HEAD~1" } }
+//!                            # optional: dependencies from other sources (crate::patches)
 //! ```
 
 use std::collections::BTreeMap;
@@ -226,6 +228,10 @@ pub struct Variant {
     /// folder); a relative path is taken from the current folder.
     #[serde(default)]
     pub repo: Option<PathBuf>,
+    /// Crates of gapscope's dependency graph built from other sources: this variant's
+    /// reps run in a worker of this gapscope built against them (see `crate::patches`).
+    #[serde(default)]
+    pub patch: Option<crate::patches::PatchSet>,
     /// Sampled stacks of every thread during this variant's reps (default: `[run]
     /// profile`).
     #[serde(default)]
@@ -268,6 +274,8 @@ pub struct ResolvedVariant {
     /// The git revision this variant runs, and its repository (None: this build).
     pub rev: Option<String>,
     pub repo: Option<PathBuf>,
+    /// Dependency patches (None: the crates this build has).
+    pub patch: Option<crate::patches::PatchSet>,
     /// Sampled stacks at this rate (Hz), or none.
     pub profile: Option<u32>,
 }
@@ -306,6 +314,13 @@ impl ResolvedVariant {
         }
         if let Some(rev) = &self.rev {
             m.insert("rev".into(), rev.clone());
+        }
+        if let Some(set) = &self.patch {
+            let text: Vec<String> = set
+                .iter()
+                .map(|(k, p)| format!("{k}={}", p.describe()))
+                .collect();
+            m.insert("patch".into(), text.join(", "));
         }
         m
     }
@@ -437,6 +452,24 @@ impl Experiment {
             }
             let r = self.resolve(v);
             check_rev(&v.name, v.rev.as_deref(), v.repo.is_some())?;
+            if let Some(set) = &v.patch {
+                crate::patches::check(&v.name, set)?;
+                if v.rev.is_some() {
+                    return Err(format!(
+                        "variant {:?}: patch builds this gapscope against other crates, rev runs \
+                         another gapscope: give one of them (a patch of an older gapscope is \
+                         not built)",
+                        v.name
+                    ));
+                }
+                if self.workload.external.is_some() {
+                    return Err(format!(
+                        "variant {:?}: patch applies to gapscope's own prover; a command \
+                         workload builds its program itself (its build can take a patch)",
+                        v.name
+                    ));
+                }
+            }
             if self.workload.external.is_some() {
                 check_external_variant(v, &r)?;
                 continue;
@@ -522,6 +555,7 @@ impl Experiment {
             command: v.command.clone(),
             rev: v.rev.clone(),
             repo: v.repo.clone(),
+            patch: v.patch.clone(),
             profile: v.profile.unwrap_or(self.run.profile).then(|| {
                 v.profile_hz
                     .or(self.run.profile_hz)

@@ -138,6 +138,6 @@ pub(super) fn add_worktree(repo: &Path, tree: &Path, commit: &str) -> Result<(),
 }
 
 /// Tracked files differ from the checked-out commit.
-pub(super) fn is_dirty(tree: &Path) -> Result<bool, GitError> {
+pub fn is_dirty(tree: &Path) -> Result<bool, GitError> {
     Ok(!git_ok(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty())
 }

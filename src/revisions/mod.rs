@@ -28,7 +28,7 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-pub use git::{first_parent_path, is_ancestor, resolve, short, toplevel, GitError};
+pub use git::{first_parent_path, is_ancestor, is_dirty, resolve, short, toplevel, GitError};
 
 /// Lines of a failed build's log kept in its error (and shown to the user).
 pub const LOG_TAIL_LINES: usize = 20;

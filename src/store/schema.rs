@@ -409,6 +409,48 @@ pub struct VariantMeta {
     /// The git revision a `rev` variant ran (absent for variants of this build).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<RevisionMeta>,
+    /// The dependency patches a `patch` variant's worker was built with, by crate
+    /// (absent for other variants).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<PatchMeta>,
+    /// Why a `patch` variant could not run (reason and the build log's tail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_failed: Option<String>,
+}
+
+/// One dependency patch of a `patch` variant: where the crate came from and what it was.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PatchMeta {
+    /// The crate it replaces (its name on crates.io).
+    #[serde(rename = "crate")]
+    pub krate: String,
+    /// The repository (top folder, or the git URL it was cloned from).
+    #[serde(default)]
+    pub repo: String,
+    /// The folder cargo built it from (a cached worktree, or the working tree).
+    #[serde(default)]
+    pub path: String,
+    /// The revision as the experiment names it (empty: the working tree).
+    #[serde(default)]
+    pub rev: String,
+    /// Its commit (empty where the folder is not in a git repository).
+    #[serde(default)]
+    pub commit: String,
+    /// Tracked files differed from the commit (always false with `rev`).
+    #[serde(default)]
+    pub dirty: bool,
+    /// The version its Cargo.toml declares.
+    #[serde(default)]
+    pub version: String,
+    /// The gapscope commit its worker was built from.
+    #[serde(default)]
+    pub gapscope_commit: String,
+    /// The worker's build log (kept in the revision cache).
+    #[serde(default)]
+    pub build_log: String,
+    /// The worker came from the cache (an earlier run or `gapscope prepare`).
+    #[serde(default)]
+    pub build_reused: bool,
 }
 
 /// A `rev` variant's revision: what was checked out and how it was built.

@@ -214,6 +214,8 @@ fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
         counters: None,
         scope: None,
         revision: None,
+        patches: Vec::new(),
+        patch_failed: None,
     };
     let (mut old, mut new) = (meta(), meta());
     old.variants = vec![variant(&[("drop", "sync")])];

@@ -291,6 +291,8 @@ mod tests {
             counters: None,
             scope: None,
             revision: None,
+            patches: Vec::new(),
+            patch_failed: None,
         };
         RunData {
             dir: "x".into(),

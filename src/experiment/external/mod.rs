@@ -404,6 +404,8 @@ pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: Strin
         counters: Some(counters),
         scope: None,
         revision: None,
+        patches: Vec::new(),
+        patch_failed: None,
     }
 }
 

@@ -108,6 +108,8 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
             counters: None,
             scope: None,
             revision: None,
+            patches: Vec::new(),
+            patch_failed: None,
         }],
         reps: o.reps,
         warmups: 1,
