@@ -191,7 +191,7 @@ fn bisect_names_the_commit_that_slowed_a_span_and_reuses_its_runs() {
     // was stepped around.
     assert!(stdout.contains("steps:\n  #3   "), "{stdout}");
     assert!(
-        stdout.contains(&format!("#3   {}  failed", &commits[3][..12])),
+        stdout.contains(&format!("#3   {}  did not build", &commits[3][..12])),
         "{stdout}"
     );
     assert!(stdout.contains("did not build"), "{stdout}");

@@ -62,6 +62,11 @@ fn demo(dir: &Path) -> PathBuf {
 }
 
 fn run(dir: &Path, exe: &Path, env: &[(&str, &str)]) -> RunData {
+    run_expecting(dir, exe, env, 0)
+}
+
+/// As [`run`], expecting exit status `code` (5: a variant had no successful rep).
+fn run_expecting(dir: &Path, exe: &Path, env: &[(&str, &str)], code: i32) -> RunData {
     let exp = dir.join("nvtx.toml");
     std::fs::write(
         &exp,
@@ -84,7 +89,7 @@ fn run(dir: &Path, exe: &Path, env: &[(&str, &str)]) -> RunData {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.assert().success();
+    let out = cmd.assert().code(code);
     RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap()
 }
 
@@ -161,11 +166,14 @@ fn nvtx_ranges_of_an_unmodified_program_become_nested_spans() {
 fn a_missing_injection_library_fails_the_reps_with_what_to_do() {
     let tmp = tempfile::tempdir().unwrap();
     // No program needs building: the reps fail before the spawn.
-    let d = run(
+    // Every rep fails, so the run exits 5 and keeps its folder.
+    let d = run_expecting(
         tmp.path(),
         Path::new("/bin/true"),
         &[("GAPSCOPE_NVTX_LIBRARY", "/nonexistent/libnvtx.so")],
+        5,
     );
+    assert_eq!(d.runs.len(), 3);
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Failed);
         assert!(

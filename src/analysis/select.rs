@@ -490,6 +490,12 @@ pub(crate) fn same_run(a: &RunData, b: &RunData) -> bool {
         || matches!((a.dir.canonicalize(), b.dir.canonicalize()), (Ok(x), Ok(y)) if x == y)
 }
 
+/// A host as a refusal names it: its fingerprint's id and what it stands for.
+fn host_label(m: &Meta) -> String {
+    let h = crate::store::host::of(m);
+    format!("{} [{}]", h.id, h.fingerprint)
+}
+
 /// Every difference of workload (circuit, size, batch, backend) and machine (host, CPU,
 /// GPU) between two sides. Variants of one run share everything but the backend, which
 /// the experiment chose on purpose, so they are never refused.
@@ -538,7 +544,9 @@ pub(crate) fn workload_differences(
             mb.workload.batch.to_string(),
         ),
         ("backend", va.backend.clone(), vb.backend.clone()),
-        ("host", ma.host.hostname.clone(), mb.host.hostname.clone()),
+        // The host fingerprint (store::host), not the hostname: a reboot or a new VM of
+        // the same machine type is the same host, a driver upgrade is not.
+        ("host", host_label(ma), host_label(mb)),
         (
             "cpu_model",
             ma.host.cpu_model.clone(),

@@ -558,6 +558,7 @@ fn bisect_step(
         params_dir: std::path::absolute(params_dir.unwrap_or_else(super::default_params_dir))
             .context("the params directory")?,
         command: super::command_line(),
+        patch: None,
     };
     let folder = settings.results_dir.join(format!(
         "{}-bisect-{}-{}",

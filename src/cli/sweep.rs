@@ -15,8 +15,8 @@ pub struct SweepArgs {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum SweepCommand {
-    /// Print the cells a sweep file expands to (axes, workload, GPUs, reps), and what
-    /// they cost where the history knows the workload; runs and submits nothing.
+    /// Print the cells a sweep file expands to (axes, workload, GPUs, variants × reps);
+    /// runs and submits nothing.
     Plan(PlanArgs),
     /// Materialise the sweep's cells under the results root and run them: one after
     /// another here (--local, the default), as a Slurm job array (--slurm), or write a
@@ -126,6 +126,15 @@ pub struct CollectArgs {
     /// Succeed with the finished cells even while others are not.
     #[arg(long)]
     partial: bool,
+    /// Import the finished cells into the history database (`--db`, default
+    /// $GAPSCOPE_HISTORY, else results/history.sqlite), as `gapscope history add` does:
+    /// idempotently, one transaction per folder.
+    #[arg(long)]
+    history: bool,
+    #[command(flatten)]
+    db: super::history::Db,
+    #[command(flatten)]
+    place: super::history::Place,
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
 }
@@ -437,6 +446,10 @@ fn collect(a: CollectArgs) -> Result<()> {
         }
     }
     eprintln!("{} of {} cells finished", done.len(), states.len());
+    if a.history {
+        let dirs: Vec<PathBuf> = done.iter().filter_map(|s| s.run_dir.clone()).collect();
+        super::history::store(&a.db, &a.place, &dirs, None)?;
+    }
     if !open.is_empty() && !a.partial {
         anyhow::bail!(
             "{} cell(s) not finished ({}): wait for them (`gapscope sweep status`), or pass --partial",

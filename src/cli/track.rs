@@ -278,6 +278,7 @@ fn confirm(
         results_dir: results_dir.to_path_buf(),
         params_dir: params_dir.to_path_buf(),
         command: super::command_line(),
+        patch: None,
     };
     let mut m = crate::bisect::ExperimentMeasurer { s: settings };
     match m.measure_pair(&parent, head, a.confirm_reps) {

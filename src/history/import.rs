@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection};
 
 use super::commits;
-use super::host;
 use super::values;
 use super::HistoryError;
+use crate::store::host;
 use crate::store::{self, RunData};
 
 /// Where commits are placed: the repository and branch whose first-parent path gives

@@ -17,7 +17,7 @@
 pub mod chart;
 pub mod commits;
 pub mod detect;
-pub mod host;
+pub use crate::store::host;
 pub mod import;
 pub mod schema;
 pub mod series;

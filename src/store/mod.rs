@@ -34,6 +34,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+pub mod host;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};

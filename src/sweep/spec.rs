@@ -201,12 +201,8 @@ impl SweepSpec {
     pub fn load(path: &Path) -> Result<(SweepSpec, Vec<Cell>), SweepError> {
         let text = read_capped(path)?;
         let raw: SweepToml = toml::from_str(&text).map_err(|e| invalid(path, e.to_string()))?;
-        crate::fsx::check_name(
-            "name",
-            &raw.name,
-            "it names the sweep's folder",
-        )
-        .map_err(|m| invalid(path, m))?;
+        crate::fsx::check_name("name", &raw.name, "it names the sweep's folder")
+            .map_err(|m| invalid(path, m))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let experiment_path = if raw.experiment.is_absolute() {
             raw.experiment.clone()

@@ -1,4 +1,5 @@
-//! The host fingerprint: what makes two runs' numbers comparable, from a run's meta.json.
+//! The host fingerprint: what makes two runs' numbers comparable, from a run's meta.json
+//! (the history keys its series by it; a diff of two run folders refuses two hosts).
 //! CPU model, cores, GPU models and driver, and memory in half-octave buckets, so that a
 //! reboot (MemTotal moves by megabytes) or a new hostname (cloud VMs) is the same host,
 //! and a driver upgrade or another GPU is a new one.
