@@ -489,9 +489,7 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
     assert!(headline < chart && chart < first_table, "{md}");
     // The drop's 25 µs leave the critical path, but with the false-discovery control
     // over the diff's family (q = 0.444) it is no headline change.
-    assert!(md.contains(
-        "- **Critical path:** no span's self time on it changed significantly"
-    ));
+    assert!(md.contains("- **Critical path:** no span's self time on it changed significantly"));
     let phases = &md[md.find("## Phases").unwrap()..md.find("### All spans").unwrap()];
     assert!(
         phases.contains("| Phase | Measure | Baseline | Candidate | Delta | Verdict |"),

@@ -307,11 +307,17 @@ fn a_slurm_job_array_runs_six_cells_and_a_requeued_cell_resumes_its_folder() {
         assert_eq!(folders.len(), 1, "cell {i}: {folders:?}");
         let d = gapscope::store::RunData::load(&folders[0]).unwrap();
         assert!(d.meta.completed_utc.is_some(), "cell {i} did not complete");
-        let mut reps: Vec<u32> = d.runs.iter().map(|r| r.rep).collect();
-        let n = reps.len();
-        reps.sort();
-        reps.dedup();
-        assert_eq!(reps.len(), n, "cell {i}: a rep was measured twice");
+        // Measured reps, each (variant, iteration) once; a resumed process adds one
+        // warm-up rep of its own.
+        let measured: Vec<_> = d.runs.iter().filter(|r| !r.warmup).collect();
+        let mut keys: Vec<(String, u32)> = measured
+            .iter()
+            .map(|r| (r.variant.clone(), r.iteration))
+            .collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "cell {i}: a rep was measured twice");
         assert_eq!(n, 8, "cell {i}: 4 reps x 2 variants");
     }
     let status = gapscope(&work)

@@ -159,11 +159,11 @@ fn root_of(spec: &SweepSpec, root: Option<&Path>) -> PathBuf {
 fn sweep_dir_of(path: &Path, root: Option<&Path>) -> Result<SweepDir> {
     if path.is_dir() {
         return Ok(SweepDir {
-            dir: path.to_path_buf(),
+            dir: absolute(path.to_path_buf())?,
         });
     }
     let (spec, _) = SweepSpec::load(path)?;
-    Ok(SweepDir::new(&root_of(&spec, root), &spec.name))
+    Ok(SweepDir::new(&absolute(root_of(&spec, root))?, &spec.name))
 }
 
 fn plan(a: PlanArgs) -> Result<()> {
