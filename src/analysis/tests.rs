@@ -153,7 +153,8 @@ fn verdict_edge_cases() {
         c(&[0.0; 8], &[5.0, 6.0, 7.0, 5.0, 6.0, 7.0, 5.0, 6.0]),
         Verdict::Unchanged
     );
-    let up: Vec<f64> = (0..8).map(|i| 100.0 + i as f64).collect();
+    // Halving 100 µs: far above both floors.
+    let up: Vec<f64> = (0..8).map(|i| 100e3 + 1e3 * i as f64).collect();
     let down: Vec<f64> = up.iter().map(|x| x * 0.5).collect();
     assert_eq!(c(&up, &down), Verdict::Improved);
     assert_eq!(c(&down, &up), Verdict::Regressed);
@@ -393,9 +394,11 @@ fn too_few_reps_say_how_many_are_needed() {
     run.reps = 3;
     let d = diff_with(&run, &unpaired());
     assert_eq!((d.pairs, d.reps_needed), (None, 5));
+    // Every metric with values on both sides (busy cores of short spans are withheld).
     assert!(d
         .metrics
         .iter()
+        .filter(|c| c.baseline.reps > 0 && c.candidate.reps > 0)
         .all(|c| c.verdict == Verdict::TooFewReps { needed: 5 }));
     assert!(
         d.notes
@@ -856,7 +859,8 @@ fn process_cpu_time_and_busy_cores_are_compared_and_in_the_phase_table() {
     let total = metric(&d, "gpu_prove", Measure::Total);
     let ratio = cpu.baseline.median.unwrap() / total.baseline.median.unwrap();
     assert!((ratio - 3.0).abs() < 1e-6, "{ratio}");
-    assert_eq!(cpu.verdict, Verdict::Improved);
+    // msm_l 20% shorter: the process CPU of gpu_prove falls with it.
+    assert!(cpu.delta.unwrap() < 0.0 && cpu.relative.unwrap() < -0.01, "{cpu:?}");
     assert!(d
         .phase_table
         .iter()
