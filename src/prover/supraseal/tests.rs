@@ -257,7 +257,7 @@ fn the_factory_builds_it() {
 fn gpu_experiments_compare_cpu_and_supraseal_one_process_per_rep() {
     use crate::experiment::spec::ProcessPolicy;
     use crate::experiment::Experiment;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence/supraseal");
     for (file, log2, batch) in [
         ("supraseal_vs_cpu_2e16.toml", 16, 1),
         ("supraseal_vs_cpu_2e20.toml", 20, 4),
