@@ -864,7 +864,10 @@ fn process_cpu_time_and_busy_cores_are_compared_and_in_the_phase_table() {
     let ratio = cpu.baseline.median.unwrap() / total.baseline.median.unwrap();
     assert!((ratio - 3.0).abs() < 1e-6, "{ratio}");
     // msm_l 20% shorter: the process CPU of gpu_prove falls with it.
-    assert!(cpu.delta.unwrap() < 0.0 && cpu.relative.unwrap() < -0.01, "{cpu:?}");
+    assert!(
+        cpu.delta.unwrap() < 0.0 && cpu.relative.unwrap() < -0.01,
+        "{cpu:?}"
+    );
     assert!(d
         .phase_table
         .iter()
