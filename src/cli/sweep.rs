@@ -261,9 +261,7 @@ fn run_sweep(a: SweepRunArgs) -> Result<()> {
             .map(|d| serde_json::to_string_pretty(d).map(|s| format!("---\n{s}\n")))
             .collect::<Result<String, _>>()?;
         match &a.out {
-            Some(p) => {
-                std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?
-            }
+            Some(p) => crate::fsx::write_file(p, text.as_bytes())?,
             None => print!("{text}"),
         }
         eprintln!(

@@ -136,7 +136,7 @@ pub fn submit(
     for (gpus, cells) in by_gpus(&manifest.cells) {
         let text = script(sweep, manifest, opts, gapscope, gpus, &cells);
         let path = sweep.dir.join(format!("slurm-g{gpus}.sbatch"));
-        std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::fsx::write_file(&path, text.as_bytes())?;
         let mut job = Job {
             job_id: String::new(),
             gpus,
@@ -184,8 +184,8 @@ fn record(sweep: &SweepDir, jobs: &[Job]) -> Result<()> {
     let mut all = recorded(sweep);
     all.extend(jobs.iter().cloned());
     let p = sweep.dir.join(JOBS);
-    std::fs::write(&p, serde_json::to_vec_pretty(&all)?)
-        .with_context(|| format!("cannot write {}", p.display()))
+    crate::fsx::write_file(&p, &serde_json::to_vec_pretty(&all)?)?;
+    Ok(())
 }
 
 /// The jobs submitted for this sweep so far.

@@ -416,18 +416,9 @@ fn apply(table: &mut toml::Table, target: &Target, value: &toml::Value) -> Resul
     Ok(())
 }
 
-/// Reads a small text file, refusing what is not a regular file or is too large.
+/// Reads a small text file through the one capped reader ([`crate::fsx::read_capped`]).
 pub(super) fn read_capped(path: &Path) -> Result<String, SweepError> {
-    let read = |source| SweepError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let md = std::fs::metadata(path).map_err(read)?;
-    if !md.is_file() || md.len() > MAX_FILE_BYTES {
-        return Err(invalid(
-            path,
-            format!("not a regular file of at most {MAX_FILE_BYTES} bytes"),
-        ));
-    }
-    std::fs::read_to_string(path).map_err(read)
+    let bytes =
+        crate::fsx::read_capped(path, MAX_FILE_BYTES).map_err(|e| invalid(path, e.to_string()))?;
+    String::from_utf8(bytes).map_err(|_| invalid(path, "not UTF-8 text"))
 }
