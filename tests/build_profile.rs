@@ -47,3 +47,25 @@ fn debug_values_are_read_as_cargo_does() {
         assert!(!debug_off(&v), "{on}");
     }
 }
+
+/// Debug builds keep test binaries small enough for a CI machine's disk: no debug info for
+/// dependencies, and at most line tables for gapscope itself.
+#[test]
+fn debug_builds_keep_test_binaries_small() {
+    let m = manifest();
+    let dev = m
+        .get("profile")
+        .and_then(|p| p.get("dev"))
+        .expect("Cargo.toml needs [profile.dev] (debug = \"line-tables-only\")");
+    let own = dev.get("debug").expect("[profile.dev] sets debug");
+    assert!(
+        debug_off(own) || own.as_str() == Some("line-tables-only"),
+        "gapscope's debug builds keep at most line tables, got debug = {own}"
+    );
+    let deps = dev
+        .get("package")
+        .and_then(|p| p.get("*"))
+        .and_then(|p| p.get("debug"))
+        .expect("Cargo.toml needs [profile.dev.package.\"*\"] debug = 0");
+    assert!(debug_off(deps), "dependencies build without debug info, got debug = {deps}");
+}
