@@ -22,6 +22,7 @@
 //! to the emulator ([`crate::counters::emulated`]). What a span costs is measured at
 //! start-up ([`cost`]) and written to meta.json.
 
+mod buffer;
 pub mod clock;
 pub mod clock_check;
 pub mod cost;
@@ -30,10 +31,11 @@ mod keeper;
 pub mod process_cpu;
 pub mod selftime;
 
-use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+use buffer::{Finished, OpenSpan, NO_CPU, NO_PARENT, STATE};
 
 use crate::counters::{self, emulated, CounterValues};
 pub use process_cpu::{CpuSource, ProcessCpuMode};
@@ -172,54 +174,6 @@ pub struct SpanContext {
     pub trace: u64,
 }
 
-struct OpenSpan {
-    id: u64,
-    parent: Option<u64>,
-    trace: u64,
-    name: &'static str,
-    start_ns: u64,
-    attrs: Vec<(&'static str, AttrValue)>,
-    /// Boxed: spans are moved around on the hot path, and counters are usually off.
-    counters_start: Option<Box<CounterValues>>,
-    process_cpu_start: Option<u64>,
-}
-
-/// A finished span before thread information is attached (at drain time).
-struct Finished {
-    id: u64,
-    parent: Option<u64>,
-    trace: u64,
-    name: &'static str,
-    start_ns: u64,
-    end_ns: u64,
-    attrs: Vec<(&'static str, AttrValue)>,
-    counters: Option<Box<CounterValues>>,
-    /// Exact mode only: the two reads' difference.
-    process_cpu_ns: Option<u64>,
-}
-
-/// Finished spans of one thread, visible to [`drain_trace`].
-struct SharedBuffer {
-    thread_id: u64,
-    thread_name: Arc<str>,
-    spans: Mutex<Vec<Finished>>,
-}
-
-type Buffer = Arc<SharedBuffer>;
-
-struct ThreadState {
-    stack: Vec<OpenSpan>,
-    /// Finished spans not yet published; moved to `shared` whenever the stack empties,
-    /// so the hot path takes no lock while spans are nested.
-    local: Vec<Finished>,
-    shared: Buffer,
-    next_id: u64,
-    id_limit: u64,
-}
-
-/// Ids are handed to threads in blocks, so opening a span touches no shared cache line.
-const ID_BLOCK: u64 = 4096;
-static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
 static COUNTERS_ON: AtomicBool = AtomicBool::new(false);
 
 /// Mirrors span enters and exits into an outside tool (NVTX ranges for Nsight Systems).
@@ -262,61 +216,6 @@ fn mirror() -> Option<&'static dyn SpanMirror> {
         MIRROR.get().map(|m| m.as_ref())
     } else {
         None
-    }
-}
-
-fn registry() -> &'static Mutex<Vec<Buffer>> {
-    static REG: OnceLock<Mutex<Vec<Buffer>>> = OnceLock::new();
-    REG.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-thread_local! {
-    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
-}
-
-impl ThreadState {
-    fn new() -> Self {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
-        let name = std::thread::current()
-            .name()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("thread-{tid}"));
-        let shared: Buffer = Arc::new(SharedBuffer {
-            thread_id: tid,
-            thread_name: Arc::from(name),
-            spans: Mutex::new(Vec::new()),
-        });
-        registry()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(shared.clone());
-        ThreadState {
-            stack: Vec::with_capacity(32),
-            local: Vec::with_capacity(256),
-            shared,
-            next_id: 0,
-            id_limit: 0,
-        }
-    }
-
-    #[inline]
-    fn new_id(&mut self) -> u64 {
-        if self.next_id == self.id_limit {
-            let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed);
-            self.next_id = block * ID_BLOCK;
-            self.id_limit = self.next_id + ID_BLOCK;
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        id
-    }
-
-    fn publish(&mut self) {
-        if !self.local.is_empty() {
-            let mut shared = self.shared.spans.lock().unwrap_or_else(|e| e.into_inner());
-            shared.append(&mut self.local);
-        }
     }
 }
 
@@ -364,21 +263,22 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
     open(name, parent).id
 }
 
+#[inline]
 fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     let counters_start = read_counters().map(Box::new);
     let process_cpu_start = if process_cpu::exact() {
-        process_cpu_ns()
+        process_cpu_ns().unwrap_or(NO_CPU)
     } else {
-        None
+        NO_CPU
     };
     let ctx = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let id = s.new_id();
         let (parent, trace) = match parent {
-            Some(ctx) => (Some(ctx.id), ctx.trace),
+            Some(ctx) => (ctx.id, ctx.trace),
             None => match s.stack.last() {
-                Some(top) => (Some(top.id), top.trace),
-                None => (None, id),
+                Some(top) => (top.id, top.trace),
+                None => (NO_PARENT, id),
             },
         };
         s.stack.push(OpenSpan {
@@ -387,7 +287,7 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
             trace,
             name,
             start_ns: now_ns(),
-            attrs: Vec::new(),
+            attrs: None,
             counters_start,
             process_cpu_start,
         });
@@ -405,6 +305,7 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
 
 /// Closes span `id` on this thread. Spans closed out of order are still closed; an id
 /// that is not open on this thread is ignored (and reported as `false`).
+#[inline]
 pub fn exit(id: u64) -> bool {
     if emulated::active() {
         emulated::boundary(id, emulated::Edge::End);
@@ -430,25 +331,27 @@ pub fn exit(id: u64) -> bool {
             (Some(a), Some(b)) => Some(Box::new(b.delta_since(&a))),
             _ => None,
         };
+        let process_cpu_ns = match end_cpu {
+            Some(b) if open.process_cpu_start != NO_CPU => b.saturating_sub(open.process_cpu_start),
+            _ => NO_CPU,
+        };
+        let name = open.name;
         s.local.push(Finished {
             id: open.id,
             parent: open.parent,
             trace: open.trace,
-            name: open.name,
+            name,
             start_ns: open.start_ns,
             end_ns,
             attrs: open.attrs,
             counters,
-            process_cpu_ns: open
-                .process_cpu_start
-                .zip(end_cpu)
-                .map(|(a, b)| b.saturating_sub(a)),
+            process_cpu_ns,
         });
         if s.stack.is_empty() {
             s.publish();
         }
         if let Some(m) = mirror() {
-            m.exit(open.name);
+            m.exit(name);
         }
         true
     })
@@ -460,9 +363,10 @@ pub fn set_attr(id: u64, key: &'static str, value: AttrValue) -> bool {
         let mut s = s.borrow_mut();
         match s.stack.iter_mut().rev().find(|o| o.id == id) {
             Some(open) => {
-                match open.attrs.iter_mut().find(|(k, _)| *k == key) {
+                let attrs = open.attrs.get_or_insert_with(Default::default);
+                match attrs.iter_mut().find(|(k, _)| *k == key) {
                     Some(slot) => slot.1 = value,
-                    None => open.attrs.push((key, value)),
+                    None => attrs.push((key, value)),
                 }
                 true
             }
@@ -488,28 +392,24 @@ pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
     // This thread may hold unpublished spans under a still-open outer span.
     STATE.with(|s| s.borrow_mut().publish());
     let mut out = Vec::new();
-    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+    let mut reg = buffer::registry().lock().unwrap_or_else(|e| e.into_inner());
     for buf in reg.iter() {
-        let mut b = buf.spans.lock().unwrap_or_else(|e| e.into_inner());
-        if b.iter().any(|r| r.trace == trace) {
-            let (mine, rest): (Vec<_>, Vec<_>) = b.drain(..).partition(|r| r.trace == trace);
-            *b = rest;
-            out.extend(mine.into_iter().map(|f| SpanRecord {
-                id: f.id,
-                parent: f.parent,
-                trace: f.trace,
-                name: f.name,
-                thread_id: buf.thread_id,
-                thread_name: buf.thread_name.clone(),
-                start_ns: f.start_ns,
-                end_ns: f.end_ns,
-                attrs: f.attrs,
-                counters: f.counters.map(|c| *c),
-                process_cpu_ns: f.process_cpu_ns,
-                process_cpu_source: None,
-                process_cpu_interpolated_ns: None,
-            }));
-        }
+        let mine = buffer::take_trace(buf, trace);
+        out.extend(mine.into_iter().map(|f| SpanRecord {
+            id: f.id,
+            parent: (f.parent != NO_PARENT).then_some(f.parent),
+            trace: f.trace,
+            name: f.name,
+            thread_id: buf.thread_id,
+            thread_name: buf.thread_name.clone(),
+            start_ns: f.start_ns,
+            end_ns: f.end_ns,
+            attrs: f.attrs.map(|a| *a).unwrap_or_default(),
+            counters: f.counters.map(|c| *c),
+            process_cpu_ns: (f.process_cpu_ns != NO_CPU).then_some(f.process_cpu_ns),
+            process_cpu_source: None,
+            process_cpu_interpolated_ns: None,
+        }));
     }
     // Buffers of exited threads that hold nothing are no longer needed.
     reg.retain(|b| {

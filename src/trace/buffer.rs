@@ -1,0 +1,140 @@
+//! The recorder's storage: each thread's stack of open spans, its finished spans, and
+//! the per-thread buffers that [`super::drain_trace`] empties.
+//!
+//! The layout serves the hot path ([`super::open`], [`super::exit`]): an open span is
+//! 72 bytes on a stack that keeps its capacity, a finished one 80 bytes appended to a
+//! vector that keeps its capacity across publications, and draining removes a trace's
+//! spans in place, so that a thread that records steadily stops allocating (and stops
+//! touching fresh pages) after its first traces. Absent values are sentinels rather than
+//! `Option`s (ids start at [`ID_BLOCK`], so 0 is never a span), attributes and counter
+//! starts live behind one pointer each, since most spans have neither.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::AttrValue;
+use crate::counters::CounterValues;
+
+/// No parent (span ids start at [`ID_BLOCK`]).
+pub(super) const NO_PARENT: u64 = 0;
+/// No process CPU reading.
+pub(super) const NO_CPU: u64 = u64::MAX;
+
+pub(super) type Attrs = Option<Box<Vec<(&'static str, AttrValue)>>>;
+
+pub(super) struct OpenSpan {
+    pub id: u64,
+    pub parent: u64,
+    pub trace: u64,
+    pub name: &'static str,
+    pub start_ns: u64,
+    pub attrs: Attrs,
+    /// Counters are usually off: a null pointer then.
+    pub counters_start: Option<Box<CounterValues>>,
+    /// Exact mode only; [`NO_CPU`] otherwise.
+    pub process_cpu_start: u64,
+}
+
+/// A finished span before thread information is attached (at drain time).
+pub(super) struct Finished {
+    pub id: u64,
+    pub parent: u64,
+    pub trace: u64,
+    pub name: &'static str,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub attrs: Attrs,
+    pub counters: Option<Box<CounterValues>>,
+    /// Exact mode only: the two reads' difference; [`NO_CPU`] otherwise.
+    pub process_cpu_ns: u64,
+}
+
+/// Finished spans of one thread, visible to [`super::drain_trace`].
+pub(super) struct SharedBuffer {
+    pub thread_id: u64,
+    pub thread_name: Arc<str>,
+    pub spans: Mutex<Vec<Finished>>,
+}
+
+pub(super) type Buffer = Arc<SharedBuffer>;
+
+pub(super) struct ThreadState {
+    pub stack: Vec<OpenSpan>,
+    /// Finished spans not yet published; moved to `shared` whenever the stack empties,
+    /// so the hot path takes no lock while spans are nested.
+    pub local: Vec<Finished>,
+    pub shared: Buffer,
+    next_id: u64,
+    id_limit: u64,
+}
+
+/// Ids are handed to threads in blocks, so opening a span touches no shared cache line.
+pub(super) const ID_BLOCK: u64 = 4096;
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+
+pub(super) fn registry() -> &'static Mutex<Vec<Buffer>> {
+    static REG: OnceLock<Mutex<Vec<Buffer>>> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+thread_local! {
+    pub(super) static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
+}
+
+impl ThreadState {
+    fn new() -> Self {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
+        let name = std::thread::current()
+            .name()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("thread-{tid}"));
+        let shared: Buffer = Arc::new(SharedBuffer {
+            thread_id: tid,
+            thread_name: Arc::from(name),
+            spans: Mutex::new(Vec::new()),
+        });
+        registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(shared.clone());
+        ThreadState {
+            stack: Vec::with_capacity(32),
+            local: Vec::with_capacity(1024),
+            shared,
+            next_id: 0,
+            id_limit: 0,
+        }
+    }
+
+    #[inline]
+    pub fn new_id(&mut self) -> u64 {
+        if self.next_id == self.id_limit {
+            let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed);
+            self.next_id = block * ID_BLOCK;
+            self.id_limit = self.next_id + ID_BLOCK;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Moves the finished spans to the shared buffer (both keep their capacity).
+    pub fn publish(&mut self) {
+        if !self.local.is_empty() {
+            let mut shared = self.shared.spans.lock().unwrap_or_else(|e| e.into_inner());
+            shared.append(&mut self.local);
+        }
+    }
+}
+
+/// Removes `trace`'s spans from one thread's buffer, keeping the others in order and the
+/// buffer's capacity.
+pub(super) fn take_trace(buf: &SharedBuffer, trace: u64) -> Vec<Finished> {
+    let mut b = buf.spans.lock().unwrap_or_else(|e| e.into_inner());
+    if !b.iter().any(|r| r.trace == trace) {
+        return Vec::new();
+    }
+    b.extract_if(.., |r| r.trace == trace).collect()
+}
