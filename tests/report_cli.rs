@@ -37,7 +37,12 @@ fn every_chart_is_drawn_as_svg_and_png_naming_the_top_level_spans() {
     let tmp = tempfile::tempdir().unwrap();
     let run = fixture::write(tmp.path(), &fixture::Options::default());
     let out = tmp.path().join("charts");
-    let results = plot::render_all(&input(&run), &out, &[ImageFormat::Svg, ImageFormat::Png]);
+    let results = plot::render_all(
+        &input(&run),
+        &out,
+        &[ImageFormat::Svg, ImageFormat::Png],
+        &Default::default(),
+    );
     assert_eq!(results.len(), 4);
     for (name, outcome) in results {
         let r = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -119,9 +124,12 @@ fn a_run_with_no_verified_rep_still_draws_every_chart_saying_what_is_missing() {
         },
     );
     let out = tmp.path().join("charts");
-    for (name, outcome) in
-        plot::render_all(&input(&run), &out, &[ImageFormat::Svg, ImageFormat::Png])
-    {
+    for (name, outcome) in plot::render_all(
+        &input(&run),
+        &out,
+        &[ImageFormat::Svg, ImageFormat::Png],
+        &Default::default(),
+    ) {
         let r = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!r.notes.0.is_empty(), "{name} should say what is missing");
         image::open(out.join(format!("{name}.png"))).unwrap();

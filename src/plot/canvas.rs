@@ -323,8 +323,13 @@ impl Axis {
     }
 
     pub fn px(&self, v: f64) -> i32 {
+        self.pxf(v).round() as i32
+    }
+
+    /// The pixel of `v`, unrounded (what tells an interval narrower than a pixel).
+    pub fn pxf(&self, v: f64) -> f64 {
         let t = (v - self.lo) / (self.hi - self.lo);
-        (self.px_lo as f64 + t * (self.px_hi - self.px_lo) as f64).round() as i32
+        self.px_lo as f64 + t * (self.px_hi - self.px_lo) as f64
     }
 
     /// Round tick values inside [lo, hi], about `count` of them.
@@ -358,17 +363,6 @@ pub fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
         k += 1.0;
     }
     out
-}
-
-/// Colour of a delta: red for slower, green for faster, grey when under 1%.
-pub fn delta_color(delta_ns: f64, base_ns: f64) -> RGBColor {
-    if base_ns > 0.0 && (delta_ns / base_ns).abs() < 0.01 {
-        MUTED
-    } else if delta_ns > 0.0 {
-        WORSE
-    } else {
-        BETTER
-    }
 }
 
 const PALETTE: [RGBColor; 12] = [

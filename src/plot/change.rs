@@ -1,40 +1,32 @@
 //! Change: where the time went between a baseline and a candidate, one horizontal bar
 //! per span: the change of its self time on the critical path, with its interval as a
 //! whisker, coloured by verdict, under a first bar for the end-to-end change. The rows
-//! are plain data ([`ChangeRow`]) that the report fills from a diff, so this chart knows
-//! nothing of the analysis; it draws what it is given.
+//! are plain data ([`ChangeRow`], a [`SpanChange`] each) that the report fills from a
+//! diff, so this chart knows nothing of the analysis; it draws what it is given.
 
 use plotters::prelude::*;
 
 use super::canvas::*;
+use super::verdict::{signed, verdict_color};
+pub use super::verdict::{Judged, SpanChange};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::store::RunView;
-use crate::units::{fmt_ns_short, TimeUnit};
+use crate::units::TimeUnit;
 
-/// How a row's change was judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Judged {
-    Better,
-    Worse,
-    /// No verdict of regressed or improved (within noise, or too few reps).
-    Unresolved,
-}
-
-/// One bar: a label, the change in ns, its interval in ns, the verdict and its words.
+/// One bar: a label and the diff's change (statistic, interval, verdict and its words,
+/// printed right of the bar, e.g. "improved (q=0.008)").
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChangeRow {
     pub label: String,
-    pub delta_ns: f64,
-    pub interval_ns: Option<(f64, f64)>,
-    pub judged: Judged,
-    /// Printed right of the bar, e.g. "improved (p=0.008)".
-    pub verdict: String,
+    pub change: SpanChange,
 }
 
 /// The chart: a title naming the comparison, the end-to-end row, then the span rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     pub title: String,
+    /// The change statistic's name ("median of per-pair differences").
+    pub statistic: String,
     pub rows: Vec<ChangeRow>,
 }
 
@@ -54,8 +46,9 @@ impl Change {
             c,
             &self.title,
             &format!(
-                "{} · bar = the diff's change statistic (paired: median of per-pair differences; else difference of medians); whisker = its interval",
-                run_line(input)
+                "{} · bar = the diff's change, the {}; whisker = its 95% interval; colour = its verdict",
+                run_line(input),
+                self.statistic
             ),
         )? + 24;
         if self.rows.is_empty() {
@@ -68,11 +61,11 @@ impl Change {
         let resolved: Vec<f64> = self
             .rows
             .iter()
-            .filter(|r| r.judged != Judged::Unresolved)
-            .map(|r| r.delta_ns.abs())
+            .filter(|r| matches!(r.change.judged, Judged::Improved | Judged::Regressed))
+            .map(|r| r.change.delta_ns.abs())
             .collect();
         let sizes = if resolved.is_empty() {
-            self.rows.iter().map(|r| r.delta_ns.abs()).collect()
+            self.rows.iter().map(|r| r.change.delta_ns.abs()).collect()
         } else {
             resolved
         };
@@ -101,11 +94,11 @@ impl Change {
                     1,
                 )?;
             }
-            let color = match r.judged {
-                Judged::Better => BETTER,
-                Judged::Worse => WORSE,
-                Judged::Unresolved => RGBColor(170, 170, 170),
-            };
+            let r_change = &r.change;
+            let color = verdict_color(r_change.judged);
+            if let Some(note) = super::verdict::Changes::disagreement_note(&r.label, r_change) {
+                notes.push(note);
+            }
             c.text(
                 &fit(&r.label, LABEL_PX, LABEL_W),
                 (20, y),
@@ -113,14 +106,23 @@ impl Change {
                 INK,
                 Align::Left,
             )?;
-            let end = at(r.delta_ns);
+            let end = at(r_change.delta_ns);
             let (a, b) = (zero.min(end), zero.max(end).max(zero.min(end) + 1));
             c.rect((a, y - 8), (b, y + 8), color.into())?;
             // A bar longer than the axis is cut at its edge: two white slashes across its
             // end say so, and its value is printed beside the verdict.
-            let cut = r.delta_ns.abs() > reach_ns;
+            let cut = r_change.delta_ns.abs() > reach_ns;
             if cut {
-                let edge = if r.delta_ns > 0.0 { b - 10 } else { a + 4 };
+                notes.push(format!(
+                    "{}: its bar ({}) is longer than the axis and cut at its edge",
+                    r.label,
+                    signed(r_change.delta_ns)
+                ));
+                let edge = if r_change.delta_ns > 0.0 {
+                    b - 10
+                } else {
+                    a + 4
+                };
                 for dx in [0, 5] {
                     c.line(
                         &[(edge + dx, y + 9), (edge + dx + 6, y - 9)],
@@ -129,18 +131,20 @@ impl Change {
                     )?;
                 }
             }
-            if let Some((lo, hi)) = r.interval_ns {
+            if let Some((lo, hi)) = r_change.interval_ns {
                 let (l, h) = (at(lo), at(hi));
                 c.line(&[(l, y), (h, y)], INK.into(), 1)?;
                 for x in [l, h] {
                     c.line(&[(x, y - 5), (x, y + 5)], INK.into(), 1)?;
                 }
-                if r.judged != Judged::Unresolved && (lo < -reach_ns || hi > reach_ns) {
+                if matches!(r_change.judged, Judged::Improved | Judged::Regressed)
+                    && (lo < -reach_ns || hi > reach_ns)
+                {
                     notes.push(format!(
                         "{}: the interval runs past the axis ({} to {})",
                         r.label,
-                        signed_short(lo),
-                        signed_short(hi)
+                        signed(lo),
+                        signed(hi)
                     ));
                 }
             }
@@ -148,9 +152,9 @@ impl Change {
                 &fit(
                     &format!(
                         "{}{} {}",
-                        signed_short(r.delta_ns),
+                        signed(r_change.delta_ns),
                         if cut { " (bar cut at axis)" } else { "" },
-                        r.verdict
+                        r_change.verdict
                     ),
                     SMALL_PX,
                     VERDICT_W,
@@ -166,14 +170,6 @@ impl Change {
     }
 }
 
-fn signed_short(ns: f64) -> String {
-    if ns > 0.0 {
-        format!("+{}", fmt_ns_short(ns))
-    } else {
-        fmt_ns_short(ns)
-    }
-}
-
 impl Chart for Change {
     fn name(&self) -> &'static str {
         "change"
@@ -182,7 +178,7 @@ impl Chart for Change {
         "Where the time went: the change"
     }
     fn caption(&self) -> &'static str {
-        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: green improved, red regressed, grey unchanged (a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed); the whisker is the change's 95% bootstrap interval."
+        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: coloured by the diff's verdict: green improved, red regressed, grey unchanged, amber unresolved (too few reps, or on one side only); a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed beside it; the whisker is the change's 95% bootstrap interval."
     }
     fn size(&self, _input: &RunView) -> (u32, u32) {
         (

@@ -1,16 +1,23 @@
 //! Distributions: one small panel per span (and per wrapper's unattributed time) with
 //! each variant's reps as points over a box (quartiles, whiskers to min and max), so
 //! the noise behind a median is visible. The y axis is fitted to the data, not to zero:
-//! the spread is what this chart is for.
+//! the spread is what this chart is for. Each panel's label gives every candidate's
+//! change as the diff computed it for that span and measure ([`Changes`]), relative to
+//! the baseline and coloured by the diff's verdict.
 
 use plotters::prelude::*;
 
 use super::canvas::*;
+use super::verdict::{percent, signed, verdict_color, Changes, Quantity, SpanChange};
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::stats::{median, quantile};
-use crate::store::RunView;
+use crate::stats::quantile;
+use crate::store::{RunView, SpanTime};
 
-pub struct Distributions;
+/// The chart, with the diffs' changes its labels print.
+#[derive(Debug, Clone, Default)]
+pub struct Distributions {
+    pub changes: Changes,
+}
 
 const COLS: usize = 4;
 const PANEL_W: i32 = 295;
@@ -18,8 +25,28 @@ const PANEL_H: i32 = 230;
 
 /// One panel: a metric and each variant's per-rep values (ns).
 struct Metric {
+    /// The span (family) name and which of its times.
+    name: String,
+    measure: SpanTime,
     label: String,
     values: Vec<(String, Vec<f64>)>,
+}
+
+/// The diff's quantity a panel shows.
+fn quantity(m: SpanTime) -> Quantity {
+    match m {
+        SpanTime::Total => Quantity::Total,
+        SpanTime::SelfTime => Quantity::SelfTime,
+        SpanTime::Unattributed => Quantity::Unattributed,
+    }
+}
+
+/// "candidate +4.2%": a candidate's change as the panel labels it.
+pub fn label_text(candidate: &str, c: &SpanChange) -> String {
+    match c.relative {
+        Some(r) => format!("{candidate} {}", percent(r)),
+        None => format!("{candidate} {}", signed(c.delta_ns)),
+    }
 }
 
 fn metrics(input: &RunView) -> Vec<Metric> {
@@ -41,7 +68,12 @@ fn metrics(input: &RunView) -> Vec<Metric> {
                 })
                 .collect();
             if values.iter().any(|(_, v)| !v.is_empty()) {
-                out.push(Metric { label, values });
+                out.push(Metric {
+                    name: name.clone(),
+                    measure: m,
+                    label,
+                    values,
+                });
             }
         }
     }
@@ -58,10 +90,16 @@ impl Distributions {
         let y0 = header(
             c,
             "Distributions: every measured rep per span and variant",
-            &format!(
-                "{} · points = reps, box = quartiles, whiskers = min to max",
-                run_line(input)
-            ),
+            &match self.changes.statistic() {
+                Some(stat) => format!(
+                    "{} · points = reps, box = quartiles, whiskers = min to max · label = the diff's change ({stat}) over the baseline median, coloured by its verdict",
+                    run_line(input)
+                ),
+                None => format!(
+                    "{} · points = reps, box = quartiles, whiskers = min to max",
+                    run_line(input)
+                ),
+            },
         )?;
         let ms = metrics(input);
         if ms.is_empty() {
@@ -75,15 +113,50 @@ impl Distributions {
                 notes.push(format!("variant {v} has fewer than 2 verified measured reps: its spread cannot be seen"));
             }
         }
+        let mut unlabelled = Vec::new();
         for (i, m) in ms.iter().enumerate() {
             let (col, row) = ((i % COLS) as i32, (i / COLS) as i32);
             let (px0, py0) = (10 + col * PANEL_W, y0 + row * PANEL_H);
-            self.panel(c, m, (px0, py0))?;
+            let labels = self.labels(m, &mut notes);
+            if labels.is_empty() && !self.changes.candidates.is_empty() {
+                unlabelled.push(m.label.clone());
+            }
+            self.panel(c, m, &labels, (px0, py0))?;
+        }
+        if !unlabelled.is_empty() {
+            notes.push(format!(
+                "distributions: no change printed for {} (the diff compares spans grouped \
+                 by index one by one, or has no comparison of it)",
+                unlabelled.join(", ")
+            ));
         }
         Ok(notes)
     }
 
-    fn panel<DB>(&self, c: &Canvas<'_, DB>, m: &Metric, (x0, y0): (i32, i32)) -> Drawn
+    /// Each candidate's change of the panel's metric, as the diff computed it.
+    fn labels(&self, m: &Metric, notes: &mut Notes) -> Vec<(String, RGBColor)> {
+        self.changes
+            .candidates
+            .iter()
+            .filter_map(|v| {
+                let ch = v.spans.get(&(m.name.clone(), quantity(m.measure)))?;
+                if let Some(n) =
+                    Changes::disagreement_note(&format!("{} {}", v.candidate, m.label), ch)
+                {
+                    notes.push(n);
+                }
+                Some((label_text(&v.candidate, ch), verdict_color(ch.judged)))
+            })
+            .collect()
+    }
+
+    fn panel<DB>(
+        &self,
+        c: &Canvas<'_, DB>,
+        m: &Metric,
+        sub: &[(String, RGBColor)],
+        (x0, y0): (i32, i32),
+    ) -> Drawn
     where
         DB: DrawingBackend,
         DB::ErrorType: 'static,
@@ -96,17 +169,8 @@ impl Distributions {
             INK,
             Align::Left,
         )?;
-        // Median change of each variant against the baseline.
-        let base = m.values.first().and_then(|(_, v)| median(v));
-        let mut sub = Vec::new();
-        for (v, vals) in m.values.iter().skip(1) {
-            if let (Some(b), Some(x)) = (base, median(vals)) {
-                let pct = if b > 0.0 { 100.0 * (x - b) / b } else { 0.0 };
-                sub.push((format!("{v} {:+.1}%", pct), delta_color(x - b, b)));
-            }
-        }
         let mut sx = x0 + 8;
-        for (s, color) in &sub {
+        for (s, color) in sub {
             let s = fit(s, SMALL_PX, x0 + inner_w - 50 - sx);
             c.text(&s, (sx, y0 + 34), SMALL_PX, *color, Align::Left)?;
             sx += text_width(&s, SMALL_PX) + 12;
@@ -224,7 +288,7 @@ impl Chart for Distributions {
         "Rep-to-rep spread"
     }
     fn caption(&self) -> &'static str {
-        "Every measured rep of every span per variant (points) over its quartiles (box) and range (whiskers); the label gives each variant's median change against the baseline."
+        "Every measured rep of every span per variant (points) over its quartiles (box) and range (whiskers); the label gives each candidate's change as the diff computed it (its statistic over the baseline median), coloured by the diff's verdict."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let rows = metrics(input).len().div_ceil(COLS).max(1) as i32;

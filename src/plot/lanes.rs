@@ -257,9 +257,40 @@ where
         )?;
         let ypx = |v: f64| y1 - ((v / scale).clamp(0.0, 1.0) * (y1 - y0) as f64).round() as i32;
         let fill = RGBColor(214, 96, 77);
+        // Samples narrower than a pixel are drawn as one column of their time-weighted
+        // mean, so the lane costs at most one rectangle per pixel.
+        let txf = |t: u64| x.pxf(unit.value(t.saturating_sub(origin) as f64));
+        let mut column: Option<(i32, f64, f64)> = None;
+        let bar = |col: (i32, f64, f64)| -> Drawn {
+            let v = if col.2 > 0.0 { col.1 / col.2 } else { 0.0 };
+            c.rect((col.0, ypx(v)), (col.0 + 1, y1), fill.mix(0.75))
+        };
         for &(s, e, v) in lanes.cpu.iter().filter(|c| c.1 > origin && c.0 < end) {
-            let (x0, x1) = (tx(s.max(origin)), tx(e.min(end)));
-            c.rect((x0, ypx(v)), (x1.max(x0 + 1), y1), fill.mix(0.75))?;
+            let (s, e) = (s.max(origin), e.min(end));
+            let (fs, fe) = (txf(s), txf(e));
+            if fe - fs >= 1.0 {
+                if let Some(col) = column.take() {
+                    bar(col)?;
+                }
+                let (x0, x1) = (tx(s), tx(e));
+                c.rect((x0, ypx(v)), (x1.max(x0 + 1), y1), fill.mix(0.75))?;
+                continue;
+            }
+            let (at, dt) = (fs.round() as i32, e.saturating_sub(s) as f64);
+            match column.as_mut() {
+                Some(col) if col.0 == at => {
+                    col.1 += v * dt;
+                    col.2 += dt;
+                }
+                _ => {
+                    if let Some(col) = column.replace((at, v * dt, dt)) {
+                        bar(col)?;
+                    }
+                }
+            }
+        }
+        if let Some(col) = column {
+            bar(col)?;
         }
         y += CPU_H;
     }

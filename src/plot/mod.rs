@@ -2,6 +2,11 @@
 //! before `report` assembles them into a review. One file per chart, each behind the
 //! [`Chart`] trait and drawn twice, as SVG and PNG.
 //!
+//! A chart's Δ is never its own arithmetic: the phase, distribution and change charts
+//! draw the diff's changes ([`verdict::Changes`], which the report fills from the diffs)
+//! coloured by the diff's verdicts. A chart of "the median rep" draws
+//! [`RunView::representative_rep`].
+//!
 //! Text is set with the DejaVu Sans face embedded from `assets/fonts/`, so drawing needs
 //! no system font. A chart that fails (or panics) yields an error for that chart only:
 //! [`render_all`] never fails as a whole.
@@ -11,8 +16,10 @@ pub mod change;
 pub mod distributions;
 pub mod gaps;
 mod lanes;
+mod merge;
 pub mod phases;
 pub mod timeline;
+pub mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -135,13 +142,18 @@ macro_rules! chart_backends {
 }
 pub(crate) use chart_backends;
 
-/// Every chart, in report order.
-pub fn all_charts() -> Vec<Box<dyn Chart>> {
+/// Every chart, in report order; `changes` are the diffs' changes the phase and
+/// distribution charts print (empty: medians only, no Δ).
+pub fn all_charts(changes: &verdict::Changes) -> Vec<Box<dyn Chart>> {
     vec![
-        Box::new(phases::Phases),
+        Box::new(phases::Phases {
+            changes: changes.clone(),
+        }),
         Box::new(gaps::Gaps),
         Box::new(timeline::Timeline),
-        Box::new(distributions::Distributions),
+        Box::new(distributions::Distributions {
+            changes: changes.clone(),
+        }),
     ]
 }
 
@@ -250,8 +262,9 @@ pub fn render_all(
     input: &RunView,
     dir: &Path,
     formats: &[ImageFormat],
+    changes: &verdict::Changes,
 ) -> Vec<(&'static str, ChartOutcome)> {
-    all_charts()
+    all_charts(changes)
         .iter()
         .map(|c| (c.name(), render(c.as_ref(), input, dir, formats)))
         .collect()
@@ -280,6 +293,16 @@ where
         Align::Left,
     )?;
     Ok(66)
+}
+
+/// Where the drawn rep stands among `n` reps ([`RunView::representative_rep`]): "the
+/// median of 5 reps", "the lower middle of 6 reps (by wall time)".
+pub(crate) fn median_rep_words(n: usize) -> String {
+    if n % 2 == 1 {
+        format!("the median of {n} reps")
+    } else {
+        format!("the lower of the two middle of {n} reps")
+    }
 }
 
 /// One-line description of the run for chart subtitles.

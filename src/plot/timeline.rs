@@ -3,6 +3,12 @@
 //! parent), then one row per GPU lane when GPU activity was recorded, and beneath them
 //! ([`super::lanes`]) each GPU's NVML utilisation and the process's busy cores. All
 //! variants share one time axis.
+//!
+//! The rep drawn is [`RunView::representative_rep`]: the measured verified rep whose
+//! wall time is the median (for an even count, the lower of the two middle ones). Each
+//! level of a row is drawn through [`super::merge`]: spans narrower than a pixel are
+//! merged into pale marks, so drawing is bounded by pixels, not spans, and the notes say
+//! how many spans each variant's marks stand for.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,7 +16,8 @@ use plotters::prelude::*;
 
 use super::canvas::*;
 use super::lanes::{self, Lanes};
-use super::{chart_backends, header, run_line, Chart, Notes};
+use super::merge::{row_marks, RowMarks};
+use super::{chart_backends, header, median_rep_words, run_line, Chart, Notes};
 use crate::store::gpu_lanes::{label, GpuLane};
 use crate::store::{family, RunView};
 use crate::store::{GpuActivityRow, RunRow, SpanRow};
@@ -274,16 +281,17 @@ impl Timeline {
             .fold(1.0, f64::max);
         let unit = TimeUnit::for_max(max_ns);
         let x = Axis::new(0.0, unit.value(max_ns) * 1.01, LABEL_W, w - RIGHT_W);
-        let px = |origin: u64, ns: u64| x.px(unit.value(ns.saturating_sub(origin) as f64));
+        let pxf = |origin: u64, ns: u64| x.pxf(unit.value(ns.saturating_sub(origin) as f64));
         for (vi, p) in panels.iter().enumerate() {
             let head = format!(
-                "{} — rep {} (#{}), wall {}, the median of {} reps",
+                "{} — rep {} (#{}), wall {}, {}",
                 p.variant,
                 p.run.rep,
                 p.run.iteration,
                 fmt_ns_short(p.run.wall_ns as f64),
-                p.reps
+                median_rep_words(p.reps)
             );
+            let mut folded = RowMarks::default();
             c.text(
                 &fit(&head, LABEL_PX, w - 40),
                 (12, y + PANEL_HEAD / 2),
@@ -307,27 +315,46 @@ impl Timeline {
                     INK,
                     Align::Left,
                 )?;
+                let mut levels: Vec<Vec<&Placed>> = vec![Vec::new(); t.levels];
                 for s in &t.spans {
-                    let y0 = y + s.depth as i32 * LEVEL_H + 1;
-                    let (x0, x1) = (
-                        px(p.origin_ns, s.span.start_ns),
-                        px(p.origin_ns, s.span.end_ns).max(px(p.origin_ns, s.span.start_ns) + 1),
-                    );
-                    let name = &s.span.name;
-                    c.rect((x0, y0), (x1, y0 + LEVEL_H - 2), span_color(name).to_rgba())?;
-                    if x1 - x0 > 3 {
-                        c.outline((x0, y0), (x1, y0 + LEVEL_H - 2), WHITE.mix(1.0), 1)?;
+                    levels[s.depth.min(t.levels - 1)].push(s);
+                }
+                for (depth, level) in levels.iter().enumerate() {
+                    let y0 = y + depth as i32 * LEVEL_H + 1;
+                    let items: Vec<(u64, u64, RGBColor)> = level
+                        .iter()
+                        .map(|s| (s.span.start_ns, s.span.end_ns, span_color(&s.span.name)))
+                        .collect();
+                    let marks = row_marks(&items, |ns| pxf(p.origin_ns, ns));
+                    for m in &marks.marks {
+                        let (x0, x1) = (m.x0, m.x1.max(m.x0 + 1));
+                        let Some(i) = m.alone else {
+                            c.rect((x0, y0), (x1, y0 + LEVEL_H - 2), m.color.mix(0.45))?;
+                            continue;
+                        };
+                        let name = &level[i].span.name;
+                        c.rect((x0, y0), (x1, y0 + LEVEL_H - 2), m.color.to_rgba())?;
+                        if x1 - x0 > 3 {
+                            c.outline((x0, y0), (x1, y0 + LEVEL_H - 2), WHITE.mix(1.0), 1)?;
+                        }
+                        if x1 - x0 > 12 {
+                            let label = fit(name, SMALL_PX, x1 - x0 - 6);
+                            if label.chars().count() > 3 || label == *name {
+                                c.text(
+                                    &label,
+                                    (x0 + 3, y0 + LEVEL_H / 2 - 1),
+                                    SMALL_PX,
+                                    INK,
+                                    Align::Left,
+                                )?;
+                            }
+                        }
                     }
-                    let label = fit(name, SMALL_PX, x1 - x0 - 6);
-                    if label.chars().count() > 3 || label == *name {
-                        c.text(
-                            &label,
-                            (x0 + 3, y0 + LEVEL_H / 2 - 1),
-                            SMALL_PX,
-                            INK,
-                            Align::Left,
-                        )?;
-                    }
+                    folded.merged += marks.merged;
+                    folded.hidden += marks.hidden;
+                    folded
+                        .marks
+                        .extend(marks.marks.iter().filter(|m| m.alone.is_none()).copied());
                 }
                 y += h + 6;
             }
@@ -344,27 +371,36 @@ impl Timeline {
                     INK,
                     Align::Left,
                 )?;
-                for a in acts {
-                    let (x0, x1) = (
-                        px(p.origin_ns, a.start_ns),
-                        px(p.origin_ns, a.end_ns).max(px(p.origin_ns, a.start_ns) + 1),
-                    );
-                    c.rect(
-                        (x0, y + 1),
-                        (x1, y + LEVEL_H - 1),
-                        gpu_color(&a.kind).to_rgba(),
-                    )?;
-                    let label = fit(label(a), SMALL_PX, x1 - x0 - 6);
-                    if label.chars().count() > 3 {
-                        c.text(
-                            &label,
-                            (x0 + 3, y + LEVEL_H / 2),
-                            SMALL_PX,
-                            WHITE,
-                            Align::Left,
-                        )?;
+                let items: Vec<(u64, u64, RGBColor)> = acts
+                    .iter()
+                    .map(|a| (a.start_ns, a.end_ns, gpu_color(&a.kind)))
+                    .collect();
+                let marks = row_marks(&items, |ns| pxf(p.origin_ns, ns));
+                for m in &marks.marks {
+                    let (x0, x1) = (m.x0, m.x1.max(m.x0 + 1));
+                    let Some(i) = m.alone else {
+                        c.rect((x0, y + 1), (x1, y + LEVEL_H - 1), m.color.mix(0.45))?;
+                        continue;
+                    };
+                    c.rect((x0, y + 1), (x1, y + LEVEL_H - 1), m.color.to_rgba())?;
+                    if x1 - x0 > 12 {
+                        let label = fit(label(acts[i]), SMALL_PX, x1 - x0 - 6);
+                        if label.chars().count() > 3 {
+                            c.text(
+                                &label,
+                                (x0 + 3, y + LEVEL_H / 2),
+                                SMALL_PX,
+                                WHITE,
+                                Align::Left,
+                            )?;
+                        }
                     }
                 }
+                folded.merged += marks.merged;
+                folded.hidden += marks.hidden;
+                folded
+                    .marks
+                    .extend(marks.marks.iter().filter(|m| m.alone.is_none()).copied());
                 y += LEVEL_H + 6;
             }
             if gpu_missing && !p.under.has_util() {
@@ -377,6 +413,22 @@ impl Timeline {
                     Align::Left,
                 )?;
                 y += NOTE_H;
+            }
+            if folded.merged > 0 {
+                notes.push(format!(
+                    "{}: {} spans or GPU intervals narrower than a pixel are drawn merged \
+                     into {} pale marks (every one is in trace.json)",
+                    p.variant,
+                    folded.merged,
+                    folded.merged_marks()
+                ));
+            }
+            if folded.hidden > 0 {
+                notes.push(format!(
+                    "{}: {} spans or GPU intervals lie wholly under others of their row \
+                     (overlapping spans of one level) and are not drawn",
+                    p.variant, folded.hidden
+                ));
             }
             let acts: Vec<&GpuActivityRow> = p.lanes.iter().flat_map(|l| l.1.clone()).collect();
             for n in p
@@ -443,7 +495,7 @@ impl Chart for Timeline {
         "Timeline of a representative rep"
     }
     fn caption(&self) -> &'static str {
-        "The median-wall rep of each variant: one row per thread with children below their parent, GPU lanes and each GPU's NVML utilisation when recorded, and the process's busy cores."
+        "The median-wall rep of each variant (of its measured verified reps; the lower of the two middle ones for an even count): one row per thread with children below their parent, GPU lanes and each GPU's NVML utilisation when recorded, and the process's busy cores. Spans narrower than a pixel are merged into pale marks; the notes say how many."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let width = 1400;

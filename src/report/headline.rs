@@ -3,9 +3,10 @@
 
 use std::fmt::Write;
 
+use super::chart_changes::span_change;
 use super::sections::Diffs;
-use crate::analysis::{self, Diff, DiffError, Section, Verdict};
-use crate::plot::change::{Change, ChangeRow, Judged};
+use crate::analysis::{self, Diff, DiffError, Section};
+use crate::plot::change::{Change, ChangeRow};
 
 /// Span rows the change chart draws under the end-to-end row.
 const CHART_SPANS: usize = 10;
@@ -36,58 +37,31 @@ pub fn headline_section(diffs: &Result<Diffs, DiffError>) -> String {
     out
 }
 
-fn judged(v: Verdict) -> Judged {
-    match v {
-        Verdict::Improved => Judged::Better,
-        Verdict::Regressed => Judged::Worse,
-        _ => Judged::Unresolved,
-    }
-}
-
-/// "improved (q=0.008)": the verdict with the value it was judged on (the q-value over
-/// the diff's family; end to end, its own p-value).
-fn verdict_words(c: &analysis::Comparison) -> String {
-    let (name, v) = match (c.q_value, c.p_value) {
-        (Some(q), Some(p)) if q != p => ("q", q),
-        (_, Some(p)) => ("p", p),
-        _ => return c.verdict.to_string(),
-    };
-    if v < 0.001 {
-        format!("{} ({name}<0.001)", c.verdict)
-    } else {
-        format!("{} ({name}={v:.3})", c.verdict)
-    }
-}
-
 /// The change chart of a diff: the end-to-end change, then the changes of self time on
 /// the critical path (the diff's contributions; resolved ones first), with their
 /// intervals in ns.
 pub fn change_chart(diff: &Diff) -> Change {
     let t = &diff.contributions.total;
     let base = t.baseline.median.unwrap_or(0.0);
+    // The interval of the change statistic itself, in ns: the same statistic and
+    // resamples as the headline's.
     let mut rows = vec![ChangeRow {
         label: format!("end to end ({})", t.span),
-        delta_ns: t.delta.unwrap_or(0.0),
-        // The interval of the change statistic itself, in ns: the same statistic and
-        // resamples as the headline's.
-        interval_ns: t.delta_ci.and_then(|i| Some((i.lo?, i.hi?))),
-        judged: judged(t.verdict),
-        verdict: verdict_words(t),
+        change: span_change(t),
     }];
     // Resolved changes first, each group largest first (the contributions' order).
     let mut items: Vec<&analysis::Contribution> = diff.contributions.items.iter().collect();
     items.sort_by_key(|i| !i.comparison.verdict.is_change());
     for item in items.into_iter().take(CHART_SPANS) {
-        let c = &item.comparison;
+        let mut change = span_change(&item.comparison);
+        if change.interval_ns.is_none() {
+            change.interval_ns = item
+                .of_total_ci
+                .and_then(|i| Some((i.lo? * base, i.hi? * base)));
+        }
         rows.push(ChangeRow {
-            label: c.span.clone(),
-            delta_ns: c.delta.unwrap_or(0.0),
-            interval_ns: c.delta_ci.and_then(|i| Some((i.lo?, i.hi?))).or_else(|| {
-                item.of_total_ci
-                    .and_then(|i| Some((i.lo? * base, i.hi? * base)))
-            }),
-            judged: judged(c.verdict),
-            verdict: verdict_words(c),
+            label: item.comparison.span.clone(),
+            change,
         });
     }
     Change {
@@ -95,6 +69,7 @@ pub fn change_chart(diff: &Diff) -> Change {
             "Where the time went: {} against {}",
             diff.candidate.variant, diff.baseline.variant
         ),
+        statistic: t.statistic().to_string(),
         rows,
     }
 }

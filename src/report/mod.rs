@@ -11,6 +11,7 @@
 //! command lines, the experiment copy) goes through [`crate::markup`], so a folder made
 //! by someone else cannot put links, HTML or reordering controls into report.md.
 
+pub mod chart_changes;
 pub mod counter_source;
 pub mod environment;
 pub mod flame;
@@ -180,7 +181,11 @@ pub fn write_report_with(
     );
 
     let _ = writeln!(md, "## Charts\n");
-    for (name, outcome) in plot::render_all(input, out, &[ImageFormat::Svg, ImageFormat::Png]) {
+    // Every chart's Δ is the diffs' change of the same span and measure.
+    let changes = chart_changes::changes(&diffs);
+    for (name, outcome) in
+        plot::render_all(input, out, &[ImageFormat::Svg, ImageFormat::Png], &changes)
+    {
         match outcome {
             Ok(r) => {
                 drawn += 1;

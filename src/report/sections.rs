@@ -205,7 +205,11 @@ pub fn spans_section(input: &RunView) -> String {
         let failed = data
             .runs
             .iter()
-            .filter(|r| &r.variant == v && !r.warmup && r.status != crate::store::RepStatus::Ok)
+            .filter(|r| {
+                &r.variant == v
+                    && !r.warmup
+                    && !(r.status == crate::store::RepStatus::Ok && r.verified)
+            })
             .count();
         reps.push(format!("{ok} / {failed}"));
     }

@@ -152,14 +152,18 @@ impl RunView {
             .data
             .runs
             .iter()
-            .filter(|r| r.variant == variant && !r.warmup && r.status == RepStatus::Ok)
+            .filter(|r| {
+                r.variant == variant && !r.warmup && r.status == RepStatus::Ok && r.verified
+            })
             .collect();
         v.sort_by_key(|r| (r.iteration, r.rep));
         v
     }
 
-    /// The rep whose wall time is the median of the variant's measured reps (the lower
-    /// of the middle two for an even count), so one picture stands for the variant.
+    /// The rep whose end-to-end wall time (runs.csv's `wall_ns`, the `prove` span) is the
+    /// median of the variant's measured verified reps: for an even count, the lower of
+    /// the two middle ones (equal times by rep number), so one picture stands for the
+    /// variant. Every chart that draws "the median rep" draws this one.
     pub fn representative_rep(&self, variant: &str) -> Option<&RunRow> {
         let mut reps = self.measured_reps(variant);
         reps.sort_by_key(|r| (r.wall_ns, r.rep));

@@ -3,111 +3,31 @@
 //! wrapper's self time is split in two: the part its children on other threads cover
 //! (waiting, drawn pale) and the part no child covers (unattributed, striped). Time spent
 //! on other threads (workers, the background drop thread) is a thin second bar. A table
-//! below gives every segment's median per variant and its delta against the baseline.
+//! below gives every span's median per variant and the diff's change of the same
+//! quantity ([`Changes`]: its statistic, coloured by its verdict); the bar's end gives
+//! the diff's end-to-end change.
+//!
+//! The critical path is the diff's: a span is on it when its ancestors on its own thread
+//! reach a root span, so a bar adds up to the root's duration and its medians are the
+//! ones the diff compares.
+
+mod model;
 
 use std::collections::BTreeMap;
 
 use plotters::prelude::*;
 
 use super::canvas::*;
+use super::verdict::{change_text, verdict_color, Changes};
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::prover::spans;
-use crate::stats::median;
-use crate::store::family;
-use crate::store::{RunView, SpanTime};
-use crate::units::{fmt_delta, fmt_ns_short};
+use crate::store::RunView;
+use crate::units::fmt_ns_short;
+pub(crate) use model::{table_rows, variant_phases, Part, Row, Seg, VariantPhases};
 
-pub struct Phases;
-
-/// Which part of a span's self time a segment is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Part {
-    /// A wrapper waiting while its children run on other threads.
-    Waiting,
-    /// A wrapper's time that no child covers.
-    Unattributed,
-    /// A leaf's own time.
-    Own,
-}
-
-/// One stacked segment: a span family and a part of its self time.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Seg {
-    pub name: String,
-    pub part: Part,
-}
-
-impl Seg {
-    pub fn label(&self) -> String {
-        match self.part {
-            Part::Own => self.name.clone(),
-            Part::Waiting => format!("{} (waiting on other threads)", self.name),
-            Part::Unattributed => format!("{} (unattributed)", self.name),
-        }
-    }
-}
-
-/// Median self time per segment, on the critical path and elsewhere.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct VariantPhases {
-    pub variant: String,
-    pub reps: usize,
-    pub critical: BTreeMap<Seg, f64>,
-    pub other: BTreeMap<Seg, f64>,
-    pub wall_ns: Option<f64>,
-}
-
-pub(crate) fn variant_phases(input: &RunView, variant: &str) -> VariantPhases {
-    let reps = input.measured_reps(variant);
-    let mut crit: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
-    let mut other: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
-    for (i, r) in reps.iter().enumerate() {
-        let root = input.root_thread(r.rep);
-        for s in input.spans_of(r.rep) {
-            let map = if Some(s.thread_id) == root {
-                &mut crit
-            } else {
-                &mut other
-            };
-            let name = family(&s.name).into_owned();
-            let parts = if input.is_wrapper(&name) {
-                let none = input.measure(s, SpanTime::Unattributed).min(s.self_ns);
-                vec![
-                    (Part::Waiting, s.self_ns - none),
-                    (Part::Unattributed, none),
-                ]
-            } else {
-                vec![(Part::Own, s.self_ns)]
-            };
-            for (part, ns) in parts {
-                let v = map
-                    .entry(Seg {
-                        name: name.clone(),
-                        part,
-                    })
-                    .or_default();
-                // A segment absent from earlier reps counts as zero there.
-                v.resize(i + 1, 0.0);
-                v[i] += ns as f64;
-            }
-        }
-    }
-    let finish = |m: BTreeMap<Seg, Vec<f64>>| {
-        m.into_iter()
-            .map(|(k, mut v)| {
-                v.resize(reps.len(), 0.0);
-                (k, median(&v).unwrap_or(0.0))
-            })
-            .collect()
-    };
-    let walls: Vec<f64> = reps.iter().map(|r| r.wall_ns as f64).collect();
-    VariantPhases {
-        variant: variant.to_string(),
-        reps: reps.len(),
-        critical: finish(crit),
-        other: finish(other),
-        wall_ns: median(&walls),
-    }
+/// The chart, with the diffs' changes it prints.
+#[derive(Debug, Clone, Default)]
+pub struct Phases {
+    pub changes: Changes,
 }
 
 const LABEL_W: i32 = 190;
@@ -118,11 +38,16 @@ const ROW_H: i32 = 22;
 
 impl Phases {
     fn model(&self, input: &RunView) -> (Vec<VariantPhases>, Vec<Seg>, Vec<Seg>) {
-        let phases: Vec<VariantPhases> = input
-            .variants()
-            .iter()
-            .map(|v| variant_phases(input, v))
-            .collect();
+        // The diffs' baseline first: every Δ is against it.
+        let mut variants = input.variants();
+        if let Some(b) = &self.changes.baseline {
+            if let Some(i) = variants.iter().position(|v| v == b) {
+                let b = variants.remove(i);
+                variants.insert(0, b);
+            }
+        }
+        let phases: Vec<VariantPhases> =
+            variants.iter().map(|v| variant_phases(input, v)).collect();
         let order = input.span_order();
         // Segments in tree order, each part of a name together; leftovers after.
         let pick = |f: &dyn Fn(&VariantPhases) -> &BTreeMap<Seg, f64>| -> Vec<Seg> {
@@ -167,9 +92,8 @@ impl Phases {
             c,
             "Where the time went: self time per span, median over reps",
             &format!(
-                "{} · bar = critical path ({} thread); striped = in no child span; pale = waiting on other threads",
+                "{} · bar = critical path (spans whose own-thread ancestors reach the root); striped = in no child span; pale = waiting on other threads",
                 run_line(input),
-                spans::PROVE
             ),
         )?;
         let with_data: Vec<&VariantPhases> = phases.iter().filter(|p| p.reps > 0).collect();
@@ -205,7 +129,7 @@ impl Phases {
         let x = Axis::new(0.0, unit.value(max_ns) * 1.02, LABEL_W, w - RIGHT_W);
         y += 10;
         let top = y;
-        for (vi, p) in with_data.iter().enumerate() {
+        for p in &with_data {
             let name = fit(
                 &format!("{} ({} reps)", p.variant, p.reps),
                 LABEL_PX,
@@ -242,22 +166,38 @@ impl Phases {
                 INK,
                 Align::Left,
             )?;
-            if vi > 0 {
-                let b = base.wall_ns.unwrap_or(0.0);
-                let d = wall - b;
-                c.text(
-                    &fmt_delta(d, b),
-                    (end, y + BAR_H / 2 + 9),
-                    SMALL_PX,
-                    delta_color(d, b),
-                    Align::Left,
-                )?;
+            let is_base = self.changes.baseline.as_deref() == Some(p.variant.as_str());
+            let said = if is_base {
+                Some(("baseline".to_string(), MUTED))
+            } else if self.changes.baseline.is_none() {
+                None
             } else {
+                match self
+                    .changes
+                    .of(&p.variant)
+                    .and_then(|c| c.end_to_end.as_ref())
+                {
+                    Some((span, ch)) => {
+                        if let Some(n) = Changes::disagreement_note(
+                            &format!("{} end to end ({span})", p.variant),
+                            ch,
+                        ) {
+                            notes.push(n);
+                        }
+                        Some((
+                            format!("{} {}", change_text(ch), ch.judged.word()),
+                            verdict_color(ch.judged),
+                        ))
+                    }
+                    None => Some(("no comparison".to_string(), MUTED)),
+                }
+            };
+            if let Some((text, color)) = said {
                 c.text(
-                    "baseline",
+                    &fit(&text, SMALL_PX, RIGHT_W - 16),
                     (end, y + BAR_H / 2 + 9),
                     SMALL_PX,
-                    MUTED,
+                    color,
                     Align::Left,
                 )?;
             }
@@ -305,10 +245,11 @@ impl Phases {
             Align::Left,
         )?;
         y += 34;
-        // Table: one row per segment, medians per variant, deltas against the baseline.
-        let name_w = 300;
-        let col_w = 120;
-        let delta_w = 190;
+        // Table: one row per span (and part of a wrapper), medians per variant, and the
+        // diff's change of the same quantity against the baseline.
+        let name_w = 320;
+        let col_w = 110;
+        let delta_w = 230;
         let mut cols = vec![];
         let mut cx = 12 + name_w;
         for _ in &with_data {
@@ -316,6 +257,27 @@ impl Phases {
             cx += col_w;
         }
         let delta_x = cx + 10;
+        let compared: Vec<&VariantPhases> = with_data
+            .iter()
+            .skip(1)
+            .copied()
+            .filter(|p| self.changes.of(&p.variant).is_some())
+            .collect();
+        let statistic = self.changes.statistic();
+        if let Some(stat) = &statistic {
+            c.text(
+                &fit(
+                    &format!("Δ = the diff's change, the {stat}, coloured by its verdict (green improved, red regressed, grey unchanged, amber unresolved)"),
+                    SMALL_PX,
+                    w - 24,
+                ),
+                (12, y),
+                SMALL_PX,
+                MUTED,
+                Align::Left,
+            )?;
+        }
+        y += ROW_H;
         c.text(
             "span (median self time)",
             (12, y),
@@ -332,7 +294,7 @@ impl Phases {
                 Align::Right,
             )?;
         }
-        for (k, p) in with_data.iter().enumerate().skip(1) {
+        for (k, p) in compared.iter().enumerate() {
             let label = fit(
                 &format!("Δ {} − {}", p.variant, base.variant),
                 SMALL_PX,
@@ -340,56 +302,84 @@ impl Phases {
             );
             c.text(
                 &label,
-                (delta_x + (k as i32 - 1) * delta_w, y),
+                (delta_x + k as i32 * delta_w, y),
                 SMALL_PX,
                 MUTED,
                 Align::Left,
             )?;
         }
-        y += ROW_H;
-        let rows: Vec<(&Seg, bool)> = crit
-            .iter()
-            .map(|n| (n, true))
-            .chain(other.iter().map(|n| (n, false)))
-            .collect();
-        for (n, critical) in rows {
-            let value = |p: &VariantPhases| {
-                if critical {
-                    p.critical.get(n)
-                } else {
-                    p.other.get(n)
-                }
-                .copied()
-            };
-            let get = |p: &VariantPhases| value(p).unwrap_or(0.0);
-            segment(c, n, (14, y - 7), (28, y + 7))?;
-            let mut label = n.label();
-            if !critical {
-                label.push_str(" · other threads");
+        for p in with_data.iter().skip(1) {
+            if self.changes.baseline.is_some() && self.changes.of(&p.variant).is_none() {
+                notes.push(format!(
+                    "{}: no comparison with {} (see the phase section): no Δ drawn",
+                    p.variant, base.variant
+                ));
             }
+        }
+        y += ROW_H;
+        let mut without = false;
+        for row in table_rows(&crit, &other) {
+            match &row {
+                Row::Critical(n) => {
+                    let seg = Seg {
+                        name: n.clone(),
+                        part: Part::Own,
+                    };
+                    segment(c, &seg, (14, y - 7), (28, y + 7))?;
+                }
+                Row::Part(seg) => segment(c, seg, (18, y - 5), (28, y + 5))?,
+                Row::Other(seg) => segment(c, seg, (14, y - 7), (28, y + 7))?,
+            }
+            let label_px = if matches!(row, Row::Part(_)) {
+                SMALL_PX
+            } else {
+                LABEL_PX
+            };
             c.text(
-                &fit(&label, LABEL_PX, name_w - 26),
+                &fit(&row.label(), label_px, name_w - 26),
                 (36, y),
-                LABEL_PX,
+                label_px,
                 INK,
                 Align::Left,
             )?;
             for (p, &cx) in with_data.iter().zip(&cols) {
-                let shown = value(p).map(fmt_ns_short).unwrap_or_else(|| "—".into());
-                c.text(&shown, (cx + col_w - 8, y), LABEL_PX, INK, Align::Right)?;
+                let shown = row.value(p).map(fmt_ns_short).unwrap_or_else(|| "—".into());
+                c.text(&shown, (cx + col_w - 8, y), label_px, INK, Align::Right)?;
             }
-            for (k, p) in with_data.iter().enumerate().skip(1) {
-                let (b, v) = (get(base), get(p));
-                let d = v - b;
-                c.text(
-                    &fit(&fmt_delta(d, b), LABEL_PX, delta_w - 8),
-                    (delta_x + (k as i32 - 1) * delta_w, y),
-                    LABEL_PX,
-                    delta_color(d, b),
-                    Align::Left,
-                )?;
+            for (k, p) in compared.iter().enumerate() {
+                let at = (delta_x + k as i32 * delta_w, y);
+                match row.change(&self.changes, base, p) {
+                    Some(ch) => {
+                        if let Some(n) = Changes::disagreement_note(
+                            &format!("{} {}", p.variant, row.label().trim()),
+                            ch,
+                        ) {
+                            notes.push(n);
+                        }
+                        c.text(
+                            &fit(&change_text(ch), LABEL_PX, delta_w - 8),
+                            at,
+                            LABEL_PX,
+                            verdict_color(ch.judged),
+                            Align::Left,
+                        )?;
+                    }
+                    None => {
+                        if !matches!(row, Row::Part(_)) {
+                            without = true;
+                        }
+                        c.text("—", at, label_px, MUTED, Align::Left)?;
+                    }
+                }
             }
             y += ROW_H;
+        }
+        if without && !compared.is_empty() {
+            notes.push(
+                "phases: rows with Δ — have no comparison of their own in the diff (spans \
+                 grouped by index such as synthesis[*], which the diff compares one by one, \
+                 or time off the critical path of a span that also runs on it)",
+            );
         }
         Ok(notes)
     }
@@ -430,13 +420,13 @@ impl Chart for Phases {
         "Where the time went"
     }
     fn caption(&self) -> &'static str {
-        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads."
+        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads. Every Δ (the bar's end, the table) is the diff's change of the same span and measure, labelled with its statistic and coloured by the diff's verdict."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let (phases, crit, other) = self.model(input);
         let bars = phases.len().max(1) as u32
             * (BAR_H + 4 + 18 + if other.is_empty() { 0 } else { OTHER_H }) as u32;
-        let table = (crit.len() + other.len() + 1) as u32 * ROW_H as u32;
+        let table = (table_rows(&crit, &other).len() + 2) as u32 * ROW_H as u32;
         (1200, 66 + 10 + bars + 34 + table + 30)
     }
     chart_backends!();

@@ -1,0 +1,226 @@
+//! The phase chart's numbers: per variant, the median self time of each span on the
+//! critical path (a wrapper's split into waiting and unattributed) and on other
+//! threads, and the table's rows with the diff's change of each row's quantity.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::plot::verdict::{Changes, Quantity, SpanChange};
+use crate::stats::median;
+use crate::store::family;
+use crate::store::{RunView, SpanRow, SpanTime};
+
+/// Which part of a span's self time a segment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Part {
+    /// A wrapper waiting while its children run on other threads.
+    Waiting,
+    /// A wrapper's time that no child covers.
+    Unattributed,
+    /// A leaf's own time.
+    Own,
+}
+
+/// One stacked segment: a span family and a part of its self time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Seg {
+    pub name: String,
+    pub part: Part,
+}
+
+impl Seg {
+    pub fn label(&self) -> String {
+        match self.part {
+            Part::Own => self.name.clone(),
+            Part::Waiting => format!("{} (waiting on other threads)", self.name),
+            Part::Unattributed => format!("{} (unattributed)", self.name),
+        }
+    }
+}
+
+/// Median self time per segment, on the critical path and elsewhere.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct VariantPhases {
+    pub variant: String,
+    pub reps: usize,
+    pub critical: BTreeMap<Seg, f64>,
+    pub other: BTreeMap<Seg, f64>,
+    /// Median over reps of each span's whole self time on the critical path (its parts
+    /// together): the diff's `critical_self`.
+    pub critical_self: BTreeMap<String, f64>,
+    /// Span names with time on the critical path in some rep.
+    pub on_critical: BTreeSet<String>,
+    pub wall_ns: Option<f64>,
+}
+
+/// Ids of the spans of one rep on the critical path: those whose ancestors on their own
+/// thread reach a root span (the diff's rule).
+pub(crate) fn critical_ids(spans: &[&SpanRow]) -> BTreeSet<u64> {
+    let by_id: HashMap<u64, &SpanRow> = spans.iter().map(|s| (s.span_id, *s)).collect();
+    let mut known: HashMap<u64, bool> = HashMap::new();
+    for s in spans {
+        let mut chain = Vec::new();
+        let mut cur = *s;
+        let on = loop {
+            if let Some(&k) = known.get(&cur.span_id) {
+                break k;
+            }
+            chain.push(cur.span_id);
+            match cur.parent_id {
+                None => break true,
+                Some(p) => match by_id.get(&p) {
+                    Some(parent)
+                        if parent.thread_id == cur.thread_id && chain.len() <= spans.len() =>
+                    {
+                        cur = parent
+                    }
+                    _ => break false,
+                },
+            }
+        };
+        for id in chain {
+            known.insert(id, on);
+        }
+    }
+    known
+        .into_iter()
+        .filter(|&(_, on)| on)
+        .map(|(id, _)| id)
+        .collect()
+}
+
+pub(crate) fn variant_phases(input: &RunView, variant: &str) -> VariantPhases {
+    let reps = input.measured_reps(variant);
+    let mut crit: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
+    let mut other: BTreeMap<Seg, Vec<f64>> = BTreeMap::new();
+    let mut whole: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut on_critical = BTreeSet::new();
+    for (i, r) in reps.iter().enumerate() {
+        let spans = input.spans_of(r.rep);
+        let critical = critical_ids(&spans);
+        for s in spans {
+            let name = family(&s.name).into_owned();
+            let map = if critical.contains(&s.span_id) {
+                on_critical.insert(name.clone());
+                let v = whole.entry(name.clone()).or_default();
+                v.resize(i + 1, 0.0);
+                v[i] += s.self_ns as f64;
+                &mut crit
+            } else {
+                &mut other
+            };
+            let parts = if input.is_wrapper(&name) {
+                let none = input.measure(s, SpanTime::Unattributed).min(s.self_ns);
+                vec![
+                    (Part::Waiting, s.self_ns - none),
+                    (Part::Unattributed, none),
+                ]
+            } else {
+                vec![(Part::Own, s.self_ns)]
+            };
+            for (part, ns) in parts {
+                let v = map
+                    .entry(Seg {
+                        name: name.clone(),
+                        part,
+                    })
+                    .or_default();
+                // A segment absent from earlier reps counts as zero there.
+                v.resize(i + 1, 0.0);
+                v[i] += ns as f64;
+            }
+        }
+    }
+    fn finish<K: Ord>(m: BTreeMap<K, Vec<f64>>, reps: usize) -> BTreeMap<K, f64> {
+        m.into_iter()
+            .map(|(k, mut v)| {
+                v.resize(reps, 0.0);
+                (k, median(&v).unwrap_or(0.0))
+            })
+            .collect()
+    }
+    let walls: Vec<f64> = reps.iter().map(|r| r.wall_ns as f64).collect();
+    VariantPhases {
+        variant: variant.to_string(),
+        reps: reps.len(),
+        critical: finish(crit, reps.len()),
+        other: finish(other, reps.len()),
+        critical_self: finish(whole, reps.len()),
+        on_critical,
+        wall_ns: median(&walls),
+    }
+}
+
+/// What a table row of the phase chart shows: a span's time on the critical path (its
+/// parts together), one part of a wrapper's, or its time on other threads.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Row {
+    Critical(String),
+    Part(Seg),
+    Other(Seg),
+}
+
+impl Row {
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Row::Critical(n) => format!("{n} (self time on the critical path)"),
+            Row::Part(seg) => match seg.part {
+                Part::Waiting => "   of it waiting on other threads".into(),
+                Part::Unattributed => "   of it in no child span".into(),
+                Part::Own => seg.name.clone(),
+            },
+            Row::Other(seg) => format!("{} · other threads", seg.label()),
+        }
+    }
+
+    pub(crate) fn value(&self, p: &VariantPhases) -> Option<f64> {
+        match self {
+            Row::Critical(n) => p.critical_self.get(n).copied(),
+            Row::Part(seg) => p.critical.get(seg).copied(),
+            Row::Other(seg) => p.other.get(seg).copied(),
+        }
+    }
+
+    /// The diff's change of this row's quantity, where the diff compares it: a span's
+    /// critical-path self time, or its self time when it never runs on the critical path
+    /// in either variant. None for parts of a wrapper's time, for time off the critical
+    /// path of a span that also runs on it, and for per-item families (`synthesis[*]`),
+    /// which the diff compares item by item.
+    pub(crate) fn change<'a>(
+        &self,
+        changes: &'a Changes,
+        base: &VariantPhases,
+        cand: &VariantPhases,
+    ) -> Option<&'a SpanChange> {
+        match self {
+            Row::Critical(n) => changes.span(&cand.variant, n, Quantity::CriticalSelf),
+            Row::Other(seg)
+                if !base.on_critical.contains(&seg.name)
+                    && !cand.on_critical.contains(&seg.name) =>
+            {
+                changes.span(&cand.variant, &seg.name, Quantity::SelfTime)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The table's rows: each critical-path span, its parts when it is a wrapper with both,
+/// then the spans on other threads.
+pub(crate) fn table_rows(crit: &[Seg], other: &[Seg]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut names: Vec<&String> = Vec::new();
+    for seg in crit {
+        if !names.contains(&&seg.name) {
+            names.push(&seg.name);
+        }
+    }
+    for name in names {
+        rows.push(Row::Critical(name.clone()));
+        let parts: Vec<&Seg> = crit.iter().filter(|s| s.name == *name).collect();
+        if parts.len() > 1 {
+            rows.extend(parts.into_iter().cloned().map(Row::Part));
+        }
+    }
+    rows.extend(other.iter().cloned().map(Row::Other));
+    rows
+}
