@@ -73,7 +73,11 @@ fn cupti_without_a_gpu_is_unavailable_with_the_reason_and_the_spans_stay() {
     let exe = probe(tmp.path());
     let run = run_ok(tmp.path(), &experiment(tmp.path(), &exe, true), &[]);
     let data = RunData::load(&run).unwrap();
-    assert!(data.runs.iter().all(|r| r.status == RepStatus::Ok), "{:?}", data.runs);
+    assert!(
+        data.runs.iter().all(|r| r.status == RepStatus::Ok),
+        "{:?}",
+        data.runs
+    );
     for v in ["probe", "lines"] {
         let wraps = data
             .spans
@@ -133,5 +137,9 @@ fn gpu_activity_lines_of_a_program_become_rows_and_bad_ones_are_counted() {
         .find(|s| s.variant == "lines" && s.name == "wrap")
         .unwrap();
     let busy = wrap.gpu_busy_ns.expect("annotated");
-    assert!(busy >= 2_000_000 && busy < wrap.duration_ns, "{busy} of {}", wrap.duration_ns);
+    assert!(
+        busy >= 2_000_000 && busy < wrap.duration_ns,
+        "{busy} of {}",
+        wrap.duration_ns
+    );
 }

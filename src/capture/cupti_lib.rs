@@ -86,7 +86,10 @@ mod tests {
         let exe = dir.path().join("gapscope");
         let e = find(None, &exe).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains(BUILD_HINT) && text.contains(FILE_NAME), "{text}");
+        assert!(
+            text.contains(BUILD_HINT) && text.contains(FILE_NAME),
+            "{text}"
+        );
         assert!(text.contains(&dir.path().display().to_string()), "{text}");
         std::fs::create_dir(dir.path().join("deps")).unwrap();
         std::fs::write(dir.path().join("deps").join(FILE_NAME), b"x").unwrap();

@@ -77,10 +77,12 @@ impl GapNames {
 pub fn not_drawn(input: &RunView) -> Option<String> {
     let names = GapNames::of(input);
     let has = input.variants().iter().any(|v| {
-        input
-            .measured_reps(v)
-            .iter()
-            .any(|r| input.spans_of(r.rep).iter().any(|s| s.name == names.wrapper))
+        input.measured_reps(v).iter().any(|r| {
+            input
+                .spans_of(r.rep)
+                .iter()
+                .any(|s| s.name == names.wrapper)
+        })
     });
     if has {
         return None;

@@ -47,7 +47,11 @@ fn on_the_cpu_backend_the_chart_agrees_with_the_diffs_gaps_table() {
         &DiffOptions::default(),
     )
     .unwrap();
-    let row = d.gaps.iter().find(|g| g.span == OUTER).expect("a gpu_prove row");
+    let row = d
+        .gaps
+        .iter()
+        .find(|g| g.span == OUTER)
+        .expect("a gpu_prove row");
     for (variant, side) in [("baseline", row.baseline), ("candidate", row.candidate)] {
         let side = side.expect("both sides have gpu_prove");
         let reps = rep_gaps(&input, variant);
@@ -56,7 +60,10 @@ fn on_the_cpu_backend_the_chart_agrees_with_the_diffs_gaps_table() {
         // Per rep, the chart's own reading and the store's agree exactly ...
         for r in &reps {
             assert_eq!(chart_unattributed(r), r.unattributed_ns, "rep {}", r.rep);
-            assert!(r.gap_ns > r.unattributed_ns, "the bookkeeping children are in the gap");
+            assert!(
+                r.gap_ns > r.unattributed_ns,
+                "the bookkeeping children are in the gap"
+            );
         }
         // ... and their median is the diff's, to 1 %.
         let chart: Vec<f64> = reps.iter().map(|r| chart_unattributed(r) as f64).collect();
@@ -164,7 +171,10 @@ fn without_a_wrapper_span_the_chart_is_not_drawn_and_says_why() {
     );
     let r = render(&Gaps, &odd, dir.path(), &formats).unwrap();
     assert!(
-        r.notes.0.iter().any(|n| n.contains("\"kernal\" is no span")),
+        r.notes
+            .0
+            .iter()
+            .any(|n| n.contains("\"kernal\" is no span")),
         "{:?}",
         r.notes
     );

@@ -175,7 +175,8 @@ pub fn render(
     if let Some(why) = chart.not_drawn(input) {
         // An image of an earlier report in the same folder must not pass for this run's.
         for format in formats {
-            let _ = std::fs::remove_file(dir.join(format!("{}.{}", chart.name(), format.extension())));
+            let _ =
+                std::fs::remove_file(dir.join(format!("{}.{}", chart.name(), format.extension())));
         }
         return Ok(Rendered {
             chart: chart.name(),

@@ -354,7 +354,11 @@ fn parse_fields(rest: &str) -> Result<Line<'_>, String> {
             }
             Line::Attrs(tid, a)
         }
-        k => return Err(format!("unknown record kind {k:?} (use B, E, X, A, G or S)")),
+        k => {
+            return Err(format!(
+                "unknown record kind {k:?} (use B, E, X, A, G or S)"
+            ))
+        }
     };
     Ok(line)
 }

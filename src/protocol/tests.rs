@@ -375,16 +375,16 @@ fn garbage_and_truncated_gpu_lines_are_unparseable_and_lose_nothing_else() {
     let good = "@gapscope1 G memset 0 7 3 10 20 - - 4096 memset";
     let lines = [
         good,
-        "@gapscope1 G",                                            // no fields
-        "@gapscope1 G kernel 0 7 3 10",                            // cut short
-        "@gapscope1 G kernel 0 7 3 10 20 64x1x1 256x1x1 -",        // no name
-        "@gapscope1 G warp 0 7 3 10 20 - - - x",                   // unknown kind
-        "@gapscope1 G kernel 0 7 3 20 10 - - - backwards",         // end before start
-        "@gapscope1 G kernel 0 7 3 10 20 64x1 256x1x1 - k",        // grid of two
-        "@gapscope1 G kernel 0 7 99999999999 10 20 - - - k",       // id too large
-        "@gapscope1 G memcpy 0 7 3 10 20 - - many HtoD",           // bytes not a number
-        "@gapscope1 S cupti",                                      // no state
-        "@gapscope1 S cu pti=1 x",                                 // '=' in the state
+        "@gapscope1 G",                                      // no fields
+        "@gapscope1 G kernel 0 7 3 10",                      // cut short
+        "@gapscope1 G kernel 0 7 3 10 20 64x1x1 256x1x1 -",  // no name
+        "@gapscope1 G warp 0 7 3 10 20 - - - x",             // unknown kind
+        "@gapscope1 G kernel 0 7 3 20 10 - - - backwards",   // end before start
+        "@gapscope1 G kernel 0 7 3 10 20 64x1 256x1x1 - k",  // grid of two
+        "@gapscope1 G kernel 0 7 99999999999 10 20 - - - k", // id too large
+        "@gapscope1 G memcpy 0 7 3 10 20 - - many HtoD",     // bytes not a number
+        "@gapscope1 S cupti",                                // no state
+        "@gapscope1 S cu pti=1 x",                           // '=' in the state
         "@gapscope1 B 7 100 wrap",
         "@gapscope1 E 7 200 wrap",
     ];
@@ -402,8 +402,5 @@ fn garbage_and_truncated_gpu_lines_are_unparseable_and_lose_nothing_else() {
     assert!(gpu.status.is_empty());
     assert_eq!(c.unparseable, 12, "{samples:?}");
     assert_eq!((c.gpu_records, spans.len()), (1, 1));
-    assert!(
-        samples.iter().any(|s| s.contains("missing")),
-        "{samples:?}"
-    );
+    assert!(samples.iter().any(|s| s.contains("missing")), "{samples:?}");
 }

@@ -385,11 +385,8 @@ impl Cupti {
 }
 
 fn init() -> Result<Cupti, String> {
-    let library = dylib::preload(
-        &gapscope_cupti::CUPTI_NAMES,
-        &dylib::cuda_lib_dirs(),
-    )
-    .map_err(|e| format!("CUPTI library: {e}"))?;
+    let library = dylib::preload(&gapscope_cupti::CUPTI_NAMES, &dylib::cuda_lib_dirs())
+        .map_err(|e| format!("CUPTI library: {e}"))?;
     dylib::guard("CUPTI setup", || {
         // SAFETY: only probes for the library.
         if !unsafe { sys::is_culib_present() } {

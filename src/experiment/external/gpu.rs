@@ -61,7 +61,11 @@ pub fn rep_gpu(
     }
     out.rows.sort_by_key(|r| (r.start_ns, r.correlation_id));
     let mine: Vec<&ParsedStatus> = lines.status.iter().filter(|s| s.source == SOURCE).collect();
-    let of = |state: &str| mine.iter().find(|s| s.state == state).map(|s| s.text.as_str());
+    let of = |state: &str| {
+        mine.iter()
+            .find(|s| s.state == state)
+            .map(|s| s.text.as_str())
+    };
     out.collected = of("started").is_some();
     out.status = match (of("started"), of("unavailable")) {
         (Some(how), _) => {
@@ -126,7 +130,12 @@ mod tests {
             grid: (kind == "kernel").then_some([80, 1, 1]),
             block: (kind == "kernel").then_some([256, 1, 1]),
             bytes: (kind != "kernel").then_some(4096),
-            name: if kind == "kernel" { "_Z5scalePfi" } else { "HtoD" }.into(),
+            name: if kind == "kernel" {
+                "_Z5scalePfi"
+            } else {
+                "HtoD"
+            }
+            .into(),
         }
     }
 
@@ -168,7 +177,11 @@ mod tests {
             (kernel.grid_x, kernel.block_x, kernel.name.as_str()),
             (Some(80), Some(256), "_Z5scalePfi")
         );
-        assert!(g.status.starts_with("cupti: libcupti.so.13"), "{}", g.status);
+        assert!(
+            g.status.starts_with("cupti: libcupti.so.13"),
+            "{}",
+            g.status
+        );
         assert!(g.status.contains("2 record(s)"), "{}", g.status);
         assert!(g.status.contains("1 outside the rep"), "{}", g.status);
         assert!(g.status.contains("records=3 dropped=0"), "{}", g.status);
@@ -178,14 +191,30 @@ mod tests {
     fn no_collector_or_a_failed_one_is_unavailable_with_the_reason() {
         let said = GpuLines {
             activity: vec![],
-            status: vec![status("unavailable", "no CUPTI library: libcupti.so.13 not found")],
+            status: vec![status(
+                "unavailable",
+                "no CUPTI library: libcupti.so.13 not found",
+            )],
         };
         let g = rep_gpu(&said, 0, "v", (0, 10), Path::new("/x/lib.so"));
         assert!(!g.collected);
-        assert_eq!(g.status, "unavailable: no CUPTI library: libcupti.so.13 not found");
-        let silent = rep_gpu(&GpuLines::default(), 0, "v", (0, 10), Path::new("/x/lib.so"));
+        assert_eq!(
+            g.status,
+            "unavailable: no CUPTI library: libcupti.so.13 not found"
+        );
+        let silent = rep_gpu(
+            &GpuLines::default(),
+            0,
+            "v",
+            (0, 10),
+            Path::new("/x/lib.so"),
+        );
         assert!(!silent.collected && silent.rows.is_empty());
-        assert!(silent.status.starts_with("unavailable: "), "{}", silent.status);
+        assert!(
+            silent.status.starts_with("unavailable: "),
+            "{}",
+            silent.status
+        );
         assert!(silent.status.contains("/x/lib.so"), "{}", silent.status);
         // Started but never flushed: the status says the last records may be missing.
         let cut = GpuLines {
@@ -193,6 +222,10 @@ mod tests {
             status: vec![status("started", "libcupti.so.13")],
         };
         let g = rep_gpu(&cut, 0, "v", (0, 10), Path::new("/x/lib.so"));
-        assert!(g.collected && g.status.contains("no flush at exit"), "{}", g.status);
+        assert!(
+            g.collected && g.status.contains("no flush at exit"),
+            "{}",
+            g.status
+        );
     }
 }
