@@ -193,6 +193,7 @@ impl SyntheticRun {
             profile: Default::default(),
             recorder: None,
             drift: None,
+            gaps: None,
         }
     }
 

@@ -2,13 +2,15 @@
 //! instrumentation they already have: `tracing` spans ([`tracing_sink`], the recorder's
 //! end of the `gapscope-tracing` layer), timing lines of a program's log
 //! ([`log_spans`]) and NVTX ranges of a CUDA program through an injection library
-//! ([`inject`]).
+//! ([`inject`]); and the GPU work of a CUDA program, through CUPTI's injection library
+//! ([`cupti_lib`]).
 //!
 //! The experiment's command workload holds a [`CaptureSpec`] (its `[workload]` keys
-//! `log_spans` and `nvtx`) and, per rep, makes a [`ChildCapture`] of it: the patterns
+//! `log_spans`, `nvtx` and `cupti`) and, per rep, makes a [`ChildCapture`] of it: the patterns
 //! its line readers apply and the environment the program starts with. This module
 //! depends on `trace` and `protocol` only.
 
+pub mod cupti_lib;
 pub mod inject;
 pub mod log_spans;
 pub mod tracing_sink;
@@ -30,6 +32,10 @@ pub struct CaptureSpec {
     /// `nvtx = true`: the program's NVTX ranges become spans.
     #[serde(default)]
     pub nvtx: bool,
+    /// `cupti = true`: the program's kernels, copies and memsets become the rep's GPU
+    /// activity (CUPTI, through `CUDA_INJECTION64_PATH`).
+    #[serde(default)]
+    pub cupti: bool,
 }
 
 impl CaptureSpec {
@@ -46,6 +52,8 @@ impl CaptureSpec {
 pub struct ChildCapture {
     pub log: Option<Arc<LogPatterns>>,
     pub env: Vec<(OsString, OsString)>,
+    /// The CUPTI injection library the program was started with (`cupti = true`).
+    pub cupti: Option<std::path::PathBuf>,
 }
 
 impl ChildCapture {
@@ -60,6 +68,12 @@ impl ChildCapture {
         if spec.nvtx {
             let lib = inject::nvtx_library().map_err(|e| e.to_string())?;
             c.env.push((inject::NVTX_ENV.into(), lib.into_os_string()));
+        }
+        if spec.cupti {
+            let lib = cupti_lib::cupti_library().map_err(|e| e.to_string())?;
+            c.env
+                .push((cupti_lib::CUDA_ENV.into(), lib.clone().into_os_string()));
+            c.cupti = Some(lib);
         }
         Ok(c)
     }

@@ -61,6 +61,7 @@ pub(super) fn new_run_meta(
         },
     }
     .meta()
+    .with_gaps(exp.workload.gaps.clone())
 }
 
 /// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for

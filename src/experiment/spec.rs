@@ -64,6 +64,8 @@ pub struct Workload {
     pub backend: BackendKind,
     /// A program gapscope did not build; the prover's fields above are then unused.
     pub external: Option<ExternalWorkload>,
+    /// `gaps = { wrapper, inner }`: the gaps chart's spans (default: the prover's).
+    pub gaps: Option<crate::store::GapsSpec>,
 }
 
 pub use super::external::workload::{ExternalWorkload, WorkloadFile};
@@ -72,6 +74,10 @@ impl TryFrom<WorkloadFile> for Workload {
     type Error = String;
 
     fn try_from(f: WorkloadFile) -> Result<Workload, String> {
+        if let Some(g) = &f.gaps {
+            g.check()?;
+        }
+        let gaps = f.gaps.clone();
         if let Some(command) = f.command {
             if f.circuit.is_some() || f.log2_constraints.is_some() || f.batch.is_some() {
                 return Err(
@@ -96,6 +102,7 @@ impl TryFrom<WorkloadFile> for Workload {
                 capture: crate::capture::CaptureSpec {
                     log_spans: f.log_spans,
                     nvtx: f.nvtx,
+                    cupti: f.cupti,
                 },
             };
             external.check()?;
@@ -105,17 +112,20 @@ impl TryFrom<WorkloadFile> for Workload {
                 batch: 1,
                 backend: BackendKind::Cpu,
                 external: Some(external),
+                gaps,
             });
         }
         if f.build.is_some()
             || f.dir.is_some()
             || f.prepare.is_some()
             || f.nvtx
+            || f.cupti
             || !f.log_spans.is_empty()
         {
             return Err(
-                "workload: build, prepare, dir, nvtx and log_spans go with command = [\"prog\", \"args\"]; \
-                        add command, or remove them"
+                "workload: build, prepare, dir, nvtx, cupti and log_spans go with command = [\"prog\", \"args\"]; \
+                        add command, or remove them (gapscope's own provers record CUPTI with \
+                        telemetry = true or \"cupti\")"
                     .into(),
             );
         }
@@ -134,13 +144,15 @@ impl TryFrom<WorkloadFile> for Workload {
             batch: f.batch.unwrap_or_else(one),
             backend: f.backend.unwrap_or(BackendKind::Cpu),
             external: None,
+            gaps,
         })
     }
 }
 
 impl From<Workload> for WorkloadFile {
     fn from(w: Workload) -> WorkloadFile {
-        match w.external {
+        let gaps = w.gaps.clone();
+        let file = match w.external {
             Some(e) => WorkloadFile {
                 command: Some(e.command),
                 build: e.build,
@@ -148,6 +160,7 @@ impl From<Workload> for WorkloadFile {
                 dir: e.dir,
                 log_spans: e.capture.log_spans,
                 nvtx: e.capture.nvtx,
+                cupti: e.capture.cupti,
                 ..WorkloadFile::default()
             },
             None => WorkloadFile {
@@ -157,7 +170,8 @@ impl From<Workload> for WorkloadFile {
                 backend: Some(w.backend),
                 ..WorkloadFile::default()
             },
-        }
+        };
+        WorkloadFile { gaps, ..file }
     }
 }
 

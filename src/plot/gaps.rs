@@ -1,11 +1,13 @@
-//! Gaps: for every measured rep, the wrapper `gpu_prove` against the inner GPU time,
-//! drawn where it happened; the wrapper's time outside it is the striped gap. The seed's
-//! 10.2-second ghost is exactly such a gap.
+//! Gaps: for every measured rep, the wrapper (`gpu_prove`, or the experiment's
+//! `gaps.wrapper`) against the inner GPU time, drawn where it happened; the wrapper's
+//! time outside it is the striped gap. The seed's 10.2-second ghost is exactly such a gap.
 //!
 //! Inner GPU time is the GPU's own view where the rep has one: the union of the kernels
 //! CUPTI recorded inside the wrapper (`gpu_activity.csv`), which also covers code that
-//! records no spans of its own (the upstream prover). A rep without kernel records falls
-//! back to the backend's `kernels` span(s).
+//! records no spans of its own (the upstream prover, an external program). A rep without
+//! kernel records falls back to the inner spans: the backend's compute children
+//! ([`INNER_SPANS`]) or the experiment's `gaps.inner`. A run with no span named like the
+//! wrapper gets no chart at all ([`not_drawn`] says why).
 
 use plotters::prelude::*;
 
@@ -29,20 +31,98 @@ pub const INNER_SPANS: [&str; 2] = [spans::KERNELS, spans::B_G2_MSM];
 
 pub struct Gaps;
 
+/// The wrapper and inner spans a run's chart uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GapNames {
+    pub wrapper: String,
+    pub inner: Vec<String>,
+    /// Named by the experiment (`[workload] gaps`), not the prover's defaults.
+    pub configured: bool,
+}
+
+impl GapNames {
+    /// The experiment's `gaps` where the run's meta.json has it, else `gpu_prove` and the
+    /// backend's compute children.
+    pub fn of(input: &RunView) -> GapNames {
+        match &input.data.meta.gaps {
+            Some(g) => GapNames {
+                wrapper: g.wrapper.clone(),
+                inner: g.inner.clone(),
+                configured: true,
+            },
+            None => GapNames {
+                wrapper: OUTER.into(),
+                inner: INNER_SPANS.iter().map(|s| s.to_string()).collect(),
+                configured: false,
+            },
+        }
+    }
+
+    fn is_inner(&self, name: &str) -> bool {
+        self.inner.iter().any(|n| n == name)
+    }
+
+    fn inner_list(&self) -> String {
+        if self.inner.is_empty() {
+            "none named".into()
+        } else {
+            self.inner.join(", ")
+        }
+    }
+}
+
+/// Why the chart is not drawn for this run, in one line: no verified rep has a span
+/// named like the wrapper (an external program without `gaps`, or a `gaps.wrapper` that
+/// is no span of the run).
+pub fn not_drawn(input: &RunView) -> Option<String> {
+    let names = GapNames::of(input);
+    let has = input.variants().iter().any(|v| {
+        input.measured_reps(v).iter().any(|r| {
+            input
+                .spans_of(r.rep)
+                .iter()
+                .any(|s| s.name == names.wrapper)
+        })
+    });
+    if has {
+        return None;
+    }
+    let seen: Vec<String> = input.span_order().into_iter().take(8).collect();
+    let seen = if seen.is_empty() {
+        "it has none".to_string()
+    } else {
+        format!("its spans include {}", seen.join(", "))
+    };
+    Some(if names.configured {
+        format!(
+            "not drawn: gaps.wrapper = {:?} is no span of any verified rep ({seen}); name one \
+             in [workload] gaps",
+            names.wrapper
+        )
+    } else if input.data.meta.workload.is_command() {
+        format!(
+            "not drawn: this program's run names no wrapper and has no {OUTER} span; add \
+             gaps = {{ wrapper = \"SPAN\", inner = [\"SPAN\", …] }} to [workload] ({seen})"
+        )
+    } else {
+        format!("not drawn: no {OUTER} span in any verified rep ({seen})")
+    })
+}
+
 /// Where a rep's inner GPU time comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InnerSource {
     /// Kernel records of CUPTI, on the span clock.
     Cupti,
-    /// The backend's `kernels` span(s).
+    /// The inner spans (the backend's compute children, or `gaps.inner`).
     Span,
 }
 
 impl InnerSource {
-    pub fn describe(self) -> &'static str {
+    pub fn describe(self, names: &GapNames) -> String {
         match self {
-            InnerSource::Cupti => "GPU kernels (CUPTI)",
-            InnerSource::Span => "the compute spans (kernels, b_g2_msm)",
+            InnerSource::Cupti => "GPU kernels (CUPTI)".into(),
+            InnerSource::Span => format!("the inner spans ({})", names.inner_list()),
         }
     }
 }
@@ -74,8 +154,13 @@ impl RepGap {
     }
 }
 
-/// The gap of every measured rep of `variant` that has a `gpu_prove` span.
+/// The gap of every measured rep of `variant` that has a wrapper span ([`GapNames`]).
 pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
+    rep_gaps_of(input, variant, &GapNames::of(input))
+}
+
+/// The gap of every measured rep of `variant` that has a span named `names.wrapper`.
+pub fn rep_gaps_of(input: &RunView, variant: &str, names: &GapNames) -> Vec<RepGap> {
     input
         .measured_reps(variant)
         .iter()
@@ -83,7 +168,7 @@ pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
             let spans = input.spans_of(r.rep);
             let outer = spans
                 .iter()
-                .filter(|s| s.name == OUTER)
+                .filter(|s| s.name == names.wrapper)
                 .min_by_key(|s| s.start_ns)?;
             let (lo, hi) = (outer.start_ns, outer.end_ns.max(outer.start_ns));
             let clip =
@@ -98,7 +183,7 @@ pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
             let (inner, source) = if kernels.is_empty() {
                 let spans: Vec<(u64, u64)> = spans
                     .iter()
-                    .filter(|s| INNER_SPANS.contains(&s.name.as_str()))
+                    .filter(|s| names.is_inner(&s.name))
                     .filter_map(|s| clip(s.start_ns, s.end_ns))
                     .collect();
                 (spans, InnerSource::Span)
@@ -112,7 +197,7 @@ pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
                 .filter(|s| {
                     s.parent_id == Some(outer.span_id)
                         && s.thread_id == outer.thread_id
-                        && !INNER_SPANS.contains(&s.name.as_str())
+                        && !names.is_inner(&s.name)
                 })
                 .filter(|s| s.end_ns > lo && s.start_ns < hi)
                 .map(|s| {
@@ -153,11 +238,13 @@ impl Gaps {
     {
         let (w, _) = c.size();
         let mut notes = Notes::default();
+        let names = GapNames::of(input);
+        let outer = names.wrapper.as_str();
         let mut y = header(
             c,
-            &format!("Wrapper vs inner GPU time: {OUTER} against its kernels, per rep"),
+            &format!("Wrapper vs inner GPU time: {outer} against its kernels, per rep"),
             &format!(
-                "{} · striped = time inside {OUTER} with no kernel running (the gap)",
+                "{} · striped = time inside {outer} with no kernel running (the gap)",
                 run_line(input)
             ),
         )?;
@@ -165,15 +252,26 @@ impl Gaps {
             .variants()
             .into_iter()
             .map(|v| {
-                let g = rep_gaps(input, &v);
+                let g = rep_gaps_of(input, &v, &names);
                 (v, g)
             })
             .collect();
         if groups.iter().all(|(_, g)| g.is_empty()) {
-            let msg = format!("no {OUTER} span recorded in any verified rep: nothing to compare");
+            // (`render` checks `not_drawn` first; a chart drawn anyway says it.)
+            let msg = format!("no {outer} span recorded in any verified rep: nothing to compare");
             c.text(&msg, (20, y + 20), LABEL_PX, WORSE, Align::Left)?;
             notes.push(msg);
             return Ok(notes);
+        }
+        if names.configured {
+            let seen = input.span_order();
+            for n in &names.inner {
+                if !seen.iter().any(|s| s == n) {
+                    notes.push(format!(
+                        "gaps.inner {n:?} is no span of this run: it adds no inner time"
+                    ));
+                }
+            }
         }
         let max_ns = groups
             .iter()
@@ -186,14 +284,14 @@ impl Gaps {
         for (vi, (variant, reps)) in groups.iter().enumerate() {
             let gaps: Vec<f64> = reps.iter().map(|r| r.gap_ns as f64).collect();
             let outers: Vec<f64> = reps.iter().map(|r| r.outer_ns as f64).collect();
-            let sources: Vec<&str> = [InnerSource::Cupti, InnerSource::Span]
+            let sources: Vec<String> = [InnerSource::Cupti, InnerSource::Span]
                 .into_iter()
                 .filter(|s| reps.iter().any(|r| r.source == *s && !r.inner.is_empty()))
-                .map(InnerSource::describe)
+                .map(|s| s.describe(&names))
                 .collect();
             let head = match (median(&gaps), median(&outers)) {
                 (Some(g), Some(o)) => format!(
-                    "{variant}: median gap {} of {} {OUTER} ({:.0}%){}",
+                    "{variant}: median gap {} of {} {outer} ({:.0}%){}",
                     fmt_ns_short(g),
                     fmt_ns_short(o),
                     100.0 * g / o.max(1.0),
@@ -203,7 +301,7 @@ impl Gaps {
                         format!(" · inner: {}", sources.join(" and "))
                     }
                 ),
-                _ => format!("{variant}: no {OUTER} span in any verified rep"),
+                _ => format!("{variant}: no {outer} span in any verified rep"),
             };
             c.text(
                 &fit(&head, LABEL_PX, w - 40),
@@ -216,7 +314,8 @@ impl Gaps {
             let without_inner = reps.iter().filter(|r| r.inner.is_empty()).count();
             if without_inner > 0 {
                 notes.push(format!(
-                    "{variant}: {without_inner} rep(s) have neither CUPTI kernel records nor a {INNER} or b_g2_msm span inside {OUTER}"
+                    "{variant}: {without_inner} rep(s) have neither CUPTI kernel records nor an inner span ({}) inside {outer}",
+                    names.inner_list()
                 ));
             }
             for r in reps {
@@ -265,21 +364,23 @@ impl Gaps {
         }
         c.time_ticks(&x, &unit, 8, (top, y), GRID.mix(0.7), y + 12)?;
         c.text(
-            &format!("time since {OUTER} began ({})", unit.suffix),
+            &format!("time since {outer} began ({})", unit.suffix),
             (w - RIGHT_W + 10, y + 12),
             SMALL_PX,
             INK,
             Align::Left,
         )?;
         y += 40;
-        let inner_label =
-            "inner GPU time: CUPTI kernels, else the compute spans (kernels, b_g2_msm)";
+        let inner_label = format!(
+            "inner GPU time: CUPTI kernels, else the inner spans ({})",
+            names.inner_list()
+        );
         c.rect((20, y - 7), (40, y + 7), span_color(INNER).to_rgba())?;
-        c.text(inner_label, (48, y), LABEL_PX, INK, Align::Left)?;
-        let lx = 48 + text_width(inner_label, LABEL_PX) + 30;
+        c.text(&inner_label, (48, y), LABEL_PX, INK, Align::Left)?;
+        let lx = 48 + text_width(&inner_label, LABEL_PX) + 30;
         c.hatch((lx, y - 7), (lx + 20, y + 7), GHOST)?;
         c.text(
-            &format!("gap: {OUTER} time with no kernel running"),
+            &format!("gap: {outer} time with no kernel running"),
             (lx + 28, y),
             LABEL_PX,
             INK,
@@ -299,7 +400,7 @@ impl Gaps {
         if !names.is_empty() {
             y += 24;
             c.text(
-                &format!("band under the gap: other {OUTER} children"),
+                &format!("band under the gap: other {outer} children"),
                 (20, y),
                 SMALL_PX,
                 MUTED,
@@ -307,7 +408,7 @@ impl Gaps {
             )?;
             let mut lx =
                 20 + text_width(
-                    &format!("band under the gap: other {OUTER} children"),
+                    &format!("band under the gap: other {outer} children"),
                     SMALL_PX,
                 ) + 16;
             for n in names {
@@ -333,7 +434,10 @@ impl Chart for Gaps {
         "Wrapper vs kernels: the gap"
     }
     fn caption(&self) -> &'static str {
-        "Each rep's gpu_prove wrapper with its kernels drawn where they ran (CUPTI's kernel records where the rep has them, else the kernels span); the striped remainder is wrapper time no kernel explains."
+        "Each rep's wrapper span (gpu_prove, or the experiment's gaps.wrapper) with its kernels drawn where they ran (CUPTI's kernel records where the rep has them, else the inner spans); the striped remainder is wrapper time no kernel explains."
+    }
+    fn not_drawn(&self, input: &RunView) -> Option<String> {
+        not_drawn(input)
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let variants = input.variants();
@@ -427,3 +531,7 @@ mod tests {
         assert_eq!(union(vec![]), vec![]);
     }
 }
+
+#[cfg(test)]
+#[path = "gaps_tests.rs"]
+mod config_tests;

@@ -106,6 +106,10 @@ pub trait Chart {
     fn caption(&self) -> &'static str;
     /// Pixel size for this run (charts grow with rows and panels).
     fn size(&self, input: &RunView) -> (u32, u32);
+    /// Why this run gets no such chart (one line), when it does not: no file is written.
+    fn not_drawn(&self, _input: &RunView) -> Option<String> {
+        None
+    }
     fn draw_svg(&self, input: &RunView, area: &DrawingArea<SVGBackend<'_>, Shift>) -> Drawn<Notes>;
     fn draw_png(
         &self,
@@ -165,6 +169,8 @@ pub struct Rendered {
     pub caption: &'static str,
     pub files: Vec<PathBuf>,
     pub notes: Notes,
+    /// The chart does not apply to this run ([`Chart::not_drawn`]): why; no files.
+    pub skipped: Option<String>,
 }
 
 /// The outcome of one chart: its files, or why it could not be drawn.
@@ -178,6 +184,21 @@ pub fn render(
     dir: &Path,
     formats: &[ImageFormat],
 ) -> ChartOutcome {
+    if let Some(why) = chart.not_drawn(input) {
+        // An image of an earlier report in the same folder must not pass for this run's.
+        for format in formats {
+            let _ =
+                std::fs::remove_file(dir.join(format!("{}.{}", chart.name(), format.extension())));
+        }
+        return Ok(Rendered {
+            chart: chart.name(),
+            title: chart.title(),
+            caption: chart.caption(),
+            files: Vec::new(),
+            notes: Notes::default(),
+            skipped: Some(why),
+        });
+    }
     register_font()?;
     std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
         chart: chart.name(),
@@ -220,6 +241,7 @@ pub fn render(
         caption: chart.caption(),
         files,
         notes,
+        skipped: None,
     })
 }
 

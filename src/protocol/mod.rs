@@ -8,6 +8,9 @@
 //! @gapscope1 E <tid> <t_ns> <name> [key=value …]            end (of <name>, on <tid>)
 //! @gapscope1 X <tid> <start_ns> <duration_ns> <name> [key=value …]   complete span
 //! @gapscope1 A <tid> key=value [key=value …]                attributes of <tid>'s innermost open span
+//! @gapscope1 G <kind> <device> <stream> <correlation_id> <start_ns> <end_ns> <grid> <block> <bytes> <name…>
+//!                                                            an interval of GPU work
+//! @gapscope1 S <source> <state> [<text…>]                    a collector's status
 //! ```
 //!
 //! - `<tid>` is the emitting thread's id (`gettid()`); spans nest per thread, so threads
@@ -21,6 +24,14 @@
 //!   at the end of the rep and counted (`unmatched_begins`).
 //! - A prefixed line that does not parse (a wrong field, non-UTF-8 bytes, or longer than
 //!   [`MAX_LINE`] bytes) is counted (`unparseable`) and skipped; it is never fatal.
+//!
+//! - `G`: a kernel, copy or memset (`<kind>` = `kernel` | `memcpy` | `memset`) on the
+//!   span clock, as gapscope's CUPTI injection library writes them; `<grid>` and
+//!   `<block>` are `XxYxZ` or `-`, `<bytes>` a number or `-`, and `<name>` (1 to
+//!   [`MAX_GPU_NAME`] bytes) is the rest of the line, spaces included. `S`: what such a
+//!   collector says of itself (`S cupti started …`, `S cupti unavailable <why>`); the
+//!   text is the rest of the line. Neither is a span; both count as protocol lines, and a
+//!   malformed one is unparseable like any other.
 //!
 //! The parser holds at most one line ([`MAX_LINE`] bytes) plus the spans it returns.
 
@@ -38,6 +49,8 @@ pub const MAX_LINE: usize = 4096;
 pub const MAX_NAME: usize = 128;
 /// Longest attribute key, in bytes.
 pub const MAX_KEY: usize = 64;
+/// Longest name of a `G` line, in bytes.
+pub const MAX_GPU_NAME: usize = 1024;
 /// Unparseable lines kept (shortened) as examples for the user.
 const SAMPLES: usize = 3;
 
@@ -69,6 +82,9 @@ pub struct LineCounts {
     /// Spans whose times lie outside the rep (not CLOCK_MONOTONIC?): dropped.
     #[serde(default)]
     pub outside_rep: u64,
+    /// `G` lines (intervals of GPU work) read; they are not spans.
+    #[serde(default)]
+    pub gpu_records: u64,
 }
 
 impl LineCounts {
@@ -78,11 +94,52 @@ impl LineCounts {
         self.unmatched_begins += o.unmatched_begins;
         self.unmatched_ends += o.unmatched_ends;
         self.outside_rep += o.outside_rep;
+        self.gpu_records += o.gpu_records;
     }
 
     /// Whether anything went wrong.
     pub fn any_problem(&self) -> bool {
         self.unparseable + self.unmatched_begins + self.unmatched_ends + self.outside_rep > 0
+    }
+}
+
+/// An interval of GPU work from a `G` line, on the program's CLOCK_MONOTONIC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedActivity {
+    /// `kernel`, `memcpy` or `memset`.
+    pub kind: String,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation_id: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub bytes: Option<u64>,
+    pub name: String,
+}
+
+/// What a collector in the program said of itself (an `S` line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedStatus {
+    /// Who: `cupti` for gapscope's injection library.
+    pub source: String,
+    /// `started`, `unavailable`, `flushed`, … (one word).
+    pub state: String,
+    pub text: String,
+}
+
+/// The `G` and `S` lines of one stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuLines {
+    pub activity: Vec<ParsedActivity>,
+    pub status: Vec<ParsedStatus>,
+}
+
+impl GpuLines {
+    pub fn extend(&mut self, o: GpuLines) {
+        self.activity.extend(o.activity);
+        self.status.extend(o.status);
     }
 }
 
@@ -101,6 +158,7 @@ pub struct Parser {
     counts: LineCounts,
     seq: u64,
     samples: Vec<String>,
+    gpu: GpuLines,
 }
 
 /// A parsed line.
@@ -110,6 +168,8 @@ enum Line<'a> {
     End(u64, u64, &'a str, Vec<(String, AttrValue)>),
     Complete(u64, u64, u64, &'a str, Vec<(String, AttrValue)>),
     Attrs(u64, Vec<(String, AttrValue)>),
+    Gpu(ParsedActivity),
+    Status(ParsedStatus),
 }
 
 impl Parser {
@@ -204,6 +264,15 @@ impl Parser {
                     unmatched: false,
                 });
             }
+            Line::Gpu(a) => {
+                self.counts.protocol_lines += 1;
+                self.counts.gpu_records += 1;
+                self.gpu.activity.push(a);
+            }
+            Line::Status(st) => {
+                self.counts.protocol_lines += 1;
+                self.gpu.status.push(st);
+            }
             Line::Attrs(tid, attrs) => match self.open.get_mut(&tid).and_then(|s| s.last_mut()) {
                 Some(o) => {
                     self.counts.protocol_lines += 1;
@@ -219,6 +288,11 @@ impl Parser {
             format!("E {tid} {t} {name}").as_bytes(),
             "end earlier than its begin",
         );
+    }
+
+    /// The `G` and `S` lines read so far (taken: a second call returns only later ones).
+    pub fn take_gpu(&mut self) -> GpuLines {
+        std::mem::take(&mut self.gpu)
     }
 
     /// Closes every begin still open at `end_ns` (counted as unmatched) and returns the
@@ -247,6 +321,12 @@ impl Parser {
 }
 
 fn parse_fields(rest: &str) -> Result<Line<'_>, String> {
+    match rest.split_once(' ') {
+        Some(("G", fields)) => return parse_gpu(fields).map(Line::Gpu),
+        Some(("S", fields)) => return parse_status(fields).map(Line::Status),
+        _ if rest == "G" || rest == "S" => return Err(format!("{rest} with no fields")),
+        _ => {}
+    }
     let mut it = rest.split(' ').filter(|w| !w.is_empty());
     let kind = it.next().ok_or("no record kind")?;
     let tid = num(it.next(), "thread id")?;
@@ -274,9 +354,120 @@ fn parse_fields(rest: &str) -> Result<Line<'_>, String> {
             }
             Line::Attrs(tid, a)
         }
-        k => return Err(format!("unknown record kind {k:?} (use B, E, X or A)")),
+        k => {
+            return Err(format!(
+                "unknown record kind {k:?} (use B, E, X, A, G or S)"
+            ))
+        }
     };
     Ok(line)
+}
+
+/// Splits off the next space-separated word of `s`: (word, rest after its space).
+fn word(s: &str) -> (&str, &str) {
+    let s = s.trim_start_matches(' ');
+    s.split_once(' ').unwrap_or((s, ""))
+}
+
+/// The fields of a `G` line after its kind letter.
+fn parse_gpu(fields: &str) -> Result<ParsedActivity, String> {
+    let mut rest = fields;
+    let mut next = || {
+        let (w, r) = word(rest);
+        rest = r;
+        (!w.is_empty()).then_some(w)
+    };
+    let kind = next().ok_or("G: missing kind")?;
+    if !matches!(kind, "kernel" | "memcpy" | "memset") {
+        return Err(format!("G: kind {kind:?} is not kernel, memcpy or memset"));
+    }
+    let small = |w: Option<&str>, what: &str| -> Result<u32, String> {
+        u32::try_from(num(w, what)?).map_err(|_| format!("G: {what} is too large"))
+    };
+    let device = small(next(), "device")?;
+    let stream = small(next(), "stream")?;
+    let correlation_id = small(next(), "correlation id")?;
+    let start_ns = num(next(), "start")?;
+    let end_ns = num(next(), "end")?;
+    if end_ns < start_ns {
+        return Err("G: end earlier than start".into());
+    }
+    let grid = dims(next(), "grid")?;
+    let block = dims(next(), "block")?;
+    let bytes = match next() {
+        Some("-") => None,
+        w => Some(num(w, "bytes")?),
+    };
+    let name = rest.trim_start_matches(' ');
+    if name.is_empty() {
+        return Err("G: missing name".into());
+    }
+    if name.len() > MAX_GPU_NAME {
+        return Err(format!("G: name longer than {MAX_GPU_NAME} bytes"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("G: name contains control characters".into());
+    }
+    Ok(ParsedActivity {
+        kind: kind.to_string(),
+        device,
+        stream,
+        correlation_id,
+        start_ns,
+        end_ns,
+        grid,
+        block,
+        bytes,
+        name: name.to_string(),
+    })
+}
+
+/// `XxYxZ`, or `-` for none.
+fn dims(w: Option<&str>, what: &str) -> Result<Option<[u32; 3]>, String> {
+    let w = w.ok_or_else(|| format!("G: missing {what}"))?;
+    if w == "-" {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = w.split('x').collect();
+    let bad = || format!("G: {what} {w:?} is not XxYxZ or -");
+    if parts.len() != 3 {
+        return Err(bad());
+    }
+    let mut out = [0u32; 3];
+    for (o, p) in out.iter_mut().zip(parts) {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        *o = p.parse().map_err(|_| bad())?;
+    }
+    Ok(Some(out))
+}
+
+/// The fields of an `S` line after its kind letter.
+fn parse_status(fields: &str) -> Result<ParsedStatus, String> {
+    let (source, rest) = word(fields);
+    let (state, text) = word(rest);
+    if source.is_empty() || state.is_empty() {
+        return Err("S: give a source and a state (S cupti started …)".into());
+    }
+    let ok = |w: &str| {
+        w.len() <= MAX_KEY
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+    };
+    if !ok(source) || !ok(state) {
+        return Err(format!(
+            "S: source {source:?} and state {state:?}: use 1 to {MAX_KEY} of A-Z a-z 0-9 _ . -"
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err("S: text contains control characters".into());
+    }
+    Ok(ParsedStatus {
+        source: source.to_string(),
+        state: state.to_string(),
+        text: text.trim().to_string(),
+    })
 }
 
 fn num(w: Option<&str>, what: &str) -> Result<u64, String> {

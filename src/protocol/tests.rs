@@ -296,3 +296,111 @@ proptest! {
         let _ = parse_all(&input, 0);
     }
 }
+
+fn gpu_of(input: &[u8]) -> (GpuLines, LineCounts, Vec<ParsedSpan>, Vec<String>) {
+    let mut p = Parser::new();
+    for_each_line(input, MAX_LINE, |l| match l {
+        ReadLine::Whole(b) => {
+            p.feed(b);
+        }
+        ReadLine::Overlong(b) => {
+            p.feed_overlong(b);
+        }
+    });
+    let gpu = p.take_gpu();
+    let (spans, counts, samples) = p.finish(10_000);
+    (gpu, counts, spans, samples)
+}
+
+#[test]
+fn gpu_activity_and_status_lines_parse_and_written_lines_read_back() {
+    let kernel = crate::emit::GpuActivity {
+        kind: "kernel",
+        device: 1,
+        stream: 13,
+        correlation_id: 9,
+        start_ns: 1_000,
+        end_ns: 1_500,
+        grid: Some([80, 2, 1]),
+        block: Some([256, 1, 1]),
+        bytes: None,
+        name: "void scale<float>(float*, int)",
+    };
+    let copy = crate::emit::GpuActivity {
+        kind: "memcpy",
+        grid: None,
+        block: None,
+        bytes: Some(1 << 20),
+        name: "HtoD",
+        ..kernel.clone()
+    };
+    let input = format!(
+        "@gapscope1 {}\n@gapscope1 {}\n@gapscope1 {}\n@gapscope1 B 7 100 wrap\n@gapscope1 E 7 200 wrap\n",
+        crate::emit::status_body("cupti", "started", "libcupti.so.13; timestamps: CLOCK_MONOTONIC"),
+        crate::emit::gpu_activity_body(&kernel),
+        crate::emit::gpu_activity_body(&copy),
+    );
+    let (gpu, c, spans, _) = gpu_of(input.as_bytes());
+    assert!(!c.any_problem(), "{c:?}");
+    assert_eq!((c.protocol_lines, c.gpu_records), (5, 2));
+    assert_eq!(spans.len(), 1, "G and S lines are not spans");
+    let k = &gpu.activity[0];
+    assert_eq!(
+        (k.kind.as_str(), k.device, k.stream, k.correlation_id),
+        ("kernel", 1, 13, 9)
+    );
+    assert_eq!((k.start_ns, k.end_ns), (1_000, 1_500));
+    assert_eq!(
+        (k.grid, k.block, k.bytes),
+        (Some([80, 2, 1]), Some([256, 1, 1]), None)
+    );
+    assert_eq!(k.name, "void scale<float>(float*, int)", "spaces kept");
+    let m = &gpu.activity[1];
+    assert_eq!(
+        (m.kind.as_str(), m.grid, m.bytes, m.name.as_str()),
+        ("memcpy", None, Some(1 << 20), "HtoD")
+    );
+    assert_eq!(
+        gpu.status,
+        vec![ParsedStatus {
+            source: "cupti".into(),
+            state: "started".into(),
+            text: "libcupti.so.13; timestamps: CLOCK_MONOTONIC".into(),
+        }]
+    );
+}
+
+#[test]
+fn garbage_and_truncated_gpu_lines_are_unparseable_and_lose_nothing_else() {
+    let good = "@gapscope1 G memset 0 7 3 10 20 - - 4096 memset";
+    let lines = [
+        good,
+        "@gapscope1 G",                                      // no fields
+        "@gapscope1 G kernel 0 7 3 10",                      // cut short
+        "@gapscope1 G kernel 0 7 3 10 20 64x1x1 256x1x1 -",  // no name
+        "@gapscope1 G warp 0 7 3 10 20 - - - x",             // unknown kind
+        "@gapscope1 G kernel 0 7 3 20 10 - - - backwards",   // end before start
+        "@gapscope1 G kernel 0 7 3 10 20 64x1 256x1x1 - k",  // grid of two
+        "@gapscope1 G kernel 0 7 99999999999 10 20 - - - k", // id too large
+        "@gapscope1 G memcpy 0 7 3 10 20 - - many HtoD",     // bytes not a number
+        "@gapscope1 S cupti",                                // no state
+        "@gapscope1 S cu pti=1 x",                           // '=' in the state
+        "@gapscope1 B 7 100 wrap",
+        "@gapscope1 E 7 200 wrap",
+    ];
+    let mut input = lines.join("\n");
+    input.push('\n');
+    // A G line longer than the protocol's limit, then one cut by the program's exit.
+    input.push_str(&format!(
+        "@gapscope1 G kernel 0 7 3 10 20 - - - {}\n",
+        "k".repeat(MAX_LINE)
+    ));
+    input.push_str("@gapscope1 G kernel 0 7 3 1");
+    let (gpu, c, spans, samples) = gpu_of(input.as_bytes());
+    assert_eq!(gpu.activity.len(), 1);
+    assert_eq!(gpu.activity[0].name, "memset");
+    assert!(gpu.status.is_empty());
+    assert_eq!(c.unparseable, 12, "{samples:?}");
+    assert_eq!((c.gpu_records, spans.len()), (1, 1));
+    assert!(samples.iter().any(|s| s.contains("missing")), "{samples:?}");
+}

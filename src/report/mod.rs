@@ -187,6 +187,10 @@ pub fn write_report_with(
         plot::render_all(input, out, &[ImageFormat::Svg, ImageFormat::Png], &changes)
     {
         match outcome {
+            Ok(r) if r.skipped.is_some() => {
+                let why = r.skipped.as_deref().unwrap_or_default();
+                let _ = writeln!(md, "- chart `{name}` {}\n", sections::cell(why));
+            }
             Ok(r) => {
                 drawn += 1;
                 chart_markdown(&mut md, &r);

@@ -37,6 +37,10 @@ pub struct ExternalVariantMeta {
     /// The first few lines that did not parse (shortened), with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+    /// Where the rows of gpu_activity.csv came from (`cupti = true`), as the last rep
+    /// said: "cupti: …" with the library and the clock, or "unavailable: <reason>".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_activity: Option<String>,
 }
 
 /// How a build went.

@@ -22,6 +22,7 @@
 pub mod drift;
 pub mod envinfo;
 pub mod external;
+mod gaps_spec;
 pub(crate) mod gpu_lanes;
 mod integrity;
 pub mod lane_series;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 pub mod host;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
+pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
 pub use schema::*;

@@ -63,6 +63,7 @@ impl NewRun {
             profile: Default::default(),
             recorder: Some(trace::cost::recorder_meta()),
             drift: None,
+            gaps: None,
         }
     }
 }

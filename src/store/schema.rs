@@ -528,6 +528,10 @@ pub struct Meta {
     /// (absent in runs made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<super::drift::Drift>,
+    /// The gaps chart's wrapper and inner spans as the experiment named them
+    /// (`[workload] gaps`); absent: the prover's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaps: Option<super::GapsSpec>,
 }
 
 impl Meta {
@@ -563,6 +567,7 @@ impl Meta {
             profile: Default::default(),
             recorder: None,
             drift: None,
+            gaps: None,
         }
     }
 }

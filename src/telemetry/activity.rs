@@ -58,20 +58,32 @@ impl ActivityRecord {
     }
 }
 
-/// CUPTI's memcpy kind (`CUpti_ActivityMemcpyKind`) as a direction name.
-pub fn copy_direction(kind: u8) -> &'static str {
-    match kind {
-        1 => "HtoD",
-        2 => "DtoH",
-        3 => "HtoA",
-        4 => "AtoH",
-        5 => "AtoA",
-        6 => "AtoD",
-        7 => "DtoA",
-        8 => "DtoD",
-        9 => "HtoH",
-        10 => "PtoP",
-        _ => "unknown",
+pub use gapscope_cupti::copy_direction;
+
+impl From<gapscope_cupti::RecordKind> for ActivityKind {
+    fn from(k: gapscope_cupti::RecordKind) -> ActivityKind {
+        match k {
+            gapscope_cupti::RecordKind::Kernel => ActivityKind::Kernel,
+            gapscope_cupti::RecordKind::Memcpy => ActivityKind::Memcpy,
+            gapscope_cupti::RecordKind::Memset => ActivityKind::Memset,
+        }
+    }
+}
+
+impl From<gapscope_cupti::Record> for ActivityRecord {
+    fn from(r: gapscope_cupti::Record) -> ActivityRecord {
+        ActivityRecord {
+            kind: ActivityKind::from(r.kind),
+            name: r.name,
+            device: r.device,
+            stream: r.stream,
+            correlation_id: r.correlation_id,
+            start: r.start,
+            end: r.end,
+            grid: r.grid,
+            block: r.block,
+            bytes: r.bytes,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use cudarc::cupti::result::{activity, get_timestamp, subscribe};
 use cudarc::cupti::sys::{self, CUpti_ActivityKind as Kind};
 
-use super::activity::{copy_direction, ActivityRecord};
+use super::activity::ActivityRecord;
 use super::clock::ClockPair;
 use super::dylib;
 use crate::store::ActivityKind;
@@ -43,11 +43,7 @@ static MARKERS_ON: AtomicBool = AtomicBool::new(false);
 /// first span. Its records are dropped.
 pub const NVTX_PRIMER: &str = "gapscope: NVTX primer";
 
-const KINDS: [Kind; 3] = [
-    Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    Kind::CUPTI_ACTIVITY_KIND_MEMCPY,
-    Kind::CUPTI_ACTIVITY_KIND_MEMSET,
-];
+const KINDS: [Kind; 3] = gapscope_cupti::GPU_KINDS;
 
 /// CUPTI's record buffers, mapped straight from the kernel and kept for the process's
 /// life: a buffer CUPTI hands back goes to the free list for its next request.
@@ -167,87 +163,15 @@ unsafe extern "C" fn monotonic_timestamp() -> u64 {
     crate::trace::now_ns()
 }
 
-/// Reads one CUPTI activity record into an [`ActivityRecord`]; `None` for kinds not
-/// collected.
-///
-/// Only fields that every record version since CUDA 11 keeps at the same offset are
-/// read (newer versions append fields), each with an unaligned read, so a record of a
-/// newer or older CUPTI than the bindings' CUDA 13.0 layout decodes the same.
+/// Reads one CUPTI activity record into an [`ActivityRecord`] through the decoder
+/// gapscope shares with its injection library ([`gapscope_cupti::decode`]); `None` for
+/// kinds not collected.
 ///
 /// # Safety
-/// `rec` must point to a complete CUPTI activity record (at least as long as its kind's
-/// CUDA 13.0 struct up to `name` for kernels), valid for the call; a kernel record's
-/// `name`, when non-null, must be a NUL-terminated string.
+/// As [`gapscope_cupti::decode`]: `rec` points to a complete CUPTI activity record.
 pub unsafe fn decode(rec: *const u8) -> Option<ActivityRecord> {
-    // SAFETY (whole body): field addresses are computed from `rec` with addr_of! (no
-    // reference to packed fields) and read unaligned, within the record per the caller.
-    unsafe {
-        let kind = (rec as *const u32).read_unaligned();
-        if kind == Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32
-            || kind == Kind::CUPTI_ACTIVITY_KIND_KERNEL as u32
-        {
-            let k = rec as *const sys::CUpti_ActivityKernel10;
-            let name_ptr = addr_of!((*k).name).read_unaligned();
-            let name = if name_ptr.is_null() {
-                String::from("<unnamed kernel>")
-            } else {
-                std::ffi::CStr::from_ptr(name_ptr)
-                    .to_string_lossy()
-                    .into_owned()
-            };
-            let u = |v: i32| v.max(0) as u32;
-            Some(ActivityRecord {
-                kind: ActivityKind::Kernel,
-                name,
-                device: addr_of!((*k).deviceId).read_unaligned(),
-                stream: addr_of!((*k).streamId).read_unaligned(),
-                correlation_id: addr_of!((*k).correlationId).read_unaligned(),
-                start: addr_of!((*k).start).read_unaligned(),
-                end: addr_of!((*k).end).read_unaligned(),
-                grid: Some([
-                    u(addr_of!((*k).gridX).read_unaligned()),
-                    u(addr_of!((*k).gridY).read_unaligned()),
-                    u(addr_of!((*k).gridZ).read_unaligned()),
-                ]),
-                block: Some([
-                    u(addr_of!((*k).blockX).read_unaligned()),
-                    u(addr_of!((*k).blockY).read_unaligned()),
-                    u(addr_of!((*k).blockZ).read_unaligned()),
-                ]),
-                bytes: None,
-            })
-        } else if kind == Kind::CUPTI_ACTIVITY_KIND_MEMCPY as u32 {
-            let m = rec as *const sys::CUpti_ActivityMemcpy6;
-            Some(ActivityRecord {
-                kind: ActivityKind::Memcpy,
-                name: copy_direction(addr_of!((*m).copyKind).read_unaligned()).into(),
-                device: addr_of!((*m).deviceId).read_unaligned(),
-                stream: addr_of!((*m).streamId).read_unaligned(),
-                correlation_id: addr_of!((*m).correlationId).read_unaligned(),
-                start: addr_of!((*m).start).read_unaligned(),
-                end: addr_of!((*m).end).read_unaligned(),
-                grid: None,
-                block: None,
-                bytes: Some(addr_of!((*m).bytes).read_unaligned()),
-            })
-        } else if kind == Kind::CUPTI_ACTIVITY_KIND_MEMSET as u32 {
-            let m = rec as *const sys::CUpti_ActivityMemset4;
-            Some(ActivityRecord {
-                kind: ActivityKind::Memset,
-                name: "memset".into(),
-                device: addr_of!((*m).deviceId).read_unaligned(),
-                stream: addr_of!((*m).streamId).read_unaligned(),
-                correlation_id: addr_of!((*m).correlationId).read_unaligned(),
-                start: addr_of!((*m).start).read_unaligned(),
-                end: addr_of!((*m).end).read_unaligned(),
-                grid: None,
-                block: None,
-                bytes: Some(addr_of!((*m).bytes).read_unaligned()),
-            })
-        } else {
-            None
-        }
-    }
+    // SAFETY: the caller's promise is the decoder's.
+    unsafe { gapscope_cupti::decode(rec) }.map(ActivityRecord::from)
 }
 
 /// Which end of an NVTX range a marker record is.
@@ -461,11 +385,8 @@ impl Cupti {
 }
 
 fn init() -> Result<Cupti, String> {
-    let library = dylib::preload(
-        &["libcupti.so.13", "libcupti.so.12", "libcupti.so"],
-        &dylib::cuda_lib_dirs(),
-    )
-    .map_err(|e| format!("CUPTI library: {e}"))?;
+    let library = dylib::preload(&gapscope_cupti::CUPTI_NAMES, &dylib::cuda_lib_dirs())
+        .map_err(|e| format!("CUPTI library: {e}"))?;
     dylib::guard("CUPTI setup", || {
         // SAFETY: only probes for the library.
         if !unsafe { sys::is_culib_present() } {

@@ -45,7 +45,7 @@ pub mod activity;
 pub mod clock;
 pub mod cupti;
 pub mod driver_clock;
-pub mod dylib;
+pub use gapscope_cupti::dylib;
 pub mod leak;
 pub mod nvml;
 pub mod nvml_probe;

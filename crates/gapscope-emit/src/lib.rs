@@ -201,6 +201,92 @@ pub fn attr(key: &str, value: impl Display) {
     write_line(&format!("A {} {}={v}", thread_id(), clean(key)));
 }
 
+/// Longest name of a GPU activity line, in bytes (kernel names are long).
+pub const MAX_GPU_NAME: usize = 1024;
+
+/// One interval of GPU work for a `G` line: a kernel, a copy or a memset, timed on
+/// CLOCK_MONOTONIC like every span line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuActivity<'a> {
+    /// `kernel`, `memcpy` or `memset`.
+    pub kind: &'a str,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation_id: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub bytes: Option<u64>,
+    /// The kernel's name, the copy's direction, `memset`: the rest of the line (spaces
+    /// allowed), control characters become '_', at most [`MAX_GPU_NAME`] bytes.
+    pub name: &'a str,
+}
+
+fn dims(d: Option<[u32; 3]>) -> String {
+    d.map(|[x, y, z]| format!("{x}x{y}x{z}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// Text as the rest of a line: control characters become '_', cut to `max` bytes (at a
+/// character boundary), never empty.
+fn rest_of_line(text: &str, max: usize) -> String {
+    let mut s: String = text
+        .chars()
+        .map(|c| if c.is_control() { '_' } else { c })
+        .collect();
+    while s.len() > max {
+        s.pop();
+    }
+    if s.trim().is_empty() {
+        s = "_".into();
+    }
+    s
+}
+
+/// The body of a `G` line (without prefix):
+/// `G <kind> <device> <stream> <correlation_id> <start_ns> <end_ns> <grid> <block> <bytes> <name>`,
+/// grid and block as `XxYxZ`, `-` where a record has none.
+pub fn gpu_activity_body(a: &GpuActivity<'_>) -> String {
+    format!(
+        "G {} {} {} {} {} {} {} {} {} {}",
+        clean(a.kind),
+        a.device,
+        a.stream,
+        a.correlation_id,
+        a.start_ns,
+        a.end_ns,
+        dims(a.grid),
+        dims(a.block),
+        a.bytes.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
+        rest_of_line(a.name, MAX_GPU_NAME)
+    )
+}
+
+/// Writes one `G` line: an interval of GPU work becomes a row of the rep's
+/// gpu_activity.csv.
+pub fn gpu_activity(a: &GpuActivity<'_>) {
+    write_line(&gpu_activity_body(a));
+}
+
+/// The body of an `S` line (without prefix): `S <source> <state> <text>`, where the text
+/// is the rest of the line.
+pub fn status_body(source: &str, state: &str, text: &str) -> String {
+    format!(
+        "S {} {} {}",
+        clean(source),
+        clean(state),
+        rest_of_line(text, 2048)
+    )
+}
+
+/// Writes one `S` line: what a collector in the program (such as gapscope's CUPTI
+/// injection library) says about itself, e.g. `S cupti started …` or
+/// `S cupti unavailable <why>`.
+pub fn status(source: &str, state: &str, text: &str) {
+    write_line(&status_body(source, state, text));
+}
+
 /// A span from construction to drop.
 pub struct Scope {
     name: String,
@@ -229,5 +315,44 @@ mod tests {
         assert_eq!(clean("a b=c"), "a_b_c");
         assert_eq!(clean(""), "_");
         assert_eq!(clean(&"x".repeat(300)).len(), 128);
+    }
+
+    #[test]
+    fn gpu_activity_lines_put_the_name_last_and_mark_missing_fields() {
+        let k = GpuActivity {
+            kind: "kernel",
+            device: 0,
+            stream: 7,
+            correlation_id: 42,
+            start_ns: 1_000,
+            end_ns: 2_500,
+            grid: Some([64, 2, 1]),
+            block: Some([256, 1, 1]),
+            bytes: None,
+            name: "void scale<float>(float*, int)",
+        };
+        assert_eq!(
+            gpu_activity_body(&k),
+            "G kernel 0 7 42 1000 2500 64x2x1 256x1x1 - void scale<float>(float*, int)"
+        );
+        let c = GpuActivity {
+            kind: "memcpy",
+            grid: None,
+            block: None,
+            bytes: Some(4096),
+            name: "Hto\nD\n",
+            ..k.clone()
+        };
+        assert_eq!(
+            gpu_activity_body(&c),
+            "G memcpy 0 7 42 1000 2500 - - 4096 Hto_D_"
+        );
+        let long = "k".repeat(5000);
+        let body = gpu_activity_body(&GpuActivity { name: &long, ..k });
+        assert!(body.len() < MAX_BODY && body.ends_with(&"k".repeat(MAX_GPU_NAME)));
+        assert_eq!(
+            status_body("cupti", "unavailable", "no libcupti\nhere"),
+            "S cupti unavailable no libcupti_here"
+        );
     }
 }

@@ -23,7 +23,7 @@ use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
 use crate::profile::{Opener, RepSampling, Sampled, Target};
 use crate::protocol::reader::{for_each_line, ReadLine};
-use crate::protocol::{LineCounts, ParsedSpan, Parser, MAX_LINE};
+use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser, MAX_LINE};
 use crate::trace::now_ns;
 
 /// Lines of the program's stderr kept for the error of a failed rep.
@@ -67,6 +67,8 @@ pub struct ChildRun {
     pub sampled: Option<Sampled>,
     /// Thread ids of span lines that were not the program's own threads.
     pub outsiders: std::collections::BTreeSet<u64>,
+    /// GPU activity (`G`) and collector status (`S`) lines of every stream.
+    pub gpu: GpuLines,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -151,6 +153,7 @@ pub fn run_once(
         cpu: CpuSeries::starting(start_ns),
         sampled: hz.map(|hz| Sampled::unavailable(hz, "the program did not start".into())),
         outsiders: Default::default(),
+        gpu: GpuLines::default(),
     };
     // Counters and the sampler open on the child between its fork and its exec.
     let handshake = counters || profile.is_some();
@@ -327,8 +330,10 @@ pub fn run_once(
         cpu,
         sampled,
         outsiders: members.outsiders(),
+        gpu: GpuLines::default(),
     };
-    for (i, (parser, tail)) in streams {
+    for (i, (mut parser, tail)) in streams {
+        run.gpu.extend(parser.take_gpu());
         let (spans, counts, samples) = parser.finish(end_ns);
         run.spans.extend(spans);
         run.counts.add(&counts);

@@ -20,6 +20,7 @@
 pub mod child;
 pub mod clock;
 pub mod cpu;
+pub mod gpu;
 pub mod members;
 pub mod programs;
 pub mod rows;
@@ -47,6 +48,9 @@ pub struct ExternalRep {
     pub lines: LineCounts,
     /// A few unparseable lines (shortened), for the user.
     pub samples: Vec<String>,
+    /// Where the rep's GPU activity came from, or why it has none (`cupti = true`, or
+    /// `G` lines the program wrote itself).
+    pub gpu_activity: Option<String>,
 }
 
 /// Runs one rep: spawns `ext.command` in the variant's folder with a limit of `timeout`,
@@ -112,10 +116,19 @@ pub fn run_rep(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
     let (mut spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
-    if let (Some(note), Some(root)) = (clock_note, spans.first_mut()) {
+    let gpu_activity = gpu_rows(&run, &capture, slot.rep, &v.name, &mut gpu, &mut spans);
+    let root_notes = [
+        (clock::ATTR, clock_note),
+        ("gpu_activity", gpu_activity.clone()),
+    ];
+    if let Some(root) = spans.first_mut() {
         // On the root span, so that `gapscope run` says it at the end (and it stays).
         if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(&root.attrs) {
-            m.insert(clock::ATTR.into(), note.into());
+            for (k, note) in root_notes {
+                if let Some(note) = note {
+                    m.insert(k.into(), note.into());
+                }
+            }
             root.attrs = serde_json::Value::Object(m).to_string();
         }
     }
@@ -150,7 +163,48 @@ pub fn run_rep(
         },
         lines,
         samples: run.samples,
+        gpu_activity,
     }
+}
+
+/// The program's GPU activity into the rep's rows (`gpu`), its spans annotated with
+/// their GPU-busy time when a collector ran; returns where the rows came from (`None`
+/// when nothing was asked and nothing came).
+fn gpu_rows(
+    run: &child::ChildRun,
+    capture: &crate::capture::ChildCapture,
+    rep: u32,
+    variant: &str,
+    gpu: &mut RepTelemetry,
+    spans: &mut [crate::store::SpanRow],
+) -> Option<String> {
+    let own = run.gpu.activity.len();
+    let library = match (&capture.cupti, own) {
+        (Some(lib), _) => lib.clone(),
+        (None, 0) => return None,
+        (None, _) => PathBuf::new(),
+    };
+    let g = gpu::rep_gpu(&run.gpu, rep, variant, (run.start_ns, run.end_ns), &library);
+    let status = if capture.cupti.is_some() {
+        g.status
+    } else {
+        format!(
+            "the program's own G lines: {} record(s){}",
+            g.rows.len(),
+            if g.outside > 0 {
+                format!(", {} outside the rep dropped", g.outside)
+            } else {
+                String::new()
+            }
+        )
+    };
+    let collected = g.collected || capture.cupti.is_none();
+    gpu.activity.extend(g.rows);
+    if collected {
+        gpu.collected = true;
+        crate::telemetry::activity::annotate_gpu_busy(spans, &gpu.activity);
+    }
+    Some(status)
 }
 
 /// The rep of a variant whose build failed: failed, with the build's reason.
@@ -165,6 +219,7 @@ pub fn unbuilt_rep(v: &ResolvedVariant, slot: Slot, why: &str) -> ExternalRep {
         },
         lines: LineCounts::default(),
         samples: Vec::new(),
+        gpu_activity: None,
     }
 }
 
@@ -422,6 +477,9 @@ pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &
     if let Some(m) = meta.and_then(|m| m.variants.get_mut(&v.name)) {
         m.lines.add(&rep.lines);
         m.reps += 1;
+        if rep.gpu_activity.is_some() {
+            m.gpu_activity.clone_from(&rep.gpu_activity);
+        }
         for e in &rep.samples {
             if m.examples.len() < EXAMPLES {
                 m.examples.push(format!("rep {}: {e}", rep.out.run.rep));
@@ -445,6 +503,7 @@ pub fn keep_line_counts(
             v.lines = old.lines;
             v.reps = old.reps;
             v.examples = old.examples;
+            v.gpu_activity = old.gpu_activity;
         }
     }
     // meta.json is written before a rep's row commits it: a run killed in between

@@ -301,21 +301,23 @@ fn rows_capped(
 }
 
 /// The root span's attributes that hold the rep's line counts, in [`count_values`] order.
-const ROOT_COUNTS: [&str; 5] = [
+const ROOT_COUNTS: [&str; 6] = [
     "protocol_lines",
     "unparseable_lines",
     "unmatched_begins",
     "unmatched_ends",
     "spans_outside_rep",
+    "gpu_records",
 ];
 
-fn count_values(c: &LineCounts) -> [u64; 5] {
+fn count_values(c: &LineCounts) -> [u64; 6] {
     [
         c.protocol_lines,
         c.unparseable,
         c.unmatched_begins,
         c.unmatched_ends,
         c.outside_rep,
+        c.gpu_records,
     ]
 }
 
@@ -329,6 +331,7 @@ pub fn counts_of_root(attrs: &str) -> LineCounts {
         unmatched_begins: n(ROOT_COUNTS[2]),
         unmatched_ends: n(ROOT_COUNTS[3]),
         outside_rep: n(ROOT_COUNTS[4]),
+        gpu_records: n(ROOT_COUNTS[5]),
     }
 }
 
@@ -384,6 +387,7 @@ mod cap_tests {
             cpu: Default::default(),
             sampled: None,
             outsiders: Default::default(),
+            gpu: Default::default(),
         }
     }
 

@@ -137,6 +137,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         cpu: Default::default(),
         sampled: None,
         outsiders: Default::default(),
+        gpu: Default::default(),
     }
 }
 

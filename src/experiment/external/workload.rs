@@ -44,6 +44,13 @@ pub struct WorkloadFile {
     /// The program's NVTX ranges as spans (`crate::capture::inject`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nvtx: bool,
+    /// The program's kernels, copies and memsets as the rep's GPU activity (CUPTI's
+    /// injection library, `crate::capture::cupti_lib`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cupti: bool,
+    /// The gaps chart's wrapper and inner spans (either kind of workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaps: Option<crate::store::GapsSpec>,
 }
 
 /// A program gapscope did not build: spawned once per rep in its folder, reporting its
