@@ -179,11 +179,11 @@ fn every_charts_change_is_the_diffs_statistic_coloured_by_its_verdict() {
 fn with_walls(view: RunView, walls: &[u64], unverified: Option<usize>) -> (RunView, Vec<u32>) {
     let mut data = view.data;
     let mut reps = Vec::new();
-    let mut k = 0;
-    for r in data
+    for (k, r) in data
         .runs
         .iter_mut()
         .filter(|r| r.variant == "baseline" && !r.warmup)
+        .enumerate()
     {
         if k < walls.len() {
             r.wall_ns = walls[k];
@@ -193,7 +193,6 @@ fn with_walls(view: RunView, walls: &[u64], unverified: Option<usize>) -> (RunVi
             // Reps past the list fail, so only the listed ones are candidates.
             r.status = gapscope::store::RepStatus::Failed;
         }
-        k += 1;
     }
     (RunView::new(data), reps)
 }

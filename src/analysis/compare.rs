@@ -384,7 +384,7 @@ pub(crate) fn decide(c: &mut Comparison, p: f64, floor: f64, opts: &DiffOptions)
         (Some(i), _) if i.is_defined() => clears(i.lo, i.hi, opts.noise_floor),
         (Some(_), _) => None,
         // No relative change from a zero baseline: the absolute interval decides.
-        (None, Some(b)) if b == 0.0 => up_abs,
+        (None, Some(0.0)) => up_abs,
         (None, _) => None,
     };
     c.verdict = match (p < opts.alpha, up_rel, up_abs) {

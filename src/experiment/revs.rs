@@ -46,7 +46,7 @@ struct Prepared {
 enum Kind {
     /// Another revision of gapscope (or of a command workload's program).
     Rev {
-        checkout: Checkout,
+        checkout: Box<Checkout>,
         build: BuildSpec,
     },
     /// This gapscope built against patched dependencies: each patch as resolved (or,
@@ -126,7 +126,7 @@ impl RevVariants {
                             command: ext.build.clone().unwrap_or_default(),
                             artefacts: Vec::new(),
                         },
-                        checkout,
+                        checkout: Box::new(checkout),
                     },
                 }));
                 continue;
@@ -150,7 +150,7 @@ impl RevVariants {
                 subject_dir: None,
                 kind: Kind::Rev {
                     build,
-                    checkout: checkout.clone(),
+                    checkout: Box::new(checkout.clone()),
                 },
             };
             if !built.record.ok {

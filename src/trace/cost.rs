@@ -82,7 +82,9 @@ fn median_per_op(per_batch: u64, op: impl Fn()) -> f64 {
 /// a thread of its own (so that its spans join no trace of the caller's).
 pub fn recorder_meta() -> RecorderMeta {
     let info = super::clock_info(200);
-    static MEASURED: Mutex<[Option<(f64, Option<f64>)>; 2]> = Mutex::new([None; 2]);
+    /// Per process CPU mode: ns per span without counters, and with them where readable.
+    type Costs = Option<(f64, Option<f64>)>;
+    static MEASURED: Mutex<[Costs; 2]> = Mutex::new([None; 2]);
     let slot = process_cpu::mode() as usize;
     let mut measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
     let (span, counters) = *measured[slot].get_or_insert_with(|| {

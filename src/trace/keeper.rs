@@ -65,7 +65,7 @@ fn run() {
         }
         process_cpu::sample_now();
         tick += 1;
-        if tick % per_reanchor == 0 {
+        if tick.is_multiple_of(per_reanchor) {
             anchors.reanchor();
         }
     }

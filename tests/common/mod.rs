@@ -26,6 +26,7 @@ pub fn run_dir_of(stdout: &[u8]) -> PathBuf {
 }
 
 /// `gapscope run EXP` with results under `tmp/results`, expected to succeed; its run folder.
+#[allow(dead_code)] // not every test file that shares this module runs experiments
 pub fn run_ok(tmp: &Path, exp: &Path, extra: &[&str]) -> PathBuf {
     let out = gapscope(tmp)
         .arg("run")
