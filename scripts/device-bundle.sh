@@ -41,6 +41,14 @@ rm -rf "$out"
 mkdir -p "$out/experiments"
 # Symbols stay (backtraces name functions); line tables go.
 objcopy --strip-debug "$bin" "$out/gapscope"
+# The CUPTI injection library of `cupti = true` command workloads is found beside the
+# binary (src/capture/cupti_lib.rs).
+inject="$target/release/libgapscope_cupti_inject.so"
+if [ -f "$inject" ]; then
+    objcopy --strip-debug "$inject" "$out/libgapscope_cupti_inject.so"
+else
+    echo "warning: $inject was not built: cupti = true workloads will not run from this bundle" >&2
+fi
 sha="$(sha256sum "$out/gapscope" | cut -d' ' -f1)"
 cp experiments/*.toml evidence/*/*.toml "$out/experiments/"
 cp scripts/bundle-bin.sh scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh scripts/device-paramgen.sh "$out/"
