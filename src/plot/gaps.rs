@@ -76,6 +76,14 @@ impl GapNames {
 /// is no span of the run).
 pub fn not_drawn(input: &RunView) -> Option<String> {
     let names = GapNames::of(input);
+    // With no verified rep at all the chart is drawn, saying so, like every other chart.
+    if input
+        .variants()
+        .iter()
+        .all(|v| input.measured_reps(v).is_empty())
+    {
+        return None;
+    }
     let has = input.variants().iter().any(|v| {
         input.measured_reps(v).iter().any(|r| {
             input
