@@ -67,5 +67,8 @@ fn debug_builds_keep_test_binaries_small() {
         .and_then(|p| p.get("*"))
         .and_then(|p| p.get("debug"))
         .expect("Cargo.toml needs [profile.dev.package.\"*\"] debug = 0");
-    assert!(debug_off(deps), "dependencies build without debug info, got debug = {deps}");
+    assert!(
+        debug_off(deps),
+        "dependencies build without debug info, got debug = {deps}"
+    );
 }

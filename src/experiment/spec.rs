@@ -97,6 +97,7 @@ impl TryFrom<WorkloadFile> for Workload {
                     log_spans: f.log_spans,
                     nvtx: f.nvtx,
                 },
+                max_spans_per_rep: f.max_spans_per_rep,
             };
             external.check()?;
             return Ok(Workload {
@@ -112,10 +113,11 @@ impl TryFrom<WorkloadFile> for Workload {
             || f.prepare.is_some()
             || f.nvtx
             || !f.log_spans.is_empty()
+            || f.max_spans_per_rep.is_some()
         {
             return Err(
-                "workload: build, prepare, dir, nvtx and log_spans go with command = [\"prog\", \"args\"]; \
-                        add command, or remove them"
+                "workload: build, prepare, dir, nvtx, log_spans and max_spans_per_rep go with \
+                        command = [\"prog\", \"args\"]; add command, or remove them"
                     .into(),
             );
         }
@@ -148,6 +150,7 @@ impl From<Workload> for WorkloadFile {
                 dir: e.dir,
                 log_spans: e.capture.log_spans,
                 nvtx: e.capture.nvtx,
+                max_spans_per_rep: e.max_spans_per_rep,
                 ..WorkloadFile::default()
             },
             None => WorkloadFile {

@@ -280,4 +280,29 @@ fn flame_graphs_and_function_changes_come_from_the_stored_rows() {
         .contains("span&apos;s thread"));
     let top = &flame::top_self(&c, 1)[0];
     assert!(top.0.ends_with("push_back 0") && top.1 == 21.0, "{top:?}");
+    // A link planted under a flame graph's name is neither followed nor replaced, and
+    // nothing is left beside it.
+    std::fs::write(dir.path().join("victim"), "keep").unwrap();
+    let link = dir.path().join("flame-diff-synthesis.svg");
+    std::os::unix::fs::symlink(dir.path().join("victim"), &link).unwrap();
+    for e in [
+        flame::draw_diff(&b, &c, &link).unwrap_err(),
+        flame::draw(&c, 997, &link).unwrap_err(),
+    ] {
+        assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("victim")).unwrap(),
+        "keep"
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
