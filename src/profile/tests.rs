@@ -175,6 +175,37 @@ fn folded_files_round_trip_plain_and_gzipped() {
 }
 
 #[test]
+fn a_reps_stacks_are_not_written_through_a_planted_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let p = sample_profile(5);
+    let d = folded::dir(dir.path());
+    std::fs::create_dir_all(&d).unwrap();
+    let json = d.join(format!("rep{}.json", p.rep));
+    std::os::unix::fs::symlink(&victim, &json).unwrap();
+    let e = write_rep(dir.path(), &p).unwrap_err();
+    assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(&json)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // The stacks file: a link there is removed (as a file of an earlier attempt), never
+    // written through.
+    std::fs::remove_file(&json).unwrap();
+    let plain = d.join(format!("rep{}.folded", p.rep));
+    std::os::unix::fs::symlink(&victim, &plain).unwrap();
+    write_rep(dir.path(), &p).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(&plain)
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert_eq!(read_rep(dir.path(), p.rep).unwrap().unwrap(), p);
+}
+
+#[test]
 fn folded_lines_parse_back_and_bad_lines_say_what_is_wrong() {
     let r = &sample_profile(2).rows[1];
     assert_eq!(&parse_line(&line(r)).unwrap(), r);
