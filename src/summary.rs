@@ -47,20 +47,30 @@ fn medians_of(
         .filter(|r| r.variant == variant && !r.warmup && r.status == RepStatus::Ok)
         .map(|r| r.rep)
         .collect();
+    // One pass over the spans (a program may send a million, under a hundred names):
+    // per name asked for, per rep, the summed total and self time.
+    let mut per_name: std::collections::HashMap<&str, BTreeMap<u32, (u64, u64)>> = rows
+        .iter()
+        .map(|(name, ..)| (name.as_str(), BTreeMap::new()))
+        .collect();
+    for s in data.spans.iter().filter(|s| ok.contains(&s.rep)) {
+        if let Some(per_rep) = per_name.get_mut(s.name.as_str()) {
+            let e = per_rep.entry(s.rep).or_default();
+            e.0 = e.0.saturating_add(s.duration_ns);
+            e.1 = e.1.saturating_add(s.self_ns);
+        }
+    }
     let mut out = BTreeMap::new();
     for (name, _, selft) in rows {
-        let (name, selft) = (name.as_str(), *selft);
-        let mut per_rep: BTreeMap<u32, u64> = BTreeMap::new();
-        for s in data
-            .spans
-            .iter()
-            .filter(|s| ok.contains(&s.rep) && s.name == name)
-        {
-            *per_rep.entry(s.rep).or_default() += if selft { s.self_ns } else { s.duration_ns };
-        }
-        let v: Vec<f64> = per_rep.into_values().map(|ns| ns as f64).collect();
+        let Some(per_rep) = per_name.get(name.as_str()) else {
+            continue;
+        };
+        let v: Vec<f64> = per_rep
+            .values()
+            .map(|&(total, own)| if *selft { own } else { total } as f64)
+            .collect();
         if let Some(m) = median(&v) {
-            out.insert((name.to_string(), selft), m);
+            out.insert((name.to_string(), *selft), m);
         }
     }
     out

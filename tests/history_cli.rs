@@ -161,6 +161,45 @@ fn add_again_import_show_and_regressions() {
     assert!(change > 0.1, "{change}");
     let pngs: Vec<_> = std::fs::read_dir(&charts).unwrap().flatten().collect();
     assert_eq!(pngs.len(), 2, "{pngs:?}");
+    // Drawn again over a link planted under the chart's name: the link and what it
+    // points to stay, and nothing is left beside them.
+    let svg = pngs
+        .iter()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "svg"))
+        .unwrap();
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::fs::remove_file(&svg).unwrap();
+    std::os::unix::fs::symlink(&victim, &svg).unwrap();
+    let show = [
+        "show",
+        "--metric",
+        "prove.total",
+        "--chart",
+        charts.to_str().unwrap(),
+    ];
+    let err = history(tmp.path(), &repo, &show)
+        .success()
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8_lossy(&err);
+    assert!(
+        err.contains("not drawn") && err.contains("is a symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert!(std::fs::symlink_metadata(&svg)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let names: Vec<String> = std::fs::read_dir(&charts)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
     let out = history(tmp.path(), &repo, &["regressions", "--confirmed"])
         .success()
         .get_output()

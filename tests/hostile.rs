@@ -3,6 +3,7 @@
 //! target, nothing is read outside the folder, no command panics, and none hangs: every
 //! command runs under a time limit, so a hang fails the test instead of stalling CI.
 
+#[allow(dead_code)]
 mod common;
 #[path = "fixtures/run.rs"]
 mod fixture;

@@ -6,7 +6,8 @@
 //! make the next step panic either. Every case runs under a time limit, so a reader
 //! that hangs (a parent loop walked forever, a table read without end) fails its case
 //! instead of stalling the suite; crafted span trees (repeated ids, loops, impossible
-//! times) are a property of their own.
+//! times) are a property of their own, and so are GPU tables of any values (only rows a
+//! run could write are kept, every other is named by its line).
 
 #[path = "fixtures/run.rs"]
 mod fixture;
@@ -240,6 +241,116 @@ fn crafted_tree(edits: &[(u8, Option<u8>, u8)]) -> (tempfile::TempDir, PathBuf) 
     (tmp, dir)
 }
 
+/// `f` on its own thread, failing the case when it panics or has not returned within
+/// [`CASE_LIMIT`].
+fn within_limit(f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(CASE_LIMIT) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the reader did not return within {CASE_LIMIT:?}: a hang")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the reader or a check panicked (its message is above)")
+        }
+    }
+}
+
+/// A copy of the original folder whose telemetry.csv and gpu_activity.csv are rows
+/// made from `tel` and `act`: each a template row of the fixture with a rep (some not in
+/// runs.csv), a time near its rep or anywhere, and values in or out of range.
+#[allow(clippy::type_complexity)]
+fn gpu_tables(
+    tel: &[(u32, u64, bool, Option<u32>, Option<u32>, Option<u32>)],
+    act: &[(u32, u64, bool, u64, u64)],
+) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = edited("runs.csv", &[], None);
+    let data = RunData::load(&dir).unwrap();
+    let start = |rep: u32| {
+        data.runs
+            .iter()
+            .find(|r| r.rep == rep)
+            .map_or(0, |r| r.start_ns)
+    };
+    let t0 = data.load_telemetry().unwrap()[0].clone();
+    let a0 = data.load_gpu_activity().unwrap()[0].clone();
+    let mut w = csv::Writer::from_path(dir.join("telemetry.csv")).unwrap();
+    for &(rep, t, near, sm, mem, temp) in tel {
+        let mut r = t0.clone();
+        r.rep = rep;
+        r.t_ns = if near {
+            start(rep).wrapping_add(t % 20_000_000_000)
+        } else {
+            t
+        };
+        (r.sm_util_pct, r.mem_util_pct, r.temperature_c) = (sm, mem, temp);
+        w.serialize(&r).unwrap();
+    }
+    w.flush().unwrap();
+    let mut w = csv::Writer::from_path(dir.join("gpu_activity.csv")).unwrap();
+    for &(rep, t, near, len, dur) in act {
+        let mut r = a0.clone();
+        r.rep = rep;
+        r.start_ns = if near {
+            start(rep).wrapping_add(t % 20_000_000_000)
+        } else {
+            t
+        };
+        r.end_ns = if near {
+            r.start_ns.wrapping_add(len % 1_000_000)
+        } else {
+            len
+        };
+        r.duration_ns = if near {
+            r.end_ns.wrapping_sub(r.start_ns)
+        } else {
+            dur
+        };
+        w.serialize(&r).unwrap();
+    }
+    w.flush().unwrap();
+    (tmp, dir)
+}
+
+/// Whether every kept row is one a run could write, and every left-out row was named.
+fn check_gpu_tables(dir: &Path, n_tel: usize, n_act: usize) {
+    let data = RunData::load(dir).unwrap();
+    let (tel, why) = data.load_telemetry_checked().unwrap();
+    for r in &tel {
+        assert!(r.sm_util_pct.is_none_or(|v| v <= 100), "{r:?}");
+        assert!(r.mem_util_pct.is_none_or(|v| v <= 100), "{r:?}");
+        assert!(r.t_ns <= i64::MAX as u64, "{r:?}");
+    }
+    assert_eq!(tel.len() < n_tel, !why.is_empty(), "{why:?}");
+    assert!(
+        why.iter().all(|w| w.starts_with("telemetry.csv, line ")),
+        "{why:?}"
+    );
+    let (act, why) = data.load_gpu_activity_checked().unwrap();
+    for r in &act {
+        assert!(
+            r.start_ns <= r.end_ns && r.end_ns <= i64::MAX as u64,
+            "{r:?}"
+        );
+        assert_eq!(r.duration_ns, r.end_ns - r.start_ns, "{r:?}");
+    }
+    assert_eq!(act.len() < n_act, !why.is_empty(), "{why:?}");
+    assert!(
+        why.iter().all(|w| w.starts_with("gpu_activity.csv, line ")),
+        "{why:?}"
+    );
+    // What hands the rows on (the charts' view, the report's sections) copes as well.
+    let view = RunView::new(data);
+    let _ = ExportFormat::Chrome
+        .exporter()
+        .serialize(&view, RepSelection::All);
+    let _ = gapscope::report::sections::spans_section(&view);
+}
+
 /// 96 cases per property (a few seconds in a debug build), or `PROPTEST_CASES`.
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
@@ -279,6 +390,32 @@ proptest! {
     ) {
         let (tmp, dir) = edited(file, &[], Some(&bytes));
         read_within_limit(tmp, dir);
+    }
+
+    #[test]
+    fn gpu_rows_with_any_values_are_kept_only_when_possible_and_named_when_not(
+        tel in prop::collection::vec(
+            (
+                0u32..8,
+                any::<u64>(),
+                any::<bool>(),
+                prop::option::of(prop_oneof![0u32..=100, any::<u32>()]),
+                prop::option::of(0u32..=120),
+                prop::option::of(prop_oneof![0u32..=100, any::<u32>()]),
+            ),
+            1..48,
+        ),
+        act in prop::collection::vec(
+            (0u32..8, any::<u64>(), any::<bool>(), any::<u64>(), any::<u64>()),
+            1..48,
+        ),
+    ) {
+        let (tmp, dir) = gpu_tables(&tel, &act);
+        let (n_tel, n_act) = (tel.len(), act.len());
+        within_limit(move || {
+            check_gpu_tables(&dir, n_tel, n_act);
+            drop(tmp);
+        });
     }
 
     #[test]

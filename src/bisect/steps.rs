@@ -116,7 +116,7 @@ impl ExperimentMeasurer {
         std::fs::create_dir_all(&exp_dir)
             .with_context(|| format!("cannot create {}", exp_dir.display()))?;
         let file = exp_dir.join(format!(".experiment-{}.toml", &sha[..12]));
-        std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
+        crate::fsx::write_file(&file, text.as_bytes())?;
         let opts = RunOptions {
             results_dir: self.s.results_dir.clone(),
             params_dir: self.s.params_dir.clone(),

@@ -20,6 +20,11 @@ pub struct CudaCheckArgs {
 }
 
 pub fn run(a: CudaCheckArgs) -> Result<()> {
+    if let Some(p) = &a.json {
+        // Before the checks, which take minutes: a path that cannot be written fails now
+        // (`-` too: stdout carries the table of checks).
+        crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--json {e}"))?;
+    }
     run_check(&a.log2, a.seed, a.json.as_deref())
 }
 
@@ -67,8 +72,7 @@ pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Re
         }
     }
     if let Some(p) = json {
-        std::fs::write(p, serde_json::to_string_pretty(&all)?)
-            .with_context(|| format!("cannot write {}", p.display()))?;
+        crate::fsx::write_file(p, serde_json::to_string_pretty(&all)?.as_bytes())?;
     }
     let failed = all.iter().filter(|c| !c.equal).count();
     anyhow::ensure!(

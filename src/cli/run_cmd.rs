@@ -165,18 +165,11 @@ impl AdHocArgs {
     }
 }
 
-/// Writes `text` to `path`, which must not be an existing non-regular file.
+/// Writes `text` to `path` whole ([`crate::fsx::write_file`]: never through a link,
+/// never over anything but a regular file).
 fn write_new(path: &Path, text: &str) -> Result<()> {
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if !m.file_type().is_file() {
-            bail!(
-                "--export-experiment {}: exists and is not a regular file; give a file path",
-                path.display()
-            );
-        }
-    }
-    std::fs::write(path, text)
-        .with_context(|| format!("cannot write --export-experiment {}", path.display()))
+    crate::fsx::write_file(path, text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("--export-experiment {e}"))
 }
 
 /// A variant name made from a command: its characters that a name allows, others as

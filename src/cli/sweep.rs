@@ -261,7 +261,7 @@ fn run_sweep(a: SweepRunArgs) -> Result<()> {
             .map(|d| serde_json::to_string_pretty(d).map(|s| format!("---\n{s}\n")))
             .collect::<Result<String, _>>()?;
         match &a.out {
-            Some(p) => crate::fsx::write_file(p, text.as_bytes())?,
+            Some(p) => crate::fsx::write_file_or_stdout(p, text.as_bytes())?,
             None => print!("{text}"),
         }
         eprintln!(

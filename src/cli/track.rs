@@ -69,6 +69,10 @@ enum Judged {
 }
 
 pub fn run(a: TrackArgs) -> Result<()> {
+    if let Some(p) = &a.summary {
+        // Before the runs, which take minutes: a path that cannot be written fails now.
+        crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--summary {e}"))?;
+    }
     let metrics: Vec<Metric> = a
         .metric
         .iter()
@@ -230,7 +234,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
     let md = lines.join("\n") + "\n";
     print!("{md}");
     if let Some(p) = &a.summary {
-        std::fs::write(p, &md).with_context(|| format!("cannot write {}", p.display()))?;
+        crate::fsx::write_file(p, md.as_bytes())?;
     }
     if !confirmed.is_empty() {
         return Err(super::Regressed { phases: confirmed }.into());

@@ -56,14 +56,17 @@ fn check_writable(dir: &Path) -> Result<()> {
             dir.display()
         )
     })?;
-    let probe = dir.join(format!(".gapscope-write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"ok").with_context(|| {
-        format!(
-            "results directory {} is not writable; pass --results-dir with a writable path",
-            dir.display()
-        )
-    })?;
-    let _ = std::fs::remove_file(probe);
+    // An exclusive temp file of a random name (removed when dropped): a name known in
+    // advance could be a planted link.
+    tempfile::Builder::new()
+        .prefix(".gapscope-write-probe-")
+        .tempfile_in(dir)
+        .with_context(|| {
+            format!(
+                "results directory {} is not writable; pass --results-dir with a writable path",
+                dir.display()
+            )
+        })?;
     Ok(())
 }
 
@@ -511,10 +514,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             .with_context(|| write_failed(&dir, slot.rep))?;
         drop(w);
         if row.status == RepStatus::Failed {
-            bar.println(format!(
-                "rep {} ({}) failed: {}",
-                row.rep, row.variant, row.error
-            ));
+            let line = format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error);
+            if opts.progress && bar.is_hidden() {
+                // No bar to print above (stderr is not a terminal): said all the same.
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
         }
         rows.push(row);
         all_spans.extend(spans);

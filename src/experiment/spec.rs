@@ -104,6 +104,7 @@ impl TryFrom<WorkloadFile> for Workload {
                     nvtx: f.nvtx,
                     cupti: f.cupti,
                 },
+                max_spans_per_rep: f.max_spans_per_rep,
             };
             external.check()?;
             return Ok(Workload {
@@ -121,11 +122,12 @@ impl TryFrom<WorkloadFile> for Workload {
             || f.nvtx
             || f.cupti
             || !f.log_spans.is_empty()
+            || f.max_spans_per_rep.is_some()
         {
             return Err(
-                "workload: build, prepare, dir, nvtx, cupti and log_spans go with command = [\"prog\", \"args\"]; \
-                        add command, or remove them (gapscope's own provers record CUPTI with \
-                        telemetry = true or \"cupti\")"
+                "workload: build, prepare, dir, nvtx, cupti, log_spans and max_spans_per_rep go \
+                        with command = [\"prog\", \"args\"]; add command, or remove them \
+                        (gapscope's own provers record CUPTI with telemetry = true or \"cupti\")"
                     .into(),
             );
         }
@@ -161,6 +163,7 @@ impl From<Workload> for WorkloadFile {
                 log_spans: e.capture.log_spans,
                 nvtx: e.capture.nvtx,
                 cupti: e.capture.cupti,
+                max_spans_per_rep: e.max_spans_per_rep,
                 ..WorkloadFile::default()
             },
             None => WorkloadFile {

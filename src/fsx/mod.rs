@@ -10,4 +10,7 @@ pub mod write;
 
 pub use name::check_name;
 pub use read::{open_in_dir, read_capped, read_in_dir, ReadError};
-pub use write::{write_file, WriteError};
+pub use write::{
+    check_target, copy_file, create_fresh, is_stdout, write_file, write_file_or_stdout,
+    write_file_with, WriteError,
+};

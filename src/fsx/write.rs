@@ -27,6 +27,11 @@ pub enum WriteError {
          replaces anything else (to print to stdout, pass `--out -` where a command takes it)"
     )]
     NotRegular { path: PathBuf, kind: &'static str },
+    #[error(
+        "`-` stands for stdout, and this output is a file (stdout carries something else \
+         here): give a file path (`./-` for a file named `-`)"
+    )]
+    Stdout,
 }
 
 impl WriteError {
@@ -42,6 +47,7 @@ impl WriteError {
                 "it is {kind}, not a regular file: gapscope writes only regular files and \
                  never replaces anything else"
             )),
+            e @ WriteError::Stdout => std::io::Error::other(e.to_string()),
         }
     }
 }
@@ -72,8 +78,12 @@ pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// Whether `path` may be (re)placed: absent, or a regular file. Returns whether it exists.
+/// Whether `path` may be (re)placed: absent, or a regular file (and not `-`, which a
+/// user means as stdout: [`write_file_or_stdout`] takes it). Returns whether it exists.
 pub fn check_target(path: &Path) -> Result<bool, WriteError> {
+    if is_stdout(path) {
+        return Err(WriteError::Stdout);
+    }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(WriteError::Link {
             path: path.to_path_buf(),
@@ -104,6 +114,29 @@ pub fn write_file_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
+    write_file_mode(path, None, fill)
+}
+
+/// Copies the file `from` (followed where it is a link: the source is the caller's
+/// choice) to `to` as [`write_file`] writes, with `from`'s permission bits (a built
+/// program stays executable).
+pub fn copy_file(from: &Path, to: &Path) -> Result<(), WriteError> {
+    let src_err = |source| WriteError::Io {
+        path: from.to_path_buf(),
+        source,
+    };
+    let mut src = std::fs::File::open(from).map_err(src_err)?;
+    let mode = src.metadata().map_err(src_err)?.permissions().mode() & 0o777;
+    write_file_mode(to, Some(mode), |w| std::io::copy(&mut src, w).map(drop))
+}
+
+/// [`write_file_with`], the new file taking `mode` where given (else the mode of the
+/// file it replaces, or 0644).
+fn write_file_mode(
+    path: &Path,
+    mode: Option<u32>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
     let existed = check_target(path)?;
     let err = |source| WriteError::Io {
         path: path.to_path_buf(),
@@ -130,11 +163,13 @@ pub fn write_file_with(
     }
     // A temp file is made 0600; the file it becomes keeps the mode of the one it
     // replaces, or the usual 0644.
-    let mode = std::fs::symlink_metadata(path)
-        .ok()
-        .filter(|_| existed)
-        .map(|m| m.permissions().mode() & 0o7777)
-        .unwrap_or(0o644);
+    let mode = mode.unwrap_or_else(|| {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .filter(|_| existed)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644)
+    });
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(err)?;
@@ -147,6 +182,52 @@ pub fn write_file_with(
     };
     persisted.map_err(|e| err(e.error))?;
     Ok(())
+}
+
+/// Writes `bytes` to stdout when `path` is `-` ([`is_stdout`]), else as a whole file
+/// ([`write_file`]): for commands whose `--out` names one file.
+pub fn write_file_or_stdout(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    if !is_stdout(path) {
+        return write_file(path, bytes);
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|_| out.flush())
+        .map_err(|source| WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Opens `path` as a new, empty file to stream into (a log a child process writes while
+/// it runs, too long-lived for [`write_file`]'s temp file and rename): a regular file
+/// there is removed first, a link or anything else is refused ([`check_target`]), and
+/// the file is created exclusively without following a link (`O_EXCL | O_NOFOLLOW`), so
+/// that a link planted between the check and the open is not written through.
+pub fn create_fresh(path: &Path) -> Result<std::fs::File, WriteError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| WriteError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if check_target(path)? {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            // Something appeared between the removal and the open: say what it is.
+            std::io::ErrorKind::AlreadyExists => check_target(path).err().unwrap_or(err(e)),
+            _ => err(e),
+        })
 }
 
 #[cfg(test)]
@@ -199,5 +280,30 @@ mod tests {
         assert!(e.to_string().contains("disk full"), "{e}");
         assert!(!f.exists());
         assert!(leftovers(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn a_fresh_log_replaces_a_regular_file_and_refuses_links_and_devices() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let log = d.join("build.log");
+        std::fs::write(&log, "old attempt").unwrap();
+        let mut f = create_fresh(&log).unwrap();
+        f.write_all(b"new").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&log).unwrap(), b"new");
+        std::fs::write(d.join("victim"), "keep").unwrap();
+        std::os::unix::fs::symlink(d.join("victim"), d.join("link.log")).unwrap();
+        let e = create_fresh(&d.join("link.log")).unwrap_err();
+        assert!(matches!(e, WriteError::Link { .. }), "{e}");
+        assert_eq!(std::fs::read(d.join("victim")).unwrap(), b"keep");
+        let e = create_fresh(Path::new("/dev/null")).unwrap_err();
+        assert!(matches!(e, WriteError::NotRegular { .. }), "{e}");
+        assert!(std::fs::symlink_metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let e = write_file(Path::new("-"), b"x").unwrap_err();
+        assert!(matches!(e, WriteError::Stdout), "{e}");
     }
 }

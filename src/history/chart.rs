@@ -143,15 +143,16 @@ pub fn write(a: &Analysed, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let stem = file_stem(a);
     let svg = dir.join(format!("{stem}.svg"));
     let png = dir.join(format!("{stem}.png"));
-    {
-        let root = SVGBackend::new(&svg, (W, H)).into_drawing_area();
-        draw_on(a, &root, false)?;
-        root.present().map_err(|e| e.to_string())?;
-    }
-    {
-        let root = BitMapBackend::new(&png, (W, H)).into_drawing_area();
-        draw_on(a, &root, true)?;
-        root.present().map_err(|e| e.to_string())?;
+    // Drawn in memory and written whole through fsx: never through a link planted
+    // under a chart's name, never over a device.
+    let (svg_bytes, ()) =
+        crate::plot::svg_bytes((W, H), |root| draw_on(a, root, false).map_err(Into::into))
+            .map_err(|e| e.to_string())?;
+    let (png_bytes, ()) =
+        crate::plot::png_bytes((W, H), |root| draw_on(a, root, true).map_err(Into::into))
+            .map_err(|e| e.to_string())?;
+    for (path, bytes) in [(&svg, svg_bytes), (&png, png_bytes)] {
+        crate::fsx::write_file(path, &bytes).map_err(|e| e.to_string())?;
     }
     Ok(vec![svg, png])
 }

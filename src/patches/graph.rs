@@ -113,7 +113,7 @@ pub fn check_used(
         .stdin(Stdio::null())
         .output()
         .map_err(|e| PatchError::NoWorker(format!("cannot run cargo ({e}): install Rust, or run `gapscope prepare` where it is installed")))?;
-    let _ = std::fs::write(log, &out.stderr);
+    let _ = crate::fsx::write_file(log, &out.stderr);
     if !out.status.success() {
         return Err(PatchError::BuildFailed {
             status: format!("cargo metadata: {}", out.status),

@@ -179,6 +179,8 @@ pub enum PatchError {
         what: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Write(#[from] crate::fsx::WriteError),
 }
 
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> PatchError {

@@ -182,10 +182,13 @@ fn build(
     let exe = dir.join(WORKER_FILE);
     if record.ok {
         let from = cache.target_dir().join("release").join("gapscope");
-        std::fs::copy(&from, &exe).map_err(io(format!(
-            "the worker built but left no {} to copy",
-            from.display()
-        )))?;
+        if !from.is_file() {
+            return Err(io(format!(
+                "the worker built but left no {} to copy",
+                from.display()
+            ))(std::io::ErrorKind::NotFound.into()));
+        }
+        crate::fsx::copy_file(&from, &exe)?;
     }
     let entry = Entry {
         gapscope_commit: src.commit.clone(),
@@ -283,11 +286,9 @@ fn read_entry(dir: &Path) -> Option<(Entry, PathBuf)> {
 fn unpack(gz: &Path, exe: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mut r = flate2::read::GzDecoder::new(std::fs::File::open(gz)?);
-    let tmp = exe.with_extension("unpacking");
-    let mut w = std::fs::File::create(&tmp)?;
-    std::io::copy(&mut r, &mut w)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
-    std::fs::rename(&tmp, exe)
+    crate::fsx::write_file_with(exe, |w| std::io::copy(&mut r, w).map(drop))
+        .map_err(crate::fsx::WriteError::into_io)?;
+    std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o755))
 }
 
 fn metas(resolved: &[ResolvedPatch], entry: &Entry, dir: &Path, reused: bool) -> Vec<PatchMeta> {
@@ -345,7 +346,9 @@ fn include_dir(cache: &RevCache, tree: &Path) -> PathBuf {
         .join(digest(&String::from_utf8_lossy(&text), 6));
     let copy = dir.join("gapscope_trace.h");
     if !copy.exists() {
-        let made = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&copy, &text));
+        let made = std::fs::create_dir_all(&dir).and_then(|_| {
+            crate::fsx::write_file(&copy, &text).map_err(crate::fsx::WriteError::into_io)
+        });
         if made.is_err() {
             return tree.join("cuda");
         }
@@ -360,7 +363,7 @@ fn run_cargo(
     log: &Path,
 ) -> Result<BuildRecord, PatchError> {
     let started = std::time::Instant::now();
-    let file = std::fs::File::create(log).map_err(io(format!("cannot write {}", log.display())))?;
+    let file = crate::fsx::create_fresh(log)?;
     let err = file
         .try_clone()
         .map_err(io(format!("cannot write {}", log.display())))?;
@@ -385,7 +388,7 @@ fn run_cargo(
         Ok(s) if s.success() => (true, String::new()),
         Ok(s) => (false, s.to_string()),
         Err(e) => {
-            let _ = std::fs::write(log, format!("cannot start cargo: {e}\n"));
+            let _ = crate::fsx::write_file(log, format!("cannot start cargo: {e}\n").as_bytes());
             (false, format!("cannot start cargo: {e}"))
         }
     };

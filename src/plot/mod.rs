@@ -58,6 +58,11 @@ pub enum PlotError {
         path: PathBuf,
         message: String,
     },
+    #[error("chart {chart}: {source}")]
+    Write {
+        chart: &'static str,
+        source: crate::fsx::WriteError,
+    },
     #[error("chart {chart}: {path}: {source}")]
     Io {
         chart: &'static str,
@@ -211,22 +216,31 @@ pub fn render(
     for &format in formats {
         let path = dir.join(format!("{}.{}", chart.name(), format.extension()));
         let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            draw_file(chart, input, &path, size, format)
+            draw_file(chart, input, size, format)
         }));
         let result = match drawn {
             Ok(r) => r,
             Err(panic) => Err(panic_message(&panic).into()),
         };
         match result {
-            Ok(n) => {
+            Ok((bytes, n)) => {
+                // Whole or not at all: a report never links to a half-written image, and
+                // a link or a device planted under the chart's name is not written to.
+                crate::fsx::write_file(&path, &bytes).map_err(|source| PlotError::Write {
+                    chart: chart.name(),
+                    source,
+                })?;
                 for line in n.0 {
                     notes.push(line);
                 }
                 files.push(path);
             }
             Err(e) => {
-                // Never leave a half-written image that a report could link to.
-                let _ = std::fs::remove_file(&path);
+                // An image of an earlier report under this name would be taken for this
+                // one's: it goes (a regular file only; a link or a folder stays).
+                if matches!(crate::fsx::check_target(&path), Ok(true)) {
+                    let _ = std::fs::remove_file(&path);
+                }
                 return Err(PlotError::Draw {
                     chart: chart.name(),
                     path,
@@ -245,29 +259,63 @@ pub fn render(
     })
 }
 
+/// Draws `chart` in `format` in memory: the file is written by the caller through
+/// [`crate::fsx`], never by a backend that opens a path (and follows a link there).
 fn draw_file(
     chart: &dyn Chart,
     input: &RunView,
-    path: &Path,
     size: (u32, u32),
     format: ImageFormat,
-) -> Drawn<Notes> {
+) -> Drawn<(Vec<u8>, Notes)> {
     match format {
-        ImageFormat::Svg => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            root.fill(&WHITE)?;
-            let notes = chart.draw_svg(input, &root)?;
-            root.present()?;
-            Ok(notes)
-        }
-        ImageFormat::Png => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            root.fill(&WHITE)?;
-            let notes = chart.draw_png(input, &root)?;
-            root.present()?;
-            Ok(notes)
-        }
+        ImageFormat::Svg => svg_bytes(size, |root| chart.draw_svg(input, root)),
+        ImageFormat::Png => png_bytes(size, |root| chart.draw_png(input, root)),
     }
+}
+
+/// An SVG drawn by `draw` on a white canvas of `size`, as bytes.
+pub(crate) fn svg_bytes<T>(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Drawn<T>,
+) -> Drawn<(Vec<u8>, T)> {
+    let mut text = String::new();
+    let drawn = {
+        let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        let drawn = draw(&root)?;
+        root.present()?;
+        drawn
+    };
+    Ok((text.into_bytes(), drawn))
+}
+
+/// A PNG drawn by `draw` on a white RGB canvas of `size`, encoded in memory.
+pub(crate) fn png_bytes<T>(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Drawn<T>,
+) -> Drawn<(Vec<u8>, T)> {
+    let (w, h) = size;
+    let len = (w as usize)
+        .checked_mul(h as usize)
+        .and_then(|n| n.checked_mul(3))
+        .ok_or_else(|| format!("a {w} x {h} image is too large to draw"))?;
+    let mut pixels = vec![0u8; len];
+    let drawn = {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        let drawn = draw(&root)?;
+        root.present()?;
+        drawn
+    };
+    let mut png = Vec::new();
+    image::ImageEncoder::write_image(
+        image::codecs::png::PngEncoder::new(&mut png),
+        &pixels,
+        w,
+        h,
+        image::ColorType::Rgb8,
+    )?;
+    Ok((png, drawn))
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {

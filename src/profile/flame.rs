@@ -97,7 +97,7 @@ fn options(title: String, subtitle: String) -> inferno::flamegraph::Options<'sta
     o
 }
 
-/// Draws `s` as an SVG flame graph at `out`.
+/// Draws `s` as an SVG flame graph at `out` (written whole through [`crate::fsx`]).
 pub fn draw(s: &SpanStacks, hz: u32, out: &Path) -> Result<()> {
     let mut o = options(
         format!("{}: sampled stacks", s.span),
@@ -108,13 +108,11 @@ pub fn draw(s: &SpanStacks, hz: u32, out: &Path) -> Result<()> {
         ),
     );
     let lines: Vec<String> = s.stacks.iter().map(|(k, c)| format!("{k} {c}")).collect();
-    let f = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
-    inferno::flamegraph::from_lines(
-        &mut o,
-        lines.iter().map(String::as_str),
-        std::io::BufWriter::new(f),
-    )
-    .with_context(|| format!("drawing {}", out.display()))
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut svg)
+        .with_context(|| format!("drawing {}", out.display()))?;
+    crate::fsx::write_file(out, &svg)?;
+    Ok(())
 }
 
 /// Draws the differential flame graph from `before` to `after` (samples per rep) at
@@ -136,9 +134,11 @@ pub fn draw_diff(before: &SpanStacks, after: &SpanStacks, out: &Path) -> Result<
             before.reps, after.reps
         ),
     );
-    let f = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
-    inferno::flamegraph::from_reader(&mut o, folded.as_slice(), std::io::BufWriter::new(f))
-        .with_context(|| format!("drawing {}", out.display()))
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_reader(&mut o, folded.as_slice(), &mut svg)
+        .with_context(|| format!("drawing {}", out.display()))?;
+    crate::fsx::write_file(out, &svg)?;
+    Ok(())
 }
 
 /// One function's samples per rep (inclusive: stacks it is on) in two sets of reps.

@@ -74,8 +74,7 @@ pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
     let d = dir(run_dir);
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     let json = d.join(format!("rep{}.json", p.rep));
-    std::fs::write(&json, serde_json::to_string_pretty(p)?)
-        .with_context(|| format!("writing {}", json.display()))?;
+    crate::fsx::write_file(&json, serde_json::to_string_pretty(p)?.as_bytes())?;
     let mut text = String::new();
     for r in &p.rows {
         text.push_str(&line(r));
@@ -88,13 +87,14 @@ pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
     let _ = std::fs::remove_file(&gz);
     if text.len() > GZIP_ABOVE {
         let path = gz;
-        let f = std::fs::File::create(&path)?;
-        let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
-        gz.write_all(text.as_bytes())?;
-        gz.finish()?;
+        crate::fsx::write_file_with(&path, |w| {
+            let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            gz.write_all(text.as_bytes())?;
+            gz.finish().map(drop)
+        })?;
         Ok(path)
     } else {
-        std::fs::write(&plain, text).with_context(|| format!("writing {}", plain.display()))?;
+        crate::fsx::write_file(&plain, text.as_bytes())?;
         Ok(plain)
     }
 }

@@ -175,6 +175,37 @@ fn folded_files_round_trip_plain_and_gzipped() {
 }
 
 #[test]
+fn a_reps_stacks_are_not_written_through_a_planted_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let p = sample_profile(5);
+    let d = folded::dir(dir.path());
+    std::fs::create_dir_all(&d).unwrap();
+    let json = d.join(format!("rep{}.json", p.rep));
+    std::os::unix::fs::symlink(&victim, &json).unwrap();
+    let e = write_rep(dir.path(), &p).unwrap_err();
+    assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(&json)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // The stacks file: a link there is removed (as a file of an earlier attempt), never
+    // written through.
+    std::fs::remove_file(&json).unwrap();
+    let plain = d.join(format!("rep{}.folded", p.rep));
+    std::os::unix::fs::symlink(&victim, &plain).unwrap();
+    write_rep(dir.path(), &p).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(&plain)
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert_eq!(read_rep(dir.path(), p.rep).unwrap().unwrap(), p);
+}
+
+#[test]
 fn folded_lines_parse_back_and_bad_lines_say_what_is_wrong() {
     let r = &sample_profile(2).rows[1];
     assert_eq!(&parse_line(&line(r)).unwrap(), r);
@@ -280,4 +311,29 @@ fn flame_graphs_and_function_changes_come_from_the_stored_rows() {
         .contains("span&apos;s thread"));
     let top = &flame::top_self(&c, 1)[0];
     assert!(top.0.ends_with("push_back 0") && top.1 == 21.0, "{top:?}");
+    // A link planted under a flame graph's name is neither followed nor replaced, and
+    // nothing is left beside it.
+    std::fs::write(dir.path().join("victim"), "keep").unwrap();
+    let link = dir.path().join("flame-diff-synthesis.svg");
+    std::os::unix::fs::symlink(dir.path().join("victim"), &link).unwrap();
+    for e in [
+        flame::draw_diff(&b, &c, &link).unwrap_err(),
+        flame::draw(&c, 997, &link).unwrap_err(),
+    ] {
+        assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("victim")).unwrap(),
+        "keep"
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

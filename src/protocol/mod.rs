@@ -33,8 +33,12 @@
 //!   text is the rest of the line. Neither is a span; both count as protocol lines, and a
 //!   malformed one is unparseable like any other.
 //!
-//! The parser holds at most one line ([`MAX_LINE`] bytes) plus the spans it returns.
+//! The parser holds at most one line ([`MAX_LINE`] bytes) plus the spans it returns;
+//! with a [`budget::SpanBudget`] it keeps no more spans than the budget's cap (begins
+//! still open included), counting the rest. Past the cap, an `E` or `A` with no open
+//! span is taken as one of a begin that was not kept, and is not counted as a problem.
 
+pub mod budget;
 pub mod reader;
 
 use std::collections::HashMap;
@@ -159,6 +163,7 @@ pub struct Parser {
     seq: u64,
     samples: Vec<String>,
     gpu: GpuLines,
+    budget: Option<std::sync::Arc<budget::SpanBudget>>,
 }
 
 /// A parsed line.
@@ -175,6 +180,25 @@ enum Line<'a> {
 impl Parser {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A parser whose spans take their room from `budget` (shared with the parsers of
+    /// the rep's other streams).
+    pub fn with_budget(budget: std::sync::Arc<budget::SpanBudget>) -> Self {
+        Parser {
+            budget: Some(budget),
+            ..Self::default()
+        }
+    }
+
+    /// Room for one more span: always without a budget.
+    fn take(&self) -> bool {
+        self.budget.as_ref().is_none_or(|b| b.take())
+    }
+
+    /// Whether the budget's cap was reached (spans were dropped).
+    fn over_cap(&self) -> bool {
+        self.budget.as_ref().is_some_and(|b| b.exhausted())
     }
 
     /// Feeds one line (without its newline). Returns whether it was a protocol line
@@ -218,6 +242,9 @@ impl Parser {
         match l {
             Line::Begin(tid, t, name, attrs) => {
                 self.counts.protocol_lines += 1;
+                if !self.take() {
+                    return;
+                }
                 self.open.entry(tid).or_default().push(Open {
                     name: name.to_string(),
                     start_ns: t,
@@ -228,7 +255,12 @@ impl Parser {
             Line::End(tid, t, name, attrs) => {
                 let stack = self.open.entry(tid).or_default();
                 let Some(i) = stack.iter().rposition(|o| o.name == name) else {
-                    self.counts.unmatched_ends += 1;
+                    if self.over_cap() {
+                        // Most likely the end of a begin past the cap, not kept.
+                        self.counts.protocol_lines += 1;
+                    } else {
+                        self.counts.unmatched_ends += 1;
+                    }
                     return;
                 };
                 if t < stack[i].start_ns {
@@ -254,6 +286,9 @@ impl Parser {
                     return;
                 };
                 self.counts.protocol_lines += 1;
+                if !self.take() {
+                    return;
+                }
                 self.spans.push(ParsedSpan {
                     name: name.to_string(),
                     tid,
@@ -273,13 +308,21 @@ impl Parser {
                 self.counts.protocol_lines += 1;
                 self.gpu.status.push(st);
             }
-            Line::Attrs(tid, attrs) => match self.open.get_mut(&tid).and_then(|s| s.last_mut()) {
-                Some(o) => {
-                    self.counts.protocol_lines += 1;
-                    o.attrs.extend(attrs);
-                }
-                None => self.unparseable(b"", &format!("A with no open span on thread {tid}")),
-            },
+            Line::Attrs(tid, attrs) => {
+                let over_cap = self.over_cap();
+                self.attrs(tid, attrs, over_cap)
+            }
+        }
+    }
+
+    fn attrs(&mut self, tid: u64, attrs: Vec<(String, AttrValue)>, over_cap: bool) {
+        match self.open.get_mut(&tid).and_then(|s| s.last_mut()) {
+            Some(o) => {
+                self.counts.protocol_lines += 1;
+                o.attrs.extend(attrs);
+            }
+            None if over_cap => self.counts.protocol_lines += 1,
+            None => self.unparseable(b"", &format!("A with no open span on thread {tid}")),
         }
     }
 

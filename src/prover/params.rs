@@ -265,11 +265,14 @@ fn lock_entry(stem: &Path, exclusive: bool) -> Result<fs::File, ParamsError> {
         path: path.clone(),
         source,
     };
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a link planted under the lock's name.
     let f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(err)?;
     if exclusive { f.lock() } else { f.lock_shared() }.map_err(err)?;

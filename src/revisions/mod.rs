@@ -142,6 +142,8 @@ pub enum RevError {
         what: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Write(#[from] crate::fsx::WriteError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RevError {
@@ -209,16 +211,18 @@ pub fn build(cache: &RevCache, co: &mut Checkout, spec: &BuildSpec) -> Result<()
         std::fs::create_dir_all(&bin).map_err(io(format!("cannot create {}", bin.display())))?;
         for (a, to) in spec.artefacts.iter().zip(&artefacts) {
             let from = cache.target_dir().join(a);
-            std::fs::copy(&from, to).map_err(io(format!(
-                "the build of {} succeeded but left no {} to copy",
-                co.commit,
-                from.display()
-            )))?;
+            if !from.is_file() {
+                return Err(io(format!(
+                    "the build of {} succeeded but left no {} to copy",
+                    co.commit,
+                    from.display()
+                ))(std::io::ErrorKind::NotFound.into()));
+            }
+            crate::fsx::copy_file(&from, to)?;
         }
     }
     let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
-    std::fs::write(&record_path, json)
-        .map_err(io(format!("cannot write {}", record_path.display())))?;
+    crate::fsx::write_file(&record_path, &json)?;
     co.dirty = git::is_dirty(&co.worktree)?;
     co.build = Some(Built {
         record,
@@ -236,7 +240,7 @@ fn run_build(
     log: &Path,
 ) -> Result<BuildRecord, RevError> {
     let started = std::time::Instant::now();
-    let file = std::fs::File::create(log).map_err(io(format!("cannot write {}", log.display())))?;
+    let file = crate::fsx::create_fresh(log)?;
     let err = file
         .try_clone()
         .map_err(io(format!("cannot write {}", log.display())))?;
@@ -267,7 +271,7 @@ fn run_build(
         ),
         Err(e) => {
             // The log says why the command did not start, like a build error would.
-            let _ = std::fs::write(log, format!("cannot start {prog:?}: {e}\n"));
+            let _ = crate::fsx::write_file(log, format!("cannot start {prog:?}: {e}\n").as_bytes());
             (false, format!("cannot start {prog:?}: {e}"))
         }
     };

@@ -151,3 +151,47 @@ fn unknown_revisions_and_histories_off_the_first_parent_chain_are_refused() {
     assert!(is_ancestor(&r, &commits[0], &merge).unwrap());
     assert!(!is_ancestor(&r, &merge, &commits[0]).unwrap());
 }
+
+#[test]
+fn a_build_writes_no_log_record_or_artefact_through_a_planted_link() {
+    let (tmp, r, commits, cache) = fixture();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let spec = BuildSpec {
+        command: vec!["sh".into(), "build.sh".into()],
+        artefacts: vec!["out.txt".into()],
+    };
+    let dir = cache.commit_dir(&commits[0]);
+    let mut co = checkout(&cache, &r, "v1").unwrap();
+    // The build log.
+    let log = dir.join(format!("build-{}.log", spec.key()));
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    let e = build(&cache, &mut co, &spec).unwrap_err().to_string();
+    assert!(e.contains("is a symbolic link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::symlink_metadata(&log)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // The build's record, and a copied artefact.
+    std::fs::remove_file(&log).unwrap();
+    let record = dir.join(format!("build-{}.json", spec.key()));
+    std::os::unix::fs::symlink(&victim, &record).unwrap();
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("bin").join("out.txt")).unwrap();
+    // The artefact is built into the cache's target folder: make it there.
+    std::fs::create_dir_all(cache.target_dir()).unwrap();
+    std::fs::write(cache.target_dir().join("out.txt"), "built").unwrap();
+    let e = build(&cache, &mut co, &spec).unwrap_err().to_string();
+    assert!(e.contains("is a symbolic link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    std::fs::remove_file(dir.join("bin").join("out.txt")).unwrap();
+    let e = build(&cache, &mut co, &spec).unwrap_err().to_string();
+    assert!(
+        e.contains("is a symbolic link") && e.contains("json"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    let copied = dir.join("bin").join("out.txt");
+    assert_eq!(std::fs::read_to_string(&copied).unwrap(), "built");
+}

@@ -78,12 +78,18 @@ impl GpuRecords {
             status: status_line(data),
             ..Default::default()
         };
-        match data.load_telemetry() {
-            Ok(rows) => out.telemetry = rows,
+        match data.load_telemetry_checked() {
+            Ok((rows, dropped)) => {
+                out.telemetry = rows;
+                out.problems.extend(dropped);
+            }
             Err(e) => out.problems.push(format!("{TELEMETRY} not used: {e}")),
         }
-        match data.load_gpu_activity() {
-            Ok(rows) => out.activity = rows,
+        match data.load_gpu_activity_checked() {
+            Ok((rows, dropped)) => {
+                out.activity = rows;
+                out.problems.extend(dropped);
+            }
             Err(e) => out.problems.push(format!("{GPU_ACTIVITY} not used: {e}")),
         }
         out
@@ -171,6 +177,7 @@ mod tests {
             stream: 7,
             start_ns: 150,
             end_ns: 180,
+            duration_ns: 30,
             ..GpuActivityRow::sample()
         };
         let range = GpuActivityRow {
@@ -179,12 +186,14 @@ mod tests {
             stream: 0,
             start_ns: 100,
             end_ns: 200,
+            duration_ns: 100,
             ..a.clone()
         };
         let unknown = GpuActivityRow {
             kind: "graph".into(),
             start_ns: 185,
             end_ns: 190,
+            duration_ns: 5,
             ..a.clone()
         };
         w.append_gpu(&[t], &[a, range, unknown]).unwrap();

@@ -23,6 +23,7 @@ pub mod drift;
 pub mod envinfo;
 pub mod external;
 mod gaps_spec;
+pub mod gpu_checks;
 pub(crate) mod gpu_lanes;
 mod integrity;
 pub mod lane_series;
@@ -446,15 +447,32 @@ impl RunData {
 }
 
 impl RunData {
-    /// The NVML samples of the run (empty for a run folder from before telemetry).
+    /// The NVML samples of the run (empty for a run folder from before telemetry),
+    /// without the rows no run writes ([`Self::load_telemetry_checked`] says which).
     pub fn load_telemetry(&self) -> Result<Vec<TelemetryRow>, StoreError> {
-        read_optional_csv(&self.dir.join(TELEMETRY))
+        self.load_telemetry_checked().map(|(rows, _)| rows)
+    }
+
+    /// [`Self::load_telemetry`], and one line per reason a row was left out
+    /// ([`gpu_checks`]: a percentage above 100, a time an hour outside its rep, …).
+    pub fn load_telemetry_checked(&self) -> Result<(Vec<TelemetryRow>, Vec<String>), StoreError> {
+        let rows = read_optional_csv(&self.dir.join(TELEMETRY))?;
+        Ok(gpu_checks::check_telemetry(rows, &self.runs))
     }
 
     /// The CUPTI kernels and copies of the run (empty for a run folder from before
-    /// telemetry).
+    /// telemetry), without the rows no run writes.
     pub fn load_gpu_activity(&self) -> Result<Vec<GpuActivityRow>, StoreError> {
-        read_optional_csv(&self.dir.join(GPU_ACTIVITY))
+        self.load_gpu_activity_checked().map(|(rows, _)| rows)
+    }
+
+    /// [`Self::load_gpu_activity`], and one line per reason a row was left out
+    /// ([`gpu_checks`]: an end before its start, a duration that is not end − start, …).
+    pub fn load_gpu_activity_checked(
+        &self,
+    ) -> Result<(Vec<GpuActivityRow>, Vec<String>), StoreError> {
+        let rows = read_optional_csv(&self.dir.join(GPU_ACTIVITY))?;
+        Ok(gpu_checks::check_activity(rows, &self.runs))
     }
 }
 

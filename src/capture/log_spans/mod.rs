@@ -157,6 +157,9 @@ pub struct LogMatcher {
     counts: LineCounts,
     samples: Vec<String>,
     seq: u64,
+    /// The rep's cap on spans, shared with the protocol parsers
+    /// ([`crate::protocol::budget`]).
+    budget: Option<std::sync::Arc<crate::protocol::budget::SpanBudget>>,
 }
 
 /// Examples of badly matching lines kept.
@@ -182,7 +185,21 @@ impl LogMatcher {
             counts: LineCounts::default(),
             samples: Vec::new(),
             seq: 0,
+            budget: None,
         }
+    }
+
+    /// Its spans take their room from `budget`, as the protocol parsers' do.
+    pub fn with_budget(
+        mut self,
+        budget: std::sync::Arc<crate::protocol::budget::SpanBudget>,
+    ) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    fn take(&self) -> bool {
+        self.budget.as_ref().is_none_or(|b| b.take())
     }
 
     fn bad(&mut self, line: &str, why: String) {
@@ -230,8 +247,10 @@ impl LogMatcher {
                     match r {
                         Ok((start, end)) => {
                             self.counts.protocol_lines += 1;
-                            self.spans
-                                .push((i, self.span(rule, start, end, attrs_of(re, &c))));
+                            if self.take() {
+                                self.spans
+                                    .push((i, self.span(rule, start, end, attrs_of(re, &c))));
+                            }
                         }
                         Err(why) => self.bad(text, format!("{}: {why}", rule.name)),
                     }
@@ -242,7 +261,9 @@ impl LogMatcher {
                         match self.time_of(&c, arrival_ns) {
                             Ok(t) => {
                                 self.counts.protocol_lines += 1;
-                                self.open.entry(i).or_default().push((t, attrs_of(b, &c)));
+                                if self.take() {
+                                    self.open.entry(i).or_default().push((t, attrs_of(b, &c)));
+                                }
                             }
                             Err(why) => self.bad(text, format!("{} begin: {why}", rule.name)),
                         }
@@ -262,6 +283,10 @@ impl LogMatcher {
                                 attrs.extend(attrs_of(e, &c));
                                 let s = self.span(rule, start, t.max(start), attrs);
                                 self.spans.push((i, s));
+                            }
+                            // Past the cap: most likely the end of a begin not kept.
+                            None if self.budget.as_ref().is_some_and(|b| b.exhausted()) => {
+                                self.counts.protocol_lines += 1;
                             }
                             None => {
                                 self.counts.unmatched_ends += 1;

@@ -22,6 +22,7 @@ use crate::counters::process::ProcessCounters;
 use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
 use crate::profile::{Opener, RepSampling, Sampled, Target};
+use crate::protocol::budget::SpanBudget;
 use crate::protocol::reader::{for_each_line, ReadLine};
 use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser, MAX_LINE};
 use crate::trace::now_ns;
@@ -69,6 +70,10 @@ pub struct ChildRun {
     pub outsiders: std::collections::BTreeSet<u64>,
     /// GPU activity (`G`) and collector status (`S`) lines of every stream.
     pub gpu: GpuLines,
+    /// The most spans the rep keeps, and how many the program sent past it (counted
+    /// while reading, never stored).
+    pub span_cap: usize,
+    pub spans_over_cap: u64,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -127,8 +132,9 @@ fn read_stream(
     });
 }
 
-/// Runs `argv` in `dir` once and collects its spans; never fails (a program that cannot
-/// start is an [`Ending::NotStarted`]).
+/// Runs `argv` in `dir` once and collects its spans, at most `span_cap` of them (the
+/// rest are counted as they are read: [`ChildRun::spans_over_cap`]); never fails (a
+/// program that cannot start is an [`Ending::NotStarted`]).
 pub fn run_once(
     argv: &[String],
     dir: &Path,
@@ -136,6 +142,7 @@ pub fn run_once(
     counters: bool,
     profile: Option<ProfileAsk>,
     capture: &ChildCapture,
+    span_cap: usize,
 ) -> ChildRun {
     let start_ns = now_ns();
     let wall_offset_ns = log_spans::wall_offset_ns();
@@ -154,6 +161,8 @@ pub fn run_once(
         sampled: hz.map(|hz| Sampled::unavailable(hz, "the program did not start".into())),
         outsiders: Default::default(),
         gpu: GpuLines::default(),
+        span_cap,
+        spans_over_cap: 0,
     };
     // Counters and the sampler open on the child between its fork and its exec.
     let handshake = counters || profile.is_some();
@@ -237,14 +246,22 @@ pub fn run_once(
     let err = child.stderr.take().expect("piped");
     let spans_file = std::fs::File::from(span_r);
     let members = Arc::new(Members::new(pid));
+    // One cap for every stream of the rep, applied as the lines are read.
+    let budget = Arc::new(SpanBudget::new(span_cap));
     let states: Vec<StreamState> = (0..3)
-        .map(|_| Arc::new(Mutex::new((Parser::new(), VecDeque::new()))))
+        .map(|_| {
+            Arc::new(Mutex::new((
+                Parser::with_budget(budget.clone()),
+                VecDeque::new(),
+            )))
+        })
         .collect();
     // One matcher for stdout and stderr: a begin and its end may come on either.
-    let log = capture
-        .log
-        .clone()
-        .map(|p| Arc::new(Mutex::new(LogMatcher::new(p, pid as u64, wall_offset_ns))));
+    let log = capture.log.clone().map(|p| {
+        Arc::new(Mutex::new(
+            LogMatcher::new(p, pid as u64, wall_offset_ns).with_budget(budget.clone()),
+        ))
+    });
     for (i, r, tail) in [
         (0, Box::new(out) as Box<dyn Read + Send>, false),
         (1, Box::new(err), true),
@@ -314,7 +331,12 @@ pub fn run_once(
     // Every stream's lines so far, ended or not: nothing read is lost.
     let streams = states.iter().enumerate().map(|(i, st)| {
         let mut g = st.lock().unwrap_or_else(|e| e.into_inner());
-        let (p, tail) = std::mem::replace(&mut *g, (Parser::new(), VecDeque::new()));
+        // A reader still running (its stream held open) goes on into a parser under the
+        // same cap, so it cannot grow without end either.
+        let (p, tail) = std::mem::replace(
+            &mut *g,
+            (Parser::with_budget(budget.clone()), VecDeque::new()),
+        );
         (i, (p, Vec::from(tail)))
     });
     let mut run = ChildRun {
@@ -331,6 +353,8 @@ pub fn run_once(
         sampled,
         outsiders: members.outsiders(),
         gpu: GpuLines::default(),
+        span_cap,
+        spans_over_cap: 0,
     };
     for (i, (mut parser, tail)) in streams {
         run.gpu.extend(parser.take_gpu());
@@ -352,6 +376,7 @@ pub fn run_once(
         run.counts.add(&counts);
         run.samples.extend(samples);
     }
+    run.spans_over_cap = budget.over();
     if !unread.is_empty() {
         // A process outside the program's group (it called setsid) holds them open.
         run.stderr_tail.push(format!(

@@ -92,7 +92,15 @@ pub fn run_rep(
         }
     };
     let counters = v.counters != CounterMode::Off;
-    let mut run = child::run_once(command, &dir, timeout, counters, ask, &capture);
+    let mut run = child::run_once(
+        command,
+        &dir,
+        timeout,
+        counters,
+        ask,
+        &capture,
+        ext.span_cap(),
+    );
     let clock_note = clock::diagnose(
         &run.spans,
         run.start_ns,
@@ -326,7 +334,7 @@ const BUILD_TAIL: usize = 10;
 pub fn build_in(build: &[String], dir: &Path, log: &Path) -> BuildMeta {
     let started = std::time::Instant::now();
     let status = (|| -> std::io::Result<std::process::ExitStatus> {
-        let f = std::fs::File::create(log)?;
+        let f = crate::fsx::create_fresh(log).map_err(crate::fsx::WriteError::into_io)?;
         let mut cmd = Command::new(&build[0]);
         cmd.args(&build[1..])
             .current_dir(dir)

@@ -6,7 +6,10 @@
 //! where it sent one, else interpolated from gapscope's readings of the program's CPU
 //! clock (attribute `process_cpu` says so, with the period).
 //!
-//! A rep keeps at most [`MAX_SPANS_PER_REP`] spans (past it the rep fails, saying so), and
+//! A rep keeps at most [`MAX_SPANS_PER_REP`] spans, or the workload's lower
+//! `max_spans_per_rep`: the cap applies while the program's lines are read (later spans
+//! are counted, not stored: [`crate::protocol::budget`]) and a rep past it fails, saying
+//! how many spans it sent and how many were kept; and
 //! a program's span named `prove` is recorded as [`RENAMED_PROVE`], never merged with the
 //! root.
 
@@ -35,7 +38,8 @@ pub const ROOT_ID: u64 = 1;
 /// Lines of stderr quoted in a failed rep's error.
 const ERROR_TAIL: usize = 10;
 /// Most spans one rep keeps: past it the rep is recorded as failed, with its first
-/// spans, so that one program cannot fill the run folder and the memory of its readers.
+/// spans, so that one program cannot fill gapscope's memory, the run folder and the
+/// memory of its readers. A workload may set a lower cap (`max_spans_per_rep`).
 pub const MAX_SPANS_PER_REP: usize = 2_000_000;
 /// What a program's own span named like the root (`prove`) is recorded as: the root is
 /// gapscope's (spawn to exit), and a span of the same name would be summed with it.
@@ -104,7 +108,7 @@ pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
 /// What to say of a program's ending, or `None` when it exited with status 0.
 pub fn failure(run: &ChildRun) -> Option<String> {
     let why = match &run.ending {
-        Ending::Exited(s) if s.success() => return over_cap(run, MAX_SPANS_PER_REP),
+        Ending::Exited(s) if s.success() => return over_cap(run),
         Ending::Exited(s) => format!("the program exited with {s}"),
         Ending::TimedOut(t) => format!(
             "the program did not finish in {} s (rep_timeout_s); its process group was killed",
@@ -121,13 +125,18 @@ pub fn failure(run: &ChildRun) -> Option<String> {
 }
 
 /// Why a rep that exited well still failed: it sent more spans than a rep keeps.
-fn over_cap(run: &ChildRun, cap: usize) -> Option<String> {
-    (run.spans.len() > cap).then(|| {
+fn over_cap(run: &ChildRun) -> Option<String> {
+    let cap = run.span_cap;
+    (run.spans_over_cap > 0).then(|| {
         format!(
-            "the program sent {} spans in this rep, more than the {cap} a rep keeps; the \
-             first {cap} are recorded and the rep counts as failed. Send fewer spans (one \
-             per phase or per batch of items rather than per item)",
-            run.spans.len()
+            "the program sent {} spans in this rep, more than the {cap} a rep keeps: the \
+             first {} read were recorded, the other {} were counted as they came and not \
+             stored, and the rep counts as failed. Send fewer spans (one per phase or per \
+             batch of items rather than per item), or raise workload.max_spans_per_rep \
+             (at most {MAX_SPANS_PER_REP})",
+            run.spans.len() as u64 + run.spans_over_cap,
+            run.spans.len(),
+            run.spans_over_cap
         )
     })
 }
@@ -139,26 +148,16 @@ pub fn rep_rows(
     rep: u32,
     variant: &str,
 ) -> (Vec<SpanRow>, LineCounts) {
-    rows_capped(run, program, rep, variant, MAX_SPANS_PER_REP)
-}
-
-/// [`rep_rows`] keeping at most `cap` of the program's spans.
-fn rows_capped(
-    run: &ChildRun,
-    program: &str,
-    rep: u32,
-    variant: &str,
-    cap: usize,
-) -> (Vec<SpanRow>, LineCounts) {
     let mut counts = run.counts;
     // The program's clock is the span clock (both CLOCK_MONOTONIC): a span outside the
-    // rep's window was timed on another clock, and is dropped with a count.
-    let capped = &run.spans[..run.spans.len().min(cap)];
-    let inside: Vec<&ParsedSpan> = capped
+    // rep's window was timed on another clock, and is dropped with a count. The spans
+    // are within the cap already: it applied while they were read.
+    let inside: Vec<&ParsedSpan> = run
+        .spans
         .iter()
         .filter(|s| s.start_ns >= run.start_ns && s.end_ns <= run.end_ns)
         .collect();
-    counts.outside_rep += (capped.len() - inside.len()) as u64;
+    counts.outside_rep += (run.spans.len() - inside.len()) as u64;
     let kept: Vec<ParsedSpan> = inside.into_iter().cloned().collect();
     let parents = nest(&kept);
     let main_tid = run.pid as u64;
@@ -388,6 +387,8 @@ mod cap_tests {
             sampled: None,
             outsiders: Default::default(),
             gpu: Default::default(),
+            span_cap: MAX_SPANS_PER_REP,
+            spans_over_cap: 0,
         }
     }
 
@@ -422,16 +423,22 @@ mod cap_tests {
 
     #[test]
     fn a_rep_past_the_span_cap_fails_saying_so_and_keeps_the_first_spans() {
-        let (cap, n) = (100, 103);
-        let spans = (0..n as u64)
+        let cap = 100;
+        let spans = (0..cap as u64)
             .map(|i| span("s", 2_000 + i * 10, 2_005 + i * 10, i))
             .collect();
-        let run = run_of(spans);
-        assert!(failure(&run).is_none(), "under the real cap");
-        let why = over_cap(&run, cap).expect("the rep fails");
-        assert!(why.contains(&format!("sent {n} spans")), "{why}");
+        let mut run = run_of(spans);
+        run.span_cap = cap;
+        assert!(failure(&run).is_none(), "at the cap, nothing was dropped");
+        run.spans_over_cap = 3;
+        let why = failure(&run).expect("the rep fails");
+        assert!(why.contains("sent 103 spans"), "{why}");
+        assert!(
+            why.contains("the first 100 read were recorded, the other 3"),
+            "{why}"
+        );
         assert!(why.contains("Send fewer spans"), "{why}");
-        let (rows, _) = rows_capped(&run, "p", 0, "v", cap);
+        let (rows, _) = rep_rows(&run, "p", 0, "v");
         assert_eq!(rows.len(), cap + 1);
     }
 }

@@ -138,6 +138,8 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         sampled: None,
         outsiders: Default::default(),
         gpu: Default::default(),
+        span_cap: super::rows::MAX_SPANS_PER_REP,
+        spans_over_cap: 0,
     }
 }
 
@@ -230,6 +232,7 @@ fn a_program_that_cannot_start_is_a_reason_not_an_error() {
         true,
         None,
         &Default::default(),
+        super::rows::MAX_SPANS_PER_REP,
     );
     let why = super::rows::failure(&run).unwrap();
     assert!(
@@ -249,6 +252,7 @@ fn the_timeout_kills_the_whole_process_group_and_its_pipes_close() {
         false,
         None,
         &Default::default(),
+        super::rows::MAX_SPANS_PER_REP,
     );
     assert!(
         matches!(run.ending, Ending::TimedOut(_)),
@@ -277,6 +281,7 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
         false,
         None,
         &Default::default(),
+        super::rows::MAX_SPANS_PER_REP,
     );
     // stdout: a span (outside the rep: time 0); stderr: an unparseable line; the pipe: an
     // unmatched end.
@@ -309,6 +314,7 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
         false,
         None,
         &Default::default(),
+        super::rows::MAX_SPANS_PER_REP,
     );
     let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
     names.sort();

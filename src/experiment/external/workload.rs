@@ -51,6 +51,10 @@ pub struct WorkloadFile {
     /// The gaps chart's wrapper and inner spans (either kind of workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<crate::store::GapsSpec>,
+    /// The most spans a rep keeps (default and most: `rows::MAX_SPANS_PER_REP`); a rep
+    /// whose program sends more fails, with its first spans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spans_per_rep: Option<u64>,
 }
 
 /// A program gapscope did not build: spawned once per rep in its folder, reporting its
@@ -72,6 +76,9 @@ pub struct ExternalWorkload {
     /// What is captured besides span lines: log lines, NVTX ranges.
     #[serde(default)]
     pub capture: CaptureSpec,
+    /// The most spans a rep keeps; `None`: [`super::rows::MAX_SPANS_PER_REP`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spans_per_rep: Option<u64>,
 }
 
 impl ExternalWorkload {
@@ -104,7 +111,22 @@ impl ExternalWorkload {
                     .into(),
             );
         }
+        if let Some(n) = self.max_spans_per_rep {
+            let max = super::rows::MAX_SPANS_PER_REP as u64;
+            if n == 0 || n > max {
+                return Err(format!(
+                    "workload.max_spans_per_rep = {n} is not within 1..={max}: give a number \
+                     of spans a rep keeps (or leave it out for {max})"
+                ));
+            }
+        }
         self.capture.check()
+    }
+
+    /// The most spans a rep keeps.
+    pub fn span_cap(&self) -> usize {
+        self.max_spans_per_rep
+            .map_or(super::rows::MAX_SPANS_PER_REP, |n| n as usize)
     }
 
     /// The folder a variant's build and reps run in: `subject_dir` when the variant has
