@@ -224,9 +224,12 @@ fn a_parent_loop_is_refused_by_every_reader() {
     }
 }
 
+/// An edit of a run's span rows that a reader must refuse.
+type RowEdit = Box<dyn Fn(&mut Vec<SpanRow>)>;
+
 #[test]
 fn duplicate_ids_and_impossible_values_are_refused_naming_the_row() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<SpanRow>)>)> = vec![
+    let cases: Vec<(&str, RowEdit)> = vec![
         (
             "is already the id of line",
             Box::new(|rows: &mut Vec<SpanRow>| {
