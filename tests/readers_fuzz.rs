@@ -188,7 +188,7 @@ fn read_everything(dir: &Path) {
     let _ = ExportFormat::Chrome
         .exporter()
         .serialize(&view, RepSelection::All);
-    let _ = gapscope::report::sections::spans_section(&view);
+    let _ = gapscope::report::sections::spans_section(&view, &Default::default());
     let _ = gapscope::report::sections::counters_section(&view);
     let _ = gapscope::report::phase_section(&gapscope::report::diffs(&view.data));
 }
@@ -348,7 +348,7 @@ fn check_gpu_tables(dir: &Path, n_tel: usize, n_act: usize) {
     let _ = ExportFormat::Chrome
         .exporter()
         .serialize(&view, RepSelection::All);
-    let _ = gapscope::report::sections::spans_section(&view);
+    let _ = gapscope::report::sections::spans_section(&view, &Default::default());
 }
 
 /// 96 cases per property (a few seconds in a debug build), or `PROPTEST_CASES`.

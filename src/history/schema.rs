@@ -87,7 +87,24 @@ pub fn open(path: &Path) -> Result<Connection, HistoryError> {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let conn = Connection::open(path).map_err(open_err)?;
+    // The database is a file the user named: never a link (SQLite would write through it,
+    // and its journal beside the link's target) nor a device or folder.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return Err(HistoryError::Open {
+                path: path.to_path_buf(),
+                message: "not a regular file (a link, folder or device): name a plain file \
+                          for the history database"
+                    .into(),
+            });
+        }
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+        | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+        | rusqlite::OpenFlags::SQLITE_OPEN_URI
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
     // A rollback journal with full syncs: a killed import leaves the last committed
     // folder and nothing of the one it was in.
     conn.execute_batch(

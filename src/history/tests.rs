@@ -167,3 +167,26 @@ fn a_tree_of_hosts_gives_a_series_per_host_in_commit_order() {
         id
     );
 }
+
+#[test]
+fn a_database_path_that_is_a_link_or_a_device_is_refused_and_its_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"keep me").unwrap();
+    let link = dir.path().join("history.sqlite");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = schema::open(&link).unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    // A dangling link (the target would be created through it) is refused too.
+    let dangling = dir.path().join("dangling.sqlite");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    assert!(schema::open(&dangling).is_err());
+    assert!(!dir.path().join("nowhere").exists());
+    let err = schema::open(Path::new("/dev/null"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    // A plain file path still works.
+    assert!(schema::open(&dir.path().join("ok.sqlite")).is_ok());
+}

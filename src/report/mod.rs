@@ -172,8 +172,14 @@ pub fn write_report_with(
         }
     }
 
+    // Every chart's and table's Δ is the diffs' change of the same span and measure.
+    let changes = chart_changes::changes(&diffs);
     let _ = writeln!(md, "## Phases\n\n{}", phase_section(&diffs));
-    let _ = writeln!(md, "### All spans\n\n{}", sections::spans_section(input));
+    let _ = writeln!(
+        md,
+        "### All spans\n\n{}",
+        sections::spans_section(input, &changes)
+    );
     let _ = writeln!(
         md,
         "## Leak watch\n\n{}",
@@ -181,8 +187,6 @@ pub fn write_report_with(
     );
 
     let _ = writeln!(md, "## Charts\n");
-    // Every chart's Δ is the diffs' change of the same span and measure.
-    let changes = chart_changes::changes(&diffs);
     for (name, outcome) in
         plot::render_all(input, out, &[ImageFormat::Svg, ImageFormat::Png], &changes)
     {

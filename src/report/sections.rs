@@ -6,11 +6,12 @@ use std::fmt::Write;
 
 use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
 use crate::plot::gaps::{INNER, OUTER};
+use crate::plot::verdict::{change_text, Changes, Quantity};
 use crate::prover::spans;
 use crate::stats::median;
 use crate::store::RunData;
 use crate::store::{RunView, SpanRow, SpanTime};
-use crate::units::{fmt_delta, fmt_ns_short};
+use crate::units::fmt_ns_short;
 
 /// A markdown table cell (or any line of text from the run folder): pipes escaped,
 /// newlines flattened, links, HTML and reordering controls neutralised
@@ -145,9 +146,10 @@ pub fn phase_section(diffs: &Result<Diffs, DiffError>) -> String {
 }
 
 /// Per span (and per wrapper's unattributed time) the median over measured verified reps
-/// of each variant, its range, and the change of medians against the first variant; the
-/// statistics and verdicts are the phase section's.
-pub fn spans_section(input: &RunView) -> String {
+/// of each variant, its range, and each candidate's change as the diff computed it
+/// (`changes`: the same statistic, interval and verdict as the headline, the phase table
+/// and the charts); a span the diff did not compare reads "—".
+pub fn spans_section(input: &RunView, changes: &Changes) -> String {
     let data = &input.data;
     let variants = input.variants();
     let mut out = String::new();
@@ -155,9 +157,19 @@ pub fn spans_section(input: &RunView) -> String {
     for v in &variants {
         header.push(format!("{v} (median, min–max)"));
     }
-    for v in variants.iter().skip(1) {
-        header.push(format!("Δ {v} − {}", variants[0]));
+    let statistic = changes.statistic();
+    let base = changes
+        .baseline
+        .clone()
+        .unwrap_or_else(|| variants[0].clone());
+    let candidates: Vec<&String> = variants.iter().filter(|v| **v != base).collect();
+    for v in &candidates {
+        header.push(match &statistic {
+            Some(s) => format!("Δ {v} − {base} ({s})"),
+            None => format!("Δ {v} − {base}"),
+        });
     }
+    let mut not_compared = 0usize;
     let mut rows = Vec::new();
     let order = input.span_order();
     let left_out = order.len().saturating_sub(MAX_SPAN_ROWS);
@@ -189,11 +201,17 @@ pub fn spans_section(input: &RunView) -> String {
                     None => "—".into(),
                 });
             }
-            let base = median(&per[0]);
-            for vals in per.iter().skip(1) {
-                row.push(match (base, median(vals)) {
-                    (Some(b), Some(x)) => fmt_delta(x - b, b),
-                    _ => "—".into(),
+            let q = match m {
+                SpanTime::Unattributed => Quantity::Unattributed,
+                _ => Quantity::Total,
+            };
+            for v in &candidates {
+                row.push(match changes.span(v, &name, q) {
+                    Some(c) => format!("{} {}", change_text(c), c.verdict),
+                    None => {
+                        not_compared += 1;
+                        "—".into()
+                    }
                 });
             }
             rows.push(row);
@@ -213,7 +231,7 @@ pub fn spans_section(input: &RunView) -> String {
             .count();
         reps.push(format!("{ok} / {failed}"));
     }
-    reps.extend(variants.iter().skip(1).map(|_| String::new()));
+    reps.extend(candidates.iter().map(|_| String::new()));
     rows.push(reps);
     table(&mut out, &header, &rows);
     if left_out > 0 {
@@ -226,10 +244,17 @@ pub fn spans_section(input: &RunView) -> String {
     let _ = writeln!(
         out,
         "\nTotal time per span summed over a rep, median over measured verified reps, with \
-         its range; the change has no interval here (see the comparisons above). \
-         *unattributed*: time inside a span that none of its children, on any thread, \
-         accounts for."
+         its range; each Δ is the diff's change of that span (its interval is in the \
+         comparisons above). *unattributed*: time inside a span that none of its children, \
+         on any thread, accounts for."
     );
+    if not_compared > 0 {
+        let _ = writeln!(
+            out,
+            "\n{not_compared} cell(s) read \"—\": the diff made no comparison of that span \
+             (e.g. it compares `synthesis[*]` item by item, or nothing was compared)."
+        );
+    }
     for line in gpu_busy_lines(input)
         .into_iter()
         .chain(busy_cores_lines(input))
