@@ -46,12 +46,22 @@ pub fn nvtx_library() -> Result<PathBuf, InjectError> {
             Err(InjectError::Missing(p))
         };
     }
+    library_in(cache_dir())
+}
+
+/// The built-in library in `dir`, written there unless it already is.
+fn library_in(dir: PathBuf) -> Result<PathBuf, InjectError> {
     use sha2::Digest;
     let hash = sha2::Sha256::digest(LIBRARY);
     let tag: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let dir = cache_dir();
     let path = dir.join(format!("libgapscope_nvtx-{tag}.so"));
-    if std::fs::metadata(&path).is_ok_and(|m| m.len() == LIBRARY.len() as u64) {
+    // Reused only when it is a plain file (not a link) holding exactly this library: a
+    // file planted in a shared cache is never loaded into the program.
+    let is_ours = crate::fsx::read::open_no_follow(&path)
+        .ok()
+        .and_then(|f| crate::fsx::read::read_all_capped(f, &path, LIBRARY.len() as u64, "").ok())
+        .is_some_and(|bytes| bytes == LIBRARY);
+    if is_ours {
         return Ok(path);
     }
     let unwritable = |e: std::io::Error| InjectError::Unwritable {
@@ -59,15 +69,35 @@ pub fn nvtx_library() -> Result<PathBuf, InjectError> {
         why: e.to_string(),
     };
     std::fs::create_dir_all(&dir).map_err(unwritable)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(unwritable)?;
-    std::io::Write::write_all(&mut tmp, LIBRARY).map_err(unwritable)?;
-    tmp.persist(&path).map_err(|e| unwritable(e.error))?;
+    // An exclusive temp file beside it, renamed over it; a link or a non-regular file in
+    // its place is refused rather than replaced.
+    crate::fsx::write_file(&path, LIBRARY).map_err(|e| unwritable(e.into_io()))?;
     Ok(path)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planted_file_or_link_in_the_cache_is_never_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("gapscope");
+        let first = library_in(cache.clone()).unwrap();
+        assert_eq!(std::fs::read(&first).unwrap(), LIBRARY);
+        // Same size, other bytes: rewritten with the real library.
+        std::fs::write(&first, vec![0u8; LIBRARY.len()]).unwrap();
+        assert_eq!(library_in(cache.clone()).unwrap(), first);
+        assert_eq!(std::fs::read(&first).unwrap(), LIBRARY);
+        // A link in its place (to a copy of the library elsewhere) is refused, not
+        // followed nor replaced.
+        let elsewhere = dir.path().join("elsewhere.so");
+        std::fs::write(&elsewhere, LIBRARY).unwrap();
+        std::fs::remove_file(&first).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &first).unwrap();
+        assert!(library_in(cache).is_err());
+        assert!(std::fs::symlink_metadata(&first).unwrap().is_symlink());
+    }
 
     #[test]
     fn the_library_is_an_elf_object_exporting_the_nvtx_entry_point() {
