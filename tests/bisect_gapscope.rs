@@ -1,7 +1,7 @@
 //! `gapscope bisect`, `bisect-step` and rev A/Bs over revisions of a gapscope: a
 //! throwaway repository of a tiny crate named gapscope that speaks the worker protocol.
 //! Its `__worker` times a deterministic busy loop (the `work` span, inside `prove`) and
-//! answers with the result line; one commit makes the loop 10% longer. The metric is
+//! answers with the result line; one commit makes the loop 50% longer. The metric is
 //! the span's on-CPU time (`task_clock_ns`, CLOCK_THREAD_CPUTIME_ID): on
 //! a shared 2-core machine the loop's wall time moves by tens of percent with the
 //! load, its CPU time by a few.
@@ -103,10 +103,11 @@ fn main() {
 
 /// Iterations of the busy loop per commit (about 1 ns each in a release build).
 const LOOPS: [u64; 6] = [
-    4_000_000, 4_000_000, 4_000_000, 4_000_000, 4_400_000, 4_400_000,
+    4_000_000, 4_000_000, 4_000_000, 4_000_000, 6_000_000, 6_000_000,
 ];
 
-/// The repository: one commit per entry of [`LOOPS`] (the fifth slows `work` by 10%),
+/// The repository: one commit per entry of [`LOOPS`] (the fifth slows `work` by 50%: a
+/// step a shared 2-core machine resolves in every run, where 10% was once unresolved),
 /// and a commit that does not build before the fourth: commits 0-2 and 4 are fast, 3
 /// does not build, 5 is the first slow one. Its commit ids.
 fn history(dir: &Path) -> Vec<String> {
@@ -238,7 +239,7 @@ fn two_rev_variants_and_a_knob_variant_make_one_ab() {
             r = repo.display()
         ),
     );
-    // 16 pairs: a verdict on a 10% change that one disturbed pair cannot undo.
+    // 16 pairs: a verdict on the 50% change that disturbed pairs cannot undo.
     let text = std::fs::read_to_string(&exp).unwrap();
     std::fs::write(&exp, text.replace("reps = 8", "reps = 16")).unwrap();
     let dir = run_ok(tmp.path(), &exp, &["--quiet"]);
@@ -270,7 +271,7 @@ fn two_rev_variants_and_a_knob_variant_make_one_ab() {
     let m = diff_metric(tmp.path(), &dir, "fast", "slow", "work", "task_clock_ns");
     assert_eq!(m["verdict"], "regressed", "{m}");
     let r = m["relative"].as_f64().unwrap();
-    assert!((0.05..0.15).contains(&r), "{m}");
+    assert!((0.35..0.65).contains(&r), "{m}");
 }
 
 #[test]
