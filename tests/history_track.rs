@@ -1,6 +1,6 @@
 //! `gapscope track` on a throwaway repository of a shell program whose work doubles at
 //! its last commit: six earlier commits are measured into the history first; a HEAD
-//! like them is steady (exit 0), and the HEAD that doubles the work is suspected,
+//! like them exits 0 (steady, or suspected under load and cleared against its parent), and the HEAD that doubles the work is suspected,
 //! re-run against its parent as interleaved `rev` variants, and confirmed (exit 4).
 //! The metric is the program's CPU time (`prove.process_cpu`), which the load of a
 //! shared machine moves far less than its wall time.
@@ -97,7 +97,14 @@ fn track_confirms_a_step_against_its_parent_and_not_a_steady_head() {
         .clone();
     let md = String::from_utf8_lossy(&out);
     assert!(md.contains("### gapscope track: track_demo"), "{md}");
-    assert!(md.contains("steady (against 6 commits)"), "{md}");
+    // A steady HEAD is either within the history's spread or, when the machine's load
+    // moved it out, suspected and then cleared by the interleaved re-run against its
+    // parent; it never exits 4 and is never confirmed.
+    assert!(
+        md.contains("steady (against 6 commits)") || md.contains("suspected, not confirmed"),
+        "{md}"
+    );
+    assert!(!md.contains("confirmed**"), "{md}");
     commit(&repo, 160_000, "four times the work");
     let out = track(tmp.path(), &repo, &exp).code(4).get_output().clone();
     let md = String::from_utf8_lossy(&out.stdout);
