@@ -163,6 +163,16 @@ fn a_drop_moved_off_the_critical_path() {
         "{}",
         h[2]
     );
+    // The move itself is structure, not timing: on the path in every baseline rep and
+    // in no candidate rep, so the headline names it, outside the net.
+    assert!(
+        h[3].starts_with(
+            "Critical path: drop left it (on it in 10 of 10 baseline reps, 0 of 10 candidate \
+             reps; -25.05 µs of self time, under the verdict rule)"
+        ) && h[3].ends_with("; no self time on it changed significantly"),
+        "{}",
+        h[3]
+    );
     let out = output_of(&run);
     // Where the time went keeps the drop: all of its 25 µs left the critical path.
     let row = out
@@ -181,7 +191,7 @@ fn the_recorded_quickstart_run() {
         [
             "End to end: prove (total) medians 1.123 s → 1.157 s; difference of medians +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
             "Significant changes: none (q < 0.05 over 112 comparisons; 5.6 would pass p < 0.05 by chance alone, 2 did)",
-            "Critical path: no span's self time on it changed significantly",
+            "Critical path: drop left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -24.77 µs of self time, under the verdict rule), drop_assignments left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -7.521 µs of self time, under the verdict rule); no self time on it changed significantly",
         ]
     );
 }
@@ -349,6 +359,12 @@ fn committed_a_a_runs_name_no_change() {
             "{}: {}",
             dir.display(),
             h[2]
+        );
+        assert_eq!(
+            h[3],
+            "Critical path: no span's self time on it changed significantly",
+            "{}",
+            dir.display()
         );
         let json: serde_json::Value = serde_json::from_str(&diff(&dir, "json")).unwrap();
         let fam = &json["headline"]["family"];

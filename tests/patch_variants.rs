@@ -565,3 +565,106 @@ fn the_trace_header_links_without_gapscope_and_binds_to_a_recorder_when_there_is
     let run = std::process::Command::new(&exe).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "0");
 }
+
+#[test]
+fn a_git_url_patch_is_cloned_into_the_cache_and_checked_out_at_its_revision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let src = fake_gapscope(t);
+    let (repo, ids) = two_revisions(t);
+    let url = format!("file://{}", repo.display());
+    let exp = experiment(
+        t,
+        &[
+            (
+                "old",
+                format!("itoa = {{ git = \"{url}\", rev = \"HEAD~1\" }}"),
+            ),
+            (
+                "new",
+                format!("itoa = {{ git = \"{url}\", rev = \"main\" }}"),
+            ),
+        ],
+    );
+    let (d, stderr) = run(t, &src, &exp, None);
+    for v in ["old", "new"] {
+        assert_eq!(
+            statuses(&d, v),
+            [RepStatus::Ok, RepStatus::Ok],
+            "{v}: {stderr}"
+        );
+    }
+    assert_eq!(tags(&d, "old"), ["one", "one"]);
+    assert_eq!(tags(&d, "new"), ["two", "two"]);
+    let m = |v: usize| d.meta.variants[v].patches[0].clone();
+    // The URL is the patch's repository; the clone lives in the cache, not beside it.
+    assert_eq!(m(0).repo, url);
+    assert_eq!(
+        (m(0).commit.as_str(), m(1).commit.as_str()),
+        (ids[0].as_str(), ids[1].as_str())
+    );
+    assert!(!m(0).dirty && !m(1).dirty);
+    assert!(
+        Path::new(&m(0).path).starts_with(t.join("cache")),
+        "{}",
+        m(0).path
+    );
+    // A new commit upstream: a re-run fetches it, and `main` now names it.
+    write(&repo, "src/lib.rs", &fixture_lib("three", 1_000));
+    let third = commit(&repo, "three");
+    let (d, stderr) = run(t, &src, &exp, None);
+    assert_eq!(tags(&d, "new"), ["three", "three"], "{stderr}");
+    assert_eq!(d.meta.variants[1].patches[0].commit, third);
+    assert_eq!(
+        tags(&d, "old"),
+        ["two", "two"],
+        "HEAD~1 follows the fetched main"
+    );
+}
+
+#[test]
+fn bisect_walks_a_dependency_history_and_names_the_commit_that_slowed_it() {
+    let _serial = common::timing_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let src = fake_gapscope(t);
+    // Five commits of the fork: the fourth does 20,000 times the work.
+    let commits: Vec<(&str, &str, String)> = [
+        ("c0", 1_000),
+        ("c1", 1_000),
+        ("c2", 1_000),
+        ("c3", 20_000_000),
+        ("c4", 20_000_000),
+    ]
+    .into_iter()
+    .map(|(tag, n)| ("1.0.99", tag, fixture_lib(tag, n)))
+    .collect();
+    let (repo, ids) = fixture(t, "itoa-fork", &commits);
+    let exp = experiment(t, &[("only", String::new())]);
+    let out = cmd(t, &src)
+        .args(["bisect", "--good", &ids[0], "--bad", &ids[4]])
+        .arg("--patch")
+        .arg(format!("itoa={}", repo.display()))
+        .arg("--experiment")
+        .arg(&exp)
+        .args(["--metric", "prove.total", "--reps", "6"])
+        .arg("--results-dir")
+        .arg(t.join("results"))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.starts_with(&format!("first bad commit: {}\n", ids[3])),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("prove.total against its parent {}", &ids[2][..12])),
+        "{stdout}"
+    );
+    // gapscope's own checkout and the fork's are untouched.
+    assert_eq!(git(&src, &["status", "--porcelain"]), "");
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]), ids[4]);
+}

@@ -14,6 +14,10 @@ e2e = h["end_to_end"]["verdict"]
 e2e = e2e if isinstance(e2e, str) else next(iter(e2e))
 changes = [f'{c["span"]} ({c["measure"]}) {c["verdict"]}' for c in h["changes"]]
 fam = h.get("family", {})
+# Moves named for their structure alone (on the critical path in every rep of one side,
+# none of the other's) are headline changes too.
+moves = [f'{m["span"]} ({m["kind"]} the critical path)' for m in h.get("critical_path", []) if m.get("structural")]
+changes += moves
 named = len(changes) + h.get("more_changes", 0) + (1 if e2e in ("regressed", "improved") else 0)
 w = csv.writer(sys.stdout)
 w.writerow([

@@ -270,7 +270,12 @@ pub fn diff_runs(
         .filter(|n| !sb.wrappers.contains(**n) && !sc.wrappers.contains(**n))
         .map(|n| n.to_string())
         .collect();
-    let mut headline = headline(&metrics, &contributions, &leaf_spans);
+    let mut headline = headline(
+        &metrics,
+        &contributions,
+        &leaf_spans,
+        stats::min_reps_for_verdict(opts.alpha),
+    );
     headline.family = family;
     if sb.scope != sc.scope {
         // One side ran synthesis alone: the largest scope both ran is synthesis.

@@ -64,6 +64,46 @@ pub struct Contribution {
     /// median end-to-end time (the total's own median taken as fixed).
     #[serde(default)]
     pub of_total_ci: Option<Interval>,
+    /// Reps in which the span had self time on the critical path, and reps counted, per
+    /// side (baseline, candidate): whether the rep waited for it at all, a fact of the
+    /// program's structure that no timing noise makes (an async drop: on it in every
+    /// baseline rep, in no candidate rep).
+    #[serde(default)]
+    pub on_path: Option<OnPath>,
+}
+
+/// Reps with critical-path self time > 0 of a span, per side; [`Contribution::on_path`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnPath {
+    pub baseline: (usize, usize),
+    pub candidate: (usize, usize),
+}
+
+impl OnPath {
+    fn of(b: &[f64], c: &[f64]) -> OnPath {
+        let on = |v: &[f64]| (v.iter().filter(|&&x| x > 0.0).count(), v.len());
+        OnPath {
+            baseline: on(b),
+            candidate: on(c),
+        }
+    }
+
+    /// The span left the critical path (`Some(true)`) or joined it (`Some(false)`): on
+    /// it in every rep of one side and in none of the other's, with at least `min_reps`
+    /// reps a side. With n reps a side that split has probability 1 / C(2n, n) if the
+    /// side did not matter (Fisher's exact test; 0.008 at 5 reps a side), so an A/A run
+    /// whose structure is the same on both sides cannot show it by chance.
+    pub fn moved(&self, min_reps: usize) -> Option<bool> {
+        let ((bo, bn), (co, cn)) = (self.baseline, self.candidate);
+        if bn < min_reps || cn < min_reps {
+            return None;
+        }
+        match (bo == bn, bo == 0, co == cn, co == 0) {
+            (true, _, _, true) => Some(true),
+            (_, true, true, _) => Some(false),
+            _ => None,
+        }
+    }
 }
 
 /// Where the change in end-to-end time went.
@@ -257,6 +297,7 @@ pub(crate) fn contributions(
                 of_total: whole.and_then(|w| comparison.delta.map(|d| d / w)),
                 of_total_ci: whole
                     .and_then(|w| of_total_interval(&b, &c, paired.as_deref(), w, name, opts)),
+                on_path: Some(OnPath::of(&b, &c)),
                 comparison,
             })
         })

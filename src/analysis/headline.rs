@@ -44,6 +44,20 @@ pub struct CriticalMove {
     pub span: String,
     pub delta_ns: f64,
     pub kind: MoveKind,
+    /// Named for the structure alone: the span is on the critical path in every rep of
+    /// one side and in none of the other's ([`super::gaps::OnPath::moved`]), while its
+    /// change in time did not pass the verdict rule (under the floors, say). Not in
+    /// [`Headline::critical_net_ns`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structural: Option<Structural>,
+}
+
+/// Reps on the critical path per side, for a move named by structure alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Structural {
+    /// (reps on the critical path, reps) of the baseline and of the candidate.
+    pub baseline: (usize, usize),
+    pub candidate: (usize, usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +104,7 @@ pub(crate) fn headline(
     metrics: &[Comparison],
     contributions: &Contributions,
     leaves: &[String],
+    min_reps: usize,
 ) -> Headline {
     let total = &contributions.total;
     let all: Vec<&Comparison> = metrics
@@ -137,7 +152,7 @@ pub(crate) fn headline(
     let more_changes = distinct.len().saturating_sub(HEADLINE_CHANGES);
     distinct.truncate(HEADLINE_CHANGES);
 
-    let critical_path: Vec<CriticalMove> = contributions
+    let mut critical_path: Vec<CriticalMove> = contributions
         .items
         .iter()
         .map(|i| &i.comparison)
@@ -150,13 +165,38 @@ pub(crate) fn headline(
                 (Some(b), Some(k)) if b == 0.0 && k > 0.0 => MoveKind::Joined,
                 _ => MoveKind::Changed,
             },
+            structural: None,
         })
         .collect();
+    let critical_net_ns = critical_path.iter().map(|m| m.delta_ns).sum();
+    // Spans the rep stopped (or started) waiting for at all: named however small their
+    // time, after the significant moves, and outside the net.
+    for i in &contributions.items {
+        let c = &i.comparison;
+        let (Some(on), false) = (i.on_path, c.verdict.is_change()) else {
+            continue;
+        };
+        if let Some(left) = on.moved(min_reps) {
+            critical_path.push(CriticalMove {
+                span: c.span.clone(),
+                delta_ns: c.delta.unwrap_or(0.0),
+                kind: if left {
+                    MoveKind::Left
+                } else {
+                    MoveKind::Joined
+                },
+                structural: Some(Structural {
+                    baseline: on.baseline,
+                    candidate: on.candidate,
+                }),
+            });
+        }
+    }
     Headline {
         end_to_end: total.clone(),
         changes: distinct,
         more_changes,
-        critical_net_ns: critical_path.iter().map(|m| m.delta_ns).sum(),
+        critical_net_ns,
         critical_path,
         family: Family::default(),
     }
@@ -274,14 +314,21 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
         }
         s
     };
-    let third = if h.critical_path.is_empty() {
+    let (timed, structural): (Vec<&CriticalMove>, Vec<&CriticalMove>) =
+        h.critical_path.iter().partition(|m| m.structural.is_none());
+    let structural_words = structure_words(&structural);
+    let third = if timed.is_empty() && structural.is_empty() {
         format!(
             "{} no span's self time on it changed significantly",
             label("Critical path")
         )
+    } else if timed.is_empty() {
+        format!(
+            "{} {structural_words}; no self time on it changed significantly",
+            label("Critical path")
+        )
     } else {
-        let named: Vec<String> = h
-            .critical_path
+        let named: Vec<String> = timed
             .iter()
             .take(MOVES_NAMED)
             .map(|m| {
@@ -294,15 +341,49 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
             })
             .collect();
         let mut s = format!("{} {}", label("Critical path"), named.join(", "));
-        if h.critical_path.len() > MOVES_NAMED {
-            let _ = write!(s, ", {} more", h.critical_path.len() - MOVES_NAMED);
+        if timed.len() > MOVES_NAMED {
+            let _ = write!(s, ", {} more", timed.len() - MOVES_NAMED);
         }
         let _ = write!(
             s,
             "; net {} of significant self-time changes on it",
             signed(Unit::Ns, h.critical_net_ns)
         );
+        if !structural.is_empty() {
+            let _ = write!(s, "; {structural_words}");
+        }
         s
     };
     vec![first, second, third]
+}
+
+/// "drop left it (on it in 10 of 10 baseline reps, 0 of 10 candidate reps; −12.30 µs
+/// of self time, under the verdict rule)", for moves named by structure alone.
+fn structure_words(moves: &[&CriticalMove]) -> String {
+    let named: Vec<String> = moves
+        .iter()
+        .take(MOVES_NAMED)
+        .filter_map(|m| {
+            let st = m.structural.as_ref()?;
+            let verb = match m.kind {
+                MoveKind::Left => "left it",
+                _ => "joined it",
+            };
+            Some(format!(
+                "{} {verb} (on it in {} of {} baseline reps, {} of {} candidate reps; {} of \
+                 self time, under the verdict rule)",
+                m.span,
+                st.baseline.0,
+                st.baseline.1,
+                st.candidate.0,
+                st.candidate.1,
+                signed(Unit::Ns, m.delta_ns)
+            ))
+        })
+        .collect();
+    let mut s = named.join(", ");
+    if moves.len() > MOVES_NAMED {
+        let _ = write!(s, ", {} more", moves.len() - MOVES_NAMED);
+    }
+    s
 }

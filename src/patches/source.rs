@@ -87,7 +87,13 @@ pub fn resolve(
             })
         }
     };
-    let (crate_dir, commit, dirty) = match &src.rev {
+    // A clone in the cache is never a working tree of the user's: without a rev it
+    // stands for the remote's default branch as last fetched.
+    let rev = match (&src.rev, &src.git) {
+        (None, Some(_)) => Some("HEAD".to_string()),
+        (r, _) => r.clone(),
+    };
+    let (crate_dir, commit, dirty) = match &rev {
         Some(rev) => {
             let co = revisions::checkout(cache, &repo_dir, rev).map_err(rev_err)?;
             (join(&co.worktree, &subdir), co.commit, co.dirty)
@@ -186,14 +192,24 @@ fn workspace_version(dir: &Path) -> Option<String> {
 }
 
 /// Clones `url` into the cache (once; later calls fetch, and go on with the clone they
-/// have when the fetch fails, as offline).
+/// have when the fetch fails, as offline). The fetch moves the clone's own branches and
+/// tags to the remote's, so that `rev = "main"` names the remote's main as fetched, not
+/// the one of the first clone.
 fn clone(cache: &RevCache, url: &str) -> Result<PathBuf, RevError> {
     let dir = cache.root.join("git").join(digest(url, 8));
     if dir.join(".git").exists() {
         let _ = Command::new("git")
             .arg("-C")
             .arg(&dir)
-            .args(["fetch", "--quiet", "origin"])
+            .args([
+                "fetch",
+                "--quiet",
+                "--force",
+                "--update-head-ok",
+                "origin",
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ])
             .status();
         return Ok(dir);
     }

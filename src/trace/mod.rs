@@ -271,7 +271,7 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
     } else {
         NO_CPU
     };
-    let ctx = STATE.with(|s| {
+    let (ctx, start_ns) = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let id = s.new_id();
         let (parent, trace) = match parent {
@@ -281,18 +281,20 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
                 None => (NO_PARENT, id),
             },
         };
+        let start_ns = now_ns();
         s.stack.push(OpenSpan {
             id,
             parent,
             trace,
             name,
-            start_ns: now_ns(),
+            start_ns,
             attrs: None,
             counters_start,
             process_cpu_start,
         });
-        SpanContext { id, trace }
+        (SpanContext { id, trace }, start_ns)
     });
+    process_cpu::refresh_if_stale(start_ns);
     if let Some(m) = mirror() {
         m.enter(name);
     }
@@ -315,6 +317,7 @@ pub fn exit(id: u64) -> bool {
     let end_cpu = if process_cpu::exact() {
         process_cpu_ns()
     } else {
+        process_cpu::refresh_if_stale(end_ns);
         None
     };
     STATE.with(|s| {

@@ -13,13 +13,29 @@
 //! at both ends, as before, and also carries the interpolated value as the attribute
 //! `process_cpu_interpolated_ns`, so the two can be compared on the same spans.
 //!
+//! The keeper can be late: on a machine whose cores are all busy it waits for a core,
+//! and a span end between two samples 10 ms apart would spread 10 ms of the process's
+//! CPU evenly. So a span boundary that finds the last sample older than [`STALE_NS`]
+//! takes one itself ([`refresh_if_stale`]: one atomic load on the span's path, the
+//! system call only then, and by one thread at a time), and no boundary is ever
+//! further than that from a sample.
+//!
 //! The series keeps at most [`MAX_SAMPLES`] (35 minutes at 1 kHz; 32 MiB at most), and
 //! folds runs of equal CPU values (an idle process) into their two ends, which changes
 //! no interpolated value. A span whose start fell out of it gets no value.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+
+/// A span boundary this long after the last sample takes a sample itself: twice the
+/// keeper's period ([`super::keeper::TICK_NS`]).
+pub const STALE_NS: u64 = 2_000_000;
+
+/// Span clock of the newest sample (or of a claim to take one, see [`refresh_if_stale`]).
+static LAST_NS: AtomicU64 = AtomicU64::new(0);
+/// Samples taken by span boundaries because the keeper was late.
+static REFRESHES: AtomicU64 = AtomicU64::new(0);
 
 /// How spans get their process CPU time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -105,7 +121,35 @@ pub(super) fn sample_now() {
     );
 }
 
+/// At a span boundary at `now_ns` in interpolated mode: when the newest sample is older
+/// than [`STALE_NS`], the one thread that claims the refresh samples now.
+#[inline]
+pub(super) fn refresh_if_stale(now_ns: u64) {
+    let last = LAST_NS.load(Ordering::Relaxed);
+    if now_ns.saturating_sub(last) > STALE_NS && !exact() {
+        refresh(last, now_ns);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn refresh(last: u64, now_ns: u64) {
+    if LAST_NS
+        .compare_exchange(last, now_ns, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+    {
+        REFRESHES.fetch_add(1, Ordering::Relaxed);
+        sample_now();
+    }
+}
+
+/// Samples span boundaries took because the keeper was late, in this process.
+pub fn stale_refreshes() -> u64 {
+    REFRESHES.load(Ordering::Relaxed)
+}
+
 fn push(s: &mut VecDeque<(u64, u64)>, t_ns: u64, cpu_ns: u64) {
+    LAST_NS.fetch_max(t_ns, Ordering::Relaxed);
     let (t_ns, cpu_ns) = match s.back() {
         // The clock may move a few ns back when it switches to the TSC line.
         Some(&(lt, lc)) => (t_ns.max(lt), cpu_ns.max(lc)),
@@ -187,6 +231,22 @@ mod tests {
         );
         assert_eq!(at(&s, 25), Some(100));
         assert_eq!(at(&s, 45), Some(150));
+    }
+
+    #[test]
+    fn a_boundary_long_after_the_last_sample_takes_one_and_only_one_thread_does() {
+        // A boundary as if the keeper had not sampled for 3 ms: it claims the refresh
+        // and samples; a second boundary at the same moment finds the claim and does not.
+        let now = super::super::now_ns();
+        let late = LAST_NS.load(Ordering::Relaxed).max(now) + STALE_NS + 1_000_000;
+        let (before, len_before) = (stale_refreshes(), SERIES.lock().unwrap().len());
+        refresh_if_stale(late);
+        assert!(stale_refreshes() > before);
+        assert!(LAST_NS.load(Ordering::Relaxed) >= late);
+        assert!(SERIES.lock().unwrap().len() >= len_before.min(MAX_SAMPLES - 1));
+        let again = stale_refreshes();
+        refresh_if_stale(late);
+        assert_eq!(stale_refreshes(), again, "the claim is taken once");
     }
 
     #[test]
