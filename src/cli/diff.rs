@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::analysis::{self, DiffOptions, Format, Verdict};
-use crate::store::RunData;
+use crate::analysis::Format;
+use crate::analysis::{self, DiffOptions, Verdict};
+use crate::store::{RunData, RunView};
 
 /// "1", "1%" or "0.5 %" → 0.01, 0.01, 0.005.
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -143,6 +144,22 @@ pub fn run(a: DiffArgs) -> Result<()> {
         .filter(|r| r.comparison.verdict == Verdict::Regressed)
         .map(|r| r.phase.clone())
         .collect();
+    if matches!(a.format, Format::Terminal | Format::Markdown) {
+        // What the host did while no kernel ran: read from the folders' CUPTI records,
+        // which the diff's statistics do not use.
+        let vb = RunView::new(base);
+        let vc = other.map(RunView::new);
+        let sides = [
+            (&vb, bv.as_str()),
+            (vc.as_ref().unwrap_or(&vb), cv.as_str()),
+        ];
+        if let Some(lines) = crate::plot::gap_fill::fill_lines(sides) {
+            println!();
+            for l in lines {
+                println!("{l}");
+            }
+        }
+    }
     if a.fail_on_regression && !phases.is_empty() {
         return Err(super::Regressed { phases }.into());
     }

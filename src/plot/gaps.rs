@@ -58,7 +58,7 @@ impl GapNames {
         }
     }
 
-    fn is_inner(&self, name: &str) -> bool {
+    pub(crate) fn is_inner(&self, name: &str) -> bool {
         self.inner.iter().any(|n| n == name)
     }
 
@@ -237,6 +237,10 @@ const LABEL_W: i32 = 170;
 const RIGHT_W: i32 = 300;
 const ROW_H: i32 = 22;
 const GROUP_H: i32 = 30;
+/// The line under a variant's heading naming what fills its gap.
+const FILL_H: i32 = 18;
+/// Spans that line names, largest first.
+pub const FILLERS_NAMED: usize = 4;
 
 impl Gaps {
     fn draw<DB>(&self, input: &RunView, c: &Canvas<'_, DB>) -> Drawn<Notes>
@@ -319,6 +323,30 @@ impl Gaps {
                 Align::Left,
             )?;
             y += GROUP_H;
+            let fill = super::gap_fill::fillers(input, variant, &names);
+            if !fill.is_empty() {
+                let named: Vec<String> = fill
+                    .iter()
+                    .take(FILLERS_NAMED)
+                    .map(|f| format!("{} {}", f.name, fmt_ns_short(f.median_ns)))
+                    .collect();
+                c.text(
+                    &fit(
+                        &format!(
+                            "no-kernel time filled by: {} (each span's self time in the gap, \
+                             median per rep; threads at once each count)",
+                            named.join(" · ")
+                        ),
+                        SMALL_PX,
+                        w - 40,
+                    ),
+                    (28, y + FILL_H / 2 - 4),
+                    SMALL_PX,
+                    INK,
+                    Align::Left,
+                )?;
+            }
+            y += FILL_H;
             let without_inner = reps.iter().filter(|r| r.inner.is_empty()).count();
             if without_inner > 0 {
                 notes.push(format!(
@@ -452,8 +480,8 @@ impl Chart for Gaps {
         let rows: usize = variants.iter().map(|v| input.measured_reps(v).len()).sum();
         (
             1200,
-            (66 + 8 + variants.len() as i32 * (GROUP_H + 6) + rows as i32 * ROW_H + 130).max(200)
-                as u32,
+            (66 + 8 + variants.len() as i32 * (GROUP_H + FILL_H + 6) + rows as i32 * ROW_H + 130)
+                .max(200) as u32,
         )
     }
     chart_backends!();

@@ -288,8 +288,23 @@ fn gpu_busy_lines(input: &RunView) -> Vec<String> {
             .filter_map(|(_, outer)| outer.gpu_busy_ns.map(|b| b as f64))
             .collect();
         if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, SpanTime::Total)) {
+            let names = crate::plot::gaps::GapNames::of(input);
+            let fill: Vec<String> = crate::plot::gap_fill::fillers(input, v, &names)
+                .iter()
+                .take(crate::plot::gap_fill::FILL_ROWS)
+                .map(|f| format!("`{}` {}", f.name, fmt_ns_short(f.median_ns)))
+                .collect();
+            let filled = if fill.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " While no kernel ran, the spans inside it spent (self time, median per \
+                     rep; threads at once each count): {}.",
+                    fill.join(", ")
+                )
+            };
             lines.push(format!(
-                "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.",
+                "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.{filled}",
                 fmt_ns_short(b),
                 fmt_ns_short((o - b).max(0.0))
             ));

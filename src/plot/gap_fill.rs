@@ -1,0 +1,307 @@
+//! What the host does while no kernel runs: the wrapper's gap (its time outside the
+//! inner intervals, [`super::gaps::RepGap`]) split by the spans inside the wrapper, on
+//! any thread. Each span counts its *self* intervals (its time less its children's on its
+//! own thread) that fall in the gap, so nested spans never count one instant twice on a
+//! thread; spans of two threads that run at once both count (the gap's 10 ms can hold
+//! 10 ms of NTT preparation on one thread and 10 ms of a CPU MSM on another). Upstream's
+//! opaque call, instrumented from inside (`ntt_h`, `b_g2_msm`, `prep`, …), is the case it
+//! is for: the gap chart names the host phases that fill the no-kernel time.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::stats::median;
+use crate::store::{RunView, SpanRow};
+use crate::trace::selftime::Coverage;
+
+use super::gaps::{rep_gaps_of, GapNames, RepGap};
+
+/// One span name's share of a variant's gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filler {
+    pub name: String,
+    /// Median over the variant's reps of the span's self time inside the gap, ns (reps
+    /// without the span count 0).
+    pub median_ns: f64,
+}
+
+/// `[a, b)` minus the union of `cover` (sorted, disjoint), as disjoint intervals.
+fn minus(a: u64, b: u64, cover: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = a;
+    for &(x, y) in cover {
+        if y <= at || x >= b {
+            continue;
+        }
+        if x > at {
+            out.push((at, x));
+        }
+        at = at.max(y);
+        if at >= b {
+            break;
+        }
+    }
+    if at < b {
+        out.push((at, b));
+    }
+    out
+}
+
+/// Total overlap of two sorted, disjoint interval lists.
+fn overlap(x: &[(u64, u64)], y: &[(u64, u64)]) -> u64 {
+    let (mut i, mut j, mut sum) = (0, 0, 0);
+    while i < x.len() && j < y.len() {
+        let (a, b) = (x[i].0.max(y[j].0), x[i].1.min(y[j].1));
+        if b > a {
+            sum += b - a;
+        }
+        if x[i].1 < y[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    sum
+}
+
+/// Self time inside the gap of every span under the rep's wrapper, by name: the gap is
+/// `gap` (relative to the wrapper's start `lo`).
+fn rep_fill(spans: &[&SpanRow], wrapper: &SpanRow, gap: &[(u64, u64)]) -> BTreeMap<String, u64> {
+    let by_id: HashMap<u64, &SpanRow> = spans.iter().map(|s| (s.span_id, *s)).collect();
+    let under = |s: &SpanRow| {
+        let mut p = s.parent_id;
+        // A parent chain is at most as long as the rep has spans (cycles are refused
+        // when a run folder is read; the bound keeps this loop finite regardless).
+        for _ in 0..spans.len() {
+            match p {
+                Some(id) if id == wrapper.span_id => return true,
+                Some(id) => p = by_id.get(&id).and_then(|q| q.parent_id),
+                None => return false,
+            }
+        }
+        false
+    };
+    let mut children: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+    for s in spans {
+        if let Some(p) = s.parent_id.and_then(|id| by_id.get(&id)) {
+            if p.thread_id == s.thread_id {
+                children
+                    .entry(p.span_id)
+                    .or_default()
+                    .push((s.start_ns, s.end_ns.max(s.start_ns)));
+            }
+        }
+    }
+    let lo = wrapper.start_ns;
+    let mut fill = BTreeMap::new();
+    // Inner spans need no exclusion: with CUPTI's kernels as the inner time a span named
+    // `kernels` has host time outside them like any other, and with the inner spans as
+    // the inner time the gap lies outside them already.
+    for s in spans.iter().filter(|s| under(s)) {
+        let kids = children.remove(&s.span_id).unwrap_or_default();
+        let cover = Coverage::new(kids);
+        let own: Vec<(u64, u64)> = minus(s.start_ns, s.end_ns.max(s.start_ns), cover.intervals())
+            .into_iter()
+            .filter_map(|(a, b)| {
+                let (a, b) = (a.max(lo), b.min(wrapper.end_ns));
+                (b > a).then(|| (a - lo, b - lo))
+            })
+            .collect();
+        let ns = overlap(&own, gap);
+        if ns > 0 {
+            *fill.entry(s.name.clone()).or_insert(0) += ns;
+        }
+    }
+    fill
+}
+
+/// The gap of one rep as intervals relative to the wrapper's start.
+fn gap_intervals(r: &RepGap) -> Vec<(u64, u64)> {
+    minus(0, r.outer_ns, &r.inner)
+}
+
+/// The spans that fill `variant`'s gap, largest median first; the wrapper and inner
+/// spans themselves never fill it.
+pub fn fillers(input: &RunView, variant: &str, names: &GapNames) -> Vec<Filler> {
+    let reps = rep_gaps_of(input, variant, names);
+    let mut per_name: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (k, r) in reps.iter().enumerate() {
+        let spans = input.spans_of(r.rep);
+        let Some(wrapper) = spans
+            .iter()
+            .filter(|s| s.name == names.wrapper)
+            .min_by_key(|s| s.start_ns)
+        else {
+            continue;
+        };
+        for (name, ns) in rep_fill(&spans, wrapper, &gap_intervals(r)) {
+            let v = per_name
+                .entry(name)
+                .or_insert_with(|| vec![0.0; reps.len()]);
+            v[k] += ns as f64;
+        }
+    }
+    let mut out: Vec<Filler> = per_name
+        .into_iter()
+        .filter_map(|(name, v)| {
+            Some(Filler {
+                name,
+                median_ns: median(&v)?,
+            })
+        })
+        .filter(|f| f.median_ns > 0.0)
+        .collect();
+    out.sort_by(|a, b| {
+        b.median_ns
+            .total_cmp(&a.median_ns)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    out
+}
+
+/// How many spans [`fill_lines`] names per side.
+pub const FILL_ROWS: usize = 6;
+
+/// What fills the wrapper's no-kernel time on each side, as text lines for the diff and
+/// the report ("no-kernel time of gpu_prove, by span …"); `None` where neither side has
+/// CUPTI kernel records (without them the gap is the span-based one the diff's Gaps
+/// table already splits).
+pub fn fill_lines(sides: [(&RunView, &str); 2]) -> Option<Vec<String>> {
+    let with_kernels = |v: &RunView, variant: &str| {
+        rep_gaps_of(v, variant, &GapNames::of(v))
+            .iter()
+            .any(|r| r.source == super::gaps::InnerSource::Cupti)
+    };
+    if !sides.iter().any(|(v, variant)| with_kernels(v, variant)) {
+        return None;
+    }
+    let names = GapNames::of(sides[0].0);
+    let mut lines = vec![format!(
+        "No-kernel time of {} by span (each span's self time while no kernel ran, on any \
+         thread; median per rep; spans on two threads at once both count):",
+        names.wrapper
+    )];
+    for (label, (view, variant)) in ["baseline", "candidate"].iter().zip(sides) {
+        let names = GapNames::of(view);
+        let gaps: Vec<f64> = rep_gaps_of(view, variant, &names)
+            .iter()
+            .map(|r| r.gap_ns as f64)
+            .collect();
+        let fill = fillers(view, variant, &names);
+        let named: Vec<String> = fill
+            .iter()
+            .take(FILL_ROWS)
+            .map(|f| format!("{} {}", f.name, crate::units::fmt_ns(f.median_ns)))
+            .collect();
+        let gap = median(&gaps).map_or("no gap".to_string(), |g| {
+            format!("gap {}", crate::units::fmt_ns(g))
+        });
+        lines.push(format!(
+            "  {label} ({variant}, {gap}): {}",
+            if named.is_empty() {
+                "no span inside the wrapper ran in it".to_string()
+            } else {
+                named.join(", ")
+            }
+        ));
+    }
+    Some(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_kernel_records_there_is_nothing_to_split_and_with_them_the_host_spans_fill_it() {
+        use crate::analysis::synthetic::SyntheticRun;
+        use crate::store::gpu_lanes::GpuRecords;
+        use crate::store::GpuActivityRow;
+        let run = SyntheticRun::new();
+        let plain = RunView::new(run.build());
+        assert_eq!(
+            fill_lines([(&plain, "baseline"), (&plain, "candidate")]),
+            None
+        );
+        // One kernel record in each rep, over the `kernels` span: the gap is the rest of
+        // gpu_prove, which the wrapper's other children fill.
+        let activity: Vec<GpuActivityRow> = plain
+            .data
+            .spans
+            .iter()
+            .filter(|s| s.name == super::super::gaps::INNER)
+            .map(|k| GpuActivityRow {
+                rep: k.rep,
+                kind: "kernel".into(),
+                start_ns: k.start_ns,
+                end_ns: k.end_ns,
+                ..GpuActivityRow::sample()
+            })
+            .collect();
+        let mut gpu = GpuRecords::default();
+        gpu.activity = activity;
+        let view = RunView::with_gpu(run.build(), gpu);
+        let names = GapNames::of(&view);
+        let fill = fillers(&view, "baseline", &names);
+        assert!(!fill.is_empty());
+        assert!(fill.windows(2).all(|w| w[0].median_ns >= w[1].median_ns));
+        assert!(fill
+            .iter()
+            .all(|f| f.name != "gpu_prove" && f.name != "kernels"));
+        let lines = fill_lines([(&view, "baseline"), (&view, "candidate")]).unwrap();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines[1].starts_with("  baseline (baseline, gap "),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].contains(&fill[0].name), "{}", lines[1]);
+    }
+
+    #[test]
+    fn interval_arithmetic() {
+        assert_eq!(minus(0, 10, &[(2, 3), (5, 7)]), [(0, 2), (3, 5), (7, 10)]);
+        assert_eq!(minus(0, 10, &[(0, 10)]), []);
+        assert_eq!(minus(4, 6, &[(0, 5)]), [(5, 6)]);
+        assert_eq!(overlap(&[(0, 4), (6, 10)], &[(2, 7)]), 3);
+        assert_eq!(overlap(&[], &[(0, 1)]), 0);
+    }
+
+    fn span(id: u64, parent: Option<u64>, name: &str, thread: u64, a: u64, b: u64) -> SpanRow {
+        SpanRow {
+            span_id: id,
+            parent_id: parent,
+            name: name.into(),
+            thread_id: thread,
+            start_ns: a,
+            end_ns: b,
+            duration_ns: b - a,
+            ..SpanRow::sample()
+        }
+    }
+
+    #[test]
+    fn self_time_in_the_gap_counts_once_per_thread_and_every_thread_counts() {
+        // gpu_prove [0, 100); kernels run in [40, 60): the gap is [0, 40) and [60, 100).
+        // On the wrapper's thread: call [0, 100) with prep [0, 30) inside it.
+        // On another thread: msm [20, 80), a child of call.
+        let w = span(1, None, "gpu_prove", 1, 0, 100);
+        let call = span(2, Some(1), "call", 1, 0, 100);
+        let prep = span(3, Some(2), "prep", 1, 0, 30);
+        let msm = span(4, Some(2), "msm", 2, 20, 80);
+        let kernels = span(5, Some(2), "kernels", 1, 40, 60);
+        let outside = span(6, None, "synthesis", 1, 0, 100);
+        let all = [&w, &call, &prep, &msm, &kernels, &outside];
+        let gap = minus(0, 100, &[(40, 60)]);
+        let fill = rep_fill(&all, &w, &gap);
+        // prep: [0, 30) all in the gap. call's self time on its thread: [30, 40) and
+        // [60, 100) in the gap (the kernels span is its child there). msm: [20, 40) and
+        // [60, 80). The kernels span lies outside the gap; the span outside the wrapper
+        // and the wrapper itself never count.
+        assert_eq!(fill.get("prep"), Some(&30));
+        assert_eq!(fill.get("call"), Some(&50));
+        assert_eq!(fill.get("msm"), Some(&40));
+        assert_eq!(fill.get("kernels"), None);
+        assert_eq!(fill.get("synthesis"), None);
+        assert_eq!(fill.get("gpu_prove"), None);
+    }
+}
