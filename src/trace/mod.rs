@@ -317,9 +317,9 @@ pub fn exit(id: u64) -> bool {
     let end_cpu = if process_cpu::exact() {
         process_cpu_ns()
     } else {
-        process_cpu::refresh_if_stale(end_ns);
         None
     };
+    process_cpu::refresh_if_stale(end_ns);
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let open = if s.stack.last().is_some_and(|o| o.id == id) {

@@ -121,12 +121,14 @@ pub(super) fn sample_now() {
     );
 }
 
-/// At a span boundary at `now_ns` in interpolated mode: when the newest sample is older
-/// than [`STALE_NS`], the one thread that claims the refresh samples now.
+/// At a span boundary at `now_ns`: when the newest sample is older than [`STALE_NS`],
+/// the one thread that claims the refresh samples now. Exact mode does it too, so that
+/// the interpolated values it carries beside the exact ones are those interpolated mode
+/// would have recorded.
 #[inline]
 pub(super) fn refresh_if_stale(now_ns: u64) {
     let last = LAST_NS.load(Ordering::Relaxed);
-    if now_ns.saturating_sub(last) > STALE_NS && !exact() {
+    if now_ns.saturating_sub(last) > STALE_NS {
         refresh(last, now_ns);
     }
 }
