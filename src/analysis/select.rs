@@ -408,17 +408,7 @@ pub(crate) fn unattributed_ns(s: &SpanRow, children: &mut [(u64, u64)]) -> u64 {
 /// A span is on the critical path when it and every ancestor up to the root ran on the
 /// root's thread (the thread whose duration is the end-to-end time).
 fn on_critical_path(rep: usize, s: &SpanRow, by_id: &HashMap<(usize, u64), &SpanRow>) -> bool {
-    let mut cur = s;
-    for _ in 0..by_id.len() {
-        let Some(pid) = cur.parent_id else {
-            return true;
-        };
-        match by_id.get(&(rep, pid)) {
-            Some(p) if p.thread_id == cur.thread_id => cur = p,
-            _ => return false,
-        }
-    }
-    false
+    s.on_critical_path(|id| by_id.get(&(rep, id)).copied(), by_id.len())
 }
 
 /// Default variants: for one run, `baseline` and `candidate` when so named, otherwise

@@ -190,3 +190,29 @@ fn a_database_path_that_is_a_link_or_a_device_is_refused_and_its_target_untouche
     // A plain file path still works.
     assert!(schema::open(&dir.path().join("ok.sqlite")).is_ok());
 }
+
+#[test]
+fn critical_self_follows_the_diffs_rule_an_async_drop_is_off_the_path() {
+    use crate::analysis::synthetic::SyntheticRun;
+    let mut run = SyntheticRun::new();
+    run.variant_mut("candidate").async_drop = true;
+    let data = run.build();
+    let reps = super::values::of_run(&data);
+    let get = |v: &str, m: &str| -> Vec<f64> {
+        reps.iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.values[m])
+            .collect()
+    };
+    // The baseline frees on the prover's thread: all of the drop's self time is on the
+    // path. The candidate frees on a background thread: none of it is.
+    assert_eq!(
+        get("baseline", "drop.critical_self"),
+        get("baseline", "drop.self")
+    );
+    assert!(get("baseline", "drop.self").iter().all(|&x| x > 0.0));
+    assert!(get("candidate", "drop.critical_self")
+        .iter()
+        .all(|&x| x == 0.0));
+    assert!(get("candidate", "drop.self").iter().all(|&x| x > 0.0));
+}

@@ -1,7 +1,7 @@
 //! Per-rep metric values of a run folder, as the history stores them: for every span
 //! name of each measured rep (not a warm-up, status ok, verified), `NAME.total` (sum of
 //! its durations), `NAME.self`, `NAME.critical_self` (self time of its occurrences on the
-//! thread of the rep's root span), `NAME.process_cpu` and `NAME.COUNTER` for each
+//! rep's critical path, by the diff's rule: [`SpanRow::on_critical_path`]), `NAME.process_cpu` and `NAME.COUNTER` for each
 //! spans.csv counter column, the last two only where every occurrence has a value.
 
 use std::collections::BTreeMap;
@@ -71,17 +71,15 @@ pub fn of_run(run: &RunData) -> Vec<RepValues> {
         let Some(spans) = by_rep.get(&(r.rep, r.variant.as_str())) else {
             continue;
         };
-        let root_thread = spans
-            .iter()
-            .find(|s| s.parent_id.is_none())
-            .map(|s| s.thread_id);
+        let by_id: std::collections::HashMap<u64, &SpanRow> =
+            spans.iter().map(|s| (s.span_id, *s)).collect();
         let mut total: BTreeMap<&str, (f64, f64, f64)> = BTreeMap::new();
         let mut optional: BTreeMap<(&str, &str), Option<Option<f64>>> = BTreeMap::new();
         for s in spans {
             let t = total.entry(s.name.as_str()).or_default();
             t.0 += s.duration_ns as f64;
             t.1 += s.self_ns as f64;
-            if Some(s.thread_id) == root_thread {
+            if s.on_critical_path(|id| by_id.get(&id).copied(), spans.len()) {
                 t.2 += s.self_ns as f64;
             }
             add(

@@ -111,6 +111,29 @@ pub struct SpanRow {
 }
 
 impl SpanRow {
+    /// Whether the span's self time is on its rep's critical path: its chain of parents
+    /// reaches the root without leaving its thread (a span on another thread, such as
+    /// an async drop, runs beside the path). `parent` looks a span of the same rep up by
+    /// id; a chain longer than `bound` (a cycle) is not on the path. The diff's
+    /// `self on critical path` and the history's `critical_self` both use this rule.
+    pub fn on_critical_path<'a>(
+        &'a self,
+        parent: impl Fn(u64) -> Option<&'a SpanRow>,
+        bound: usize,
+    ) -> bool {
+        let mut cur = self;
+        for _ in 0..=bound {
+            let Some(pid) = cur.parent_id else {
+                return true;
+            };
+            match parent(pid) {
+                Some(p) if p.thread_id == cur.thread_id => cur = p,
+                _ => return false,
+            }
+        }
+        false
+    }
+
     pub fn sample() -> Self {
         SpanRow {
             rep: 0,
