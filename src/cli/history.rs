@@ -1,19 +1,21 @@
 //! `gapscope history …`: the results database across commits. `add` and `import` store
 //! run folders, `show` prints a series with its steps (and draws it), `regressions`
 //! lists steps across metrics, `bisect` hands a step to `gapscope bisect`, and `detect`
-//! runs the detector on series from a file. It stays one file past 600 lines because
-//! its subcommands share the database, selection and output flags defined here.
+//! runs the detector on series from a file. `history bisect` itself is in
+//! `history_bisect.rs`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::bisect::{self, ExperimentMeasurer, Metric, Reps, StepSettings};
 use crate::history::{
     self, chart, import, schema, series, values, Analysed, DetectOptions, Filter, Imported,
     StepRecord, StepVerdict,
 };
 use crate::revisions;
+
+#[path = "history_bisect.rs"]
+mod history_bisect;
 
 #[derive(clap::Args, Debug)]
 pub struct HistoryArgs {
@@ -265,7 +267,7 @@ pub fn run(a: HistoryArgs) -> Result<()> {
             results_dir,
             params_dir,
             format,
-        } => bisect_step(
+        } => history_bisect::bisect_step(
             &db,
             &step,
             &tune.options()?,
@@ -321,7 +323,7 @@ pub fn store(db: &Db, place: &Place, dirs: &[PathBuf], pause: Option<usize>) -> 
     Ok(())
 }
 
-fn open_existing(db: &Db) -> Result<rusqlite::Connection> {
+pub(super) fn open_existing(db: &Db) -> Result<rusqlite::Connection> {
     let path = db.path();
     if !path.exists() {
         bail!(
@@ -332,7 +334,7 @@ fn open_existing(db: &Db) -> Result<rusqlite::Connection> {
     Ok(schema::open(&path)?)
 }
 
-fn pct(x: f64) -> String {
+pub(super) fn pct(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)
 }
 
@@ -481,118 +483,6 @@ fn regressions(
 
 /// The experiment text with variant `name` moved first (bisect measures the first
 /// variant's knobs).
-fn first_variant(text: &str, name: &str) -> Result<String> {
-    let mut doc: toml::Table =
-        toml::from_str(text).context("the stored experiment does not parse")?;
-    if let Some(toml::Value::Array(vs)) = doc.get_mut("variant") {
-        if let Some(i) = vs
-            .iter()
-            .position(|v| v.get("name").and_then(|n| n.as_str()) == Some(name))
-        {
-            let v = vs.remove(i);
-            vs.insert(0, v);
-        }
-    }
-    Ok(toml::to_string(&doc)?)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn bisect_step(
-    db: &Db,
-    id: &str,
-    opts: &DetectOptions,
-    experiment: Option<&Path>,
-    threshold: Option<f64>,
-    reps: Option<u32>,
-    repo: &Path,
-    results_dir: &Path,
-    params_dir: Option<PathBuf>,
-    format: Format,
-) -> Result<()> {
-    let conn = open_existing(db)?;
-    let step = series::find_step(&conn, id, opts)?;
-    let metric = Metric::parse(&step.key.metric).map_err(|e| {
-        anyhow::anyhow!(
-            "{e}; bisect measures these, so step {id} on {} cannot be bisected",
-            step.key.metric
-        )
-    })?;
-    let (name, text) = match experiment {
-        Some(p) => {
-            let (exp, text) = crate::experiment::Experiment::load(p)?;
-            (exp.name, text)
-        }
-        None => {
-            let (name, text, variant) = series::experiment_of(&conn, &step.key, &step.first_after)?
-                .with_context(|| {
-                    format!(
-                        "no stored experiment copy for {}: pass --experiment FILE",
-                        revisions::short(&step.first_after)
-                    )
-                })?;
-            (name, first_variant(&text, &variant)?)
-        }
-    };
-    let threshold = threshold.unwrap_or_else(|| (step.step.change.abs() * 50.0).min(5.0));
-    let repo = revisions::toplevel(repo)?;
-    let good = revisions::resolve(&repo, &step.last_before)?;
-    let bad = revisions::resolve(&repo, &step.first_after)?;
-    let commits = revisions::first_parent_path(&repo, &good, &bad)?;
-    eprintln!(
-        "step {id}: {} {} between {} and {} ({} first-parent commits); bisecting with {name}",
-        step.key.metric,
-        pct(step.step.change),
-        revisions::short(&good),
-        revisions::short(&bad),
-        commits.len()
-    );
-    let settings = StepSettings {
-        experiment_text: text,
-        experiment_name: name.clone(),
-        repo,
-        good: good.clone(),
-        bad: bad.clone(),
-        metric,
-        threshold: threshold / 100.0,
-        results_dir: std::path::absolute(results_dir).context("the results directory")?,
-        params_dir: std::path::absolute(params_dir.unwrap_or_else(super::default_params_dir))
-            .context("the params directory")?,
-        command: super::command_line(),
-        patch: None,
-    };
-    let folder = settings.results_dir.join(format!(
-        "{}-bisect-{}-{}",
-        name.chars().take(40).collect::<String>(),
-        &good[..8],
-        &bad[..8]
-    ));
-    let mut m = ExperimentMeasurer { s: settings };
-    let reps = reps.map_or(Reps::Derived, Reps::Given);
-    let report = bisect::bisect(&commits, &mut m, threshold / 100.0, reps, &mut |line| {
-        eprintln!("{line}")
-    })?;
-    match format {
-        Format::Text => print!("{}", bisect::render_text(&report)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-    }
-    // The bisect's measurements join the history.
-    let dirs = import::run_folders(&folder);
-    if !dirs.is_empty() {
-        let place = Place {
-            repo: m.s.repo.clone(),
-            branch: None,
-        };
-        let mut conn = schema::open(&db.path())?;
-        let out = import::import_all(&mut conn, &dirs, &place.context(), Default::default())?;
-        let n = out
-            .iter()
-            .filter(|o| matches!(o, Imported::Stored { .. }))
-            .count();
-        eprintln!("{n} bisect run folders stored in {}", db.path().display());
-    }
-    Ok(())
-}
-
 #[derive(serde::Deserialize)]
 struct SeriesFile {
     series: Vec<PointsOnly>,

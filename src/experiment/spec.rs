@@ -34,7 +34,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::spec_checks::{check_name, check_rev, describe_toml_error};
+use super::spec_checks::{
+    check_external_variant, check_name, check_profile, check_rev, describe_toml_error,
+};
 use crate::counters::CounterMode;
 use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
 use crate::telemetry::TelemetryParts;
@@ -584,76 +586,6 @@ impl Experiment {
     pub fn resolved_variants(&self) -> Vec<ResolvedVariant> {
         self.variants.iter().map(|v| self.resolve(v)).collect()
     }
-}
-
-/// A variant of a `command = […]` workload may set `telemetry`, `counters` (perf
-/// events or none) and `profile` (the program's threads are sampled); the prover's knobs
-/// do not apply to a program gapscope did not build.
-fn check_external_variant(v: &Variant, r: &ResolvedVariant) -> Result<(), String> {
-    let prover_knobs = [
-        ("drop", v.drop.is_some()),
-        ("gadget", v.gadget.is_some()),
-        ("host_memory", v.host_memory.is_some()),
-        ("backend", v.backend.is_some()),
-        ("streams", v.streams.is_some()),
-        ("gpus", v.gpus.is_some()),
-        ("msm_threads", v.msm_threads.is_some()),
-        ("ntt", v.ntt.is_some()),
-        ("h_threads", v.h_threads.is_some()),
-        ("prep_threads", v.prep_threads.is_some()),
-    ];
-    if let Some((k, _)) = prover_knobs.iter().find(|(_, set)| *set) {
-        return Err(format!(
-            "variant {:?}: {k} is a knob of the built-in prover; a command workload runs its \
-             program as given (put a difference between variants in the program's \
-             arguments or its revision instead)",
-            v.name
-        ));
-    }
-    if r.command
-        .as_ref()
-        .is_some_and(|c| c.first().is_none_or(|p| p.is_empty()))
-    {
-        return Err(format!(
-            "variant {:?}: command must name a program: command = [\"./bench\", \"--fast\"]",
-            v.name
-        ));
-    }
-    if r.counters == CounterMode::Emulated {
-        return Err(format!(
-            "variant {:?}: counters = \"emulated\" is not available for a command workload; \
-             use true (perf events of the program and its threads) or false",
-            v.name
-        ));
-    }
-    Ok(())
-}
-
-/// `profile_hz` in range, and only where sampling is on.
-fn check_profile(v: &Variant, run: &RunPolicy) -> Result<(), String> {
-    let max = crate::profile::MAX_HZ;
-    for (hz, at) in [
-        (run.profile_hz, "run.profile_hz"),
-        (v.profile_hz, "profile_hz"),
-    ] {
-        if hz.is_some_and(|hz| hz == 0 || hz > max) {
-            return Err(format!(
-                "variant {:?}: {at} = {} is out of range: use 1..={max} (samples per second \
-                 of each thread's CPU time; default {})",
-                v.name,
-                hz.unwrap_or_default(),
-                crate::profile::DEFAULT_HZ
-            ));
-        }
-    }
-    if v.profile_hz.is_some() && !v.profile.unwrap_or(run.profile) {
-        return Err(format!(
-            "variant {:?}: profile_hz is set but sampling is off: add profile = true to the \
-             variant (or to [run]), or remove profile_hz",
-            v.name
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
