@@ -668,3 +668,42 @@ fn bisect_walks_a_dependency_history_and_names_the_commit_that_slowed_it() {
     assert_eq!(git(&src, &["status", "--porcelain"]), "");
     assert_eq!(git(&repo, &["rev-parse", "HEAD"]), ids[4]);
 }
+
+#[test]
+fn per_variant_serves_this_builds_reps_and_gives_a_build_that_cannot_serve_a_worker_per_rep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let src = fake_gapscope(t);
+    let (repo, _) = two_revisions(t);
+    let exp = experiment(
+        t,
+        &[
+            ("here", String::new()),
+            ("two", itoa_at(&repo, Some("main"))),
+        ],
+    );
+    let text = std::fs::read_to_string(&exp)
+        .unwrap()
+        .replace("warmups = 0\n", "warmups = 0\nprocess = \"per_variant\"\n");
+    std::fs::write(&exp, text).unwrap();
+    let (d, stderr) = run(t, &src, &exp, None);
+    assert_eq!(
+        statuses(&d, "here"),
+        [RepStatus::Ok, RepStatus::Ok],
+        "{stderr}"
+    );
+    assert_eq!(tags(&d, "two"), ["two", "two"], "{stderr}");
+    let pids = |v: &str| -> Vec<u32> {
+        d.runs
+            .iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.pid)
+            .collect()
+    };
+    let here = pids("here");
+    assert_eq!(here[0], here[1], "this build's worker serves both reps");
+    // The fake gapscope has no `__serves`: one worker per rep, said once.
+    let two = pids("two");
+    assert_ne!(two[0], two[1]);
+    assert_eq!(stderr.matches("serves one rep only").count(), 1, "{stderr}");
+}

@@ -130,6 +130,9 @@ pub enum Command {
     /// Prints this build's worker protocol (asked of a `rev` variant's gapscope).
     #[command(name = "__protocol", hide = true)]
     Protocol,
+    /// Prints whether this build's worker serves many reps (`process = "per_variant"`).
+    #[command(name = "__serves", hide = true)]
+    Serves,
 }
 
 /// Exit status of `gapscope diff --fail-on-regression` when a phase regressed: a code of
@@ -255,6 +258,10 @@ pub fn run() -> Result<()> {
         Command::Track(a) => track::run(a),
         Command::Protocol => {
             println!("{}", crate::experiment::revs::WORKER_PROTOCOL);
+            Ok(())
+        }
+        Command::Serves => {
+            println!("{}", crate::experiment::worker::SERVE_PROTOCOL);
             Ok(())
         }
     }

@@ -17,6 +17,7 @@ mod run_meta;
 mod run_policy;
 pub mod runner;
 pub mod schedule;
+mod served;
 pub mod setup;
 pub mod spec;
 mod spec_checks;

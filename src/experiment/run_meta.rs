@@ -58,6 +58,7 @@ pub(super) fn new_run_meta(
         process: match exp.run.process {
             ProcessPolicy::Shared => "shared".into(),
             ProcessPolicy::PerRep => "per_rep".into(),
+            ProcessPolicy::PerVariant => "per_variant".into(),
         },
     }
     .meta()
@@ -89,7 +90,7 @@ pub(super) fn record_gpu_meta(
             g.util_placement.push(line.clone());
         }
     }
-    if process == ProcessPolicy::PerRep && cupti {
+    if process != ProcessPolicy::Shared && cupti {
         if let Some(s) = &rep.cupti_status {
             if g.cupti.as_deref().is_none_or(|c| c.starts_with("off")) {
                 g.cupti = Some(format!("{s} (in worker processes)"));

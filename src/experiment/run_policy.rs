@@ -44,8 +44,13 @@ pub enum Order {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessPolicy {
+    /// Every rep in the runner's own process (variants of other builds: a worker per rep).
     Shared,
+    /// A fresh worker process per rep.
     PerRep,
+    /// One worker process per variant, set up once, serving all of its reps
+    /// (`experiment::served`).
+    PerVariant,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -380,7 +380,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         &done_rows,
         &names,
         // Every rep of a command workload is a fresh process: no warm-up to redo.
-        exp.run.process == ProcessPolicy::Shared && external.is_none(),
+        exp.run.process != ProcessPolicy::PerRep && external.is_none(),
     );
     let bar = progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len());
     let ctx = RepContext {
@@ -390,6 +390,12 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         debug: &opts.debug,
     };
     let ran_none = todo.is_empty();
+    let mut pool = super::served::Pool::new(
+        &opts.params_dir,
+        opts.nvtx,
+        exp.run.rep_timeout_s.map(Duration::from_secs),
+    );
+    let mut told_per_rep = std::collections::HashSet::new();
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;
@@ -418,6 +424,45 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 setup_ns: Default::default(),
                 profile: None,
             },
+            // One serving worker per variant, of this build or of its `rev`/`patch` build;
+            // a build too old to serve runs a worker per rep.
+            (None, ProcessPolicy::PerVariant, None) => {
+                let own = revs.worker(slot.variant);
+                let exe_here;
+                let (exe, run_dir) = match own {
+                    Some((exe, exp_dir)) => (exe, exp_dir),
+                    None => {
+                        exe_here = std::env::current_exe()
+                            .context("cannot locate the gapscope executable")?;
+                        (exe_here.as_path(), dir.as_path())
+                    }
+                };
+                if pool.serves(exe) {
+                    let src = super::served::WorkerSource { exe, run_dir };
+                    pool.rep(&src, v, slot, &opts.debug)
+                } else {
+                    if told_per_rep.insert(slot.variant) {
+                        bar.suspend(|| {
+                            eprintln!(
+                            "variant {:?}: its build's worker serves one rep only (it predates \
+                             `process = \"per_variant\"`): a worker per rep",
+                            v.name
+                        )
+                        });
+                    }
+                    worker::run_rep_with(
+                        exe,
+                        run_dir,
+                        &opts.params_dir,
+                        v,
+                        slot,
+                        opts.nvtx,
+                        exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                        &opts.debug,
+                        None,
+                    )?
+                }
+            }
             // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
             (None, _, emulator) if revs.worker(slot.variant).is_some() => {
                 let (exe, exp_dir) = revs.worker(slot.variant).expect("checked");
@@ -466,16 +511,18 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 out
             }
             // An emulated rep always runs in a worker: the emulator wraps a process.
-            (None, ProcessPolicy::PerRep, _) | (None, _, Some(_)) => worker::run_rep_in_child(
-                &dir,
-                &opts.params_dir,
-                v,
-                slot,
-                opts.nvtx,
-                exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
-                &opts.debug,
-                sources[slot.variant].emulator(),
-            )?,
+            (None, ProcessPolicy::PerRep | ProcessPolicy::PerVariant, _) | (None, _, Some(_)) => {
+                worker::run_rep_in_child(
+                    &dir,
+                    &opts.params_dir,
+                    v,
+                    slot,
+                    opts.nvtx,
+                    exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                    &opts.debug,
+                    sources[slot.variant].emulator(),
+                )?
+            }
         };
         // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
         let mut meta_changed = !setup_ns.is_empty() || external.is_some();

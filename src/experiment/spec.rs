@@ -12,7 +12,7 @@
 //! warmups = 1
 //! order = "interleaved"      # interleaved (ABAB…) | counterbalanced (ABBA…) | blocks | sequential (AA…BB…)
 //! block = 5                  # reps per block with order = "blocks" (AAAAABBBBBBBBBBAAAAA…)
-//! process = "shared"         # shared | per_rep (a fresh worker process per rep)
+//! process = "shared"         # shared | per_rep (a worker per rep) | per_variant (one per variant)
 //! counters = true           # true | false | "hardware" (= true) | "emulated" (callgrind)
 //! telemetry_period_ms = 20   # NVML sampling period
 //! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails

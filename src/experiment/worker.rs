@@ -4,7 +4,7 @@
 //! result line that does not parse, makes the rep `failed` with the reason — the run
 //! and every earlier rep go on.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -68,6 +68,46 @@ pub struct WorkerArgs {
     /// Refuse the stack sampler's perf events with this reason (a test double).
     #[arg(long, hide = true)]
     pub debug_deny_profile: Option<String>,
+    /// Serve many reps of the variant (`process = "per_variant"`): set up once, then run
+    /// one rep per request line on stdin (`rep REP ITERATION WARMUP`, WARMUP 0 or 1),
+    /// answering each with its result line, until stdin ends. `--rep`, `--iteration`
+    /// and `--warmup` are then unused.
+    #[arg(long)]
+    pub serve: bool,
+}
+
+/// What `gapscope __serves` prints: this build's worker can serve many reps
+/// ([`WorkerArgs::serve`]). Builds from before it have no such command, and get a worker
+/// per rep.
+pub const SERVE_PROTOCOL: &str = "gapscope-worker-serve 1";
+
+/// One request line of a serving worker.
+pub fn request_line(slot: Slot) -> String {
+    format!(
+        "rep {} {} {}\n",
+        slot.rep,
+        slot.iteration,
+        u8::from(slot.warmup)
+    )
+}
+
+fn parse_request(line: &str, variant: usize) -> Result<Slot, String> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    match w.as_slice() {
+        ["rep", rep, it, warm] => Ok(Slot {
+            rep: rep.parse().map_err(|_| format!("bad rep number {rep:?}"))?,
+            variant,
+            iteration: it.parse().map_err(|_| format!("bad iteration {it:?}"))?,
+            warmup: match *warm {
+                "0" => false,
+                "1" => true,
+                other => return Err(format!("bad warm-up flag {other:?}")),
+            },
+        }),
+        _ => Err(format!(
+            "not a request: {line:?} (want `rep REP ITERATION WARMUP`)"
+        )),
+    }
 }
 
 /// Body of `gapscope __worker`: runs one rep and prints its result line.
@@ -124,19 +164,52 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         telemetry: Some(&telemetry),
         debug: &debug,
     };
-    let slot = Slot {
-        rep: a.rep,
-        variant: vi,
-        iteration: a.iteration,
-        warmup: a.warmup,
-    };
+    if !a.serve {
+        let slot = Slot {
+            rep: a.rep,
+            variant: vi,
+            iteration: a.iteration,
+            warmup: a.warmup,
+        };
+        return answer(a, &ctx, &v, slot, setup_ns);
+    }
+    // Serving: the setup is reported with the first rep only.
+    let mut setup_ns = Some(setup_ns);
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stdin
+            .lock()
+            .read_line(&mut line)
+            .context("reading a request")?
+            == 0
+        {
+            return Ok(());
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let slot = parse_request(&line, vi).map_err(anyhow::Error::msg)?;
+        answer(a, &ctx, &v, slot, setup_ns.take().unwrap_or_default())?;
+    }
+}
+
+/// Runs one rep here and prints its result line.
+fn answer(
+    a: &WorkerArgs,
+    ctx: &RepContext<'_>,
+    v: &ResolvedVariant,
+    slot: Slot,
+    setup_ns: std::collections::BTreeMap<String, u64>,
+) -> Result<()> {
     let RepOutput {
         mut run,
         mut spans,
         gpu,
         profile,
         ..
-    } = run_rep_here(&ctx, &v, slot)?;
+    } = run_rep_here(ctx, v, slot)?;
     if let Some(p) = &profile {
         crate::profile::folded::write_rep(&a.run_dir, p)?;
     }
@@ -153,7 +226,9 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         setup_ns,
         profile,
     })?;
-    println!("{RESULT_PREFIX}{line}");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{RESULT_PREFIX}{line}")?;
+    out.flush()?;
     Ok(())
 }
 
@@ -211,6 +286,44 @@ pub fn run_rep_in_child(
     )
 }
 
+/// The arguments every worker gets (a serving one with `slot` 0), in its own process
+/// group, so that a kill reaches whatever the worker started too (nothing may keep its
+/// pipes open after it is gone), and killed with its parent.
+pub(super) fn worker_args(
+    cmd: &mut Command,
+    run_dir: &Path,
+    params_dir: &Path,
+    v: &ResolvedVariant,
+    slot: Slot,
+    nvtx: bool,
+    debug: &DebugHooks,
+) {
+    cmd.arg("--run-dir")
+        .arg(run_dir)
+        .arg("--params-dir")
+        .arg(params_dir)
+        .arg("--variant")
+        .arg(&v.name)
+        .arg("--rep")
+        .arg(slot.rep.to_string())
+        .arg("--iteration")
+        .arg(slot.iteration.to_string());
+    if nvtx {
+        cmd.arg("--nvtx");
+    }
+    if debug.corrupts(&v.name) {
+        cmd.arg("--debug-corrupt-proofs");
+    }
+    if let Some(w) = debug.worker {
+        cmd.arg("--debug-worker").arg(w.as_str());
+    }
+    if let Some(why) = &debug.deny_profile {
+        cmd.arg("--debug-deny-profile").arg(why);
+    }
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    super::interrupt::die_with_parent(cmd);
+}
+
 /// [`run_rep_in_child`] with another gapscope `exe` (a `rev` variant's build), whose
 /// worker reads the experiment copy in `run_dir`.
 #[allow(clippy::too_many_arguments)]
@@ -240,35 +353,10 @@ pub fn run_rep_with(
             c
         }
     };
-    cmd.arg("--run-dir")
-        .arg(run_dir)
-        .arg("--params-dir")
-        .arg(params_dir)
-        .arg("--variant")
-        .arg(&v.name)
-        .arg("--rep")
-        .arg(slot.rep.to_string())
-        .arg("--iteration")
-        .arg(slot.iteration.to_string());
+    worker_args(&mut cmd, run_dir, params_dir, v, slot, nvtx, debug);
     if slot.warmup {
         cmd.arg("--warmup");
     }
-    if nvtx {
-        cmd.arg("--nvtx");
-    }
-    if debug.corrupts(&v.name) {
-        cmd.arg("--debug-corrupt-proofs");
-    }
-    if let Some(w) = debug.worker {
-        cmd.arg("--debug-worker").arg(w.as_str());
-    }
-    if let Some(why) = &debug.deny_profile {
-        cmd.arg("--debug-deny-profile").arg(why);
-    }
-    // Its own process group, so that a kill reaches whatever the worker started too
-    // (nothing may keep its pipes open after it is gone).
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    super::interrupt::die_with_parent(&mut cmd);
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -371,7 +459,7 @@ pub fn run_rep_with(
     }
 }
 
-fn kill_group(child: &mut std::process::Child) {
+pub(super) fn kill_group(child: &mut std::process::Child) {
     // SAFETY: kill(2) with a negative pid signals the process group the child leads.
     unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
     let _ = child.kill();

@@ -1,0 +1,272 @@
+//! `process = "per_variant"`: each variant's reps run in one worker process of its own
+//! (`gapscope __worker --serve`, of this build or of a `rev`/`patch` variant's), which
+//! loads params and sets up its backend once and then runs one rep per request. A
+//! per-rep worker pays that setup every rep (9.5 s of a 25 s rep for upstream's prover at
+//! porep 2^22 on the H200); a served one pays it once, and the variants still interleave.
+//!
+//! A worker that dies, prints garbage instead of a result line, or outlives
+//! `rep_timeout_s` fails that rep (with the reason and its stderr's last lines) and is
+//! killed; the variant's next rep starts a new one. A build whose worker cannot serve
+//! (older than [`super::worker::SERVE_PROTOCOL`]) gets a worker per rep instead, said
+//! once.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::debug::DebugHooks;
+use super::rep::{failed_row, RepOutput};
+use super::schedule::Slot;
+use super::spec::ResolvedVariant;
+use super::worker::{kill_group, parse_worker_output, request_line, worker_args, RESULT_PREFIX};
+use crate::telemetry::RepTelemetry;
+
+/// Whether the gapscope at `exe` can serve many reps per worker.
+pub fn can_serve(exe: &Path) -> bool {
+    std::process::Command::new(exe)
+        .arg("__serves")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| {
+            o.status.success()
+                && String::from_utf8_lossy(&o.stdout).trim() == super::worker::SERVE_PROTOCOL
+        })
+}
+
+/// One serving worker.
+struct Served {
+    child: Child,
+    /// Taken when the worker is let go: closing it ends the serve loop.
+    stdin: Option<ChildStdin>,
+    results: Receiver<String>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    pid: u32,
+}
+
+impl Served {
+    fn tail(&self) -> String {
+        let t = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        Vec::from(t.clone()).join(" | ")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // Closing stdin ends the serve loop; a worker that does not go is killed.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+                _ => {
+                    kill_group(&mut self.child);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Where one variant's worker comes from.
+pub struct WorkerSource<'a> {
+    pub exe: &'a Path,
+    /// The run folder its worker reads the experiment copy from.
+    pub run_dir: &'a Path,
+}
+
+/// The serving workers of a run, one per variant, started on first use.
+pub struct Pool {
+    params_dir: PathBuf,
+    nvtx: bool,
+    timeout: Option<Duration>,
+    workers: HashMap<usize, Served>,
+    /// Per exe: whether it serves (asked once).
+    serves: HashMap<PathBuf, bool>,
+}
+
+const POLL: Duration = Duration::from_millis(5);
+
+impl Pool {
+    pub fn new(params_dir: &Path, nvtx: bool, timeout: Option<Duration>) -> Pool {
+        Pool {
+            params_dir: params_dir.to_path_buf(),
+            nvtx,
+            timeout,
+            workers: HashMap::new(),
+            serves: HashMap::new(),
+        }
+    }
+
+    /// Whether `exe` serves; the first answer per exe is kept. `false` means: run this
+    /// variant's reps each in a worker of its own.
+    pub fn serves(&mut self, exe: &Path) -> bool {
+        *self
+            .serves
+            .entry(exe.to_path_buf())
+            .or_insert_with(|| can_serve(exe))
+    }
+
+    fn start(
+        &self,
+        src: &WorkerSource<'_>,
+        v: &ResolvedVariant,
+        debug: &DebugHooks,
+    ) -> anyhow::Result<Served> {
+        let mut cmd = Command::new(src.exe);
+        cmd.arg("__worker").arg("--serve");
+        let zero = Slot {
+            rep: 0,
+            variant: 0,
+            iteration: 0,
+            warmup: false,
+        };
+        worker_args(
+            &mut cmd,
+            src.run_dir,
+            &self.params_dir,
+            v,
+            zero,
+            self.nvtx,
+            debug,
+        );
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start a worker process: {e}"))?;
+        let pid = child.id();
+        let tag = format!("[worker {} pid {pid}]", v.name);
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let stderr = child.stderr.take().expect("piped");
+        let (err_tag, err_tail) = (tag.clone(), tail.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{err_tag} {line}");
+                let mut t = err_tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.push_back(line);
+                if t.len() > 5 {
+                    t.pop_front();
+                }
+            }
+        });
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, results) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.starts_with(RESULT_PREFIX) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                } else if !line.trim().is_empty() {
+                    eprintln!("{tag} {line}");
+                }
+            }
+        });
+        let stdin = child.stdin.take().expect("piped");
+        Ok(Served {
+            child,
+            stdin: Some(stdin),
+            results,
+            tail,
+            pid,
+        })
+    }
+
+    /// Runs rep `slot` of variant `v` in its serving worker (started when it has none).
+    /// Never an error for the run: a rep that cannot be had is a failed row with the
+    /// reason, and its worker is gone.
+    pub fn rep(
+        &mut self,
+        src: &WorkerSource<'_>,
+        v: &ResolvedVariant,
+        slot: Slot,
+        debug: &DebugHooks,
+    ) -> RepOutput {
+        let failed = |why: String| RepOutput {
+            run: failed_row(v, slot, why),
+            spans: Vec::new(),
+            gpu: RepTelemetry::default(),
+            setup_ns: Default::default(),
+            profile: None,
+        };
+        if !self.workers.contains_key(&slot.variant) {
+            match self.start(src, v, debug) {
+                Ok(w) => {
+                    self.workers.insert(slot.variant, w);
+                }
+                Err(e) => return failed(e.to_string()),
+            }
+        }
+        let w = self.workers.get_mut(&slot.variant).expect("started");
+        let sent = match w.stdin.as_mut() {
+            Some(i) => i
+                .write_all(request_line(slot).as_bytes())
+                .and_then(|_| i.flush()),
+            None => Err(std::io::Error::other("its stdin is closed")),
+        };
+        if let Err(e) = sent {
+            let why = format!(
+                "the worker (pid {}) took no request ({e}); stderr: {}",
+                w.pid,
+                w.tail()
+            );
+            self.workers.remove(&slot.variant);
+            return failed(why);
+        }
+        let started = Instant::now();
+        let outcome = loop {
+            match w.results.recv_timeout(POLL * 20) {
+                Ok(line) => break Ok(line),
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = w.child.try_wait().ok().flatten();
+                    break Err(format!(
+                        "the worker (pid {}) ended without a result line{}",
+                        w.pid,
+                        status.map(|s| format!(" ({s})")).unwrap_or_default()
+                    ));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.timeout.is_some_and(|t| started.elapsed() > t) {
+                        break Err(format!(
+                            "worker timed out after {} s (rep_timeout_s) and was killed",
+                            started.elapsed().as_secs()
+                        ));
+                    }
+                }
+            }
+        };
+        match outcome.and_then(|line| parse_worker_output(&line).map(|(out, _)| out)) {
+            Ok(out) if out.run.rep == slot.rep && out.run.variant == v.name => out,
+            Ok(out) => {
+                let why = format!(
+                    "the worker answered rep {} of {:?} when asked for rep {}",
+                    out.run.rep, out.run.variant, slot.rep
+                );
+                self.kill(slot.variant);
+                failed(why)
+            }
+            Err(why) => {
+                let tail = self
+                    .workers
+                    .get(&slot.variant)
+                    .map(Served::tail)
+                    .unwrap_or_default();
+                self.kill(slot.variant);
+                failed(format!("{why}; stderr: {tail}"))
+            }
+        }
+    }
+
+    fn kill(&mut self, variant: usize) {
+        if let Some(mut w) = self.workers.remove(&variant) {
+            kill_group(&mut w.child);
+        }
+    }
+}
