@@ -1,9 +1,10 @@
 //! The recorder's storage: each thread's stack of open spans, its finished spans, and
 //! the per-thread buffers that [`super::drain_trace`] empties.
 //!
-//! The layout serves the hot path ([`super::open`], [`super::exit`]): an open span is
-//! 72 bytes on a stack that keeps its capacity, a finished one 80 bytes appended to a
-//! vector that keeps its capacity across publications, and draining removes a trace's
+//! The layout serves the hot path ([`super::open`], [`super::exit`]): a span's 80-byte
+//! record is appended once, when it opens, to a vector that keeps its capacity across
+//! publications, and finished in place when it closes; the stack of open spans holds 24
+//! bytes per span (its id, trace and the record's place), and draining removes a trace's
 //! spans in place, so that a thread that records steadily stops allocating (and stops
 //! touching fresh pages) after its first traces. Absent values are sentinels rather than
 //! `Option`s (ids start at [`ID_BLOCK`], so 0 is never a span), attributes and counter
@@ -23,30 +24,33 @@ pub(super) const NO_CPU: u64 = u64::MAX;
 
 pub(super) type Attrs = Option<Box<Vec<(&'static str, AttrValue)>>>;
 
+/// An open span on a thread's stack: where its record is in [`ThreadState::local`]. The
+/// record itself is written once, when the span opens, and finished in place.
+#[derive(Clone, Copy)]
 pub(super) struct OpenSpan {
     pub id: u64,
-    pub parent: u64,
     pub trace: u64,
-    pub name: &'static str,
-    pub start_ns: u64,
-    pub attrs: Attrs,
-    /// Counters are usually off: a null pointer then.
-    pub counters_start: Option<Box<CounterValues>>,
-    /// Exact mode only; [`NO_CPU`] otherwise.
-    pub process_cpu_start: u64,
+    pub slot: usize,
 }
 
-/// A finished span before thread information is attached (at drain time).
+/// `end_ns` of a record whose span is still open.
+pub(super) const OPEN: u64 = u64::MAX;
+
+/// A span's record, written when it opens and finished in place when it closes; thread
+/// information is attached at drain time.
 pub(super) struct Finished {
     pub id: u64,
     pub parent: u64,
     pub trace: u64,
     pub name: &'static str,
     pub start_ns: u64,
+    /// [`OPEN`] while the span is open.
     pub end_ns: u64,
     pub attrs: Attrs,
+    /// While open: the counters at the start (counters on); then their delta.
     pub counters: Option<Box<CounterValues>>,
-    /// Exact mode only: the two reads' difference; [`NO_CPU`] otherwise.
+    /// Exact mode only, while open: the reading at the start; then the two reads'
+    /// difference. [`NO_CPU`] otherwise.
     pub process_cpu_ns: u64,
 }
 
@@ -60,9 +64,11 @@ pub(super) struct SharedBuffer {
 pub(super) type Buffer = Arc<SharedBuffer>;
 
 pub(super) struct ThreadState {
+    /// Open spans, innermost last; their `slot`s increase from bottom to top.
     pub stack: Vec<OpenSpan>,
-    /// Finished spans not yet published; moved to `shared` whenever the stack empties,
-    /// so the hot path takes no lock while spans are nested.
+    /// Records of this thread's spans not yet published, open ones included; moved to
+    /// `shared` whenever the stack empties, so the hot path takes no lock while spans
+    /// are nested.
     pub local: Vec<Finished>,
     pub shared: Buffer,
     next_id: u64,
@@ -120,11 +126,23 @@ impl ThreadState {
         id
     }
 
-    /// Moves the finished spans to the shared buffer (both keep their capacity).
+    /// Moves the finished spans to the shared buffer (both keep their capacity). With
+    /// spans still open (a drain under an open outer span), their records stay, in
+    /// order, and the stack is pointed at their new places.
     pub fn publish(&mut self) {
-        if !self.local.is_empty() {
-            let mut shared = self.shared.spans.lock().unwrap_or_else(|e| e.into_inner());
+        if self.local.is_empty() {
+            return;
+        }
+        let mut shared = self.shared.spans.lock().unwrap_or_else(|e| e.into_inner());
+        if self.stack.is_empty() {
             shared.append(&mut self.local);
+            return;
+        }
+        shared.extend(self.local.extract_if(.., |f| f.end_ns != OPEN));
+        // Every record left is open and has one stack entry; both are in opening order.
+        debug_assert_eq!(self.local.len(), self.stack.len());
+        for (k, o) in self.stack.iter_mut().enumerate() {
+            o.slot = k;
         }
     }
 }

@@ -282,16 +282,19 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
             },
         };
         let start_ns = now_ns();
-        s.stack.push(OpenSpan {
+        let slot = s.local.len();
+        s.local.push(Finished {
             id,
             parent,
             trace,
             name,
             start_ns,
+            end_ns: buffer::OPEN,
             attrs: None,
-            counters_start,
-            process_cpu_start,
+            counters: counters_start,
+            process_cpu_ns: process_cpu_start,
         });
+        s.stack.push(OpenSpan { id, trace, slot });
         (SpanContext { id, trace }, start_ns)
     });
     process_cpu::refresh_if_stale(start_ns);
@@ -330,26 +333,17 @@ pub fn exit(id: u64) -> bool {
                 None => return false,
             }
         };
-        let counters = match (open.counters_start, end_counters) {
+        let f = &mut s.local[open.slot];
+        f.end_ns = end_ns;
+        f.counters = match (f.counters.take(), end_counters) {
             (Some(a), Some(b)) => Some(Box::new(b.delta_since(&a))),
             _ => None,
         };
-        let process_cpu_ns = match end_cpu {
-            Some(b) if open.process_cpu_start != NO_CPU => b.saturating_sub(open.process_cpu_start),
+        f.process_cpu_ns = match end_cpu {
+            Some(b) if f.process_cpu_ns != NO_CPU => b.saturating_sub(f.process_cpu_ns),
             _ => NO_CPU,
         };
-        let name = open.name;
-        s.local.push(Finished {
-            id: open.id,
-            parent: open.parent,
-            trace: open.trace,
-            name,
-            start_ns: open.start_ns,
-            end_ns,
-            attrs: open.attrs,
-            counters,
-            process_cpu_ns,
-        });
+        let name = f.name;
         if s.stack.is_empty() {
             s.publish();
         }
@@ -364,9 +358,9 @@ pub fn exit(id: u64) -> bool {
 pub fn set_attr(id: u64, key: &'static str, value: AttrValue) -> bool {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        match s.stack.iter_mut().rev().find(|o| o.id == id) {
-            Some(open) => {
-                let attrs = open.attrs.get_or_insert_with(Default::default);
+        match s.stack.iter().rev().find(|o| o.id == id).map(|o| o.slot) {
+            Some(slot) => {
+                let attrs = s.local[slot].attrs.get_or_insert_with(Default::default);
                 match attrs.iter_mut().find(|(k, _)| *k == key) {
                     Some(slot) => slot.1 = value,
                     None => attrs.push((key, value)),

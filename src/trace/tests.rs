@@ -85,6 +85,41 @@ fn out_of_order_exit_still_closes_and_unknown_id_is_ignored() {
 }
 
 #[test]
+fn a_drain_under_open_spans_takes_the_finished_ones_and_the_open_ones_still_close() {
+    // An outer span stays open across drains (a worker's loop): the children finished
+    // under it are drained, the open records stay where their spans can find them.
+    let outer = enter("keep_outer");
+    let a = enter("keep_a");
+    let b = enter("keep_b");
+    let done = enter("keep_done");
+    assert!(exit(done));
+    assert!(set_attr(b, "k", AttrValue::U64(7)));
+    let first = drain_trace(outer);
+    assert_eq!(
+        first.iter().map(|s| s.name).collect::<Vec<_>>(),
+        ["keep_done"]
+    );
+    // Out of order, after the records moved: a (under b's record) closes first.
+    assert!(exit(a));
+    assert!(set_attr(b, "k2", AttrValue::U64(8)));
+    assert!(exit(b));
+    let later = enter("keep_later");
+    assert!(exit(later));
+    assert!(exit(outer));
+    let rest = drain_trace(outer);
+    let names: Vec<&str> = rest.iter().map(|s| s.name).collect();
+    assert_eq!(names, ["keep_outer", "keep_a", "keep_b", "keep_later"]);
+    let b_rec = rest.iter().find(|s| s.name == "keep_b").unwrap();
+    assert_eq!(b_rec.attrs.len(), 2);
+    assert!(rest
+        .iter()
+        .all(|s| s.end_ns >= s.start_ns && s.end_ns != u64::MAX));
+    let a_rec = rest.iter().find(|s| s.name == "keep_a").unwrap();
+    assert_eq!(a_rec.parent, Some(outer));
+    assert!(drain_trace(outer).is_empty());
+}
+
+#[test]
 fn clock_matches_instant() {
     // Instant on Linux reads CLOCK_MONOTONIC; our timestamps must fall on the same axis.
     let before = now_ns();
