@@ -421,6 +421,21 @@ fn show(
                         String::new()
                     }
                 );
+                let scaled: Vec<String> = a
+                    .series
+                    .runs
+                    .iter()
+                    .filter(|r| (r.factor - 1.0).abs() > 1e-9)
+                    .map(|r| format!("{} ×{:.3} ({} commits)", r.run, r.factor, r.commits))
+                    .collect();
+                if !scaled.is_empty() {
+                    println!(
+                        "  {} of {} runs put on one level by the commits they share: {}",
+                        scaled.len(),
+                        a.series.runs.len(),
+                        scaled.join(", ")
+                    );
+                }
                 for (i, p) in a.series.points.iter().enumerate() {
                     let mark = a
                         .steps

@@ -50,6 +50,9 @@ pub struct CommitPoint {
     pub values: Vec<f64>,
     /// Run folders these values came from.
     pub runs: usize,
+    /// Index into [`Series::runs`] of each value's run.
+    #[serde(skip)]
+    pub value_runs: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -58,6 +61,19 @@ pub struct Series {
     pub points: Vec<CommitPoint>,
     /// Commits with values but no place on the branch's first-parent path (left out).
     pub off_path: usize,
+    /// The run folders behind the values, and the factor each run's values were scaled
+    /// by ([`level_runs`]): 1 for a run that shares no commit with another.
+    #[serde(default)]
+    pub runs: Vec<RunLevel>,
+}
+
+/// One run folder of a series and the factor its values were multiplied by.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunLevel {
+    pub run: String,
+    pub factor: f64,
+    /// Commits of the series this run measured.
+    pub commits: usize,
 }
 
 /// A step between two measured commits.
@@ -145,6 +161,7 @@ pub fn load(conn: &Connection, filter: &Filter) -> Result<Vec<Series>, HistoryEr
                 key,
                 points: Vec::new(),
                 off_path: 0,
+                runs: Vec::new(),
             });
         }
         let s = out.last_mut().expect("pushed");
@@ -162,14 +179,30 @@ pub fn load(conn: &Connection, filter: &Filter) -> Result<Vec<Series>, HistoryEr
                 subject,
                 values: Vec::new(),
                 runs: 0,
+                value_runs: Vec::new(),
             });
         }
+        let ri = match s.runs.iter().position(|r| r.run == run) {
+            Some(i) => i,
+            None => {
+                s.runs.push(RunLevel {
+                    run: run.clone(),
+                    factor: 1.0,
+                    commits: 0,
+                });
+                s.runs.len() - 1
+            }
+        };
         let p = s.points.last_mut().expect("pushed");
         p.values.push(value);
+        p.value_runs.push(ri);
         if !runs_of_point.contains(&run) {
             runs_of_point.push(run);
             p.runs += 1;
         }
+    }
+    for s in &mut out {
+        level_runs(s);
     }
     if let Some(n) = filter.last {
         for s in &mut out {
@@ -179,6 +212,118 @@ pub fn load(conn: &Connection, filter: &Filter) -> Result<Vec<Series>, HistoryEr
     }
     out.retain(|s| !s.points.is_empty());
     Ok(out)
+}
+
+/// Puts runs that measured common commits on one level. A run made at another time on a
+/// shared machine can read every commit 3× slower; pooled with another run per commit,
+/// its values move the medians of the commits the two share, and a detector then finds
+/// steps at the edges of that overlap (evidence/history_backfill: a bisect's runs beside
+/// the backfill's made a false step appear). The fit is two-way on the log scale, value
+/// = run level × commit level, by median polish over the per-(run, commit) medians
+/// (Tukey, EDA 1977): robust, deterministic, and exact for runs that differ by a
+/// factor. Within each group of runs linked by shared commits, levels are anchored so
+/// that the median run keeps its values; a run sharing no commit keeps its own. Series
+/// with a value ≤ 0 (counts can be 0) are left as measured.
+pub fn level_runs(s: &mut Series) {
+    let nr = s.runs.len();
+    for (ri, r) in s.runs.iter_mut().enumerate() {
+        r.commits = s
+            .points
+            .iter()
+            .filter(|p| p.value_runs.contains(&ri))
+            .count();
+    }
+    if nr < 2 || s.points.iter().any(|p| p.values.iter().any(|&v| v <= 0.0)) {
+        return;
+    }
+    // cells[(run, point)] = log of the median of that run's values of that commit.
+    let mut cells: Vec<(usize, usize, f64)> = Vec::new();
+    for (pi, p) in s.points.iter().enumerate() {
+        for ri in 0..nr {
+            let v: Vec<f64> = p
+                .values
+                .iter()
+                .zip(&p.value_runs)
+                .filter(|(_, &r)| r == ri)
+                .map(|(&v, _)| v)
+                .collect();
+            if let Some(m) = crate::stats::median(&v) {
+                cells.push((ri, pi, m.ln()));
+            }
+        }
+    }
+    // Groups of runs linked through shared commits (union-find over runs).
+    let mut parent: Vec<usize> = (0..nr).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let np = s.points.len();
+    let mut first_run_of_point: Vec<Option<usize>> = vec![None; np];
+    for &(ri, pi, _) in &cells {
+        match first_run_of_point[pi] {
+            None => first_run_of_point[pi] = Some(ri),
+            Some(r0) => {
+                let (a, b) = (root(&mut parent, r0), root(&mut parent, ri));
+                parent[a] = b;
+            }
+        }
+    }
+    // A commit only one run measured says nothing of that run's level (its own level
+    // absorbs it): run levels come from the shared commits alone.
+    let mut runs_at = vec![0usize; np];
+    for &(_, pi, _) in &cells {
+        runs_at[pi] += 1;
+    }
+    let mut run_eff = vec![0.0f64; nr];
+    let mut point_eff = vec![0.0f64; np];
+    for _ in 0..20 {
+        for (pi, pe) in point_eff.iter_mut().enumerate() {
+            let r: Vec<f64> = cells
+                .iter()
+                .filter(|c| c.1 == pi)
+                .map(|c| c.2 - run_eff[c.0])
+                .collect();
+            *pe = crate::stats::median(&r).unwrap_or(0.0);
+        }
+        for (ri, re) in run_eff.iter_mut().enumerate() {
+            let r: Vec<f64> = cells
+                .iter()
+                .filter(|c| c.0 == ri && runs_at[c.1] > 1)
+                .map(|c| c.2 - point_eff[c.1])
+                .collect();
+            *re = crate::stats::median(&r).unwrap_or(0.0);
+        }
+    }
+    // Anchor each group: its median run keeps its values.
+    let groups: Vec<usize> = (0..nr).map(|i| root(&mut parent, i)).collect();
+    for g in groups
+        .iter()
+        .copied()
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let members: Vec<usize> = (0..nr).filter(|&i| groups[i] == g).collect();
+        if members.len() < 2 {
+            run_eff[members[0]] = 0.0;
+            continue;
+        }
+        let m = crate::stats::median(&members.iter().map(|&i| run_eff[i]).collect::<Vec<_>>())
+            .unwrap_or(0.0);
+        for &i in &members {
+            run_eff[i] -= m;
+        }
+    }
+    for (ri, r) in s.runs.iter_mut().enumerate() {
+        r.factor = (-run_eff[ri]).exp();
+    }
+    for p in &mut s.points {
+        for (v, &ri) in p.values.iter_mut().zip(&p.value_runs) {
+            *v *= s.runs[ri].factor;
+        }
+    }
 }
 
 fn step_id(key: &SeriesKey, first_after: &str) -> String {

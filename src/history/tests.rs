@@ -216,3 +216,117 @@ fn critical_self_follows_the_diffs_rule_an_async_drop_is_off_the_path() {
         .all(|&x| x == 0.0));
     assert!(get("candidate", "drop.self").iter().all(|&x| x > 0.0));
 }
+
+/// A series from (run, commit position, values) cells.
+fn series_of(cells: &[(&str, i64, &[f64])]) -> series::Series {
+    let mut s = series::Series {
+        key: series::SeriesKey {
+            metric: "m.total".into(),
+            workload: "w".into(),
+            variant_key: "v".into(),
+            host_id: "h".into(),
+            hostname: "h".into(),
+        },
+        points: Vec::new(),
+        off_path: 0,
+        runs: Vec::new(),
+    };
+    let mut cells = cells.to_vec();
+    cells.sort_by_key(|c| c.1);
+    for (run, pos, values) in cells {
+        let ri = match s.runs.iter().position(|r| r.run == run) {
+            Some(i) => i,
+            None => {
+                s.runs.push(series::RunLevel {
+                    run: run.into(),
+                    factor: 1.0,
+                    commits: 0,
+                });
+                s.runs.len() - 1
+            }
+        };
+        if s.points.last().is_none_or(|p| p.position != pos) {
+            s.points.push(series::CommitPoint {
+                sha: format!("c{pos}"),
+                position: pos,
+                subject: String::new(),
+                values: Vec::new(),
+                runs: 0,
+                value_runs: Vec::new(),
+            });
+        }
+        let p = s.points.last_mut().unwrap();
+        p.values.extend_from_slice(values);
+        p.value_runs.extend(std::iter::repeat_n(ri, values.len()));
+        p.runs += 1;
+    }
+    s
+}
+
+#[test]
+fn runs_made_apart_are_put_on_one_level_by_the_commits_they_share() {
+    // A wide run of 12 commits with a real +50% step at commit 8, and a narrow run made
+    // when the machine was 4 times slower, of commits 3 and 4 only. Pooled as measured,
+    // commits 3 and 4 sit far above their neighbours.
+    let noise = [1.0, 1.01, 0.99, 1.02, 0.98];
+    let wide: Vec<(i64, Vec<f64>)> = (0..12)
+        .map(|i| {
+            let level = if i >= 8 { 150.0 } else { 100.0 };
+            (i, noise.iter().map(|n| level * n).collect())
+        })
+        .collect();
+    let slow: Vec<(i64, Vec<f64>)> = [3, 4]
+        .iter()
+        .map(|&i| (i, noise.iter().map(|n| 400.0 * n * 1.005).collect()))
+        .collect();
+    let mut cells: Vec<(&str, i64, &[f64])> = wide
+        .iter()
+        .map(|(i, v)| ("wide", *i, v.as_slice()))
+        .collect();
+    cells.extend(slow.iter().map(|(i, v)| ("slow", *i, v.as_slice())));
+    let opts = DetectOptions {
+        min_segment: 3,
+        ..DetectOptions::default()
+    };
+    let raw = series_of(&cells);
+    let pooled: Vec<Vec<f64>> = raw.points.iter().map(|p| p.values.clone()).collect();
+    let before = detect::detect(&pooled, &opts);
+    assert!(
+        before.steps.iter().any(|s| s.index != 8),
+        "pooled as measured, the slow run makes a false step: {:?}",
+        before.steps.iter().map(|s| s.index).collect::<Vec<_>>()
+    );
+    let mut levelled = raw.clone();
+    series::level_runs(&mut levelled);
+    // The slow run's values now read as the wide run's: a factor near 1/4 against it.
+    let f = |name: &str| levelled.runs.iter().find(|r| r.run == name).unwrap().factor;
+    assert!(
+        (f("slow") / f("wide") - 0.25).abs() < 0.01,
+        "{:?}",
+        levelled.runs
+    );
+    for p in &levelled.points[3..5] {
+        let m = crate::stats::median(&p.values).unwrap() / f("wide");
+        assert!((m - 100.0).abs() < 3.0, "{m}");
+    }
+    let after = detect::detect(
+        &levelled
+            .points
+            .iter()
+            .map(|p| p.values.clone())
+            .collect::<Vec<_>>(),
+        &opts,
+    );
+    assert_eq!(
+        after.steps.iter().map(|s| s.index).collect::<Vec<_>>(),
+        [8],
+        "only the real step; before levelling: {:?}",
+        before.steps.iter().map(|s| s.index).collect::<Vec<_>>()
+    );
+    // A run that shares no commit keeps its values.
+    let lone = [1000.0, 1001.0];
+    cells.push(("lone", 20, &lone));
+    let mut s = series_of(&cells);
+    series::level_runs(&mut s);
+    assert_eq!(s.runs.iter().find(|r| r.run == "lone").unwrap().factor, 1.0);
+}

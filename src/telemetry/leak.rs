@@ -150,12 +150,9 @@ pub fn steady_growth(series: &[u64], policy: &LeakPolicy) -> Option<Growth> {
     let fraction_ok = growing as f64 >= policy.min_growth_fraction * steps as f64;
     let total_ok = growth > policy.min_total_growth_bytes && rate >= policy.min_rate_bytes_per_rep;
     let still = last.saturating_sub(mid) as f64 >= 0.25 * growth as f64;
-    let steps_up: Vec<f64> = w
-        .windows(2)
-        .map(|p| p[1] as f64 - p[0] as f64)
-        .collect();
-    let spread = crate::stats::median(&steps_up)
-        .is_some_and(|m| m >= growth as f64 / steps as f64 / 2.0);
+    let steps_up: Vec<f64> = w.windows(2).map(|p| p[1] as f64 - p[0] as f64).collect();
+    let spread =
+        crate::stats::median(&steps_up).is_some_and(|m| m >= growth as f64 / steps as f64 / 2.0);
     (fraction_ok && total_ok && still && spread).then_some(Growth {
         reps: w.len(),
         growing_steps: growing,
@@ -279,10 +276,18 @@ mod tests {
     /// allocator's high-water mark rising in jumps, which the rule without the spread
     /// test flagged as "possible leak" (8 of 9 and 7 of 9 steps up).
     const H200_AA_RSS_MIB: [[f64; 10]; 4] = [
-        [1201.4, 1201.6, 1203.0, 1210.3, 1210.3, 1232.9, 1233.6, 1299.7, 1316.2, 1379.8],
-        [1201.4, 1201.6, 1203.0, 1203.0, 1210.4, 1233.6, 1250.6, 1250.6, 1379.7, 1379.8],
-        [1206.0, 1206.1, 1206.1, 1206.1, 1206.1, 1275.6, 1278.7, 1278.8, 1310.8, 1278.9],
-        [1206.0, 1206.0, 1206.1, 1206.1, 1214.9, 1215.7, 1278.8, 1278.8, 1278.8, 1278.9],
+        [
+            1201.4, 1201.6, 1203.0, 1210.3, 1210.3, 1232.9, 1233.6, 1299.7, 1316.2, 1379.8,
+        ],
+        [
+            1201.4, 1201.6, 1203.0, 1203.0, 1210.4, 1233.6, 1250.6, 1250.6, 1379.7, 1379.8,
+        ],
+        [
+            1206.0, 1206.1, 1206.1, 1206.1, 1206.1, 1275.6, 1278.7, 1278.8, 1310.8, 1278.9,
+        ],
+        [
+            1206.0, 1206.0, 1206.1, 1206.1, 1214.9, 1215.7, 1278.8, 1278.8, 1278.8, 1278.9,
+        ],
     ];
 
     #[test]
