@@ -17,7 +17,7 @@ use std::ptr::addr_of;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use cudarc::cupti::result::{activity, get_timestamp, subscribe};
+use cudarc::cupti::result::{activity, get_timestamp};
 use cudarc::cupti::sys::{self, CUpti_ActivityKind as Kind};
 
 use super::activity::ActivityRecord;
@@ -388,33 +388,7 @@ fn init() -> Result<Cupti, String> {
     let library = dylib::preload(&gapscope_cupti::CUPTI_NAMES, &dylib::cuda_lib_dirs())
         .map_err(|e| format!("CUPTI library: {e}"))?;
     dylib::guard("CUPTI setup", || {
-        // SAFETY: only probes for the library.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(format!(
-                "libcupti was opened from {library} but cudarc cannot find it by name"
-            ));
-        }
-        let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
-        // SAFETY: `handle` is a valid out-pointer; no callback function, no user data.
-        unsafe { subscribe(&mut handle, None, std::ptr::null_mut()) }.map_err(|e| {
-            if e.0 == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
-                "cuptiSubscribe: another CUPTI client (a profiler such as Nsight Systems) is attached".to_string()
-            } else {
-                format!("cuptiSubscribe failed: {e:?} (no usable GPU driver?)")
-            }
-        })?;
-        // cudarc resolves each symbol on first use and panics if it is missing; a panic
-        // inside a CUPTI callback would abort the process, so the functions the buffer
-        // callback uses are resolved here, under the guard, by harmless calls (null
-        // buffer: CUPTI_ERROR_INVALID_PARAMETER; null context: global count).
-        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
-        // SAFETY: CUPTI rejects a null buffer without touching `record`.
-        let _ = unsafe { activity::get_next_record(std::ptr::null_mut(), 0, &mut record) };
-        let mut dropped = 0usize;
-        // SAFETY: a null context asks for the global count; `dropped` is valid.
-        let _ = unsafe { activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) };
-        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
-            .map_err(|e| format!("cuptiActivityRegisterCallbacks: {e:?}"))?;
+        gapscope_cupti::subscribe_and_register(&library, buffer_requested, buffer_completed)?;
         let callback_clock =
             activity::register_timestamp_callback(Some(monotonic_timestamp)).is_ok();
         Ok(Cupti {

@@ -15,7 +15,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use gapscope_cupti::dylib;
-use gapscope_cupti::result::{activity, get_timestamp, subscribe};
+use gapscope_cupti::result::{activity, get_timestamp};
 use gapscope_cupti::sys;
 
 /// The `source` of this library's `S` lines.
@@ -50,34 +50,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
 fn start() -> Result<String, String> {
     let library = dylib::preload(&gapscope_cupti::CUPTI_NAMES, &dylib::cuda_lib_dirs())
         .map_err(|e| format!("no CUPTI library: {e}; set CUDA_PATH to the toolkit"))?;
-    // SAFETY: only probes for the library.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(format!(
-            "libcupti was opened from {library} but cannot be found by its name again"
-        ));
-    }
-    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
-    // SAFETY: `handle` is a valid out-pointer; no callback function, no user data.
-    unsafe { subscribe(&mut handle, None, std::ptr::null_mut()) }.map_err(|e| {
-        if e.0 == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
-            "cuptiSubscribe: another CUPTI client (a profiler such as Nsight Systems) is attached"
-                .to_string()
-        } else {
-            format!("cuptiSubscribe failed: {e:?}")
-        }
-    })?;
-    // cudarc resolves a symbol on its first use and panics when it is missing; inside a
-    // CUPTI callback that would abort the program, so the callbacks' functions are
-    // resolved here, under the guard, by calls CUPTI rejects harmlessly.
-    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
-    // SAFETY: CUPTI rejects a null buffer without touching `record`.
-    let _ = unsafe { activity::get_next_record(std::ptr::null_mut(), 0, &mut record) };
-    let mut dropped = 0usize;
-    // SAFETY: a null context asks for the global count; `dropped` is valid.
-    let _ = unsafe { activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) };
-    let _ = activity::flush_all(0);
-    activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
-        .map_err(|e| format!("cuptiActivityRegisterCallbacks: {e:?}"))?;
+    gapscope_cupti::subscribe_and_register(&library, buffer_requested, buffer_completed)?;
     let clock = if activity::register_timestamp_callback(Some(monotonic_ns)).is_ok() {
         "CLOCK_MONOTONIC (CUPTI's timestamp callback)".to_string()
     } else {

@@ -26,6 +26,50 @@ pub const GPU_KINDS: [Kind; 3] = [
     Kind::CUPTI_ACTIVITY_KIND_MEMSET,
 ];
 
+/// CUPTI's buffer callbacks, as `cuptiActivityRegisterCallbacks` takes them.
+pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+pub type BufferCompleted = unsafe extern "C" fn(CUcontext, u32, *mut u8, usize, usize);
+
+/// The steps both collectors take once libcupti is loaded: check that cudarc finds it,
+/// subscribe (refused while another CUPTI client, such as Nsight Systems, is attached),
+/// resolve the functions the buffer callback calls, and register the callbacks. Call it
+/// under [`dylib::guard`]: cudarc resolves a symbol on its first use and panics when it
+/// is missing, and a panic inside a CUPTI callback would abort the program, so the
+/// callback's functions are resolved here by calls CUPTI rejects harmlessly (a null
+/// buffer; a null context, which asks for the global count).
+pub fn subscribe_and_register(
+    library: &str,
+    requested: BufferRequested,
+    completed: BufferCompleted,
+) -> Result<(), String> {
+    // SAFETY: only probes for the library.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(format!(
+            "libcupti was opened from {library} but cudarc cannot find it by name"
+        ));
+    }
+    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+    // SAFETY: `handle` is a valid out-pointer; no callback function, no user data.
+    unsafe { result::subscribe(&mut handle, None, std::ptr::null_mut()) }.map_err(|e| {
+        if e.0 == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+            "cuptiSubscribe: another CUPTI client (a profiler such as Nsight Systems) is attached"
+                .to_string()
+        } else {
+            format!("cuptiSubscribe failed: {e:?} (no usable GPU driver?)")
+        }
+    })?;
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: CUPTI rejects a null buffer without touching `record`.
+    let _ = unsafe { result::activity::get_next_record(std::ptr::null_mut(), 0, &mut record) };
+    let mut dropped = 0usize;
+    // SAFETY: a null context asks for the global count; `dropped` is valid.
+    let _ =
+        unsafe { result::activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) };
+    let _ = result::activity::flush_all(0);
+    result::activity::register_callbacks(Some(requested), Some(completed))
+        .map_err(|e| format!("cuptiActivityRegisterCallbacks: {e:?}"))
+}
+
 /// What a record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
