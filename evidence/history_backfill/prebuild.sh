@@ -16,6 +16,9 @@ for c in "$@"; do
     git worktree add --force --detach "$tree" "$full" >/dev/null 2>&1 || { echo "$c: worktree failed"; continue; }
   fi
   t0=$(date +%s)
+  # One target dir for every worktree: cargo would take another commit's artefacts for
+  # fresh where this worktree's files look older (revisions::touch_worktree).
+  git -C "$tree" ls-files -z | (cd "$tree" && xargs -0 touch -c)
   if (cd "$tree" && CARGO_TARGET_DIR="$cache/target" CARGO_BUILD_JOBS=1 sh "$here/evidence/history_backfill/build_probe.sh") >"$cache/$full/prebuild.log" 2>&1; then
     echo "$c: built in $(( $(date +%s) - t0 )) s"
   else

@@ -13,6 +13,9 @@ for c in "$@"; do
   [ -d "$tree" ] || { echo "$c: no worktree"; continue; }
   t0=$(date +%s)
   if [ ! -x "$tree/gapscope.bin" ]; then
+    # One target dir for every worktree: cargo would take another commit's artefacts for
+    # fresh where this worktree's files look older (revisions::touch_worktree).
+    git -C "$tree" ls-files -z | (cd "$tree" && xargs -0 touch -c)
     (cd "$tree" && CARGO_TARGET_DIR=$cache/target CARGO_BUILD_JOBS=2 cargo build --release --bin gapscope >"$cache/$full/qs-build.log" 2>&1 && cp $cache/target/release/gapscope gapscope.bin) || { echo "$c: build FAILED ($cache/$full/qs-build.log)"; continue; }
   fi
   t1=$(date +%s)

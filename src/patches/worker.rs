@@ -363,6 +363,12 @@ fn run_cargo(
     log: &Path,
 ) -> Result<BuildRecord, PatchError> {
     let started = std::time::Instant::now();
+    // The shared target dir's artefacts of gapscope may be another commit's
+    // (revisions::touch_worktree says why).
+    revisions::touch_worktree(tree).map_err(|source| PatchError::Rev {
+        krate: "gapscope".into(),
+        source,
+    })?;
     let file = crate::fsx::create_fresh(log)?;
     let err = file
         .try_clone()

@@ -138,6 +138,15 @@ pub(super) fn add_worktree(repo: &Path, tree: &Path, commit: &str) -> Result<(),
 }
 
 /// Tracked files differ from the checked-out commit.
+/// The files git tracks in `tree`, as paths inside it.
+pub fn tracked_files(tree: &Path) -> Result<Vec<PathBuf>, GitError> {
+    Ok(git_ok(tree, &["ls-files", "-z"])?
+        .split('\0')
+        .filter(|f| !f.is_empty())
+        .map(|f| tree.join(f))
+        .collect())
+}
+
 pub fn is_dirty(tree: &Path) -> Result<bool, GitError> {
     Ok(!git_ok(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty())
 }

@@ -233,6 +233,34 @@ pub fn build(cache: &RevCache, co: &mut Checkout, spec: &BuildSpec) -> Result<()
     Ok(())
 }
 
+/// Marks every tracked file of the worktree as modified now. Every build shares one
+/// CARGO_TARGET_DIR, and cargo names a workspace package's artefacts by its path inside
+/// the workspace, so every worktree's `gapscope` has the same ones; cargo then decides
+/// freshness by the files' times. A worktree checked out before another commit's was
+/// built would look older than those artefacts, and its build would keep the other
+/// commit's binary (seen: the worktree of commit A, made before B's and built after it,
+/// printed B). Newer times make cargo rebuild the package; the dependencies it shares
+/// are untouched.
+pub fn touch_worktree(tree: &Path) -> Result<(), RevError> {
+    let now = std::time::SystemTime::now();
+    for f in git::tracked_files(tree)? {
+        // A tracked file the worktree lacks (deleted in the working tree) has nothing to
+        // mark; links are left alone (their targets may lie outside the worktree).
+        let Ok(meta) = std::fs::symlink_metadata(&f) else {
+            continue;
+        };
+        if !meta.file_type().is_file() {
+            continue;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .and_then(|h| h.set_modified(now))
+            .map_err(io(format!("cannot mark {} for the build", f.display())))?;
+    }
+    Ok(())
+}
+
 fn run_build(
     cache: &RevCache,
     co: &Checkout,
@@ -240,6 +268,7 @@ fn run_build(
     log: &Path,
 ) -> Result<BuildRecord, RevError> {
     let started = std::time::Instant::now();
+    touch_worktree(&co.worktree)?;
     let file = crate::fsx::create_fresh(log)?;
     let err = file
         .try_clone()

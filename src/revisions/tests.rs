@@ -195,3 +195,55 @@ fn a_build_writes_no_log_record_or_artefact_through_a_planted_link() {
     let copied = dir.join("bin").join("out.txt");
     assert_eq!(std::fs::read_to_string(&copied).unwrap(), "built");
 }
+
+#[test]
+fn a_worktree_checked_out_before_another_commit_was_built_builds_its_own_code() {
+    // Two commits of a crate whose binary prints which it is. A's worktree is made first,
+    // B's built first: without marking A's files, cargo takes the shared target dir's
+    // artefacts (B's) for fresh and A's build prints "B".
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    std::fs::create_dir_all(r.join("src")).unwrap();
+    git(&r, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        r.join("Cargo.toml"),
+        "[package]\nname = \"probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[workspace]\n",
+    )
+    .unwrap();
+    let mut commits = Vec::new();
+    for tag in ["A", "B"] {
+        std::fs::write(
+            r.join("src/main.rs"),
+            format!("fn main() {{ println!(\"{tag}\"); }}\n"),
+        )
+        .unwrap();
+        git(&r, &["add", "-A"]);
+        git(&r, &["commit", "-q", "-m", tag]);
+        commits.push(git(&r, &["rev-parse", "HEAD"]));
+    }
+    let cache = RevCache {
+        root: tmp.path().join("cache"),
+    };
+    let spec = BuildSpec {
+        command: ["cargo", "build", "--release", "--offline", "--quiet"]
+            .map(String::from)
+            .to_vec(),
+        artefacts: vec!["release/probe".into()],
+    };
+    let mut a = checkout(&cache, &r, &commits[0]).unwrap();
+    // File times have a granularity: B's worktree must be visibly newer.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let mut b = checkout(&cache, &r, &commits[1]).unwrap();
+    let said = |co: &Checkout| {
+        let exe = &co.build.as_ref().unwrap().artefacts[0];
+        let out = Command::new(exe).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    build(&cache, &mut b, &spec).unwrap();
+    assert_eq!(said(&b), "B");
+    build(&cache, &mut a, &spec).unwrap();
+    assert!(a.build.as_ref().unwrap().record.ok);
+    assert_eq!(said(&a), "A", "A's build is A's code");
+    // Marking the files changes no content: the worktree is clean.
+    assert!(!a.dirty);
+}
