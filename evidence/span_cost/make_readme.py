@@ -145,18 +145,6 @@ CLOCK_PROCESS_CPUTIME_ID reads) and the interpolated one (1 kHz samples) side by
 
 {cpu_table(cpu)}
 
-## The recorder: one record write per span, A/B
-
-`recorder_ab.toml`: the span probe (1,000,000 spans, no counters) of 2b66fe6, whose
-recorder pushed a span's 72-byte open record at enter and popped it to push an 80-byte
-finished one at exit, against c0111b2, which writes the record once at enter and
-finishes it in place; 30 interleaved pairs on the build VM (2026-12-02, release builds
-at nice 10 beside it), [`recorder_ab/`](recorder_ab/) with its `diff.txt`. Medians 66.6 →
-70.7 ns per span, paired change −1.1% [−4.0%, +2.1%], unchanged (p = 0.65); a first run
-of 12 pairs read 88.4 → 82.8 ns, −4.1% [−10.9%, −0.1%], p = 0.064. The copy of a record
-was not where the recorder's time goes: both stay about 22 ns above this VM's floor of
-two `rdtsc` reads (44.6 ns, `floor/`).
-
 Why some spans miss 1 ms + 2%: CLOCK_PROCESS_CPUTIME_ID brings only the *reading*
 thread's own time up to date; the time of the process's other threads that are running
 on other CPUs at that moment counts as of their last scheduler tick (the kernel's
@@ -172,6 +160,18 @@ samples taken by span boundaries when the keeper is late (`process_cpu::STALE_NS
 2 ms), which removes a late keeper as a cause and leaves the tick: on a 250 Hz kernel
 interpolation from another thread cannot promise 1 ms + 2% on 10 ms spans of a thread
 that runs throughout, and exact mode (`[run] process_cpu = "exact"`) is there for them.
+
+## The recorder: one record write per span, A/B
+
+`recorder_ab.toml`: the span probe (1,000,000 spans, no counters) of 2b66fe6, whose
+recorder pushed a span's 72-byte open record at enter and popped it to push an 80-byte
+finished one at exit, against c0111b2, which writes the record once at enter and
+finishes it in place; 30 interleaved pairs on the build VM (2026-12-02, release builds
+at nice 10 beside it), [`recorder_ab/`](recorder_ab/) with its `diff.txt`. Medians 66.6 →
+70.7 ns per span, paired change −1.1% [−4.0%, +2.1%], unchanged (p = 0.65); a first run
+of 12 pairs read 88.4 → 82.8 ns, −4.1% [−10.9%, −0.1%], p = 0.064. The copy of a record
+was not where the recorder's time goes: both stay about 22 ns above this VM's floor of
+two `rdtsc` reads (44.6 ns, `floor/`).
 """
     with open(os.path.join(HERE, "README.md"), "w") as f:
         f.write(text)
