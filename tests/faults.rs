@@ -542,3 +542,42 @@ fn killing_the_run_while_params_are_generated_kills_the_generation_too() {
     }
     assert!(gone, "__params child {} outlived its parent", child[0]);
 }
+
+#[test]
+fn a_span_closing_after_its_rep_was_collected_is_counted_on_the_next_rep_and_never_misfiled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let body = EXP
+        .replace("reps = 8", "reps = 2")
+        .replace("warmups = 1", "warmups = 0");
+    let exp = write_exp(t, &body);
+    let out = gapscope(t)
+        .args(run_args(&exp, &t.join("results")))
+        .arg("--debug-late-span")
+        .assert()
+        .success();
+    let o = out.get_output();
+    let d = RunData::load(&common::run_dir_of(&o.stdout)).unwrap();
+    // The late span belongs to no rep's rows: its rep was written before it closed.
+    assert!(d.spans.iter().all(|s| s.name != "late_span"));
+    let root = |rep: u32| {
+        let r = d
+            .spans
+            .iter()
+            .find(|s| s.rep == rep && s.parent_id.is_none() && s.name == "prove")
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&r.attrs).unwrap()
+    };
+    assert!(root(0).get("late_spans").is_none(), "{}", root(0));
+    for rep in 1..4u32 {
+        let a = root(rep);
+        assert_eq!(a["late_spans"], 1, "{a}");
+        assert_eq!(a["late_spans_rep"], rep - 1, "{a}");
+        assert_eq!(a["late_span_names"][0], "late_span", "{a}");
+    }
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("rep 0 (baseline): 1 span(s) closed after the rep was collected (late_span)"),
+        "{e}"
+    );
+}

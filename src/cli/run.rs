@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// Test double: the stack sampler's perf events are refused with this reason.
     #[arg(long, hide = true, value_name = "REASON")]
     debug_deny_profile: Option<String>,
+    /// Test double: each rep (shared process) leaves a span open on a thread of its own,
+    /// closed when the next rep starts.
+    #[arg(long, hide = true)]
+    debug_late_span: bool,
 }
 
 impl RunArgs {
@@ -66,6 +70,7 @@ impl RunArgs {
                 worker: self.debug_worker,
                 leak_bytes_per_rep: self.debug_leak_bytes_per_rep,
                 deny_profile: self.debug_deny_profile.clone(),
+                late_span: self.debug_late_span,
             },
         }
     }

@@ -59,6 +59,44 @@ pub struct DebugHooks {
     /// Refuse the stack sampler's perf events with this reason, as a machine that
     /// forbids them does: sampling must degrade to "unavailable".
     pub deny_profile: Option<String>,
+    /// Each rep leaves a thread behind with a span of the rep's trace open, closed when
+    /// the next rep starts: a span that closes after its rep was collected.
+    pub late_span: bool,
+}
+
+/// The thread [`DebugHooks::late_span`] left, and how to let it close its span.
+type LateThread = (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>);
+static LATE: std::sync::Mutex<Option<LateThread>> = std::sync::Mutex::new(None);
+
+impl DebugHooks {
+    /// At a rep's start: the span the previous rep left open closes now (the thread
+    /// is waited for, so it has closed before this rep collects anything).
+    pub fn release_late(&self) {
+        let pending = LATE.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((tx, h)) = pending {
+            let _ = tx.send(());
+            let _ = h.join();
+        }
+    }
+
+    /// After a rep was collected: a thread opens `late_span` under its root and keeps it
+    /// open until [`Self::release_late`].
+    pub fn leave_late_span(&self, trace_id: u64) {
+        if !self.late_span {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let ctx = crate::trace::SpanContext {
+                id: trace_id,
+                trace: trace_id,
+            };
+            let id = crate::trace::enter_with_parent("late_span", Some(ctx));
+            let _ = rx.recv();
+            crate::trace::exit(id);
+        });
+        *LATE.lock().unwrap_or_else(|e| e.into_inner()) = Some((tx, h));
+    }
 }
 
 impl DebugHooks {

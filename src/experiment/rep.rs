@@ -41,6 +41,7 @@ pub struct RepOutput {
 /// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
 /// waits for background drops, verifies outside the spans.
 pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
+    ctx.debug.release_late();
     let w = &ctx.exp.workload;
     // Under the emulator a GPU backend runs synthesis alone (CUDA does not run there).
     let synthesis_only =
@@ -115,6 +116,8 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     let mut spans = trace::drain_trace(trace_id);
     // `tracing` spans of the code the rep ran (the layer installed at start-up).
     crate::capture::tracing_sink::drain_into(trace_id, &mut spans);
+    let late = late_spans(trace_id, slot.rep, &v.name);
+    ctx.debug.leave_late_span(trace_id);
     let profile = sampling.map(|s| {
         let iv: Vec<_> = spans
             .iter()
@@ -125,6 +128,9 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == trace_id)) {
         root.attrs = h.add_to_attrs(&root.attrs);
+    }
+    if let (Some(l), Some(root)) = (late, rows.iter_mut().find(|r| r.span_id == trace_id)) {
+        root.attrs = l.add_to_attrs(&root.attrs);
     }
     // Only a rep with telemetry collects activity.
     if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {
@@ -224,4 +230,67 @@ pub fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
         error,
         span_rows: None,
     }
+}
+
+/// Spans of the previous rep in this process that closed after it was collected.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LateSpans {
+    /// Rep (of runs.csv) they belong to.
+    pub late_spans_rep: u32,
+    pub late_spans: usize,
+    /// Their names, each once, in order.
+    pub late_span_names: Vec<String>,
+}
+
+impl LateSpans {
+    fn add_to_attrs(&self, attrs: &str) -> String {
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(attrs).unwrap_or_default();
+        if let Ok(serde_json::Value::Object(mine)) = serde_json::to_value(self) {
+            map.extend(mine);
+        }
+        serde_json::Value::Object(map).to_string()
+    }
+}
+
+/// The trace of the rep before in this process, and which rep it was.
+static PREVIOUS: std::sync::Mutex<Option<(u64, u32, String)>> = std::sync::Mutex::new(None);
+
+/// A span of a rep can close after the rep was collected: code the rep ran left a thread
+/// behind (a destructor handed to a detached thread, say) whose span ended later. Its
+/// record then waits in its thread's buffer under the old rep's trace, where no later
+/// drain of another trace looks. So each rep also collects what is left of the rep
+/// before in this process: those spans are not added to anyone's rows (the earlier rep
+/// is written already), but they are counted on this rep's root span (`late_spans`,
+/// `late_spans_rep`, `late_span_names`) and said on stderr, and their memory is freed.
+/// Spans closing later than the next rep's end are not looked for.
+pub(crate) fn late_spans(trace_id: u64, rep: u32, variant: &str) -> Option<LateSpans> {
+    let mut prev = PREVIOUS.lock().unwrap_or_else(|e| e.into_inner());
+    let found = prev.take().and_then(|(t, r, v)| {
+        let mut late = trace::drain_trace(t);
+        crate::capture::tracing_sink::drain_into(t, &mut late);
+        if late.is_empty() {
+            return None;
+        }
+        let mut names: Vec<String> = Vec::new();
+        for s in &late {
+            if !names.iter().any(|n| n == s.name) {
+                names.push(s.name.to_string());
+            }
+        }
+        eprintln!(
+            "warning: rep {r} ({v}): {} span(s) closed after the rep was collected ({}); \
+             they are not in its rows. A thread the rep started outlived it: wait for it \
+             inside the rep (or give it a span that ends before the rep does) to measure it",
+            late.len(),
+            names.join(", ")
+        );
+        Some(LateSpans {
+            late_spans_rep: r,
+            late_spans: late.len(),
+            late_span_names: names,
+        })
+    });
+    *prev = Some((trace_id, rep, variant.to_string()));
+    found
 }
