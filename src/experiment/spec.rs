@@ -35,7 +35,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::spec_checks::{
-    check_external_variant, check_name, check_profile, check_rev, describe_toml_error,
+    check_cuda_knobs, check_external_variant, check_name, check_profile, check_rev,
+    describe_toml_error, CudaKnobs,
 };
 use crate::counters::CounterMode;
 use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
@@ -490,7 +491,19 @@ impl Experiment {
                 }
             }
             if self.workload.external.is_some() {
-                check_external_variant(v, &r)?;
+                let prover_knobs = [
+                    ("drop", v.drop.is_some()),
+                    ("gadget", v.gadget.is_some()),
+                    ("host_memory", v.host_memory.is_some()),
+                    ("backend", v.backend.is_some()),
+                    ("streams", v.streams.is_some()),
+                    ("gpus", v.gpus.is_some()),
+                    ("msm_threads", v.msm_threads.is_some()),
+                    ("ntt", v.ntt.is_some()),
+                    ("h_threads", v.h_threads.is_some()),
+                    ("prep_threads", v.prep_threads.is_some()),
+                ];
+                check_external_variant(&v.name, &prover_knobs, r.command.as_deref(), r.counters)?;
                 continue;
             }
             if v.command.is_some() {
@@ -500,51 +513,30 @@ impl Experiment {
                     v.name
                 ));
             }
-            if (v.streams.is_some()
-                || v.gpus.is_some()
-                || v.msm_threads.is_some()
-                || v.ntt.is_some()
-                || v.h_threads.is_some()
-                || v.prep_threads.is_some())
-                && r.backend != BackendKind::Cuda
-            {
-                return Err(format!(
-                    "variant {:?}: streams, gpus, msm_threads, ntt, h_threads and prep_threads are knobs of backend = \"cuda\" (this variant uses {})",
-                    v.name,
-                    r.backend.as_str()
-                ));
-            }
-            if !matches!(r.streams, 1 | 2) {
-                return Err(format!(
-                    "variant {:?}: streams = {} is not valid: use 1 or 2",
-                    v.name, r.streams
-                ));
-            }
-            if !matches!(r.msm_threads, 1 | 4 | 8) {
-                return Err(format!(
-                    "variant {:?}: msm_threads = {} is not valid: use 1, 4 or 8",
-                    v.name, r.msm_threads
-                ));
-            }
-            if !matches!(r.h_threads, 1 | 2) {
-                return Err(format!(
-                    "variant {:?}: h_threads = {} is not valid: use 1 or 2",
-                    v.name, r.h_threads
-                ));
-            }
-            if v.prep_threads == Some(0) || r.prep_threads > 256 {
-                return Err(format!(
-                    "variant {:?}: prep_threads = {} is not valid: use 1..=256, or leave it out for half the cores",
-                    v.name, r.prep_threads
-                ));
-            }
-            if v.gpus == Some(0) || r.gpus > 64 {
-                return Err(format!(
-                    "variant {:?}: gpus = {} is not valid: use 1..=64, or leave it out for every GPU",
-                    v.name, r.gpus
-                ));
-            }
-            check_profile(v, &self.run)?;
+            check_cuda_knobs(
+                &v.name,
+                &CudaKnobs {
+                    any_set: v.streams.is_some()
+                        || v.gpus.is_some()
+                        || v.msm_threads.is_some()
+                        || v.ntt.is_some()
+                        || v.h_threads.is_some()
+                        || v.prep_threads.is_some(),
+                    backend: r.backend.as_str(),
+                    cuda: r.backend == BackendKind::Cuda,
+                    streams: r.streams,
+                    msm_threads: r.msm_threads,
+                    h_threads: r.h_threads,
+                    prep_threads: (v.prep_threads != Some(0)).then_some(r.prep_threads),
+                    gpus: (v.gpus != Some(0)).then_some(r.gpus),
+                },
+            )?;
+            check_profile(
+                &v.name,
+                self.run.profile_hz,
+                v.profile_hz,
+                v.profile.unwrap_or(self.run.profile),
+            )?;
             if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",

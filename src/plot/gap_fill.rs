@@ -1,5 +1,6 @@
-//! What the host does while no kernel runs: the wrapper's gap (its time outside the
-//! inner intervals, [`super::gaps::RepGap`]) split by the spans inside the wrapper, on
+//! The gap of a wrapper span, per rep ([`RepGap`]: the wrapper, its inner GPU time and the
+//! time outside it), and what the host does while no kernel runs: the gap (the wrapper's
+//! time outside the inner intervals) split by the spans inside the wrapper, on
 //! any thread. Each span counts its *self* intervals (its time less its children's on its
 //! own thread) that fall in the gap, so nested spans never count one instant twice on a
 //! thread; spans of two threads that run at once both count (the gap's 10 ms can hold
@@ -9,11 +10,176 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::prover::spans;
 use crate::stats::median;
-use crate::store::{RunView, SpanRow};
+use crate::store::ActivityKind;
+use crate::store::{RunView, SpanRow, SpanTime};
 use crate::trace::selftime::Coverage;
 
-use super::gaps::{rep_gaps_of, GapNames, RepGap};
+pub const OUTER: &str = spans::GPU_PROVE;
+pub const INNER: &str = spans::KERNELS;
+
+/// The backend's compute children of the wrapper: its kernels, and the B-G2 MSM, which
+/// the CPU backend (like upstream supraseal) runs outside `kernels`. Without CUPTI records
+/// they are the inner time, so that the chart's gap is the diff's unattributed time of
+/// the wrapper less its bookkeeping children (entry, prep, assemble, drop).
+pub const INNER_SPANS: [&str; 2] = [spans::KERNELS, spans::B_G2_MSM];
+
+/// The wrapper and inner spans a run's chart uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GapNames {
+    pub wrapper: String,
+    pub inner: Vec<String>,
+    /// Named by the experiment (`[workload] gaps`), not the prover's defaults.
+    pub configured: bool,
+}
+
+impl GapNames {
+    /// The experiment's `gaps` where the run's meta.json has it, else `gpu_prove` and the
+    /// backend's compute children.
+    pub fn of(input: &RunView) -> GapNames {
+        match &input.data.meta.gaps {
+            Some(g) => GapNames {
+                wrapper: g.wrapper.clone(),
+                inner: g.inner.clone(),
+                configured: true,
+            },
+            None => GapNames {
+                wrapper: OUTER.into(),
+                inner: INNER_SPANS.iter().map(|s| s.to_string()).collect(),
+                configured: false,
+            },
+        }
+    }
+
+    pub(crate) fn is_inner(&self, name: &str) -> bool {
+        self.inner.iter().any(|n| n == name)
+    }
+
+    pub(crate) fn inner_list(&self) -> String {
+        if self.inner.is_empty() {
+            "none named".into()
+        } else {
+            self.inner.join(", ")
+        }
+    }
+}
+
+/// Where a rep's inner GPU time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InnerSource {
+    /// Kernel records of CUPTI, on the span clock.
+    Cupti,
+    /// The inner spans (the backend's compute children, or `gaps.inner`).
+    Span,
+}
+
+impl InnerSource {
+    pub fn describe(self, names: &GapNames) -> String {
+        match self {
+            InnerSource::Cupti => "GPU kernels (CUPTI)".into(),
+            InnerSource::Span => format!("the inner spans ({})", names.inner_list()),
+        }
+    }
+}
+
+/// One rep's wrapper, its inner intervals (relative to the wrapper's start) and the gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepGap {
+    pub rep: u32,
+    pub iteration: u32,
+    pub outer_ns: u64,
+    pub inner: Vec<(u64, u64)>,
+    pub source: InnerSource,
+    pub inner_ns: u64,
+    pub gap_ns: u64,
+    /// The wrapper's other children on its thread, relative to its start: what part of
+    /// the gap is measured by some other span.
+    pub others: Vec<(String, u64, u64)>,
+    /// The part of the wrapper no child span (on any thread) accounts for.
+    pub unattributed_ns: u64,
+}
+
+impl RepGap {
+    pub fn gap_fraction(&self) -> f64 {
+        if self.outer_ns == 0 {
+            0.0
+        } else {
+            self.gap_ns as f64 / self.outer_ns as f64
+        }
+    }
+}
+
+/// The gap of every measured rep of `variant` that has a wrapper span ([`GapNames`]).
+pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
+    rep_gaps_of(input, variant, &GapNames::of(input))
+}
+
+/// The gap of every measured rep of `variant` that has a span named `names.wrapper`.
+pub fn rep_gaps_of(input: &RunView, variant: &str, names: &GapNames) -> Vec<RepGap> {
+    input
+        .measured_reps(variant)
+        .iter()
+        .filter_map(|r| {
+            let spans = input.spans_of(r.rep);
+            let outer = spans
+                .iter()
+                .filter(|s| s.name == names.wrapper)
+                .min_by_key(|s| s.start_ns)?;
+            let (lo, hi) = (outer.start_ns, outer.end_ns.max(outer.start_ns));
+            let clip =
+                |a: u64, b: u64| (b > lo && a < hi).then(|| (a.max(lo) - lo, b.min(hi) - lo));
+            let kernels: Vec<(u64, u64)> = input
+                .gpu
+                .activity_of(r.rep)
+                .iter()
+                .filter(|a| a.kind == ActivityKind::Kernel.as_str())
+                .filter_map(|a| clip(a.start_ns, a.end_ns))
+                .collect();
+            let (inner, source) = if kernels.is_empty() {
+                let spans: Vec<(u64, u64)> = spans
+                    .iter()
+                    .filter(|s| names.is_inner(&s.name))
+                    .filter_map(|s| clip(s.start_ns, s.end_ns))
+                    .collect();
+                (spans, InnerSource::Span)
+            } else {
+                (kernels, InnerSource::Cupti)
+            };
+            // Overlapping inner intervals count once.
+            let merged = Coverage::new(inner).intervals().to_vec();
+            let others = spans
+                .iter()
+                .filter(|s| {
+                    s.parent_id == Some(outer.span_id)
+                        && s.thread_id == outer.thread_id
+                        && !names.is_inner(&s.name)
+                })
+                .filter(|s| s.end_ns > lo && s.start_ns < hi)
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        s.start_ns.max(lo) - lo,
+                        s.end_ns.min(hi) - lo,
+                    )
+                })
+                .collect();
+            let inner_ns: u64 = merged.iter().map(|(a, b)| b - a).sum();
+            let outer_ns = hi - lo;
+            Some(RepGap {
+                rep: r.rep,
+                iteration: r.iteration,
+                outer_ns,
+                inner: merged,
+                source,
+                inner_ns,
+                gap_ns: outer_ns.saturating_sub(inner_ns),
+                others,
+                unattributed_ns: input.measure(outer, SpanTime::Unattributed),
+            })
+        })
+        .collect()
+}
 
 /// One span name's share of a variant's gap.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,7 +335,7 @@ pub fn fill_lines(sides: [(&RunView, &str); 2]) -> Option<Vec<String>> {
     let with_kernels = |v: &RunView, variant: &str| {
         rep_gaps_of(v, variant, &GapNames::of(v))
             .iter()
-            .any(|r| r.source == super::gaps::InnerSource::Cupti)
+            .any(|r| r.source == InnerSource::Cupti)
     };
     if !sides.iter().any(|(v, variant)| with_kernels(v, variant)) {
         return None;
@@ -228,7 +394,7 @@ mod tests {
             .data
             .spans
             .iter()
-            .filter(|s| s.name == super::super::gaps::INNER)
+            .filter(|s| s.name == INNER)
             .map(|k| GpuActivityRow {
                 rep: k.rep,
                 kind: "kernel".into(),

@@ -12,64 +12,15 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
+pub use super::gap_fill::{
+    rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap, INNER, INNER_SPANS, OUTER,
+};
 use super::{chart_backends, header, run_line, Chart, Notes};
-use crate::prover::spans;
 use crate::stats::median;
-use crate::store::ActivityKind;
-use crate::store::{RunView, SpanTime};
-use crate::trace::selftime::Coverage;
+use crate::store::RunView;
 use crate::units::fmt_ns_short;
 
-pub const OUTER: &str = spans::GPU_PROVE;
-pub const INNER: &str = spans::KERNELS;
-
-/// The backend's compute children of the wrapper: its kernels, and the B-G2 MSM, which
-/// the CPU backend (like upstream supraseal) runs outside `kernels`. Without CUPTI records
-/// they are the inner time, so that the chart's gap is the diff's unattributed time of
-/// the wrapper less its bookkeeping children (entry, prep, assemble, drop).
-pub const INNER_SPANS: [&str; 2] = [spans::KERNELS, spans::B_G2_MSM];
-
 pub struct Gaps;
-
-/// The wrapper and inner spans a run's chart uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GapNames {
-    pub wrapper: String,
-    pub inner: Vec<String>,
-    /// Named by the experiment (`[workload] gaps`), not the prover's defaults.
-    pub configured: bool,
-}
-
-impl GapNames {
-    /// The experiment's `gaps` where the run's meta.json has it, else `gpu_prove` and the
-    /// backend's compute children.
-    pub fn of(input: &RunView) -> GapNames {
-        match &input.data.meta.gaps {
-            Some(g) => GapNames {
-                wrapper: g.wrapper.clone(),
-                inner: g.inner.clone(),
-                configured: true,
-            },
-            None => GapNames {
-                wrapper: OUTER.into(),
-                inner: INNER_SPANS.iter().map(|s| s.to_string()).collect(),
-                configured: false,
-            },
-        }
-    }
-
-    pub(crate) fn is_inner(&self, name: &str) -> bool {
-        self.inner.iter().any(|n| n == name)
-    }
-
-    fn inner_list(&self) -> String {
-        if self.inner.is_empty() {
-            "none named".into()
-        } else {
-            self.inner.join(", ")
-        }
-    }
-}
 
 /// Why the chart is not drawn for this run, in one line: no verified rep has a span
 /// named like the wrapper (an external program without `gaps`, or a `gaps.wrapper` that
@@ -115,122 +66,6 @@ pub fn not_drawn(input: &RunView) -> Option<String> {
     } else {
         format!("not drawn: no {OUTER} span in any verified rep ({seen})")
     })
-}
-
-/// Where a rep's inner GPU time comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InnerSource {
-    /// Kernel records of CUPTI, on the span clock.
-    Cupti,
-    /// The inner spans (the backend's compute children, or `gaps.inner`).
-    Span,
-}
-
-impl InnerSource {
-    pub fn describe(self, names: &GapNames) -> String {
-        match self {
-            InnerSource::Cupti => "GPU kernels (CUPTI)".into(),
-            InnerSource::Span => format!("the inner spans ({})", names.inner_list()),
-        }
-    }
-}
-
-/// One rep's wrapper, its inner intervals (relative to the wrapper's start) and the gap.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RepGap {
-    pub rep: u32,
-    pub iteration: u32,
-    pub outer_ns: u64,
-    pub inner: Vec<(u64, u64)>,
-    pub source: InnerSource,
-    pub inner_ns: u64,
-    pub gap_ns: u64,
-    /// The wrapper's other children on its thread, relative to its start: what part of
-    /// the gap is measured by some other span.
-    pub others: Vec<(String, u64, u64)>,
-    /// The part of the wrapper no child span (on any thread) accounts for.
-    pub unattributed_ns: u64,
-}
-
-impl RepGap {
-    pub fn gap_fraction(&self) -> f64 {
-        if self.outer_ns == 0 {
-            0.0
-        } else {
-            self.gap_ns as f64 / self.outer_ns as f64
-        }
-    }
-}
-
-/// The gap of every measured rep of `variant` that has a wrapper span ([`GapNames`]).
-pub fn rep_gaps(input: &RunView, variant: &str) -> Vec<RepGap> {
-    rep_gaps_of(input, variant, &GapNames::of(input))
-}
-
-/// The gap of every measured rep of `variant` that has a span named `names.wrapper`.
-pub fn rep_gaps_of(input: &RunView, variant: &str, names: &GapNames) -> Vec<RepGap> {
-    input
-        .measured_reps(variant)
-        .iter()
-        .filter_map(|r| {
-            let spans = input.spans_of(r.rep);
-            let outer = spans
-                .iter()
-                .filter(|s| s.name == names.wrapper)
-                .min_by_key(|s| s.start_ns)?;
-            let (lo, hi) = (outer.start_ns, outer.end_ns.max(outer.start_ns));
-            let clip =
-                |a: u64, b: u64| (b > lo && a < hi).then(|| (a.max(lo) - lo, b.min(hi) - lo));
-            let kernels: Vec<(u64, u64)> = input
-                .gpu
-                .activity_of(r.rep)
-                .iter()
-                .filter(|a| a.kind == ActivityKind::Kernel.as_str())
-                .filter_map(|a| clip(a.start_ns, a.end_ns))
-                .collect();
-            let (inner, source) = if kernels.is_empty() {
-                let spans: Vec<(u64, u64)> = spans
-                    .iter()
-                    .filter(|s| names.is_inner(&s.name))
-                    .filter_map(|s| clip(s.start_ns, s.end_ns))
-                    .collect();
-                (spans, InnerSource::Span)
-            } else {
-                (kernels, InnerSource::Cupti)
-            };
-            // Overlapping inner intervals count once.
-            let merged = Coverage::new(inner).intervals().to_vec();
-            let others = spans
-                .iter()
-                .filter(|s| {
-                    s.parent_id == Some(outer.span_id)
-                        && s.thread_id == outer.thread_id
-                        && !names.is_inner(&s.name)
-                })
-                .filter(|s| s.end_ns > lo && s.start_ns < hi)
-                .map(|s| {
-                    (
-                        s.name.clone(),
-                        s.start_ns.max(lo) - lo,
-                        s.end_ns.min(hi) - lo,
-                    )
-                })
-                .collect();
-            let inner_ns: u64 = merged.iter().map(|(a, b)| b - a).sum();
-            let outer_ns = hi - lo;
-            Some(RepGap {
-                rep: r.rep,
-                iteration: r.iteration,
-                outer_ns,
-                inner: merged,
-                source,
-                inner_ns,
-                gap_ns: outer_ns.saturating_sub(inner_ns),
-                others,
-                unattributed_ns: input.measure(outer, SpanTime::Unattributed),
-            })
-        })
-        .collect()
 }
 
 const LABEL_W: i32 = 170;
@@ -493,6 +328,7 @@ mod tests {
     use crate::analysis::synthetic::SyntheticRun;
     use crate::store::gpu_lanes::GpuRecords;
     use crate::store::GpuActivityRow;
+    use crate::trace::selftime::Coverage;
 
     /// A synthetic run where the first measured rep has two kernel records inside its
     /// `kernels` span (together half of it, overlapping once) and the others have none.

@@ -7,7 +7,9 @@ use super::*;
 use crate::analysis::synthetic::SyntheticRun;
 use crate::analysis::{diff_runs, DiffOptions};
 use crate::plot::{render, Chart, ImageFormat};
+use crate::prover::spans;
 use crate::store::GapsSpec;
+use crate::trace::selftime::Coverage;
 
 fn view_with(gaps: Option<GapsSpec>, command: bool) -> RunView {
     let mut data = SyntheticRun::new().build();
