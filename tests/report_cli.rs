@@ -495,9 +495,16 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
         .find("![Where the time went: the change](change.png)")
         .unwrap();
     assert!(headline < chart && chart < first_table, "{md}");
-    // The drop's 25 µs leave the critical path, but with the false-discovery control
-    // over the diff's family (q = 0.444) it is no headline change.
-    assert!(md.contains("- **Critical path:** no span's self time on it changed significantly"));
+    // The drop's 25 µs leave the critical path: no timed change passes the
+    // false-discovery control over the diff's family (q = 0.444), but the move itself,
+    // on the path in every baseline rep and in no candidate rep, is named.
+    assert!(
+        md.contains(
+            "- **Critical path:** drop left it (on it in 5 of 5 baseline reps, 0 of 5 \
+             candidate reps; -24.77 µs of self time, under the verdict rule)"
+        ) && md.contains("; no self time on it changed significantly"),
+        "{md}"
+    );
     let phases = &md[md.find("## Phases").unwrap()..md.find("### All spans").unwrap()];
     assert!(
         phases.contains("| Phase | Measure | Baseline | Candidate | Delta | Verdict |"),
