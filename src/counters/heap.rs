@@ -42,12 +42,7 @@ impl HeapStats {
 
     /// Adds the figures to a span's attribute object (JSON text); other attributes stay.
     pub fn add_to_attrs(&self, attrs: &str) -> String {
-        let mut map: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(attrs).unwrap_or_default();
-        if let Ok(serde_json::Value::Object(mine)) = serde_json::to_value(self) {
-            map.extend(mine);
-        }
-        serde_json::Value::Object(map).to_string()
+        crate::store::merge_attrs(attrs, self)
     }
 }
 

@@ -38,6 +38,20 @@ pub struct RepOutput {
     pub profile: Option<crate::profile::RepProfile>,
 }
 
+impl RepOutput {
+    /// A rep that did not run, or whose result could not be had: a failed row with
+    /// `why`, and nothing else.
+    pub fn failed(v: &ResolvedVariant, slot: Slot, why: String) -> RepOutput {
+        RepOutput {
+            run: failed_row(v, slot, why),
+            spans: Vec::new(),
+            gpu: RepTelemetry::default(),
+            setup_ns: BTreeMap::new(),
+            profile: None,
+        }
+    }
+}
+
 /// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
 /// waits for background drops, verifies outside the spans.
 pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
@@ -130,7 +144,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         root.attrs = h.add_to_attrs(&root.attrs);
     }
     if let (Some(l), Some(root)) = (late, rows.iter_mut().find(|r| r.span_id == trace_id)) {
-        root.attrs = l.add_to_attrs(&root.attrs);
+        root.attrs = store::merge_attrs(&root.attrs, &l);
     }
     // Only a rep with telemetry collects activity.
     if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {
@@ -240,17 +254,6 @@ pub struct LateSpans {
     pub late_spans: usize,
     /// Their names, each once, in order.
     pub late_span_names: Vec<String>,
-}
-
-impl LateSpans {
-    fn add_to_attrs(&self, attrs: &str) -> String {
-        let mut map: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(attrs).unwrap_or_default();
-        if let Ok(serde_json::Value::Object(mine)) = serde_json::to_value(self) {
-            map.extend(mine);
-        }
-        serde_json::Value::Object(map).to_string()
-    }
 }
 
 /// The trace of the rep before in this process, and which rep it was.

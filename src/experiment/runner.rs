@@ -22,7 +22,7 @@ use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::prover;
 use crate::store::{self, RepStatus, RunRow, RunWriter, SpanRow};
-use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
+use crate::telemetry::{Telemetry, TelemetryConfig};
 use crate::trace;
 
 /// Where and how to run.
@@ -390,12 +390,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         debug: &opts.debug,
     };
     let ran_none = todo.is_empty();
-    let mut pool = super::served::Pool::new(
-        &opts.params_dir,
-        opts.nvtx,
-        exp.run.rep_timeout_s.map(Duration::from_secs),
-    );
-    let mut told_per_rep = std::collections::HashSet::new();
+    // The worker of this build's variants with process = "per_variant".
+    let own_exe = (exp.run.process == ProcessPolicy::PerVariant)
+        .then(std::env::current_exe)
+        .transpose()
+        .context("cannot locate the gapscope executable")?;
+    let rep_timeout = exp.run.rep_timeout_s.map(Duration::from_secs);
+    let mut pool = super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout);
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;
@@ -417,51 +418,23 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             setup_ns,
             profile,
         } = match (external, exp.run.process, sources[slot.variant].emulator()) {
-            _ if revs.failed(slot.variant).is_some() => RepOutput {
-                run: failed_row(v, slot, revs.failed(slot.variant).unwrap_or("").into()),
-                spans: Vec::new(),
-                gpu: RepTelemetry::default(),
-                setup_ns: Default::default(),
-                profile: None,
-            },
+            _ if revs.failed(slot.variant).is_some() => {
+                RepOutput::failed(v, slot, revs.failed(slot.variant).unwrap_or("").into())
+            }
             // One serving worker per variant, of this build or of its `rev`/`patch` build;
             // a build too old to serve runs a worker per rep.
             (None, ProcessPolicy::PerVariant, None) => {
-                let own = revs.worker(slot.variant);
-                let exe_here;
-                let (exe, run_dir) = match own {
-                    Some((exe, exp_dir)) => (exe, exp_dir),
-                    None => {
-                        exe_here = std::env::current_exe()
-                            .context("cannot locate the gapscope executable")?;
-                        (exe_here.as_path(), dir.as_path())
-                    }
+                let (exe, run_dir) = match revs.worker(slot.variant) {
+                    Some(w) => w,
+                    None => (
+                        own_exe.as_deref().expect("looked up for per_variant"),
+                        dir.as_path(),
+                    ),
                 };
-                if pool.serves(exe) {
-                    let src = super::served::WorkerSource { exe, run_dir };
-                    pool.rep(&src, v, slot, &opts.debug)
-                } else {
-                    if told_per_rep.insert(slot.variant) {
-                        bar.suspend(|| {
-                            eprintln!(
-                            "variant {:?}: its build's worker serves one rep only (it predates \
-                             `process = \"per_variant\"`): a worker per rep",
-                            v.name
-                        )
-                        });
-                    }
-                    worker::run_rep_with(
-                        exe,
-                        run_dir,
-                        &opts.params_dir,
-                        v,
-                        slot,
-                        opts.nvtx,
-                        exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
-                        &opts.debug,
-                        None,
-                    )?
-                }
+                let src = super::served::WorkerSource { exe, run_dir };
+                pool.run(&src, v, slot, &opts.debug, |l| {
+                    bar.suspend(|| eprintln!("{l}"))
+                })?
             }
             // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
             (None, _, emulator) if revs.worker(slot.variant).is_some() => {
@@ -473,7 +446,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                     v,
                     slot,
                     opts.nvtx,
-                    exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                    rep_timeout,
                     &opts.debug,
                     emulator,
                 )?
@@ -485,7 +458,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                         ext,
                         v,
                         slot,
-                        exp.run.rep_timeout_s.map(Duration::from_secs),
+                        rep_timeout,
                         Some(&telemetry),
                         opts.debug.profile_opener(),
                     ),
@@ -518,7 +491,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                     v,
                     slot,
                     opts.nvtx,
-                    exp.run.rep_timeout_s.map(std::time::Duration::from_secs),
+                    rep_timeout,
                     &opts.debug,
                     sources[slot.variant].emulator(),
                 )?
@@ -603,34 +576,5 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::experiment::spec::Experiment;
-    use crate::store::Meta;
-
-    #[test]
-    fn a_timed_out_rep_is_committed_as_failed_and_resume_skips_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("run");
-        let w = RunWriter::create(&dir, &Meta::sample(), "name = \"x\"\n").unwrap();
-        let text = "name = \"x\"\n[workload]\ncircuit = \"chain\"\nlog2_constraints = 4\n\
-                    batch = 1\nbackend = \"cpu\"\n[run]\nreps = 1\nrep_timeout_s = 7\n\
-                    [[variant]]\nname = \"a\"\n";
-        let exp = Experiment::parse(text, std::path::Path::new("x.toml")).unwrap();
-        assert_eq!(exp.run.rep_timeout_s, Some(7));
-        let v = &exp.resolved_variants()[0];
-        let slot = Slot {
-            rep: 4,
-            variant: 0,
-            iteration: 2,
-            warmup: false,
-        };
-        let row = failed_row(v, slot, "did not finish in 7 s".into());
-        record_timed_out(&Mutex::new(w), &row).unwrap();
-        let (_, rows) = RunWriter::open_resume(&dir).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].rep, 4);
-        assert_eq!(rows[0].status, RepStatus::Failed);
-        assert!(rows[0].error.contains("7 s"), "{}", rows[0].error);
-    }
-}
+#[path = "runner_tests.rs"]
+mod tests;

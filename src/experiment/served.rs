@@ -10,20 +10,20 @@
 //! (older than [`super::worker::SERVE_PROTOCOL`]) gets a worker per rep instead, said
 //! once.
 
-use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use super::debug::DebugHooks;
-use super::rep::{failed_row, RepOutput};
+use super::rep::RepOutput;
 use super::schedule::Slot;
 use super::spec::ResolvedVariant;
-use super::worker::{kill_group, parse_worker_output, request_line, worker_args, RESULT_PREFIX};
-use crate::telemetry::RepTelemetry;
+use super::worker::{
+    kill_group, parse_worker_output, request_line, run_rep_with, worker_args, Pipes,
+};
 
 /// Whether the gapscope at `exe` can serve many reps per worker.
 pub fn can_serve(exe: &Path) -> bool {
@@ -43,16 +43,8 @@ struct Served {
     child: Child,
     /// Taken when the worker is let go: closing it ends the serve loop.
     stdin: Option<ChildStdin>,
-    results: Receiver<String>,
-    tail: Arc<Mutex<VecDeque<String>>>,
+    pipes: Pipes,
     pid: u32,
-}
-
-impl Served {
-    fn tail(&self) -> String {
-        let t = self.tail.lock().unwrap_or_else(|e| e.into_inner());
-        Vec::from(t.clone()).join(" | ")
-    }
 }
 
 impl Drop for Served {
@@ -88,6 +80,8 @@ pub struct Pool {
     workers: HashMap<usize, Served>,
     /// Per exe: whether it serves (asked once).
     serves: HashMap<PathBuf, bool>,
+    /// Variants told that their build's worker serves one rep only.
+    told: HashSet<usize>,
 }
 
 const POLL: Duration = Duration::from_millis(5);
@@ -100,12 +94,46 @@ impl Pool {
             timeout,
             workers: HashMap::new(),
             serves: HashMap::new(),
+            told: HashSet::new(),
         }
+    }
+
+    /// Runs rep `slot` of variant `v`: in its serving worker, or, where the build of
+    /// `src` cannot serve, in a worker of its own (`say` tells that once per variant).
+    pub fn run(
+        &mut self,
+        src: &WorkerSource<'_>,
+        v: &ResolvedVariant,
+        slot: Slot,
+        debug: &DebugHooks,
+        say: impl FnOnce(String),
+    ) -> anyhow::Result<RepOutput> {
+        if self.serves(src.exe) {
+            return Ok(self.rep(src, v, slot, debug));
+        }
+        if self.told.insert(slot.variant) {
+            say(format!(
+                "variant {:?}: its build's worker serves one rep only (it predates \
+                 `process = \"per_variant\"`): a worker per rep",
+                v.name
+            ));
+        }
+        run_rep_with(
+            src.exe,
+            src.run_dir,
+            &self.params_dir,
+            v,
+            slot,
+            self.nvtx,
+            self.timeout,
+            debug,
+            None,
+        )
     }
 
     /// Whether `exe` serves; the first answer per exe is kept. `false` means: run this
     /// variant's reps each in a worker of its own.
-    pub fn serves(&mut self, exe: &Path) -> bool {
+    fn serves(&mut self, exe: &Path) -> bool {
         *self
             .serves
             .entry(exe.to_path_buf())
@@ -142,39 +170,12 @@ impl Pool {
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot start a worker process: {e}"))?;
         let pid = child.id();
-        let tag = format!("[worker {} pid {pid}]", v.name);
-        let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let stderr = child.stderr.take().expect("piped");
-        let (err_tag, err_tail) = (tag.clone(), tail.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("{err_tag} {line}");
-                let mut t = err_tail.lock().unwrap_or_else(|e| e.into_inner());
-                t.push_back(line);
-                if t.len() > 5 {
-                    t.pop_front();
-                }
-            }
-        });
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, results) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with(RESULT_PREFIX) {
-                    if tx.send(line).is_err() {
-                        return;
-                    }
-                } else if !line.trim().is_empty() {
-                    eprintln!("{tag} {line}");
-                }
-            }
-        });
+        let pipes = Pipes::read(&mut child, &format!("[worker {} pid {pid}]", v.name));
         let stdin = child.stdin.take().expect("piped");
         Ok(Served {
             child,
             stdin: Some(stdin),
-            results,
-            tail,
+            pipes,
             pid,
         })
     }
@@ -182,20 +183,14 @@ impl Pool {
     /// Runs rep `slot` of variant `v` in its serving worker (started when it has none).
     /// Never an error for the run: a rep that cannot be had is a failed row with the
     /// reason, and its worker is gone.
-    pub fn rep(
+    fn rep(
         &mut self,
         src: &WorkerSource<'_>,
         v: &ResolvedVariant,
         slot: Slot,
         debug: &DebugHooks,
     ) -> RepOutput {
-        let failed = |why: String| RepOutput {
-            run: failed_row(v, slot, why),
-            spans: Vec::new(),
-            gpu: RepTelemetry::default(),
-            setup_ns: Default::default(),
-            profile: None,
-        };
+        let failed = |why: String| RepOutput::failed(v, slot, why);
         if !self.workers.contains_key(&slot.variant) {
             match self.start(src, v, debug) {
                 Ok(w) => {
@@ -215,14 +210,14 @@ impl Pool {
             let why = format!(
                 "the worker (pid {}) took no request ({e}); stderr: {}",
                 w.pid,
-                w.tail()
+                w.pipes.tail()
             );
             self.workers.remove(&slot.variant);
             return failed(why);
         }
         let started = Instant::now();
         let outcome = loop {
-            match w.results.recv_timeout(POLL * 20) {
+            match w.pipes.results.recv_timeout(POLL * 20) {
                 Ok(line) => break Ok(line),
                 Err(RecvTimeoutError::Disconnected) => {
                     let status = w.child.try_wait().ok().flatten();
@@ -256,7 +251,7 @@ impl Pool {
                 let tail = self
                     .workers
                     .get(&slot.variant)
-                    .map(Served::tail)
+                    .map(|w| w.pipes.tail())
                     .unwrap_or_default();
                 self.kill(slot.variant);
                 failed(format!("{why}; stderr: {tail}"))

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 
 use super::debug::{DebugHooks, WorkerDebug};
 use super::emulation::Emulator;
-use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
+use super::rep::{run_rep_here, RepContext, RepOutput};
 use super::schedule::Slot;
 use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ResolvedVariant};
@@ -363,35 +363,8 @@ pub fn run_rep_with(
         .spawn()
         .context("cannot start a worker process")?;
     let tag = format!("[worker rep {}]", slot.rep);
-    // The child's stderr is shown as it comes (a long GPU setup is visible while it
-    // runs); the last lines are kept for the error of a failed rep.
-    let stderr = child.stderr.take().expect("piped");
-    let err_tag = tag.clone();
-    let err_thread = std::thread::spawn(move || {
-        let mut tail = std::collections::VecDeque::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{err_tag} {line}");
-            tail.push_back(line);
-            if tail.len() > 5 {
-                tail.pop_front();
-            }
-        }
-        Vec::from(tail).join(" | ")
-    });
-    // stdout: other lines pass through; the result line is handed over as soon as it
-    // arrives, so a child that hangs on its way out cannot hold the run.
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let out_tag = tag.clone();
-    let out_thread = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with(RESULT_PREFIX) {
-                let _ = tx.send(line);
-            } else if !line.trim().is_empty() {
-                eprintln!("{out_tag} {line}");
-            }
-        }
-    });
+    let pipes = Pipes::read(&mut child, &tag);
+    let rx = &pipes.results;
     let started = std::time::Instant::now();
     let deadline = timeout.map(|t| started + t);
     let mut result: Option<String> = None;
@@ -426,11 +399,10 @@ pub fn run_rep_with(
         // Polling keeps the deadline and the grace period simple; a rep lasts seconds.
         std::thread::sleep(POLL);
     };
-    let _ = out_thread.join();
+    let (late, tail) = pipes.finish();
     if result.is_none() {
-        result = rx.try_iter().next();
+        result = late;
     }
-    let tail = err_thread.join().unwrap_or_default();
     if emulator.is_some() {
         // The worker read its span dumps; what is left (program-end dumps) is not needed.
         let _ = std::fs::remove_dir_all(&dump_dir);
@@ -448,14 +420,72 @@ pub fn run_rep_with(
                 Some(s) => format!("worker exited with {s}: {why}; stderr: {tail}"),
                 None => format!("{why}; stderr: {tail}"),
             };
-            Ok(RepOutput {
-                run: failed_row(v, slot, msg),
-                spans: Vec::new(),
-                gpu: RepTelemetry::default(),
-                setup_ns: Default::default(),
-                profile: None,
-            })
+            Ok(RepOutput::failed(v, slot, msg))
         }
+    }
+}
+
+/// A worker's output, read on two threads. Its stderr is shown as it comes (a long GPU
+/// setup is visible while it runs), with the last lines kept for the error of a failed
+/// rep; on stdout, other lines pass through and each result line is handed over as soon
+/// as it arrives, so that a child that hangs on its way out cannot hold the run.
+pub(super) struct Pipes {
+    pub results: std::sync::mpsc::Receiver<String>,
+    tail: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    /// stdout's reader first: it hands over the last result line.
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pipes {
+    /// Takes `child`'s piped stdout and stderr; `tag` starts every line passed through.
+    pub fn read(child: &mut std::process::Child, tag: &str) -> Pipes {
+        let tail = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let stderr = child.stderr.take().expect("piped");
+        let (err_tag, err_tail) = (tag.to_string(), tail.clone());
+        let err = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{err_tag} {line}");
+                let mut t = err_tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.push_back(line);
+                if t.len() > 5 {
+                    t.pop_front();
+                }
+            }
+        });
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, results) = std::sync::mpsc::channel::<String>();
+        let out_tag = tag.to_string();
+        let out = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.starts_with(RESULT_PREFIX) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                } else if !line.trim().is_empty() {
+                    eprintln!("{out_tag} {line}");
+                }
+            }
+        });
+        Pipes {
+            results,
+            tail,
+            threads: vec![out, err],
+        }
+    }
+
+    /// The last lines of stderr so far, joined.
+    pub fn tail(&self) -> String {
+        let t = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        Vec::from(t.clone()).join(" | ")
+    }
+
+    /// After the child is gone: waits for both pipes to end, and returns a result line
+    /// not yet taken, and the last lines of stderr.
+    pub fn finish(mut self) -> (Option<String>, String) {
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+        (self.results.try_iter().next(), self.tail())
     }
 }
 

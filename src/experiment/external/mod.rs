@@ -33,7 +33,7 @@ use std::time::Duration;
 
 pub use workload::{ExternalWorkload, WorkloadFile};
 
-use super::rep::{failed_row, RepOutput};
+use super::rep::RepOutput;
 use super::schedule::Slot;
 use super::spec::ResolvedVariant;
 use crate::counters::CounterMode;
@@ -218,13 +218,7 @@ fn gpu_rows(
 /// The rep of a variant whose build failed: failed, with the build's reason.
 pub fn unbuilt_rep(v: &ResolvedVariant, slot: Slot, why: &str) -> ExternalRep {
     ExternalRep {
-        out: RepOutput {
-            run: failed_row(v, slot, why.to_string()),
-            spans: Vec::new(),
-            gpu: RepTelemetry::default(),
-            setup_ns: BTreeMap::new(),
-            profile: None,
-        },
+        out: RepOutput::failed(v, slot, why.to_string()),
         lines: LineCounts::default(),
         samples: Vec::new(),
         gpu_activity: None,
