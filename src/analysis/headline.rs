@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::compare::{Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS};
 use super::family::Family;
 use super::fmt::{delta_cell, fmt_test, measure_label, opt_value, signed, unchanged_because};
-use super::gaps::Contributions;
+use super::gaps::{Contributions, OnPath};
 use crate::counters::CounterKind;
 
 /// How many significant changes the headline names (the tables below list all).
@@ -47,17 +47,10 @@ pub struct CriticalMove {
     /// Named for the structure alone: the span is on the critical path in every rep of
     /// one side and in none of the other's ([`super::gaps::OnPath::moved`]), while its
     /// change in time did not pass the verdict rule (under the floors, say). Not in
-    /// [`Headline::critical_net_ns`].
+    /// [`Headline::critical_net_ns`]. It holds the span's reps on the critical path per
+    /// side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub structural: Option<Structural>,
-}
-
-/// Reps on the critical path per side, for a move named by structure alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Structural {
-    /// (reps on the critical path, reps) of the baseline and of the candidate.
-    pub baseline: (usize, usize),
-    pub candidate: (usize, usize),
+    pub structural: Option<OnPath>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,10 +178,7 @@ pub(crate) fn headline(
                 } else {
                     MoveKind::Joined
                 },
-                structural: Some(Structural {
-                    baseline: on.baseline,
-                    candidate: on.candidate,
-                }),
+                structural: Some(on),
             });
         }
     }

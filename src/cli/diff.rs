@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::analysis::Format;
-use crate::analysis::{self, DiffOptions, Verdict};
+use crate::analysis::{self, DiffOptions, Format, Verdict};
 use crate::store::{RunData, RunView};
 
 /// "1", "1%" or "0.5 %" → 0.01, 0.01, 0.005.

@@ -285,10 +285,9 @@ fn gap_intervals(r: &RepGap) -> Vec<(u64, u64)> {
     minus(0, r.outer_ns, &r.inner)
 }
 
-/// The spans that fill `variant`'s gap, largest median first; the wrapper and inner
-/// spans themselves never fill it.
-pub fn fillers(input: &RunView, variant: &str, names: &GapNames) -> Vec<Filler> {
-    let reps = rep_gaps_of(input, variant, names);
+/// The spans that fill the gaps of `reps` (one variant's, from [`rep_gaps_of`]), largest
+/// median first; the wrapper itself never fills them.
+pub fn fillers(input: &RunView, reps: &[RepGap], names: &GapNames) -> Vec<Filler> {
     let mut per_name: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (k, r) in reps.iter().enumerate() {
         let spans = input.spans_of(r.rep);
@@ -332,33 +331,33 @@ pub const FILL_ROWS: usize = 6;
 /// CUPTI kernel records (without them the gap is the span-based one the diff's Gaps
 /// table already splits).
 pub fn fill_lines(sides: [(&RunView, &str); 2]) -> Option<Vec<String>> {
-    let with_kernels = |v: &RunView, variant: &str| {
-        rep_gaps_of(v, variant, &GapNames::of(v))
-            .iter()
-            .any(|r| r.source == InnerSource::Cupti)
-    };
-    if !sides.iter().any(|(v, variant)| with_kernels(v, variant)) {
+    let gaps = sides.map(|(view, variant)| {
+        let names = GapNames::of(view);
+        let reps = rep_gaps_of(view, variant, &names);
+        (names, reps)
+    });
+    if !gaps
+        .iter()
+        .any(|(_, reps)| reps.iter().any(|r| r.source == InnerSource::Cupti))
+    {
         return None;
     }
-    let names = GapNames::of(sides[0].0);
     let mut lines = vec![format!(
         "No-kernel time of {} by span (each span's self time while no kernel ran, on any \
          thread; median per rep; spans on two threads at once both count):",
-        names.wrapper
+        gaps[0].0.wrapper
     )];
-    for (label, (view, variant)) in ["baseline", "candidate"].iter().zip(sides) {
-        let names = GapNames::of(view);
-        let gaps: Vec<f64> = rep_gaps_of(view, variant, &names)
-            .iter()
-            .map(|r| r.gap_ns as f64)
-            .collect();
-        let fill = fillers(view, variant, &names);
+    for ((label, (view, variant)), (names, reps)) in
+        ["baseline", "candidate"].iter().zip(sides).zip(&gaps)
+    {
+        let gap_ns: Vec<f64> = reps.iter().map(|r| r.gap_ns as f64).collect();
+        let fill = fillers(view, reps, names);
         let named: Vec<String> = fill
             .iter()
             .take(FILL_ROWS)
             .map(|f| format!("{} {}", f.name, crate::units::fmt_ns(f.median_ns)))
             .collect();
-        let gap = median(&gaps).map_or("no gap".to_string(), |g| {
+        let gap = median(&gap_ns).map_or("no gap".to_string(), |g| {
             format!("gap {}", crate::units::fmt_ns(g))
         });
         lines.push(format!(
@@ -407,7 +406,7 @@ mod tests {
         gpu.activity = activity;
         let view = RunView::with_gpu(run.build(), gpu);
         let names = GapNames::of(&view);
-        let fill = fillers(&view, "baseline", &names);
+        let fill = fillers(&view, &rep_gaps_of(&view, "baseline", &names), &names);
         assert!(!fill.is_empty());
         assert!(fill.windows(2).all(|w| w[0].median_ns >= w[1].median_ns));
         assert!(fill

@@ -158,7 +158,7 @@ impl Gaps {
                 Align::Left,
             )?;
             y += GROUP_H;
-            let fill = super::gap_fill::fillers(input, variant, &names);
+            let fill = super::gap_fill::fillers(input, reps, &names);
             if !fill.is_empty() {
                 let named: Vec<String> = fill
                     .iter()

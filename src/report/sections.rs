@@ -282,14 +282,15 @@ fn span_per_rep<'a>(input: &'a RunView, v: &str, name: &str) -> Vec<(u32, &'a Sp
 /// inside the GPU wrapper against the wrapper's duration (medians over reps).
 fn gpu_busy_lines(input: &RunView) -> Vec<String> {
     let mut lines = Vec::new();
+    let names = crate::plot::gaps::GapNames::of(input);
     for v in &input.variants() {
         let busy: Vec<f64> = span_per_rep(input, v, OUTER)
             .into_iter()
             .filter_map(|(_, outer)| outer.gpu_busy_ns.map(|b| b as f64))
             .collect();
         if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, SpanTime::Total)) {
-            let names = crate::plot::gaps::GapNames::of(input);
-            let fill: Vec<String> = crate::plot::gap_fill::fillers(input, v, &names)
+            let reps = crate::plot::gaps::rep_gaps_of(input, v, &names);
+            let fill: Vec<String> = crate::plot::gap_fill::fillers(input, &reps, &names)
                 .iter()
                 .take(crate::plot::gap_fill::FILL_ROWS)
                 .map(|f| format!("`{}` {}", f.name, fmt_ns_short(f.median_ns)))
