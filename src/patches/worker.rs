@@ -362,46 +362,22 @@ fn run_cargo(
     command: &[String],
     log: &Path,
 ) -> Result<BuildRecord, PatchError> {
-    let started = std::time::Instant::now();
-    // The shared target dir's artefacts of gapscope may be another commit's
-    // (revisions::touch_worktree says why).
-    revisions::touch_worktree(tree).map_err(|source| PatchError::Rev {
-        krate: "gapscope".into(),
-        source,
-    })?;
-    let file = crate::fsx::create_fresh(log)?;
-    let err = file
-        .try_clone()
-        .map_err(io(format!("cannot write {}", log.display())))?;
     let include = include_dir(cache, tree);
     let add = |var: &str| {
         let old = std::env::var(var).unwrap_or_default();
         format!("{old} -I{}", include.display()).trim().to_string()
     };
-    let status = Command::new(&command[0])
-        .args(&command[1..])
-        .current_dir(tree)
-        .env("CARGO_TARGET_DIR", cache.target_dir())
-        .env("GAPSCOPE_INCLUDE", &include)
-        .env("CXXFLAGS", add("CXXFLAGS"))
-        .env("CFLAGS", add("CFLAGS"))
-        .env("NVCC_PREPEND_FLAGS", add("NVCC_PREPEND_FLAGS"))
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err)
-        .status();
-    let (ok, status) = match status {
-        Ok(s) if s.success() => (true, String::new()),
-        Ok(s) => (false, s.to_string()),
-        Err(e) => {
-            let _ = crate::fsx::write_file(log, format!("cannot start cargo: {e}\n").as_bytes());
-            (false, format!("cannot start cargo: {e}"))
-        }
-    };
-    Ok(BuildRecord {
-        command: command.to_vec(),
-        ok,
-        status,
-        duration_ms: started.elapsed().as_millis() as u64,
+    let env = [
+        ("GAPSCOPE_INCLUDE", include.display().to_string()),
+        ("CXXFLAGS", add("CXXFLAGS")),
+        ("CFLAGS", add("CFLAGS")),
+        ("NVCC_PREPEND_FLAGS", add("NVCC_PREPEND_FLAGS")),
+    ];
+    revisions::run_in_tree(cache, tree, command, &env, log).map_err(|source| match source {
+        revisions::RevError::Write(w) => PatchError::Write(w),
+        source => PatchError::Rev {
+            krate: "gapscope".into(),
+            source,
+        },
     })
 }

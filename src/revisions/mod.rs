@@ -267,15 +267,29 @@ fn run_build(
     spec: &BuildSpec,
     log: &Path,
 ) -> Result<BuildRecord, RevError> {
+    run_in_tree(cache, &co.worktree, &spec.command, &[], log)
+}
+
+/// Runs a build `command` in `tree` with the cache's shared CARGO_TARGET_DIR and `env`,
+/// its output into `log` (a fresh file), after marking the tree's files as new
+/// ([`touch_worktree`]). An empty command is a build that did nothing; a command that
+/// does not start is a failed build whose log says why.
+pub fn run_in_tree(
+    cache: &RevCache,
+    tree: &Path,
+    command: &[String],
+    env: &[(&str, String)],
+    log: &Path,
+) -> Result<BuildRecord, RevError> {
     let started = std::time::Instant::now();
-    touch_worktree(&co.worktree)?;
+    touch_worktree(tree)?;
     let file = crate::fsx::create_fresh(log)?;
     let err = file
         .try_clone()
         .map_err(io(format!("cannot write {}", log.display())))?;
-    let Some((prog, args)) = spec.command.split_first() else {
+    let Some((prog, args)) = command.split_first() else {
         return Ok(BuildRecord {
-            command: spec.command.clone(),
+            command: command.to_vec(),
             ok: true,
             status: String::new(),
             duration_ms: 0,
@@ -283,21 +297,16 @@ fn run_build(
     };
     let status = Command::new(prog)
         .args(args)
-        .current_dir(&co.worktree)
+        .current_dir(tree)
         .env("CARGO_TARGET_DIR", cache.target_dir())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
         .status();
     let (ok, status) = match status {
-        Ok(s) => (
-            s.success(),
-            if s.success() {
-                String::new()
-            } else {
-                s.to_string()
-            },
-        ),
+        Ok(s) if s.success() => (true, String::new()),
+        Ok(s) => (false, s.to_string()),
         Err(e) => {
             // The log says why the command did not start, like a build error would.
             let _ = crate::fsx::write_file(log, format!("cannot start {prog:?}: {e}\n").as_bytes());
@@ -305,7 +314,7 @@ fn run_build(
         }
     };
     Ok(BuildRecord {
-        command: spec.command.clone(),
+        command: command.to_vec(),
         ok,
         status,
         duration_ms: started.elapsed().as_millis() as u64,
