@@ -226,12 +226,16 @@ pub fn load(conn: &Connection, filter: &Filter) -> Result<Vec<Series>, HistoryEr
 /// with a value ≤ 0 (counts can be 0) are left as measured.
 pub fn level_runs(s: &mut Series) {
     let nr = s.runs.len();
-    for (ri, r) in s.runs.iter_mut().enumerate() {
-        r.commits = s
-            .points
-            .iter()
-            .filter(|p| p.value_runs.contains(&ri))
-            .count();
+    for r in &mut s.runs {
+        r.commits = 0;
+    }
+    for p in &s.points {
+        let mut runs = p.value_runs.clone();
+        runs.sort_unstable();
+        runs.dedup();
+        for ri in runs {
+            s.runs[ri].commits += 1;
+        }
     }
     if nr < 2 || s.points.iter().any(|p| p.values.iter().any(|&v| v <= 0.0)) {
         return;
@@ -239,20 +243,48 @@ pub fn level_runs(s: &mut Series) {
     // cells[(run, point)] = log of the median of that run's values of that commit.
     let mut cells: Vec<(usize, usize, f64)> = Vec::new();
     for (pi, p) in s.points.iter().enumerate() {
-        for ri in 0..nr {
-            let v: Vec<f64> = p
-                .values
-                .iter()
-                .zip(&p.value_runs)
-                .filter(|(_, &r)| r == ri)
-                .map(|(&v, _)| v)
-                .collect();
+        let mut by_run: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
+        for (&v, &ri) in p.values.iter().zip(&p.value_runs) {
+            by_run.entry(ri).or_default().push(v);
+        }
+        for (ri, v) in by_run {
             if let Some(m) = crate::stats::median(&v) {
                 cells.push((ri, pi, m.ln()));
             }
         }
     }
-    // Groups of runs linked through shared commits (union-find over runs).
+    let np = s.points.len();
+    // The cells of each commit and of each run. A commit only one run measured says
+    // nothing of that run's level (its own level absorbs it): run levels come from the
+    // shared commits alone, and with none there is nothing to level.
+    let mut of_point: Vec<Vec<usize>> = vec![Vec::new(); np];
+    let mut of_run: Vec<Vec<usize>> = vec![Vec::new(); nr];
+    for (k, &(_, pi, _)) in cells.iter().enumerate() {
+        of_point[pi].push(k);
+    }
+    for (k, &(ri, pi, _)) in cells.iter().enumerate() {
+        if of_point[pi].len() > 1 {
+            of_run[ri].push(k);
+        }
+    }
+    if of_run.iter().all(Vec::is_empty) {
+        return;
+    }
+    let median_of = |ks: &[usize], f: &dyn Fn(&(usize, usize, f64)) -> f64| {
+        crate::stats::median(&ks.iter().map(|&k| f(&cells[k])).collect::<Vec<_>>()).unwrap_or(0.0)
+    };
+    let mut run_eff = vec![0.0f64; nr];
+    let mut point_eff = vec![0.0f64; np];
+    for _ in 0..20 {
+        for (pe, ks) in point_eff.iter_mut().zip(&of_point) {
+            *pe = median_of(ks, &|c| c.2 - run_eff[c.0]);
+        }
+        for (re, ks) in run_eff.iter_mut().zip(&of_run) {
+            *re = median_of(ks, &|c| c.2 - point_eff[c.1]);
+        }
+    }
+    // Groups of runs linked through shared commits (union-find over runs), each
+    // anchored so that its median run keeps its values (a lone run's level stays 0).
     let mut parent: Vec<usize> = (0..nr).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -261,44 +293,15 @@ pub fn level_runs(s: &mut Series) {
         }
         i
     }
-    let np = s.points.len();
-    let mut first_run_of_point: Vec<Option<usize>> = vec![None; np];
-    for &(ri, pi, _) in &cells {
-        match first_run_of_point[pi] {
-            None => first_run_of_point[pi] = Some(ri),
-            Some(r0) => {
-                let (a, b) = (root(&mut parent, r0), root(&mut parent, ri));
-                parent[a] = b;
-            }
+    for ks in &of_point {
+        for w in ks.windows(2) {
+            let (a, b) = (
+                root(&mut parent, cells[w[0]].0),
+                root(&mut parent, cells[w[1]].0),
+            );
+            parent[a] = b;
         }
     }
-    // A commit only one run measured says nothing of that run's level (its own level
-    // absorbs it): run levels come from the shared commits alone.
-    let mut runs_at = vec![0usize; np];
-    for &(_, pi, _) in &cells {
-        runs_at[pi] += 1;
-    }
-    let mut run_eff = vec![0.0f64; nr];
-    let mut point_eff = vec![0.0f64; np];
-    for _ in 0..20 {
-        for (pi, pe) in point_eff.iter_mut().enumerate() {
-            let r: Vec<f64> = cells
-                .iter()
-                .filter(|c| c.1 == pi)
-                .map(|c| c.2 - run_eff[c.0])
-                .collect();
-            *pe = crate::stats::median(&r).unwrap_or(0.0);
-        }
-        for (ri, re) in run_eff.iter_mut().enumerate() {
-            let r: Vec<f64> = cells
-                .iter()
-                .filter(|c| c.0 == ri && runs_at[c.1] > 1)
-                .map(|c| c.2 - point_eff[c.1])
-                .collect();
-            *re = crate::stats::median(&r).unwrap_or(0.0);
-        }
-    }
-    // Anchor each group: its median run keeps its values.
     let groups: Vec<usize> = (0..nr).map(|i| root(&mut parent, i)).collect();
     for g in groups
         .iter()
@@ -306,10 +309,6 @@ pub fn level_runs(s: &mut Series) {
         .collect::<std::collections::BTreeSet<_>>()
     {
         let members: Vec<usize> = (0..nr).filter(|&i| groups[i] == g).collect();
-        if members.len() < 2 {
-            run_eff[members[0]] = 0.0;
-            continue;
-        }
         let m = crate::stats::median(&members.iter().map(|&i| run_eff[i]).collect::<Vec<_>>())
             .unwrap_or(0.0);
         for &i in &members {
