@@ -39,11 +39,6 @@ impl HeapStats {
             None
         }
     }
-
-    /// Adds the figures to a span's attribute object (JSON text); other attributes stay.
-    pub fn add_to_attrs(&self, attrs: &str) -> String {
-        crate::store::merge_attrs(attrs, self)
-    }
 }
 
 /// Returns free heap memory to the kernel (`malloc_trim(0)`); false where the C library
@@ -76,22 +71,5 @@ mod tests {
         assert!(h.heap_arena_bytes >= h.heap_free_bytes, "{h:?}");
         assert!(h.heap_free_bytes >= h.heap_top_bytes, "{h:?}");
         assert!(trim());
-    }
-
-    #[test]
-    fn the_figures_join_a_spans_attributes() {
-        let h = HeapStats {
-            heap_arena_bytes: 4,
-            heap_free_bytes: 3,
-            heap_top_bytes: 2,
-            heap_mmapped_bytes: 1,
-        };
-        let v: serde_json::Value =
-            serde_json::from_str(&h.add_to_attrs(r#"{"circuits":1}"#)).unwrap();
-        assert_eq!(v["circuits"], 1);
-        assert_eq!(v["heap_free_bytes"], 3);
-        assert_eq!(v["heap_mmapped_bytes"], 1);
-        let v: serde_json::Value = serde_json::from_str(&h.add_to_attrs("")).unwrap();
-        assert_eq!(v["heap_arena_bytes"], 4);
     }
 }

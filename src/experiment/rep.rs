@@ -141,7 +141,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     });
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == trace_id)) {
-        root.attrs = h.add_to_attrs(&root.attrs);
+        root.attrs = store::merge_attrs(&root.attrs, &h);
     }
     if let (Some(l), Some(root)) = (late, rows.iter_mut().find(|r| r.span_id == trace_id)) {
         root.attrs = store::merge_attrs(&root.attrs, &l);

@@ -19,6 +19,7 @@
 //! lines are dropped), but refuse a folder that says two things at once: a rep twice in
 //! runs.csv, or a committed rep whose spans are not all there.
 
+mod attrs;
 pub mod drift;
 pub mod envinfo;
 pub mod external;
@@ -37,6 +38,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 pub mod host;
+pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};

@@ -110,18 +110,6 @@ pub struct SpanRow {
     pub process_cpu_ns: Option<u64>,
 }
 
-/// A span's attribute object (JSON text) with the fields of `extra` (a struct that
-/// serialises to an object) added; other attributes stay, and text that is no object
-/// starts an empty one.
-pub fn merge_attrs(attrs: &str, extra: &impl Serialize) -> String {
-    let mut map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(attrs).unwrap_or_default();
-    if let Ok(serde_json::Value::Object(mine)) = serde_json::to_value(extra) {
-        map.extend(mine);
-    }
-    serde_json::Value::Object(map).to_string()
-}
-
 impl SpanRow {
     /// Whether the span's self time is on its rep's critical path: its chain of parents
     /// reaches the root without leaving its thread (a span on another thread, such as
