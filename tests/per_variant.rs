@@ -79,6 +79,13 @@ fn each_variant_runs_in_one_worker_of_its_own_and_the_reps_interleave() {
         ["baseline", "candidate", "baseline", "candidate"]
     );
     assert_eq!(d.meta.process, "per_variant");
+    let diff = gapscope(tmp.path())
+        .arg("diff")
+        .arg(&d.dir)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
+    assert!(text.contains("set run.reps_per_worker"), "{text}");
     // Every measured rep has its span tree, from the worker.
     for r in d.runs.iter().filter(|r| !r.warmup) {
         assert!(d
@@ -86,6 +93,74 @@ fn each_variant_runs_in_one_worker_of_its_own_and_the_reps_interleave() {
             .iter()
             .any(|s| s.rep == r.rep && s.name == "synthesis"));
     }
+}
+
+#[test]
+fn reps_per_worker_spreads_each_variant_over_several_workers_in_turn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = EXP.replace("reps = 4", "reps = 5").replace(
+        "process = \"per_variant\"",
+        "process = \"per_variant\"\nreps_per_worker = 2",
+    );
+    let (d, stderr) = run(tmp.path(), &body, &[], 0);
+    assert_eq!(d.runs.len(), 12, "{stderr}");
+    assert!(
+        d.runs.iter().all(|r| r.status == RepStatus::Ok),
+        "{:?}",
+        d.runs
+    );
+    let mut all = std::collections::HashSet::new();
+    for v in ["baseline", "candidate"] {
+        // The warm-up and the first two measured reps in one worker, then two, then one.
+        let pids: Vec<u32> = d
+            .runs
+            .iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.pid)
+            .collect();
+        assert_eq!(pids.len(), 6, "{v}: {pids:?}");
+        assert!(pids[0] == pids[1] && pids[1] == pids[2], "{v}: {pids:?}");
+        assert!(pids[3] == pids[4] && pids[5] != pids[4], "{v}: {pids:?}");
+        assert!(pids[2] != pids[3] && pids[5] != pids[2], "{v}: {pids:?}");
+        all.extend([pids[0], pids[3], pids[5]]);
+    }
+    assert_eq!(all.len(), 6, "six workers in all, none shared: {all:?}");
+    // Only the schedule's warm-ups are recorded; a replacement's own are not.
+    assert_eq!(d.runs.iter().filter(|r| r.warmup).count(), 2);
+    let diff = gapscope(tmp.path())
+        .arg("diff")
+        .arg(&d.dir)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
+    assert!(!text.contains("set run.reps_per_worker"), "{text}");
+}
+
+#[test]
+fn reps_per_worker_needs_per_variant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = tmp.path().join("pv.toml");
+    std::fs::write(
+        &exp,
+        EXP.replace(
+            "process = \"per_variant\"",
+            "process = \"shared\"\nreps_per_worker = 2",
+        ),
+    )
+    .unwrap();
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(&exp)
+        .arg("--quiet")
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.contains("reps_per_worker applies only to process = \"per_variant\""),
+        "{err}"
+    );
 }
 
 #[test]

@@ -132,6 +132,33 @@ fn between_runs_note(data: [&RunData; 2]) -> Option<String> {
     Some(s)
 }
 
+/// Each side's measured reps ran in one process of its own (`process = "per_variant"`
+/// without `reps_per_worker`): whatever that process keeps for its life (where the heap
+/// put the big vectors, GPU memory placement) stays with one variant for every rep, a
+/// bias that pairing cannot cancel and the interval does not cover.
+fn one_process_note(data: [&RunData; 2], sb: &Side, sc: &Side) -> Option<String> {
+    let pids = |d: &RunData, side: &Side| -> Vec<u32> {
+        let mut p: Vec<u32> = d
+            .runs
+            .iter()
+            .filter(|r| side.reps.contains(&r.rep) && r.pid != 0)
+            .map(|r| r.pid)
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let (b, c) = (pids(data[0], sb), pids(data[1], sc));
+    let two_reps = sb.reps.len() >= 2 && sc.reps.len() >= 2;
+    if !(two_reps && same_run(data[0], data[1]) && b.len() == 1 && c.len() == 1 && b != c) {
+        return None;
+    }
+    Some(format!(
+        "every measured rep of the baseline ran in one process (pid {}) and every rep of          the candidate in another (pid {}): what a process keeps for its life (where the          heap put its vectors, GPU memory placement) stays with one variant and is not          covered by the intervals; set run.reps_per_worker (e.g. 4) to spread each          variant over several processes",
+        b[0], c[0]
+    ))
+}
+
 /// Whether a run's schedule puts the variants' reps of one iteration back to back.
 pub(super) fn alternates(order: &str) -> bool {
     matches!(order, "interleaved" | "counterbalanced" | "blocks")
@@ -191,6 +218,7 @@ pub(super) fn notes(
     if let Some(n) = between_runs_note(data) {
         notes.push(n);
     }
+    notes.extend(one_process_note(data, sb, sc));
     for (label, side) in [("baseline", sb), ("candidate", sc)] {
         if let Some(n) = bimodal_note(label, side) {
             notes.push(n);

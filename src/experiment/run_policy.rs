@@ -95,6 +95,14 @@ pub struct RunPolicy {
     /// call in a span) or "exact" (two CLOCK_PROCESS_CPUTIME_ID reads per span).
     #[serde(default)]
     pub process_cpu: crate::trace::ProcessCpuMode,
+    /// With `process = "per_variant"`: a variant's worker is let go after this many
+    /// measured reps and the next rep starts a new one, which first runs `warmups`
+    /// unrecorded warm-ups. State a process carries for its whole life (where the heap
+    /// put the big vectors, GPU memory placement) is then spread over several processes
+    /// per variant and becomes noise the interval covers, instead of a bias bound to one
+    /// variant that pairing cannot cancel. None: one worker per variant for the run.
+    #[serde(default)]
+    pub reps_per_worker: Option<u32>,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -137,6 +145,23 @@ impl RunPolicy {
                 self.warmups
             ));
         }
+        match (self.reps_per_worker, self.process) {
+            (Some(0), _) => {
+                return Err(
+                    "run.reps_per_worker must be at least 1 (measured reps per worker \
+                            process)"
+                        .into(),
+                )
+            }
+            (Some(_), ProcessPolicy::PerVariant) | (None, _) => {}
+            (Some(_), _) => {
+                return Err(
+                    "run.reps_per_worker applies only to process = \"per_variant\"; \
+                            set that process, or remove it"
+                        .into(),
+                )
+            }
+        }
         let slots = variants as u64 * (u64::from(self.reps) + u64::from(self.warmups));
         if slots > MAX_SCHEDULE_SLOTS {
             return Err(format!(
@@ -170,6 +195,7 @@ impl Default for RunPolicy {
             profile: false,
             profile_hz: None,
             process_cpu: Default::default(),
+            reps_per_worker: None,
         }
     }
 }
@@ -196,5 +222,15 @@ mod tests {
         p.reps = 1;
         p.rep_timeout_s = Some(u64::MAX);
         assert!(p.check_bounds(1).unwrap_err().contains("30 days"));
+        p.rep_timeout_s = None;
+        p.reps_per_worker = Some(4);
+        assert!(p
+            .check_bounds(1)
+            .unwrap_err()
+            .contains("only to process = \"per_variant\""));
+        p.process = ProcessPolicy::PerVariant;
+        assert!(p.check_bounds(1).is_ok());
+        p.reps_per_worker = Some(0);
+        assert!(p.check_bounds(1).unwrap_err().contains("at least 1"));
     }
 }

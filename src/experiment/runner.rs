@@ -396,7 +396,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         .transpose()
         .context("cannot locate the gapscope executable")?;
     let rep_timeout = exp.run.rep_timeout_s.map(Duration::from_secs);
-    let mut pool = super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout);
+    let mut pool = super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout)
+        .rotate(exp.run.reps_per_worker, exp.run.warmups);
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;

@@ -9,6 +9,11 @@
 //! killed; the variant's next rep starts a new one. A build whose worker cannot serve
 //! (older than [`super::worker::SERVE_PROTOCOL`]) gets a worker per rep instead, said
 //! once.
+//!
+//! With `reps_per_worker = K` a variant's worker is let go after K measured reps; the
+//! next one runs the run's `warmups` first (unrecorded: their results are dropped), so
+//! that each process's lasting state (heap layout, GPU memory placement) is spread over
+//! several processes per variant instead of staying with one variant for the whole run.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -24,6 +29,7 @@ use super::spec::ResolvedVariant;
 use super::worker::{
     kill_group, parse_worker_output, request_line, run_rep_with, worker_args, Pipes,
 };
+use crate::store::RepStatus;
 
 /// Whether the gapscope at `exe` can serve many reps per worker.
 pub fn can_serve(exe: &Path) -> bool {
@@ -45,6 +51,8 @@ struct Served {
     stdin: Option<ChildStdin>,
     pipes: Pipes,
     pid: u32,
+    /// Measured reps it has run.
+    measured: u32,
 }
 
 impl Drop for Served {
@@ -82,6 +90,12 @@ pub struct Pool {
     serves: HashMap<PathBuf, bool>,
     /// Variants told that their build's worker serves one rep only.
     told: HashSet<usize>,
+    /// Measured reps per worker before it is replaced (`reps_per_worker`).
+    reps_per_worker: Option<u32>,
+    /// Warm-ups a replacement worker runs before its first measured rep.
+    warmups: u32,
+    /// Variants that have had a worker: the next one is a replacement.
+    had_worker: HashSet<usize>,
 }
 
 const POLL: Duration = Duration::from_millis(5);
@@ -95,7 +109,18 @@ impl Pool {
             workers: HashMap::new(),
             serves: HashMap::new(),
             told: HashSet::new(),
+            reps_per_worker: None,
+            warmups: 0,
+            had_worker: HashSet::new(),
         }
+    }
+
+    /// Replace each variant's worker after `reps` measured reps; a replacement first
+    /// runs `warmups` unrecorded warm-ups.
+    pub fn rotate(mut self, reps: Option<u32>, warmups: u32) -> Pool {
+        self.reps_per_worker = reps.filter(|&r| r > 0);
+        self.warmups = warmups;
+        self
     }
 
     /// Runs rep `slot` of variant `v`: in its serving worker, or, where the build of
@@ -177,6 +202,7 @@ impl Pool {
             stdin: Some(stdin),
             pipes,
             pid,
+            measured: 0,
         })
     }
 
@@ -191,15 +217,53 @@ impl Pool {
         debug: &DebugHooks,
     ) -> RepOutput {
         let failed = |why: String| RepOutput::failed(v, slot, why);
+        let spent = self
+            .workers
+            .get(&slot.variant)
+            .is_some_and(|w| !slot.warmup && self.reps_per_worker.is_some_and(|k| w.measured >= k));
+        if spent {
+            // Let go (closing its stdin ends it): the next worker starts afresh.
+            self.workers.remove(&slot.variant);
+        }
         if !self.workers.contains_key(&slot.variant) {
+            let replacement = !self.had_worker.insert(slot.variant);
             match self.start(src, v, debug) {
                 Ok(w) => {
                     self.workers.insert(slot.variant, w);
                 }
                 Err(e) => return failed(e.to_string()),
             }
+            // A replacement's warm-ups; the first worker's are the schedule's own.
+            if replacement && !slot.warmup {
+                for _ in 0..self.warmups {
+                    let warm = Slot {
+                        warmup: true,
+                        ..slot
+                    };
+                    let out = self.ask(v, warm);
+                    if out.run.status == RepStatus::Failed {
+                        self.kill(slot.variant);
+                        return failed(format!(
+                            "the new worker's warm-up failed: {}",
+                            out.run.error
+                        ));
+                    }
+                }
+            }
         }
-        let w = self.workers.get_mut(&slot.variant).expect("started");
+        let out = self.ask(v, slot);
+        if let Some(w) = self.workers.get_mut(&slot.variant) {
+            w.measured += u32::from(!slot.warmup);
+        }
+        out
+    }
+
+    /// Sends rep `slot` to variant `v`'s running worker and waits for its result line.
+    fn ask(&mut self, v: &ResolvedVariant, slot: Slot) -> RepOutput {
+        let failed = |why: String| RepOutput::failed(v, slot, why);
+        let Some(w) = self.workers.get_mut(&slot.variant) else {
+            return failed("its worker is gone".into());
+        };
         let sent = match w.stdin.as_mut() {
             Some(i) => i
                 .write_all(request_line(slot).as_bytes())

@@ -13,6 +13,7 @@
 //! order = "interleaved"      # interleaved (ABAB…) | counterbalanced (ABBA…) | blocks | sequential (AA…BB…)
 //! block = 5                  # reps per block with order = "blocks" (AAAAABBBBBBBBBBAAAAA…)
 //! process = "shared"         # shared | per_rep (a worker per rep) | per_variant (one per variant)
+//! reps_per_worker = 4        # per_variant: a new worker every 4 reps (after its warm-ups)
 //! counters = true           # true | false | "hardware" (= true) | "emulated" (callgrind)
 //! telemetry_period_ms = 20   # NVML sampling period
 //! rep_timeout_s = 300        # optional: a rep (or backend setup) still running then fails
