@@ -37,7 +37,7 @@ prepare() {
     export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
     cargo build --locked --bin gapscope
     nice target/debug/gapscope prepare evidence/upstream_async_drop/experiment.toml \
-        --features supraseal --results-dir tmp/upstream-drop/results
+        --features "${GAPSCOPE_FEATURES:-cuda,supraseal}" --results-dir tmp/upstream-drop/results
     rm -rf "$pack"
     mkdir -p "$pack/experiments"
     cp evidence/upstream_async_drop/*.toml "$pack/experiments/"

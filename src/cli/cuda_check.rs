@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-#[cfg(feature = "cuda")]
-use anyhow::Context;
 use anyhow::Result;
 
 #[derive(clap::Args, Debug)]
