@@ -77,6 +77,26 @@ struct Entry {
     record: BuildRecord,
 }
 
+/// Features sorted, without repeats or empty names.
+fn normalized(features: &[String]) -> Vec<String> {
+    let mut f: Vec<String> = features
+        .iter()
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty())
+        .collect();
+    f.sort();
+    f.dedup();
+    f
+}
+
+/// The cache folder name of patch set `set` built with (normalized) `features`.
+fn set_key(set: &PatchSet, features: &[String]) -> String {
+    digest(
+        &serde_json::to_string(&(features, set)).unwrap_or_default(),
+        6,
+    )
+}
+
 /// The worker for patch set `set` with `features`: reused from the cache, or built
 /// (where cargo is installed and the sources are here).
 pub fn prepare_worker(
@@ -85,10 +105,9 @@ pub fn prepare_worker(
     set: &PatchSet,
     features: &[String],
 ) -> Result<PatchedWorker, PatchError> {
-    let set_key = digest(
-        &serde_json::to_string(&(features, set)).unwrap_or_default(),
-        6,
-    );
+    // `--features supraseal,cuda` and `cuda,supraseal` build the same worker: one key.
+    let features = &normalized(features);
+    let set_key = set_key(set, features);
     let base = cache.root.join("patched").join(&set_key);
     let here = gapscope.filter(|_| set.values().all(source::available));
     let Some(src) = here else {
@@ -380,4 +399,23 @@ fn run_cargo(
             source,
         },
     })
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn the_order_of_features_does_not_change_the_workers_cache_folder() {
+        let set = PatchSet::new();
+        let f = |l: &[&str]| normalized(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            set_key(&set, &f(&["supraseal", "cuda"])),
+            set_key(&set, &f(&["cuda", "supraseal", "cuda", " "]))
+        );
+        assert_ne!(
+            set_key(&set, &f(&["cuda"])),
+            set_key(&set, &f(&["cuda", "supraseal"]))
+        );
+    }
 }
