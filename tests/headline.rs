@@ -337,11 +337,18 @@ fn too_few_reps_for_any_verdict() {
 /// (evidence/verdicts/aa_quickstart.toml) on the 2-core build VM, the two of its 20 runs
 /// with the most comparisons at p < 0.05 before correction (10 and 19 of 149), and, once
 /// recorded on the H200 host by evidence/verdicts/run_aa_h200.sh, the native prover's
-/// (tests/fixtures/aa-gpu-h200). No headline may name a change.
+/// (tests/fixtures/aa-gpu-h200), and the same with each variant's reps spread over four
+/// worker processes (`reps_per_worker = 4`, evidence/verdicts/run_aa_h200_rotate.sh; the
+/// run of seven with the most comparisons at p < 0.05 before correction, 19 of 195,
+/// tests/fixtures/aa-gpu-h200-rotate). No headline may name a change.
 #[test]
 fn committed_a_a_runs_name_no_change() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut dirs = vec![root.join("aa-cpu-a"), root.join("aa-cpu-b")];
+    let mut dirs = vec![
+        root.join("aa-cpu-a"),
+        root.join("aa-cpu-b"),
+        root.join("aa-gpu-h200-rotate"),
+    ];
     let gpu = root.join("aa-gpu-h200");
     if gpu.join("spans.csv").exists() {
         dirs.push(gpu);
