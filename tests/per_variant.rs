@@ -47,6 +47,12 @@ fn run(tmp: &Path, body: &str, extra: &[&str], code: i32) -> (RunData, String) {
     )
 }
 
+/// What `gapscope diff RUN` prints.
+fn diff_text(tmp: &Path, run: &Path) -> String {
+    let out = gapscope(tmp).arg("diff").arg(run).assert().success();
+    String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+}
+
 #[test]
 fn each_variant_runs_in_one_worker_of_its_own_and_the_reps_interleave() {
     let tmp = tempfile::tempdir().unwrap();
@@ -79,12 +85,7 @@ fn each_variant_runs_in_one_worker_of_its_own_and_the_reps_interleave() {
         ["baseline", "candidate", "baseline", "candidate"]
     );
     assert_eq!(d.meta.process, "per_variant");
-    let diff = gapscope(tmp.path())
-        .arg("diff")
-        .arg(&d.dir)
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
+    let text = diff_text(tmp.path(), &d.dir);
     assert!(text.contains("set run.reps_per_worker"), "{text}");
     // Every measured rep has its span tree, from the worker.
     for r in d.runs.iter().filter(|r| !r.warmup) {
@@ -127,12 +128,7 @@ fn reps_per_worker_spreads_each_variant_over_several_workers_in_turn() {
     assert_eq!(all.len(), 6, "six workers in all, none shared: {all:?}");
     // Only the schedule's warm-ups are recorded; a replacement's own are not.
     assert_eq!(d.runs.iter().filter(|r| r.warmup).count(), 2);
-    let diff = gapscope(tmp.path())
-        .arg("diff")
-        .arg(&d.dir)
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
+    let text = diff_text(tmp.path(), &d.dir);
     assert!(!text.contains("set run.reps_per_worker"), "{text}");
 }
 
