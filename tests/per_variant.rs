@@ -86,7 +86,11 @@ fn each_variant_runs_in_one_worker_of_its_own_and_the_reps_interleave() {
     );
     assert_eq!(d.meta.process, "per_variant");
     let text = diff_text(tmp.path(), &d.dir);
-    assert!(text.contains("set run.reps_per_worker"), "{text}");
+    assert!(
+        text.contains("every rep of the candidate in another (pid")
+            && text.contains("set run.reps_per_worker below the reps per variant"),
+        "{text}"
+    );
     // Every measured rep has its span tree, from the worker.
     for r in d.runs.iter().filter(|r| !r.warmup) {
         assert!(d

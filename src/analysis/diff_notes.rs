@@ -154,7 +154,11 @@ fn one_process_note(data: [&RunData; 2], sb: &Side, sc: &Side) -> Option<String>
         return None;
     }
     Some(format!(
-        "every measured rep of the baseline ran in one process (pid {}) and every rep of          the candidate in another (pid {}): what a process keeps for its life (where the          heap put its vectors, GPU memory placement) stays with one variant and is not          covered by the intervals; set run.reps_per_worker (e.g. 4) to spread each          variant over several processes",
+        "every measured rep of the baseline ran in one process (pid {}) and every rep of \
+         the candidate in another (pid {}): what a process keeps for its life (where the \
+         heap put its vectors, GPU memory placement) stays with one variant and is not \
+         covered by the intervals; set run.reps_per_worker below the reps per variant \
+         (e.g. 4) to spread each variant over several processes",
         b[0], c[0]
     ))
 }
