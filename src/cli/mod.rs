@@ -155,9 +155,11 @@ pub const EXIT_STEP_ERROR: i32 = 128;
 
 /// A closed stdout or stderr (`gapscope diff RUN | head -1`) ends the process quietly
 /// by SIGPIPE, as it ends `cat`, instead of a panic in the first `println!` that fails.
-/// gapscope writes to no pipe of its children's (their stdin is /dev/null; the span,
-/// pid and handshake pipes are read or kept open by this process), so the signal only
-/// comes from its own output; children get the default disposition from `exec` anyway.
+/// The one pipe of a child's that gapscope writes to, a serving worker's stdin, is
+/// written with SIGPIPE held off (`experiment::served`), so that a
+/// worker that died fails its rep rather than ending the run; other children's stdin is
+/// /dev/null, and the span, pid and handshake pipes are read or kept open by this
+/// process. Children get the default disposition from `exec` anyway.
 pub fn quiet_on_closed_pipe() {
     // SAFETY: signal(2) with SIG_DFL installs no handler; it runs before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };

@@ -16,7 +16,6 @@
 //! several processes per variant instead of staying with one variant for the whole run.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::RecvTimeoutError;
@@ -265,9 +264,7 @@ impl Pool {
             return failed("its worker is gone".into());
         };
         let sent = match w.stdin.as_mut() {
-            Some(i) => i
-                .write_all(request_line(slot).as_bytes())
-                .and_then(|_| i.flush()),
+            Some(i) => write_to_worker(i, request_line(slot).as_bytes()),
             None => Err(std::io::Error::other("its stdin is closed")),
         };
         if let Err(e) = sent {
@@ -327,5 +324,56 @@ impl Pool {
         if let Some(mut w) = self.workers.remove(&variant) {
             kill_group(&mut w.child);
         }
+    }
+}
+
+/// Writes `bytes` to a serving worker's stdin so that a worker that has died cannot end
+/// this process: gapscope takes SIGPIPE's default action (`cli::quiet_on_closed_pipe`),
+/// and a write to a pipe nobody reads raises it. SIGPIPE is blocked on this thread for
+/// the write, the one a failed write leaves pending is taken, and the write reports
+/// `BrokenPipe` instead, which fails that rep only.
+fn write_to_worker(w: &mut impl std::io::Write, bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: the sets are local and initialised by sigemptyset before use;
+    // pthread_sigmask changes only this thread's mask, and it is restored before return.
+    unsafe {
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
+        let r = w.write_all(bytes).and_then(|_| w.flush());
+        if matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe) {
+            let now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_to_a_worker_that_has_died_is_an_error_not_a_sigpipe() {
+        let mut child = Command::new("sh")
+            .args(["-c", "exit 0"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        child.wait().unwrap();
+        // As gapscope's own process has it: SIGPIPE would end it. Were the signal not
+        // held off, this test binary would die here.
+        // SAFETY: signal(2) installs no handler; the disposition is put back below.
+        let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        let r = write_to_worker(&mut stdin, b"rep 0 0 0\n");
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGPIPE, before) };
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
     }
 }
