@@ -338,9 +338,9 @@ fn too_few_reps_for_any_verdict() {
 /// with the most comparisons at p < 0.05 before correction (10 and 19 of 149), and, once
 /// recorded on the H200 host by evidence/verdicts/run_aa_h200.sh, the native prover's
 /// (tests/fixtures/aa-gpu-h200), and the same with each variant's reps spread over four
-/// worker processes (`reps_per_worker = 4`, evidence/verdicts/run_aa_h200_rotate.sh; the
-/// run of seven with the most comparisons at p < 0.05 before correction, 19 of 195,
-/// tests/fixtures/aa-gpu-h200-rotate). No headline may name a change.
+/// worker processes (`reps_per_worker = 4`, evidence/verdicts/run_aa_h200_rotate.sh; of
+/// its eight runs, the one with the most comparisons at p < 0.05 before correction, 19 of
+/// 195, tests/fixtures/aa-gpu-h200-rotate). No headline may name a change.
 #[test]
 fn committed_a_a_runs_name_no_change() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
