@@ -118,7 +118,12 @@ impl Pool {
     /// runs `warmups` unrecorded warm-ups.
     pub fn rotate(mut self, reps: Option<u32>, warmups: u32) -> Pool {
         self.reps_per_worker = reps.filter(|&r| r > 0);
-        self.warmups = warmups;
+        // Without rotation a new worker (after a crash) starts cold, as documented.
+        self.warmups = if self.reps_per_worker.is_some() {
+            warmups
+        } else {
+            0
+        };
         self
     }
 
