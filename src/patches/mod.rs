@@ -122,13 +122,12 @@ pub fn check(variant: &str, set: &PatchSet) -> Result<(), String> {
 /// The cargo features this gapscope was built with: a worker gets the same ones, so
 /// that it runs the backends this build runs.
 pub fn this_build_features() -> Vec<String> {
-    // In sorted order, as the workers' cache keys have them.
     let mut f = Vec::new();
-    if cfg!(feature = "cuda") {
-        f.push("cuda".to_string());
-    }
     if cfg!(feature = "supraseal") {
         f.push("supraseal".to_string());
+    }
+    if cfg!(feature = "cuda") {
+        f.push("cuda".to_string());
     }
     f
 }
