@@ -95,14 +95,7 @@ fn a_bad_pattern_is_refused_before_any_rep_with_the_entry_named() {
         tmp.path(),
         "[workload.log_spans]\nkernels = { duration = 'took (?P<ms>[0-9+ ms' }\n",
     );
-    let out = gapscope(tmp.path())
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(tmp.path().join("results"))
-        .assert()
-        .failure();
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let err = common::run_refused(tmp.path(), &exp);
     assert!(
         err.contains("workload.log_spans.kernels.duration: regex parse error"),
         "{err}"

@@ -148,15 +148,7 @@ fn reps_per_worker_needs_per_variant() {
         ),
     )
     .unwrap();
-    let out = gapscope(tmp.path())
-        .arg("run")
-        .arg(&exp)
-        .arg("--quiet")
-        .arg("--results-dir")
-        .arg(tmp.path().join("results"))
-        .assert()
-        .failure();
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let err = common::run_refused(tmp.path(), &exp);
     assert!(
         err.contains("reps_per_worker applies only to process = \"per_variant\""),
         "{err}"

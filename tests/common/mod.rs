@@ -60,6 +60,20 @@ pub fn run_exit(tmp: &Path, exp: &Path, extra: &[&str], code: i32) -> PathBuf {
     run_dir_of(&out)
 }
 
+/// `gapscope run EXP` expected to be refused before any run folder exists (a bad
+/// experiment file); what it printed on stderr.
+#[allow(dead_code)]
+pub fn run_refused(tmp: &Path, exp: &Path) -> String {
+    let out = gapscope(tmp)
+        .arg("run")
+        .arg(exp)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .assert()
+        .failure();
+    String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+}
+
 /// Held by the tests of one file that judge timings (bisect, A/B verdicts), so that they
 /// do not share the machine's cores with each other while they measure.
 #[allow(dead_code)]
