@@ -57,6 +57,93 @@ fn tested(c: &Comparison) -> bool {
         )
 }
 
+/// One metric of a diff given as per-rep values, for callers that judge a family of
+/// their own (the verdict simulation, tests): what [`judge_rows`] compares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowInput {
+    pub span: String,
+    pub measure: Measure,
+    pub unit: Unit,
+    /// Per-rep values of the baseline and the candidate (reps where the metric exists).
+    pub base: Vec<f64>,
+    pub cand: Vec<f64>,
+    /// The (baseline, candidate) values of reps of one iteration, when the run paired them.
+    pub pairs: Option<Vec<(f64, f64)>>,
+    /// The end-to-end time: judged at its own alpha, outside the family.
+    pub primary: bool,
+}
+
+/// Compares and judges rows as one diff does: each row by [`super::compare::compare`],
+/// then the primary row alone and the others as one family.
+pub fn judge_rows(rows: &[RowInput], opts: &DiffOptions) -> (Vec<Comparison>, Family) {
+    let mut out: Vec<Comparison> = rows
+        .iter()
+        .map(|r| {
+            super::compare::compare(
+                &r.span,
+                r.measure.clone(),
+                r.unit,
+                &r.base,
+                &r.cand,
+                r.pairs.as_deref(),
+                opts,
+            )
+        })
+        .collect();
+    let end_to_end_ns = rows
+        .iter()
+        .zip(&out)
+        .find(|(r, _)| r.primary)
+        .and_then(|(_, c)| c.baseline.median);
+    let (mut primary, mut family) = (Vec::new(), Vec::new());
+    for (r, c) in rows.iter().zip(out.iter_mut()) {
+        if r.primary {
+            primary.push(c);
+        } else {
+            family.push(c);
+        }
+    }
+    let fam = judge_family(primary, family, end_to_end_ns, opts);
+    (out, fam)
+}
+
+/// Judges the primary comparisons each on its own p-value and the others on their
+/// q-value over `family`, each against its absolute floor.
+fn judge_family(
+    primary: Vec<&mut Comparison>,
+    mut family: Vec<&mut Comparison>,
+    end_to_end_ns: Option<f64>,
+    opts: &DiffOptions,
+) -> Family {
+    for c in primary {
+        if tested(c) {
+            c.q_value = c.p_value;
+            let p = c.p_value.unwrap_or(1.0);
+            decide(c, p, abs_floor(c.unit, opts, end_to_end_ns), opts);
+        }
+    }
+    family.retain(|c| tested(c));
+    let p: Vec<f64> = family.iter().map(|c| c.p_value.unwrap_or(1.0)).collect();
+    let q = if opts.fdr {
+        stats::bh_q_values(&p)
+    } else {
+        p.clone()
+    };
+    for (c, &q) in family.iter_mut().zip(&q) {
+        c.q_value = Some(q);
+        let floor = abs_floor(c.unit, opts, end_to_end_ns);
+        decide(c, q, floor, opts);
+    }
+    Family {
+        comparisons: family.len(),
+        uncorrected: p.iter().filter(|&&p| p < opts.alpha).count(),
+        survivors: family.iter().filter(|c| c.verdict.is_change()).count(),
+        expected_by_chance: opts.alpha * family.len() as f64,
+        alpha: opts.alpha,
+        controlled: opts.fdr,
+    }
+}
+
 /// Judges every comparison of a diff again: the end-to-end time (`contributions.total`
 /// and its twin in `metrics`) on its own p-value, the others (with `others`, the
 /// carry-over rows) on their q-value over the family, each against its absolute floor.
@@ -72,51 +159,19 @@ pub(crate) fn judge(
     let is_primary = |c: &Comparison| {
         c.span == primary_span && c.measure == Measure::Total && c.unit == Unit::Ns
     };
-    let judge_alone = |c: &mut Comparison| {
-        if tested(c) {
-            c.q_value = c.p_value;
-            let p = c.p_value.unwrap_or(1.0);
-            decide(c, p, abs_floor(c.unit, opts, end_to_end_ns), opts);
-        }
-    };
-    judge_alone(&mut contributions.total);
+    let mut primary: Vec<&mut Comparison> = vec![&mut contributions.total];
     let mut family: Vec<&mut Comparison> = Vec::new();
     for c in metrics.iter_mut() {
         if is_primary(c) {
-            judge_alone(c);
-        } else if tested(c) {
+            primary.push(c);
+        } else {
             family.push(c);
         }
     }
-    family.extend(
-        contributions
-            .items
-            .iter_mut()
-            .map(|i| &mut i.comparison)
-            .filter(|c| tested(c)),
-    );
-    family.extend(gaps.iter_mut().map(|g| &mut g.change).filter(|c| tested(c)));
-    family.extend(others.into_iter().filter(|c| tested(c)));
-    let p: Vec<f64> = family.iter().map(|c| c.p_value.unwrap_or(1.0)).collect();
-    let q = if opts.fdr {
-        stats::bh_q_values(&p)
-    } else {
-        p.clone()
-    };
-    for (c, &q) in family.iter_mut().zip(&q) {
-        c.q_value = Some(q);
-        let floor = abs_floor(c.unit, opts, end_to_end_ns);
-        decide(c, q, floor, opts);
-    }
-    let out = Family {
-        comparisons: family.len(),
-        uncorrected: p.iter().filter(|&&p| p < opts.alpha).count(),
-        survivors: family.iter().filter(|c| c.verdict.is_change()).count(),
-        expected_by_chance: opts.alpha * family.len() as f64,
-        alpha: opts.alpha,
-        controlled: opts.fdr,
-    };
-    drop(family);
+    family.extend(contributions.items.iter_mut().map(|i| &mut i.comparison));
+    family.extend(gaps.iter_mut().map(|g| &mut g.change));
+    family.extend(others);
+    let out = judge_family(primary, family, end_to_end_ns, opts);
     // A share of the end-to-end change exists only when that change has a verdict.
     let total = &contributions.total;
     let total_delta = total.delta.unwrap_or(0.0);

@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::stats::Interval;
 pub use compare::{Comparison, Measure, Rule, SideStats, Unit, Verdict, SPAN_THREADS};
 pub use diff::{diff_runs, CarryOver};
-pub use family::Family;
+pub use family::{judge_rows, Family, RowInput};
 pub use fmt::fmt_p;
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
