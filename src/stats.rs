@@ -26,6 +26,9 @@
 //!   ([`signed_rank`]).
 //! - false-discovery control over a diff's comparisons: Benjamini–Hochberg q-values
 //!   ([`bh_q_values`]; why BH and not Benjamini–Yekutieli is in `fdr`).
+//! - Student's t: its distribution, the one-sample and Welch tests and an anytime-valid
+//!   confidence sequence for a mean ([`welch_t`], [`one_sample_t`],
+//!   [`mean_confidence_sequence`]; references in `student`).
 //! - two groups among the reps ([`bimodal`], a screening rule).
 //! - random numbers: xoshiro256++ seeded through SplitMix64 (Blackman & Vigna,
 //!   "Scrambled linear pseudorandom number generators", ACM TOMS 47 (2021)), written out
@@ -581,6 +584,7 @@ mod fdr;
 mod modes;
 mod paired;
 mod rng;
+mod student;
 pub use fdr::{bh_q_values, bh_rejections};
 pub use modes::{bimodal, Modes};
 pub use paired::{
@@ -588,6 +592,10 @@ pub use paired::{
     SignedRankTest,
 };
 pub(crate) use rng::Xoshiro;
+pub use student::{
+    incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t, student_t_quantile,
+    student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
+};
 
 #[cfg(test)]
 mod tests;

@@ -389,3 +389,102 @@ fn undefined_resamples_push_each_bound_outwards() {
         Some(quantile_sorted(&d, 0.25))
     );
 }
+
+/// Reference values from scipy.stats 1.17 (`t.sf`, `t.ppf`, `ttest_ind(equal_var=False)`,
+/// `ttest_1samp`, their `confidence_interval`).
+#[test]
+fn student_t_matches_scipy() {
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * b.abs().max(1e-300);
+    for (t, df, sf) in [
+        (2.0, 4.0, 0.05805826175840778),
+        (7.9, 4.0, 0.0006943669492187317),
+        (0.3, 1.0, 0.4072264209222577),
+        (-1.5, 3.0, 0.8847080673775886),
+        (5.0, 8.3, 0.00047143863318756523),
+        (12.0, 2.0, 0.00343646683857923),
+        (1.96, 1000.0, 0.025136592477874368),
+    ] {
+        assert!(
+            close(student_t_sf(t, df), sf, 1e-10),
+            "sf({t}, {df}) = {} vs {sf}",
+            student_t_sf(t, df)
+        );
+    }
+    for (p, df, q) in [
+        (0.975, 4.0, 2.7764451051977934),
+        (0.975, 1.0, 12.706204736174694),
+        (0.99983, 4.0, 11.380476287613075),
+        (0.995, 7.5, 3.421422688124044),
+        (0.9, 30.0, 1.3104150253913955),
+        (0.999999, 3.0, 103.29946777942898),
+        (0.6, 2.0, 0.2886751345948128),
+    ] {
+        let got = student_t_quantile(p, df);
+        assert!(close(got, q, 1e-9), "ppf({p}, {df}) = {got} vs {q}");
+        assert!(close(student_t_quantile(1.0 - p, df), -q, 1e-9));
+    }
+    let a = [1.2, 1.5, 1.1, 1.9, 1.4];
+    let b = [2.1, 2.5, 1.8, 2.9, 2.2, 2.4];
+    let w = welch_t(&a, &b).unwrap();
+    assert!(close(w.estimate / w.se, 4.323552076415723, 1e-12));
+    assert!(close(w.df, 8.998411653717689, 1e-12));
+    assert!(close(w.p_value, 0.0019239463359987934, 1e-9));
+    let (lo, hi) = w.interval(0.95);
+    assert!(close(lo, 0.4275025473703098, 1e-9) && close(hi, 1.365830785963024, 1e-9));
+    let d = [0.1, -0.05, 0.2, 0.15, 0.12];
+    let o = one_sample_t(&d).unwrap();
+    assert!(close(o.estimate / o.se, 2.4747879326193347, 1e-12));
+    assert!(close(o.p_value, 0.06859341870691231, 1e-9));
+    let (lo, hi) = o.interval(0.9);
+    assert!(close(lo, 0.014411691096574114, 1e-9) && close(hi, 0.19358830890342585, 1e-9));
+    // No spread: certain, or nothing to test.
+    assert_eq!(one_sample_t(&[0.5, 0.5]).unwrap().p_value, 0.0);
+    assert_eq!(welch_t(&[1.0, 1.0], &[1.0, 1.0]).unwrap().p_value, 1.0);
+    assert!(welch_t(&[1.0], &[1.0, 2.0]).is_none());
+}
+
+/// The confidence sequence holds its level whenever the run stops: over 300 looks at
+/// normal values of mean 0, the share of runs whose interval ever excludes 0 stays
+/// below alpha (the fixed-n t interval looked at after every value exceeds it).
+#[test]
+fn confidence_sequence_covers_under_continuous_monitoring() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let normal = |rng: &mut StdRng| {
+        // Box–Muller.
+        let (u, v): (f64, f64) = (rng.gen::<f64>().max(1e-300), rng.gen());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    };
+    let (runs, looks) = (400, 300);
+    let (mut seq_miss, mut t_miss) = (0, 0);
+    for _ in 0..runs {
+        let mut x = Vec::with_capacity(looks);
+        let (mut seq_out, mut t_out) = (false, false);
+        for _ in 0..looks {
+            x.push(normal(&mut rng));
+            if x.len() < 2 {
+                continue;
+            }
+            let (lo, hi) = mean_confidence_sequence(&x, 0.05).unwrap();
+            seq_out |= lo > 0.0 || hi < 0.0;
+            let (lo, hi) = one_sample_t(&x).unwrap().interval(0.95);
+            t_out |= lo > 0.0 || hi < 0.0;
+        }
+        seq_miss += seq_out as usize;
+        t_miss += t_out as usize;
+    }
+    assert!(
+        seq_miss * 20 <= runs,
+        "sequence missed in {seq_miss} of {runs}"
+    );
+    assert!(
+        t_miss * 20 > runs * 4,
+        "fixed-n t missed in only {t_miss} of {runs}"
+    );
+    // Two values bound nothing yet at 5 %; more do, and the bound tightens.
+    let w = |n: usize| {
+        let x: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
+        let (lo, hi) = mean_confidence_sequence(&x, 0.05).unwrap();
+        hi - lo
+    };
+    assert!(w(2).is_infinite() && w(6).is_finite() && w(30) < w(6));
+}
