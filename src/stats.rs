@@ -580,6 +580,12 @@ pub fn min_reps_for_verdict(alpha: f64) -> usize {
     n.max(BOOTSTRAP_MIN)
 }
 
+/// Fewest reps a side (pairs, when paired) on which a diff makes a claim of significance.
+/// The t tests' p-values are continuous, so 4 reps a side can reach any level for a
+/// change large against its spread; at 3 the estimate of the spread rests on 2 degrees of
+/// freedom a side, and the diff only says whether the sides separated in every rep.
+pub const MIN_REPS_FOR_CLAIM: usize = 4;
+
 mod fdr;
 mod modes;
 mod paired;

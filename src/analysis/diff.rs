@@ -73,10 +73,6 @@ struct Spec {
     exact: bool,
 }
 
-fn all(v: Vec<f64>) -> Vec<Option<f64>> {
-    v.into_iter().map(Some).collect()
-}
-
 /// Compares variant `base_variant` of `base` (baseline) against `cand_variant` of `cand`
 /// (candidate). Pass the same [`RunData`] twice to compare variants of one run.
 pub fn diff_runs(
@@ -137,8 +133,8 @@ pub fn diff_runs(
                 span: name.into(),
                 measure,
                 unit: Unit::Ns,
-                base: all(sb.times(name, f)),
-                cand: all(sc.times(name, f)),
+                base: sb.times(name, f),
+                cand: sc.times(name, f),
                 exact: false,
             });
         }
@@ -209,14 +205,14 @@ pub fn diff_runs(
             exact,
         });
     }
-    // Pairing pays only with enough pairs for a verdict of its own (6 at alpha 0.05);
-    // fewer are compared as independent samples, which need fewer reps (5).
+    // Pairing needs as many pairs as a claim needs reps (4); fewer are compared as
+    // independent samples.
     let alternating = same_run(base, cand) && alternates(&base.meta.order);
     let pairable = (opts.paired && alternating).then(|| Pairs::of(&sb, &sc));
     let few_pairs = pairable
         .as_ref()
         .map(Pairs::len)
-        .filter(|&n| n < stats::min_pairs_for_verdict(opts.alpha));
+        .filter(|&n| n < stats::MIN_REPS_FOR_CLAIM);
     let pairs = pairable.filter(|_| few_pairs.is_none());
     let mut metrics: Vec<Comparison> = specs
         .into_par_iter()
@@ -237,6 +233,8 @@ pub fn diff_runs(
             )
         })
         .collect();
+    // A metric no rep of either side has is no row.
+    metrics.retain(|c| c.baseline.reps + c.candidate.reps > 0);
 
     let mut contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
     let mut carry_over = alternating
@@ -274,7 +272,7 @@ pub fn diff_runs(
         &metrics,
         &contributions,
         &leaf_spans,
-        stats::min_reps_for_verdict(opts.alpha),
+        stats::MIN_REPS_FOR_CLAIM,
     );
     headline.family = family;
     if sb.scope != sc.scope {
@@ -318,11 +316,7 @@ pub fn diff_runs(
             baseline: sb.counts,
             candidate: sc.counts,
         },
-        reps_needed: if pairs.is_some() {
-            stats::min_pairs_for_verdict(opts.alpha)
-        } else {
-            stats::min_reps_for_verdict(opts.alpha)
-        },
+        reps_needed: stats::MIN_REPS_FOR_CLAIM,
         pairs: pairs.as_ref().map(Pairs::len),
         carry_over,
         phase_table,

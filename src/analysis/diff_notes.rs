@@ -230,10 +230,11 @@ pub(super) fn notes(
     }
     if let Some(p) = pairs {
         notes.push(format!(
-            "paired by iteration ({} pairs, {} order): each change is the median of the \
-             differences between the candidate's and the baseline's rep of one iteration, \
-             its interval a bootstrap over the pairs, its p-value Wilcoxon's signed-rank \
-             test; pass --unpaired to compare the medians of independent samples instead",
+            "paired by iteration ({} pairs, {} order): each change is the geometric mean of \
+             the ratios of the candidate's to the baseline's rep of one iteration; its test \
+             is the paired t test on those log ratios and Welch's t test on the two sides' \
+             logs, the smaller p-value doubled, its interval where both intervals agree; \
+             pass --unpaired for Welch's test alone",
             p.len(),
             data[0].meta.order
         ));
@@ -261,17 +262,17 @@ pub(super) fn notes(
             "compared as independent samples: only {n} iterations have a successful rep of \
              both variants, and a paired comparison needs at least {0} (rerun with reps >= {0} \
              to pair them)",
-            stats::min_pairs_for_verdict(opts.alpha)
+            stats::MIN_REPS_FOR_CLAIM
         ));
     }
     if let Some(n) = params_origin_note(data) {
         notes.push(n);
     }
     notes.extend(recorder_cost_note(data));
-    let needed = stats::min_reps_for_verdict(opts.alpha);
+    let needed = stats::MIN_REPS_FOR_CLAIM;
     if sb.counts.used < needed || sc.counts.used < needed {
         notes.push(format!(
-            "too few reps for a verdict: {} (baseline) and {} (candidate) successful reps; a verdict needs at least {needed} per side, so rerun with reps >= {needed}",
+            "too few reps for a claim: {} (baseline) and {} (candidate) successful reps; a claim of significance needs at least {needed} per side, so rerun with reps >= {needed} (the headline says which spans separated in every rep)",
             sb.counts.used, sc.counts.used
         ));
     }

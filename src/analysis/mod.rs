@@ -57,7 +57,7 @@ pub use diff::{diff_runs, CarryOver};
 pub use family::{judge_rows, Family, RowInput};
 pub use fmt::fmt_p;
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
-pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
+pub use headline::{CriticalMove, Headline, MoveKind, SeparatedSpan, HEADLINE_CHANGES};
 pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
 pub use span_lines::span_lines;

@@ -17,10 +17,11 @@ use crate::units::fmt_ns_short;
 pub enum Judged {
     Improved,
     Regressed,
-    /// Judged, and no change shown beyond the noise and effect floors.
-    Unchanged,
-    /// No verdict could be reached (too few reps, or the span on one side only).
-    Unresolved,
+    /// The change is shown to lie inside the floors.
+    Equivalent,
+    /// Not resolved by the run (too few reps, an interval across a floor, or the span on
+    /// one side only).
+    Inconclusive,
 }
 
 impl Judged {
@@ -28,20 +29,20 @@ impl Judged {
         match self {
             Judged::Improved => "improved",
             Judged::Regressed => "regressed",
-            Judged::Unchanged => "unchanged",
-            Judged::Unresolved => "unresolved",
+            Judged::Equivalent => "equivalent",
+            Judged::Inconclusive => "inconclusive",
         }
     }
 }
 
-/// Colour of a verdict: green improved, red regressed, grey unchanged, amber unresolved.
+/// Colour of a verdict: green improved, red regressed, grey equivalent, amber inconclusive.
 /// Charts colour a change by this alone, never by its sign.
 pub fn verdict_color(j: Judged) -> RGBColor {
     match j {
         Judged::Improved => BETTER,
         Judged::Regressed => WORSE,
-        Judged::Unchanged => MUTED,
-        Judged::Unresolved => RGBColor(176, 120, 0),
+        Judged::Equivalent => MUTED,
+        Judged::Inconclusive => RGBColor(176, 120, 0),
     }
 }
 
@@ -167,7 +168,7 @@ mod tests {
             delta_ns: -29_500_000.0,
             relative: Some(-0.0262),
             interval_ns: None,
-            judged: Judged::Unchanged,
+            judged: Judged::Equivalent,
             verdict: "unchanged (p=0.4)".into(),
             medians_disagree: Some(30_900_000.0),
         };
@@ -179,7 +180,7 @@ mod tests {
             "{note}"
         );
         // Colour follows the verdict, not the sign.
-        assert_eq!(verdict_color(Judged::Unchanged), MUTED);
-        assert_ne!(verdict_color(Judged::Unresolved), MUTED);
+        assert_eq!(verdict_color(Judged::Equivalent), MUTED);
+        assert_ne!(verdict_color(Judged::Inconclusive), MUTED);
     }
 }

@@ -253,7 +253,7 @@ pub fn student_t_quantile(p: f64, df: f64) -> f64 {
 }
 
 /// A t test of a location: the estimate, its standard error and degrees of freedom.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TTest {
     /// Mean (one sample) or difference of means, second minus first (Welch).
     pub estimate: f64,
