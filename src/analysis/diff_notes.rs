@@ -233,7 +233,7 @@ pub(super) fn notes(
             "paired by iteration ({} pairs, {} order): each change is the geometric mean of \
              the ratios of the candidate's to the baseline's rep of one iteration; its test \
              is the paired t test on those log ratios and Welch's t test on the two sides' \
-             logs, the smaller p-value doubled, its interval where both intervals agree; \
+             logs, combined by Simes, its interval where both intervals agree; \
              pass --unpaired for Welch's test alone",
             p.len(),
             data[0].meta.order

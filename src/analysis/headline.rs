@@ -297,7 +297,7 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
     );
     let p = fmt_test(t);
     let _ = write!(first, ": {}", t.verdict);
-    match (p.is_empty(), unchanged_because(t)) {
+    match (p.is_empty(), t.why.clone().or_else(|| unchanged_because(t))) {
         (false, Some(why)) => {
             let _ = write!(first, " ({p}; {why})");
         }

@@ -25,7 +25,7 @@ pub struct ChangeRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     pub title: String,
-    /// The change statistic's name ("median of per-pair differences").
+    /// The change statistic's name ("ratio of geometric means").
     pub statistic: String,
     pub rows: Vec<ChangeRow>,
 }

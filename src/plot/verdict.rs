@@ -62,7 +62,7 @@ pub enum Quantity {
 /// One change as the diff computed it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanChange {
-    /// The change statistic, ns (paired: median of per-pair differences; else the
+    /// The change statistic, ns (the change of geometric means, paired or not; else the
     /// difference of medians).
     pub delta_ns: f64,
     /// `delta_ns` over the baseline median.
@@ -105,7 +105,7 @@ impl Changes {
         self.of(candidate)?.spans.get(&(span.to_string(), q))
     }
 
-    /// The statistic's name(s), for a chart's subtitle ("median of per-pair differences").
+    /// The statistic's name(s), for a chart's subtitle ("ratio of geometric means").
     pub fn statistic(&self) -> Option<String> {
         let mut names: Vec<&str> = self
             .candidates
@@ -120,9 +120,9 @@ impl Changes {
     pub fn disagreement_note(what: &str, c: &SpanChange) -> Option<String> {
         let m = c.medians_disagree?;
         Some(format!(
-            "{what}: the change drawn, the median of per-pair differences ({}), \
-             and the difference of the medians ({}) point opposite ways; the verdict is on \
-             the per-pair differences",
+            "{what}: the change drawn, the ratio of geometric means ({}), and the \
+             difference of the medians ({}) point opposite ways; the verdict is on the \
+             geometric means",
             signed(c.delta_ns),
             signed(m)
         ))
