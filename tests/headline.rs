@@ -108,7 +108,8 @@ fn an_a_a_run() {
     run.noise = 0.02;
     let h = headline_of(&run);
     assert!(
-        h[1].contains("; geometric mean of per-pair ratios ") && h[1].contains(": inconclusive (p="),
+        h[1].contains("; geometric mean of per-pair ratios ")
+            && h[1].contains(": inconclusive (p="),
         "{}",
         h[1]
     );

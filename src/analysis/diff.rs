@@ -7,9 +7,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{
-    compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS,
+    compare, compare_exact, Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS,
 };
-use super::diff_notes::{alternates, notes};
+use super::diff_notes::{alternates, notes, runs_differ};
 use super::family;
 use super::gaps;
 use super::headline::headline;
@@ -261,6 +261,33 @@ pub fn diff_runs(
             .unwrap_or_default(),
         opts,
     );
+    // Two runs whose machines differed beyond what either run's spread covers: no
+    // change is named, whatever its interval, and the reason stands beside each.
+    let mut family = family;
+    if let Some(why) = runs_differ([base, cand]) {
+        let demote = |c: &mut Comparison| {
+            if c.verdict.is_change() {
+                c.verdict = Verdict::Inconclusive;
+                c.why = Some(why.clone());
+            }
+        };
+        metrics.iter_mut().for_each(demote);
+        demote(&mut contributions.total);
+        contributions
+            .items
+            .iter_mut()
+            .for_each(|i| demote(&mut i.comparison));
+        gaps.iter_mut().for_each(|g| demote(&mut g.change));
+        if let Some(c) = carry_over.as_mut() {
+            for x in [&mut c.baseline, &mut c.candidate, &mut c.steady] {
+                demote(x);
+            }
+        }
+        family.survivors = 0;
+        for item in &mut contributions.items {
+            item.share_of_change = None;
+        }
+    }
     let backend = (va.backend == vb.backend).then_some(va.backend.as_str());
     let phase_table = phase_table(&metrics, &contributions.total, &counters, backend);
     let leaf_spans: Vec<String> = names

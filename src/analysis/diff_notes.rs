@@ -455,3 +455,86 @@ mod recorder_cost_tests {
         assert_eq!(recorder_cost_note([&d, &d]), None);
     }
 }
+
+/// Why two run folders' machines differed beyond what each run's own spread covers, in
+/// words; None for variants of one run, or when neither run recorded its machine state
+/// (older folders), or when the states agree.
+///
+/// Each run's state is taken at its start and its end, and each quantity's range over
+/// those readings is the within-run drift the reps saw. Two runs differ when the ranges
+/// are apart by more than a tolerance: the 1-minute load average by more than 0.5 and a
+/// fifth of the larger, the CPUs' median frequency or a GPU's SM clock by more than 2%.
+/// The reps' intervals cover only the spread within each run, so a change measured
+/// across such runs can be the machine's.
+pub(super) fn runs_differ(data: [&RunData; 2]) -> Option<String> {
+    if same_run(data[0], data[1]) {
+        return None;
+    }
+    let states = |d: &RunData| -> Vec<crate::store::drift::MachineState> {
+        d.meta
+            .drift
+            .as_ref()
+            .map(|dr| {
+                std::iter::once(dr.start.clone())
+                    .chain(dr.end.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (a, b) = (states(data[0]), states(data[1]));
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let range = |v: Vec<f64>| -> Option<(f64, f64)> {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    };
+    let apart = |x: (f64, f64), y: (f64, f64)| -> f64 {
+        if x.1 < y.0 {
+            y.0 - x.1
+        } else if y.1 < x.0 {
+            x.0 - y.1
+        } else {
+            0.0
+        }
+    };
+    let mut why = Vec::new();
+    let load = |s: &[crate::store::drift::MachineState]| {
+        range(s.iter().filter_map(|m| m.load_avg.map(|l| l[0])).collect())
+    };
+    if let (Some(x), Some(y)) = (load(&a), load(&b)) {
+        let tol = 0.5f64.max(0.2 * x.1.max(y.1));
+        if apart(x, y) > tol {
+            why.push(format!(
+                "load {:.1}–{:.1} vs {:.1}–{:.1}",
+                x.0, x.1, y.0, y.1
+            ));
+        }
+    }
+    let mhz = |s: &[crate::store::drift::MachineState]| {
+        range(
+            s.iter()
+                .filter_map(|m| m.cpu_mhz.map(|c| c.median))
+                .collect(),
+        )
+    };
+    if let (Some(x), Some(y)) = (mhz(&a), mhz(&b)) {
+        if apart(x, y) > 0.02 * x.1.max(y.1) {
+            why.push(format!("CPU {:.0} vs {:.0} MHz", x.0, y.0));
+        }
+    }
+    let sm = |s: &[crate::store::drift::MachineState]| {
+        range(
+            s.iter()
+                .flat_map(|m| m.gpus.iter().filter_map(|g| g.sm_clock_mhz.map(f64::from)))
+                .collect(),
+        )
+    };
+    if let (Some(x), Some(y)) = (sm(&a), sm(&b)) {
+        if apart(x, y) > 0.02 * x.1.max(y.1) {
+            why.push(format!("GPU SM clock {:.0} vs {:.0} MHz", x.0, y.0));
+        }
+    }
+    (!why.is_empty()).then(|| format!("the two runs' machines differed ({})", why.join("; ")))
+}

@@ -900,3 +900,47 @@ fn process_cpu_time_and_busy_cores_are_compared_and_in_the_phase_table() {
         .iter()
         .any(|r| r.phase.ends_with("busy cores") && r.comparison.span == "gpu_prove"));
 }
+
+/// Two run folders whose machines were under different loads: the regression measured
+/// across them is not named (it could be the machine's), and the reason is on the
+/// headline; under the same load it is.
+#[test]
+fn two_runs_at_different_loads_name_no_change() {
+    use crate::store::drift::{Drift, MachineState};
+    let run = {
+        let mut r = SyntheticRun::new();
+        *r.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.2);
+        r
+    };
+    let state = |load: f64| MachineState {
+        utc: "2026-01-01T00:00:00Z".into(),
+        load_avg: Some([load, load, load]),
+        ..MachineState::default()
+    };
+    let with_load = |name: &str, start: f64, end: f64| {
+        let mut d = run.build();
+        d.dir = std::path::PathBuf::from(name);
+        d.meta.drift = Some(Drift {
+            start: state(start),
+            end: Some(state(end)),
+        });
+        d
+    };
+    let (a, b) = (with_load("run-a", 0.4, 0.6), with_load("run-b", 3.9, 4.2));
+    let d = diff_runs(&a, "baseline", &b, "candidate", &DiffOptions::default()).unwrap();
+    let total = &d.headline.end_to_end;
+    assert_eq!(total.verdict, Verdict::Inconclusive, "{total:?}");
+    assert!(total
+        .why
+        .as_deref()
+        .unwrap()
+        .contains("load 0.4–0.6 vs 3.9–4.2"));
+    assert!(d.metrics.iter().all(|c| !c.verdict.is_change()));
+    let head = render(&d, Format::Terminal);
+    let line = head.lines().find(|l| l.starts_with("End to end:")).unwrap();
+    assert!(line.contains("the two runs' machines differed"), "{line}");
+    // The same load (ranges that overlap): the regression is named.
+    let c = with_load("run-c", 0.5, 0.7);
+    let d = diff_runs(&a, "baseline", &c, "candidate", &DiffOptions::default()).unwrap();
+    assert_eq!(d.headline.end_to_end.verdict, Verdict::Regressed);
+}
