@@ -599,8 +599,8 @@ pub use paired::{
 };
 pub(crate) use rng::Xoshiro;
 pub use student::{
-    incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t, student_t_quantile,
-    student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
+    confidence_sequence_of, incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t,
+    student_t_quantile, student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
 };
 
 #[cfg(test)]

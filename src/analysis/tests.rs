@@ -944,3 +944,38 @@ fn two_runs_at_different_loads_name_no_change() {
     let d = diff_runs(&a, "baseline", &c, "candidate", &DiffOptions::default()).unwrap();
     assert_eq!(d.headline.end_to_end.verdict, Verdict::Regressed);
 }
+
+/// A sequential run's decisions: a 20% slower phase is decided regressed after 10 pairs
+/// (with end to end), an A/A run decides nothing wrong, and every decision holds its
+/// level at every number of pairs.
+#[test]
+fn sequential_progress_decides_large_changes_and_names_what_is_open() {
+    use super::sequential::progress;
+    let opts = DiffOptions::default();
+    let slow = candidate_run(|v| v.scaled("msm_h", 1.2));
+    let d = diff_of(&slow);
+    let p = progress(&d, &opts).expect("paired");
+    assert_eq!(p.pairs, 10);
+    assert_eq!(p.rows[0].span, "prove");
+    assert_eq!(p.rows[0].verdict, Verdict::Regressed, "{}", p.line());
+    let msm = p.rows.iter().find(|r| r.span == "msm_h").unwrap();
+    assert_eq!(msm.verdict, Verdict::Regressed, "{}", p.line());
+    assert!(p.line().starts_with("10 pairs: "), "{}", p.line());
+    // A/A: nothing regressed or improved, whatever is still open.
+    let mut aa = SyntheticRun::new();
+    aa.noise = 0.02;
+    let p = progress(&diff_of(&aa), &opts).unwrap();
+    assert!(
+        p.rows.iter().all(|r| !r.verdict.is_change()),
+        "{}",
+        p.line()
+    );
+    // Unpaired diffs have no sequential reading.
+    assert!(progress(&diff_with(&slow, &unpaired()), &opts).is_none());
+}
+
+fn candidate_run(f: impl FnOnce(SyntheticVariant) -> SyntheticVariant) -> SyntheticRun {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = f(SyntheticVariant::new("candidate"));
+    run
+}
