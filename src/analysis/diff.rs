@@ -302,6 +302,11 @@ pub fn diff_runs(
         stats::MIN_REPS_FOR_CLAIM,
     );
     headline.family = family;
+    headline.swing = pairs.as_ref().and_then(|p| {
+        let as_f64 = |v: &[u64]| v.iter().map(|&t| t as f64).collect::<Vec<_>>();
+        let v = p.values_all(&as_f64(&sb.root_total_ns), &as_f64(&sc.root_total_ns));
+        swing_words(&v, &headline.end_to_end)
+    });
     if sb.scope != sc.scope {
         // One side ran synthesis alone: the largest scope both ran is synthesis.
         if let Some(c) = metrics
@@ -353,6 +358,33 @@ pub fn diff_runs(
         contributions,
         notes,
         leaks,
+    })
+}
+
+/// Where the pairs' level (the mean log of each pair's two reps) swung over the run by
+/// more than the end-to-end change named, the swing in words. Pairing cancels what both
+/// reps of a pair share; a swing that falls inside a pair lands on one variant, and one
+/// larger than the change could have set its sign.
+fn swing_words(pairs: &[(f64, f64)], total: &Comparison) -> Option<String> {
+    let rel = total.relative?;
+    if !total.verdict.is_change() || pairs.len() < 2 {
+        return None;
+    }
+    let levels: Vec<f64> = pairs
+        .iter()
+        .filter(|(b, c)| *b > 0.0 && *c > 0.0)
+        .map(|(b, c)| (b.ln() + c.ln()) / 2.0)
+        .collect();
+    let lo = levels.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = levels.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let swing = (hi - lo).exp() - 1.0;
+    (swing.is_finite() && swing > rel.abs()).then(|| {
+        format!(
+            "the run's level swung {:.0}% between its pairs, more than this change ({:+.1}%): \
+             pairing cancels a swing both reps of a pair share, not one inside a pair",
+            swing * 100.0,
+            rel * 100.0
+        )
     })
 }
 
@@ -480,4 +512,39 @@ fn carry_over(
         candidate: cmp(&cb, &cc),
         steady: cmp(&bb, &cc),
     })
+}
+
+#[cfg(test)]
+mod swing_tests {
+    use super::*;
+    use crate::analysis::synthetic::SyntheticRun;
+
+    #[test]
+    fn a_swing_between_pairs_larger_than_the_change_is_said_beside_it() {
+        let data = SyntheticRun::new().build();
+        let d = diff_runs(
+            &data,
+            "baseline",
+            &data,
+            "candidate",
+            &DiffOptions::default(),
+        )
+        .unwrap();
+        let mut total = d.headline.end_to_end.clone();
+        total.verdict = Verdict::Regressed;
+        total.relative = Some(0.05);
+        // Pairs at 1.0 s and, later, at 1.5 s: a 50% swing against a 5% change.
+        let pairs = [(1.00e9, 1.05e9), (1.02e9, 1.07e9), (1.50e9, 1.57e9)];
+        let w = swing_words(&pairs, &total).unwrap();
+        assert!(
+            w.starts_with(
+                "the run's level swung 50% between its pairs, more than this change (+5.0%)"
+            ),
+            "{w}"
+        );
+        // A steady run, or no change named: nothing to say.
+        assert!(swing_words(&[(1.0e9, 1.05e9), (1.01e9, 1.06e9)], &total).is_none());
+        total.verdict = Verdict::Inconclusive;
+        assert!(swing_words(&pairs, &total).is_none());
+    }
 }

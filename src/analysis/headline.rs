@@ -40,6 +40,10 @@ pub struct Headline {
     /// every rep, most spreads apart first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub separated: Vec<SeparatedSpan>,
+    /// The run's level swung between its pairs by more than the end-to-end change (a
+    /// verdict whose sign a swing inside one pair could have set), in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swing: Option<String>,
 }
 
 /// A span time whose sides separated in every rep (every candidate rep above every
@@ -230,6 +234,7 @@ pub(crate) fn headline(
         critical_path,
         family: Family::default(),
         separated,
+        swing: None,
     }
 }
 
@@ -320,6 +325,9 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
             signed(t.unit, k - b),
             t.statistic()
         );
+    }
+    if let Some(w) = &h.swing {
+        let _ = write!(first, " — note: {w}");
     }
     // Without enough reps nothing is claimed: say that, and which spans separated anyway.
     let min = crate::stats::MIN_REPS_FOR_CLAIM;
