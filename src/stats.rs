@@ -580,6 +580,12 @@ pub fn min_reps_for_verdict(alpha: f64) -> usize {
     n.max(BOOTSTRAP_MIN)
 }
 
+/// Fewest reps a side (pairs, when paired) on which a diff makes a claim of significance.
+/// The t tests' p-values are continuous, so 4 reps a side can reach any level for a
+/// change large against its spread; at 3 the estimate of the spread rests on 2 degrees of
+/// freedom a side, and the diff only says whether the sides separated in every rep.
+pub const MIN_REPS_FOR_CLAIM: usize = 4;
+
 mod fdr;
 mod modes;
 mod paired;
@@ -593,8 +599,8 @@ pub use paired::{
 };
 pub(crate) use rng::Xoshiro;
 pub use student::{
-    incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t, student_t_quantile,
-    student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
+    confidence_sequence_of, incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t,
+    student_t_quantile, student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
 };
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ fn every_charts_change_is_the_diffs_statistic_coloured_by_its_verdict() {
             change_text(&ch),
             hex(ch.judged)
         );
-        if c.verdict == Verdict::Unchanged && c.relative.is_some_and(|r| r.abs() > 0.01) {
+        if c.verdict == Verdict::Inconclusive && c.relative.is_some_and(|r| r.abs() > 0.01) {
             unchanged_past_one_percent += 1;
         }
         checked += 1;

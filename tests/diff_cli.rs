@@ -114,7 +114,7 @@ fn every_format_of_a_real_run() {
         .find(|i| i["comparison"]["span"] == "drop")
         .unwrap();
     assert_eq!(drop["comparison"]["candidate"]["median"], 0.0);
-    assert_eq!(drop["comparison"]["verdict"], "unchanged");
+    assert_eq!(drop["comparison"]["verdict"], "equivalent");
     let floor = drop["comparison"]["rule"]["abs_floor"].as_f64().unwrap();
     assert!(floor > 1e6 && drop["comparison"]["delta"].as_f64().unwrap().abs() < floor);
 
@@ -168,7 +168,7 @@ fn a_regression_between_variants_is_reported() {
         "{out}"
     );
     assert!(row("end to end (prove)").contains("regressed"));
-    assert!(row("drop ").contains("unchanged"));
+    assert!(row("drop ").contains("equivalent"));
     let top = out
         .lines()
         .skip_while(|l| !l.starts_with("Where the time went"))
@@ -323,12 +323,12 @@ fn failed_reps_are_excluded_and_counted() {
         "{out}"
     );
     assert!(out.contains("note: 2 failed rep(s) excluded (0 baseline, 2 candidate)"));
-    // The failed reps are 10x slower; left out, the total is unchanged.
+    // The failed reps are 10x slower; left out, the total is shown equivalent.
     let total = out
         .lines()
         .find(|l| l.starts_with("end to end (prove)"))
         .unwrap();
-    assert!(total.contains("unchanged"), "{total}");
+    assert!(total.contains("equivalent"), "{total}");
 }
 
 #[test]
@@ -341,9 +341,9 @@ fn too_few_reps_say_how_many_are_needed() {
         .assert()
         .success()
         .stdout(contains(
-            "a verdict needs at least 5 per side, so rerun with reps >= 5",
+            "a claim of significance needs at least 4 per side, so rerun with reps >= 4",
         ))
-        .stdout(contains("too few reps (need 5/side)"));
+        .stdout(contains("inconclusive (3 reps a side: no claim below 4)"));
 }
 
 #[test]
@@ -408,7 +408,7 @@ fn options_change_the_verdict_rule() {
             .to_string()
     };
     assert!(total(&[]).contains("regressed"));
-    assert!(total(&["--noise-floor", "5%"]).contains("unchanged"));
+    assert!(total(&["--noise-floor", "5%"]).contains("equivalent"));
     let out = stdout_of(&[
         "diff".as_ref(),
         dir.as_os_str(),
@@ -416,14 +416,16 @@ fn options_change_the_verdict_rule() {
         "5".as_ref(),
     ]);
     assert!(out.contains(
-        "every change is the median of per-pair differences; the 95% bootstrap interval of it must lie outside ±5% and outside the absolute floor"
+        "every change is the geometric mean of per-pair ratios; regressed/improved: its 95% interval (for a row the family names, the false-coverage-adjusted one) lies outside ±5% and outside the absolute floor"
     ));
-    assert!(out.contains("Wilcoxon signed-rank its Benjamini–Hochberg q-value over the diff's"));
+    assert!(
+        out.contains("(combined by Simes) gives its Benjamini–Hochberg q-value over the diff's")
+    );
     let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
     assert!(out.contains(
-        "every change is the difference of medians; the 95% bootstrap interval of it must lie outside ±1%"
+        "every change is the ratio of geometric means; regressed/improved: its 95% interval (for a row the family names, the false-coverage-adjusted one) lies outside ±1%"
     ));
-    assert!(out.contains("Mann–Whitney its Benjamini–Hochberg q-value"));
+    assert!(out.contains("Welch's t test on logs gives its Benjamini–Hochberg q-value"));
     assert!(!out.contains("paired by iteration"));
 }
 

@@ -58,20 +58,20 @@ fn an_improvement() {
     });
     let h = headline_of(&run);
     assert!(
-        h[1].starts_with("End to end: prove (total) medians 1.132 s → 992.5 ms; median of per-pair differences -139.6 ms -12.3% [")
-            && h[1].ends_with(": improved (p=0.002)"),
+        h[1].starts_with("End to end: prove (total) medians 1.132 s → 992.5 ms; geometric mean of per-pair ratios -138.9 ms -12.3% [")
+            && h[1].ends_with(": improved (p<0.001)"),
         "{}",
         h[1]
     );
     assert!(
-        h[2].starts_with("Significant changes: msm_h (total) -137.5 ms -20.0% [")
-            && h[2].contains("improved (q=")
+        h[2].starts_with("Significant changes: msm_h (total) -137.6 ms -20.0% [")
+            && h[2].contains("improved (q")
             && h[2].contains(" comparisons; "),
         "{}",
         h[2]
     );
     assert!(
-        h[3].starts_with("Critical path: msm_h -137.5 ms"),
+        h[3].starts_with("Critical path: msm_h -137.6 ms"),
         "{}",
         h[3]
     );
@@ -83,20 +83,20 @@ fn a_regression() {
     run.variant_mut("candidate").gpu_gap_ns = 100_000_000;
     let h = headline_of(&run);
     assert!(
-        h[1].starts_with("End to end: prove (total) medians 1.132 s → 1.266 s; median of per-pair differences +134.5 ms +11.9% [")
-            && h[1].ends_with(": regressed (p=0.002)"),
+        h[1].starts_with("End to end: prove (total) medians 1.132 s → 1.266 s; geometric mean of per-pair ratios +134.8 ms +11.9% [")
+            && h[1].ends_with(": regressed (p<0.001)"),
         "{}",
         h[1]
     );
     assert!(
-        h[2].starts_with("Significant changes: gpu_prove (self) +100.00 ms ")
-            && h[2].contains("msm_h (total) +35.47 ms")
-            && h[2].contains("regressed (q="),
+        h[2].starts_with("Significant changes: gpu_prove (self) +100.0 ms ")
+            && h[2].contains("msm_h (total) +34.86 ms")
+            && h[2].contains("regressed (q"),
         "{}",
         h[2]
     );
     assert!(
-        h[3].starts_with("Critical path: gpu_prove +100.00 ms, msm_h +35.47 ms"),
+        h[3].starts_with("Critical path: gpu_prove +100.0 ms, msm_h +34.86 ms"),
         "{}",
         h[3]
     );
@@ -108,7 +108,8 @@ fn an_a_a_run() {
     run.noise = 0.02;
     let h = headline_of(&run);
     assert!(
-        h[1].contains("; median of per-pair differences ") && h[1].contains(": unchanged (p="),
+        h[1].contains("; geometric mean of per-pair ratios ")
+            && h[1].contains(": inconclusive (p="),
         "{}",
         h[1]
     );
@@ -130,8 +131,8 @@ fn an_unresolved_change() {
     run.reps = 6;
     let h = headline_of(&run);
     assert!(
-        h[1].starts_with("End to end: prove (total) medians 1.077 s → 1.113 s; median of per-pair differences +74.15 ms +6.9% [")
-            && h[1].contains(": unchanged (p=0.562"),
+        h[1].starts_with("End to end: prove (total) medians 1.077 s → 1.113 s; geometric mean of per-pair ratios +22.39 ms +2.0% [")
+            && h[1].contains(": inconclusive (p=0.754"),
         "{}",
         h[1]
     );
@@ -157,7 +158,7 @@ fn a_drop_moved_off_the_critical_path() {
         .knobs
         .insert("drop".into(), "async".into());
     let h = headline_of(&run);
-    assert!(h[1].contains(": unchanged (p="), "{}", h[1]);
+    assert!(h[1].contains(": equivalent (p="), "{}", h[1]);
     assert!(
         h[2].starts_with("Significant changes: none (q < 0.05 over "),
         "{}",
@@ -189,9 +190,9 @@ fn the_recorded_quickstart_run() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) medians 1.123 s → 1.157 s; difference of medians +33.48 ms +3.0% [-48.1%, +181.4%]: unchanged (p=0.690)",
+            "End to end: prove (total) medians 1.123 s → 1.157 s; geometric mean of per-pair ratios +153.7 ms +11.9% [-12.6%, +43.3%]: inconclusive (p=0.375)",
             "Significant changes: none (q < 0.05 over 112 comparisons; 5.6 would pass p < 0.05 by chance alone, 2 did)",
-            "Critical path: drop left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -24.77 µs of self time, under the verdict rule), drop_assignments left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -7.521 µs of self time, under the verdict rule); no self time on it changed significantly",
+            "Critical path: drop left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -33.16 µs of self time, under the verdict rule), drop_assignments left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -7.951 µs of self time, under the verdict rule); no self time on it changed significantly",
         ]
     );
 }
@@ -238,7 +239,10 @@ fn every_verdict_has_its_measure_beside_it() {
         .lines()
         .filter(|l| l.contains("improved") || l.contains("regressed"))
     {
-        if l.starts_with("End to end:") || l.starts_with("Significant changes:") {
+        if l.starts_with("End to end:")
+            || l.starts_with("Significant changes:")
+            || l.starts_with("verdict:")
+        {
             continue;
         }
         let cells: Vec<&str> = l.split("  ").map(str::trim).collect();
@@ -268,7 +272,7 @@ fn shares_only_of_a_resolved_change() {
     let unresolved = output_of(&noisy);
     assert!(!unresolved.contains("Share"), "{unresolved}");
     assert!(
-        unresolved.contains("No shares of the end-to-end change: it is unchanged (")
+        unresolved.contains("No shares of the end-to-end change: it is inconclusive (")
             && unresolved.contains(", so parts of it would divide by noise."),
         "{unresolved}"
     );
@@ -319,18 +323,22 @@ fn too_few_reps_for_any_verdict() {
     let mut run = candidate(|v| v.scaled("msm_h", 0.8));
     run.reps = 3;
     let h = headline_of(&run);
+    // msm_h 20% faster, 3 reps a side: no claim, but the spans that separated in every
+    // rep are named, with how many spreads apart.
     assert!(
-        h[1].ends_with(": too few reps (need 5/side) (p=0.100)"),
+        h[1].ends_with(": inconclusive (3 reps a side: no claim below 4)"),
         "{}",
         h[1]
     );
-    assert_eq!(
-        h[2..],
-        [
-            "Significant changes: none can be told: too few reps for a verdict (need 5 per side)",
-            "Critical path: no verdicts for the same reason",
-        ]
+    assert!(
+        h[2].starts_with(
+            "Significant changes: no claim of significance at 3 reps a side (a claim needs 4); \
+             separated in every rep: "
+        ) && h[2].contains("msm_h (total) -20.1%, faster in every rep by "),
+        "{}",
+        h[2]
     );
+    assert_eq!(h[3], "Critical path: no verdicts for the same reason");
 }
 
 /// A/A runs recorded with both variants identical: the CPU quickstart's A/A twin
@@ -360,7 +368,12 @@ fn committed_a_a_runs_name_no_change() {
     }
     for dir in dirs {
         let h = first_lines(&dir);
-        assert!(h[1].contains(": unchanged"), "{}: {}", dir.display(), h[1]);
+        assert!(
+            h[1].contains(": inconclusive") || h[1].contains(": equivalent"),
+            "{}: {}",
+            dir.display(),
+            h[1]
+        );
         assert!(
             h[2].starts_with("Significant changes: none (q < 0.05 over "),
             "{}: {}",

@@ -86,22 +86,28 @@ pub enum Unit {
     Cores,
 }
 
-/// The outcome for one metric.
+/// The outcome for one metric: four words, and two for a span on one side only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// The interval lies wholly above +noise floor and p < alpha.
+    /// The test passed (q, or p for end to end, below alpha) and the whole interval lies
+    /// above +floor, on the relative and the absolute scale.
     Regressed,
-    /// The interval lies wholly below −noise floor and p < alpha.
+    /// The same, below −floor.
     Improved,
-    /// No change shown beyond the noise floor (this includes inconclusive intervals).
-    Unchanged,
-    /// A side has fewer reps than a verdict needs (`needed` per side).
-    TooFewReps {
-        needed: usize,
-    },
-    OnlyInBaseline,
-    OnlyInCandidate,
+    /// The whole 1 − alpha interval lies inside ±floor on the relative or the absolute
+    /// scale: the change is shown not to matter.
+    Equivalent,
+    /// Anything else: this run does not resolve it (with the reps that would, where an
+    /// estimate exists, and why).
+    #[serde(alias = "unchanged", alias = "too_few_reps")]
+    Inconclusive,
+    /// Measured in the candidate's reps only.
+    #[serde(alias = "only_in_candidate")]
+    New,
+    /// Measured in the baseline's reps only.
+    #[serde(alias = "only_in_baseline")]
+    Gone,
 }
 
 impl Verdict {
@@ -109,18 +115,23 @@ impl Verdict {
     pub fn is_change(self) -> bool {
         matches!(self, Verdict::Regressed | Verdict::Improved)
     }
+
+    /// New or gone: on one side only.
+    pub fn one_sided(self) -> bool {
+        matches!(self, Verdict::New | Verdict::Gone)
+    }
 }
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Verdict::Regressed => f.write_str("regressed"),
-            Verdict::Improved => f.write_str("improved"),
-            Verdict::Unchanged => f.write_str("unchanged"),
-            Verdict::TooFewReps { needed } => write!(f, "too few reps (need {needed}/side)"),
-            Verdict::OnlyInBaseline => f.write_str("only in baseline"),
-            Verdict::OnlyInCandidate => f.write_str("only in candidate"),
-        }
+        f.write_str(match self {
+            Verdict::Regressed => "regressed",
+            Verdict::Improved => "improved",
+            Verdict::Equivalent => "equivalent",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::New => "new",
+            Verdict::Gone => "gone",
+        })
     }
 }
 
@@ -142,21 +153,155 @@ pub struct SideStats {
     pub median: Option<f64>,
     /// Median absolute deviation (unscaled), from 2 reps on.
     pub mad: Option<f64>,
+    /// Geometric mean (of the values plus the unit's log offset, minus it again): the
+    /// location the change statistic compares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gmean: Option<f64>,
 }
 
 impl SideStats {
-    fn of(values: &[f64]) -> (SideStats, Option<Sample>) {
+    fn of(values: &[f64], unit: Unit) -> SideStats {
         let sample = Sample::new(values.to_vec()).ok();
-        let stats = SideStats {
+        let off = log_offset(unit);
+        SideStats {
             reps: values.len(),
             median: sample
                 .as_ref()
                 .map(Sample::median)
                 .or(values.first().copied()),
             mad: sample.as_ref().map(Sample::mad),
-        };
-        (stats, sample)
+            gmean: (!values.is_empty()).then(|| {
+                let l: Vec<f64> = values.iter().map(|&v| log_of(v, off)).collect();
+                (l.iter().sum::<f64>() / l.len() as f64).exp() - off
+            }),
+        }
     }
+}
+
+/// What is added to a metric's values before their log, so that a zero has one: the
+/// smallest amount of the unit that matters (1 µs, one event, 0.01 cores). For values far
+/// above it the change is the ratio of geometric means; values near it count as near 0.
+pub fn log_offset(unit: Unit) -> f64 {
+    match unit {
+        Unit::Ns => 1_000.0,
+        Unit::Count | Unit::Bytes => 1.0,
+        Unit::Cores => 0.01,
+    }
+}
+
+fn log_of(v: f64, offset: f64) -> f64 {
+    (v.max(0.0) + offset).ln()
+}
+
+/// The t tests behind a comparison, on the log of the values (plus [`log_offset`]): what
+/// its change and its intervals at any level are computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LogTests {
+    /// Added to every value before its log.
+    pub offset: f64,
+    /// exp(mean log(baseline + offset)).
+    pub base_gm: f64,
+    /// Welch's t on the two sides' logs (every rep that has the metric).
+    pub welch: stats::TTest,
+    /// One-sample t on the per-pair log ratios, when the run paired the reps (at least
+    /// [`stats::MIN_REPS_FOR_CLAIM`] pairs).
+    pub paired: Option<stats::TTest>,
+}
+
+impl LogTests {
+    /// The test's two-sided p-value: Welch's alone, or paired, Simes' combination of the
+    /// two, min(2·p₍₁₎, p₍₂₎): each analysis is valid, and the combination holds its level
+    /// when the two are positively dependent, as two tests of one difference of logs are
+    /// (Simes, Biometrika 73 (1986); Sarkar, Ann. Stat. 26 (1998)). It rejects at alpha
+    /// whenever the intersection of the two intervals ([`LogTests::log_interval`])
+    /// excludes 0.
+    pub fn p_value(&self) -> f64 {
+        match self.paired {
+            Some(p) => {
+                let (lo, hi) = if p.p_value <= self.welch.p_value {
+                    (p.p_value, self.welch.p_value)
+                } else {
+                    (self.welch.p_value, p.p_value)
+                };
+                (2.0 * lo).min(hi).min(1.0)
+            }
+            None => self.welch.p_value,
+        }
+    }
+
+    /// The interval of the log ratio at `level`: Welch's, or paired, the intersection of
+    /// the two intervals at 1 − (1 − level)/2 each (both cover together at least at
+    /// `level`); `None` when they do not meet.
+    pub fn log_interval(&self, level: f64) -> Option<(f64, f64)> {
+        match self.paired {
+            None => Some(self.welch.interval(level)),
+            Some(p) => {
+                let each = 1.0 - (1.0 - level) / 2.0;
+                let (a, b) = (self.welch.interval(each), p.interval(each));
+                let (lo, hi) = (a.0.max(b.0), a.1.min(b.1));
+                (lo <= hi).then_some((lo, hi))
+            }
+        }
+    }
+
+    /// The point estimate of the log ratio: the paired mean when paired, else Welch's.
+    pub fn estimate(&self) -> f64 {
+        self.paired.map_or(self.welch.estimate, |p| p.estimate)
+    }
+
+    /// Intervals of the relative change and of the change in the unit at `level`.
+    pub fn intervals(&self, level: f64) -> (Interval, Interval) {
+        let (lo, hi) = match self.log_interval(level) {
+            Some((lo, hi)) => (Some(lo.exp() - 1.0), Some(hi.exp() - 1.0)),
+            None => (None, None),
+        };
+        let rel = Interval { lo, hi, level };
+        let abs = Interval {
+            lo: lo.map(|r| r * self.base_gm),
+            hi: hi.map(|r| r * self.base_gm),
+            level,
+        };
+        (rel, abs)
+    }
+}
+
+/// Two sides that separated in every rep: every candidate value above every baseline
+/// value (or below), by `spreads` times the sides' MAD-based spread.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Separation {
+    /// +1: the candidate above, −1: below.
+    pub direction: i8,
+    /// The gap between the sides over 1.4826 × the mean of the sides' MADs; infinite
+    /// when neither side varies.
+    pub spreads: f64,
+}
+
+fn separation(base: &[f64], cand: &[f64]) -> Option<Separation> {
+    let (bmin, bmax) = min_max(base)?;
+    let (cmin, cmax) = min_max(cand)?;
+    let (direction, gap) = if cmin > bmax {
+        (1, cmin - bmax)
+    } else if cmax < bmin {
+        (-1, bmin - cmax)
+    } else {
+        return None;
+    };
+    let mad = |v: &[f64]| Sample::new(v.to_vec()).map(|s| s.mad()).unwrap_or(0.0);
+    let spread = 1.4826 * (mad(base) + mad(cand)) / 2.0;
+    Some(Separation {
+        direction,
+        spreads: if spread > 0.0 {
+            gap / spread
+        } else {
+            f64::INFINITY
+        },
+    })
+}
+
+fn min_max(v: &[f64]) -> Option<(f64, f64)> {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo <= hi).then_some((lo, hi))
 }
 
 /// Baseline against candidate on one metric.
@@ -196,34 +341,42 @@ pub struct Comparison {
     /// is exact, with no interval nor p-value.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exact: bool,
+    /// The t tests on logs the change, the p-value and the intervals come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<LogTests>,
+    /// Inconclusive: about how many more reps a side (pairs, when paired) would resolve
+    /// it at the spread seen, to a verdict or to equivalence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more_reps: Option<usize>,
+    /// Inconclusive or equivalent: which rule it missed or met, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The sides separated in every rep (shown where too few reps allow a claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub separation: Option<Separation>,
 }
 
 impl Comparison {
     /// The comparison's change statistic, in words (it labels every change printed).
     pub fn statistic(&self) -> &'static str {
-        if self.pairs.is_some() {
-            "median of per-pair differences"
-        } else {
-            "difference of medians"
+        match (self.exact, self.pairs.is_some()) {
+            (true, _) => "difference of medians",
+            (false, true) => "geometric mean of per-pair ratios",
+            (false, false) => "ratio of geometric means",
         }
     }
 
-    /// Paired, the median of the per-pair differences and the difference of the two
+    /// The change statistic (a ratio of geometric means) and the difference of the two
     /// medians can point opposite ways (neither is wrong: they answer different
     /// questions); true when both are non-zero and they do.
     pub fn medians_disagree(&self) -> bool {
-        match (
-            self.pairs,
-            self.delta,
-            self.baseline.median,
-            self.candidate.median,
-        ) {
-            (Some(_), Some(d), Some(b), Some(k)) => d != 0.0 && k != b && (d > 0.0) != (k > b),
+        match (self.delta, self.baseline.median, self.candidate.median) {
+            (Some(d), Some(b), Some(k)) => d != 0.0 && k != b && (d > 0.0) != (k > b),
             _ => false,
         }
     }
 
-    /// A comparison with its medians' change filled in and no verdict yet (unchanged).
+    /// A comparison with its medians' change filled in and no verdict yet (inconclusive).
     fn of_medians(
         span: &str,
         measure: Measure,
@@ -249,23 +402,30 @@ impl Comparison {
             p_value: None,
             q_value: None,
             rule: None,
-            verdict: Verdict::Unchanged,
+            verdict: Verdict::Inconclusive,
             pairs: None,
             exact,
+            tests: None,
+            more_reps: None,
+            why: None,
+            separation: None,
         }
     }
 }
 
-/// Compares per-rep values of one metric; with `pairs` (the (baseline, candidate) values
-/// of reps of one iteration), through the per-pair differences.
+/// Compares per-rep values of one metric (each side: the reps where it exists); with
+/// `pairs` (the (baseline, candidate) values of reps of one iteration), through the
+/// per-pair ratios as well.
 ///
-/// The change statistic is the difference of medians, or, paired, the median of the
-/// per-pair differences; the relative change is that statistic over the baseline median
-/// (paired: the median of the paired reps' baseline values), and its interval is taken
-/// resample by resample ([`stats::bootstrap_pairs`], [`stats::bootstrap_relative_change`]),
-/// so it never falls below −100%. The verdict is [`decide`]'s, here on the comparison's
-/// own p-value and the absolute floors that need no other comparison; the diff decides
-/// again on the family's q-value and the floor relative to the end-to-end time.
+/// The change statistic is the ratio of geometric means (of the values plus the unit's
+/// [`log_offset`]): Welch's t on the logs of the two sides, and, paired, the one-sample t
+/// on the per-pair log ratios, their p-values combined by Bonferroni and their intervals
+/// intersected ([`LogTests`]). Both have continuous p-values at any number of reps, so a
+/// change large against its spread is significant at 4 or 5 reps a side, which no rank
+/// test can be. Fewer than [`stats::MIN_REPS_FOR_CLAIM`] reps a side give no claim
+/// (inconclusive, with whether the sides separated in every rep). The verdict here is
+/// [`decide`]'s on the comparison's own p-value and the absolute floors that need no
+/// other comparison; the diff decides again over its family.
 pub(crate) fn compare(
     span: &str,
     measure: Measure,
@@ -275,63 +435,79 @@ pub(crate) fn compare(
     pairs: Option<&[(f64, f64)]>,
     opts: &DiffOptions,
 ) -> Comparison {
-    let (bs, b_sample) = SideStats::of(base);
-    let (cs, c_sample) = SideStats::of(cand);
+    let bs = SideStats::of(base, unit);
+    let cs = SideStats::of(cand, unit);
     let mut c = Comparison::of_medians(span, measure, unit, bs, cs, false);
-    c.verdict = match (base.is_empty(), cand.is_empty()) {
-        (true, true) => Verdict::Unchanged,
-        (false, true) => Verdict::OnlyInBaseline,
-        (true, false) => Verdict::OnlyInCandidate,
-        _ => Verdict::Unchanged,
-    };
-    let (Some(b), Some(k)) = (b_sample, c_sample) else {
-        if !base.is_empty() && !cand.is_empty() {
-            c.verdict = Verdict::TooFewReps {
-                needed: stats::min_reps_for_verdict(opts.alpha),
-            };
+    if let (Some(b), Some(k)) = (bs.gmean, cs.gmean) {
+        c.delta = Some(k - b);
+    }
+    match (base.is_empty(), cand.is_empty()) {
+        (false, true) => {
+            c.verdict = Verdict::Gone;
+            return c;
         }
+        (true, false) => {
+            c.verdict = Verdict::New;
+            return c;
+        }
+        (true, true) => return c,
+        _ => {}
+    }
+    let off = log_offset(unit);
+    let lb: Vec<f64> = base.iter().map(|&v| log_of(v, off)).collect();
+    let lc: Vec<f64> = cand.iter().map(|&v| log_of(v, off)).collect();
+    let min = stats::MIN_REPS_FOR_CLAIM;
+    let paired = pairs.filter(|p| p.len() >= min).and_then(|p| {
+        let d: Vec<f64> = p
+            .iter()
+            .map(|&(x, y)| log_of(y, off) - log_of(x, off))
+            .collect();
+        c.pairs = Some(p.len());
+        stats::one_sample_t(&d)
+    });
+    let Some(welch) = stats::welch_t(&lb, &lc) else {
+        c.separation = separation(base, cand);
+        c.why = Some(too_few(base.len().min(cand.len())));
         return c;
     };
-    let seed = opts.seed
-        ^ fnv1a(span.as_bytes())
-        ^ fnv1a(c.measure.to_string().as_bytes()).rotate_left(17);
-    let level = 1.0 - opts.alpha;
-    let (needed, enough) = match pairs {
-        Some(pairs) => {
-            let d: Vec<f64> = pairs.iter().map(|(x, y)| y - x).collect();
-            let needed = stats::min_pairs_for_verdict(opts.alpha);
-            c.pairs = Some(pairs.len());
-            c.p_value = Some(stats::signed_rank(&d).p_value);
-            // With fewer than 2 pairs the change of medians stays (no verdict follows).
-            if let Ok(d) = Sample::new(d) {
-                let pb: Vec<f64> = pairs.iter().map(|p| p.0).collect();
-                let base_median = stats::median(&pb).unwrap_or(0.0);
-                c.delta = Some(d.median());
-                c.relative = (base_median != 0.0).then(|| d.median() / base_median);
-                if let Some(i) =
-                    stats::bootstrap_pairs(pairs, opts.bootstrap_resamples, level, seed)
-                {
-                    c.delta_ci = Some(i.difference);
-                    c.ci = i.relative.filter(|_| base_median != 0.0);
-                }
-            }
-            (needed, pairs.len() >= needed)
-        }
-        None => {
-            c.ci = stats::bootstrap_relative_change(&b, &k, opts.bootstrap_resamples, level, seed);
-            c.delta_ci = stats::bootstrap_difference(&b, &k, opts.bootstrap_resamples, level, seed);
-            c.p_value = Some(stats::mann_whitney(&b, &k).p_value);
-            let needed = stats::min_reps_for_verdict(opts.alpha);
-            (needed, b.len() >= needed && k.len() >= needed)
-        }
+    let tests = LogTests {
+        offset: off,
+        base_gm: (lb.iter().sum::<f64>() / lb.len() as f64).exp(),
+        welch,
+        paired,
     };
-    if !enough {
-        c.verdict = Verdict::TooFewReps { needed };
+    let est = tests.estimate();
+    c.relative = Some(est.exp() - 1.0);
+    c.delta = Some(tests.base_gm * (est.exp() - 1.0));
+    c.p_value = Some(tests.p_value());
+    c.tests = Some(tests);
+    c.separation = separation(base, cand);
+    let (rel, abs) = tests.intervals(1.0 - opts.alpha);
+    c.ci = Some(rel);
+    c.delta_ci = Some(abs);
+    if base.len() < min || cand.len() < min {
+        // No claim: no p-value either, only the change, its interval and the separation.
+        c.p_value = None;
+        c.why = Some(too_few(base.len().min(cand.len())));
         return c;
     }
     let p = c.p_value.unwrap_or(1.0);
-    decide(&mut c, p, abs_floor(unit, opts, None), opts);
+    decide(
+        &mut c,
+        p,
+        1.0 - opts.alpha,
+        abs_floor(unit, opts, None),
+        opts,
+    );
     c
+}
+
+fn too_few(n: usize) -> String {
+    format!(
+        "{n} rep{} a side: no claim below {}",
+        if n == 1 { "" } else { "s" },
+        stats::MIN_REPS_FOR_CLAIM
+    )
 }
 
 /// The smallest absolute change a verdict in `unit` must clear (see
@@ -349,20 +525,25 @@ pub(crate) fn abs_floor(unit: Unit, opts: &DiffOptions, end_to_end_ns: Option<f6
     }
 }
 
-/// The verdict rule, on test p-value (or q-value) `p` and absolute floor `floor`:
-/// regressed (improved) only when `p` < alpha, the 1 − alpha bootstrap interval of the
-/// relative change lies wholly above +noise floor (below −noise floor), *and* the
-/// interval of the change statistic in the metric's unit lies wholly above +`floor`
-/// (below −`floor`); otherwise unchanged. A baseline median of 0 has no relative
-/// change ("new"): the absolute interval alone decides. A relative interval with an
-/// undefined bound (resamples of the baseline with median 0) gives no verdict. A
-/// comparison without enough reps, or on one side only, keeps its verdict.
-pub(crate) fn decide(c: &mut Comparison, p: f64, floor: f64, opts: &DiffOptions) {
+/// The verdict rule, on test p-value (or q-value) `p`, the interval's confidence `level`
+/// (1 − alpha, or the false-coverage-adjusted level of a row the family selected) and
+/// the absolute floor `floor`:
+/// - regressed (improved): `p` < alpha and the interval at `level` lies wholly above
+///   +floor (below −floor) on both scales, relative (the noise floor) and absolute;
+/// - equivalent: the 1 − alpha interval lies wholly inside ±floor on either scale (the
+///   change, whatever it is, is too small to matter);
+/// - inconclusive otherwise, with about how many more reps would resolve it.
+///
+/// The intervals printed are those the verdict used. A comparison without enough reps,
+/// on one side only, or exact keeps its verdict.
+pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &DiffOptions) {
+    let Some(tests) = c.tests else {
+        return;
+    };
     if c.exact
-        || matches!(
-            c.verdict,
-            Verdict::TooFewReps { .. } | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate
-        )
+        || c.verdict.one_sided()
+        || c.baseline.reps < stats::MIN_REPS_FOR_CLAIM
+        || c.candidate.reps < stats::MIN_REPS_FOR_CLAIM
     {
         return;
     }
@@ -371,27 +552,64 @@ pub(crate) fn decide(c: &mut Comparison, p: f64, floor: f64, opts: &DiffOptions)
         noise_floor: opts.noise_floor,
         abs_floor: floor,
     });
-    let clears = |lo: Option<f64>, hi: Option<f64>, f: f64| match (lo, hi) {
+    c.more_reps = None;
+    c.why = None;
+    let (rel, abs) = tests.intervals(level);
+    c.ci = Some(rel);
+    c.delta_ci = Some(abs);
+    let beyond = |i: &Interval, f: f64| match (i.lo, i.hi) {
         (Some(lo), _) if lo > f => Some(true),
         (_, Some(hi)) if hi < -f => Some(false),
         _ => None,
     };
-    let up_abs = match c.delta_ci {
-        Some(i) => clears(i.lo, i.hi, floor),
-        None => c.delta.and_then(|d| clears(Some(d), Some(d), floor)),
+    let up = match (beyond(&rel, opts.noise_floor), beyond(&abs, floor)) {
+        (Some(a), Some(b)) if a == b => Some(a),
+        _ => None,
     };
-    let up_rel = match (c.ci, c.baseline.median) {
-        (Some(i), _) if i.is_defined() => clears(i.lo, i.hi, opts.noise_floor),
-        (Some(_), _) => None,
-        // No relative change from a zero baseline: the absolute interval decides.
-        (None, Some(0.0)) => up_abs,
-        (None, _) => None,
-    };
-    c.verdict = match (p < opts.alpha, up_rel, up_abs) {
-        (true, Some(true), Some(true)) => Verdict::Regressed,
-        (true, Some(false), Some(false)) => Verdict::Improved,
-        _ => Verdict::Unchanged,
-    };
+    if p < opts.alpha {
+        if let Some(up) = up {
+            c.verdict = if up {
+                Verdict::Regressed
+            } else {
+                Verdict::Improved
+            };
+            return;
+        }
+    }
+    let (rel, abs) = tests.intervals(1.0 - opts.alpha);
+    let inside =
+        |i: &Interval, f: f64| matches!((i.lo, i.hi), (Some(lo), Some(hi)) if lo >= -f && hi <= f);
+    if inside(&rel, opts.noise_floor) || inside(&abs, floor) {
+        c.verdict = Verdict::Equivalent;
+        c.why = Some(if inside(&rel, opts.noise_floor) {
+            format!("inside ±{}%", opts.noise_floor * 100.0)
+        } else {
+            format!("inside ±{}", super::fmt::fmt_value(c.unit, floor))
+        });
+        c.ci = Some(rel);
+        c.delta_ci = Some(abs);
+        return;
+    }
+    c.verdict = Verdict::Inconclusive;
+    // Reps that would resolve it: the interval's half-width shrinks as 1/√n; it must
+    // shrink to the distance between the estimate and the floor (the larger of the
+    // relative floor and the absolute one as a share of the baseline).
+    let fl = opts.noise_floor.max(if tests.base_gm > 0.0 {
+        floor / tests.base_gm
+    } else {
+        0.0
+    });
+    let fl = (1.0 + fl).ln();
+    if let Some((lo, hi)) = tests.log_interval(1.0 - opts.alpha) {
+        let est = tests.estimate().abs();
+        let target = (est - fl).abs();
+        let half = (hi - lo) / 2.0;
+        let n = c.pairs.unwrap_or(c.baseline.reps.min(c.candidate.reps)) as f64;
+        if target > 1e-12 && half.is_finite() && n > 0.0 {
+            let need = n * (half / target).powi(2);
+            c.more_reps = Some(((need - n).ceil().max(1.0)).min(1e6) as usize);
+        }
+    }
 }
 
 /// Smallest absolute change of an emulated count that a verdict reports. The emulator
@@ -417,20 +635,20 @@ pub(crate) fn compare_exact(
     cand: &[f64],
     opts: &DiffOptions,
 ) -> Comparison {
-    let (bs, _) = SideStats::of(base);
-    let (cs, _) = SideStats::of(cand);
+    let bs = SideStats::of(base, unit);
+    let cs = SideStats::of(cand, unit);
     let mut c = Comparison::of_medians(span, measure, unit, bs, cs, true);
     c.verdict = match (bs.median, cs.median) {
         (Some(b), Some(m)) => match c.relative {
-            _ if (m - b).abs() <= EXACT_MIN_DELTA => Verdict::Unchanged,
+            _ if (m - b).abs() <= EXACT_MIN_DELTA => Verdict::Equivalent,
             Some(r) if r > opts.noise_floor => Verdict::Regressed,
             Some(r) if r < -opts.noise_floor => Verdict::Improved,
-            Some(_) => Verdict::Unchanged,
+            Some(_) => Verdict::Equivalent,
             None => Verdict::Regressed,
         },
-        (Some(_), None) => Verdict::OnlyInBaseline,
-        (None, Some(_)) => Verdict::OnlyInCandidate,
-        (None, None) => Verdict::Unchanged,
+        (Some(_), None) => Verdict::Gone,
+        (None, Some(_)) => Verdict::New,
+        (None, None) => Verdict::Inconclusive,
     };
     c
 }
@@ -468,18 +686,18 @@ mod exact_tests {
         assert!(c.ci.is_none() && c.p_value.is_none() && c.exact);
         // Inside the relative floor: unchanged however exact.
         let c = compare_exact("s", m(), Unit::Count, &[3e6], &[3.015e6], &o);
-        assert_eq!(c.verdict, Verdict::Unchanged);
+        assert_eq!(c.verdict, Verdict::Equivalent);
         let c = compare_exact("s", m(), Unit::Count, &[3e6, 3e6], &[3.06e6], &o);
         assert_eq!(c.verdict, Verdict::Regressed);
         // Past the relative floor but within the run-to-run movement: unchanged.
         let c = compare_exact("drop", m(), Unit::Count, &[3214.0], &[3504.0], &o);
-        assert_eq!(c.verdict, Verdict::Unchanged);
+        assert_eq!(c.verdict, Verdict::Equivalent);
         let c = compare_exact("s", m(), Unit::Count, &[0.0], &[3e4], &o);
         assert_eq!((c.verdict, c.relative), (Verdict::Regressed, None));
         let c = compare_exact("s", m(), Unit::Count, &[], &[3.0], &o);
-        assert_eq!(c.verdict, Verdict::OnlyInCandidate);
-        // The statistical rule would refuse a verdict on one rep per side.
+        assert_eq!(c.verdict, Verdict::New);
+        // The statistical rule makes no claim on one rep per side.
         let s = compare("s", m(), Unit::Count, &[1000.0], &[2000.0], None, &o);
-        assert!(matches!(s.verdict, Verdict::TooFewReps { .. }) && !s.exact);
+        assert!(s.verdict == Verdict::Inconclusive && !s.exact && s.why.is_some());
     }
 }

@@ -27,7 +27,8 @@ struct CsvRow<'a> {
     p_value: Option<f64>,
     /// Benjamini–Hochberg q-value over the diff's family (end to end: its p-value).
     q_value: Option<f64>,
-    /// The change statistic: "median of per-pair differences" or "difference of medians".
+    /// The change statistic: "ratio of geometric means", "geometric mean of per-pair
+    /// ratios" or, for exact counts, "difference of medians".
     statistic: &'a str,
     delta_ci_lo: Option<f64>,
     delta_ci_hi: Option<f64>,

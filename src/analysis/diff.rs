@@ -7,9 +7,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{
-    compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS,
+    compare, compare_exact, Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS,
 };
-use super::diff_notes::{alternates, notes};
+use super::diff_notes::{alternates, notes, runs_differ};
 use super::family;
 use super::gaps;
 use super::headline::headline;
@@ -73,10 +73,6 @@ struct Spec {
     exact: bool,
 }
 
-fn all(v: Vec<f64>) -> Vec<Option<f64>> {
-    v.into_iter().map(Some).collect()
-}
-
 /// Compares variant `base_variant` of `base` (baseline) against `cand_variant` of `cand`
 /// (candidate). Pass the same [`RunData`] twice to compare variants of one run.
 pub fn diff_runs(
@@ -137,8 +133,8 @@ pub fn diff_runs(
                 span: name.into(),
                 measure,
                 unit: Unit::Ns,
-                base: all(sb.times(name, f)),
-                cand: all(sc.times(name, f)),
+                base: sb.times(name, f),
+                cand: sc.times(name, f),
                 exact: false,
             });
         }
@@ -209,14 +205,14 @@ pub fn diff_runs(
             exact,
         });
     }
-    // Pairing pays only with enough pairs for a verdict of its own (6 at alpha 0.05);
-    // fewer are compared as independent samples, which need fewer reps (5).
+    // Pairing needs as many pairs as a claim needs reps (4); fewer are compared as
+    // independent samples.
     let alternating = same_run(base, cand) && alternates(&base.meta.order);
     let pairable = (opts.paired && alternating).then(|| Pairs::of(&sb, &sc));
     let few_pairs = pairable
         .as_ref()
         .map(Pairs::len)
-        .filter(|&n| n < stats::min_pairs_for_verdict(opts.alpha));
+        .filter(|&n| n < stats::MIN_REPS_FOR_CLAIM);
     let pairs = pairable.filter(|_| few_pairs.is_none());
     let mut metrics: Vec<Comparison> = specs
         .into_par_iter()
@@ -237,6 +233,8 @@ pub fn diff_runs(
             )
         })
         .collect();
+    // A metric no rep of either side has is no row.
+    metrics.retain(|c| c.baseline.reps + c.candidate.reps > 0);
 
     let mut contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
     let mut carry_over = alternating
@@ -263,6 +261,33 @@ pub fn diff_runs(
             .unwrap_or_default(),
         opts,
     );
+    // Two runs whose machines differed beyond what either run's spread covers: no
+    // change is named, whatever its interval, and the reason stands beside each.
+    let mut family = family;
+    if let Some(why) = runs_differ([base, cand]) {
+        let demote = |c: &mut Comparison| {
+            if c.verdict.is_change() {
+                c.verdict = Verdict::Inconclusive;
+                c.why = Some(why.clone());
+            }
+        };
+        metrics.iter_mut().for_each(demote);
+        demote(&mut contributions.total);
+        contributions
+            .items
+            .iter_mut()
+            .for_each(|i| demote(&mut i.comparison));
+        gaps.iter_mut().for_each(|g| demote(&mut g.change));
+        if let Some(c) = carry_over.as_mut() {
+            for x in [&mut c.baseline, &mut c.candidate, &mut c.steady] {
+                demote(x);
+            }
+        }
+        family.survivors = 0;
+        for item in &mut contributions.items {
+            item.share_of_change = None;
+        }
+    }
     let backend = (va.backend == vb.backend).then_some(va.backend.as_str());
     let phase_table = phase_table(&metrics, &contributions.total, &counters, backend);
     let leaf_spans: Vec<String> = names
@@ -274,9 +299,14 @@ pub fn diff_runs(
         &metrics,
         &contributions,
         &leaf_spans,
-        stats::min_reps_for_verdict(opts.alpha),
+        stats::MIN_REPS_FOR_CLAIM,
     );
     headline.family = family;
+    headline.swing = pairs.as_ref().and_then(|p| {
+        let as_f64 = |v: &[u64]| v.iter().map(|&t| t as f64).collect::<Vec<_>>();
+        let v = p.values_all(&as_f64(&sb.root_total_ns), &as_f64(&sc.root_total_ns));
+        swing_words(&v, &headline.end_to_end)
+    });
     if sb.scope != sc.scope {
         // One side ran synthesis alone: the largest scope both ran is synthesis.
         if let Some(c) = metrics
@@ -318,11 +348,7 @@ pub fn diff_runs(
             baseline: sb.counts,
             candidate: sc.counts,
         },
-        reps_needed: if pairs.is_some() {
-            stats::min_pairs_for_verdict(opts.alpha)
-        } else {
-            stats::min_reps_for_verdict(opts.alpha)
-        },
+        reps_needed: stats::MIN_REPS_FOR_CLAIM,
         pairs: pairs.as_ref().map(Pairs::len),
         carry_over,
         phase_table,
@@ -332,6 +358,33 @@ pub fn diff_runs(
         contributions,
         notes,
         leaks,
+    })
+}
+
+/// Where the pairs' level (the mean log of each pair's two reps) swung over the run by
+/// more than the end-to-end change named, the swing in words. Pairing cancels what both
+/// reps of a pair share; a swing that falls inside a pair lands on one variant, and one
+/// larger than the change could have set its sign.
+fn swing_words(pairs: &[(f64, f64)], total: &Comparison) -> Option<String> {
+    let rel = total.relative?;
+    if !total.verdict.is_change() || pairs.len() < 2 {
+        return None;
+    }
+    let levels: Vec<f64> = pairs
+        .iter()
+        .filter(|(b, c)| *b > 0.0 && *c > 0.0)
+        .map(|(b, c)| (b.ln() + c.ln()) / 2.0)
+        .collect();
+    let lo = levels.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = levels.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let swing = (hi - lo).exp() - 1.0;
+    (swing.is_finite() && swing > rel.abs()).then(|| {
+        format!(
+            "the run's level swung {:.0}% between its pairs, more than this change ({:+.1}%): \
+             pairing cancels a swing both reps of a pair share, not one inside a pair",
+            swing * 100.0,
+            rel * 100.0
+        )
     })
 }
 
@@ -459,4 +512,39 @@ fn carry_over(
         candidate: cmp(&cb, &cc),
         steady: cmp(&bb, &cc),
     })
+}
+
+#[cfg(test)]
+mod swing_tests {
+    use super::*;
+    use crate::analysis::synthetic::SyntheticRun;
+
+    #[test]
+    fn a_swing_between_pairs_larger_than_the_change_is_said_beside_it() {
+        let data = SyntheticRun::new().build();
+        let d = diff_runs(
+            &data,
+            "baseline",
+            &data,
+            "candidate",
+            &DiffOptions::default(),
+        )
+        .unwrap();
+        let mut total = d.headline.end_to_end.clone();
+        total.verdict = Verdict::Regressed;
+        total.relative = Some(0.05);
+        // Pairs at 1.0 s and, later, at 1.5 s: a 50% swing against a 5% change.
+        let pairs = [(1.00e9, 1.05e9), (1.02e9, 1.07e9), (1.50e9, 1.57e9)];
+        let w = swing_words(&pairs, &total).unwrap();
+        assert!(
+            w.starts_with(
+                "the run's level swung 50% between its pairs, more than this change (+5.0%)"
+            ),
+            "{w}"
+        );
+        // A steady run, or no change named: nothing to say.
+        assert!(swing_words(&[(1.0e9, 1.05e9), (1.01e9, 1.06e9)], &total).is_none());
+        total.verdict = Verdict::Inconclusive;
+        assert!(swing_words(&pairs, &total).is_none());
+    }
 }

@@ -230,10 +230,11 @@ pub(super) fn notes(
     }
     if let Some(p) = pairs {
         notes.push(format!(
-            "paired by iteration ({} pairs, {} order): each change is the median of the \
-             differences between the candidate's and the baseline's rep of one iteration, \
-             its interval a bootstrap over the pairs, its p-value Wilcoxon's signed-rank \
-             test; pass --unpaired to compare the medians of independent samples instead",
+            "paired by iteration ({} pairs, {} order): each change is the geometric mean of \
+             the ratios of the candidate's to the baseline's rep of one iteration; its test \
+             is the paired t test on those log ratios and Welch's t test on the two sides' \
+             logs, combined by Simes, its interval where both intervals agree; \
+             pass --unpaired for Welch's test alone",
             p.len(),
             data[0].meta.order
         ));
@@ -261,17 +262,17 @@ pub(super) fn notes(
             "compared as independent samples: only {n} iterations have a successful rep of \
              both variants, and a paired comparison needs at least {0} (rerun with reps >= {0} \
              to pair them)",
-            stats::min_pairs_for_verdict(opts.alpha)
+            stats::MIN_REPS_FOR_CLAIM
         ));
     }
     if let Some(n) = params_origin_note(data) {
         notes.push(n);
     }
     notes.extend(recorder_cost_note(data));
-    let needed = stats::min_reps_for_verdict(opts.alpha);
+    let needed = stats::MIN_REPS_FOR_CLAIM;
     if sb.counts.used < needed || sc.counts.used < needed {
         notes.push(format!(
-            "too few reps for a verdict: {} (baseline) and {} (candidate) successful reps; a verdict needs at least {needed} per side, so rerun with reps >= {needed}",
+            "too few reps for a claim: {} (baseline) and {} (candidate) successful reps; a claim of significance needs at least {needed} per side, so rerun with reps >= {needed} (the headline says which spans separated in every rep)",
             sb.counts.used, sc.counts.used
         ));
     }
@@ -453,4 +454,87 @@ mod recorder_cost_tests {
         let d = run(10, 1_000_000);
         assert_eq!(recorder_cost_note([&d, &d]), None);
     }
+}
+
+/// Why two run folders' machines differed beyond what each run's own spread covers, in
+/// words; None for variants of one run, or when neither run recorded its machine state
+/// (older folders), or when the states agree.
+///
+/// Each run's state is taken at its start and its end, and each quantity's range over
+/// those readings is the within-run drift the reps saw. Two runs differ when the ranges
+/// are apart by more than a tolerance: the 1-minute load average by more than 0.5 and a
+/// fifth of the larger, the CPUs' median frequency or a GPU's SM clock by more than 2%.
+/// The reps' intervals cover only the spread within each run, so a change measured
+/// across such runs can be the machine's.
+pub(super) fn runs_differ(data: [&RunData; 2]) -> Option<String> {
+    if same_run(data[0], data[1]) {
+        return None;
+    }
+    let states = |d: &RunData| -> Vec<crate::store::drift::MachineState> {
+        d.meta
+            .drift
+            .as_ref()
+            .map(|dr| {
+                std::iter::once(dr.start.clone())
+                    .chain(dr.end.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (a, b) = (states(data[0]), states(data[1]));
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let range = |v: Vec<f64>| -> Option<(f64, f64)> {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    };
+    let apart = |x: (f64, f64), y: (f64, f64)| -> f64 {
+        if x.1 < y.0 {
+            y.0 - x.1
+        } else if y.1 < x.0 {
+            x.0 - y.1
+        } else {
+            0.0
+        }
+    };
+    let mut why = Vec::new();
+    let load = |s: &[crate::store::drift::MachineState]| {
+        range(s.iter().filter_map(|m| m.load_avg.map(|l| l[0])).collect())
+    };
+    if let (Some(x), Some(y)) = (load(&a), load(&b)) {
+        let tol = 0.5f64.max(0.2 * x.1.max(y.1));
+        if apart(x, y) > tol {
+            why.push(format!(
+                "load {:.1}–{:.1} vs {:.1}–{:.1}",
+                x.0, x.1, y.0, y.1
+            ));
+        }
+    }
+    let mhz = |s: &[crate::store::drift::MachineState]| {
+        range(
+            s.iter()
+                .filter_map(|m| m.cpu_mhz.map(|c| c.median))
+                .collect(),
+        )
+    };
+    if let (Some(x), Some(y)) = (mhz(&a), mhz(&b)) {
+        if apart(x, y) > 0.02 * x.1.max(y.1) {
+            why.push(format!("CPU {:.0} vs {:.0} MHz", x.0, y.0));
+        }
+    }
+    let sm = |s: &[crate::store::drift::MachineState]| {
+        range(
+            s.iter()
+                .flat_map(|m| m.gpus.iter().filter_map(|g| g.sm_clock_mhz.map(f64::from)))
+                .collect(),
+        )
+    };
+    if let (Some(x), Some(y)) = (sm(&a), sm(&b)) {
+        if apart(x, y) > 0.02 * x.1.max(y.1) {
+            why.push(format!("GPU SM clock {:.0} vs {:.0} MHz", x.0, y.0));
+        }
+    }
+    (!why.is_empty()).then(|| format!("the two runs' machines differed ({})", why.join("; ")))
 }

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{abs_floor, decide, Comparison, Measure, Unit, Verdict};
+use super::compare::{abs_floor, decide, Comparison, Measure, Unit};
 use super::gaps::{Contributions, Gap};
 use super::DiffOptions;
 use crate::stats;
@@ -51,10 +51,10 @@ impl Default for Family {
 fn tested(c: &Comparison) -> bool {
     !c.exact
         && c.p_value.is_some()
-        && !matches!(
-            c.verdict,
-            Verdict::TooFewReps { .. } | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate
-        )
+        && c.tests.is_some()
+        && !c.verdict.one_sided()
+        && c.baseline.reps >= stats::MIN_REPS_FOR_CLAIM
+        && c.candidate.reps >= stats::MIN_REPS_FOR_CLAIM
 }
 
 /// One metric of a diff given as per-rep values, for callers that judge a family of
@@ -119,7 +119,8 @@ fn judge_family(
         if tested(c) {
             c.q_value = c.p_value;
             let p = c.p_value.unwrap_or(1.0);
-            decide(c, p, abs_floor(c.unit, opts, end_to_end_ns), opts);
+            let floor = abs_floor(c.unit, opts, end_to_end_ns);
+            decide(c, p, 1.0 - opts.alpha, floor, opts);
         }
     }
     family.retain(|c| tested(c));
@@ -129,10 +130,25 @@ fn judge_family(
     } else {
         p.clone()
     };
+    // The rows the procedure selects get intervals at the false-coverage-adjusted level
+    // 1 − R·alpha/m (Benjamini & Yekutieli 2005), so that the intervals printed for the
+    // selected rows keep their coverage on average; the others keep 1 − alpha.
+    let m = family.len().max(1) as f64;
+    let selected = q.iter().filter(|&&q| q < opts.alpha).count() as f64;
+    let fcr_level = if opts.fdr {
+        1.0 - selected * opts.alpha / m
+    } else {
+        1.0 - opts.alpha
+    };
     for (c, &q) in family.iter_mut().zip(&q) {
         c.q_value = Some(q);
         let floor = abs_floor(c.unit, opts, end_to_end_ns);
-        decide(c, q, floor, opts);
+        let level = if q < opts.alpha {
+            fcr_level
+        } else {
+            1.0 - opts.alpha
+        };
+        decide(c, q, level, floor, opts);
     }
     Family {
         comparisons: family.len(),

@@ -99,9 +99,9 @@ pub(super) fn delta_cell(c: &Comparison) -> String {
     s
 }
 
-/// Why an unchanged comparison whose relative interval excludes 0 is unchanged, in
-/// words: its test over the family did not pass, or its interval did not clear a floor.
-/// None for other comparisons.
+/// Why an inconclusive comparison whose relative interval excludes 0 is inconclusive,
+/// in words: its test over the family did not pass, or its interval did not clear a
+/// floor. None for other comparisons.
 pub(super) fn unchanged_because(c: &Comparison) -> Option<String> {
     let (Some(ci), Some(rule)) = (c.ci, c.rule) else {
         return None;
@@ -109,7 +109,7 @@ pub(super) fn unchanged_because(c: &Comparison) -> Option<String> {
     let (Some(lo), Some(hi)) = (ci.lo, ci.hi) else {
         return None;
     };
-    if c.verdict != super::compare::Verdict::Unchanged || (lo <= 0.0 && hi >= 0.0) {
+    if c.verdict != super::compare::Verdict::Inconclusive || (lo <= 0.0 && hi >= 0.0) {
         return None;
     }
     let test = c.q_value.or(c.p_value).unwrap_or(1.0);
@@ -134,6 +134,30 @@ pub(super) fn unchanged_because(c: &Comparison) -> Option<String> {
     ))
 }
 
+/// "about 14 more pairs to resolve ±1%": how many more reps a side (pairs, when paired)
+/// would resolve an inconclusive comparison at the spread seen.
+pub(super) fn more_reps_words(c: &Comparison, n: usize) -> String {
+    let what = if c.pairs.is_some() {
+        "pair"
+    } else {
+        "rep a side"
+    };
+    let what = match (n, c.pairs.is_some()) {
+        (1, _) => what.to_string(),
+        (_, true) => "pairs".to_string(),
+        (_, false) => "reps a side".to_string(),
+    };
+    let floor = c
+        .rule
+        .map(|r| format!(" ±{}%", sig(r.noise_floor * 100.0)))
+        .unwrap_or_default();
+    if n >= 1_000_000 {
+        format!("far more {what} to resolve{floor}")
+    } else {
+        format!("about {n} more {what} to resolve{floor}")
+    }
+}
+
 fn sig(x: f64) -> String {
     let s = format!("{x:.2}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -149,8 +173,11 @@ pub(super) fn verdict_cell(c: &Comparison) -> String {
     if !p.is_empty() {
         parts.push(p);
     }
-    if let Some(why) = unchanged_because(c) {
+    if let Some(why) = c.why.clone().or_else(|| unchanged_because(c)) {
         parts.push(why);
+    }
+    if let Some(n) = c.more_reps {
+        parts.push(more_reps_words(c, n));
     }
     if parts.is_empty() {
         c.verdict.to_string()

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{compare, fnv1a, Comparison, Measure, Unit};
-use super::select::{Agg, Pairs, Side};
+use super::select::{present, Agg, Pairs, Side};
 use super::DiffOptions;
 use crate::stats::{self, median, Interval, Sample};
 use crate::units::fmt_ns;
@@ -127,8 +127,8 @@ fn gap_side(side: &Side, name: &str, opts: &DiffOptions) -> Option<GapSide> {
     if !side.wrappers.contains(name) {
         return None;
     }
-    let un = median(&side.times(name, unattributed))?;
-    let span = median(&side.times(name, |a| a.total_ns))?;
+    let un = median(&present(&side.times(name, unattributed)))?;
+    let span = median(&present(&side.times(name, |a| a.total_ns)))?;
     let end_to_end = median(
         &side
             .root_total_ns
@@ -175,7 +175,7 @@ pub(crate) fn gaps(
                 base.times(name, unattributed),
                 cand.times(name, unattributed),
             );
-            let paired = pairs.map(|p| p.values_all(&ub, &uc));
+            let paired = pairs.map(|p| p.values(&ub, &uc));
             Gap {
                 span: name.into(),
                 baseline: b,
@@ -184,8 +184,8 @@ pub(crate) fn gaps(
                     name,
                     Measure::Unattributed,
                     Unit::Ns,
-                    &ub,
-                    &uc,
+                    &present(&ub),
+                    &present(&uc),
                     paired.as_deref(),
                     opts,
                 ),
@@ -263,7 +263,12 @@ pub(crate) fn contributions(
         opts,
     );
     let values = |side: &Side, name: &str| -> Vec<f64> {
-        let v = side.times(name, |a| a.critical_self_ns);
+        // A rep that did not wait for the span waited 0 for it.
+        let v: Vec<f64> = side
+            .times(name, |a| a.critical_self_ns)
+            .into_iter()
+            .map(|x| x.unwrap_or(0.0))
+            .collect();
         if v.is_empty() {
             vec![0.0; side.counts.used]
         } else {

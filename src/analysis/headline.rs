@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS};
+use super::compare::{Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS};
 use super::family::Family;
 use super::fmt::{delta_cell, fmt_test, measure_label, opt_value, signed, unchanged_because};
 use super::gaps::{Contributions, OnPath};
@@ -36,6 +36,25 @@ pub struct Headline {
     /// control): how many, and how many would pass by chance alone.
     #[serde(default)]
     pub family: Family,
+    /// With too few reps a side for a claim: the span times whose two sides separated in
+    /// every rep, most spreads apart first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub separated: Vec<SeparatedSpan>,
+    /// The run's level swung between its pairs by more than the end-to-end change (a
+    /// verdict whose sign a swing inside one pair could have set), in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swing: Option<String>,
+}
+
+/// A span time whose sides separated in every rep (every candidate rep above every
+/// baseline rep, or below), with too few reps for a claim of significance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeparatedSpan {
+    pub span: String,
+    pub measure: Measure,
+    /// The gap between the sides in MAD-based spreads, signed (+: the candidate slower).
+    pub spreads: f64,
+    pub relative: Option<f64>,
 }
 
 /// How a span's self time on the critical path changed.
@@ -182,6 +201,31 @@ pub(crate) fn headline(
             });
         }
     }
+    let mut separated: Vec<SeparatedSpan> = metrics
+        .iter()
+        .filter(|c| {
+            is_time(c)
+                && (c.baseline.reps < min_reps || c.candidate.reps < min_reps)
+                && matches!(c.measure, Measure::Total | Measure::SelfTime)
+        })
+        .filter_map(|c| {
+            let sep = c.separation?;
+            Some(SeparatedSpan {
+                span: c.span.clone(),
+                measure: c.measure.clone(),
+                spreads: sep.spreads * sep.direction as f64,
+                relative: c.relative,
+            })
+        })
+        .collect();
+    separated.sort_by(|a, b| b.spreads.abs().total_cmp(&a.spreads.abs()));
+    // A span whose total and self separated is named once.
+    let mut named: Vec<String> = Vec::new();
+    separated.retain(|s| {
+        let fresh = !named.contains(&s.span);
+        named.push(s.span.clone());
+        fresh
+    });
     Headline {
         end_to_end: total.clone(),
         changes: distinct,
@@ -189,6 +233,8 @@ pub(crate) fn headline(
         critical_net_ns,
         critical_path,
         family: Family::default(),
+        separated,
+        swing: None,
     }
 }
 
@@ -256,7 +302,7 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
     );
     let p = fmt_test(t);
     let _ = write!(first, ": {}", t.verdict);
-    match (p.is_empty(), unchanged_because(t)) {
+    match (p.is_empty(), t.why.clone().or_else(|| unchanged_because(t))) {
         (false, Some(why)) => {
             let _ = write!(first, " ({p}; {why})");
         }
@@ -275,17 +321,55 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
         );
         let _ = write!(
             first,
-            " — note: the medians moved the other way ({}); the verdict is on the per-pair differences",
-            signed(t.unit, k - b)
+            " — note: the medians moved the other way ({}); the verdict is on the {}",
+            signed(t.unit, k - b),
+            t.statistic()
         );
     }
-    // Without enough reps nothing can be significant: say that, not "nothing changed".
-    if let Verdict::TooFewReps { needed } = t.verdict {
+    if let Some(w) = &h.swing {
+        let _ = write!(first, " — note: {w}");
+    }
+    // Without enough reps nothing is claimed: say that, and which spans separated anyway.
+    let min = crate::stats::MIN_REPS_FOR_CLAIM;
+    let n = t.baseline.reps.min(t.candidate.reps);
+    if n < min {
+        let sep = if h.separated.is_empty() {
+            "no span time separated in every rep".to_string()
+        } else {
+            let named: Vec<String> = h
+                .separated
+                .iter()
+                .take(MOVES_NAMED)
+                .map(|s| {
+                    let rel = s
+                        .relative
+                        .map(|r| format!(" {:+.1}%", r * 100.0))
+                        .unwrap_or_default();
+                    let sp = if s.spreads.is_finite() {
+                        format!("{:.1} spreads", s.spreads.abs())
+                    } else {
+                        "no spread".to_string()
+                    };
+                    format!(
+                        "{} ({}){rel}, {} in every rep by {sp}",
+                        s.span,
+                        measure_label(&s.measure),
+                        if s.spreads > 0.0 { "slower" } else { "faster" }
+                    )
+                })
+                .collect();
+            let mut w = format!("separated in every rep: {}", named.join("; "));
+            if h.separated.len() > MOVES_NAMED {
+                let _ = write!(w, "; {} more", h.separated.len() - MOVES_NAMED);
+            }
+            w
+        };
         return vec![
             first,
             format!(
-                "{} none can be told: too few reps for a verdict (need {needed} per side)",
-                label("Significant changes")
+                "{} no claim of significance at {n} rep{} a side (a claim needs {min}); {sep}",
+                label("Significant changes"),
+                if n == 1 { "" } else { "s" }
             ),
             format!("{} no verdicts for the same reason", label("Critical path")),
         ];

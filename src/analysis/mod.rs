@@ -17,6 +17,8 @@
 //!   changes with their measures, and the net change on the critical path.
 //! - `render`: the terminal table, markdown and JSON (`fmt`: how values and changes are
 //!   written); `csv_rows`: the CSV.
+//! - [`sequential`]: the decisions of a run that looks after every pair
+//!   (`run --until-decided`), on confidence sequences.
 //! - [`synthetic`]: run folders with known effects, for tests and benchmarks.
 //!
 //! ```no_run
@@ -38,6 +40,7 @@ mod gaps;
 mod headline;
 mod render;
 mod select;
+pub mod sequential;
 mod span_lines;
 pub mod synthetic;
 
@@ -57,7 +60,7 @@ pub use diff::{diff_runs, CarryOver};
 pub use family::{judge_rows, Family, RowInput};
 pub use fmt::fmt_p;
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
-pub use headline::{CriticalMove, Headline, MoveKind, HEADLINE_CHANGES};
+pub use headline::{CriticalMove, Headline, MoveKind, SeparatedSpan, HEADLINE_CHANGES};
 pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
 pub use span_lines::span_lines;

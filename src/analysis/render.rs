@@ -321,8 +321,11 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     );
     let o = &d.options;
     let (change, test) = match d.pairs {
-        Some(_) => ("median of per-pair differences", "Wilcoxon signed-rank"),
-        None => ("difference of medians", "Mann–Whitney"),
+        Some(_) => (
+            "geometric mean of per-pair ratios",
+            "the paired and Welch t tests on logs (combined by Simes)",
+        ),
+        None => ("ratio of geometric means", "Welch's t test on logs"),
     };
     let family = if o.fdr {
         format!(
@@ -334,13 +337,14 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     };
     let _ = writeln!(
         out,
-        "{bullet}verdict: every change is the {change}; the {:.0}% bootstrap interval of it must lie outside ±{}% and outside the absolute floor (times: {} or {}% of end to end, whichever is larger; counts: {} events; busy cores: {}), and {test} {family}; \"unchanged\" beside an interval that excludes 0 says which of these it missed",
+        "{bullet}verdict: every change is the {change}; regressed/improved: its {:.0}% interval (for a row the family names, the false-coverage-adjusted one) lies outside ±{}% and outside the absolute floor (times: {} or {}% of end to end, whichever is larger; counts: {} events; busy cores: {}), and {test} gives {family}; equivalent: the interval lies inside either floor; inconclusive: anything else (with the reps that would resolve it); no claim below {} reps a side",
         (1.0 - o.alpha) * 100.0,
         o.noise_floor * 100.0,
         crate::units::fmt_ns(o.time_floor_ns),
         o.time_floor_fraction * 100.0,
         o.count_floor,
         o.cores_floor,
+        crate::stats::MIN_REPS_FOR_CLAIM,
     );
     for n in &d.notes {
         let _ = writeln!(out, "{bullet}note: {}", md_line(n, md));

@@ -4,8 +4,10 @@
 //!
 //! A span name may occur several times in a rep (`synthesis[i]` on worker threads, a
 //! `drop` per buffer): its per-rep value is the sum over its occurrences. A rep that
-//! lacks a span the variant records in other reps contributes 0 time (the work did not
-//! happen), but no counter value (nothing was counted).
+//! lacks a span the variant records in other reps contributes no value: the span is
+//! compared over the reps where it exists, and the tables show how many those were.
+//! (Time on the critical path is the exception: a rep that did not wait for a span
+//! waited 0 for it.)
 
 use std::collections::{HashMap, HashSet};
 
@@ -238,12 +240,12 @@ impl<'a> Side<'a> {
         side
     }
 
-    /// Per-rep values of `name` under `f`, 0 for reps without the span; empty when the
-    /// variant never recorded it.
-    pub fn times(&self, name: &str, f: impl Fn(&Agg) -> u64) -> Vec<f64> {
+    /// Per-rep values of `name` under `f`, None for reps without the span; empty when
+    /// the variant never recorded it.
+    pub fn times(&self, name: &str, f: impl Fn(&Agg) -> u64) -> Vec<Option<f64>> {
         self.per_name
             .get(name)
-            .map(|v| v.iter().map(|a| f(a) as f64).collect())
+            .map(|v| v.iter().map(|a| a.present.then(|| f(a) as f64)).collect())
             .unwrap_or_default()
     }
 

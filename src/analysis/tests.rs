@@ -84,8 +84,11 @@ fn same_distribution_gives_at_most_5_percent_false_verdicts() {
                 "A/A floor={} n={n} noise={noise}: {false_rate:.3} false verdicts",
                 opts.noise_floor
             );
+            // Without a floor the t test's level is exactly alpha: 5 % of 400 trials,
+            // give or take sampling (sd 1.1 %); the default floor keeps it under 5 %.
+            let limit = if opts.noise_floor == 0.0 { 0.085 } else { 0.05 };
             assert!(
-                false_rate <= 0.05,
+                false_rate <= limit,
                 "floor {} n={n} noise={noise}: {false_rate:.3} false verdicts",
                 opts.noise_floor
             );
@@ -117,11 +120,11 @@ fn a_shift_inside_the_noise_floor_is_unchanged() {
         let a = timings(rng, 30, 1e9, 0.001, false);
         let b = timings(rng, 30, 1e9 * 1.004, 0.001, false);
         let c = compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts);
-        c.p_value.unwrap() < 0.05 && c.verdict == Verdict::Unchanged
+        c.p_value.unwrap() < 0.05 && c.verdict == Verdict::Equivalent
     });
     assert!(
         rate >= 0.95,
-        "significant but small shifts reported as unchanged in {rate:.3}"
+        "significant but small shifts shown equivalent in {rate:.3}"
     );
 }
 
@@ -130,28 +133,28 @@ fn verdict_edge_cases() {
     let opts = DiffOptions::default();
     let c =
         |a: &[f64], b: &[f64]| compare("x", Measure::Total, Unit::Ns, a, b, None, &opts).verdict;
-    let needed = crate::stats::min_reps_for_verdict(0.05);
+    // Three reps a side: no claim, however large the change.
     assert_eq!(
         c(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]),
-        Verdict::TooFewReps { needed }
+        Verdict::Inconclusive
     );
     assert_eq!(
         c(&[1.0], &[10.0, 20.0, 30.0, 40.0, 50.0]),
-        Verdict::TooFewReps { needed }
+        Verdict::Inconclusive
     );
-    assert_eq!(c(&[1.0, 2.0], &[]), Verdict::OnlyInBaseline);
-    assert_eq!(c(&[], &[1.0, 2.0]), Verdict::OnlyInCandidate);
-    assert_eq!(c(&[0.0; 8], &[0.0; 8]), Verdict::Unchanged);
+    assert_eq!(c(&[1.0, 2.0], &[]), Verdict::Gone);
+    assert_eq!(c(&[], &[1.0, 2.0]), Verdict::New);
+    assert_eq!(c(&[0.0; 8], &[0.0; 8]), Verdict::Equivalent);
     // From nothing to something: no relative change exists, but it is a regression
     // (here of several µs, above the absolute floor of 1 µs).
     assert_eq!(
         c(&[0.0; 8], &[5e3, 6e3, 7e3, 5e3, 6e3, 7e3, 5e3, 6e3]),
         Verdict::Regressed
     );
-    // A few ns from nothing: under the absolute floor.
+    // A few ns from nothing: under the absolute floor, shown too small to matter.
     assert_eq!(
         c(&[0.0; 8], &[5.0, 6.0, 7.0, 5.0, 6.0, 7.0, 5.0, 6.0]),
-        Verdict::Unchanged
+        Verdict::Equivalent
     );
     // Halving 100 µs: far above both floors.
     let up: Vec<f64> = (0..8).map(|i| 100e3 + 1e3 * i as f64).collect();
@@ -203,11 +206,11 @@ fn a_faster_phase_is_found_where_it_happened() {
     );
     assert_eq!(
         metric(&d, "kernels", Measure::SelfTime).verdict,
-        Verdict::Unchanged
+        Verdict::Equivalent
     );
     assert_eq!(
         metric(&d, "b_g2_msm", Measure::Total).verdict,
-        Verdict::Unchanged
+        Verdict::Equivalent
     );
     let top = &d.contributions.items[0].comparison;
     assert_eq!(top.span, "msm_h");
@@ -343,14 +346,14 @@ fn async_drop_moves_drop_off_the_critical_path() {
         .unwrap();
     assert_eq!(drop.comparison.candidate.median, Some(0.0));
     // Off the critical path: gone from it, and its few µs are below the floor of 0.1 % of
-    // end to end, so not a headline change.
-    assert_eq!(drop.comparison.verdict, Verdict::Unchanged);
+    // end to end, so not a headline change: shown too small to matter.
+    assert_eq!(drop.comparison.verdict, Verdict::Equivalent);
     assert!(drop.comparison.delta.unwrap() < 0.0);
     assert!(drop.comparison.rule.is_some());
     // Same work, on another thread.
     assert_eq!(
         metric(&d, "drop", Measure::Total).verdict,
-        Verdict::Unchanged
+        Verdict::Equivalent
     );
     assert!(render(&d, Format::Terminal).contains("baseline (drop=sync) vs candidate (drop=async)"));
 }
@@ -379,7 +382,7 @@ fn failed_and_warmup_reps_are_excluded_and_counted() {
     // Failed reps are 10× slower: had they entered, the total would have regressed.
     assert_eq!(
         metric(&d, "prove", Measure::Total).verdict,
-        Verdict::Unchanged
+        Verdict::Equivalent
     );
     assert_eq!(metric(&d, "prove", Measure::Total).candidate.reps, 7);
     assert!(d
@@ -393,36 +396,44 @@ fn too_few_reps_say_how_many_are_needed() {
     let mut run = SyntheticRun::new();
     run.reps = 3;
     let d = diff_with(&run, &unpaired());
-    assert_eq!((d.pairs, d.reps_needed), (None, 5));
+    assert_eq!((d.pairs, d.reps_needed), (None, 4));
     // Every metric with values on both sides (busy cores of short spans are withheld).
     assert!(d
         .metrics
         .iter()
         .filter(|c| c.baseline.reps > 0 && c.candidate.reps > 0)
-        .all(|c| c.verdict == Verdict::TooFewReps { needed: 5 }));
+        .all(|c| c.verdict == Verdict::Inconclusive));
     assert!(
         d.notes
             .iter()
-            .any(|n| n.contains("needs at least 5 per side")),
+            .any(|n| n.contains("needs at least 4 per side")),
         "{:?}",
         d.notes
     );
-    assert!(render(&d, Format::Terminal).contains("too few reps (need 5/side)"));
+    let term = render(&d, Format::Terminal);
+    assert!(
+        term.contains("inconclusive (3 reps a side: no claim below 4)"),
+        "{term}"
+    );
+    assert!(
+        term.contains("no claim of significance at 3 reps a side"),
+        "{term}"
+    );
     // Too few pairs for a paired verdict (6: all of one sign gives p = 2/64): the default
     // compares them as independent samples, and says so.
     let d = diff_of(&run);
-    assert_eq!((d.pairs, d.reps_needed), (None, 5));
+    assert_eq!((d.pairs, d.reps_needed), (None, 4));
     assert!(
         d.notes
             .iter()
             .any(|n| n.contains("independent samples: only 3 iterations")
-                && n.contains("at least 6")),
+                && n.contains("at least 4")),
         "{:?}",
         d.notes
     );
     run.reps = 6;
     let d = diff_of(&run);
-    assert_eq!((d.pairs, d.reps_needed), (Some(6), 6));
+    assert_eq!((d.pairs, d.reps_needed), (Some(6), 4));
     assert!(d
         .metrics
         .iter()
@@ -466,13 +477,13 @@ fn gpu_busy_time_is_compared_where_recorded() {
     run.gpu_activity = true;
     run.variant_mut("candidate")
         .scale
-        .insert("msm_l".into(), 0.8);
+        .insert("msm_l".into(), 0.6);
     let d = diff_of(&run);
     let busy = metric(&d, "gpu_prove", Measure::GpuBusy);
     assert_eq!(busy.verdict, Verdict::Improved);
-    // msm_l (75 ms of ~977 ms of kernel time) 20% faster.
+    // msm_l (75 ms of ~977 ms of kernel time) 40% faster.
     let rel = busy.relative.unwrap();
-    assert!((rel + 0.2 * 75.0 / 977.0).abs() < 0.005, "{rel}");
+    assert!((rel + 0.4 * 75.0 / 977.0).abs() < 0.005, "{rel}");
     assert_eq!(
         metric(&d, "b_g2_msm", Measure::GpuBusy).baseline.median,
         Some(0.0)
@@ -663,9 +674,10 @@ fn every_format_carries_the_phase_table() {
 }
 
 #[test]
-fn resamples_of_a_zero_baseline_leave_the_interval_undefined_and_give_no_verdict() {
-    // Page faults: three of eight baseline reps saw none, so ~14 % of the resampled
-    // baseline medians are 0 and their relative change does not exist.
+fn a_baseline_with_zero_counts_is_compared_through_the_log_offset() {
+    // Page faults: three of eight baseline reps saw none. Their logs are taken of the
+    // count plus one event (the unit's offset), so the zeros have a place and the
+    // relative change is that of the geometric means of count + 1.
     let base = [0.0, 0.0, 0.0, 3.0, 3.0, 4.0, 4.0, 5.0];
     let cand: Vec<f64> = (30..38).map(f64::from).collect();
     let c = compare(
@@ -678,32 +690,47 @@ fn resamples_of_a_zero_baseline_leave_the_interval_undefined_and_give_no_verdict
         &DiffOptions::default(),
     );
     assert!(c.p_value.unwrap() < 0.001);
-    assert_eq!(c.relative, Some(33.5 / 3.0 - 1.0));
+    let gm = |v: &[f64]| (v.iter().map(|x| (x + 1.0).ln()).sum::<f64>() / v.len() as f64).exp();
+    let want = gm(&cand) / gm(&base) - 1.0;
+    assert!(
+        (c.relative.unwrap() - want).abs() < 1e-9,
+        "{:?} vs {want}",
+        c.relative
+    );
     let ci = c.ci.unwrap();
-    assert_eq!((ci.lo, ci.hi), (None, None));
-    assert!(!ci.is_defined() && !ci.contains(10.0));
-    assert_eq!(c.verdict, Verdict::Unchanged);
+    assert!(ci.is_defined() && ci.contains(want) && ci.lo.unwrap() > 1.0);
+    assert_eq!(c.verdict, Verdict::Regressed);
 
     let mut d = diff_of(&SyntheticRun::new());
     d.phase_table[0].comparison = c;
     let term = render(&d, Format::Terminal);
     let row = term.lines().find(|l| l.starts_with("synthesis")).unwrap();
-    assert!(row.contains("+30.5 +1016.7% [n/a, n/a]"), "{row}");
-    assert!(row.ends_with("unchanged (p<0.001)"), "{row}");
+    assert!(row.contains("regressed (p<0.001)"), "{row}");
     for text in [&term, &render(&d, Format::Markdown)] {
         assert!(!text.contains("NaN") && !text.contains("inf%"));
     }
     let json = render(&d, Format::Json);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let ci = &v["phase_table"][0]["comparison"]["ci"];
-    assert!(ci["lo"].is_null() && ci["hi"].is_null(), "{ci}");
+    assert!(
+        ci["lo"].as_f64().unwrap() > 1.0 && ci["hi"].is_number(),
+        "{ci}"
+    );
     assert_eq!(ci["level"], 0.95);
     let back: Diff = serde_json::from_str(&json).unwrap();
-    assert_eq!(back.phase_table[0], d.phase_table[0]);
+    let (a, b) = (
+        &back.phase_table[0].comparison,
+        &d.phase_table[0].comparison,
+    );
+    assert_eq!(
+        (a.verdict, a.ci.map(|i| i.level)),
+        (b.verdict, b.ci.map(|i| i.level))
+    );
+    assert!((a.relative.unwrap() - b.relative.unwrap()).abs() < 1e-12);
     let csv = render(&d, Format::Csv);
     let mut rdr = csv::Reader::from_reader(csv.as_bytes());
     let first = rdr.records().next().unwrap().unwrap();
-    assert_eq!((&first[13], &first[14]), ("", ""));
+    assert!(first[13].parse::<f64>().is_ok() && first[14].parse::<f64>().is_ok());
 }
 
 /// A host that is 30 % slower in half of the iterations, at random (both variants
@@ -830,7 +857,7 @@ fn a_variant_that_slows_the_next_rep_shows_in_the_carry_over_not_in_the_paired_c
     let d = diff_of(&carrying_run(0.0));
     let c = d.carry_over.unwrap();
     for x in [&c.baseline, &c.candidate, &c.steady] {
-        assert_eq!(x.verdict, Verdict::Unchanged, "{x:?}");
+        assert!(!x.verdict.is_change(), "{x:?}");
     }
 }
 
@@ -872,4 +899,83 @@ fn process_cpu_time_and_busy_cores_are_compared_and_in_the_phase_table() {
         .phase_table
         .iter()
         .any(|r| r.phase.ends_with("busy cores") && r.comparison.span == "gpu_prove"));
+}
+
+/// Two run folders whose machines were under different loads: the regression measured
+/// across them is not named (it could be the machine's), and the reason is on the
+/// headline; under the same load it is.
+#[test]
+fn two_runs_at_different_loads_name_no_change() {
+    use crate::store::drift::{Drift, MachineState};
+    let run = {
+        let mut r = SyntheticRun::new();
+        *r.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", 1.2);
+        r
+    };
+    let state = |load: f64| MachineState {
+        utc: "2026-01-01T00:00:00Z".into(),
+        load_avg: Some([load, load, load]),
+        ..MachineState::default()
+    };
+    let with_load = |name: &str, start: f64, end: f64| {
+        let mut d = run.build();
+        d.dir = std::path::PathBuf::from(name);
+        d.meta.drift = Some(Drift {
+            start: state(start),
+            end: Some(state(end)),
+        });
+        d
+    };
+    let (a, b) = (with_load("run-a", 0.4, 0.6), with_load("run-b", 3.9, 4.2));
+    let d = diff_runs(&a, "baseline", &b, "candidate", &DiffOptions::default()).unwrap();
+    let total = &d.headline.end_to_end;
+    assert_eq!(total.verdict, Verdict::Inconclusive, "{total:?}");
+    assert!(total
+        .why
+        .as_deref()
+        .unwrap()
+        .contains("load 0.4–0.6 vs 3.9–4.2"));
+    assert!(d.metrics.iter().all(|c| !c.verdict.is_change()));
+    let head = render(&d, Format::Terminal);
+    let line = head.lines().find(|l| l.starts_with("End to end:")).unwrap();
+    assert!(line.contains("the two runs' machines differed"), "{line}");
+    // The same load (ranges that overlap): the regression is named.
+    let c = with_load("run-c", 0.5, 0.7);
+    let d = diff_runs(&a, "baseline", &c, "candidate", &DiffOptions::default()).unwrap();
+    assert_eq!(d.headline.end_to_end.verdict, Verdict::Regressed);
+}
+
+/// A sequential run's decisions: a 20% slower phase is decided regressed after 10 pairs
+/// (with end to end), an A/A run decides nothing wrong, and every decision holds its
+/// level at every number of pairs.
+#[test]
+fn sequential_progress_decides_large_changes_and_names_what_is_open() {
+    use super::sequential::progress;
+    let opts = DiffOptions::default();
+    let slow = candidate_run(|v| v.scaled("msm_h", 1.2));
+    let d = diff_of(&slow);
+    let p = progress(&d, &opts).expect("paired");
+    assert_eq!(p.pairs, 10);
+    assert_eq!(p.rows[0].span, "prove");
+    assert_eq!(p.rows[0].verdict, Verdict::Regressed, "{}", p.line());
+    let msm = p.rows.iter().find(|r| r.span == "msm_h").unwrap();
+    assert_eq!(msm.verdict, Verdict::Regressed, "{}", p.line());
+    assert!(p.line().starts_with("10 pairs: "), "{}", p.line());
+    // A/A: nothing regressed or improved, whatever is still open.
+    let mut aa = SyntheticRun::new();
+    aa.noise = 0.02;
+    let p = progress(&diff_of(&aa), &opts).unwrap();
+    assert!(
+        p.rows.iter().all(|r| !r.verdict.is_change()),
+        "{}",
+        p.line()
+    );
+    // Unpaired diffs have no sequential reading.
+    assert!(progress(&diff_with(&slow, &unpaired()), &opts).is_none());
+}
+
+fn candidate_run(f: impl FnOnce(SyntheticVariant) -> SyntheticVariant) -> SyntheticRun {
+    let mut run = SyntheticRun::new();
+    *run.variant_mut("candidate") = f(SyntheticVariant::new("candidate"));
+    run
 }

@@ -9,6 +9,7 @@ fn cmp(verdict: Verdict, relative: f64) -> Comparison {
         reps: 9,
         median: Some(100.0),
         mad: Some(1.0),
+        gmean: None,
     };
     Comparison {
         span: "s".into(),
@@ -26,6 +27,10 @@ fn cmp(verdict: Verdict, relative: f64) -> Comparison {
         verdict,
         pairs: Some(9),
         exact: false,
+        tests: None,
+        more_reps: None,
+        why: None,
+        separation: None,
     }
 }
 
@@ -54,13 +59,10 @@ fn measured(g: (Verdict, f64), b: (Verdict, f64)) -> StepRun {
 fn a_commit_is_good_bad_or_cannot_tell_by_the_verdicts_against_both_ends() {
     use Verdict::*;
     let c = |g, b| classify(&cmp(g, 0.0), &cmp(b, 0.0)).0;
-    assert_eq!(c(Unchanged, Improved), StepLabel::Good);
-    assert_eq!(c(Regressed, Unchanged), StepLabel::Bad);
-    assert_eq!(c(Unchanged, Unchanged), StepLabel::CannotTell);
-    assert_eq!(
-        c(TooFewReps { needed: 6 }, TooFewReps { needed: 6 }),
-        StepLabel::CannotTell
-    );
+    assert_eq!(c(Inconclusive, Improved), StepLabel::Good);
+    assert_eq!(c(Regressed, Inconclusive), StepLabel::Bad);
+    assert_eq!(c(Inconclusive, Inconclusive), StepLabel::CannotTell);
+    assert_eq!(c(Inconclusive, Inconclusive), StepLabel::CannotTell);
     // Faster than good is no sign of the regression: still good when faster than bad.
     assert_eq!(c(Improved, Improved), StepLabel::Good);
     // Between the ends: the nearer end, said in a note.
@@ -79,15 +81,15 @@ fn a_commit_that_cannot_be_told_gets_more_reps_then_an_honest_cannot_tell() {
             (
                 "a".to_string(),
                 vec![
-                    measured((Unchanged, 0.02), (Unchanged, -0.02)),
-                    measured((Unchanged, 0.0), (Improved, -0.05)),
+                    measured((Inconclusive, 0.02), (Inconclusive, -0.02)),
+                    measured((Inconclusive, 0.0), (Improved, -0.05)),
                 ],
             ),
             (
                 "b".to_string(),
                 vec![
-                    measured((Unchanged, 0.02), (Unchanged, -0.02)),
-                    measured((Unchanged, 0.03), (Unchanged, -0.02)),
+                    measured((Inconclusive, 0.02), (Inconclusive, -0.02)),
+                    measured((Inconclusive, 0.03), (Inconclusive, -0.02)),
                 ],
             ),
             (
@@ -126,7 +128,7 @@ fn the_default_reps_follow_the_formula_within_their_bounds() {
     assert_eq!(reps_for(0.05, 0.02), 16);
     assert_eq!(reps_for(0.05, 0.001), 6);
     assert_eq!(reps_for(0.01, 0.05), MAX_AUTO_REPS);
-    let c = cmp(Verdict::Unchanged, 0.0);
+    let c = cmp(Verdict::Inconclusive, 0.0);
     assert!((spread_of(&c).unwrap() - 0.014826).abs() < 1e-9);
 }
 

@@ -237,6 +237,7 @@ mod tests {
             reps: 9,
             median: Some(100.0),
             mad: Some(1.0),
+            gmean: None,
         };
         let mut c = Comparison {
             span: "s".into(),
@@ -254,6 +255,10 @@ mod tests {
             verdict: Verdict::Regressed,
             pairs: Some(9),
             exact: false,
+            tests: None,
+            more_reps: None,
+            why: None,
+            separation: None,
         };
         c.p_value = Some(0.0001);
         assert!(change(&c).contains("p<0.001"), "{}", change(&c));

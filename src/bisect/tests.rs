@@ -24,6 +24,7 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
         reps: 9,
         median: Some(m),
         mad: Some(m * 0.01),
+        gmean: None,
     };
     Comparison {
         span: "gpu_prove".into(),
@@ -39,7 +40,7 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
         rule: None,
         p_value: Some(if noisy { 0.4 } else { 0.004 }),
         verdict: if noisy || r.abs() < 0.025 {
-            Verdict::Unchanged
+            Verdict::Inconclusive
         } else if r > 0.0 {
             Verdict::Regressed
         } else {
@@ -47,6 +48,10 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
         },
         pairs: Some(9),
         exact: false,
+        tests: None,
+        more_reps: None,
+        why: None,
+        separation: None,
     }
 }
 

@@ -25,7 +25,7 @@ pub struct ChangeRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     pub title: String,
-    /// The change statistic's name ("median of per-pair differences").
+    /// The change statistic's name ("ratio of geometric means").
     pub statistic: String,
     pub rows: Vec<ChangeRow>,
 }
@@ -178,7 +178,7 @@ impl Chart for Change {
         "Where the time went: the change"
     }
     fn caption(&self) -> &'static str {
-        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: coloured by the diff's verdict: green improved, red regressed, grey unchanged, amber unresolved (too few reps, or on one side only); a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed beside it; the whisker is the change's 95% bootstrap interval."
+        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: coloured by the diff's verdict: green improved, red regressed, grey equivalent, amber inconclusive (too few reps, an interval across a floor, or on one side only); a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed beside it; the whisker is the change's interval (95%, or the false-coverage-adjusted level of a change the diff names, as its table says)."
     }
     fn size(&self, _input: &RunView) -> (u32, u32) {
         (

@@ -17,10 +17,11 @@ use crate::units::fmt_ns_short;
 pub enum Judged {
     Improved,
     Regressed,
-    /// Judged, and no change shown beyond the noise and effect floors.
-    Unchanged,
-    /// No verdict could be reached (too few reps, or the span on one side only).
-    Unresolved,
+    /// The change is shown to lie inside the floors.
+    Equivalent,
+    /// Not resolved by the run (too few reps, an interval across a floor, or the span on
+    /// one side only).
+    Inconclusive,
 }
 
 impl Judged {
@@ -28,20 +29,20 @@ impl Judged {
         match self {
             Judged::Improved => "improved",
             Judged::Regressed => "regressed",
-            Judged::Unchanged => "unchanged",
-            Judged::Unresolved => "unresolved",
+            Judged::Equivalent => "equivalent",
+            Judged::Inconclusive => "inconclusive",
         }
     }
 }
 
-/// Colour of a verdict: green improved, red regressed, grey unchanged, amber unresolved.
+/// Colour of a verdict: green improved, red regressed, grey equivalent, amber inconclusive.
 /// Charts colour a change by this alone, never by its sign.
 pub fn verdict_color(j: Judged) -> RGBColor {
     match j {
         Judged::Improved => BETTER,
         Judged::Regressed => WORSE,
-        Judged::Unchanged => MUTED,
-        Judged::Unresolved => RGBColor(176, 120, 0),
+        Judged::Equivalent => MUTED,
+        Judged::Inconclusive => RGBColor(176, 120, 0),
     }
 }
 
@@ -61,7 +62,7 @@ pub enum Quantity {
 /// One change as the diff computed it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanChange {
-    /// The change statistic, ns (paired: median of per-pair differences; else the
+    /// The change statistic, ns (the change of geometric means, paired or not; else the
     /// difference of medians).
     pub delta_ns: f64,
     /// `delta_ns` over the baseline median.
@@ -104,7 +105,7 @@ impl Changes {
         self.of(candidate)?.spans.get(&(span.to_string(), q))
     }
 
-    /// The statistic's name(s), for a chart's subtitle ("median of per-pair differences").
+    /// The statistic's name(s), for a chart's subtitle ("ratio of geometric means").
     pub fn statistic(&self) -> Option<String> {
         let mut names: Vec<&str> = self
             .candidates
@@ -119,9 +120,9 @@ impl Changes {
     pub fn disagreement_note(what: &str, c: &SpanChange) -> Option<String> {
         let m = c.medians_disagree?;
         Some(format!(
-            "{what}: the change drawn, the median of per-pair differences ({}), \
-             and the difference of the medians ({}) point opposite ways; the verdict is on \
-             the per-pair differences",
+            "{what}: the change drawn, the ratio of geometric means ({}), and the \
+             difference of the medians ({}) point opposite ways; the verdict is on the \
+             geometric means",
             signed(c.delta_ns),
             signed(m)
         ))
@@ -167,7 +168,7 @@ mod tests {
             delta_ns: -29_500_000.0,
             relative: Some(-0.0262),
             interval_ns: None,
-            judged: Judged::Unchanged,
+            judged: Judged::Equivalent,
             verdict: "unchanged (p=0.4)".into(),
             medians_disagree: Some(30_900_000.0),
         };
@@ -179,7 +180,7 @@ mod tests {
             "{note}"
         );
         // Colour follows the verdict, not the sign.
-        assert_eq!(verdict_color(Judged::Unchanged), MUTED);
-        assert_ne!(verdict_color(Judged::Unresolved), MUTED);
+        assert_eq!(verdict_color(Judged::Equivalent), MUTED);
+        assert_ne!(verdict_color(Judged::Inconclusive), MUTED);
     }
 }

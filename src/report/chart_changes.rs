@@ -7,16 +7,14 @@ use super::sections::Diffs;
 use crate::analysis::{Comparison, Diff, DiffError, Measure, Verdict};
 use crate::plot::verdict::{Changes, Judged, Quantity, SpanChange, VariantChanges};
 
-/// The chart's verdict of a diff's verdict: a comparison that could not be judged (too
-/// few reps, a span on one side only) is unresolved, not unchanged.
+/// The chart's verdict of a diff's verdict: a span on one side only is inconclusive as
+/// a change (its size is drawn, its verdict is new or gone).
 pub fn judged(v: Verdict) -> Judged {
     match v {
         Verdict::Improved => Judged::Improved,
         Verdict::Regressed => Judged::Regressed,
-        Verdict::Unchanged => Judged::Unchanged,
-        Verdict::TooFewReps { .. } | Verdict::OnlyInBaseline | Verdict::OnlyInCandidate => {
-            Judged::Unresolved
-        }
+        Verdict::Equivalent => Judged::Equivalent,
+        Verdict::Inconclusive | Verdict::New | Verdict::Gone => Judged::Inconclusive,
     }
 }
 

@@ -253,7 +253,7 @@ pub fn student_t_quantile(p: f64, df: f64) -> f64 {
 }
 
 /// A t test of a location: the estimate, its standard error and degrees of freedom.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TTest {
     /// Mean (one sample) or difference of means, second minus first (Welch).
     pub estimate: f64,
@@ -351,15 +351,21 @@ pub fn mean_confidence_sequence(x: &[f64], alpha: f64) -> Option<(f64, f64)> {
     if x.len() < 2 || x.iter().any(|v| !v.is_finite()) {
         return None;
     }
-    let n = x.len() as f64;
     let (mean, var) = mean_var(x);
-    let v = var * (n - 1.0);
+    Some(confidence_sequence_of(mean, var.sqrt(), x.len(), alpha))
+}
+
+/// [`mean_confidence_sequence`] from a summary: the mean, the sample standard deviation
+/// and the count of at least 2 values.
+pub fn confidence_sequence_of(mean: f64, sd: f64, n: usize, alpha: f64) -> (f64, f64) {
+    let n = n as f64;
+    let v = sd * sd * (n - 1.0);
     let c2 = SEQUENCE_MIXTURE;
     let k = ((1.0 + n * c2).sqrt() / alpha).powf(2.0 / n);
     let r = (1.0 + n * c2) * (1.0 - 1.0 / k) / c2;
     if r >= n {
-        return Some((f64::NEG_INFINITY, f64::INFINITY));
+        return (f64::NEG_INFINITY, f64::INFINITY);
     }
     let hw = (r * v / (n * (n - r))).sqrt();
-    Some((mean - hw, mean + hw))
+    (mean - hw, mean + hw)
 }

@@ -267,7 +267,7 @@ impl Phases {
         if let Some(stat) = &statistic {
             c.text(
                 &fit(
-                    &format!("Δ = the diff's change, the {stat}, coloured by its verdict (green improved, red regressed, grey unchanged, amber unresolved)"),
+                    &format!("Δ = the diff's change, the {stat}, coloured by its verdict (green improved, red regressed, grey equivalent, amber inconclusive)"),
                     SMALL_PX,
                     w - 24,
                 ),
