@@ -83,6 +83,18 @@ impl Rng {
     }
 }
 
+/// CPU time of the calling thread, seconds: the cost of a cell or of a rule's judging,
+/// whatever else the machine runs beside it.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given; the clock id is valid.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// FNV-1a of a string, to derive a cell's seed from its name.
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -653,7 +665,7 @@ fn gapscope_outcomes(cmp: &[Comparison], truth: &[Truth]) -> Vec<Outcome> {
                 Named::Up
             } else if matches!(v, Verdict::Improved) {
                 Named::Down
-            } else if v.is_change() {
+            } else if v.is_change() || matches!(v, Verdict::New | Verdict::Gone) {
                 Named::OneSided
             } else {
                 Named::No
@@ -949,6 +961,9 @@ struct Score {
     false_alarm_diffs: u64,
     /// Truly unchanged rows named, summed over diffs.
     false_alarm_rows: u64,
+    /// New/gone said of a row that exists on both sides in truth (an intermittent span
+    /// absent from every rep of one side by chance): not a claim of change, counted apart.
+    one_sided_null: u64,
     /// The changed span's self and total rows named with the right sign.
     power_self: u64,
     power_total: u64,
@@ -963,7 +978,7 @@ struct Score {
     cover_all_n: u64,
     cover_named: u64,
     cover_named_n: u64,
-    /// Seconds spent in this rule's judging (gapscope's rules only).
+    /// CPU seconds spent in this rule's judging (gapscope's rules only).
     seconds: f64,
 }
 
@@ -972,6 +987,7 @@ impl Score {
         self.diffs += o.diffs;
         self.false_alarm_diffs += o.false_alarm_diffs;
         self.false_alarm_rows += o.false_alarm_rows;
+        self.one_sided_null += o.one_sided_null;
         self.power_self += o.power_self;
         self.power_total += o.power_total;
         self.power_diffs += o.power_diffs;
@@ -1002,7 +1018,7 @@ fn right(named: Named, truth: Truth) -> bool {
 fn score_diff(s: &mut Score, d: &Diff, out: &[Outcome]) {
     s.diffs += 1;
     let mut alarm = false;
-    for (o, t) in out.iter().zip(&d.truth) {
+    for (ri, (o, t)) in out.iter().zip(&d.truth).enumerate() {
         if let Some(c) = o.covers {
             s.cover_all_n += 1;
             s.cover_all += c as u64;
@@ -1016,7 +1032,11 @@ fn score_diff(s: &mut Score, d: &Diff, out: &[Outcome]) {
             s.cover_named += c as u64;
         }
         match t {
+            Truth::Null | Truth::Rel(_) if o.named == Named::OneSided => s.one_sided_null += 1,
             Truth::Null => {
+                if std::env::var_os("VERDICT_SIM_DEBUG").is_some() {
+                    eprintln!("false alarm: {} {}", d.rows[ri].span, d.rows[ri].measure);
+                }
                 alarm = true;
                 s.false_alarm_rows += 1;
             }
@@ -1055,7 +1075,9 @@ impl Cell {
 struct CellResult {
     cell: Cell,
     scores: Vec<Score>,
+    /// Wall and CPU time of the cell (all rules, the data's generation included).
     seconds: f64,
+    cpu_seconds: f64,
 }
 
 /// Relative per-rep spread (1.4826 · MAD / median) of every span's self time in a
@@ -1093,6 +1115,7 @@ fn run_cell(
     opts: &DiffOptions,
 ) -> CellResult {
     let start = Instant::now();
+    let cpu0 = thread_cpu();
     let mut scores = vec![Score::default(); rules.len()];
     let peers: Vec<Rule> = rules
         .iter()
@@ -1144,7 +1167,7 @@ fn run_cell(
         for (ri, rule) in rules.iter().enumerate() {
             let out: Vec<Outcome> = match rule {
                 Rule::Gapscope | Rule::GapscopeUnpaired => {
-                    let t0 = Instant::now();
+                    let t0 = thread_cpu();
                     let cmp = if *rule == Rule::Gapscope {
                         judge_rows(&d.rows, opts).0
                     } else {
@@ -1158,7 +1181,7 @@ fn run_cell(
                             .collect();
                         judge_rows(&rows, opts).0
                     };
-                    scores[ri].seconds += t0.elapsed().as_secs_f64();
+                    scores[ri].seconds += thread_cpu() - t0;
                     gapscope_outcomes(&cmp, &d.truth)
                 }
                 _ => {
@@ -1174,6 +1197,7 @@ fn run_cell(
         cell: cell.clone(),
         scores,
         seconds: start.elapsed().as_secs_f64(),
+        cpu_seconds: thread_cpu() - cpu0,
     }
 }
 
@@ -1188,11 +1212,114 @@ fn fmt_opt(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.4}")).unwrap_or_default()
 }
 
-const CSV_HEADER: &str = "scenario,effect,n,rule,false_alarm_rate,power,wrong_sign_rate,coverage_all,coverage_named,diffs,power_self,power_total,power_end_to_end,false_alarm_rows_per_diff,named_per_diff";
+/// Wall and CPU time of the run: per diff (all rules, the data's generation included),
+/// per rule (gapscope's judging), per n, and the CPU time the whole grid would take at
+/// 10,000 diffs a cell.
+fn timing_summary(results: &[CellResult], args: &Args, wall: f64) -> String {
+    let diffs = args.diffs as f64;
+    let total_diffs = results.len() as f64 * diffs;
+    let cpu: f64 = results.iter().map(|r| r.cpu_seconds).sum();
+    let mut t = format!(
+        "wall {wall:.1} s for {} cells × {} diffs on {} threads; CPU time per diff (all \
+         rules, data generation included): {:.3} ms\n",
+        results.len(),
+        args.diffs,
+        args.threads,
+        1e3 * cpu / total_diffs
+    );
+    let rule_cpu = |ri: usize, n: Option<usize>| {
+        let rs: Vec<&CellResult> = results
+            .iter()
+            .filter(|r| n.is_none_or(|n| r.cell.n == n))
+            .collect();
+        let s: f64 = rs.iter().map(|r| r.scores[ri].seconds).sum();
+        1e3 * s / (rs.len() as f64 * diffs)
+    };
+    for (ri, rule) in args.rules.iter().enumerate() {
+        if matches!(rule, Rule::Gapscope | Rule::GapscopeUnpaired) {
+            let _ = writeln!(
+                t,
+                "{}: {:.3} ms of CPU per diff in judge_rows",
+                rule.name(),
+                rule_cpu(ri, None)
+            );
+        }
+    }
+    t.push_str("per n: CPU ms per diff, all rules");
+    for (ri, rule) in args.rules.iter().enumerate() {
+        if matches!(rule, Rule::Gapscope | Rule::GapscopeUnpaired) {
+            let _ = write!(t, " | {}", rule.name());
+            let _ = ri;
+        }
+    }
+    t.push('\n');
+    let mut per_n = Vec::new();
+    for n in NS {
+        let rs: Vec<&CellResult> = results.iter().filter(|r| r.cell.n == n).collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let c = 1e3 * rs.iter().map(|r| r.cpu_seconds).sum::<f64>() / (rs.len() as f64 * diffs);
+        per_n.push(c);
+        let _ = write!(t, "  n={n}: {c:.3}");
+        for (ri, rule) in args.rules.iter().enumerate() {
+            if matches!(rule, Rule::Gapscope | Rule::GapscopeUnpaired) {
+                let _ = write!(t, " | {:.3}", rule_cpu(ri, Some(n)));
+            }
+        }
+        t.push('\n');
+    }
+    if per_n.len() == NS.len() {
+        let mean = per_n.iter().sum::<f64>() / per_n.len() as f64;
+        let grid = (SCENARIOS.len() * EFFECTS.len() * NS.len()) as f64;
+        let secs = mean * 1e-3 * grid * 10_000.0;
+        let _ = writeln!(
+            t,
+            "whole grid ({grid} cells) at 10,000 diffs with these rules: {:.0} CPU minutes, \
+             {:.0} minutes on 2 cores",
+            secs / 60.0,
+            secs / 120.0
+        );
+    }
+    t
+}
+
+/// The model's spans: nominal self time, own noise, and the per-rep spread of the self
+/// time in each scenario (what "5 spreads" adds).
+fn spans_csv(m: &Model, spread: &[Vec<f64>]) -> String {
+    let mut out =
+        String::from("span,parent,self_s,sigma,cores,page_faults,critical,presence,target");
+    for sc in SCENARIOS {
+        let _ = write!(out, ",spread_{}", sc.name());
+    }
+    out.push('\n');
+    for (i, s) in m.spans.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{},{},{},{},{},{},{},{},{}",
+            s.name,
+            s.parent.map_or("", |p| m.spans[p].name),
+            s.self_s,
+            s.sigma,
+            s.cores,
+            s.faults,
+            s.critical,
+            s.presence,
+            m.targets.contains(&i)
+        );
+        for sp in spread {
+            let _ = write!(out, ",{:.4}", sp[i]);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+const CSV_HEADER: &str = "scenario,effect,n,rule,false_alarm_rate,power,wrong_sign_rate,coverage_all,coverage_named,diffs,power_self,power_total,power_end_to_end,false_alarm_rows_per_diff,named_per_diff,new_gone_by_chance_per_diff";
 
 fn csv_line(r: &CellResult, rule: Rule, s: &Score) -> String {
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         r.cell.scenario.name(),
         r.cell.effect.name(),
         r.cell.n,
@@ -1208,6 +1335,7 @@ fn csv_line(r: &CellResult, rule: Rule, s: &Score) -> String {
         fmt_opt(rate(s.e2e_hits, s.e2e_changed)),
         fmt_opt(rate(s.false_alarm_rows, s.diffs)),
         fmt_opt(rate(s.named, s.diffs)),
+        fmt_opt(rate(s.one_sided_null, s.diffs)),
     )
 }
 
@@ -1335,12 +1463,35 @@ const COLORS: [(u8, u8, u8); 6] = [
     (90, 90, 90),
 ];
 
-/// power.svg: power against n per rule at two effects (lognormal), and the A/A
-/// false-alarm rate per diff against n per rule (lognormal and drift_stress).
-fn chart(path: &Path, results: &[CellResult], rules: &[Rule]) -> Result<(), String> {
+/// power.svg and power.png: power against n per rule at two effects (lognormal), and the
+/// A/A false-alarm rate per diff against n per rule (lognormal).
+fn chart(dir: &Path, results: &[CellResult], rules: &[Rule]) -> Result<(), String> {
     use plotters::prelude::*;
     gapscope::plot::register_font().map_err(|e| e.to_string())?;
-    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
+    let size = (1500, 460);
+    let svg = dir.join("power.svg");
+    draw(
+        SVGBackend::new(&svg, size).into_drawing_area(),
+        results,
+        rules,
+    )?;
+    let png = dir.join("power.png");
+    draw(
+        BitMapBackend::new(&png, size).into_drawing_area(),
+        results,
+        rules,
+    )
+}
+
+fn draw<DB: plotters::prelude::DrawingBackend>(
+    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    results: &[CellResult],
+    rules: &[Rule],
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    use plotters::prelude::*;
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let panels = root.split_evenly((1, 3));
     let specs: [(Scenario, Effect, &str, bool); 3] = [
@@ -1379,10 +1530,12 @@ fn chart(path: &Path, results: &[CellResult], rules: &[Rule]) -> Result<(), Stri
                 "false-alarm rate per diff"
             })
             .x_labels(10)
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .draw()
             .map_err(|e| e.to_string())?;
         for (ri, rule) in rules.iter().enumerate() {
-            let (r, g, b) = COLORS[ri % COLORS.len()];
+            let ci = RULES.iter().position(|r| r == rule).unwrap_or(ri);
+            let (r, g, b) = COLORS[ci % COLORS.len()];
             let color = RGBColor(r, g, b);
             let pts: Vec<(f64, f64)> = NS
                 .iter()
@@ -1590,11 +1743,11 @@ fn main() {
                 );
                 let k = done.fetch_add(1, Ordering::Relaxed) + 1;
                 eprintln!(
-                    "[{k}/{}] {} {:.1}s ({:.2} ms/diff)",
+                    "[{k}/{}] {} {:.1}s wall, {:.2} ms of CPU per diff",
                     cells.len(),
                     c.name(),
                     r.seconds,
-                    1e3 * r.seconds / args.diffs as f64
+                    1e3 * r.cpu_seconds / args.diffs as f64
                 );
                 (i, r)
             })
@@ -1613,29 +1766,7 @@ fn main() {
         }
     }
     let md = tables(&results, &args.rules);
-    let total_diffs = (results.len() * args.diffs) as f64;
-    let cell_seconds: f64 = results.iter().map(|r| r.seconds).sum();
-    let mut timing = format!(
-        "wall {:.1} s for {} cells × {} diffs ({} threads): {:.3} ms per diff of wall, \
-         {:.3} ms of one thread per diff (all rules)\n",
-        wall.as_secs_f64(),
-        results.len(),
-        args.diffs,
-        args.threads,
-        1e3 * wall.as_secs_f64() / total_diffs,
-        1e3 * cell_seconds / total_diffs
-    );
-    for (ri, rule) in args.rules.iter().enumerate() {
-        let s: f64 = results.iter().map(|r| r.scores[ri].seconds).sum();
-        if s > 0.0 {
-            let _ = writeln!(
-                timing,
-                "{}: {:.3} ms of one thread per diff in judge_rows",
-                rule.name(),
-                1e3 * s / total_diffs
-            );
-        }
-    }
+    let timing = timing_summary(&results, &args, wall.as_secs_f64());
     eprint!("{timing}");
     match &args.out {
         Some(dir) => {
@@ -1654,9 +1785,10 @@ fn main() {
                 timing
             );
             std::fs::write(dir.join("results.csv"), csv).expect("results.csv");
+            std::fs::write(dir.join("spans.csv"), spans_csv(&m, &spread)).expect("spans.csv");
             std::fs::write(dir.join("tables.md"), md).expect("tables.md");
             std::fs::write(dir.join("run.txt"), run).expect("run.txt");
-            if let Err(e) = chart(&dir.join("power.svg"), &results, &args.rules) {
+            if let Err(e) = chart(dir, &results, &args.rules) {
                 eprintln!("chart: {e}");
             }
             eprintln!("wrote {}", dir.display());
