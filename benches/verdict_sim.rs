@@ -654,6 +654,9 @@ enum Named {
 struct Outcome {
     named: Named,
     covers: Option<bool>,
+    /// gapscope only: the sides separated in every rep, candidate above (+1) or below (−1)
+    /// (what a diff says at 3 reps a side instead of a claim).
+    separated: Option<i8>,
 }
 
 fn gapscope_outcomes(cmp: &[Comparison], truth: &[Truth]) -> Vec<Outcome> {
@@ -675,7 +678,11 @@ fn gapscope_outcomes(cmp: &[Comparison], truth: &[Truth]) -> Vec<Outcome> {
                 (Truth::Rel(r), Some(i)) if i.is_defined() => Some(i.contains(*r)),
                 _ => None,
             };
-            Outcome { named, covers }
+            Outcome {
+                named,
+                covers,
+                separated: c.separation.map(|s| s.direction),
+            }
         })
         .collect()
 }
@@ -848,6 +855,7 @@ fn peer_outcomes(row: &RowInput, truth: Truth, rules: &[Rule]) -> Vec<Outcome> {
     let none = Outcome {
         named: Named::No,
         covers: None,
+        separated: None,
     };
     let (Ok(b), Ok(c)) = (Sample::new(row.base.clone()), Sample::new(row.cand.clone())) else {
         return vec![none; rules.len()];
@@ -885,6 +893,7 @@ fn peer_outcomes(row: &RowInput, truth: Truth, rules: &[Rule]) -> Vec<Outcome> {
                     Named::No
                 },
                 covers: None,
+                separated: None,
             },
             Rule::Asv => {
                 let ratio = if mb > 0.0 { mc / mb } else { f64::NAN };
@@ -898,6 +907,7 @@ fn peer_outcomes(row: &RowInput, truth: Truth, rules: &[Rule]) -> Vec<Outcome> {
                 Outcome {
                     named,
                     covers: None,
+                    separated: None,
                 }
             }
             Rule::HyperfineWelch => Outcome {
@@ -906,6 +916,7 @@ fn peer_outcomes(row: &RowInput, truth: Truth, rules: &[Rule]) -> Vec<Outcome> {
                     _ => Named::No,
                 },
                 covers: None,
+                separated: None,
             },
             Rule::Criterion => {
                 let Some(w) = welch.filter(|_| mean_b > 0.0) else {
@@ -944,7 +955,11 @@ fn peer_outcomes(row: &RowInput, truth: Truth, rules: &[Rule]) -> Vec<Outcome> {
                     };
                     (named, None)
                 };
-                Outcome { named, covers }
+                Outcome {
+                    named,
+                    covers,
+                    separated: None,
+                }
             }
             Rule::Gapscope | Rule::GapscopeUnpaired => none,
         })
@@ -964,6 +979,10 @@ struct Score {
     /// New/gone said of a row that exists on both sides in truth (an intermittent span
     /// absent from every rep of one side by chance): not a claim of change, counted apart.
     one_sided_null: u64,
+    /// The changed span's self-time row separated in every rep the right way; rows
+    /// without a true change separated (gapscope's rules only).
+    separated_target: u64,
+    separated_null: u64,
     /// The changed span's self and total rows named with the right sign.
     power_self: u64,
     power_total: u64,
@@ -988,6 +1007,8 @@ impl Score {
         self.false_alarm_diffs += o.false_alarm_diffs;
         self.false_alarm_rows += o.false_alarm_rows;
         self.one_sided_null += o.one_sided_null;
+        self.separated_target += o.separated_target;
+        self.separated_null += o.separated_null;
         self.power_self += o.power_self;
         self.power_total += o.power_total;
         self.power_diffs += o.power_diffs;
@@ -1019,6 +1040,9 @@ fn score_diff(s: &mut Score, d: &Diff, out: &[Outcome]) {
     s.diffs += 1;
     let mut alarm = false;
     for (ri, (o, t)) in out.iter().zip(&d.truth).enumerate() {
+        if *t == Truth::Null && o.separated.is_some() {
+            s.separated_null += 1;
+        }
         if let Some(c) = o.covers {
             s.cover_all_n += 1;
             s.cover_all += c as u64;
@@ -1040,7 +1064,15 @@ fn score_diff(s: &mut Score, d: &Diff, out: &[Outcome]) {
                 alarm = true;
                 s.false_alarm_rows += 1;
             }
-            _ if !right(o.named, *t) => s.wrong_sign += 1,
+            _ if !right(o.named, *t) => {
+                if std::env::var_os("VERDICT_SIM_DEBUG").is_some() {
+                    eprintln!(
+                        "wrong sign: {} {} (truth {:?})",
+                        d.rows[ri].span, d.rows[ri].measure, t
+                    );
+                }
+                s.wrong_sign += 1
+            }
             _ => {}
         }
     }
@@ -1049,6 +1081,12 @@ fn score_diff(s: &mut Score, d: &Diff, out: &[Outcome]) {
         s.power_diffs += 1;
         s.power_self += right(out[si].named, d.truth[si]) as u64;
         s.power_total += right(out[ti].named, d.truth[ti]) as u64;
+        let dir = match d.truth[si] {
+            Truth::Rel(r) if r > 0.0 => Some(1),
+            Truth::Rel(r) if r < 0.0 => Some(-1),
+            _ => None,
+        };
+        s.separated_target += (dir.is_some() && out[si].separated == dir) as u64;
     }
     if !matches!(d.truth[d.primary], Truth::Null) {
         s.e2e_changed += 1;
@@ -1182,6 +1220,28 @@ fn run_cell(
                         judge_rows(&rows, opts).0
                     };
                     scores[ri].seconds += thread_cpu() - t0;
+                    if std::env::var_os("VERDICT_SIM_DEBUG").is_some() {
+                        if let Some((si, _)) = d.target_rows {
+                            let c = &cmp[si];
+                            if !c.verdict.is_change() {
+                                eprintln!(
+                                    "missed: {} {} {} {:?} rel {:?} ci {:?} p {:?} q {:?} ({})",
+                                    rule.name(),
+                                    c.span,
+                                    c.verdict,
+                                    c.why,
+                                    c.relative,
+                                    c.ci.map(|i| (i.lo, i.hi, i.level)),
+                                    c.p_value,
+                                    c.q_value,
+                                    match d.truth[si] {
+                                        Truth::Rel(r) => format!("true {r:+.4}"),
+                                        t => format!("{t:?}"),
+                                    }
+                                );
+                            }
+                        }
+                    }
                     gapscope_outcomes(&cmp, &d.truth)
                 }
                 _ => {
@@ -1315,11 +1375,12 @@ fn spans_csv(m: &Model, spread: &[Vec<f64>]) -> String {
     out
 }
 
-const CSV_HEADER: &str = "scenario,effect,n,rule,false_alarm_rate,power,wrong_sign_rate,coverage_all,coverage_named,diffs,power_self,power_total,power_end_to_end,false_alarm_rows_per_diff,named_per_diff,new_gone_by_chance_per_diff";
+const CSV_HEADER: &str = "scenario,effect,n,rule,false_alarm_rate,power,wrong_sign_rate,coverage_all,coverage_named,diffs,power_self,power_total,power_end_to_end,false_alarm_rows_per_diff,named_per_diff,new_gone_by_chance_per_diff,separated_target,separated_null_per_diff";
 
 fn csv_line(r: &CellResult, rule: Rule, s: &Score) -> String {
+    let gs = matches!(rule, Rule::Gapscope | Rule::GapscopeUnpaired);
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         r.cell.scenario.name(),
         r.cell.effect.name(),
         r.cell.n,
@@ -1336,6 +1397,11 @@ fn csv_line(r: &CellResult, rule: Rule, s: &Score) -> String {
         fmt_opt(rate(s.false_alarm_rows, s.diffs)),
         fmt_opt(rate(s.named, s.diffs)),
         fmt_opt(rate(s.one_sided_null, s.diffs)),
+        fmt_opt(
+            gs.then(|| rate(s.separated_target, s.power_diffs))
+                .flatten()
+        ),
+        fmt_opt(gs.then(|| rate(s.separated_null, s.diffs)).flatten()),
     )
 }
 
@@ -1431,6 +1497,35 @@ fn tables(results: &[CellResult], rules: &[Rule]) -> String {
                 s.named,
                 per.unwrap_or_else(|| "–".into())
             );
+        }
+    }
+    if let Some(gi) = rules.iter().position(|r| *r == Rule::Gapscope) {
+        if ns.contains(&3) {
+            md.push_str("\n### gapscope at 3 reps a side (no claim): separated in every rep\n\n");
+            md.push_str(
+                "| scenario | changed span's self row separated, right way, 5 spreads (%) | the same, +20% (%) | rows without change separated, A/A (per diff) |\n|---|---:|---:|---:|\n",
+            );
+            for sc in SCENARIOS {
+                let sep = |e: Effect| {
+                    find(sc, e, 3).and_then(|r| {
+                        let s = &r.scores[gi];
+                        rate(s.separated_target, s.power_diffs)
+                    })
+                };
+                let null = find(sc, Effect::None, 3)
+                    .and_then(|r| rate(r.scores[gi].separated_null, r.scores[gi].diffs));
+                if find(sc, Effect::None, 3).is_none() && sep(Effect::Spreads(5.0)).is_none() {
+                    continue;
+                }
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} |",
+                    sc.name(),
+                    pct(sep(Effect::Spreads(5.0))),
+                    pct(sep(Effect::Relative(0.20, "+20%"))),
+                    null.map_or("–".into(), |v| format!("{v:.2}"))
+                );
+            }
         }
     }
     md.push_str("\n### Coverage of the printed 95% interval, all cells pooled (%)\n\n");
