@@ -4,6 +4,7 @@
 # run diffed against the next (`gapscope diff RUN_A RUN_B`). No diff may name a change:
 # the two runs' machines differed, which no interval covers.
 #   evidence/verdicts/across_runs.sh N OUT_DIR
+#   evidence/verdicts/across_runs.sh rediff OUT_DIR    (diff the runs already in OUT_DIR)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${GAPSCOPE:-target/release/gapscope}
@@ -12,7 +13,12 @@ mkdir -p "$out"
 csv="$out/across_runs.csv"
 echo "run_a,run_b,load_a,load_b,end_to_end,why,headline_changes" >"$csv"
 runs=()
+if [ "$n" = rediff ]; then
+  mapfile -t runs < <(ls -d "$out"/results/cmd/*/ | sed 's:/$::')
+  n=${#runs[@]}
+fi
 for i in $(seq "$n"); do
+  [ "${#runs[@]}" -ge "$n" ] && break
   busy=$(( (i - 1) % 4 ))
   pids=()
   for _ in $(seq "$busy"); do (while :; do :; done) & pids+=($!); done
