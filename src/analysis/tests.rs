@@ -952,7 +952,10 @@ fn two_runs_at_different_loads_name_no_change() {
     let total = &d.headline.end_to_end;
     assert_eq!(total.verdict, Verdict::Inconclusive);
     let why = total.why.as_deref().unwrap();
-    assert!(why.contains("the baseline run's load reached 3.2 on 2 cores"), "{why}");
+    assert!(
+        why.contains("the baseline run's load reached 3.2 on 2 cores"),
+        "{why}"
+    );
 }
 
 /// A sequential run's decisions: a 20% slower phase is decided regressed after 10 pairs
