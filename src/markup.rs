@@ -122,3 +122,47 @@ mod tests {
         assert_eq!(md_fence("sh", "ls"), "```sh\nls\n```");
     }
 }
+
+/// `s` with every control character (escape sequences' ESC, carriage returns, newlines,
+/// bell, …) written as a visible escape (`\x1b`, `\r`, `\n`): text read from a run folder
+/// or a history database can then never set a terminal's title or clear its screen.
+pub fn terminal_safe(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text of many lines for a terminal: [`terminal_safe`] on each line, the line breaks
+/// kept.
+pub fn terminal_text(s: &str) -> String {
+    s.split('\n')
+        .map(terminal_safe)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod terminal_tests {
+    use super::{terminal_safe, terminal_text};
+
+    #[test]
+    fn line_breaks_stay_in_terminal_text() {
+        assert_eq!(terminal_text("a\x1b[2J\nb\n"), "a\\x1b[2J\nb\n");
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(terminal_safe("plain µs name"), "plain µs name");
+        assert_eq!(terminal_safe("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+        assert_eq!(terminal_safe("a\nb\r\x1b[2J"), "a\\nb\\r\\x1b[2J");
+        assert_eq!(terminal_safe("\u{9b}31m"), "\\x9b31m");
+    }
+}

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """One CSV line of a diff's headline: RUN_DIR/diff.json (gapscope diff --format json).
 
-usage: headline_row.py RUN_DIR WALL_S
+usage: headline_row.py RUN_DIR WALL_S [DIFF_JSON]   (DIFF_JSON defaults to RUN_DIR/diff.json)
 """
 import csv
 import json
 import sys
 
 run_dir, wall = sys.argv[1], sys.argv[2]
-d = json.load(open(f"{run_dir}/diff.json"))
+d = json.load(open(sys.argv[3] if len(sys.argv) > 3 else f"{run_dir}/diff.json"))
 h = d["headline"]
 e2e = h["end_to_end"]["verdict"]
 e2e = e2e if isinstance(e2e, str) else next(iter(e2e))

@@ -7,9 +7,12 @@ out=${1:?output CSV}; shift
 bin=${GAPSCOPE:-target/release/gapscope}
 here=$(dirname "$0")
 echo "run_dir,wall_s,end_to_end_verdict,headline_changes,comparisons,survivors,uncorrected,changes" >"$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 for dir in "$@"; do
   dir=${dir%/}
-  "$bin" diff "$dir" --format json ${DIFF_ARGS:-} >"$dir/diff.json"
-  python3 "$here/headline_row.py" "$dir" "" >>"$out"
+  # The diff goes to a scratch file: committed run folders are left as they were.
+  "$bin" diff "$dir" --format json ${DIFF_ARGS:-} >"$tmp/diff.json"
+  python3 "$here/headline_row.py" "$dir" "" "$tmp/diff.json" >>"$out"
 done
 cat "$out"

@@ -261,14 +261,16 @@ pub fn diff_runs(
             .unwrap_or_default(),
         opts,
     );
-    // Two runs whose machines differed beyond what either run's spread covers: no
-    // change is named, whatever its interval, and the reason stands beside each.
+    // Two runs whose machines differed beyond what either run's spread covers: neither
+    // a change nor its absence is shown, whatever the interval, and the reason stands
+    // beside each verdict.
     let mut family = family;
     if let Some(why) = runs_differ([base, cand]) {
         let demote = |c: &mut Comparison| {
-            if c.verdict.is_change() {
+            if !c.verdict.one_sided() && !c.exact {
                 c.verdict = Verdict::Inconclusive;
                 c.why = Some(why.clone());
+                c.more_reps = None;
             }
         };
         metrics.iter_mut().for_each(demote);

@@ -461,9 +461,11 @@ mod recorder_cost_tests {
 /// (older folders), or when the states agree.
 ///
 /// Each run's state is taken at its start and its end, and each quantity's range over
-/// those readings is the within-run drift the reps saw. Two runs differ when the ranges
-/// are apart by more than a tolerance: the 1-minute load average by more than 0.5 and a
-/// fifth of the larger, the CPUs' median frequency or a GPU's SM clock by more than 2%.
+/// those readings is the within-run drift the reps saw. Two runs differ when either ran
+/// on a machine loaded beyond its cores (1-minute load average above the cores it could
+/// use), or when the ranges are apart by more than a tolerance: the load by more than 0.5
+/// and a fifth of the larger, the CPUs' median frequency or a GPU's SM clock by more than
+/// 2%.
 /// The reps' intervals cover only the spread within each run, so a change measured
 /// across such runs can be the machine's.
 pub(super) fn runs_differ(data: [&RunData; 2]) -> Option<String> {
@@ -503,6 +505,20 @@ pub(super) fn runs_differ(data: [&RunData; 2]) -> Option<String> {
     let load = |s: &[crate::store::drift::MachineState]| {
         range(s.iter().filter_map(|m| m.load_avg.map(|l| l[0])).collect())
     };
+    // A machine running more than it has cores shares them among other work from moment
+    // to moment: what a run measured then depends on which work, and two such runs
+    // differ by more than either run's spread shows.
+    for (label, d, states) in [("baseline", data[0], &a), ("candidate", data[1], &b)] {
+        let cores = d.meta.host.cpu_cores;
+        if let (Some((_, hi)), true) = (load(states), cores > 0) {
+            if hi > cores as f64 {
+                why.push(format!(
+                    "the {label} run's load reached {hi:.1} on {cores} core{}",
+                    if cores == 1 { "" } else { "s" }
+                ));
+            }
+        }
+    }
     if let (Some(x), Some(y)) = (load(&a), load(&b)) {
         let tol = 0.5f64.max(0.2 * x.1.max(y.1));
         if apart(x, y) > tol {

@@ -943,6 +943,19 @@ fn two_runs_at_different_loads_name_no_change() {
     let c = with_load("run-c", 0.5, 0.7);
     let d = diff_runs(&a, "baseline", &c, "candidate", &DiffOptions::default()).unwrap();
     assert_eq!(d.headline.end_to_end.verdict, Verdict::Regressed);
+    // Two runs at the same load, but more load than cores: what either measured depended
+    // on the other work of the moment.
+    let (mut e, mut f) = (with_load("run-e", 3.0, 3.2), with_load("run-f", 3.1, 3.3));
+    e.meta.host.cpu_cores = 2;
+    f.meta.host.cpu_cores = 2;
+    let d = diff_runs(&e, "baseline", &f, "candidate", &DiffOptions::default()).unwrap();
+    let total = &d.headline.end_to_end;
+    assert_eq!(total.verdict, Verdict::Inconclusive);
+    let why = total.why.as_deref().unwrap();
+    assert!(
+        why.contains("the baseline run's load reached 3.2 on 2 cores"),
+        "{why}"
+    );
 }
 
 /// A sequential run's decisions: a 20% slower phase is decided regressed after 10 pairs

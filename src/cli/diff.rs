@@ -124,7 +124,12 @@ pub fn run(a: DiffArgs) -> Result<()> {
         a.candidate.as_deref(),
     )?;
     let diff = analysis::diff_runs(&base, &bv, cand, &cv, &a.options())?;
-    print!("{}", analysis::render(&diff, a.format));
+    let text = analysis::render(&diff, a.format);
+    // Span names and knobs come from run folders: shown, never obeyed by the terminal.
+    match a.format {
+        Format::Terminal | Format::Markdown => print!("{}", crate::markup::terminal_text(&text)),
+        _ => print!("{text}"),
+    }
     if let Some(span) = &a.flame {
         let out = a.flame_out.clone().unwrap_or_else(|| {
             PathBuf::from(format!("flame-diff-{}.svg", span.replace(['/', ' '], "_")))
@@ -133,7 +138,7 @@ pub fn run(a: DiffArgs) -> Result<()> {
             .with_context(|| format!("differential flame graph of {span:?}"))?;
         println!();
         for l in analysis::span_lines(&diff, span) {
-            println!("{l}");
+            println!("{}", crate::markup::terminal_safe(&l));
         }
         print!("{}", f.render());
     }
@@ -155,7 +160,7 @@ pub fn run(a: DiffArgs) -> Result<()> {
         if let Some(lines) = crate::plot::gap_fill::fill_lines(sides) {
             println!();
             for l in lines {
-                println!("{l}");
+                println!("{}", crate::markup::terminal_safe(&l));
             }
         }
     }

@@ -14,6 +14,10 @@ pub struct SummaryArgs {
 pub fn run(a: SummaryArgs) -> Result<()> {
     let data = RunData::load(&a.run_dir)?;
     super::note_incomplete(&data);
-    print!("{}", crate::summary::phase_table(&data));
+    // Span names come from the run folder: shown, never obeyed by the terminal.
+    print!(
+        "{}",
+        crate::markup::terminal_text(&crate::summary::phase_table(&data))
+    );
     Ok(())
 }

@@ -135,6 +135,15 @@ pub fn import_folder(
             None => meta.git.revision.clone(),
         };
         if let Some(c) = c {
+            // A revision is passed to git: anything but a commit id is refused here.
+            if !commits::is_commit_id(&c) {
+                return skip(format!(
+                    "meta.json's revision of variant {} is {:?}, not a commit id (7 to 64 \
+                     hex digits): the folder was edited or made elsewhere; fix or remove it",
+                    crate::markup::terminal_safe(&v.name),
+                    c
+                ));
+            }
             commit_of.insert(v.name.as_str(), c);
         }
     }

@@ -208,11 +208,33 @@ pub fn student_t_quantile(p: f64, df: f64) -> f64 {
     if !(p > 0.0 && p < 1.0) || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }
+    // A diff asks for the same quantile of one test several times (its interval at
+    // 1 − alpha, then at the level the family sets): remembered per thread.
+    thread_local! {
+        static SEEN: std::cell::RefCell<std::collections::HashMap<(u64, u64), f64>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    let key = (p.to_bits(), df.to_bits());
+    if let Some(q) = SEEN.with(|m| m.borrow().get(&key).copied()) {
+        return q;
+    }
+    let q = quantile_uncached(p, df);
+    SEEN.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= 4096 {
+            m.clear();
+        }
+        m.insert(key, q);
+    });
+    q
+}
+
+fn quantile_uncached(p: f64, df: f64) -> f64 {
     if p == 0.5 {
         return 0.0;
     }
     if p < 0.5 {
-        return -student_t_quantile(1.0 - p, df);
+        return -quantile_uncached(1.0 - p, df);
     }
     // Upper tail probability to reach.
     let target = 1.0 - p;

@@ -30,6 +30,47 @@ pub struct Job {
     pub submitted_utc: String,
 }
 
+/// Refuses a value that would end a line of the generated script (a newline, a carriage
+/// return) or cut it (a NUL): on an `#SBATCH` line the rest would run as shell code.
+fn one_line(what: &str, v: &str) -> Result<()> {
+    if let Some(c) = v.chars().find(|c| matches!(c, '\n' | '\r' | '\0')) {
+        anyhow::bail!(
+            "{what} {v:?} holds a {} character, which would end its line of the sbatch \
+             script (the rest would run as shell code): write it on one line",
+            match c {
+                '\n' => "newline",
+                '\r' => "carriage-return",
+                _ => "NUL",
+            }
+        );
+    }
+    Ok(())
+}
+
+/// Every value of the sweep file and the sweep folder that [`script`] writes into a
+/// script, each on one line.
+pub fn check_values(sweep: &SweepDir, manifest: &Manifest, opts: &SlurmOptions) -> Result<()> {
+    one_line("the sweep's name", &manifest.name)?;
+    one_line("the sweep folder", &sweep.dir.display().to_string())?;
+    for (what, v) in [
+        ("[slurm] partition", &opts.partition),
+        ("[slurm] account", &opts.account),
+        ("[slurm] time", &opts.time),
+        ("[slurm] mem", &opts.mem),
+    ] {
+        if let Some(v) = v {
+            one_line(what, v)?;
+        }
+    }
+    for e in &opts.extra {
+        one_line("[slurm] extra", e)?;
+    }
+    if let Some(p) = &opts.params_dir {
+        one_line("[slurm] params_dir", &p.display().to_string())?;
+    }
+    Ok(())
+}
+
 /// Single-quotes `s` for bash.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -129,6 +170,7 @@ pub fn submit(
     sbatch: &str,
     write_only: bool,
 ) -> Result<Vec<Job>> {
+    check_values(sweep, manifest, opts)?;
     if !write_only {
         check_sbatch(sbatch)?;
     }

@@ -181,6 +181,35 @@ fn the_slurm_script_throttles_asks_for_gpus_requeues_and_maps_tasks_to_cells() {
         !cpu.contains("--gres") && cpu.contains("--array=0-1\n"),
         "{cpu}"
     );
+    // A value that would end its #SBATCH line (the rest running as shell code) is refused
+    // before any script is written, naming the key.
+    assert!(slurm::check_values(&sd, &m, &opts).is_ok());
+    for (key, bad) in [
+        (
+            "partition",
+            SlurmOptions {
+                partition: Some("gpu\ntouch /tmp/owned".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "account",
+            SlurmOptions {
+                account: Some("a\rb".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "extra",
+            SlurmOptions {
+                extra: vec!["--qos=x\0y".into()],
+                ..Default::default()
+            },
+        ),
+    ] {
+        let e = slurm::check_values(&sd, &m, &bad).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("one line"), "{e}");
+    }
     assert_eq!(task_cell(2, Some(&[0, 2, 4])).unwrap(), 4);
     assert!(task_cell(3, Some(&[0, 2, 4])).is_err());
     let job = slurm::Job {
