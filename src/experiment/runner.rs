@@ -18,6 +18,7 @@ use super::run_meta::{new_run_meta, record_gpu_meta};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
+use super::until_decided::{Plan, Stop, UntilDecided};
 use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::prover;
@@ -38,6 +39,9 @@ pub struct RunOptions {
     pub nvtx: bool,
     /// Test doubles (hidden flags); none by default.
     pub debug: DebugHooks,
+    /// Add pairs until the comparison is decided (`--until-decided`); a resumed run of
+    /// that kind continues so without it.
+    pub until_decided: Option<UntilDecided>,
 }
 
 /// What a finished run reports.
@@ -47,6 +51,8 @@ pub struct RunOutcome {
     pub rows: Vec<RunRow>,
     pub spans: Vec<SpanRow>,
     pub failed: usize,
+    /// Why a run of `--until-decided` stopped.
+    pub stopped: Option<Stop>,
 }
 
 fn check_writable(dir: &Path) -> Result<()> {
@@ -191,7 +197,8 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
-    let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
+    let (mut exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
+    let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
     // `tracing` spans of the code in-process reps run are recorded with their spans.
     crate::capture::tracing_sink::install();
     let mut variants = exp.resolved_variants();
@@ -231,7 +238,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // Before meta.json, which measures the recorder as the reps will use it.
     trace::process_cpu::set_mode(exp.run.process_cpu);
     // Everything that can fail cheaply fails before params are made.
-    let (mut writer, done_rows, meta) = match &resume {
+    let (mut writer, done_rows, mut meta) = match &resume {
         Some(dir) => {
             let meta = store::read_meta(dir)?;
             let mut fresh = new_run_meta(
@@ -273,6 +280,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             (None, Vec::new(), meta)
         }
     };
+    if let Some(u) = &until {
+        u.record(&mut exp, &mut meta);
+    }
     let external = exp.workload.external.as_ref();
     let (params, origins) = match external {
         // A program of the user's needs no params.
@@ -282,7 +292,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     if let Some(dir) = &resume {
         resume::check_params_match(dir, &meta, &origins)?;
     }
-    let mut meta = meta;
     if resume.is_none() {
         meta.params = origins
             .iter()
@@ -389,7 +398,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         telemetry: Some(&telemetry),
         debug: &opts.debug,
     };
-    let ran_none = todo.is_empty();
+    let kept = done_rows.len();
     // The worker of this build's variants with process = "per_variant".
     let own_exe = (exp.run.process == ProcessPolicy::PerVariant)
         .then(std::env::current_exe)
@@ -401,9 +410,21 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;
+    let say = |l: &str| match (opts.progress, bar.is_hidden()) {
+        (false, _) => {}
+        (true, true) => eprintln!("{l}"),
+        (true, false) => bar.println(l),
+    };
+    let mut stopped = None;
     for slot in todo {
         if interrupt::requested() {
             interrupted = true;
+            break;
+        }
+        stopped = until
+            .as_mut()
+            .and_then(|u| u.before_slot(&rows, &names, &dir, &say));
+        if stopped.is_some() {
             break;
         }
         let v = &variants[slot.variant];
@@ -547,6 +568,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         all_spans.extend(spans);
         bar.inc(1);
     }
+    if !interrupted {
+        stopped = stopped.or_else(|| Some(until.as_mut()?.at_end(&rows, &names, &dir, &say)));
+    }
     bar.finish_and_clear();
     if interrupted {
         return Err(Interrupted {
@@ -557,7 +581,10 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     }
     // A resume with nothing left to run leaves meta.json as it was: the run completed
     // when it completed, not when it was looked at again.
-    if !(ran_none && meta.completed_utc.is_some()) {
+    if !(rows.len() == kept && meta.completed_utc.is_some()) {
+        if let (Some(s), Some(u)) = (&stopped, meta.until_decided.as_mut()) {
+            u.stopped = Some(s.to_string());
+        }
         meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
         if let Some(d) = meta.drift.as_mut() {
             d.end = Some(store::envinfo::machine_state(telemetry.gpu_clocks()));
@@ -573,6 +600,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         rows,
         spans: all_spans,
         failed,
+        stopped,
     })
 }
 
