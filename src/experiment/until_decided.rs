@@ -282,11 +282,11 @@ impl Plan {
         }
         let budget = self.budget?;
         let now = Instant::now();
-        // The time of a pair: since the previous look, per pair since then; for the
-        // first look of this process, since it started (setup included: an over-estimate).
+        // The time of a pair: since the previous look, per pair since then; at the
+        // first look of this process, the last pair's reps as runs.csv has them.
         let per_pair = match self.last_look {
             Some((t, n)) if pairs > n => now.duration_since(t) / (pairs - n) as u32,
-            _ => now.duration_since(self.started),
+            _ => last_pair_wall(rows, names),
         };
         self.last_look = Some((now, pairs));
         (now.duration_since(self.started) + per_pair > budget).then(|| Stop::Budget {
@@ -379,6 +379,24 @@ fn complete_pairs(rows: &[RunRow], names: &[String]) -> usize {
         .len()
 }
 
+/// The wall time of the reps of the last iteration every variant has run.
+fn last_pair_wall(rows: &[RunRow], names: &[String]) -> Duration {
+    let measured = |name: &str| {
+        rows.iter()
+            .filter(move |r| !r.warmup && r.variant == name)
+            .map(|r| r.iteration)
+            .max()
+    };
+    let Some(last) = names.iter().map(|n| measured(n)).min().flatten() else {
+        return Duration::ZERO;
+    };
+    let ns: u64 = (rows.iter())
+        .filter(|r| !r.warmup && r.iteration == last && names.contains(&r.variant))
+        .map(|r| r.wall_ns)
+        .sum();
+    Duration::from_nanos(ns)
+}
+
 /// The run folder's comparison so far, as the run's headline makes it, read on the
 /// confidence sequences; `None` while it has too few pairs.
 fn judge(dir: &Path) -> Result<Option<Progress>, String> {
@@ -392,6 +410,8 @@ fn judge(dir: &Path) -> Result<Option<Progress>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::sequential::WatchedRow;
+    use crate::analysis::{Measure, Verdict};
 
     #[test]
     fn budgets_parse_as_people_write_them() {
@@ -412,6 +432,66 @@ mod tests {
         assert_eq!(fmt_budget(Duration::from_secs(0)), "0s");
     }
 
+    fn watched(span: &str, measure: Measure, verdict: Verdict, left: Option<usize>) -> WatchedRow {
+        WatchedRow {
+            span: span.into(),
+            measure,
+            verdict,
+            interval: crate::analysis::Interval {
+                lo: Some(0.02),
+                hi: Some(0.05),
+                level: 0.975,
+            },
+            pairs_left: left,
+        }
+    }
+
+    #[test]
+    fn the_stop_line_says_why_and_what_is_open() {
+        let decided = Stop::Decided { pairs: 7 };
+        assert_eq!(decided.to_string(), "decided after 7 pairs");
+        assert!(decided.decided());
+        let p = Progress {
+            pairs: 12,
+            level: 0.975,
+            rows: vec![
+                watched("prove", Measure::Total, Verdict::Regressed, None),
+                watched(
+                    "msm_h",
+                    Measure::CriticalSelf,
+                    Verdict::Inconclusive,
+                    Some(6),
+                ),
+                watched(
+                    "prep",
+                    Measure::CriticalSelf,
+                    Verdict::Inconclusive,
+                    Some(3),
+                ),
+            ],
+        };
+        let budget = Stop::Budget {
+            budget: Duration::from_secs(1800),
+            pairs: 12,
+            last: Some(p.clone()),
+        };
+        assert_eq!(
+            budget.to_string(),
+            "stopped at the budget of 30m after 12 pairs: still open: msm_h (critical_self), \
+             prep (critical_self) (about 6 more pairs would decide)"
+        );
+        assert!(!budget.decided());
+        let cap = Stop::MaxReps {
+            max_reps: 50,
+            pairs: 50,
+            last: None,
+        };
+        assert_eq!(
+            cap.to_string(),
+            "stopped at --max-reps 50 after 50 pairs: too few paired reps to compare"
+        );
+    }
+
     fn row(variant: &str, iteration: u32, warmup: bool) -> RunRow {
         RunRow {
             variant: variant.into(),
@@ -430,5 +510,10 @@ mod tests {
         assert_eq!(complete_pairs(&rows, &names), 1);
         rows.push(row("a", 1, false));
         assert_eq!(complete_pairs(&rows, &names), 2);
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.wall_ns = 1_000 * (i as u64 + 1);
+        }
+        // Iteration 1: rows 5 (b) and 6 (a).
+        assert_eq!(last_pair_wall(&rows, &names), Duration::from_micros(11));
     }
 }
