@@ -88,7 +88,7 @@ impl RunArgs {
             progress: !self.quiet,
             command: super::command_line(),
             nvtx: self.nvtx,
-            until_decided: self.until_decided.then(|| UntilDecided {
+            until_decided: self.until_decided.then_some(UntilDecided {
                 max_reps: self.max_reps,
                 budget: self.budget,
             }),
