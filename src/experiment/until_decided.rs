@@ -232,10 +232,18 @@ impl Plan {
             (a, Some(r), Some(m)) => {
                 exp.run.reps = m.reps;
                 let a = a.cloned().unwrap_or_default();
-                (
-                    a.max_reps.unwrap_or(m.reps),
-                    a.budget.or(r.budget_s.map(Duration::from_secs)),
-                )
+                let max = a.max_reps.unwrap_or(m.reps);
+                // Blocks of a new length would renumber the reps already run.
+                if max != m.reps && exp.run.order == Order::Blocks {
+                    return Err(Refused(format!(
+                        "--max-reps {max}: a run of order = \"blocks\" keeps the cap it \
+                         started with ({}), since another would lay its blocks out anew; \
+                         resume it without --max-reps",
+                        m.reps
+                    ))
+                    .into());
+                }
+                (max, a.budget.or(r.budget_s.map(Duration::from_secs)))
             }
             (_, Some(_), None) => unreachable!("a recorded plan comes from a stored meta"),
         };
