@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::debug::DebugHooks;
 use super::emulation;
@@ -17,7 +17,7 @@ use super::revs::RevVariants;
 use super::run_meta::{new_run_meta, record_gpu_meta};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
-use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
+use super::spec::{ProcessPolicy, ResolvedVariant};
 use super::until_decided::{Plan, Stop, UntilDecided};
 use super::watchdog::{self, Watchdog};
 use super::worker;
@@ -150,33 +150,6 @@ fn write_failed(dir: &Path, rep: u32) -> String {
     )
 }
 
-/// The experiment to run (with its text, as copied into the run folder) and the run
-/// folder to resume, if any: `resume`'s own copy of the experiment when given.
-fn load_experiment(
-    exp_path: Option<&Path>,
-    resume: Option<&Path>,
-) -> Result<(Experiment, String, Option<PathBuf>)> {
-    Ok(match (resume, exp_path) {
-        (Some(dir), _) => {
-            let copy = dir.join(store::EXPERIMENT_COPY);
-            if std::fs::symlink_metadata(&copy).is_err() {
-                bail!(
-                    "{} is not a run folder to resume (no {})",
-                    dir.display(),
-                    store::EXPERIMENT_COPY
-                );
-            }
-            let (e, t) = Experiment::load_copy(dir, store::EXPERIMENT_COPY)?;
-            (e, t, Some(dir.to_path_buf()))
-        }
-        (None, Some(p)) => {
-            let (e, t) = Experiment::load(p)?;
-            (e, t, None)
-        }
-        (None, None) => bail!("give an experiment file, or --resume RUN_DIR"),
-    })
-}
-
 /// The run's progress bar over `total` reps, `done` of them finished; hidden without
 /// `progress`.
 fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::ProgressBar {
@@ -197,7 +170,7 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
-    let (mut exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
+    let (mut exp, text, resume) = resume::load_experiment(exp_path, opts.resume.as_deref())?;
     let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
     // `tracing` spans of the code in-process reps run are recorded with their spans.
     crate::capture::tracing_sink::install();
@@ -280,8 +253,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             (None, Vec::new(), meta)
         }
     };
-    if let Some(u) = &until {
-        u.record(&mut exp, &mut meta);
+    if let Some(u) = until.as_mut() {
+        u.record(&mut exp, &mut meta, opts.progress);
     }
     let external = exp.workload.external.as_ref();
     let (params, origins) = match external {
@@ -410,11 +383,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;
-    let say = |l: &str| match (opts.progress, bar.is_hidden()) {
-        (false, _) => {}
-        (true, true) => eprintln!("{l}"),
-        (true, false) => bar.println(l),
-    };
     let mut stopped = None;
     for slot in todo {
         if interrupt::requested() {
@@ -423,7 +391,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         }
         stopped = until
             .as_mut()
-            .and_then(|u| u.before_slot(&rows, &names, &dir, &say));
+            .and_then(|u| u.before_slot(&rows, &dir, &bar));
         if stopped.is_some() {
             break;
         }
@@ -569,7 +537,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         bar.inc(1);
     }
     if !interrupted {
-        stopped = stopped.or_else(|| Some(until.as_mut()?.at_end(&rows, &names, &dir, &say)));
+        stopped = stopped.or_else(|| Some(until.as_mut()?.at_end(&rows, &dir, &bar)));
     }
     bar.finish_and_clear();
     if interrupted {

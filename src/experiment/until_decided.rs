@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use indicatif::ProgressBar;
 
 use super::spec::{Experiment, Order};
 use crate::analysis::sequential::{self, Progress};
@@ -194,6 +195,10 @@ pub struct Plan {
     pub max_reps: u32,
     pub budget: Option<Duration>,
     started: Instant,
+    /// The variants, in the schedule's order.
+    names: Vec<String>,
+    /// Progress lines on stderr (not under `--quiet`).
+    progress: bool,
     /// Pairs (iterations run by both variants) at the last look.
     looked_at: usize,
     /// When the last look was, and the pairs then: the time of a pair.
@@ -252,6 +257,8 @@ impl Plan {
             max_reps,
             budget,
             started: Instant::now(),
+            names: exp.variants.iter().map(|v| v.name.clone()).collect(),
+            progress: false,
             looked_at: 0,
             last_look: None,
             last: None,
@@ -259,8 +266,10 @@ impl Plan {
     }
 
     /// Sets the cap as the run's reps, in the experiment the schedule is made from and in
-    /// meta.json, and marks the run as one of `--until-decided`.
-    pub fn record(&self, exp: &mut Experiment, meta: &mut Meta) {
+    /// meta.json, and marks the run as one of `--until-decided`; `progress`: a line per
+    /// pair on stderr.
+    pub fn record(&mut self, exp: &mut Experiment, meta: &mut Meta, progress: bool) {
+        self.progress = progress;
         exp.run.reps = self.max_reps;
         meta.reps = self.max_reps;
         meta.until_decided = Some(UntilDecidedMeta {
@@ -269,22 +278,17 @@ impl Plan {
         });
     }
 
-    /// Whether the run stops before `slot`: asked only when a pair has completed since
-    /// the last look (the run folder is then read and judged, and the progress line
-    /// given to `say`). A run stops when every watched row is decided, or when one more
-    /// pair, as long as the last one took, would end past the budget.
-    pub fn before_slot(
-        &mut self,
-        rows: &[RunRow],
-        names: &[String],
-        dir: &Path,
-        say: &dyn Fn(&str),
-    ) -> Option<Stop> {
-        let pairs = complete_pairs(rows, names);
+    /// Whether the run stops before its next slot, given the reps run (`rows`): judged
+    /// only when a pair has completed since the last look (the run folder `dir` is then
+    /// read, and the progress line printed above `bar`). A run stops when every watched
+    /// row is decided, or when one more pair, as long as the last one took, would end
+    /// past the budget.
+    pub fn before_slot(&mut self, rows: &[RunRow], dir: &Path, bar: &ProgressBar) -> Option<Stop> {
+        let pairs = complete_pairs(rows, &self.names);
         if pairs <= self.looked_at {
             return None;
         }
-        self.look(pairs, dir, say);
+        self.look(pairs, dir, bar);
         if self.last.as_ref().is_some_and(Progress::decided) {
             return Some(Stop::Decided { pairs });
         }
@@ -294,7 +298,7 @@ impl Plan {
         // first look of this process, the last pair's reps as runs.csv has them.
         let per_pair = match self.last_look {
             Some((t, n)) if pairs > n => now.duration_since(t) / (pairs - n) as u32,
-            _ => last_pair_wall(rows, names),
+            _ => last_pair_wall(rows, &self.names),
         };
         self.last_look = Some((now, pairs));
         (now.duration_since(self.started) + per_pair > budget).then(|| Stop::Budget {
@@ -306,16 +310,10 @@ impl Plan {
 
     /// Why the run stopped when its schedule ran out: decided on its last pair, or at the
     /// cap.
-    pub fn at_end(
-        &mut self,
-        rows: &[RunRow],
-        names: &[String],
-        dir: &Path,
-        say: &dyn Fn(&str),
-    ) -> Stop {
-        let pairs = complete_pairs(rows, names);
+    pub fn at_end(&mut self, rows: &[RunRow], dir: &Path, bar: &ProgressBar) -> Stop {
+        let pairs = complete_pairs(rows, &self.names);
         if pairs > self.looked_at {
-            self.look(pairs, dir, say);
+            self.look(pairs, dir, bar);
         }
         if self.last.as_ref().is_some_and(Progress::decided) {
             return Stop::Decided { pairs };
@@ -327,8 +325,13 @@ impl Plan {
         }
     }
 
-    fn look(&mut self, pairs: usize, dir: &Path, say: &dyn Fn(&str)) {
+    fn look(&mut self, pairs: usize, dir: &Path, bar: &ProgressBar) {
         self.looked_at = pairs;
+        let say = |l: &str| match (self.progress, bar.is_hidden()) {
+            (false, _) => {}
+            (true, true) => eprintln!("{l}"),
+            (true, false) => bar.println(l),
+        };
         match judge(dir) {
             Ok(Some(p)) => {
                 say(&p.line());
