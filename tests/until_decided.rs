@@ -53,14 +53,15 @@ fn run(tmp: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// The pairs of "until decided: decided after N pairs" / "… after N pairs: …".
-fn stop_line(stdout: &str) -> &str {
-    stdout
-        .lines()
+/// The line after "until decided: " ("decided after N pairs", "stopped at … after N
+/// pairs: …") in `text`.
+fn stop_line(text: &str) -> &str {
+    text.lines()
         .find_map(|l| l.strip_prefix("until decided: "))
-        .unwrap_or_else(|| panic!("no stop line in:\n{stdout}"))
+        .unwrap_or_else(|| panic!("no stop line in:\n{text}"))
 }
 
+/// N of a stop line's "after N pairs".
 fn pairs_in(line: &str) -> usize {
     let after = line.split(" after ").nth(1).expect(line);
     after.split(' ').next().unwrap().parse().expect(line)
@@ -198,12 +199,15 @@ fn a_run_stopped_at_its_budget_resumes_the_same_loop() {
     assert_eq!(meta.until_decided.as_ref().unwrap().budget_s, Some(2));
     // Resumed without flags: the same plan (the cap, the budget of 2 s: a pair takes 1 s,
     // two do not fit), one more pair.
-    let (code, out, err) = run(tmp.path(), &["--resume", d]);
+    // Under --quiet: no progress lines, the stop line on stderr, stdout the folder alone.
+    let (code, out, err) = run(tmp.path(), &["--resume", d, "--quiet"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
-        stop_line(&out).starts_with("stopped at the budget of 2s after 2 pairs"),
-        "{out}"
+        stop_line(&err).starts_with("stopped at the budget of 2s after 2 pairs"),
+        "{err}"
     );
+    assert!(!err.contains("pairs: nothing"), "{err}");
+    assert_eq!(out.trim(), d);
     assert_eq!(measured(&dir), 4);
     // A larger budget on the command line replaces the recorded one: on to the cap, or
     // decided before it.
