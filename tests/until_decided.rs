@@ -93,6 +93,10 @@ fn a_clear_slowdown_stops_well_before_the_cap_with_end_to_end_regressed() {
     assert_eq!(code, 0, "{out}\n{err}");
     let line = stop_line(&out);
     assert!(line.starts_with("decided after "), "{line}\n{err}");
+    assert!(
+        line.contains(" pairs: prove (total) regressed [+"),
+        "{line}"
+    );
     let pairs = pairs_in(line);
     assert!(pairs <= 30, "{line}: not well before the cap of 60\n{err}");
     // A progress line per pair on stderr, the last one with every watched row decided.

@@ -43,7 +43,10 @@ pub struct Refused(pub String);
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stop {
     /// Every watched row is regressed, improved or equivalent.
-    Decided { pairs: usize },
+    Decided {
+        pairs: usize,
+        last: Option<Progress>,
+    },
     /// The next pair would have ended past the budget.
     Budget {
         budget: Duration,
@@ -67,7 +70,13 @@ impl Stop {
 impl fmt::Display for Stop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (last, pairs) = match self {
-            Stop::Decided { pairs } => return write!(f, "decided after {pairs} pairs"),
+            Stop::Decided { pairs, last } => {
+                write!(f, "decided after {pairs} pairs")?;
+                return match last.as_ref().and_then(end_to_end) {
+                    Some(e) => write!(f, ": {e}"),
+                    None => Ok(()),
+                };
+            }
             Stop::Budget {
                 budget,
                 pairs,
@@ -88,6 +97,9 @@ impl fmt::Display for Stop {
         write!(f, " after {pairs} pairs: ")?;
         match last {
             Some(p) => {
+                if let Some(e) = end_to_end(p) {
+                    write!(f, "{e}; ")?;
+                }
                 let open = open_rows(p);
                 if open.is_empty() {
                     write!(f, "no row to watch")?;
@@ -106,6 +118,20 @@ impl fmt::Display for Stop {
             None => write!(f, "too few paired reps to compare"),
         }
     }
+}
+
+/// End to end as the sequence judges it: "prove (total) regressed [+1.2%, +5.0%]".
+fn end_to_end(p: &Progress) -> Option<String> {
+    let r = p.rows.first()?;
+    let pct = |x: Option<f64>| x.map_or("?".into(), |v| format!("{:+.1}%", v * 100.0));
+    Some(format!(
+        "{} ({}) {} [{}, {}]",
+        r.span,
+        r.measure,
+        r.verdict,
+        pct(r.interval.lo),
+        pct(r.interval.hi)
+    ))
 }
 
 /// The watched rows not decided yet: "msm_h (critical_self)".
@@ -290,7 +316,10 @@ impl Plan {
         }
         self.look(pairs, dir, bar);
         if self.last.as_ref().is_some_and(Progress::decided) {
-            return Some(Stop::Decided { pairs });
+            return Some(Stop::Decided {
+                pairs,
+                last: self.last.clone(),
+            });
         }
         let budget = self.budget?;
         let now = Instant::now();
@@ -316,7 +345,10 @@ impl Plan {
             self.look(pairs, dir, bar);
         }
         if self.last.as_ref().is_some_and(Progress::decided) {
-            return Stop::Decided { pairs };
+            return Stop::Decided {
+                pairs,
+                last: self.last.clone(),
+            };
         }
         Stop::MaxReps {
             max_reps: self.max_reps,
@@ -459,9 +491,6 @@ mod tests {
 
     #[test]
     fn the_stop_line_says_why_and_what_is_open() {
-        let decided = Stop::Decided { pairs: 7 };
-        assert_eq!(decided.to_string(), "decided after 7 pairs");
-        assert!(decided.decided());
         let p = Progress {
             pairs: 12,
             level: 0.975,
@@ -481,6 +510,20 @@ mod tests {
                 ),
             ],
         };
+        let mut all = p.clone();
+        all.rows
+            .iter_mut()
+            .for_each(|r| r.verdict = Verdict::Equivalent);
+        all.rows[0].verdict = Verdict::Regressed;
+        let decided = Stop::Decided {
+            pairs: 7,
+            last: Some(all),
+        };
+        assert_eq!(
+            decided.to_string(),
+            "decided after 7 pairs: prove (total) regressed [+2.0%, +5.0%]"
+        );
+        assert!(decided.decided());
         let budget = Stop::Budget {
             budget: Duration::from_secs(1800),
             pairs: 12,
@@ -488,8 +531,9 @@ mod tests {
         };
         assert_eq!(
             budget.to_string(),
-            "stopped at the budget of 30m after 12 pairs: still open: msm_h (critical_self), \
-             prep (critical_self) (about 6 more pairs would decide)"
+            "stopped at the budget of 30m after 12 pairs: prove (total) regressed [+2.0%, +5.0%]; \
+             still open: msm_h (critical_self), prep (critical_self) (about 6 more pairs \
+             would decide)"
         );
         assert!(!budget.decided());
         let cap = Stop::MaxReps {
