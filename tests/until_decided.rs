@@ -121,6 +121,23 @@ fn a_clear_slowdown_stops_well_before_the_cap_with_end_to_end_regressed() {
     assert!(meta.completed_utc.is_some());
     // The headline is the run's usual one, and says so too.
     assert!(out.contains("End to end: prove (total)"), "{out}");
+    // The review report's environment says how the run was bounded and why it stopped.
+    let rep = tmp.path().join("report");
+    gapscope(tmp.path())
+        .args([
+            "report",
+            dir.to_str().unwrap(),
+            "--out",
+            rep.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
+    assert!(
+        md.contains("at most 60 measured reps (until decided) + 1 warm-up(s) per variant"),
+        "{md}"
+    );
+    assert!(md.contains(line), "{md}");
     // A resume of a decided run runs nothing and says the same.
     let (code, out2, err2) = run(tmp.path(), &["--resume", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{out2}\n{err2}");
