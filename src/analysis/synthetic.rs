@@ -194,6 +194,7 @@ impl SyntheticRun {
             recorder: None,
             drift: None,
             gaps: None,
+            until_decided: None,
         }
     }
 

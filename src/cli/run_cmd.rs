@@ -70,6 +70,9 @@ struct WorkloadText {
 struct RunText {
     reps: u32,
     warmups: u32,
+    /// Counterbalanced (ABBA…) for `--until-decided`, which adds pairs; else the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -101,8 +104,9 @@ impl AdHocArgs {
         }
     }
 
-    /// The experiment file these flags stand for.
-    pub fn experiment_text(&self) -> Result<String> {
+    /// The experiment file these flags stand for; `counterbalanced` (for
+    /// `--until-decided`) runs its pairs in ABBA… order.
+    pub fn experiment_text(&self, counterbalanced: bool) -> Result<String> {
         if self.names.len() > self.commands.len() {
             bail!(
                 "{} --name for {} --cmd: give at most one name per command, in the same order",
@@ -134,6 +138,7 @@ impl AdHocArgs {
             run: RunText {
                 reps: self.reps,
                 warmups: self.warmups,
+                order: counterbalanced.then_some("counterbalanced"),
             },
             variant: variants,
         };
@@ -144,10 +149,10 @@ impl AdHocArgs {
         ))
     }
 
-    /// Writes the experiment file: to `--export-experiment`, else to a temporary file
-    /// (kept until the returned guard drops); returns its path.
-    pub fn write(&self) -> Result<(PathBuf, Option<tempfile::TempPath>)> {
-        let text = self.experiment_text()?;
+    /// Writes the experiment file ([`Self::experiment_text`]): to `--export-experiment`,
+    /// else to a temporary file (kept until the returned guard drops); returns its path.
+    pub fn write(&self, counterbalanced: bool) -> Result<(PathBuf, Option<tempfile::TempPath>)> {
+        let text = self.experiment_text(counterbalanced)?;
         if let Some(p) = &self.export_experiment {
             write_new(p, &text)?;
             eprintln!("experiment file: {}", p.display());
@@ -234,10 +239,17 @@ mod tests {
     fn the_flags_become_an_experiment_file_that_loads() {
         let mut a = args(&["sleep 0.01", "sleep 0.01", "true"]);
         a.prepare = Some("sync".into());
-        let text = a.experiment_text().unwrap();
+        let text = a.experiment_text(false).unwrap();
         let e = crate::experiment::Experiment::parse(&text, Path::new("cmd.toml")).unwrap();
         assert_eq!(e.name, EXPERIMENT_NAME);
         assert_eq!((e.run.reps, e.run.warmups), (7, 2));
+        assert_eq!(e.run.order, crate::experiment::spec::Order::Interleaved);
+        let paired = a.experiment_text(true).unwrap();
+        let e2 = crate::experiment::Experiment::parse(&paired, Path::new("cmd.toml")).unwrap();
+        assert_eq!(
+            e2.run.order,
+            crate::experiment::spec::Order::Counterbalanced
+        );
         let names: Vec<&str> = e.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["sleep_0.01", "sleep_0.01-2", "true"]);
         let ext = e.workload.external.as_ref().unwrap();
@@ -258,7 +270,7 @@ mod tests {
         let mut a = args(&["./bench 'a b' c"]);
         a.shell = "none".into();
         a.names = vec!["base".into()];
-        let text = a.experiment_text().unwrap();
+        let text = a.experiment_text(false).unwrap();
         let e = crate::experiment::Experiment::parse(&text, Path::new("x.toml")).unwrap();
         assert_eq!(e.variants[0].name, "base");
         assert_eq!(
@@ -266,13 +278,13 @@ mod tests {
             ["./bench", "a b", "c"]
         );
         a.commands.push("./bench \"unclosed".into());
-        assert!(a.experiment_text().is_err());
+        assert!(a.experiment_text(false).is_err());
         let mut two = args(&["a", "b"]);
         two.names = vec!["x".into(), "x".into()];
-        assert!(two.experiment_text().is_err());
+        assert!(two.experiment_text(false).is_err());
         let mut bad = args(&["a"]);
         bad.names = vec!["../x".into()];
-        let text = bad.experiment_text().unwrap();
+        let text = bad.experiment_text(false).unwrap();
         assert!(crate::experiment::Experiment::parse(&text, Path::new("x.toml")).is_err());
     }
 }

@@ -92,6 +92,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
         command: super::command_line(),
         nvtx: false,
         debug: Default::default(),
+        until_decided: None,
     };
     let out = experiment::run(Some(&a.experiment), &opts).context("the run at HEAD")?;
     super::history::store(&a.db, &a.place, std::slice::from_ref(&out.dir), None)?;

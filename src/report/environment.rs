@@ -100,13 +100,26 @@ pub fn environment_section(input: &RunView) -> String {
             ),
         },
     ]);
+    // A run of `--until-decided` records its cap as `reps`, and why it stopped.
+    let reps = match &m.until_decided {
+        Some(_) => format!("at most {} measured reps (until decided)", m.reps),
+        None => format!("{} measured reps", m.reps),
+    };
     rows.push(vec![
         "run policy".into(),
         format!(
-            "{} measured reps + {} warm-up(s) per variant, {} order, {} process",
-            m.reps, m.warmups, m.order, m.process
+            "{reps} + {} warm-up(s) per variant, {} order, {} process",
+            m.warmups, m.order, m.process
         ),
     ]);
+    if let Some(u) = &m.until_decided {
+        let budget = u
+            .budget_s
+            .map(|b| format!("budget {b} s; "))
+            .unwrap_or_default();
+        let why = u.stopped.as_deref().unwrap_or("not stopped yet");
+        rows.push(vec!["until decided".into(), format!("{budget}{why}")]);
+    }
     rows.push(vec![
         "started / completed (UTC)".into(),
         format!(

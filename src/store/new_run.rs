@@ -64,6 +64,7 @@ impl NewRun {
             recorder: Some(trace::cost::recorder_meta()),
             drift: None,
             gaps: None,
+            until_decided: None,
         }
     }
 }

@@ -555,6 +555,22 @@ pub struct Meta {
     /// (`[workload] gaps`); absent: the prover's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<super::GapsSpec>,
+    /// A run of `gapscope run --until-decided` (its `reps` is then the cap per variant):
+    /// the budget it ran under and why it stopped. Absent for a run of fixed reps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_decided: Option<UntilDecidedMeta>,
+}
+
+/// How a run of `gapscope run --until-decided` was bounded and why it stopped;
+/// `--resume` continues the same loop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UntilDecidedMeta {
+    /// Wall-time budget of each invocation, seconds (a resume starts a fresh one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<u64>,
+    /// Why the run stopped ("decided after 7 pairs", …); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 impl Meta {
@@ -591,6 +607,7 @@ impl Meta {
             recorder: None,
             drift: None,
             gaps: None,
+            until_decided: None,
         }
     }
 }
