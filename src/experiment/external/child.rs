@@ -1,7 +1,7 @@
 //! One run of an external program: spawned in its own process group with its span pipe
 //! (`GAPSCOPE_SPAN_FD`), counted by perf events and (with `profile`) sampled from its
 //! `exec` on, its CPU clock read every [`cpu::PERIOD`], its stdout, stderr and span pipe
-//! read line by line through the protocol parser, and killed (the whole group) when it
+//! read line by line ([`super::streams`]: each line timed as its read returned), and killed (the whole group) when it
 //! outlives its limit. Its exit is seen without reaping it (`waitid` with `WNOWAIT`):
 //! the last CPU reading and the sampler's end come while its pid is still its own.
 
@@ -23,8 +23,8 @@ use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
 use crate::profile::{Opener, RepSampling, Sampled, Target};
 use crate::protocol::budget::SpanBudget;
-use crate::protocol::reader::{for_each_line, ReadLine};
-use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser, MAX_LINE};
+use super::streams::{self, StreamState};
+use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser};
 use crate::trace::now_ns;
 
 /// Lines of the program's stderr kept for the error of a failed rep.
@@ -74,6 +74,20 @@ pub struct ChildRun {
     /// while reading, never stored).
     pub span_cap: usize,
     pub spans_over_cap: u64,
+    /// What `[workload.log_spans]` made of the program's lines, when it has entries.
+    pub log: Option<LogLines>,
+}
+
+/// What the program's log lines gave in one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogLines {
+    /// Lines that matched an entry, and spans kept of them.
+    pub matched: u64,
+    pub kept: u64,
+    /// Why spans were dropped as outside the rep (the first reason).
+    pub dropped: Option<String>,
+    /// The first line that matched badly, with why.
+    pub first_problem: Option<String>,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -91,45 +105,6 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 succeeded, so both are open descriptors that nothing else owns.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Reads one stream through its own parser; stderr's other lines feed the tail.
-/// What a reader has parsed of one stream so far, and the last lines it kept.
-type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
-
-/// Reads one stream to its end into `state`, line by line, so that what was read stays
-/// usable when the end never comes (a process outside the program's group holds it open).
-fn read_stream(
-    r: impl Read,
-    keep_tail: bool,
-    state: &StreamState,
-    members: &Members,
-    log: Option<&Mutex<LogMatcher>>,
-) {
-    for_each_line(r, MAX_LINE, |l| {
-        let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
-        let (p, tail) = &mut *g;
-        let (protocol, text) = match l {
-            ReadLine::Whole(b) => (p.feed(b), b),
-            ReadLine::Overlong(b) => (p.feed_overlong(b), b),
-        };
-        if protocol {
-            members.note_line(text);
-        } else if let Some(m) = log {
-            // The program's own lines: timing lines become spans, and the lines stay
-            // the program's output (the tail below keeps them as any other).
-            m.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .feed(text, now_ns());
-        }
-        if keep_tail && !protocol && !text.is_empty() {
-            let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
-            tail.push_back(s);
-            if tail.len() > STDERR_TAIL {
-                tail.pop_front();
-            }
-        }
-    });
 }
 
 /// Runs `argv` in `dir` once and collects its spans, at most `span_cap` of them (the
@@ -163,6 +138,7 @@ pub fn run_once(
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
+        log: None,
     };
     // Counters and the sampler open on the child between its fork and its exec.
     let handshake = counters || profile.is_some();
@@ -262,21 +238,12 @@ pub fn run_once(
             LogMatcher::new(p, pid as u64, wall_offset_ns).with_budget(budget.clone()),
         ))
     });
-    for (i, r, tail) in [
-        (0, Box::new(out) as Box<dyn Read + Send>, false),
+    let inputs: Vec<streams::Input> = vec![
+        (0, Box::new(out), false),
         (1, Box::new(err), true),
         (2, Box::new(spans_file), false),
-    ] {
-        let tx = tx.clone();
-        let state = states[i].clone();
-        let members = members.clone();
-        let log = log.clone().filter(|_| i < 2);
-        std::thread::spawn(move || {
-            read_stream(r, tail, &state, &members, log.as_deref());
-            let _ = tx.send(i);
-        });
-    }
-    drop(tx);
+    ];
+    streams::start(inputs, states.clone(), members.clone(), log.clone(), tx);
     let started = Instant::now();
     let mut cpu = CpuSeries::starting(start_ns);
     // Until it exited (not reaped: its pid stays its own while the sampler stops).
@@ -355,6 +322,7 @@ pub fn run_once(
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
+        log: None,
     };
     for (i, (mut parser, tail)) in streams {
         run.gpu.extend(parser.take_gpu());
@@ -371,10 +339,16 @@ pub fn run_once(
             &mut *m.lock().unwrap_or_else(|e| e.into_inner()),
             LogMatcher::new(Arc::new(LogPatterns::empty()), 0, 0),
         );
-        let (spans, counts, samples) = m.finish(end_ns);
-        run.spans.extend(spans);
-        run.counts.add(&counts);
-        run.samples.extend(samples);
+        let out = m.finish(start_ns, end_ns);
+        run.spans.extend(out.spans);
+        run.counts.add(&out.counts);
+        run.samples.extend(out.samples.iter().cloned());
+        run.log = Some(LogLines {
+            matched: out.matched,
+            kept: out.kept,
+            dropped: out.dropped,
+            first_problem: out.samples.into_iter().next(),
+        });
     }
     run.spans_over_cap = budget.over();
     if !unread.is_empty() {

@@ -24,6 +24,7 @@ pub mod gpu;
 pub mod members;
 pub mod programs;
 pub mod rows;
+pub mod streams;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -107,6 +108,13 @@ pub fn run_rep(
         run.end_ns,
         clock::realtime_offset_ns(),
     );
+    // Log spans outside the rep were dropped when they were made, with their own reason
+    // (gapscope timed them, so the span clock is not what to fix).
+    let log_note = run.log.as_ref().and_then(|l| l.dropped.clone());
+    let clock_note = match (clock_note, log_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     let mut gpu = telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();

@@ -1,0 +1,183 @@
+//! The program's output streams (stdout, stderr, the span pipe), read so that each line
+//! gets the time it was written as closely as gapscope can know it. A pipe keeps no
+//! time of its writes: the time is when a read returns the line. So each stream has a
+//! thread that does nothing but read and note the time of each read, asking the
+//! scheduler for short slices so that it runs soon after the program writes even on a
+//! loaded host ([`quick_wakeups`]); one more thread cuts the chunks into lines and parses
+//! them (protocol lines, log lines, the stderr tail), out of the readers' way. A stream
+//! is read to its end, also after the program exited: lines still in a pipe then were
+//! written before the exit, and are kept.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read};
+use std::sync::mpsc::{sync_channel, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+
+use super::child::STDERR_TAIL;
+use super::members::Members;
+use crate::capture::log_spans::LogMatcher;
+use crate::protocol::reader::{LineSplitter, ReadLine};
+use crate::protocol::{Parser, MAX_LINE};
+use crate::trace::now_ns;
+
+/// What a stream's lines gave so far: its protocol parser, and the last lines kept (of
+/// stderr, for a failed rep's error).
+pub type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
+
+/// Chunks in flight between the readers and the parsing thread: a program that prints
+/// faster than they are parsed waits on its pipe, as it would on a full one.
+const IN_FLIGHT: usize = 256;
+/// The slice asked of the scheduler for a reader thread (the least Linux grants).
+const READER_SLICE_NS: u64 = 100_000;
+
+enum Chunk {
+    Data(usize, u64, Vec<u8>),
+    End(usize),
+}
+
+/// One stream: its index (0 stdout, 1 stderr, 2 the span pipe), the stream, whether its
+/// last lines are kept.
+pub type Input = (usize, Box<dyn Read + Send>, bool);
+
+/// Starts the readers of `inputs` and their parsing thread; `ended` gets a stream's
+/// index once every line of it was parsed. Lines of stdout and stderr also go to `log`.
+pub fn start(
+    inputs: Vec<Input>,
+    states: Vec<StreamState>,
+    members: Arc<Members>,
+    log: Option<Arc<Mutex<LogMatcher>>>,
+    ended: Sender<usize>,
+) {
+    let (tx, rx) = sync_channel::<Chunk>(IN_FLIGHT);
+    let mut tails = [false; 3];
+    for (i, r, tail) in inputs {
+        tails[i] = tail;
+        let tx = tx.clone();
+        std::thread::spawn(move || read_chunks(r, i, tx));
+    }
+    drop(tx);
+    std::thread::spawn(move || parse_chunks(rx, &states, tails, &members, log.as_deref(), ended));
+}
+
+/// Reads `r` to its end, each chunk with the time its read returned.
+fn read_chunks(mut r: Box<dyn Read + Send>, i: usize, tx: SyncSender<Chunk>) {
+    quick_wakeups();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let t = now_ns();
+                if tx.send(Chunk::Data(i, t, buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    let _ = tx.send(Chunk::End(i));
+}
+
+/// Cuts every stream's chunks into lines, each line with its chunk's time.
+fn parse_chunks(
+    rx: Receiver<Chunk>,
+    states: &[StreamState],
+    tails: [bool; 3],
+    members: &Members,
+    log: Option<&Mutex<LogMatcher>>,
+    ended: Sender<usize>,
+) {
+    let mut lines: Vec<LineSplitter> = (0..3).map(|_| LineSplitter::new(MAX_LINE)).collect();
+    for c in rx {
+        let (i, t, data) = match c {
+            Chunk::Data(i, t, d) => (i, t, Some(d)),
+            Chunk::End(i) => (i, now_ns(), None),
+        };
+        let mut g = states[i].lock().unwrap_or_else(|e| e.into_inner());
+        let log = log.filter(|_| i < 2);
+        let mut on_line = |l: ReadLine<'_>| one_line(&mut g, l, t, tails[i], members, log);
+        match &data {
+            Some(d) => lines[i].push(d, &mut on_line),
+            None => {
+                lines[i].finish(&mut on_line);
+                drop(g);
+                let _ = ended.send(i);
+            }
+        }
+    }
+}
+
+/// One line of a stream, read at `t`: a protocol line to the parser, the program's own
+/// lines to the log patterns (and stderr's to the tail).
+fn one_line(
+    state: &mut (Parser, VecDeque<String>),
+    l: ReadLine<'_>,
+    t: u64,
+    keep_tail: bool,
+    members: &Members,
+    log: Option<&Mutex<LogMatcher>>,
+) {
+    let (p, tail) = state;
+    let (protocol, text) = match l {
+        ReadLine::Whole(b) => (p.feed(b), b),
+        ReadLine::Overlong(b) => (p.feed_overlong(b), b),
+    };
+    if protocol {
+        members.note_line(text);
+    } else if let Some(m) = log {
+        // The program's own lines: timing lines become spans, and the lines stay the
+        // program's output (the tail below keeps them as any other).
+        m.lock().unwrap_or_else(|e| e.into_inner()).feed(text, t);
+    }
+    if keep_tail && !protocol && !text.is_empty() {
+        let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
+        tail.push_back(s);
+        if tail.len() > STDERR_TAIL {
+            tail.pop_front();
+        }
+    }
+}
+
+/// Asks the scheduler to run the calling thread soon after it wakes: a short slice
+/// (EEVDF, Linux 6.12 and later: `sched_setattr` with a runtime, which needs no
+/// privilege) gives it an early deadline, so it preempts busy threads when the
+/// program's write wakes it. Elsewhere the call fails and nothing changes.
+fn quick_wakeups() {
+    // SAFETY: sched_getscheduler and getpriority read the calling thread's settings.
+    let (policy, nice) = unsafe {
+        (
+            libc::sched_getscheduler(0),
+            libc::getpriority(libc::PRIO_PROCESS, 0),
+        )
+    };
+    if policy != libc::SCHED_OTHER {
+        return;
+    }
+    // struct sched_attr, SCHED_ATTR_SIZE_VER0 (48 bytes): size, policy, flags, nice,
+    // priority, runtime, deadline, period.
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        // Its nice as it is (lowering it would need a privilege).
+        nice,
+        priority: 0,
+        runtime: READER_SLICE_NS,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: `attr` is a valid sched_attr of the size it states; pid 0 is this thread.
+    unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+}
