@@ -119,6 +119,7 @@ pub fn run_once(
     capture: &ChildCapture,
     span_cap: usize,
 ) -> ChildRun {
+    let pipes = (|| Ok::<_, std::io::Error>([pipe()?, pipe()?, pipe()?, pipe()?, pipe()?]))();
     let start_ns = now_ns();
     let wall_offset_ns = log_spans::wall_offset_ns();
     let hz = profile.as_ref().map(|p| p.hz);
@@ -142,22 +143,31 @@ pub fn run_once(
     };
     // Counters and the sampler open on the child between its fork and its exec.
     let handshake = counters || profile.is_some();
-    let pipes = (|| Ok::<_, std::io::Error>((pipe()?, pipe()?, pipe()?)))();
-    let ((span_r, span_w), (pid_r, pid_w), (go_r, go_w)) = match pipes {
-        Ok(p) => p,
-        Err(e) => return not_started(format!("cannot create pipes: {e}")),
-    };
+    let [(span_r, span_w), (pid_r, pid_w), (go_r, go_w), (out_r, out_w), (err_r, err_w)] =
+        match pipes {
+            Ok(p) => p,
+            Err(e) => return not_started(format!("cannot create pipes: {e}")),
+        };
+    let span_fd = span_w.as_raw_fd();
+    // The readers wait on the pipes before the program can write to them (and before the
+    // rep's window opens: starting them is gapscope's time, not the program's).
+    let chunks = streams::read(vec![
+        (0, Box::new(std::fs::File::from(out_r))),
+        (1, Box::new(std::fs::File::from(err_r))),
+        (2, Box::new(std::fs::File::from(span_r))),
+    ]);
+    let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(dir)
-        .env(FD_ENV, span_w.as_raw_fd().to_string())
+        .env(FD_ENV, span_fd.to_string())
         .envs(capture.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(err_w))
         .process_group(0);
     crate::experiment::interrupt::die_with_parent(&mut cmd);
-    let (span_fd, pid_fd, go_fd) = (span_w.as_raw_fd(), pid_w.as_raw_fd(), go_r.as_raw_fd());
+    let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
     // (fcntl, getpid, write, read, _exit) on descriptors opened before the fork.
     unsafe {
@@ -218,9 +228,6 @@ pub fn run_once(
     drop(span_w);
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel::<usize>();
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
-    let spans_file = std::fs::File::from(span_r);
     let members = Arc::new(Members::new(pid));
     // One cap for every stream of the rep, applied as the lines are read.
     let budget = Arc::new(SpanBudget::new(span_cap));
@@ -238,12 +245,9 @@ pub fn run_once(
             LogMatcher::new(p, pid as u64, wall_offset_ns).with_budget(budget.clone()),
         ))
     });
-    let inputs: Vec<streams::Input> = vec![
-        (0, Box::new(out), false),
-        (1, Box::new(err), true),
-        (2, Box::new(spans_file), false),
-    ];
-    streams::start(inputs, states.clone(), members.clone(), log.clone(), tx);
+    // stderr's last lines are kept for a failed rep's error.
+    let tails = [false, true, false];
+    streams::parse(chunks, states.clone(), tails, members.clone(), log.clone(), tx);
     let started = Instant::now();
     let mut cpu = CpuSeries::starting(start_ns);
     // Until it exited (not reaped: its pid stays its own while the sampler stops).

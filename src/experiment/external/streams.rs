@@ -35,33 +35,56 @@ enum Chunk {
     End(usize),
 }
 
-/// One stream: its index (0 stdout, 1 stderr, 2 the span pipe), the stream, whether its
-/// last lines are kept.
-pub type Input = (usize, Box<dyn Read + Send>, bool);
+/// One stream: its index (0 stdout, 1 stderr, 2 the span pipe), and the stream.
+pub type Input = (usize, Box<dyn Read + Send>);
 
-/// Starts the readers of `inputs` and their parsing thread; `ended` gets a stream's
-/// index once every line of it was parsed. Lines of stdout and stderr also go to `log`.
-pub fn start(
-    inputs: Vec<Input>,
+/// The chunks the readers of [`read`] hand over, each with the time its read returned.
+pub struct Chunks(Receiver<Chunk>);
+
+/// Starts a reader for each of `inputs` and returns once each one runs, so that it
+/// already waits in its `read` when the program first writes (on a loaded host a new
+/// thread may wait tens of ms for its first run).
+pub fn read(inputs: Vec<Input>) -> Chunks {
+    let (tx, rx) = sync_channel::<Chunk>(IN_FLIGHT);
+    let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
+    let n = inputs.len();
+    for (i, r) in inputs {
+        let tx = tx.clone();
+        let ready_tx = ready_tx.clone();
+        std::thread::spawn(move || {
+            quick_wakeups();
+            let _ = ready_tx.send(());
+            drop(ready_tx);
+            read_chunks(r, i, tx)
+        });
+    }
+    drop(ready_tx);
+    for _ in 0..n {
+        if ready.recv().is_err() {
+            break;
+        }
+    }
+    Chunks(rx)
+}
+
+/// Starts the thread that parses the readers' chunks into `states` (the last lines of
+/// the streams whose `tails` is set kept); lines of stdout and stderr also go to `log`.
+/// `ended` gets a stream's index once every line of it was parsed.
+pub fn parse(
+    chunks: Chunks,
     states: Vec<StreamState>,
+    tails: [bool; 3],
     members: Arc<Members>,
     log: Option<Arc<Mutex<LogMatcher>>>,
     ended: Sender<usize>,
 ) {
-    let (tx, rx) = sync_channel::<Chunk>(IN_FLIGHT);
-    let mut tails = [false; 3];
-    for (i, r, tail) in inputs {
-        tails[i] = tail;
-        let tx = tx.clone();
-        std::thread::spawn(move || read_chunks(r, i, tx));
-    }
-    drop(tx);
-    std::thread::spawn(move || parse_chunks(rx, &states, tails, &members, log.as_deref(), ended));
+    std::thread::spawn(move || {
+        parse_chunks(chunks.0, &states, tails, &members, log.as_deref(), ended)
+    });
 }
 
 /// Reads `r` to its end, each chunk with the time its read returned.
 fn read_chunks(mut r: Box<dyn Read + Send>, i: usize, tx: SyncSender<Chunk>) {
-    quick_wakeups();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match r.read(&mut buf) {
@@ -152,6 +175,15 @@ fn quick_wakeups() {
         )
     };
     if policy != libc::SCHED_OTHER {
+        return;
+    }
+    // Where gapscope may (CAP_SYS_NICE, or an RLIMIT_RTPRIO above 0), the lowest
+    // real-time priority: the reader then runs as soon as the write wakes it, ahead of
+    // every ordinary thread. It cannot hog a core: past `IN_FLIGHT` unparsed chunks it
+    // waits for the (ordinary) parsing thread.
+    let fifo = libc::sched_param { sched_priority: 1 };
+    // SAFETY: `fifo` is a valid sched_param; pid 0 is this thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0 {
         return;
     }
     // struct sched_attr, SCHED_ATTR_SIZE_VER0 (48 bytes): size, policy, flags, nice,
