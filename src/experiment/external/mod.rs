@@ -24,6 +24,7 @@ pub mod gpu;
 pub mod members;
 pub mod programs;
 pub mod rows;
+pub mod shell;
 pub mod streams;
 pub mod workload;
 
@@ -302,13 +303,19 @@ pub fn check_programs(
     ext: &ExternalWorkload,
     variants: &[ResolvedVariant],
     unbuilt: &[Option<String>],
-) -> Result<(), programs::MissingProgram> {
+) -> Result<(), programs::ProgramProblem> {
     for (v, failed) in variants.iter().zip(unbuilt) {
         if failed.is_some() {
             continue;
         }
         let dir = ext.folder(v.subject_dir.as_deref());
         let command = v.command.as_ref().unwrap_or(&ext.command);
+        if let Some(why) = shell::span_fd_override(command) {
+            return Err(programs::ProgramProblem::SpanFd {
+                variant: v.name.clone(),
+                why,
+            });
+        }
         let asks = [
             ("program", Some(command)),
             ("prepare program", ext.prepare.as_ref()),
@@ -316,13 +323,13 @@ pub fn check_programs(
         for (label, argv) in asks {
             let Some(argv) = argv else { continue };
             if let Some((what, program, why)) = programs::missing(argv, &dir) {
-                return Err(programs::MissingProgram {
+                return Err(programs::ProgramProblem::Missing(programs::MissingProgram {
                     variant: v.name.clone(),
                     what: if label == "program" { what } else { label },
                     program,
                     why,
                     dir: dir.display().to_string(),
-                });
+                }));
             }
         }
     }
