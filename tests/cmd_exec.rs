@@ -8,8 +8,8 @@ use gapscope::store::{RepStatus, RunData};
 #[allow(dead_code)]
 mod common;
 
-/// About 0.1–0.3 s of CPU in the shell that runs it.
-const BUSY: &str = "sh -c 'i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done'";
+/// About 80 ms of CPU in the shell that runs it (on the 2-core build VM).
+const BUSY: &str = "sh -c 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done'";
 
 #[test]
 fn the_process_measured_is_the_commands_with_or_without_shell_syntax() {
@@ -39,6 +39,6 @@ fn the_process_measured_is_the_commands_with_or_without_shell_syntax() {
             .unwrap();
         // A shell that forked and waited would show about 1 ms of its own CPU.
         let cpu = root.process_cpu_ns.expect("the program's CPU clock was read");
-        assert!(cpu >= 50_000_000, "{}: {cpu} ns of CPU: {root:?}", r.variant);
+        assert!(cpu >= 30_000_000, "{}: {cpu} ns of CPU: {root:?}", r.variant);
     }
 }
