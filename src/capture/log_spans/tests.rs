@@ -319,3 +319,50 @@ fn bad_time_settings_are_refused_naming_the_entry() {
     assert_eq!(with(Some("%H:%M:%S%.f"), Some("+02:00")), None);
     assert_eq!(with(None, Some("local")), None);
 }
+
+/// The incident's log at full pace, read with its own times (hundredths of a second):
+/// the printed numbers put the kernels' start 5 ms before the wrapper's, within the
+/// 21 ms the two lines are known to, so the kernels nest and the gap is 10.2 s.
+#[test]
+fn the_incidents_log_with_its_own_times_nests_at_full_pace() {
+    let ts = |re: &str| format!(r"^(?P<ts>\S+ \S+) .*{re}");
+    let p = LogPatterns::new(&rules(&[
+        (
+            "gpu_prove",
+            LogSpanRule {
+                tz: Some("UTC".into()),
+                ..duration(&ts(r"GPU prove complete gpu_ms=(?P<ms>\d+)"), None)
+            },
+        ),
+        (
+            "kernels",
+            LogSpanRule {
+                tz: Some("UTC".into()),
+                ..duration(&ts(r"GPU prove time: (?P<s>[0-9.]+)s"), Some("gpu_prove"))
+            },
+        ),
+    ]))
+    .unwrap();
+    // The span clock's zero is 2024-03-14 00:00:00 UTC.
+    let day = 1_710_374_400_000_000_000i128;
+    let sec = |h: u64, m: u64, s: u64| (h * 3600 + m * 60 + s) * 1_000_000_000;
+    let mut m = LogMatcher::new(Arc::new(p), 1, day);
+    let lines: [&[u8]; 4] = [
+        b"2024-03-14 01:08:11.57 INFO seal_commit_phase2: start",
+        b"2024-03-14 01:08:37.35 INFO GPU prove time: 25.786289234s",
+        b"2024-03-14 01:08:47.53 INFO GPU prove complete gpu_ms=35961",
+        b"2024-03-14 01:08:47.54 INFO seal_commit_phase2: done",
+    ];
+    for (i, l) in lines.iter().enumerate() {
+        m.feed(l, sec(1, 8, 11) + 600_000_000 + i as u64 * 1000);
+    }
+    let out = m.finish(sec(1, 8, 11), sec(1, 8, 48));
+    assert!(out.samples.is_empty(), "{:?}", out.samples);
+    let (w, k) = (one(&out.spans, "gpu_prove"), one(&out.spans, "kernels"));
+    assert_eq!(attr(k, GS_PARENT), attr(w, GS_ID));
+    assert_eq!(k.end_ns - k.start_ns, 25_786_289_234);
+    // Widened by the 5.29 ms the kernels stuck out.
+    assert_eq!(w.end_ns - w.start_ns, 35_966_289_234);
+    let gap = (w.end_ns - w.start_ns) - (k.end_ns - k.start_ns);
+    assert_eq!(gap, 10_180_000_000);
+}
