@@ -38,7 +38,13 @@ fn the_process_measured_is_the_commands_with_or_without_shell_syntax() {
             .find(|s| s.rep == r.rep && s.parent_id.is_none())
             .unwrap();
         // A shell that forked and waited would show about 1 ms of its own CPU.
-        let cpu = root.process_cpu_ns.expect("the program's CPU clock was read");
-        assert!(cpu >= 30_000_000, "{}: {cpu} ns of CPU: {root:?}", r.variant);
+        let cpu = root
+            .process_cpu_ns
+            .expect("the program's CPU clock was read");
+        assert!(
+            cpu >= 30_000_000,
+            "{}: {cpu} ns of CPU: {root:?}",
+            r.variant
+        );
     }
 }

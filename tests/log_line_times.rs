@@ -70,8 +70,11 @@ impl Drop for Load {
     }
 }
 
+/// When a line was written: the program's clock just before and just after its write.
+type Written = (u64, u64);
+
 /// How far `t` lies outside the interval `[a, b]` (0 inside it).
-fn outside(t: u64, (a, b): (u64, u64)) -> i64 {
+fn outside(t: u64, (a, b): Written) -> i64 {
     if t < a {
         (a - t) as i64
     } else {
@@ -82,9 +85,7 @@ fn outside(t: u64, (a, b): (u64, u64)) -> i64 {
 /// Whether this process (and so gapscope, started by it) may give a thread a real-time
 /// priority, as gapscope's stream readers take where they may.
 fn realtime_allowed() -> bool {
-    let out = Command::new("chrt")
-        .args(["-f", "1", "true"])
-        .output();
+    let out = Command::new("chrt").args(["-f", "1", "true"]).output();
     out.is_ok_and(|o| o.status.success())
 }
 
@@ -132,7 +133,7 @@ fn begin_and_end_lines_under_load_give_the_programs_own_spans() {
     assert!(out.status.success(), "{out:?}");
     let d = RunData::load(&common::run_dir_of(&out.stdout)).unwrap();
     // pid → (begin written, end written), each an interval.
-    let truth: std::collections::HashMap<u64, ((u64, u64), (u64, u64))> =
+    let truth: std::collections::HashMap<u64, (Written, Written)> =
         std::fs::read_to_string(&truth_file)
             .unwrap()
             .lines()

@@ -103,11 +103,7 @@ impl AdHocArgs {
             }
             words
         } else {
-            vec![
-                self.shell.clone(),
-                "-c".into(),
-                shell::exec_last(command),
-            ]
+            vec![self.shell.clone(), "-c".into(), shell::exec_last(command)]
         };
         if let Some(why) = shell::span_fd_override(&argv) {
             bail!("--cmd {command:?}: {why}");
@@ -262,7 +258,13 @@ mod tests {
         let r = e.resolved_variants();
         assert_eq!(
             r[2].command.as_deref(),
-            Some(&["sh".to_string(), "-c".into(), "cd /tmp && exec ./bench > out".into()][..])
+            Some(
+                &[
+                    "sh".to_string(),
+                    "-c".into(),
+                    "cd /tmp && exec ./bench > out".into()
+                ][..]
+            )
         );
     }
 

@@ -209,7 +209,10 @@ impl LogMatcher {
         let r = (|| {
             let end = self.time_of(rule, c, read_ns)?;
             let (dur, dur_precision) = duration_ns(c)?;
-            let start = end.t.checked_sub(dur).ok_or("duration longer than uptime")?;
+            let start = end
+                .t
+                .checked_sub(dur)
+                .ok_or("duration longer than uptime")?;
             Ok::<_, String>((start, end, dur_precision))
         })();
         match r {
@@ -309,7 +312,8 @@ impl LogMatcher {
         let mut spans = Vec::with_capacity(kept.len());
         for (k, f) in kept.into_iter().enumerate() {
             let mut s = f.span;
-            s.attrs.push((GS_ID.into(), AttrValue::U64(LOG_ID_BASE + k as u64)));
+            s.attrs
+                .push((GS_ID.into(), AttrValue::U64(LOG_ID_BASE + k as u64)));
             let how = if f.read { "line" } else { "ts" };
             s.attrs.push((GS_TIMED.into(), AttrValue::Str(how.into())));
             if let Some(j) = parents[k] {

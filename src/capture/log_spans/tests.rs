@@ -221,7 +221,9 @@ fn a_child_beyond_the_printed_precision_is_not_held() {
     assert_eq!(attr(k, GS_PARENT), None);
     assert_eq!(out.counts.unparseable, 1);
     assert!(
-        out.samples.iter().any(|s| s.contains("no \"gpu_prove\" span holds it")),
+        out.samples
+            .iter()
+            .any(|s| s.contains("no \"gpu_prove\" span holds it")),
         "{:?}",
         out.samples
     );

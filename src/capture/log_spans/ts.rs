@@ -143,12 +143,7 @@ pub fn precision_ns(s: &str) -> u64 {
     // The fraction follows the seconds: the last '.' followed by digits.
     let digits = s
         .rfind('.')
-        .map(|i| {
-            s[i + 1..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .count()
-        })
+        .map(|i| s[i + 1..].chars().take_while(char::is_ascii_digit).count())
         .unwrap_or(0);
     10u64.pow(9u32.saturating_sub(digits.min(9) as u32))
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::cpu::{self, CpuSeries};
 use super::members::Members;
+use super::streams::{self, StreamState};
 use crate::capture::log_spans::{self, LogMatcher, LogPatterns};
 use crate::capture::ChildCapture;
 use crate::counters::process::ProcessCounters;
@@ -23,7 +24,6 @@ use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
 use crate::profile::{Opener, RepSampling, Sampled, Target};
 use crate::protocol::budget::SpanBudget;
-use super::streams::{self, StreamState};
 use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser};
 use crate::trace::now_ns;
 
@@ -247,7 +247,14 @@ pub fn run_once(
     });
     // stderr's last lines are kept for a failed rep's error.
     let tails = [false, true, false];
-    streams::parse(chunks, states.clone(), tails, members.clone(), log.clone(), tx);
+    streams::parse(
+        chunks,
+        states.clone(),
+        tails,
+        members.clone(),
+        log.clone(),
+        tx,
+    );
     let started = Instant::now();
     let mut cpu = CpuSeries::starting(start_ns);
     // Until it exited (not reaped: its pid stays its own while the sampler stops).

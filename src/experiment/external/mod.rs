@@ -323,13 +323,15 @@ pub fn check_programs(
         for (label, argv) in asks {
             let Some(argv) = argv else { continue };
             if let Some((what, program, why)) = programs::missing(argv, &dir) {
-                return Err(programs::ProgramProblem::Missing(programs::MissingProgram {
-                    variant: v.name.clone(),
-                    what: if label == "program" { what } else { label },
-                    program,
-                    why,
-                    dir: dir.display().to_string(),
-                }));
+                return Err(programs::ProgramProblem::Missing(
+                    programs::MissingProgram {
+                        variant: v.name.clone(),
+                        what: if label == "program" { what } else { label },
+                        program,
+                        why,
+                        dir: dir.display().to_string(),
+                    },
+                ));
             }
         }
     }

@@ -14,8 +14,8 @@ const BUILTINS_ONLY: [&str; 30] = [
 ];
 /// Words that open or close a compound command: the last command is not a simple one.
 const RESERVED: [&str; 16] = [
-    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-    "{", "}", "!", "function",
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "{",
+    "}", "!", "function",
 ];
 
 /// Whether `command` holds nothing a shell would do more with than split it into words
@@ -252,7 +252,13 @@ mod tests {
 
     #[test]
     fn plain_commands_have_no_shell_syntax() {
-        for c in ["sort -n big.txt", "./bench 'a b' c", "x \"quoted arg\"", "a\\ b", "cmd --k=v"] {
+        for c in [
+            "sort -n big.txt",
+            "./bench 'a b' c",
+            "x \"quoted arg\"",
+            "a\\ b",
+            "cmd --k=v",
+        ] {
             assert!(is_plain(c), "{c}");
             assert!(!needs_shell(c), "{c}");
         }

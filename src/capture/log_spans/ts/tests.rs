@@ -19,7 +19,10 @@ fn read(re: &str, line: &str, tz: Tz) -> (i128, u64) {
 fn env_logger_default() {
     // `[{timestamp} {level:<5} {module_path}] {args}`, timestamps to the second, UTC.
     let line = "[2024-03-14T01:08:47Z INFO  prover] GPU prove complete gpu_ms=35961";
-    assert_eq!(read(r"^\[(?P<ts>\S+) ", line, Tz::Local), (AT, 1_000_000_000));
+    assert_eq!(
+        read(r"^\[(?P<ts>\S+) ", line, Tz::Local),
+        (AT, 1_000_000_000)
+    );
     // With format_timestamp_millis.
     let line = "[2024-03-14T01:08:47.530Z INFO  prover] GPU prove complete gpu_ms=35961";
     assert_eq!(
@@ -94,7 +97,11 @@ fn the_incidents_own_formats_with_a_zone() {
         (AT + 530 * MS, 10_000_000)
     );
     assert_eq!(
-        utc("2024-03-14 01:08:47.53", Some("%Y-%m-%d %H:%M:%S%.f"), Tz::Utc),
+        utc(
+            "2024-03-14 01:08:47.53",
+            Some("%Y-%m-%d %H:%M:%S%.f"),
+            Tz::Utc
+        ),
         (AT + 530 * MS, 10_000_000)
     );
     // A time of day: the date is the rep's.
@@ -109,8 +116,14 @@ fn the_incidents_own_formats_with_a_zone() {
         (AT + 530 * MS, 1_000_000)
     );
     // Epoch seconds and RFC 3339 as before.
-    assert_eq!(utc("1710378527.53", None, Tz::Utc), (AT + 530 * MS, 10_000_000));
-    assert_eq!(utc("2024-03-14T01:08:47.53Z", None, Tz::Local).0, AT + 530 * MS);
+    assert_eq!(
+        utc("1710378527.53", None, Tz::Utc),
+        (AT + 530 * MS, 10_000_000)
+    );
+    assert_eq!(
+        utc("2024-03-14T01:08:47.53Z", None, Tz::Local).0,
+        AT + 530 * MS
+    );
 }
 
 #[test]
