@@ -27,8 +27,6 @@ use crate::protocol::budget::SpanBudget;
 use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser};
 use crate::trace::now_ns;
 
-/// Lines of the program's stderr kept for the error of a failed rep.
-pub const STDERR_TAIL: usize = 20;
 /// How long the readers may take to see the end of the program's pipes once it exited
 /// (and what was left of its process group was killed).
 const DRAIN: Duration = Duration::from_secs(2);

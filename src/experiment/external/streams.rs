@@ -13,7 +13,6 @@ use std::io::{ErrorKind, Read};
 use std::sync::mpsc::{sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 
-use super::child::STDERR_TAIL;
 use super::members::Members;
 use crate::capture::log_spans::LogMatcher;
 use crate::protocol::reader::{LineSplitter, ReadLine};
@@ -24,6 +23,8 @@ use crate::trace::now_ns;
 /// stderr, for a failed rep's error).
 pub type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
 
+/// Lines of the program's stderr kept for the error of a failed rep.
+pub const STDERR_TAIL: usize = 20;
 /// Chunks in flight between the readers and the parsing thread: a program that prints
 /// faster than they are parsed waits on its pipe, as it would on a full one.
 const IN_FLIGHT: usize = 256;
