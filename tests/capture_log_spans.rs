@@ -219,3 +219,71 @@ fn the_incidents_four_lines_give_the_wrapper_its_kernels_and_its_gap_in_every_re
         }
     }
 }
+
+/// A phase timed by the program's own log times, in the incident's format (local time,
+/// no zone): read once with the default formats (the whole date and time) and once with
+/// a `ts_format` of the time of day only, whose date is the rep's.
+const LOCAL_TIMES: &str = r#"
+stamp() { local t=$EPOCHREALTIME; printf -v ts '%(%Y-%m-%d %H:%M:%S)T.%s' "${t%.*}" "${t#*.}"; }
+spin() { local end=$(( ${EPOCHREALTIME/./} + $1 )); while (( ${EPOCHREALTIME/./} < end )); do :; done; }
+spin 5000
+stamp; echo "$ts INFO begin prep"
+spin 50000
+stamp; echo "$ts INFO end prep" >&2
+spin 5000
+"#;
+
+#[test]
+fn log_times_in_local_time_without_a_zone_give_the_phase() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("local.sh");
+    std::fs::write(&script, LOCAL_TIMES).unwrap();
+    let exp = tmp.path().join("local.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"local\"\n[workload]\ncommand = [\"bash\", \"{}\"]\n\
+             [workload.log_spans]\n\
+             prep = {{ begin = '^(?P<ts>\\S+ \\S+) INFO begin prep', \
+             end = '^(?P<ts>\\S+ \\S+) INFO end prep' }}\n\
+             step = {{ begin = ' (?P<ts>[0-9:.]+) INFO begin', end = ' (?P<ts>[0-9:.]+) INFO \
+             end', ts_format = '%H:%M:%S%.f', tz = 'local' }}\n\
+             [run]\nreps = 2\nwarmups = 0\n[[variant]]\nname = \"a\"\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    // A zone half an hour off whole hours, where the zoneinfo is there to set one.
+    let zone = std::path::Path::new("/usr/share/zoneinfo/Asia/Kolkata").exists();
+    let mut cmd = gapscope(tmp.path());
+    if zone {
+        cmd.env("TZ", "Asia/Kolkata");
+    }
+    let out = cmd
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .success();
+    let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Ok, "{}", r.error);
+        let get = |n: &str| {
+            d.spans
+                .iter()
+                .find(|s| s.rep == r.rep && s.name == n)
+                .unwrap_or_else(|| panic!("rep {}: no {n}", r.rep))
+        };
+        let (prep, step) = (get("prep"), get("step"));
+        // At least the 50 ms spun between the lines (more when the host preempts it),
+        // with the µs the lines print: a time read in the wrong zone would lie hours
+        // outside the rep and be dropped.
+        assert!(prep.duration_ns >= 50_000_000, "{prep:?}");
+        assert_eq!(prep.duration_ns % 1_000, 0, "{prep:?}");
+        assert!(prep.end_ns <= r.start_ns + r.wall_ns, "{prep:?} {r:?}");
+        assert_eq!((prep.start_ns, prep.end_ns), (step.start_ns, step.end_ns));
+        // The spin before the begin line: it lies inside the rep, after its start.
+        assert!(prep.start_ns >= r.start_ns + 4_000_000, "{prep:?} {r:?}");
+    }
+}
