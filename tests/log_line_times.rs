@@ -92,8 +92,8 @@ fn realtime_allowed() -> bool {
 /// 100 reps under a load of 8 busy processes; prints the errors it saw. About 40 s on
 /// the 2-core build VM. The bar holds where gapscope's readers may take a real-time
 /// priority (CAP_SYS_NICE, or an RLIMIT_RTPRIO above 0); without it a reader waits its
-/// turn behind busy threads (short slices help, not enough: 85 of 100 measured on that
-/// VM), and the test says it skipped.
+/// turn behind busy threads (short slices help, not enough: 85 and 91 of 100 measured on
+/// that VM), and the test says it skipped.
 #[test]
 fn begin_and_end_lines_under_load_give_the_programs_own_spans() {
     if !realtime_allowed() {
