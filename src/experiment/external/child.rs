@@ -86,6 +86,8 @@ pub struct LogLines {
     pub dropped: Option<String>,
     /// The first line that matched badly, with why.
     pub first_problem: Option<String>,
+    /// How lines were timed, where an entry times them by their reading (no `ts`).
+    pub timed: Option<&'static str>,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -154,6 +156,7 @@ pub fn run_once(
         (1, Box::new(std::fs::File::from(err_r))),
         (2, Box::new(std::fs::File::from(span_r))),
     ]);
+    let readers = chunks.1;
     let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -352,7 +355,9 @@ pub fn run_once(
         run.spans.extend(out.spans);
         run.counts.add(&out.counts);
         run.samples.extend(out.samples.iter().cloned());
+        let by_reading = capture.log.as_ref().is_some_and(|p| p.stamps_by_arrival());
         run.log = Some(LogLines {
+            timed: by_reading.then(|| readers.describe()),
             matched: out.matched,
             kept: out.kept,
             dropped: out.dropped,

@@ -218,6 +218,9 @@ pub fn rep_rows(
     let mut root_attrs = serde_json::Map::new();
     root_attrs.insert("program".into(), program.into());
     root_attrs.insert("exit".into(), ending_text(&run.ending).into());
+    if let Some(timed) = run.log.as_ref().and_then(|l| l.timed) {
+        root_attrs.insert("log_lines".into(), timed.into());
+    }
     for (k, v) in ROOT_COUNTS.iter().zip(count_values(&counts)) {
         root_attrs.insert(k.to_string(), v.into());
     }

@@ -39,33 +39,61 @@ enum Chunk {
 /// One stream: its index (0 stdout, 1 stderr, 2 the span pipe), and the stream.
 pub type Input = (usize, Box<dyn Read + Send>);
 
-/// The chunks the readers of [`read`] hand over, each with the time its read returned.
-pub struct Chunks(Receiver<Chunk>);
+/// The chunks the readers of [`read`] hand over, each with the time its read returned,
+/// and how the readers were scheduled.
+pub struct Chunks(Receiver<Chunk>, pub Priority);
+
+/// How the readers were scheduled: what the times of lines are worth on a busy host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// The lowest real-time priority: a reader runs as soon as a write wakes it.
+    RealTime,
+    /// An ordinary thread asking for the shortest slice (or not even that).
+    Ordinary,
+}
+
+impl Priority {
+    /// What a rep's notes say of the times of lines read this way.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Priority::RealTime => {
+                "timed by reader threads at a real-time priority (as close to the writes as \
+                 the host's scheduler allows)"
+            }
+            Priority::Ordinary => {
+                "timed by reader threads at an ordinary priority (no real-time priority \
+                 allowed: CAP_SYS_NICE or RLIMIT_RTPRIO): on a busy host a line may be timed \
+                 ms late; give timing lines a ts group where that matters"
+            }
+        }
+    }
+}
 
 /// Starts a reader for each of `inputs` and returns once each one runs, so that it
 /// already waits in its `read` when the program first writes (on a loaded host a new
 /// thread may wait tens of ms for its first run).
 pub fn read(inputs: Vec<Input>) -> Chunks {
     let (tx, rx) = sync_channel::<Chunk>(IN_FLIGHT);
-    let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
+    let (ready_tx, ready) = std::sync::mpsc::channel::<Priority>();
     let n = inputs.len();
     for (i, r) in inputs {
         let tx = tx.clone();
         let ready_tx = ready_tx.clone();
         std::thread::spawn(move || {
-            quick_wakeups();
-            let _ = ready_tx.send(());
+            let _ = ready_tx.send(quick_wakeups());
             drop(ready_tx);
             read_chunks(r, i, tx)
         });
     }
     drop(ready_tx);
+    let mut priority = Priority::RealTime;
     for _ in 0..n {
-        if ready.recv().is_err() {
-            break;
+        match ready.recv() {
+            Ok(Priority::RealTime) => {}
+            _ => priority = Priority::Ordinary,
         }
     }
-    Chunks(rx)
+    Chunks(rx, priority)
 }
 
 /// Starts the thread that parses the readers' chunks into `states` (the last lines of
@@ -167,7 +195,7 @@ fn one_line(
 /// (EEVDF, Linux 6.12 and later: `sched_setattr` with a runtime, which needs no
 /// privilege) gives it an early deadline, so it preempts busy threads when the
 /// program's write wakes it. Elsewhere the call fails and nothing changes.
-fn quick_wakeups() {
+fn quick_wakeups() -> Priority {
     // SAFETY: sched_getscheduler and getpriority read the calling thread's settings.
     let (policy, nice) = unsafe {
         (
@@ -176,7 +204,7 @@ fn quick_wakeups() {
         )
     };
     if policy != libc::SCHED_OTHER {
-        return;
+        return Priority::Ordinary;
     }
     // Where gapscope may (CAP_SYS_NICE, or an RLIMIT_RTPRIO above 0), the lowest
     // real-time priority: the reader then runs as soon as the write wakes it, ahead of
@@ -185,7 +213,7 @@ fn quick_wakeups() {
     let fifo = libc::sched_param { sched_priority: 1 };
     // SAFETY: `fifo` is a valid sched_param; pid 0 is this thread.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0 {
-        return;
+        return Priority::RealTime;
     }
     // struct sched_attr, SCHED_ATTR_SIZE_VER0 (48 bytes): size, policy, flags, nice,
     // priority, runtime, deadline, period.
@@ -213,4 +241,5 @@ fn quick_wakeups() {
     };
     // SAFETY: `attr` is a valid sched_attr of the size it states; pid 0 is this thread.
     unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    Priority::Ordinary
 }
