@@ -151,11 +151,15 @@ pub fn run_once(
     let span_fd = span_w.as_raw_fd();
     // The readers wait on the pipes before the program can write to them (and before the
     // rep's window opens: starting them is gapscope's time, not the program's).
-    let chunks = streams::read(vec![
-        (0, Box::new(std::fs::File::from(out_r))),
-        (1, Box::new(std::fs::File::from(err_r))),
-        (2, Box::new(std::fs::File::from(span_r))),
-    ]);
+    let by_reading = capture.log.as_ref().is_some_and(|p| p.stamps_by_arrival());
+    let chunks = streams::read(
+        vec![
+            (0, Box::new(std::fs::File::from(out_r))),
+            (1, Box::new(std::fs::File::from(err_r))),
+            (2, Box::new(std::fs::File::from(span_r))),
+        ],
+        by_reading,
+    );
     let readers = chunks.1;
     let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
@@ -355,7 +359,6 @@ pub fn run_once(
         run.spans.extend(out.spans);
         run.counts.add(&out.counts);
         run.samples.extend(out.samples.iter().cloned());
-        let by_reading = capture.log.as_ref().is_some_and(|p| p.stamps_by_arrival());
         run.log = Some(LogLines {
             timed: by_reading.then(|| readers.describe()),
             matched: out.matched,

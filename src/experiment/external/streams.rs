@@ -2,8 +2,9 @@
 //! gets the time it was written as closely as gapscope can know it. A pipe keeps no
 //! time of its writes: the time is when a read returns the line. So each stream has a
 //! thread that does nothing but read and note the time of each read, asking the
-//! scheduler for short slices so that it runs soon after the program writes even on a
-//! loaded host ([`quick_wakeups`]); one more thread cuts the chunks into lines and parses
+//! scheduler to run it soon after the program writes even on a loaded host (a real-time
+//! priority where allowed and needed, else short slices: [`quick_wakeups`]); one more
+//! thread cuts the chunks into lines and parses
 //! them (protocol lines, log lines, the stderr tail), out of the readers' way. A stream
 //! is read to its end, also after the program exited: lines still in a pipe then were
 //! written before the exit, and are kept.
@@ -72,7 +73,11 @@ impl Priority {
 /// Starts a reader for each of `inputs` and returns once each one runs, so that it
 /// already waits in its `read` when the program first writes (on a loaded host a new
 /// thread may wait tens of ms for its first run).
-pub fn read(inputs: Vec<Input>) -> Chunks {
+///
+/// `timed`: some line's time is its reading (log lines without `ts`); only then do the
+/// readers ask for a real-time priority (a reader that preempts the program at each of
+/// its writes costs it a little: not worth it for lines that carry their own times).
+pub fn read(inputs: Vec<Input>, timed: bool) -> Chunks {
     let (tx, rx) = sync_channel::<Chunk>(IN_FLIGHT);
     let (ready_tx, ready) = std::sync::mpsc::channel::<Priority>();
     let n = inputs.len();
@@ -80,7 +85,7 @@ pub fn read(inputs: Vec<Input>) -> Chunks {
         let tx = tx.clone();
         let ready_tx = ready_tx.clone();
         std::thread::spawn(move || {
-            let _ = ready_tx.send(quick_wakeups());
+            let _ = ready_tx.send(quick_wakeups(timed));
             drop(ready_tx);
             read_chunks(r, i, tx)
         });
@@ -191,11 +196,13 @@ fn one_line(
     }
 }
 
-/// Asks the scheduler to run the calling thread soon after it wakes: a short slice
-/// (EEVDF, Linux 6.12 and later: `sched_setattr` with a runtime, which needs no
-/// privilege) gives it an early deadline, so it preempts busy threads when the
-/// program's write wakes it. Elsewhere the call fails and nothing changes.
-fn quick_wakeups() -> Priority {
+/// Asks the scheduler to run the calling thread soon after it wakes: with `realtime`,
+/// the lowest real-time priority where this process may take one; else (or where it may
+/// not) a short slice (EEVDF, Linux 6.12 and later: `sched_setattr` with a runtime, which
+/// needs no privilege), which gives it an early deadline, so it tends to preempt busy
+/// threads when the program's write wakes it; on older kernels that call fails and
+/// nothing changes. Says which it got.
+fn quick_wakeups(realtime: bool) -> Priority {
     // SAFETY: sched_getscheduler and getpriority read the calling thread's settings.
     let (policy, nice) = unsafe {
         (
@@ -212,7 +219,7 @@ fn quick_wakeups() -> Priority {
     // waits for the (ordinary) parsing thread.
     let fifo = libc::sched_param { sched_priority: 1 };
     // SAFETY: `fifo` is a valid sched_param; pid 0 is this thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0 {
+    if realtime && unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0 {
         return Priority::RealTime;
     }
     // struct sched_attr, SCHED_ATTR_SIZE_VER0 (48 bytes): size, policy, flags, nice,
