@@ -307,3 +307,34 @@ fn log_times_in_local_time_without_a_zone_give_the_phase() {
         assert!(prep.start_ns >= r.start_ns + 4_000_000, "{prep:?} {r:?}");
     }
 }
+
+/// A log span outside the rep was timed by gapscope (or by its `ts`), not on the
+/// program's clock: what the run says names the line's unit, not CLOCK_MONOTONIC.
+#[test]
+fn a_log_span_outside_the_rep_is_named_with_what_to_check_in_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The wrapper's whole ms read as seconds: 140 s and more, in a rep of 0.2 s.
+    let exp = experiment(
+        tmp.path(),
+        "[workload.log_spans]\ngpu_prove = { duration = 'gpu_ms=(?P<s>\\d+)' }\n",
+    );
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .code(5);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("log span \"gpu_prove\""), "{err}");
+    assert!(err.contains("check the unit group's name"), "{err}");
+    assert!(!err.contains("CLOCK_MONOTONIC"), "{err}");
+    let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
+    for root in d.spans.iter().filter(|s| s.parent_id.is_none()) {
+        assert!(
+            root.attrs.contains("\"spans_outside_rep\":1"),
+            "{}",
+            root.attrs
+        );
+    }
+}
