@@ -551,8 +551,11 @@ fn cmd_mode_is_the_experiment_file_it_exports() {
     assert_eq!(prepared.lines().count(), 8);
     // The exported file, run, is the same experiment.
     let text = std::fs::read_to_string(&file).unwrap();
+    // A command without shell syntax runs directly; one with it through the shell,
+    // which execs its last command.
+    assert!(text.contains("command = [\"sleep\", \"0.01\"]"), "{text}");
     assert!(
-        text.contains("command = [\"sh\", \"-c\", \"sleep 0.01\"]"),
+        text.contains("prepare = [\"sh\", \"-c\", \"exec echo p >> prepared.log\"]"),
         "{text}"
     );
     let b = RunData::load(&run_ok(tmp.path(), &file, &["--quiet"])).unwrap();

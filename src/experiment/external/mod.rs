@@ -24,6 +24,8 @@ pub mod gpu;
 pub mod members;
 pub mod programs;
 pub mod rows;
+pub mod shell;
+pub mod streams;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -107,6 +109,13 @@ pub fn run_rep(
         run.end_ns,
         clock::realtime_offset_ns(),
     );
+    // Log spans outside the rep were dropped when they were made, with their own reason
+    // (gapscope timed them, so the span clock is not what to fix).
+    let log_note = run.log.as_ref().and_then(|l| l.dropped.clone());
+    let clock_note = match (clock_note, log_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     let mut gpu = telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
@@ -294,13 +303,19 @@ pub fn check_programs(
     ext: &ExternalWorkload,
     variants: &[ResolvedVariant],
     unbuilt: &[Option<String>],
-) -> Result<(), programs::MissingProgram> {
+) -> Result<(), programs::ProgramProblem> {
     for (v, failed) in variants.iter().zip(unbuilt) {
         if failed.is_some() {
             continue;
         }
         let dir = ext.folder(v.subject_dir.as_deref());
         let command = v.command.as_ref().unwrap_or(&ext.command);
+        if let Some(why) = shell::span_fd_override(command) {
+            return Err(programs::ProgramProblem::SpanFd {
+                variant: v.name.clone(),
+                why,
+            });
+        }
         let asks = [
             ("program", Some(command)),
             ("prepare program", ext.prepare.as_ref()),
@@ -308,13 +323,15 @@ pub fn check_programs(
         for (label, argv) in asks {
             let Some(argv) = argv else { continue };
             if let Some((what, program, why)) = programs::missing(argv, &dir) {
-                return Err(programs::MissingProgram {
-                    variant: v.name.clone(),
-                    what: if label == "program" { what } else { label },
-                    program,
-                    why,
-                    dir: dir.display().to_string(),
-                });
+                return Err(programs::ProgramProblem::Missing(
+                    programs::MissingProgram {
+                        variant: v.name.clone(),
+                        what: if label == "program" { what } else { label },
+                        program,
+                        why,
+                        dir: dir.display().to_string(),
+                    },
+                ));
             }
         }
     }

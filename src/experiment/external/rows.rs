@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::capture::log_spans::{GS_ID, GS_PARENT};
+use crate::capture::log_spans::{GS_ID, GS_PARENT, GS_TIMED};
 use crate::counters::CounterKind;
 use crate::protocol::{LineCounts, ParsedSpan};
 use crate::prover::spans;
@@ -108,7 +108,7 @@ pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
 /// What to say of a program's ending, or `None` when it exited with status 0.
 pub fn failure(run: &ChildRun) -> Option<String> {
     let why = match &run.ending {
-        Ending::Exited(s) if s.success() => return over_cap(run),
+        Ending::Exited(s) if s.success() => return over_cap(run).or_else(|| all_dropped(run)),
         Ending::Exited(s) => format!("the program exited with {s}"),
         Ending::TimedOut(t) => format!(
             "the program did not finish in {} s (rep_timeout_s); its process group was killed",
@@ -139,6 +139,26 @@ fn over_cap(run: &ChildRun) -> Option<String> {
             run.spans_over_cap
         )
     })
+}
+
+/// Why a rep that exited well still failed: lines matched `[workload.log_spans]` and not
+/// one of them became a span (a run without the spans asked for must not pass for one
+/// with them).
+fn all_dropped(run: &ChildRun) -> Option<String> {
+    let log = run.log.as_ref()?;
+    if log.matched == 0 || log.kept > 0 {
+        return None;
+    }
+    let why = log
+        .dropped
+        .clone()
+        .or_else(|| log.first_problem.clone())
+        .unwrap_or_else(|| "no begin line was ever ended".into());
+    Some(format!(
+        "every one of the {} line(s) that matched workload.log_spans was dropped, so this \
+         rep has none of the spans asked for and counts as failed; the first: {why}",
+        log.matched
+    ))
 }
 
 /// The rows of one rep of variant `variant` from a run of the program `program`.
@@ -198,6 +218,9 @@ pub fn rep_rows(
     let mut root_attrs = serde_json::Map::new();
     root_attrs.insert("program".into(), program.into());
     root_attrs.insert("exit".into(), ending_text(&run.ending).into());
+    if let Some(timed) = run.log.as_ref().and_then(|l| l.timed) {
+        root_attrs.insert("log_lines".into(), timed.into());
+    }
     for (k, v) in ROOT_COUNTS.iter().zip(count_values(&counts)) {
         root_attrs.insert(k.to_string(), v.into());
     }
@@ -266,6 +289,7 @@ pub fn rep_rows(
         // Ids only say who nests under whom (see `nest`).
         attrs.remove(GS_ID);
         attrs.remove(GS_PARENT);
+        attrs.remove(GS_TIMED);
         let exact = reported.or(match at[..] {
             [first, .., last] => Some(last.saturating_sub(first)),
             _ => None,
@@ -389,6 +413,7 @@ mod cap_tests {
             gpu: Default::default(),
             span_cap: MAX_SPANS_PER_REP,
             spans_over_cap: 0,
+            log: None,
         }
     }
 

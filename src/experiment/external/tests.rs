@@ -140,6 +140,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         gpu: Default::default(),
         span_cap: super::rows::MAX_SPANS_PER_REP,
         spans_over_cap: 0,
+        log: None,
     }
 }
 
