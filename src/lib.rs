@@ -2,7 +2,8 @@
 //!
 //! Pipeline (ARCHITECTURE.md has a paragraph per module): [`cli`] parses the command
 //! line → [`experiment`] runs the variants of an experiment rep by rep → [`prover`] does
-//! the work inside the canonical span tree ([`prover::spans`]) → [`trace`] and
+//! the work inside the canonical span tree ([`prover::spans`], recorded in the run folder as
+//! its [`phases`]) → [`trace`] and
 //! [`counters`] record spans, [`telemetry`] the GPU's view → [`store`] writes the run
 //! folder and reads it back ([`store::RunView`]) → [`analysis`] compares a baseline with
 //! a candidate → [`plot`], [`report`] and [`export`] show where the time went;
@@ -24,6 +25,7 @@ pub mod fsx;
 pub mod history;
 pub mod markup;
 pub mod patches;
+pub mod phases;
 pub mod plot;
 pub mod profile;
 pub mod protocol;

@@ -26,13 +26,17 @@ pub(super) fn new_run_meta(
         counters,
         gpu,
         workload: match external {
-            Some(_) => super::external::workload_meta(),
-            None => WorkloadMeta {
-                circuit: exp.workload.circuit.as_str().into(),
-                log2_constraints: exp.workload.log2_constraints,
-                batch: exp.workload.batch,
-                backend: exp.workload.backend.as_str().into(),
-            },
+            Some(_) => WorkloadMeta::command(),
+            None => WorkloadMeta::groth16(
+                exp.workload.circuit.as_str(),
+                exp.workload.log2_constraints,
+                exp.workload.batch,
+                exp.workload.backend.as_str(),
+            ),
+        },
+        phases: match external {
+            Some(_) => super::external::phase_spec(),
+            None => crate::prover::spans::phase_spec(),
         },
         variants: variants
             .iter()

@@ -7,15 +7,19 @@ use super::*;
 use crate::analysis::synthetic::SyntheticRun;
 use crate::analysis::{diff_runs, DiffOptions};
 use crate::plot::{render, Chart, ImageFormat};
-use crate::prover::spans;
 use crate::store::GapsSpec;
 use crate::trace::selftime::Coverage;
+
+/// The synthetic run's wrapper, main inner span and CPU-side MSM (the prover's).
+const OUTER: &str = "gpu_prove";
+const INNER: &str = "kernels";
+const B_G2_MSM: &str = "b_g2_msm";
 
 fn view_with(gaps: Option<GapsSpec>, command: bool) -> RunView {
     let mut data = SyntheticRun::new().build();
     data.meta.gaps = gaps;
     if command {
-        data.meta.workload = crate::experiment::external::workload_meta();
+        data.meta.workload = crate::store::WorkloadMeta::command();
     }
     RunView::new(data)
 }
@@ -105,7 +109,7 @@ fn the_experiments_gaps_name_the_wrapper_and_the_inner_spans() {
     for (n, b) in narrow.iter().zip(&base) {
         assert_eq!(n.outer_ns, b.outer_ns);
         assert!(n.inner_ns < b.inner_ns && n.gap_ns > b.gap_ns);
-        assert!(n.others.iter().any(|(name, _, _)| name == spans::B_G2_MSM));
+        assert!(n.others.iter().any(|(name, _, _)| name == B_G2_MSM));
         assert_eq!(n.unattributed_ns, b.unattributed_ns);
     }
     // Another wrapper: `synthesis`, whose inner spans are its per-item children (on

@@ -43,6 +43,7 @@ pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
+pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use schema::*;
 pub use view::{covered_ns, family, RunView, SpanTime};
 
@@ -344,6 +345,13 @@ pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
                 meta.schema_version, meta.gapscope_version
             ),
         });
+    }
+    let checked = meta
+        .workload
+        .check()
+        .and_then(|_| meta.phases.as_ref().map_or(Ok(()), |p| p.check()));
+    if let Err(message) = checked {
+        return Err(StoreError::Invalid { path: p, message });
     }
     Ok(meta)
 }

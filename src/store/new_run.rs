@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::envinfo;
+use crate::phases::PhaseSpec;
 use super::schema::{GpuMeta, Meta, SpanRow, VariantMeta, WorkloadMeta, SCHEMA_VERSION};
 use crate::counters::{Availability, CounterKind};
 use crate::trace::{self, selftime};
@@ -28,6 +29,8 @@ pub struct NewRun {
     pub counters: BTreeMap<String, Availability>,
     pub gpu: GpuMeta,
     pub workload: WorkloadMeta,
+    /// The names of the workload's span tree the readers look up.
+    pub phases: PhaseSpec,
     pub variants: Vec<VariantMeta>,
     pub reps: u32,
     pub warmups: u32,
@@ -64,6 +67,7 @@ impl NewRun {
             recorder: Some(trace::cost::recorder_meta()),
             drift: None,
             gaps: None,
+            phases: Some(self.phases),
         }
     }
 }

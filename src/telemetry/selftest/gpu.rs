@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::checks::{expected_value, x_of};
 use super::SelftestOptions;
-use crate::prover::spans;
+use super::spans;
 use crate::telemetry::dylib;
 use crate::trace::Span;
 
