@@ -20,8 +20,9 @@ use crate::stats;
 pub struct TrackArgs {
     /// The experiment file run at HEAD.
     experiment: PathBuf,
-    /// Metrics judged (SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER).
-    #[arg(long, default_values_t = vec!["prove.total".to_string()])]
+    /// Metrics judged (SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER); default:
+    /// the root's total, prove.total for the prover, program.total for a program.
+    #[arg(long)]
     metric: Vec<String>,
     /// Measured commits of this host HEAD is compared with.
     #[arg(long, default_value_t = 20)]
@@ -73,8 +74,17 @@ pub fn run(a: TrackArgs) -> Result<()> {
         // Before the runs, which take minutes: a path that cannot be written fails now.
         crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--summary {e}"))?;
     }
-    let metrics: Vec<Metric> = a
-        .metric
+    let metric_names: Vec<String> = if a.metric.is_empty() {
+        let (exp, _) = Experiment::load(&a.experiment)?;
+        let root = match exp.workload.external {
+            Some(_) => crate::experiment::external::rows::ROOT,
+            None => crate::prover::spans::PROVE,
+        };
+        vec![format!("{root}.total")]
+    } else {
+        a.metric.clone()
+    };
+    let metrics: Vec<Metric> = metric_names
         .iter()
         .map(|m| Metric::parse(m).map_err(anyhow::Error::msg))
         .collect::<Result<_>>()?;
@@ -224,7 +234,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
     if lines.len() == 6 {
         lines.push(format!(
             "| – | – | – | – | – | no stored series of {} on this host ends at HEAD |",
-            a.metric.join(", ")
+            metric_names.join(", ")
         ));
     }
     if !notes.is_empty() {

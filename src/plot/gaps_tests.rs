@@ -44,7 +44,7 @@ fn chart_unattributed(r: &RepGap) -> u64 {
 fn on_the_cpu_backend_the_chart_agrees_with_the_diffs_gaps_table() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aa-cpu-a");
     let input = RunView::load(&dir).unwrap();
-    assert_eq!(input.data.meta.workload.backend, "cpu");
+    assert_eq!(input.data.meta.workload.backend(), "cpu");
     let d = diff_runs(
         &input.data,
         "baseline",
@@ -154,7 +154,7 @@ fn without_a_wrapper_span_the_chart_is_not_drawn_and_says_why() {
     // An external program's run with no gaps: not drawn, saying what to add. (The
     // synthetic run's spans are renamed so that it has no gpu_prove.)
     let mut data = SyntheticRun::new().build();
-    data.meta.workload = crate::experiment::external::workload_meta();
+    data.meta.workload = crate::store::WorkloadMeta::command();
     for s in &mut data.spans {
         if s.name == OUTER {
             s.name = "step".into();

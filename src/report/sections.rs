@@ -564,9 +564,10 @@ pub fn counters_section(input: &RunView) -> String {
                 out,
                 "\ntask_clock_ns of a span is the CPU time of the thread that opened it alone: \
                  work it hands to pool threads (synthesis workers, prep and MSM threads) is not \
-                 in it, so `prove` shows little of the batch's CPU time. The CPU time of the whole \
+                 in it, so `{}` shows little of the batch's CPU time. The CPU time of the whole \
                  process (every thread) over a span is its process CPU time, shown as busy \
-                 cores in the spans section.\n"
+                 cores in the spans section.\n",
+                meta.phases().root
             );
         }
     }

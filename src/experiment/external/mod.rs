@@ -432,9 +432,15 @@ pub fn build_subjects(
 pub const WORKLOAD_KIND: &str = crate::store::external::COMMAND_WORKLOAD;
 
 /// meta.json's `phases` of a command workload: its root ([`rows::ROOT`], spawn to
-/// exit); the program's own spans are its phases.
-pub fn phase_spec() -> PhaseSpec {
-    PhaseSpec::root_only(rows::ROOT)
+/// exit), and the wrapper and inner spans the experiment names in `[workload] gaps`;
+/// the program's own spans are its phases.
+pub fn phase_spec(gaps: Option<&crate::store::GapsSpec>) -> PhaseSpec {
+    let mut p = PhaseSpec::root_only(rows::ROOT);
+    if let Some(g) = gaps {
+        p.wrapper = Some(g.wrapper.clone());
+        p.inner = g.inner.clone();
+    }
+    p
 }
 
 /// meta.json's record of a variant of a command workload: its knobs are telemetry, the
