@@ -135,7 +135,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod tests {
+mod phases_tests {
     use std::path::Path;
 
     use super::*;
