@@ -236,14 +236,20 @@ mod tests {
             g.label("gpu_prove", Some("cpu")),
             "CPU prover call (gpu_prove)"
         );
-        assert_eq!(g.label("gpu_prove", Some("cuda")), "GPU wrapper (gpu_prove)");
+        assert_eq!(
+            g.label("gpu_prove", Some("cuda")),
+            "GPU wrapper (gpu_prove)"
+        );
         assert_eq!(
             g.label("gpu_prove", Some("command")),
             "GPU wrapper (gpu_prove)"
         );
         assert_eq!(g.label("gpu_prove", None), "backend call (gpu_prove)");
         assert_eq!(g.label("kernels", Some("cpu")), "NTT and MSMs (kernels)");
-        assert_eq!(g.label("kernels", Some("supraseal")), "GPU kernels (kernels)");
+        assert_eq!(
+            g.label("kernels", Some("supraseal")),
+            "GPU kernels (kernels)"
+        );
         assert_eq!(g.label("kernels", None), "NTT and MSMs (kernels)");
         assert_eq!(g.label("synthesis", Some("cpu")), "synthesis");
         assert_eq!(g.main_inner(), Some("kernels"));
@@ -264,7 +270,10 @@ mod tests {
         assert!(e.contains("unknown field `wraper`"), "{e}");
         for (edit, says) in [
             (r#"{"root": ""}"#, "phases.root"),
-            (r#"{"root": "a", "review": ["b", "b"]}"#, "names \"b\" twice"),
+            (
+                r#"{"root": "a", "review": ["b", "b"]}"#,
+                "names \"b\" twice",
+            ),
             (
                 r#"{"root": "a", "wrapper": "w", "inner": ["w"]}"#,
                 "the wrapper \"w\" itself",

@@ -93,7 +93,11 @@ fn golden() -> BTreeMap<(String, String), String> {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
-            assert_eq!(f.len(), 3, "{GOLDEN}: {l:?} is not folder<TAB>command<TAB>hash");
+            assert_eq!(
+                f.len(),
+                3,
+                "{GOLDEN}: {l:?} is not folder<TAB>command<TAB>hash"
+            );
             ((f[0].to_string(), f[1].to_string()), f[2].to_string())
         })
         .collect()
@@ -104,7 +108,11 @@ fn committed_run_folders_print_what_they_printed() {
     let mut folders = Vec::new();
     run_folders(Path::new("tests/fixtures"), &mut folders);
     run_folders(Path::new("evidence"), &mut folders);
-    assert!(folders.len() > 100, "found only {} run folders", folders.len());
+    assert!(
+        folders.len() > 100,
+        "found only {} run folders",
+        folders.len()
+    );
     let tmp = tempfile::tempdir().unwrap();
     let mut jobs: Vec<(String, &'static str)> = Vec::new();
     for f in &folders {
@@ -133,14 +141,9 @@ fn committed_run_folders_print_what_they_printed() {
                 let text = match *cmd {
                     "summary" => run(&["summary", dir]),
                     "diff" => run(&["diff", dir, "--resamples", RESAMPLES]),
-                    "diff-json" => run(&[
-                        "diff",
-                        dir,
-                        "--resamples",
-                        RESAMPLES,
-                        "--format",
-                        "json",
-                    ]),
+                    "diff-json" => {
+                        run(&["diff", dir, "--resamples", RESAMPLES, "--format", "json"])
+                    }
                     _ => report(dir, tmp.path()),
                 };
                 results
@@ -172,7 +175,12 @@ fn committed_run_folders_print_what_they_printed() {
                 let _ = std::fs::create_dir_all(&keep);
                 let file = keep.join(format!("{}.{}", key.0.replace('/', "_"), key.1));
                 let _ = std::fs::write(&file, out);
-                wrong.push(format!("{} {}: differs (now: {})", key.0, key.1, file.display()));
+                wrong.push(format!(
+                    "{} {}: differs (now: {})",
+                    key.0,
+                    key.1,
+                    file.display()
+                ));
             }
             None => wrong.push(format!(
                 "{} {}: not in {GOLDEN} (a new run folder: GAPSCOPE_BLESS=1)",

@@ -570,7 +570,11 @@ fn cmd_mode_is_the_experiment_file_it_exports() {
     let summary = String::from_utf8_lossy(&summary.get_output().stdout).into_owned();
     assert!(summary.contains("total (program)"), "{summary}");
     assert!(!summary.contains("prove"), "{summary}");
-    let diff = gapscope(tmp.path()).arg("diff").arg(&dir).assert().success();
+    let diff = gapscope(tmp.path())
+        .arg("diff")
+        .arg(&dir)
+        .assert()
+        .success();
     let diff = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
     assert!(diff.contains("End to end: program (total)"), "{diff}");
     assert!(diff.contains("end to end (program)"), "{diff}");

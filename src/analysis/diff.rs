@@ -281,9 +281,10 @@ pub fn diff_runs(
     headline.family = family;
     if sb.scope != sc.scope {
         // One side ran synthesis alone: the largest scope both ran is synthesis.
-        if let Some(c) = metrics.iter().find(|c| {
-            Some(&c.span) == phases.partial.as_ref() && c.measure == Measure::Total
-        }) {
+        if let Some(c) = metrics
+            .iter()
+            .find(|c| Some(&c.span) == phases.partial.as_ref() && c.measure == Measure::Total)
+        {
             headline.end_to_end = c.clone();
         }
     }

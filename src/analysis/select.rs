@@ -533,7 +533,11 @@ pub(crate) fn workload_differences(
             ma.workload.field("log2_constraints"),
             mb.workload.field("log2_constraints"),
         ),
-        ("batch", ma.workload.field("batch"), mb.workload.field("batch")),
+        (
+            "batch",
+            ma.workload.field("batch"),
+            mb.workload.field("batch"),
+        ),
         ("backend", va.backend.clone(), vb.backend.clone()),
         // The host fingerprint (store::host), not the hostname: a reboot or a new VM of
         // the same machine type is the same host, a driver upgrade is not.

@@ -12,9 +12,7 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-pub use super::gap_fill::{
-    rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap,
-};
+pub use super::gap_fill::{rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::stats::median;
 use crate::store::RunView;

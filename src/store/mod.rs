@@ -38,12 +38,12 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 pub mod host;
+pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
-pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use schema::*;
 pub use view::{covered_ns, family, RunView, SpanTime};
 

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::envinfo;
-use crate::phases::PhaseSpec;
 use super::schema::{GpuMeta, Meta, SpanRow, VariantMeta, WorkloadMeta, SCHEMA_VERSION};
 use crate::counters::{Availability, CounterKind};
+use crate::phases::PhaseSpec;
 use crate::trace::{self, selftime};
 
 /// A new run's folder name: UTC time and a short nonce.

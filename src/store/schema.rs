@@ -41,9 +41,9 @@ pub struct RunRow {
     /// in run folders of schema 1.
     #[serde(rename = "outputs", alias = "proofs")]
     pub outputs: u32,
-    /// Start of the `prove` span, CLOCK_MONOTONIC ns.
+    /// Start of the root span (meta.json's `phases.root`), CLOCK_MONOTONIC ns.
     pub start_ns: u64,
-    /// Duration of the `prove` span (0 when it did not complete).
+    /// Duration of the root span (0 when it did not complete).
     pub wall_ns: u64,
     pub started_utc: String,
     pub pid: u32,
@@ -491,10 +491,11 @@ impl WorkloadMeta {
         }
     }
 
-    /// A field of the circuit as text ("" where the workload has no circuit):
-    /// `circuit`, `log2_constraints`, `batch` or `backend`.
+    /// A field of the circuit as text ("" where the workload has no circuit, also for a
+    /// command's folder of schema 1, whose circuit reads "command"): `circuit`,
+    /// `log2_constraints`, `batch` or `backend`.
     pub fn field(&self, name: &str) -> String {
-        let Some(c) = &self.circuit else {
+        let Some(c) = self.circuit.as_ref().filter(|_| !self.is_command()) else {
             return String::new();
         };
         match name {

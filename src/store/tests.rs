@@ -284,6 +284,10 @@ fn a_folder_of_schema_1_reads_as_the_provers_or_a_commands_with_the_provers_phas
     assert_eq!(command.workload.kind(), WorkloadKind::Command);
     assert_eq!(command.workload.describe(), "an external command");
     assert_eq!(command.phases().root, "prove");
+    // Its circuit fields are no difference from a command's run of schema 2.
+    assert_eq!(command.workload.field("circuit"), "");
+    assert_eq!(command.workload.field("batch"), "");
+    assert_eq!(prover.workload.field("batch"), "2");
 }
 
 #[test]

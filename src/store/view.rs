@@ -151,9 +151,7 @@ impl RunView {
             .data
             .runs
             .iter()
-            .filter(|r| {
-                r.variant == variant && !r.warmup && r.status == RepStatus::Ok && r.checked
-            })
+            .filter(|r| r.variant == variant && !r.warmup && r.status == RepStatus::Ok && r.checked)
             .collect();
         v.sort_by_key(|r| (r.iteration, r.rep));
         v
