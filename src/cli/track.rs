@@ -69,18 +69,23 @@ enum Judged {
     },
 }
 
+/// The metric judged when none is named: the total of the root the experiment's runs
+/// record (the prover's `prove`, a program's `program`).
+fn default_metric(exp: &Experiment) -> String {
+    let root = match exp.workload.external {
+        Some(_) => crate::experiment::external::rows::ROOT,
+        None => crate::prover::spans::PROVE,
+    };
+    format!("{root}.total")
+}
+
 pub fn run(a: TrackArgs) -> Result<()> {
     if let Some(p) = &a.summary {
         // Before the runs, which take minutes: a path that cannot be written fails now.
         crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--summary {e}"))?;
     }
     let metric_names: Vec<String> = if a.metric.is_empty() {
-        let (exp, _) = Experiment::load(&a.experiment)?;
-        let root = match exp.workload.external {
-            Some(_) => crate::experiment::external::rows::ROOT,
-            None => crate::prover::spans::PROVE,
-        };
-        vec![format!("{root}.total")]
+        vec![default_metric(&Experiment::load(&a.experiment)?.0)]
     } else {
         a.metric.clone()
     };
@@ -311,5 +316,28 @@ fn confirm(
             z,
             why: format!("{e:#}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_default_metric_is_the_total_of_the_root_the_runs_record() {
+        let exp = |workload: &str| {
+            let text = format!("name = \"e\"\n[workload]\n{workload}\n[[variant]]\nname = \"a\"\n");
+            Experiment::parse(&text, Path::new("e.toml")).unwrap()
+        };
+        assert_eq!(
+            default_metric(&exp("circuit = \"porep\"\nlog2_constraints = 10")),
+            "prove.total"
+        );
+        assert_eq!(
+            default_metric(&exp("command = [\"./bench\"]")),
+            "program.total"
+        );
     }
 }
