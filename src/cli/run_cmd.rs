@@ -20,7 +20,7 @@ const NAME_CHARS: usize = 40;
 pub struct AdHocArgs {
     /// A command to measure (repeat for each variant): run directly when it holds no
     /// shell syntax, else through `sh -c` (which `exec`s its last command); its span
-    /// lines are read if it prints any, else the whole process is the one span `prove`.
+    /// lines are read if it prints any, else the whole process is the one span `program`.
     #[arg(long = "cmd", value_name = "COMMAND", conflicts_with_all = ["experiment", "resume"])]
     pub commands: Vec<String>,
     /// Name of the variant of the --cmd at the same position (default: made from the

@@ -442,10 +442,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 )?
             }
             (Some(ext), _, _) => {
+                // The root as the run folder names it (a resumed folder keeps its own).
+                let root = meta.phases().root.clone();
                 let rep = match &unbuilt[slot.variant] {
                     Some(why) => super::external::unbuilt_rep(v, slot, why),
                     None => super::external::run_rep(
                         ext,
+                        &root,
                         v,
                         slot,
                         rep_timeout,

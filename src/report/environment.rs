@@ -93,10 +93,10 @@ pub fn environment_section(input: &RunView) -> String {
             Some(e) => format!("external command: {}", e.command.join(" ")),
             None => format!(
                 "{} 2^{} constraints × {} on {}",
-                m.workload.circuit,
-                m.workload.log2_constraints,
-                m.workload.batch,
-                m.workload.backend
+                m.workload.field("circuit"),
+                m.workload.field("log2_constraints"),
+                m.workload.field("batch"),
+                m.workload.field("backend")
             ),
         },
     ]);

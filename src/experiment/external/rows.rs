@@ -1,4 +1,5 @@
-//! A run of an external program as a rep's rows: a root span `prove` from the spawn to
+//! A run of an external program as a rep's rows: a root span ([`ROOT`], or the name a
+//! resumed run folder has for it) from the spawn to
 //! the program's exit (on its main thread, whose id is its pid), carrying the
 //! program's perf-event totals and its line counts, with the program's spans nested
 //! under it per thread by time, and self time as for the prover's spans. Every span gets
@@ -10,15 +11,14 @@
 //! `max_spans_per_rep`: the cap applies while the program's lines are read (later spans
 //! are counted, not stored: [`crate::protocol::budget`]) and a rep past it fails, saying
 //! how many spans it sent and how many were kept; and
-//! a program's span named `prove` is recorded as [`RENAMED_PROVE`], never merged with the
-//! root.
+//! a program's span named like the root is recorded as "`root` (program span)"
+//! ([`renamed`]), never merged with the root.
 
 use std::collections::HashMap;
 
 use crate::capture::log_spans::{GS_ID, GS_PARENT, GS_TIMED};
 use crate::counters::CounterKind;
 use crate::protocol::{LineCounts, ParsedSpan};
-use crate::prover::spans;
 use crate::store::{RepStatus, RunRow, SpanRow};
 use crate::trace::selftime::{self_times, Interval};
 use crate::trace::AttrValue;
@@ -41,9 +41,15 @@ const ERROR_TAIL: usize = 10;
 /// spans, so that one program cannot fill gapscope's memory, the run folder and the
 /// memory of its readers. A workload may set a lower cap (`max_spans_per_rep`).
 pub const MAX_SPANS_PER_REP: usize = 2_000_000;
-/// What a program's own span named like the root (`prove`) is recorded as: the root is
+/// The root span of a program's rep: the program's run from spawn to exit. Run folders
+/// of meta.json schema 1 named it `prove`, as the Groth16 prover's root.
+pub const ROOT: &str = "program";
+
+/// What a program's own span named like the root is recorded as: the root is
 /// gapscope's (spawn to exit), and a span of the same name would be summed with it.
-pub const RENAMED_PROVE: &str = "prove (program span)";
+pub fn renamed(root: &str) -> String {
+    format!("{root} (program span)")
+}
 
 /// Parent of every span: the innermost span on the same thread whose interval contains
 /// it (ties: the one opened first), else the root. Spans are in any order.
@@ -161,10 +167,12 @@ fn all_dropped(run: &ChildRun) -> Option<String> {
     ))
 }
 
-/// The rows of one rep of variant `variant` from a run of the program `program`.
+/// The rows of one rep of variant `variant` from a run of the program `program`, under
+/// a root span named `root`.
 pub fn rep_rows(
     run: &ChildRun,
     program: &str,
+    root: &str,
     rep: u32,
     variant: &str,
 ) -> (Vec<SpanRow>, LineCounts) {
@@ -229,7 +237,7 @@ pub fn rep_rows(
         variant: variant.to_string(),
         span_id: ROOT_ID,
         parent_id: None,
-        name: spans::PROVE.to_string(),
+        name: root.to_string(),
         thread_id: main_tid,
         thread_name: program.to_string(),
         start_ns: run.start_ns,
@@ -259,9 +267,9 @@ pub fn rep_rows(
         if s.unmatched {
             attrs.insert("unmatched_begin".into(), true.into());
         }
-        let name = if s.name == spans::PROVE {
-            attrs.insert("name_sent".into(), spans::PROVE.into());
-            RENAMED_PROVE.to_string()
+        let name = if s.name == root {
+            attrs.insert("name_sent".into(), root.into());
+            renamed(root)
         } else {
             s.name.clone()
         };
@@ -366,7 +374,7 @@ fn ending_text(e: &Ending) -> String {
     }
 }
 
-/// The runs.csv row of the rep: ok (and "verified") when the program exited with
+/// The runs.csv row of the rep: ok (and "checked") when the program exited with
 /// status 0, failed with the exit status and the tail of its stderr otherwise.
 pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
     let error = failure(run);
@@ -377,8 +385,8 @@ pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
         iteration: slot.iteration,
         warmup: slot.warmup,
         status: if ok { RepStatus::Ok } else { RepStatus::Failed },
-        verified: ok,
-        proofs: 0,
+        checked: ok,
+        outputs: 0,
         start_ns: run.start_ns,
         wall_ns: if ok { run.end_ns - run.start_ns } else { 0 },
         started_utc,
@@ -430,20 +438,22 @@ mod cap_tests {
     }
 
     #[test]
-    fn a_program_span_named_prove_is_kept_apart_from_the_root() {
-        let run = run_of(vec![span(spans::PROVE, 2_000, 3_000, 0)]);
-        let (rows, _) = rep_rows(&run, "p", 0, "v");
-        let roots: Vec<&SpanRow> = rows.iter().filter(|r| r.name == spans::PROVE).collect();
-        assert_eq!(roots.len(), 1);
-        assert_eq!(roots[0].span_id, ROOT_ID);
-        let mine = rows.iter().find(|r| r.name == RENAMED_PROVE).unwrap();
-        assert_eq!(mine.parent_id, Some(ROOT_ID));
-        assert!(
-            mine.attrs.contains("\"name_sent\":\"prove\""),
-            "{}",
-            mine.attrs
-        );
-        assert!(failure(&run).is_none());
+    fn a_program_span_named_like_the_root_is_kept_apart_from_it() {
+        for root in [ROOT, "prove"] {
+            let run = run_of(vec![span(root, 2_000, 3_000, 0)]);
+            let (rows, _) = rep_rows(&run, "p", root, 0, "v");
+            let roots: Vec<&SpanRow> = rows.iter().filter(|r| r.name == root).collect();
+            assert_eq!(roots.len(), 1);
+            assert_eq!(roots[0].span_id, ROOT_ID);
+            let mine = rows.iter().find(|r| r.name == renamed(root)).unwrap();
+            assert_eq!(mine.parent_id, Some(ROOT_ID));
+            assert!(
+                mine.attrs.contains(&format!("\"name_sent\":\"{root}\"")),
+                "{}",
+                mine.attrs
+            );
+            assert!(failure(&run).is_none());
+        }
     }
 
     #[test]
@@ -463,7 +473,7 @@ mod cap_tests {
             "{why}"
         );
         assert!(why.contains("Send fewer spans"), "{why}");
-        let (rows, _) = rep_rows(&run, "p", 0, "v");
+        let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
         assert_eq!(rows.len(), cap + 1);
     }
 }
