@@ -341,7 +341,7 @@ pub fn diff_runs(
             .map(move |flag| SideLeak { side, flag })
     })
     .collect();
-    Ok(Diff {
+    let mut d = Diff {
         baseline: side_info(base, va),
         candidate: side_info(cand, vb),
         options: opts.clone(),
@@ -362,7 +362,13 @@ pub fn diff_runs(
         contributions,
         notes,
         leaks,
-    })
+    };
+    // A run that stopped when its answer was known: its watched rows are judged on the
+    // confidence sequences it stopped on, which hold at a stop chosen by looking.
+    if same_run(base, cand) && base.meta.until_decided.is_some() {
+        super::sequential::apply(&mut d, opts);
+    }
+    Ok(d)
 }
 
 /// Where the pairs' level (the mean log of each pair's two reps) swung over the run by

@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn a_command_that_sets_the_span_fd_is_refused() {
         let a = args(&["GAPSCOPE_SPAN_FD=2 ./prog"]);
-        let e = a.experiment_text().unwrap_err().to_string();
+        let e = a.experiment_text(false).unwrap_err().to_string();
         assert!(e.contains("sets GAPSCOPE_SPAN_FD=2"), "{e}");
         assert!(e.contains("Remove it"), "{e}");
     }
