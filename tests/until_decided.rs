@@ -94,7 +94,7 @@ fn a_clear_slowdown_stops_well_before_the_cap_with_end_to_end_regressed() {
     let line = stop_line(&out);
     assert!(line.starts_with("decided after "), "{line}\n{err}");
     assert!(
-        line.contains(" pairs: prove (total) regressed [+"),
+        line.contains(" pairs: program (total) regressed [+"),
         "{line}"
     );
     let pairs = pairs_in(line);
@@ -109,7 +109,7 @@ fn a_clear_slowdown_stops_well_before_the_cap_with_end_to_end_regressed() {
     assert_eq!(measured(&dir), 2 * pairs, "one pair per look, none beyond");
     let p = progress(&dir);
     assert!(p.decided(), "{}", p.line());
-    assert_eq!(p.rows[0].span, "prove");
+    assert_eq!(p.rows[0].span, "program");
     assert_eq!(p.rows[0].verdict, Verdict::Regressed, "{}", p.line());
     let lo = p.rows[0].interval.lo.expect("a finite lower bound");
     assert!(lo > 0.01, "{}", p.line());
@@ -120,7 +120,7 @@ fn a_clear_slowdown_stops_well_before_the_cap_with_end_to_end_regressed() {
     assert_eq!(u.stopped.as_deref(), Some(line));
     assert!(meta.completed_utc.is_some());
     // The headline is the run's usual one, and says so too.
-    assert!(out.contains("End to end: prove (total)"), "{out}");
+    assert!(out.contains("End to end: program (total)"), "{out}");
     // The review report's environment says how the run was bounded and why it stopped.
     let rep = tmp.path().join("report");
     gapscope(tmp.path())
