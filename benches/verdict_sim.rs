@@ -27,43 +27,21 @@ use rayon::prelude::*;
 // Random numbers: xoshiro256++ seeded by SplitMix64, normal deviates by Box–Muller.
 
 struct Rng {
-    s: [u64; 4],
+    x: gapscope::stats::Xoshiro,
     spare: Option<f64>,
-}
-
-fn splitmix(z: &mut u64) -> u64 {
-    *z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut x = *z;
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 impl Rng {
     fn new(seed: u64) -> Rng {
-        let mut z = seed;
         Rng {
-            s: std::array::from_fn(|_| splitmix(&mut z)),
+            x: gapscope::stats::Xoshiro::seed(seed),
             spare: None,
         }
     }
 
-    fn next_u64(&mut self) -> u64 {
-        let s = &mut self.s;
-        let out = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        out
-    }
-
     /// Uniform in [0, 1).
     fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        self.x.next_f64()
     }
 
     fn normal(&mut self) -> f64 {
@@ -801,28 +779,7 @@ fn mw_p(a: &Sample, b: &Sample) -> f64 {
         return 1.0;
     }
     let z = ((u - m1 * m2 / 2.0).abs() - 0.5).max(0.0) / var.sqrt();
-    erfc(z / std::f64::consts::SQRT_2).min(1.0)
-}
-
-/// Complementary error function, fractional error < 1.2e-7 (Press et al., Numerical
-/// Recipes, 3rd ed., 6.2.2).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
-    }
+    gapscope::stats::erfc(z / std::f64::consts::SQRT_2).min(1.0)
 }
 
 /// The cached Mann–Whitney p-values against gapscope's own on random samples.

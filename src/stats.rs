@@ -545,7 +545,7 @@ fn two_sided_tail(dist: &[f64], center: f64, observed: f64) -> f64 {
 
 /// Complementary error function, fractional error < 1.2e-7 (Press et al., *Numerical
 /// Recipes*, 3rd ed., §6.2.2, Chebyshev fit).
-fn erfc(x: f64) -> f64 {
+pub fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.265_512_23
@@ -597,7 +597,7 @@ pub use paired::{
     bootstrap_median, bootstrap_pairs, min_pairs_for_verdict, signed_rank, PairedIntervals,
     SignedRankTest,
 };
-pub(crate) use rng::Xoshiro;
+pub use rng::Xoshiro;
 pub use student::{
     confidence_sequence_of, incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t,
     student_t_quantile, student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,

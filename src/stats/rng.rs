@@ -2,10 +2,10 @@
 //! interval whatever version of `rand` is linked.
 
 /// xoshiro256++, seeded by SplitMix64 (see the module doc).
-pub(crate) struct Xoshiro([u64; 4]);
+pub struct Xoshiro([u64; 4]);
 
 impl Xoshiro {
-    pub(crate) fn seed(seed: u64) -> Self {
+    pub fn seed(seed: u64) -> Self {
         let mut z = seed;
         Xoshiro(std::array::from_fn(|_| {
             z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -16,7 +16,7 @@ impl Xoshiro {
         }))
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.0;
         let out = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
         let t = s[1] << 17;
@@ -30,7 +30,7 @@ impl Xoshiro {
     }
 
     /// Uniform in [0, 1), 53 random bits.
-    pub(crate) fn next_f64(&mut self) -> f64 {
+    pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
