@@ -1672,7 +1672,8 @@ where
             .position(if power {
                 SeriesLabelPosition::LowerRight
             } else {
-                SeriesLabelPosition::UpperRight
+                // Between the peers' rates (0.3 and above) and gapscope's and asv's (near 0).
+                SeriesLabelPosition::Coordinate(230, 190)
             })
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
