@@ -13,6 +13,8 @@
 //! The model, the rules and the scores are described in evidence/verdicts/sim/README.md.
 //! Every random number comes from a generator seeded by (`--seed`, cell, diff index), so
 //! a cell's numbers do not depend on the number of threads nor on the cell filter.
+//! `VERDICT_SIM_DEBUG=1` prints each false alarm, wrong sign and (gapscope's rules) missed
+//! change of the changed span's self time, with the verdict, interval and q-value.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
