@@ -1765,9 +1765,16 @@ fn main() {
     let args = parse_args();
     check_mw();
     let m = Model::new();
+    // Variants of the rules to compare: VERDICT_SIM_DERIVED_WEIGHT (weighted BH) and
+    // VERDICT_SIM_FCR=1 (false-coverage-adjusted intervals for the rows named).
+    let env_f64 = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
+    let defaults = DiffOptions::default();
     let opts = DiffOptions {
         bootstrap_resamples: args.resamples,
-        ..Default::default()
+        derived_weight: env_f64("VERDICT_SIM_DERIVED_WEIGHT").unwrap_or(defaults.derived_weight),
+        fcr_intervals: std::env::var("VERDICT_SIM_FCR")
+            .map_or(defaults.fcr_intervals, |v| v == "1"),
+        ..defaults
     };
     let mut cells = Vec::new();
     for sc in SCENARIOS {

@@ -2,9 +2,9 @@
 //!
 //! Pipeline (ARCHITECTURE.md has a paragraph per module): [`cli`] parses the command
 //! line → [`experiment`] runs the variants of an experiment rep by rep → [`prover`] does
-//! the work inside the canonical span tree ([`prover::spans`]) → [`trace`] and
-//! [`counters`] record spans, [`telemetry`] the GPU's view → [`store`] writes the run
-//! folder and reads it back ([`store::RunView`]) → [`analysis`] compares a baseline with
+//! the work inside the canonical span tree ([`prover::spans`], recorded in the run
+//! folder as its [`phases`]) → [`trace`] and [`counters`] record spans, [`telemetry`]
+//! the GPU's view → [`store`] writes the run folder and reads it back ([`store::RunView`]) → [`analysis`] compares a baseline with
 //! a candidate → [`plot`], [`report`] and [`export`] show where the time went;
 //! [`summary`] is the end-of-run table. [`stats`] and [`units`] serve every layer, as
 //! [`fsx`] (files written whole and read within their folder) and [`markup`] (folder
@@ -24,6 +24,7 @@ pub mod fsx;
 pub mod history;
 pub mod markup;
 pub mod patches;
+pub mod phases;
 pub mod plot;
 pub mod profile;
 pub mod protocol;

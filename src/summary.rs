@@ -3,37 +3,33 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::prover::spans;
+use crate::phases::PhaseSpec;
 use crate::stats::median;
 use crate::store::{RepStatus, RunData};
 
 /// Rows shown: (span, label, self time rather than total). The summary's phases of the
-/// span tree, indented by depth and labelled for `backend` (None: variants of several
-/// backends), with the wrapper's unattributed (self) time under it.
-fn rows(backend: Option<&str>) -> Vec<(String, String, bool)> {
+/// run's span tree, indented by depth and labelled for `backend` (None: variants of
+/// several backends), with the wrapper's unattributed (self) time under it.
+fn rows(phases: &PhaseSpec, backend: Option<&str>) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();
-    for (name, depth) in spans::SUMMARY_PHASES {
-        let name = name.to_string();
-        let label = match depth {
+    for p in &phases.summary {
+        let name = p.span.clone();
+        let label = match p.depth {
             0 => format!("total ({name})"),
-            d => format!(
-                "{}{}",
-                "  ".repeat(d - 1),
-                spans::phase_label(&name, backend)
-            ),
+            d => format!("{}{}", "  ".repeat(d - 1), phases.label(&name, backend)),
         };
         out.push((name.clone(), label, false));
-        if name == spans::GPU_PROVE {
+        if Some(&name) == phases.wrapper.as_ref() {
             out.push((name, "  unattributed".to_string(), true));
         }
     }
     out
 }
 
-/// Median over reps of the per-rep sum of `name`'s time on the thread of `prove`
-/// (for `drop`, whichever thread it ran on).
+/// Median over reps of the per-rep sum of each summary phase's time (total, and self
+/// time of the wrapper), whichever thread it ran on.
 pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), f64> {
-    medians_of(data, variant, &rows(None))
+    medians_of(data, variant, &rows(data.meta.phases(), None))
 }
 
 fn medians_of(
@@ -81,7 +77,7 @@ pub fn phase_table(data: &RunData) -> String {
     let variants: Vec<String> = data.meta.variants.iter().map(|v| v.name.clone()).collect();
     let rows = match &data.meta.external {
         Some(_) => crate::summary_external::rows(data),
-        None => rows(backend_of(data)),
+        None => rows(data.meta.phases(), backend_of(data)),
     };
     let cols: Vec<_> = variants
         .iter()
@@ -101,12 +97,9 @@ pub fn phase_table(data: &RunData) -> String {
         None => {
             let _ = writeln!(
                 s,
-                "{} — {} 2^{} × {} on {}",
+                "{} — {}",
                 data.meta.experiment,
-                data.meta.workload.circuit,
-                data.meta.workload.log2_constraints,
-                data.meta.workload.batch,
-                data.meta.workload.backend
+                data.meta.workload.describe()
             );
         }
     }
@@ -169,7 +162,7 @@ fn backend_of(data: &RunData) -> Option<&str> {
         .map(|v| v.backend.as_str())
         .collect();
     match backends.len() {
-        0 => Some(data.meta.workload.backend.as_str()),
+        0 => Some(data.meta.workload.backend()),
         1 => backends.first().copied(),
         _ => None,
     }

@@ -6,7 +6,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 use crate::protocol::LineCounts;
-use crate::prover::spans;
 use crate::store::{ExternalMeta, RepStatus, RunData, SpanRow};
 
 /// Deepest level of the program's spans shown (the root is 0).
@@ -14,22 +13,15 @@ const MAX_DEPTH: usize = 3;
 /// Most rows shown.
 const MAX_ROWS: usize = 24;
 
-/// Rows of the table: (span name, label, self time rather than total), the root
-/// `prove` first (the program's wall time, spawn to exit), its main thread's time
+/// Rows of the table: (span name, label, self time rather than total), the run's root
+/// first (the program's wall time, spawn to exit), its main thread's time
 /// outside any span, then the program's spans depth first, siblings by start, over the
 /// first measured ok rep of each variant.
 pub fn rows(data: &RunData) -> Vec<(String, String, bool)> {
+    let root = data.meta.phases().root.clone();
     let mut out = vec![
-        (
-            spans::PROVE.to_string(),
-            format!("total ({})", spans::PROVE),
-            false,
-        ),
-        (
-            spans::PROVE.to_string(),
-            "  outside spans (main thread)".to_string(),
-            true,
-        ),
+        (root.clone(), format!("total ({root})"), false),
+        (root, "  outside spans (main thread)".to_string(), true),
     ];
     let mut seen = BTreeSet::new();
     for v in &data.meta.variants {

@@ -25,7 +25,7 @@ fn template() -> String {
         ("iteration", "@ITER@"),
         ("warmup", "@WARMUP@"),
         ("wall_ns", "@NS@"),
-        ("proofs", "@ONE@"),
+        ("outputs", "@ONE@"),
     ] {
         v["run"][k] = p.into();
     }

@@ -187,7 +187,7 @@ fn with_walls(view: RunView, walls: &[u64], unverified: Option<usize>) -> (RunVi
     {
         if k < walls.len() {
             r.wall_ns = walls[k];
-            r.verified = Some(k) != unverified;
+            r.checked = Some(k) != unverified;
             reps.push(r.rep);
         } else {
             // Reps past the list fail, so only the listed ones are candidates.

@@ -391,8 +391,8 @@ fn a_gpu_backend_under_the_emulator_counts_synthesis_alone_and_says_so() {
     let mut runs = csv::Reader::from_path(run.join("runs.csv")).unwrap();
     for r in runs.deserialize::<gapscope::store::RunRow>() {
         let r = r.unwrap();
-        assert!(r.verified, "{r:?}");
-        assert_eq!(r.proofs, if r.variant == "gpu" { 0 } else { 2 }, "{r:?}");
+        assert!(r.checked, "{r:?}");
+        assert_eq!(r.outputs, if r.variant == "gpu" { 0 } else { 2 }, "{r:?}");
     }
     let mut synth: std::collections::BTreeMap<(String, String), u64> = Default::default();
     let mut rdr = csv::Reader::from_path(run.join("spans.csv")).unwrap();

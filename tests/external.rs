@@ -53,12 +53,12 @@ fn spans_of_a_c_program_nest_per_thread_inside_the_rep() {
         .success();
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     let d = RunData::load(&run_dir_of(&out.get_output().stdout)).unwrap();
-    assert!(stdout.contains("total (prove)"), "{stdout}");
+    assert!(stdout.contains("total (program)"), "{stdout}");
     assert_eq!(d.runs.len(), 3);
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Ok, "{}", r.error);
         let rt = root(&d, r.rep);
-        assert_eq!(rt.name, "prove");
+        assert_eq!(rt.name, "program");
         assert_eq!(
             rt.thread_id, r.pid as u64,
             "root on the program's main thread"
@@ -83,7 +83,7 @@ fn spans_of_a_c_program_nest_per_thread_inside_the_rep() {
         assert_ne!(bg.thread_id, r.pid as u64, "the worker thread's own tid");
         assert_eq!(
             parent(&d, bg).name,
-            "prove",
+            "program",
             "a thread's top span hangs off the root"
         );
         assert!(bg.attrs.contains("\"role\":\"helper\""), "{}", bg.attrs);
@@ -278,7 +278,7 @@ fn the_cpp_scope_class_nests_and_carries_attributes() {
     let d = RunData::load(&run_ok(tmp.path(), &exp, &[])).unwrap();
     let get = |n: &str| d.spans.iter().find(|s| s.name == n).unwrap();
     assert_eq!(parent(&d, get("inner")).name, "outer");
-    assert_eq!(parent(&d, get("outer")).name, "prove");
+    assert_eq!(parent(&d, get("outer")).name, "program");
     assert!(get("outer").attrs.contains("\"answer\":42"));
     let inner = &get("inner").attrs;
     for kv in [
@@ -351,7 +351,7 @@ fn the_rust_and_c_emitters_report_through_the_pipe_or_else_stderr() {
             outer.attrs
         );
         assert_eq!(parent(&d, get("measured")).name, "rust_outer");
-        assert_eq!(parent(&d, get("on_thread")).name, "prove");
+        assert_eq!(parent(&d, get("on_thread")).name, "program");
         assert!(get("on_thread").attrs.contains("\"n\":7"));
         // The test harness's own output on stdout is not counted as garbage.
         let lines = d.meta.external.as_ref().unwrap().variants[v].lines;

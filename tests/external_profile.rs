@@ -93,7 +93,7 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
     // CPU time, whether or not sampling works here.
     let lane = d.load_telemetry().unwrap();
     for r in &d.runs {
-        let root = span(&d, r.rep, "prove");
+        let root = span(&d, r.rep, "program");
         for (name, expect_label) in [("worker_burn", true), ("foreign_phase", true)] {
             let s = span(&d, r.rep, name);
             let burn = attr_u64(s, "burn_cpu_ns") as f64;
@@ -177,10 +177,10 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
     gapscope(tmp.path())
         .args(["report", dir.to_str().unwrap(), "--out"])
         .arg(&out)
-        .args(["--flame-span", "prove"])
+        .args(["--flame-span", "program"])
         .assert()
         .success();
-    let svg = std::fs::read_to_string(out.join("flame-a-prove.svg")).unwrap();
+    let svg = std::fs::read_to_string(out.join("flame-a-program.svg")).unwrap();
     assert!(svg.contains("child_demo_burn_leaf") && svg.contains("[worker_burn]"));
     // By default, a span samples fell in: not `phase`, whose thread only waits.
     let out = tmp.path().join("report-default");
@@ -212,7 +212,7 @@ fn a_program_without_span_lines_gets_its_cpu_time_on_the_root_span() {
     let d = RunData::load(&tmp.path().join(run_ok(tmp.path(), &exp, &[]))).unwrap();
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Ok, "{}", r.error);
-        let root = span(&d, r.rep, "prove");
+        let root = span(&d, r.rep, "program");
         let cpu = root.process_cpu_ns.expect("the root's CPU time");
         assert!((200_000_000..260_000_000).contains(&cpu), "{cpu}");
         assert!(cpu <= root.duration_ns, "{root:?}");
@@ -295,5 +295,5 @@ fn spans_of_a_process_the_program_started_get_no_cpu_time_of_the_wrong_process()
     assert_eq!(s.process_cpu_ns, None, "{s:?}");
     assert!(s.attrs.contains("not measured"), "{}", s.attrs);
     // The root still has the shell's own CPU time, whatever little it is.
-    assert!(span(&d, 0, "prove").process_cpu_ns.is_some());
+    assert!(span(&d, 0, "program").process_cpu_ns.is_some());
 }

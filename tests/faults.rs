@@ -428,7 +428,7 @@ fn a_worker_that_crashes_or_hangs_fails_its_rep_and_the_run_goes_on() {
         let d = RunData::load(&dir).unwrap();
         assert_eq!(d.runs.len(), 2, "{debug}: every rep recorded");
         for r in &d.runs {
-            assert!(!r.verified, "{debug}: {r:?}");
+            assert!(!r.checked, "{debug}: {r:?}");
             assert!(r.error.contains(why), "{debug}: {}", r.error);
         }
         assert!(String::from_utf8_lossy(&o.stderr).contains("2 rep(s) failed"));

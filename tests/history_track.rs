@@ -2,7 +2,7 @@
 //! its last commit: six earlier commits are measured into the history first; a HEAD
 //! like them exits 0 (steady, or suspected under load and cleared against its parent), and the HEAD that doubles the work is suspected,
 //! re-run against its parent as interleaved `rev` variants, and confirmed (exit 4).
-//! The metric is the program's CPU time (`prove.process_cpu`), which the load of a
+//! The metric is the program's CPU time (`program.process_cpu`), which the load of a
 //! shared machine moves far less than its wall time.
 
 use std::path::Path;
@@ -41,7 +41,7 @@ fn track(tmp: &Path, repo: &Path, exp: &Path) -> assert_cmd::assert::Assert {
         .arg(exp)
         .args([
             "--metric",
-            "prove.process_cpu",
+            "program.process_cpu",
             "--last",
             "10",
             "--confirm-reps",

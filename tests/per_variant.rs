@@ -61,7 +61,7 @@ fn each_variant_runs_in_one_worker_of_its_own_and_the_reps_interleave() {
     assert!(
         d.runs
             .iter()
-            .all(|r| r.status == RepStatus::Ok && r.verified),
+            .all(|r| r.status == RepStatus::Ok && r.checked),
         "{:?}",
         d.runs
     );

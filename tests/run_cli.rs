@@ -102,7 +102,7 @@ fn tiny_experiment_end_to_end() {
     );
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Ok, "{r:?}");
-        assert!(r.verified && r.proofs == 2 && r.wall_ns > 0);
+        assert!(r.checked && r.outputs == 2 && r.wall_ns > 0);
     }
     let expect = [
         ("prove", None),
@@ -333,7 +333,7 @@ fn per_rep_processes_tolerate_child_noise_and_failed_verification_is_recorded() 
     assert_ne!(base.pid, std::process::id());
     assert_eq!(cand.status, RepStatus::Failed);
     assert!(
-        !cand.verified && cand.error.contains("verification failed"),
+        !cand.checked && cand.error.contains("verification failed"),
         "{}",
         cand.error
     );
@@ -537,22 +537,69 @@ fn cmd_mode_is_the_experiment_file_it_exports() {
     // The headline of the diff, as for an experiment file of two variants.
     assert!(stdout.contains("cmd: noop"), "{stdout}");
     assert!(stdout.contains("sleep_0.01"), "{stdout}");
-    assert!(stdout.contains("End to end: prove"), "{stdout}");
+    // The program's run keeps its own root: not the prover's `prove`.
+    assert!(stdout.contains("End to end: program (total)"), "{stdout}");
     let a = RunData::load(&run_dir_of(&o.stdout)).unwrap();
     assert_eq!(a.runs.len(), 8, "2 variants x (1 warm-up + 3 reps)");
     assert!(a.runs.iter().all(|r| r.status == RepStatus::Ok));
     let names: Vec<&str> = a.meta.variants.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["noop", "sleep_0.01"]);
-    // No span lines: the whole process is the one span `prove`.
-    assert!(a.spans.iter().all(|s| s.name == "prove"));
+    // No span lines: the whole process is the one span, the root `program`.
+    assert!(a.spans.iter().all(|s| s.name == "program"));
     assert_eq!(a.spans.len(), 8);
+    // meta.json: a command's workload has its kind and no circuit fields; its phases
+    // name its root.
+    let dir = run_dir_of(&o.stdout);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["schema_version"], 2);
+    assert_eq!(meta["workload"], serde_json::json!({"kind": "command"}));
+    assert_eq!(meta["phases"], serde_json::json!({"root": "program"}));
+    let runs_csv = std::fs::read_to_string(dir.join("runs.csv")).unwrap();
+    let header = runs_csv.lines().next().unwrap();
+    assert!(
+        header.contains(",checked,outputs,") && !header.contains("verified"),
+        "{header}"
+    );
+    // summary, diff and report show the program's root.
+    let summary = gapscope(tmp.path())
+        .arg("summary")
+        .arg(&dir)
+        .assert()
+        .success();
+    let summary = String::from_utf8_lossy(&summary.get_output().stdout).into_owned();
+    assert!(summary.contains("total (program)"), "{summary}");
+    assert!(!summary.contains("prove"), "{summary}");
+    let diff = gapscope(tmp.path())
+        .arg("diff")
+        .arg(&dir)
+        .assert()
+        .success();
+    let diff = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
+    assert!(diff.contains("End to end: program (total)"), "{diff}");
+    assert!(diff.contains("end to end (program)"), "{diff}");
+    assert!(!diff.contains("prove"), "{diff}");
+    let report_dir = tmp.path().join("report");
+    gapscope(tmp.path())
+        .arg("report")
+        .arg(&dir)
+        .arg("--out")
+        .arg(&report_dir)
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(report_dir.join("report.md")).unwrap();
+    assert!(md.contains("**End to end:** program (total)"), "{md}");
+    assert!(!md.contains("`prove`") && !md.contains("(prove)"), "{md}");
     // `prepare` ran before every rep.
     let prepared = std::fs::read_to_string(tmp.path().join("prepared.log")).unwrap();
     assert_eq!(prepared.lines().count(), 8);
     // The exported file, run, is the same experiment.
     let text = std::fs::read_to_string(&file).unwrap();
+    // A command without shell syntax runs directly; one with it through the shell,
+    // which execs its last command.
+    assert!(text.contains("command = [\"sleep\", \"0.01\"]"), "{text}");
     assert!(
-        text.contains("command = [\"sh\", \"-c\", \"sleep 0.01\"]"),
+        text.contains("prepare = [\"sh\", \"-c\", \"exec echo p >> prepared.log\"]"),
         "{text}"
     );
     let b = RunData::load(&run_ok(tmp.path(), &file, &["--quiet"])).unwrap();

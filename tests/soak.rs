@@ -48,7 +48,7 @@ fn two_hundred_reps_of_the_cpu_backend_do_not_grow_host_memory() {
     assert_eq!(measured.len(), 200);
     assert!(measured
         .iter()
-        .all(|r| r.status == RepStatus::Ok && r.verified));
+        .all(|r| r.status == RepStatus::Ok && r.checked));
     assert!(measured.iter().all(|r| r.rss_end_bytes.is_some()));
     let flags = leak_flags(&d);
     assert!(flags.is_empty(), "leak watch: {flags:?}");

@@ -16,7 +16,7 @@ use super::headline::headline;
 use super::select::{present, same_run, variant, workload_differences, Pairs, Side, COUNTERS};
 use super::{Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo, SideLeak};
 use crate::counters::CounterKind;
-use crate::prover::spans;
+use crate::phases::PhaseSpec;
 use crate::stats;
 use crate::store::{RunData, VariantMeta};
 
@@ -84,6 +84,8 @@ pub fn diff_runs(
 ) -> Result<Diff, DiffError> {
     opts.validate()?;
     let (va, vb) = (variant(base, base_variant)?, variant(cand, cand_variant)?);
+    // The phases of the baseline's run name the phase table's rows.
+    let phases = base.meta.phases();
     if base_variant == cand_variant && same_run(base, cand) {
         return Err(DiffError::SameVariant(base_variant.into()));
     }
@@ -182,10 +184,10 @@ pub fn diff_runs(
     // Emulated counts of the review phases with their work on other threads (synthesis
     // with its synthesis[i] on workers), for the phase table.
     if exact {
-        for &name in spans::REVIEW_PHASES.iter().filter(|n| names.contains(*n)) {
+        for name in phases.review.iter().filter(|n| names.contains(&n.as_str())) {
             for &k in &counters {
                 specs.push(Spec {
-                    span: name.into(),
+                    span: name.clone(),
                     measure: Measure::Counter(format!("{}{WITH_THREADS}", COUNTERS[k].column())),
                     unit: counter_unit(COUNTERS[k]),
                     base: sb.span_tree_counter(name, k),
@@ -291,7 +293,7 @@ pub fn diff_runs(
         }
     }
     let backend = (va.backend == vb.backend).then_some(va.backend.as_str());
-    let phase_table = phase_table(&metrics, &contributions.total, &counters, backend);
+    let phase_table = phase_table(&metrics, &contributions.total, &counters, backend, phases);
     let leaf_spans: Vec<String> = names
         .iter()
         .filter(|n| !sb.wrappers.contains(**n) && !sc.wrappers.contains(**n))
@@ -313,7 +315,7 @@ pub fn diff_runs(
         // One side ran synthesis alone: the largest scope both ran is synthesis.
         if let Some(c) = metrics
             .iter()
-            .find(|c| c.span == spans::SYNTHESIS && c.measure == Measure::Total)
+            .find(|c| Some(&c.span) == phases.partial.as_ref() && c.measure == Measure::Total)
         {
             headline.end_to_end = c.clone();
         }
@@ -339,7 +341,7 @@ pub fn diff_runs(
             .map(move |flag| SideLeak { side, flag })
     })
     .collect();
-    Ok(Diff {
+    let mut d = Diff {
         baseline: side_info(base, va),
         candidate: side_info(cand, vb),
         options: opts.clone(),
@@ -360,7 +362,13 @@ pub fn diff_runs(
         contributions,
         notes,
         leaks,
-    })
+    };
+    // A run that stopped when its answer was known: its watched rows are judged on the
+    // confidence sequences it stopped on, which hold at a stop chosen by looking.
+    if same_run(base, cand) && base.meta.until_decided.is_some() {
+        super::sequential::apply(&mut d, opts);
+    }
+    Ok(d)
 }
 
 /// Where the pairs' level (the mean log of each pair's two reps) swung over the run by
@@ -392,12 +400,13 @@ fn swing_words(pairs: &[(f64, f64)], total: &Comparison) -> Option<String> {
 
 /// The hand-written table of every review: the prover's phases, the end-to-end total,
 /// then whole-rep counters (hardware ones where the CPU has them, else the software ones).
-/// Phases are labelled for `backend` ([`spans::phase_label`]).
+/// Phases are the run's ([`PhaseSpec`]), labelled for `backend`.
 fn phase_table(
     metrics: &[Comparison],
     total: &Comparison,
     counters: &[usize],
     backend: Option<&str>,
+    phases: &PhaseSpec,
 ) -> Vec<PhaseRow> {
     let find = |span: &str, m: &Measure| {
         metrics
@@ -405,11 +414,12 @@ fn phase_table(
             .find(|c| c.span == span && &c.measure == m)
             .cloned()
     };
-    let mut rows: Vec<PhaseRow> = spans::REVIEW_PHASES
+    let mut rows: Vec<PhaseRow> = phases
+        .review
         .iter()
-        .filter_map(|&span| {
+        .filter_map(|span| {
             find(span, &Measure::Total).map(|comparison| PhaseRow {
-                phase: spans::phase_label(span, backend),
+                phase: phases.label(span, backend),
                 comparison,
             })
         })
@@ -420,13 +430,12 @@ fn phase_table(
     });
     // The cores the whole process kept busy (every thread, a library's own included)
     // in the backend call and end to end, where the process CPU time was recorded.
-    for (span, label) in [
-        (
-            spans::GPU_PROVE,
-            spans::phase_label(spans::GPU_PROVE, backend),
-        ),
-        (total.span.as_str(), format!("end to end ({})", total.span)),
-    ] {
+    let wrapper = phases
+        .wrapper
+        .as_deref()
+        .map(|w| (w, phases.label(w, backend)));
+    let end_to_end = (total.span.as_str(), format!("end to end ({})", total.span));
+    for (span, label) in wrapper.into_iter().chain([end_to_end]) {
         if let Some(comparison) = find(span, &Measure::BusyCores) {
             rows.push(PhaseRow {
                 phase: format!("{label} busy cores"),
@@ -453,7 +462,7 @@ fn phase_table(
         hw
     };
     // Emulated counts: each phase's instructions and branches, worker threads included.
-    for &span in spans::REVIEW_PHASES.iter() {
+    for span in &phases.review {
         for k in &chosen {
             let m = Measure::Counter(format!("{}{WITH_THREADS}", COUNTERS[*k].column()));
             if let Some(comparison) = find(span, &m) {

@@ -406,56 +406,6 @@ fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
     worst.map(|w| w.1)
 }
 
-#[cfg(test)]
-mod recorder_cost_tests {
-    use super::*;
-    use crate::store::{Meta, SpanRow};
-
-    fn run(children: u64, parent_self_ns: u64) -> RunData {
-        let mut meta = Meta::sample();
-        meta.recorder = Some(crate::trace::cost::RecorderMeta {
-            clock: "tsc".into(),
-            clock_reason: None,
-            tsc_khz: None,
-            clock_error_ns: None,
-            clock_checks: 0,
-            process_cpu: "interpolated".into(),
-            process_cpu_sample_period_ns: 1_000_000,
-            span_cost_ns: 20.0,
-            span_cost_counters_ns: None,
-        });
-        let parent = SpanRow {
-            span_id: 1,
-            name: "parent".into(),
-            self_ns: parent_self_ns,
-            ..SpanRow::sample()
-        };
-        let kids = (0..children).map(|i| SpanRow {
-            span_id: 2 + i,
-            parent_id: Some(1),
-            name: "child".into(),
-            ..SpanRow::sample()
-        });
-        RunData {
-            dir: "r".into(),
-            meta,
-            runs: vec![],
-            spans: std::iter::once(parent).chain(kids).collect(),
-        }
-    }
-
-    #[test]
-    fn many_children_of_a_short_parent_are_noted_and_few_are_not() {
-        // 1000 children × 20 ns = 20 µs of a 1 ms self time: 2%.
-        let d = run(1000, 1_000_000);
-        let n = recorder_cost_note([&d, &d]).expect("noted");
-        assert!(n.contains("2.0% of `parent`"), "{n}");
-        // 10 children: 200 ns of 1 ms, 0.02%.
-        let d = run(10, 1_000_000);
-        assert_eq!(recorder_cost_note([&d, &d]), None);
-    }
-}
-
 /// Why two run folders' machines differed beyond what each run's own spread covers, in
 /// words; None for variants of one run, or when neither run recorded its machine state
 /// (older folders), or when the states agree.
@@ -553,4 +503,54 @@ pub(super) fn runs_differ(data: [&RunData; 2]) -> Option<String> {
         }
     }
     (!why.is_empty()).then(|| format!("the two runs' machines differed ({})", why.join("; ")))
+}
+
+#[cfg(test)]
+mod recorder_cost_tests {
+    use super::*;
+    use crate::store::{Meta, SpanRow};
+
+    fn run(children: u64, parent_self_ns: u64) -> RunData {
+        let mut meta = Meta::sample();
+        meta.recorder = Some(crate::trace::cost::RecorderMeta {
+            clock: "tsc".into(),
+            clock_reason: None,
+            tsc_khz: None,
+            clock_error_ns: None,
+            clock_checks: 0,
+            process_cpu: "interpolated".into(),
+            process_cpu_sample_period_ns: 1_000_000,
+            span_cost_ns: 20.0,
+            span_cost_counters_ns: None,
+        });
+        let parent = SpanRow {
+            span_id: 1,
+            name: "parent".into(),
+            self_ns: parent_self_ns,
+            ..SpanRow::sample()
+        };
+        let kids = (0..children).map(|i| SpanRow {
+            span_id: 2 + i,
+            parent_id: Some(1),
+            name: "child".into(),
+            ..SpanRow::sample()
+        });
+        RunData {
+            dir: "r".into(),
+            meta,
+            runs: vec![],
+            spans: std::iter::once(parent).chain(kids).collect(),
+        }
+    }
+
+    #[test]
+    fn many_children_of_a_short_parent_are_noted_and_few_are_not() {
+        // 1000 children × 20 ns = 20 µs of a 1 ms self time: 2%.
+        let d = run(1000, 1_000_000);
+        let n = recorder_cost_note([&d, &d]).expect("noted");
+        assert!(n.contains("2.0% of `parent`"), "{n}");
+        // 10 children: 200 ns of 1 ms, 0.02%.
+        let d = run(10, 1_000_000);
+        assert_eq!(recorder_cost_note([&d, &d]), None);
+    }
 }

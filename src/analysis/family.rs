@@ -107,6 +107,21 @@ pub fn judge_rows(rows: &[RowInput], opts: &DiffOptions) -> (Vec<Comparison>, Fa
     (out, fam)
 }
 
+/// A row's weight in the family: the times of spans (total, self, unattributed, on the
+/// critical path, GPU busy) are what a diff is read for; the derived measures (process
+/// CPU time, busy cores, counters) restate them or are read second, and get
+/// [`DiffOptions::derived_weight`] of a time's weight.
+fn weight(c: &Comparison, opts: &DiffOptions) -> f64 {
+    match c.measure {
+        Measure::Total
+        | Measure::SelfTime
+        | Measure::Unattributed
+        | Measure::CriticalSelf
+        | Measure::GpuBusy => 1.0,
+        Measure::ProcessCpu | Measure::BusyCores | Measure::Counter(_) => opts.derived_weight,
+    }
+}
+
 /// Judges the primary comparisons each on its own p-value and the others on their
 /// q-value over `family`, each against its absolute floor.
 fn judge_family(
@@ -124,17 +139,47 @@ fn judge_family(
         }
     }
     family.retain(|c| tested(c));
+    // One test per distinct measurement: a leaf span's self time is its total, row for
+    // row; the copy takes the first one's q-value instead of counting twice.
+    let mut first_of: Vec<usize> = Vec::with_capacity(family.len());
+    for i in 0..family.len() {
+        let same = (0..i).find(|&j| {
+            first_of[j] == j
+                && family[j].span == family[i].span
+                && family[j].unit == family[i].unit
+                && family[j].tests.is_some()
+                && family[j].tests == family[i].tests
+        });
+        first_of.push(same.unwrap_or(i));
+    }
+    let distinct: Vec<usize> = (0..family.len()).filter(|&i| first_of[i] == i).collect();
     let p: Vec<f64> = family.iter().map(|c| c.p_value.unwrap_or(1.0)).collect();
-    let q = if opts.fdr {
-        stats::bh_q_values(&p)
+    let q_distinct = if opts.fdr {
+        let w: Vec<f64> = distinct.iter().map(|&i| weight(family[i], opts)).collect();
+        let mean = w.iter().sum::<f64>() / w.len().max(1) as f64;
+        // Weighted BH (Genovese, Roeder & Wasserman, Biometrika 93 (2006)): p / w with
+        // the weights scaled to mean 1, which keeps the FDR at alpha.
+        let pw: Vec<f64> = distinct
+            .iter()
+            .zip(&w)
+            .map(|(&i, w)| (p[i] * mean / w).min(1.0))
+            .collect();
+        stats::bh_q_values(&pw)
     } else {
-        p.clone()
+        distinct.iter().map(|&i| p[i]).collect()
     };
+    let mut q = vec![1.0; family.len()];
+    for (k, &i) in distinct.iter().enumerate() {
+        q[i] = q_distinct[k];
+    }
+    for i in 0..family.len() {
+        q[i] = q[first_of[i]];
+    }
     // The rows the procedure selects get intervals at the false-coverage-adjusted level
     // 1 − R·alpha/m (Benjamini & Yekutieli 2005), so that the intervals printed for the
     // selected rows keep their coverage on average; the others keep 1 − alpha.
-    let m = family.len().max(1) as f64;
-    let selected = q.iter().filter(|&&q| q < opts.alpha).count() as f64;
+    let m = distinct.len().max(1) as f64;
+    let selected = distinct.iter().filter(|&&i| q[i] < opts.alpha).count() as f64;
     let fcr_level = if opts.fdr {
         1.0 - selected * opts.alpha / m
     } else {
@@ -143,7 +188,7 @@ fn judge_family(
     for (c, &q) in family.iter_mut().zip(&q) {
         c.q_value = Some(q);
         let floor = abs_floor(c.unit, opts, end_to_end_ns);
-        let level = if q < opts.alpha {
+        let level = if q < opts.alpha && opts.fcr_intervals {
             fcr_level
         } else {
             1.0 - opts.alpha
@@ -151,10 +196,10 @@ fn judge_family(
         decide(c, q, level, floor, opts);
     }
     Family {
-        comparisons: family.len(),
-        uncorrected: p.iter().filter(|&&p| p < opts.alpha).count(),
+        comparisons: distinct.len(),
+        uncorrected: distinct.iter().filter(|&&i| p[i] < opts.alpha).count(),
         survivors: family.iter().filter(|c| c.verdict.is_change()).count(),
-        expected_by_chance: opts.alpha * family.len() as f64,
+        expected_by_chance: opts.alpha * distinct.len() as f64,
         alpha: opts.alpha,
         controlled: opts.fdr,
     }

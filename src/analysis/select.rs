@@ -113,7 +113,7 @@ impl<'a> Side<'a> {
             } else if rep_index.contains_key(&r.rep) {
                 // A rep twice (the store refuses such a folder): its index is taken.
                 continue;
-            } else if r.status == RepStatus::Ok && r.verified {
+            } else if r.status == RepStatus::Ok && r.checked {
                 rep_index.insert(r.rep, rep_index.len());
                 iterations.push(r.iteration);
                 rep_ids.push(r.rep);
@@ -521,19 +521,24 @@ pub(crate) fn workload_differences(
     };
     let fields = [
         (
+            "kind",
+            ma.workload.kind().as_str().to_string(),
+            mb.workload.kind().as_str().to_string(),
+        ),
+        (
             "circuit",
-            ma.workload.circuit.clone(),
-            mb.workload.circuit.clone(),
+            ma.workload.field("circuit"),
+            mb.workload.field("circuit"),
         ),
         (
             "log2_constraints",
-            ma.workload.log2_constraints.to_string(),
-            mb.workload.log2_constraints.to_string(),
+            ma.workload.field("log2_constraints"),
+            mb.workload.field("log2_constraints"),
         ),
         (
             "batch",
-            ma.workload.batch.to_string(),
-            mb.workload.batch.to_string(),
+            ma.workload.field("batch"),
+            mb.workload.field("batch"),
         ),
         ("backend", va.backend.clone(), vb.backend.clone()),
         // The host fingerprint (store::host), not the hostname: a reboot or a new VM of

@@ -191,3 +191,58 @@ fn watch(c: &Comparison, alpha: f64, floor: f64, opts: &DiffOptions) -> WatchedR
     }
     row
 }
+
+/// Judges the watched rows of a diff of a run that stopped when its answer was known
+/// (`run --until-decided`) on their confidence sequences: a fixed-n test at a stop chosen
+/// by looking does not hold its level, and could contradict the decision the run stopped
+/// on. The rows' intervals become the sequence's; the headline follows; a note says so.
+pub(crate) fn apply(d: &mut Diff, opts: &DiffOptions) {
+    let Some(p) = progress(d, opts) else {
+        return;
+    };
+    let why = format!(
+        "confidence sequence at {:.2}% (the run stopped when its answer was known)",
+        p.level * 100.0
+    );
+    let set = |c: &mut Comparison, r: &WatchedRow| {
+        c.verdict = r.verdict;
+        c.ci = Some(r.interval);
+        c.delta_ci = c.tests.map(|t| Interval {
+            lo: r.interval.lo.map(|x| x * t.base_gm),
+            hi: r.interval.hi.map(|x| x * t.base_gm),
+            level: r.interval.level,
+        });
+        c.why = Some(why.clone());
+        c.more_reps = r.pairs_left;
+    };
+    let mut rows = p.rows.iter();
+    if let Some(r) = rows.next() {
+        set(&mut d.contributions.total, r);
+        d.headline.end_to_end = d.contributions.total.clone();
+        for c in d
+            .metrics
+            .iter_mut()
+            .filter(|c| c.span == r.span && c.measure == Measure::Total && c.unit == Unit::Ns)
+        {
+            set(c, r);
+        }
+    }
+    for r in rows {
+        if let Some(i) = d
+            .contributions
+            .items
+            .iter_mut()
+            .find(|i| i.comparison.span == r.span)
+        {
+            set(&mut i.comparison, r);
+        }
+    }
+    d.notes.push(format!(
+        "this run stopped when its answer was known (--until-decided, {} pairs): end to end \
+         and the spans' self time on the critical path are judged on their confidence \
+         sequences ({:.2}% each), which hold wherever the run stopped; the other rows' \
+         verdicts are fixed-n tests, which do not account for the choice of when to stop",
+        p.pairs,
+        p.level * 100.0
+    ));
+}

@@ -12,8 +12,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::counters::{Availability, CounterKind};
 use crate::store::{
-    GitInfo, GpuMeta, HostInfo, Meta, RepStatus, RunData, RunRow, RunWriter, SpanRow, StoreError,
-    VariantMeta, WorkloadMeta, SCHEMA_VERSION,
+    CircuitMeta, GitInfo, GpuMeta, HostInfo, Meta, PhaseSpec, RepStatus, RunData, RunRow,
+    RunWriter, SpanRow, StoreError, VariantMeta, WorkloadKind, WorkloadMeta, SCHEMA_VERSION,
 };
 use crate::trace::selftime::{self_times, union_within, Interval};
 
@@ -64,7 +64,7 @@ impl SyntheticVariant {
 #[derive(Debug, Clone)]
 pub struct SyntheticRun {
     pub experiment: String,
-    pub workload: WorkloadMeta,
+    pub workload: CircuitMeta,
     pub hostname: String,
     /// Measured reps per variant.
     pub reps: usize,
@@ -95,7 +95,7 @@ impl SyntheticRun {
     pub fn new() -> Self {
         SyntheticRun {
             experiment: "synthetic".into(),
-            workload: WorkloadMeta {
+            workload: CircuitMeta {
                 circuit: "porep".into(),
                 log2_constraints: 12,
                 batch: 2,
@@ -161,7 +161,10 @@ impl SyntheticRun {
             git: GitInfo::default(),
             counters,
             gpu: GpuMeta::default(),
-            workload: self.workload.clone(),
+            workload: WorkloadMeta {
+                kind: Some(WorkloadKind::Groth16),
+                circuit: Some(self.workload.clone()),
+            },
             variants: self
                 .variants
                 .iter()
@@ -194,6 +197,8 @@ impl SyntheticRun {
             recorder: None,
             drift: None,
             gaps: None,
+            until_decided: None,
+            phases: Some(PhaseSpec::groth16()),
         }
     }
 
@@ -235,8 +240,8 @@ impl SyntheticRun {
                     } else {
                         RepStatus::Ok
                     },
-                    verified: !failed,
-                    proofs: self.workload.batch,
+                    checked: !failed,
+                    outputs: self.workload.batch,
                     start_ns: prove.start_ns,
                     wall_ns: if failed { 0 } else { prove.duration_ns },
                     started_utc: String::new(),

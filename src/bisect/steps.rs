@@ -125,6 +125,7 @@ impl ExperimentMeasurer {
             command: self.s.command.clone(),
             nvtx: false,
             debug: Default::default(),
+            until_decided: None,
         };
         let out = experiment::run(Some(&file), &opts).with_context(|| format!("{what}: run"))?;
         eprintln!("  {what}: measured {}", out.dir.display());

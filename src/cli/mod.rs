@@ -179,6 +179,10 @@ pub fn report_error(e: &anyhow::Error) -> i32 {
         eprintln!("Error: {n}");
         return EXIT_NO_OK_REP;
     }
+    if let Some(r) = e.downcast_ref::<crate::experiment::until_decided::Refused>() {
+        eprintln!("error: {r}");
+        return EXIT_USAGE;
+    }
     if let Some(i) = e.downcast_ref::<crate::experiment::Interrupted>() {
         eprintln!("{i}");
         return crate::experiment::EXIT_INTERRUPTED;

@@ -13,8 +13,8 @@ pub struct ReportArgs {
     /// Report folder (default: reports/<experiment>-<run id>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Span whose sampled stacks to draw as flame graphs (default: the span below
-    /// `prove` with the most self time of those with 1% of the samples or more). Needs
+    /// Span whose sampled stacks to draw as flame graphs (default: the span below the
+    /// root, `prove` for the prover, with the most self time of those with 1% of the samples or more). Needs
     /// a run with `profile = true`.
     #[arg(long, value_name = "SPAN")]
     flame_span: Option<String>,

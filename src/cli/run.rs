@@ -3,10 +3,12 @@
 //! variant has no successful measured rep.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::experiment::{self, DebugHooks, RunOptions, WorkerDebug};
+use crate::experiment::until_decided::{self, MIN_MAX_REPS};
+use crate::experiment::{self, DebugHooks, RunOptions, UntilDecided, WorkerDebug};
 use crate::store::RunData;
 
 #[derive(clap::Args, Debug)]
@@ -25,6 +27,27 @@ pub struct RunArgs {
     /// Params cache (defaults to $GAPSCOPE_PARAMS_DIR or ./params).
     #[arg(long)]
     params_dir: Option<PathBuf>,
+    /// Add counterbalanced pairs of reps (one per variant) until end to end and every
+    /// span's self time on the critical path is regressed, improved or equivalent, or
+    /// --max-reps or --budget is spent; after each pair a progress line says what is still
+    /// open. Its intervals hold however often they are looked at (confidence sequences),
+    /// so stopping early costs no false alarms. Two variants only; `--resume` continues
+    /// such a run.
+    #[arg(long, conflicts_with = "reps")]
+    until_decided: bool,
+    /// With --until-decided: most measured reps per variant, i.e. pairs [default: 50; on
+    /// --resume, the run's own].
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "until_decided",
+        value_parser = clap::value_parser!(u32).range(MIN_MAX_REPS as i64..=experiment::spec::MAX_REPS as i64)
+    )]
+    max_reps: Option<u32>,
+    /// With --until-decided: no pair is started that would end past this wall time since
+    /// the command started (e.g. 30m, 1h30m, 90s).
+    #[arg(long, value_name = "DURATION", requires = "until_decided", value_parser = until_decided::parse_budget)]
+    budget: Option<Duration>,
     /// No progress bar or summary table.
     #[arg(long, short)]
     quiet: bool,
@@ -65,6 +88,10 @@ impl RunArgs {
             progress: !self.quiet,
             command: super::command_line(),
             nvtx: self.nvtx,
+            until_decided: self.until_decided.then_some(UntilDecided {
+                max_reps: self.max_reps,
+                budget: self.budget,
+            }),
             debug: DebugHooks {
                 corrupt_proofs: self.debug_corrupt_proofs.clone(),
                 worker: self.debug_worker,
@@ -93,7 +120,7 @@ pub struct NoOkRep {
 pub fn run(a: RunArgs) -> Result<()> {
     // `--cmd`: the experiment file the flags stand for (the guard removes a temporary one).
     let (file, _guard) = if a.adhoc.given() {
-        let (p, g) = a.adhoc.write()?;
+        let (p, g) = a.adhoc.write(a.until_decided)?;
         (Some(p), g)
     } else {
         (a.experiment.clone(), None)
@@ -103,6 +130,14 @@ pub fn run(a: RunArgs) -> Result<()> {
     if !a.quiet {
         print!("{}", crate::summary::phase_table(&data));
         print!("{}", headline(&data));
+    }
+    if let Some(s) = &out.stopped {
+        // With the headline when it is printed; on stderr, as notes are, under --quiet.
+        if a.quiet {
+            eprintln!("until decided: {s}");
+        } else {
+            println!("until decided: {s}");
+        }
     }
     for (variant, note) in clock_notes(&data) {
         eprintln!("{variant}: {note}");

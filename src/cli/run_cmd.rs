@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::experiment::external::shell;
+
 /// Name of the experiment (and so of the results folder) of an ad hoc run.
 pub const EXPERIMENT_NAME: &str = "cmd";
 /// Longest variant name made from a command (the experiment file allows 64).
@@ -16,9 +18,9 @@ const NAME_CHARS: usize = 40;
 
 #[derive(clap::Args, Debug, Default)]
 pub struct AdHocArgs {
-    /// A command to measure (repeat for each variant), run through `sh -c` unless
-    /// `--shell none`; its span lines are read if it prints any, else the whole process
-    /// is the one span `prove`.
+    /// A command to measure (repeat for each variant): run directly when it holds no
+    /// shell syntax, else through `sh -c` (which `exec`s its last command); its span
+    /// lines are read if it prints any, else the whole process is the one span `program`.
     #[arg(long = "cmd", value_name = "COMMAND", conflicts_with_all = ["experiment", "resume"])]
     pub commands: Vec<String>,
     /// Name of the variant of the --cmd at the same position (default: made from the
@@ -35,8 +37,9 @@ pub struct AdHocArgs {
     /// drop a cache); a rep whose prepare fails is recorded as failed.
     #[arg(long, value_name = "COMMAND", requires = "commands")]
     pub prepare: Option<String>,
-    /// The shell that runs each command as `SHELL -c COMMAND`, or `none`: the command
-    /// is split into words as a shell would (quotes respected) and run directly.
+    /// The shell that runs a command with shell syntax as `SHELL -c COMMAND`, or
+    /// `none`: every command is split into words as a shell would (quotes respected)
+    /// and run directly.
     #[arg(
         long,
         value_name = "SHELL",
@@ -70,6 +73,9 @@ struct WorkloadText {
 struct RunText {
     reps: u32,
     warmups: u32,
+    /// Counterbalanced (ABBA…) for `--until-decided`, which adds pairs; else the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -83,26 +89,34 @@ impl AdHocArgs {
         !self.commands.is_empty()
     }
 
-    /// `command` as the argv an experiment file holds.
+    /// `command` as the argv an experiment file holds: split into words and run
+    /// directly when it holds no shell syntax (or with `--shell none`), else `SHELL -c`
+    /// with `exec` before its last command where the shell can replace itself with it,
+    /// so that the process measured is the command's.
     fn argv(&self, command: &str) -> Result<Vec<String>> {
-        if self.shell == "none" {
+        if command.trim().is_empty() {
+            bail!("--cmd {command:?} names no program");
+        }
+        let argv = if self.shell == "none" || !shell::needs_shell(command) {
             let words = shlex::split(command).with_context(|| {
-                format!("--shell none: cannot split {command:?} into words (an unclosed quote?)")
+                format!("--cmd {command:?}: cannot split it into words (an unclosed quote?)")
             })?;
             if words.is_empty() {
                 bail!("--cmd {command:?} names no program");
             }
-            Ok(words)
+            words
         } else {
-            if command.trim().is_empty() {
-                bail!("--cmd {command:?} names no program");
-            }
-            Ok(vec![self.shell.clone(), "-c".into(), command.to_string()])
+            vec![self.shell.clone(), "-c".into(), shell::exec_last(command)]
+        };
+        if let Some(why) = shell::span_fd_override(&argv) {
+            bail!("--cmd {command:?}: {why}");
         }
+        Ok(argv)
     }
 
-    /// The experiment file these flags stand for.
-    pub fn experiment_text(&self) -> Result<String> {
+    /// The experiment file these flags stand for; `counterbalanced` (for
+    /// `--until-decided`) runs its pairs in ABBA… order.
+    pub fn experiment_text(&self, counterbalanced: bool) -> Result<String> {
         if self.names.len() > self.commands.len() {
             bail!(
                 "{} --name for {} --cmd: give at most one name per command, in the same order",
@@ -134,6 +148,7 @@ impl AdHocArgs {
             run: RunText {
                 reps: self.reps,
                 warmups: self.warmups,
+                order: counterbalanced.then_some("counterbalanced"),
             },
             variant: variants,
         };
@@ -144,10 +159,10 @@ impl AdHocArgs {
         ))
     }
 
-    /// Writes the experiment file: to `--export-experiment`, else to a temporary file
-    /// (kept until the returned guard drops); returns its path.
-    pub fn write(&self) -> Result<(PathBuf, Option<tempfile::TempPath>)> {
-        let text = self.experiment_text()?;
+    /// Writes the experiment file ([`Self::experiment_text`]): to `--export-experiment`,
+    /// else to a temporary file (kept until the returned guard drops); returns its path.
+    pub fn write(&self, counterbalanced: bool) -> Result<(PathBuf, Option<tempfile::TempPath>)> {
+        let text = self.experiment_text(counterbalanced)?;
         if let Some(p) = &self.export_experiment {
             write_new(p, &text)?;
             eprintln!("experiment file: {}", p.display());
@@ -232,25 +247,45 @@ mod tests {
 
     #[test]
     fn the_flags_become_an_experiment_file_that_loads() {
-        let mut a = args(&["sleep 0.01", "sleep 0.01", "true"]);
+        let mut a = args(&["sleep 0.01", "sleep 0.01", "cd /tmp && ./bench > out"]);
         a.prepare = Some("sync".into());
-        let text = a.experiment_text().unwrap();
+        let text = a.experiment_text(false).unwrap();
         let e = crate::experiment::Experiment::parse(&text, Path::new("cmd.toml")).unwrap();
         assert_eq!(e.name, EXPERIMENT_NAME);
         assert_eq!((e.run.reps, e.run.warmups), (7, 2));
-        let names: Vec<&str> = e.variants.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["sleep_0.01", "sleep_0.01-2", "true"]);
-        let ext = e.workload.external.as_ref().unwrap();
-        assert_eq!(ext.command, ["sh", "-c", "sleep 0.01"]);
+        assert_eq!(e.run.order, crate::experiment::spec::Order::Interleaved);
+        let paired = a.experiment_text(true).unwrap();
+        let e2 = crate::experiment::Experiment::parse(&paired, Path::new("cmd.toml")).unwrap();
         assert_eq!(
-            ext.prepare.as_deref(),
-            Some(&["sh".to_string(), "-c".into(), "sync".into()][..])
+            e2.run.order,
+            crate::experiment::spec::Order::Counterbalanced
         );
+        let names: Vec<&str> = e.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["sleep_0.01", "sleep_0.01-2", "cd_tmp_._bench_out"]);
+        let ext = e.workload.external.as_ref().unwrap();
+        // No shell syntax: run directly, so the process measured is the command's.
+        assert_eq!(ext.command, ["sleep", "0.01"]);
+        assert_eq!(ext.prepare.as_deref(), Some(&["sync".to_string()][..]));
+        // Shell syntax: through the shell, which replaces itself with the last command.
         let r = e.resolved_variants();
         assert_eq!(
             r[2].command.as_deref(),
-            Some(&["sh".to_string(), "-c".into(), "true".into()][..])
+            Some(
+                &[
+                    "sh".to_string(),
+                    "-c".into(),
+                    "cd /tmp && exec ./bench > out".into()
+                ][..]
+            )
         );
+    }
+
+    #[test]
+    fn a_command_that_sets_the_span_fd_is_refused() {
+        let a = args(&["GAPSCOPE_SPAN_FD=2 ./prog"]);
+        let e = a.experiment_text(false).unwrap_err().to_string();
+        assert!(e.contains("sets GAPSCOPE_SPAN_FD=2"), "{e}");
+        assert!(e.contains("Remove it"), "{e}");
     }
 
     #[test]
@@ -258,7 +293,7 @@ mod tests {
         let mut a = args(&["./bench 'a b' c"]);
         a.shell = "none".into();
         a.names = vec!["base".into()];
-        let text = a.experiment_text().unwrap();
+        let text = a.experiment_text(false).unwrap();
         let e = crate::experiment::Experiment::parse(&text, Path::new("x.toml")).unwrap();
         assert_eq!(e.variants[0].name, "base");
         assert_eq!(
@@ -266,13 +301,13 @@ mod tests {
             ["./bench", "a b", "c"]
         );
         a.commands.push("./bench \"unclosed".into());
-        assert!(a.experiment_text().is_err());
+        assert!(a.experiment_text(false).is_err());
         let mut two = args(&["a", "b"]);
         two.names = vec!["x".into(), "x".into()];
-        assert!(two.experiment_text().is_err());
+        assert!(two.experiment_text(false).is_err());
         let mut bad = args(&["a"]);
         bad.names = vec!["../x".into()];
-        let text = bad.experiment_text().unwrap();
+        let text = bad.experiment_text(false).unwrap();
         assert!(crate::experiment::Experiment::parse(&text, Path::new("x.toml")).is_err());
     }
 }

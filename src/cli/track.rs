@@ -20,8 +20,9 @@ use crate::stats;
 pub struct TrackArgs {
     /// The experiment file run at HEAD.
     experiment: PathBuf,
-    /// Metrics judged (SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER).
-    #[arg(long, default_values_t = vec!["prove.total".to_string()])]
+    /// Metrics judged (SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER); default:
+    /// the root's total, prove.total for the prover, program.total for a program.
+    #[arg(long)]
     metric: Vec<String>,
     /// Measured commits of this host HEAD is compared with.
     #[arg(long, default_value_t = 20)]
@@ -68,13 +69,27 @@ enum Judged {
     },
 }
 
+/// The metric judged when none is named: the total of the root the experiment's runs
+/// record (the prover's `prove`, a program's `program`).
+fn default_metric(exp: &Experiment) -> String {
+    let root = match exp.workload.external {
+        Some(_) => crate::experiment::external::rows::ROOT,
+        None => crate::prover::spans::PROVE,
+    };
+    format!("{root}.total")
+}
+
 pub fn run(a: TrackArgs) -> Result<()> {
     if let Some(p) = &a.summary {
         // Before the runs, which take minutes: a path that cannot be written fails now.
         crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--summary {e}"))?;
     }
-    let metrics: Vec<Metric> = a
-        .metric
+    let metric_names: Vec<String> = if a.metric.is_empty() {
+        vec![default_metric(&Experiment::load(&a.experiment)?.0)]
+    } else {
+        a.metric.clone()
+    };
+    let metrics: Vec<Metric> = metric_names
         .iter()
         .map(|m| Metric::parse(m).map_err(anyhow::Error::msg))
         .collect::<Result<_>>()?;
@@ -92,6 +107,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
         command: super::command_line(),
         nvtx: false,
         debug: Default::default(),
+        until_decided: None,
     };
     let out = experiment::run(Some(&a.experiment), &opts).context("the run at HEAD")?;
     super::history::store(&a.db, &a.place, std::slice::from_ref(&out.dir), None)?;
@@ -224,7 +240,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
     if lines.len() == 6 {
         lines.push(format!(
             "| – | – | – | – | – | no stored series of {} on this host ends at HEAD |",
-            a.metric.join(", ")
+            metric_names.join(", ")
         ));
     }
     if !notes.is_empty() {
@@ -301,5 +317,28 @@ fn confirm(
             z,
             why: format!("{e:#}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_default_metric_is_the_total_of_the_root_the_runs_record() {
+        let exp = |workload: &str| {
+            let text = format!("name = \"e\"\n[workload]\n{workload}\n[[variant]]\nname = \"a\"\n");
+            Experiment::parse(&text, Path::new("e.toml")).unwrap()
+        };
+        assert_eq!(
+            default_metric(&exp("circuit = \"porep\"\nlog2_constraints = 10")),
+            "prove.total"
+        );
+        assert_eq!(
+            default_metric(&exp("command = [\"./bench\"]")),
+            "program.total"
+        );
     }
 }

@@ -21,6 +21,7 @@ mod served;
 pub mod setup;
 pub mod spec;
 mod spec_checks;
+pub mod until_decided;
 pub mod watchdog;
 pub mod worker;
 
@@ -28,3 +29,4 @@ pub use debug::{DebugHooks, WorkerDebug};
 pub use interrupt::{Interrupted, EXIT_INTERRUPTED};
 pub use runner::{run, RunOptions, RunOutcome};
 pub use spec::{Experiment, ResolvedVariant};
+pub use until_decided::UntilDecided;

@@ -194,8 +194,8 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         iteration: slot.iteration,
         warmup: slot.warmup,
         status,
-        verified,
-        proofs: proofs as u32,
+        checked: verified,
+        outputs: proofs as u32,
         start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
         wall_ns: if status == RepStatus::Ok {
             prove.map(|p| p.duration_ns()).unwrap_or(0)
@@ -233,8 +233,8 @@ pub fn failed_row(v: &ResolvedVariant, slot: Slot, error: String) -> RunRow {
         iteration: slot.iteration,
         warmup: slot.warmup,
         status: RepStatus::Failed,
-        verified: false,
-        proofs: 0,
+        checked: false,
+        outputs: 0,
         start_ns: 0,
         wall_ns: 0,
         started_utc: chrono::Utc::now().to_rfc3339(),

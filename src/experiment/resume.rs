@@ -4,13 +4,41 @@
 //! and where the continued run starts (a warm-up first, as the run itself began).
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
 use super::schedule::Slot;
+use super::spec::Experiment;
 use crate::prover::params::{self, ParamsOrigin};
 use crate::store::{self, Meta, RunRow};
+
+/// The experiment to run (with its text, as copied into the run folder) and the run
+/// folder to resume, if any: `resume`'s own copy of the experiment when given.
+pub fn load_experiment(
+    exp_path: Option<&Path>,
+    resume: Option<&Path>,
+) -> Result<(Experiment, String, Option<PathBuf>)> {
+    Ok(match (resume, exp_path) {
+        (Some(dir), _) => {
+            let copy = dir.join(store::EXPERIMENT_COPY);
+            if std::fs::symlink_metadata(&copy).is_err() {
+                bail!(
+                    "{} is not a run folder to resume (no {})",
+                    dir.display(),
+                    store::EXPERIMENT_COPY
+                );
+            }
+            let (e, t) = Experiment::load_copy(dir, store::EXPERIMENT_COPY)?;
+            (e, t, Some(dir.to_path_buf()))
+        }
+        (None, Some(p)) => {
+            let (e, t) = Experiment::load(p)?;
+            (e, t, None)
+        }
+        (None, None) => bail!("give an experiment file, or --resume RUN_DIR"),
+    })
+}
 
 /// Refuses a resume whose experiment copy no longer matches meta.json, naming each
 /// difference. `fresh` is the meta a new run of the copy would start with, with the

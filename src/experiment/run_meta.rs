@@ -26,13 +26,17 @@ pub(super) fn new_run_meta(
         counters,
         gpu,
         workload: match external {
-            Some(_) => super::external::workload_meta(),
-            None => WorkloadMeta {
-                circuit: exp.workload.circuit.as_str().into(),
-                log2_constraints: exp.workload.log2_constraints,
-                batch: exp.workload.batch,
-                backend: exp.workload.backend.as_str().into(),
-            },
+            Some(_) => WorkloadMeta::command(),
+            None => WorkloadMeta::groth16(
+                exp.workload.circuit.as_str(),
+                exp.workload.log2_constraints,
+                exp.workload.batch,
+                exp.workload.backend.as_str(),
+            ),
+        },
+        phases: match external {
+            Some(_) => super::external::phase_spec(exp.workload.gaps.as_ref()),
+            None => crate::prover::spans::phase_spec(),
         },
         variants: variants
             .iter()
@@ -127,5 +131,65 @@ mod tests {
         assert!(record_gpu_meta(&mut g, &shifted, shared, true));
         assert_eq!(g.util_placement.len(), 3);
         assert_eq!(g.util_placement[0], "GPU 0: driver samples (…)");
+    }
+}
+
+#[cfg(test)]
+mod phases_tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::phases::WorkloadKind;
+
+    fn meta_of(workload: &str) -> store::Meta {
+        let text = format!("name = \"e\"\n[workload]\n{workload}\n[[variant]]\nname = \"a\"\n");
+        let exp = Experiment::parse(&text, Path::new("e.toml")).unwrap();
+        let variants = exp.resolved_variants();
+        let sources = vec![Source::Off; variants.len()];
+        new_run_meta(
+            &exp,
+            &variants,
+            &sources,
+            &[],
+            BTreeMap::new(),
+            store::GpuMeta::default(),
+        )
+    }
+
+    fn json(meta: &store::Meta) -> serde_json::Value {
+        serde_json::to_value(meta).unwrap()
+    }
+
+    #[test]
+    fn a_provers_run_records_its_kind_circuit_and_the_provers_phases() {
+        let m = meta_of("circuit = \"porep\"\nlog2_constraints = 10\nbatch = 2");
+        assert_eq!(m.workload.kind(), WorkloadKind::Groth16);
+        assert_eq!(m.phases(), &crate::prover::spans::phase_spec());
+        let j = json(&m);
+        assert_eq!(j["workload"]["kind"], "groth16");
+        assert_eq!(j["workload"]["circuit"], "porep");
+        assert_eq!(j["workload"]["batch"], 2);
+        assert_eq!(j["phases"]["root"], "prove");
+        assert_eq!(j["phases"]["wrapper"], "gpu_prove");
+        assert_eq!(j["schema_version"], store::SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_commands_run_has_its_own_root_and_no_circuit_fields() {
+        let m = meta_of("command = [\"./bench\"]");
+        assert!(m.workload.is_command());
+        let j = json(&m);
+        assert_eq!(j["workload"], serde_json::json!({"kind": "command"}));
+        assert_eq!(j["phases"], serde_json::json!({"root": "program"}));
+        // The experiment's gaps name the run's wrapper and inner spans.
+        let m = meta_of(
+            "command = [\"./bench\"]\ngaps = { wrapper = \"step\", inner = [\"compute\"] }",
+        );
+        assert_eq!(m.phases().root, "program");
+        assert_eq!(m.phases().wrapper.as_deref(), Some("step"));
+        assert_eq!(m.phases().inner, ["compute"]);
+        // Read back, it is the same meta.
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<store::Meta>(&text).unwrap(), m);
     }
 }

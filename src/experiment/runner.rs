@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::debug::DebugHooks;
 use super::emulation;
@@ -17,7 +17,8 @@ use super::revs::RevVariants;
 use super::run_meta::{new_run_meta, record_gpu_meta};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
-use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
+use super::spec::{ProcessPolicy, ResolvedVariant};
+use super::until_decided::{Plan, Stop, UntilDecided};
 use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::prover;
@@ -38,6 +39,9 @@ pub struct RunOptions {
     pub nvtx: bool,
     /// Test doubles (hidden flags); none by default.
     pub debug: DebugHooks,
+    /// Add pairs until the comparison is decided (`--until-decided`); a resumed run of
+    /// that kind continues so without it.
+    pub until_decided: Option<UntilDecided>,
 }
 
 /// What a finished run reports.
@@ -47,6 +51,8 @@ pub struct RunOutcome {
     pub rows: Vec<RunRow>,
     pub spans: Vec<SpanRow>,
     pub failed: usize,
+    /// Why a run of `--until-decided` stopped.
+    pub stopped: Option<Stop>,
 }
 
 fn check_writable(dir: &Path) -> Result<()> {
@@ -144,33 +150,6 @@ fn write_failed(dir: &Path, rep: u32) -> String {
     )
 }
 
-/// The experiment to run (with its text, as copied into the run folder) and the run
-/// folder to resume, if any: `resume`'s own copy of the experiment when given.
-fn load_experiment(
-    exp_path: Option<&Path>,
-    resume: Option<&Path>,
-) -> Result<(Experiment, String, Option<PathBuf>)> {
-    Ok(match (resume, exp_path) {
-        (Some(dir), _) => {
-            let copy = dir.join(store::EXPERIMENT_COPY);
-            if std::fs::symlink_metadata(&copy).is_err() {
-                bail!(
-                    "{} is not a run folder to resume (no {})",
-                    dir.display(),
-                    store::EXPERIMENT_COPY
-                );
-            }
-            let (e, t) = Experiment::load_copy(dir, store::EXPERIMENT_COPY)?;
-            (e, t, Some(dir.to_path_buf()))
-        }
-        (None, Some(p)) => {
-            let (e, t) = Experiment::load(p)?;
-            (e, t, None)
-        }
-        (None, None) => bail!("give an experiment file, or --resume RUN_DIR"),
-    })
-}
-
 /// The run's progress bar over `total` reps, `done` of them finished; hidden without
 /// `progress`.
 fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::ProgressBar {
@@ -191,7 +170,8 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
-    let (exp, text, resume) = load_experiment(exp_path, opts.resume.as_deref())?;
+    let (mut exp, text, resume) = resume::load_experiment(exp_path, opts.resume.as_deref())?;
+    let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
     // `tracing` spans of the code in-process reps run are recorded with their spans.
     crate::capture::tracing_sink::install();
     let mut variants = exp.resolved_variants();
@@ -231,7 +211,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // Before meta.json, which measures the recorder as the reps will use it.
     trace::process_cpu::set_mode(exp.run.process_cpu);
     // Everything that can fail cheaply fails before params are made.
-    let (mut writer, done_rows, meta) = match &resume {
+    let (mut writer, done_rows, mut meta) = match &resume {
         Some(dir) => {
             let meta = store::read_meta(dir)?;
             let mut fresh = new_run_meta(
@@ -273,6 +253,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             (None, Vec::new(), meta)
         }
     };
+    if let Some(u) = until.as_mut() {
+        u.record(&mut exp, &mut meta, opts.progress);
+    }
     let external = exp.workload.external.as_ref();
     let (params, origins) = match external {
         // A program of the user's needs no params.
@@ -282,7 +265,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     if let Some(dir) = &resume {
         resume::check_params_match(dir, &meta, &origins)?;
     }
-    let mut meta = meta;
     if resume.is_none() {
         meta.params = origins
             .iter()
@@ -389,7 +371,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         telemetry: Some(&telemetry),
         debug: &opts.debug,
     };
-    let ran_none = todo.is_empty();
+    let kept = done_rows.len();
     // The worker of this build's variants with process = "per_variant".
     let own_exe = (exp.run.process == ProcessPolicy::PerVariant)
         .then(std::env::current_exe)
@@ -401,9 +383,16 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let mut rows = done_rows;
     let mut all_spans = Vec::new();
     let mut interrupted = false;
+    let mut stopped = None;
     for slot in todo {
         if interrupt::requested() {
             interrupted = true;
+            break;
+        }
+        stopped = until
+            .as_mut()
+            .and_then(|u| u.before_slot(&rows, &dir, &bar));
+        if stopped.is_some() {
             break;
         }
         let v = &variants[slot.variant];
@@ -453,10 +442,13 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 )?
             }
             (Some(ext), _, _) => {
+                // The root as the run folder names it (a resumed folder keeps its own).
+                let root = meta.phases().root.clone();
                 let rep = match &unbuilt[slot.variant] {
                     Some(why) => super::external::unbuilt_rep(v, slot, why),
                     None => super::external::run_rep(
                         ext,
+                        &root,
                         v,
                         slot,
                         rep_timeout,
@@ -547,6 +539,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         all_spans.extend(spans);
         bar.inc(1);
     }
+    if !interrupted {
+        stopped = stopped.or_else(|| Some(until.as_mut()?.at_end(&rows, &dir, &bar)));
+    }
     bar.finish_and_clear();
     if interrupted {
         return Err(Interrupted {
@@ -557,7 +552,10 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     }
     // A resume with nothing left to run leaves meta.json as it was: the run completed
     // when it completed, not when it was looked at again.
-    if !(ran_none && meta.completed_utc.is_some()) {
+    if !(rows.len() == kept && meta.completed_utc.is_some()) {
+        if let (Some(s), Some(u)) = (&stopped, meta.until_decided.as_mut()) {
+            u.stopped = Some(s.to_string());
+        }
         meta.completed_utc = Some(chrono::Utc::now().to_rfc3339());
         if let Some(d) = meta.drift.as_mut() {
             d.end = Some(store::envinfo::machine_state(telemetry.gpu_clocks()));
@@ -573,6 +571,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         rows,
         spans: all_spans,
         failed,
+        stopped,
     })
 }
 

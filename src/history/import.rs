@@ -83,7 +83,9 @@ fn workload_key(run: &RunData) -> String {
         Some(ext) => format!("command {} ({base})", ext.command.join(" ")),
         None => format!(
             "{} 2^{} x{}",
-            m.workload.circuit, m.workload.log2_constraints, m.workload.batch
+            m.workload.field("circuit"),
+            m.workload.field("log2_constraints"),
+            m.workload.field("batch")
         ),
     }
 }

@@ -48,9 +48,9 @@ fn count(conn: &rusqlite::Connection) -> i64 {
 fn a_folder_imports_once_and_again_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("r1");
-    folder(&dir, "aaaa", "h1", 1.0, 1);
+    folder(&dir, "aaaaaaa", "h1", 1.0, 1);
     let mut conn = schema::open(&tmp.path().join("h.sqlite")).unwrap();
-    let c = ctx(&["aaaa"]);
+    let c = ctx(&["aaaaaaa"]);
     let first = import::import_folder(&mut conn, &dir, &c, false).unwrap();
     let Imported::Stored {
         values, already, ..
@@ -71,7 +71,7 @@ fn a_folder_imports_once_and_again_changes_nothing() {
             dir: dir.clone(),
             values: 0,
             already: values,
-            commits: vec!["aaaa".into()]
+            commits: vec!["aaaaaaa".into()]
         }
     );
     assert_eq!(count(&conn), n);
@@ -98,12 +98,12 @@ fn bad_folders_are_skipped_with_the_reason() {
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let cut = tmp.path().join("cut");
-    folder(&cut, "aaaa", "h1", 1.0, 1);
+    folder(&cut, "aaaaaaa", "h1", 1.0, 1);
     let spans = cut.join(store::SPANS);
     let text = std::fs::read_to_string(&spans).unwrap();
     std::fs::write(&spans, &text[..text.len() - 7]).unwrap();
     let mut conn = schema::open(&tmp.path().join("h.sqlite")).unwrap();
-    let c = ctx(&["aaaa"]);
+    let c = ctx(&["aaaaaaa"]);
     for (d, words) in [(&empty, "no meta.json"), (&cut, "spans.csv")] {
         match import::import_folder(&mut conn, d, &c, false).unwrap() {
             Imported::Skipped { reason, .. } => assert!(reason.contains(words), "{reason}"),
@@ -117,7 +117,8 @@ fn bad_folders_are_skipped_with_the_reason() {
 fn a_tree_of_hosts_gives_a_series_per_host_in_commit_order() {
     let tmp = tempfile::tempdir().unwrap();
     let shas = [
-        "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "ca", "cb",
+        "c000000", "c100000", "c200000", "c300000", "c400000", "c500000", "c600000", "c700000",
+        "c800000", "c900000", "ca00000", "cb00000",
     ];
     for (i, sha) in shas.iter().enumerate() {
         for host in ["h1", "h2"] {
@@ -155,8 +156,8 @@ fn a_tree_of_hosts_gives_a_series_per_host_in_commit_order() {
             a.detection.medians,
             a.detection.noise
         );
-        assert_eq!(confirmed[0].last_before, "c5");
-        assert_eq!(confirmed[0].first_after, "c6");
+        assert_eq!(confirmed[0].last_before, "c500000");
+        assert_eq!(confirmed[0].first_after, "c600000");
     }
     let steps = series::regressions(&conn, &filter, &DetectOptions::default()).unwrap();
     let id = &steps[0].id;

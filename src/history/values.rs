@@ -65,7 +65,7 @@ pub fn of_run(run: &RunData) -> Vec<RepValues> {
     }
     let mut out = Vec::new();
     for r in &run.runs {
-        if r.warmup || r.status != RepStatus::Ok || !r.verified {
+        if r.warmup || r.status != RepStatus::Ok || !r.checked {
             continue;
         }
         let Some(spans) = by_rep.get(&(r.rep, r.variant.as_str())) else {

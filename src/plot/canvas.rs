@@ -9,7 +9,6 @@ use std::sync::OnceLock;
 
 use ab_glyph::{point, Font, FontRef, Glyph, GlyphId, PxScale, ScaleFont};
 
-use crate::prover::spans;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -380,27 +379,30 @@ const PALETTE: [RGBColor; 12] = [
     RGBColor(60, 140, 200),
 ];
 
-/// The canonical span names get fixed colours so that every chart agrees; other names
-/// get a stable colour from their hash.
+/// The colour of inner (kernel) time in the gaps chart, as of `kernels`.
+pub const INNER_COLOR: RGBColor = PALETTE[2];
+
+/// The Groth16 prover's span names (its phases and kernels) get fixed colours so that
+/// every chart of its runs agrees; other names get a stable colour from their hash.
 pub fn span_color(name: &str) -> RGBColor {
     let base = name.split('[').next().unwrap_or(name);
     let fixed = match base {
-        spans::PROVE => Some(RGBColor(150, 150, 150)),
-        spans::SYNTHESIS => Some(PALETTE[0]),
-        spans::GPU_PROVE => Some(RGBColor(120, 120, 120)),
-        spans::ENTRY => Some(PALETTE[9]),
-        spans::PREP => Some(PALETTE[4]),
-        spans::SPLIT_VECTORS_ALLOC => Some(PALETTE[7]),
-        spans::KERNELS => Some(PALETTE[2]),
+        "prove" => Some(RGBColor(150, 150, 150)),
+        "synthesis" => Some(PALETTE[0]),
+        "gpu_prove" => Some(RGBColor(120, 120, 120)),
+        "entry" => Some(PALETTE[9]),
+        "prep" => Some(PALETTE[4]),
+        "split_vectors_alloc" => Some(PALETTE[7]),
+        "kernels" => Some(INNER_COLOR),
         "ntt_h" => Some(PALETTE[5]),
         "msm_h" => Some(PALETTE[10]),
         "msm_l" => Some(PALETTE[3]),
         "msm_a" => Some(PALETTE[11]),
         "msm_b_g1" => Some(PALETTE[6]),
-        spans::B_G2_MSM => Some(PALETTE[1]),
-        spans::ASSEMBLE => Some(PALETTE[8]),
-        spans::DROP => Some(RGBColor(214, 96, 77)),
-        spans::DROP_ASSIGNMENTS => Some(RGBColor(180, 60, 60)),
+        "b_g2_msm" => Some(PALETTE[1]),
+        "assemble" => Some(PALETTE[8]),
+        "drop" => Some(RGBColor(214, 96, 77)),
+        "drop_assignments" => Some(RGBColor(180, 60, 60)),
         _ => None,
     };
     let c = fixed.unwrap_or_else(|| {

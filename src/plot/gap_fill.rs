@@ -10,33 +10,26 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::prover::spans;
 use crate::stats::median;
 use crate::store::ActivityKind;
 use crate::store::{RunView, SpanRow, SpanTime};
 use crate::trace::selftime::Coverage;
-
-pub const OUTER: &str = spans::GPU_PROVE;
-pub const INNER: &str = spans::KERNELS;
-
-/// The backend's compute children of the wrapper: its kernels, and the B-G2 MSM, which
-/// the CPU backend (like upstream supraseal) runs outside `kernels`. Without CUPTI records
-/// they are the inner time, so that the chart's gap is the diff's unattributed time of
-/// the wrapper less its bookkeeping children (entry, prep, assemble, drop).
-pub const INNER_SPANS: [&str; 2] = [spans::KERNELS, spans::B_G2_MSM];
 
 /// The wrapper and inner spans a run's chart uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GapNames {
     pub wrapper: String,
     pub inner: Vec<String>,
-    /// Named by the experiment (`[workload] gaps`), not the prover's defaults.
+    /// Named by the experiment (`[workload] gaps`), not the run's phases.
     pub configured: bool,
 }
 
 impl GapNames {
-    /// The experiment's `gaps` where the run's meta.json has it, else `gpu_prove` and the
-    /// backend's compute children.
+    /// The experiment's `gaps` where the run's meta.json has it, else the wrapper and
+    /// inner spans of the run's phases (the prover's: `gpu_prove` and its compute
+    /// children, `kernels` and `b_g2_msm`, so that without CUPTI records the chart's gap
+    /// is the diff's unattributed time of the wrapper less its bookkeeping children).
+    /// A run whose phases name no wrapper has an empty one, which no span matches.
     pub fn of(input: &RunView) -> GapNames {
         match &input.data.meta.gaps {
             Some(g) => GapNames {
@@ -44,11 +37,14 @@ impl GapNames {
                 inner: g.inner.clone(),
                 configured: true,
             },
-            None => GapNames {
-                wrapper: OUTER.into(),
-                inner: INNER_SPANS.iter().map(|s| s.to_string()).collect(),
-                configured: false,
-            },
+            None => {
+                let phases = input.data.meta.phases();
+                GapNames {
+                    wrapper: phases.wrapper.clone().unwrap_or_default(),
+                    inner: phases.inner.clone(),
+                    configured: false,
+                }
+            }
         }
     }
 
@@ -375,6 +371,9 @@ pub fn fill_lines(sides: [(&RunView, &str); 2]) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The synthetic run's main inner span (the prover's).
+    const INNER: &str = "kernels";
 
     #[test]
     fn without_kernel_records_there_is_nothing_to_split_and_with_them_the_host_spans_fill_it() {

@@ -1,20 +1,18 @@
-//! Gaps: for every measured rep, the wrapper (`gpu_prove`, or the experiment's
-//! `gaps.wrapper`) against the inner GPU time, drawn where it happened; the wrapper's
+//! Gaps: for every measured rep, the wrapper (the run's phases' `wrapper`, `gpu_prove`
+//! for the prover, or the experiment's `gaps.wrapper`) against the inner GPU time, drawn where it happened; the wrapper's
 //! time outside it is the striped gap. The seed's 10.2-second ghost is exactly such a gap.
 //!
 //! Inner GPU time is the GPU's own view where the rep has one: the union of the kernels
 //! CUPTI recorded inside the wrapper (`gpu_activity.csv`), which also covers code that
 //! records no spans of its own (the upstream prover, an external program). A rep without
-//! kernel records falls back to the inner spans: the backend's compute children
-//! ([`INNER_SPANS`]) or the experiment's `gaps.inner`. A run with no span named like the
+//! kernel records falls back to the inner spans: the phases' `inner` (the backend's
+//! compute children) or the experiment's `gaps.inner`. A run with no span named like the
 //! wrapper gets no chart at all ([`not_drawn`] says why).
 
 use plotters::prelude::*;
 
 use super::canvas::*;
-pub use super::gap_fill::{
-    rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap, INNER, INNER_SPANS, OUTER,
-};
+pub use super::gap_fill::{rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::stats::median;
 use crate::store::RunView;
@@ -58,13 +56,22 @@ pub fn not_drawn(input: &RunView) -> Option<String> {
              in [workload] gaps",
             names.wrapper
         )
+    } else if names.wrapper.is_empty() {
+        format!(
+            "not drawn: this program's run names no wrapper; add gaps = {{ wrapper = \"SPAN\", \
+             inner = [\"SPAN\", …] }} to [workload] ({seen})"
+        )
     } else if input.data.meta.workload.is_command() {
         format!(
-            "not drawn: this program's run names no wrapper and has no {OUTER} span; add \
-             gaps = {{ wrapper = \"SPAN\", inner = [\"SPAN\", …] }} to [workload] ({seen})"
+            "not drawn: this program's run names no wrapper and has no {} span; add \
+             gaps = {{ wrapper = \"SPAN\", inner = [\"SPAN\", …] }} to [workload] ({seen})",
+            names.wrapper
         )
     } else {
-        format!("not drawn: no {OUTER} span in any verified rep ({seen})")
+        format!(
+            "not drawn: no {} span in any verified rep ({seen})",
+            names.wrapper
+        )
     })
 }
 
@@ -203,7 +210,7 @@ impl Gaps {
                 let mut at = 0;
                 for &(a, b) in &r.inner {
                     c.hatch((px(at), y0), (px(a), y1), GHOST)?;
-                    c.rect((px(a), y0), (px(b), y1), span_color(INNER).to_rgba())?;
+                    c.rect((px(a), y0), (px(b), y1), INNER_COLOR.to_rgba())?;
                     at = b;
                 }
                 c.hatch((px(at), y0), (px(r.outer_ns), y1), GHOST)?;
@@ -246,7 +253,7 @@ impl Gaps {
             "inner GPU time: CUPTI kernels, else the inner spans ({})",
             names.inner_list()
         );
-        c.rect((20, y - 7), (40, y + 7), span_color(INNER).to_rgba())?;
+        c.rect((20, y - 7), (40, y + 7), INNER_COLOR.to_rgba())?;
         c.text(&inner_label, (48, y), LABEL_PX, INK, Align::Left)?;
         let lx = 48 + text_width(&inner_label, LABEL_PX) + 30;
         c.hatch((lx, y - 7), (lx + 20, y + 7), GHOST)?;
@@ -325,6 +332,9 @@ impl Chart for Gaps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The synthetic run's main inner span (the prover's).
+    const INNER: &str = "kernels";
     use crate::analysis::synthetic::SyntheticRun;
     use crate::store::gpu_lanes::GpuRecords;
     use crate::store::GpuActivityRow;

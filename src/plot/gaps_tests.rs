@@ -7,15 +7,19 @@ use super::*;
 use crate::analysis::synthetic::SyntheticRun;
 use crate::analysis::{diff_runs, DiffOptions};
 use crate::plot::{render, Chart, ImageFormat};
-use crate::prover::spans;
 use crate::store::GapsSpec;
 use crate::trace::selftime::Coverage;
+
+/// The synthetic run's wrapper, main inner span and CPU-side MSM (the prover's).
+const OUTER: &str = "gpu_prove";
+const INNER: &str = "kernels";
+const B_G2_MSM: &str = "b_g2_msm";
 
 fn view_with(gaps: Option<GapsSpec>, command: bool) -> RunView {
     let mut data = SyntheticRun::new().build();
     data.meta.gaps = gaps;
     if command {
-        data.meta.workload = crate::experiment::external::workload_meta();
+        data.meta.workload = crate::store::WorkloadMeta::command();
     }
     RunView::new(data)
 }
@@ -40,7 +44,7 @@ fn chart_unattributed(r: &RepGap) -> u64 {
 fn on_the_cpu_backend_the_chart_agrees_with_the_diffs_gaps_table() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aa-cpu-a");
     let input = RunView::load(&dir).unwrap();
-    assert_eq!(input.data.meta.workload.backend, "cpu");
+    assert_eq!(input.data.meta.workload.backend(), "cpu");
     let d = diff_runs(
         &input.data,
         "baseline",
@@ -105,7 +109,7 @@ fn the_experiments_gaps_name_the_wrapper_and_the_inner_spans() {
     for (n, b) in narrow.iter().zip(&base) {
         assert_eq!(n.outer_ns, b.outer_ns);
         assert!(n.inner_ns < b.inner_ns && n.gap_ns > b.gap_ns);
-        assert!(n.others.iter().any(|(name, _, _)| name == spans::B_G2_MSM));
+        assert!(n.others.iter().any(|(name, _, _)| name == B_G2_MSM));
         assert_eq!(n.unattributed_ns, b.unattributed_ns);
     }
     // Another wrapper: `synthesis`, whose inner spans are its per-item children (on
@@ -150,7 +154,7 @@ fn without_a_wrapper_span_the_chart_is_not_drawn_and_says_why() {
     // An external program's run with no gaps: not drawn, saying what to add. (The
     // synthetic run's spans are renamed so that it has no gpu_prove.)
     let mut data = SyntheticRun::new().build();
-    data.meta.workload = crate::experiment::external::workload_meta();
+    data.meta.workload = crate::store::WorkloadMeta::command();
     for s in &mut data.spans {
         if s.name == OUTER {
             s.name = "step".into();

@@ -13,12 +13,73 @@ pub enum ReadLine<'a> {
     Overlong(&'a [u8]),
 }
 
+/// Cuts a stream handed over in chunks into lines, holding at most `limit` bytes of one:
+/// the same lines as [`for_each_line`], for a caller that reads the stream itself (and
+/// notes when each chunk came).
+#[derive(Debug)]
+pub struct LineSplitter {
+    line: Vec<u8>,
+    skipping: bool,
+    limit: usize,
+}
+
+impl LineSplitter {
+    pub fn new(limit: usize) -> Self {
+        LineSplitter {
+            line: Vec::with_capacity(256),
+            skipping: false,
+            limit,
+        }
+    }
+
+    /// Hands every line that `chunk` completes to `on_line`.
+    pub fn push(&mut self, mut chunk: &[u8], mut on_line: impl FnMut(ReadLine<'_>)) {
+        while !chunk.is_empty() {
+            let nl = chunk.iter().position(|&b| b == b'\n');
+            let (part, rest) = match nl {
+                Some(i) => (&chunk[..i], Some(&chunk[i + 1..])),
+                None => (chunk, None),
+            };
+            if !self.skipping {
+                let room = self.limit - self.line.len();
+                if part.len() > room {
+                    self.line.extend_from_slice(&part[..room]);
+                    on_line(ReadLine::Overlong(&self.line));
+                    self.line.clear();
+                    self.skipping = true;
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            match rest {
+                Some(rest) => {
+                    if !self.skipping {
+                        on_line(ReadLine::Whole(&self.line));
+                    }
+                    self.line.clear();
+                    self.skipping = false;
+                    chunk = rest;
+                }
+                None => chunk = &[],
+            }
+        }
+    }
+
+    /// At the stream's end: a last line without a newline counts as a line.
+    pub fn finish(&mut self, mut on_line: impl FnMut(ReadLine<'_>)) {
+        if !self.skipping && !self.line.is_empty() {
+            on_line(ReadLine::Whole(&self.line));
+        }
+        self.line.clear();
+        self.skipping = false;
+    }
+}
+
 /// Reads `r` to its end, handing every line to `on_line`; lines longer than `limit`
 /// bytes come as [`ReadLine::Overlong`]. A last line without a newline counts as a line.
 /// Read errors other than interruption end the stream.
 pub fn for_each_line(mut r: impl Read, limit: usize, mut on_line: impl FnMut(ReadLine<'_>)) {
-    let mut line: Vec<u8> = Vec::with_capacity(256);
-    let mut skipping = false;
+    let mut lines = LineSplitter::new(limit);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match r.read(&mut buf) {
@@ -27,40 +88,9 @@ pub fn for_each_line(mut r: impl Read, limit: usize, mut on_line: impl FnMut(Rea
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        let mut chunk = &buf[..n];
-        while !chunk.is_empty() {
-            let nl = chunk.iter().position(|&b| b == b'\n');
-            let (part, rest) = match nl {
-                Some(i) => (&chunk[..i], Some(&chunk[i + 1..])),
-                None => (chunk, None),
-            };
-            if !skipping {
-                let room = limit - line.len();
-                if part.len() > room {
-                    line.extend_from_slice(&part[..room]);
-                    on_line(ReadLine::Overlong(&line));
-                    line.clear();
-                    skipping = true;
-                } else {
-                    line.extend_from_slice(part);
-                }
-            }
-            match rest {
-                Some(rest) => {
-                    if !skipping {
-                        on_line(ReadLine::Whole(&line));
-                    }
-                    line.clear();
-                    skipping = false;
-                    chunk = rest;
-                }
-                None => chunk = &[],
-            }
-        }
+        lines.push(&buf[..n], &mut on_line);
     }
-    if !skipping && !line.is_empty() {
-        on_line(ReadLine::Whole(&line));
-    }
+    lines.finish(on_line);
 }
 
 #[cfg(test)]

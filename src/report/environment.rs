@@ -93,20 +93,33 @@ pub fn environment_section(input: &RunView) -> String {
             Some(e) => format!("external command: {}", e.command.join(" ")),
             None => format!(
                 "{} 2^{} constraints × {} on {}",
-                m.workload.circuit,
-                m.workload.log2_constraints,
-                m.workload.batch,
-                m.workload.backend
+                m.workload.field("circuit"),
+                m.workload.field("log2_constraints"),
+                m.workload.field("batch"),
+                m.workload.field("backend")
             ),
         },
     ]);
+    // A run of `--until-decided` records its cap as `reps`, and why it stopped.
+    let reps = match &m.until_decided {
+        Some(_) => format!("at most {} measured reps (until decided)", m.reps),
+        None => format!("{} measured reps", m.reps),
+    };
     rows.push(vec![
         "run policy".into(),
         format!(
-            "{} measured reps + {} warm-up(s) per variant, {} order, {} process",
-            m.reps, m.warmups, m.order, m.process
+            "{reps} + {} warm-up(s) per variant, {} order, {} process",
+            m.warmups, m.order, m.process
         ),
     ]);
+    if let Some(u) = &m.until_decided {
+        let budget = u
+            .budget_s
+            .map(|b| format!("budget {b} s; "))
+            .unwrap_or_default();
+        let why = u.stopped.as_deref().unwrap_or("not stopped yet");
+        rows.push(vec!["until decided".into(), format!("{budget}{why}")]);
+    }
     rows.push(vec![
         "started / completed (UTC)".into(),
         format!(

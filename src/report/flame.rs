@@ -75,7 +75,7 @@ pub fn default_span(input: &RunView, profiles: &[RepProfile]) -> Option<String> 
     input
         .span_order()
         .into_iter()
-        .filter(|n| n != crate::prover::spans::PROVE)
+        .filter(|n| n != &input.data.meta.phases().root)
         .filter(|n| sampled.is_empty() || sampled.contains(n.as_str()))
         .map(|n| {
             let best = variants
@@ -253,9 +253,12 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
          span of their own (a C/C++ library's, or a pool's between tasks). Widths are samples \
          over the measured reps.\n",
         if chosen {
-            ""
+            String::new()
         } else {
-            " (the span below `prove` with the most self time of those with 1% of the samples or more; `gapscope report --flame-span NAME` picks another)"
+            format!(
+                " (the span below `{}` with the most self time of those with 1% of the samples or more; `gapscope report --flame-span NAME` picks another)",
+                data.meta.phases().root
+            )
         }
     );
     for variant in input.variants() {

@@ -130,10 +130,10 @@ pub fn write_report_with(
         Some(e) => format!("External command {}", md_code(&e.command.join(" "))),
         None => format!(
             "{} 2^{} constraints × {} on the `{}` backend",
-            md_text(&m.workload.circuit),
-            m.workload.log2_constraints,
-            m.workload.batch,
-            md_text(&m.workload.backend)
+            md_text(&m.workload.field("circuit")),
+            m.workload.field("log2_constraints"),
+            m.workload.field("batch"),
+            md_text(&m.workload.field("backend"))
         ),
     };
     let _ = writeln!(

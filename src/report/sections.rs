@@ -5,9 +5,7 @@
 use std::fmt::Write;
 
 use crate::analysis::{self, Diff, DiffError, DiffOptions, Section};
-use crate::plot::gaps::{INNER, OUTER};
 use crate::plot::verdict::{change_text, Changes, Quantity};
-use crate::prover::spans;
 use crate::stats::median;
 use crate::store::RunData;
 use crate::store::{RunView, SpanRow, SpanTime};
@@ -226,7 +224,7 @@ pub fn spans_section(input: &RunView, changes: &Changes) -> String {
             .filter(|r| {
                 &r.variant == v
                     && !r.warmup
-                    && !(r.status == crate::store::RepStatus::Ok && r.verified)
+                    && !(r.status == crate::store::RepStatus::Ok && r.checked)
             })
             .count();
         reps.push(format!("{ok} / {failed}"));
@@ -281,14 +279,18 @@ fn span_per_rep<'a>(input: &'a RunView, v: &str, name: &str) -> Vec<(u32, &'a Sp
 /// What the GPU itself says, where CUPTI saw the kernels: per variant, kernel time
 /// inside the GPU wrapper against the wrapper's duration (medians over reps).
 fn gpu_busy_lines(input: &RunView) -> Vec<String> {
+    // The run's wrapper (the prover's `gpu_prove`); none named: nothing to say.
+    let Some(outer) = input.data.meta.phases().wrapper.as_deref() else {
+        return Vec::new();
+    };
     let mut lines = Vec::new();
     let names = crate::plot::gaps::GapNames::of(input);
     for v in &input.variants() {
-        let busy: Vec<f64> = span_per_rep(input, v, OUTER)
+        let busy: Vec<f64> = span_per_rep(input, v, outer)
             .into_iter()
             .filter_map(|(_, outer)| outer.gpu_busy_ns.map(|b| b as f64))
             .collect();
-        if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, OUTER, SpanTime::Total)) {
+        if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, outer, SpanTime::Total)) {
             let reps = crate::plot::gaps::rep_gaps_of(input, v, &names);
             let fill: Vec<String> = crate::plot::gap_fill::fillers(input, &reps, &names)
                 .iter()
@@ -305,7 +307,7 @@ fn gpu_busy_lines(input: &RunView) -> Vec<String> {
                 )
             };
             lines.push(format!(
-                "{v}: CUPTI saw a kernel running for {} of `{OUTER}` (median), the GPU idle for the other {}.{filled}",
+                "{v}: CUPTI saw a kernel running for {} of `{outer}` (median), the GPU idle for the other {}.{filled}",
                 fmt_ns_short(b),
                 fmt_ns_short((o - b).max(0.0))
             ));
@@ -318,10 +320,14 @@ fn gpu_busy_lines(input: &RunView) -> Vec<String> {
 /// a library's own included) kept busy over the GPU wrapper, and the share of the
 /// wrapper with a kernel running where CUPTI saw them (medians over reps).
 fn busy_cores_lines(input: &RunView) -> Vec<String> {
+    // The run's wrapper (the prover's `gpu_prove`); none named: nothing to say.
+    let Some(outer) = input.data.meta.phases().wrapper.as_deref() else {
+        return Vec::new();
+    };
     let mut lines = Vec::new();
     for v in &input.variants() {
         let (mut cores, mut gpu) = (Vec::new(), Vec::new());
-        for (_, outer) in span_per_rep(input, v, OUTER) {
+        for (_, outer) in span_per_rep(input, v, outer) {
             cores.extend(outer.busy_cores());
             if outer.duration_ns > 0 {
                 gpu.extend(
@@ -337,7 +343,7 @@ fn busy_cores_lines(input: &RunView) -> Vec<String> {
             None => String::new(),
         };
         lines.push(format!(
-            "{v}: `{OUTER}` kept {c:.1} cores busy (process CPU time / wall, median){gpu}."
+            "{v}: `{outer}` kept {c:.1} cores busy (process CPU time / wall, median){gpu}."
         ));
     }
     lines
@@ -350,10 +356,14 @@ const BULK_COPY_BYTES: u64 = 1 << 20;
 /// Bulk host-to-GPU copy throughput inside the GPU wrapper, from CUPTI's memcpy records:
 /// per variant, the median over reps of bytes / time spent copying.
 fn h2d_lines(input: &RunView) -> Vec<String> {
+    // The run's wrapper (the prover's `gpu_prove`); none named: nothing to say.
+    let Some(outer) = input.data.meta.phases().wrapper.as_deref() else {
+        return Vec::new();
+    };
     let mut lines = Vec::new();
     for v in &input.variants() {
         let (mut gbps, mut bytes) = (Vec::new(), Vec::new());
-        for (rep, outer) in span_per_rep(input, v, OUTER) {
+        for (rep, outer) in span_per_rep(input, v, outer) {
             let (b, ns) = input
                 .gpu
                 .activity_of(rep)
@@ -373,7 +383,7 @@ fn h2d_lines(input: &RunView) -> Vec<String> {
         }
         if let (Some(g), Some(b)) = (median(&gbps), median(&bytes)) {
             lines.push(format!(
-                "{v}: host-to-GPU copies of 1 MiB or more inside `{OUTER}` moved {:.1} MB per rep at {g:.1} GB/s while copying (CUPTI memcpy records, median).",
+                "{v}: host-to-GPU copies of 1 MiB or more inside `{outer}` moved {:.1} MB per rep at {g:.1} GB/s while copying (CUPTI memcpy records, median).",
                 b / 1e6
             ));
         }
@@ -387,7 +397,7 @@ fn h2d_lines(input: &RunView) -> Vec<String> {
 fn drop_lines(input: &RunView) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &input.variants() {
-        for name in [spans::DROP, spans::DROP_ASSIGNMENTS] {
+        for name in &input.data.meta.phases().drops {
             let (mut ns, mut host, mut device, mut background) = (vec![], vec![], vec![], 0);
             for (_, s) in span_per_rep(input, v, name) {
                 let attrs: serde_json::Value = serde_json::from_str(&s.attrs).unwrap_or_default();
@@ -499,8 +509,10 @@ pub fn counters_section(input: &RunView) -> String {
     let variants = input.variants();
     let mut spans = input.top_level_names();
     spans.truncate(MAX_SPAN_ROWS);
-    if input.span_order().iter().any(|n| n == INNER) && !spans.iter().any(|n| n == INNER) {
-        spans.push(INNER.into());
+    if let Some(inner) = meta.phases().main_inner() {
+        if input.span_order().iter().any(|n| n == inner) && !spans.iter().any(|n| n == inner) {
+            spans.push(inner.into());
+        }
     }
     let mut header = vec!["span · counter".to_string()];
     header.extend(variants.iter().map(|v| format!("{v} (median)")));
@@ -552,9 +564,10 @@ pub fn counters_section(input: &RunView) -> String {
                 out,
                 "\ntask_clock_ns of a span is the CPU time of the thread that opened it alone: \
                  work it hands to pool threads (synthesis workers, prep and MSM threads) is not \
-                 in it, so `prove` shows little of the batch's CPU time. The CPU time of the whole \
+                 in it, so `{}` shows little of the batch's CPU time. The CPU time of the whole \
                  process (every thread) over a span is its process CPU time, shown as busy \
-                 cores in the spans section.\n"
+                 cores in the spans section.\n",
+                meta.phases().root
             );
         }
     }

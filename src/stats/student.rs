@@ -263,7 +263,7 @@ fn quantile_uncached(p: f64, df: f64) -> f64 {
         }
         let step = f / student_t_pdf(t, df);
         let mut next = t + step;
-        if !(next > lo && next < hi) || !next.is_finite() {
+        if !next.is_finite() || next <= lo || next >= hi {
             next = (lo + hi) / 2.0;
         }
         if (next - t).abs() <= 1e-13 * t.abs().max(1e-300) || hi - lo <= 1e-13 * hi {
@@ -305,7 +305,7 @@ impl TTest {
 
     /// The two-sided interval of the location at confidence `level` (0.95).
     pub fn interval(&self, level: f64) -> (f64, f64) {
-        if !(self.se > 0.0) {
+        if self.se.is_nan() || self.se <= 0.0 {
             return (self.estimate, self.estimate);
         }
         let q = student_t_quantile(0.5 + level / 2.0, self.df);

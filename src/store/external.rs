@@ -54,24 +54,6 @@ pub struct BuildMeta {
     pub status: String,
 }
 
-/// `workload.circuit` and `workload.backend` in meta.json of a command workload.
+/// `workload.circuit` and `workload.backend` in meta.json of a command workload in run
+/// folders of schema 1 (later ones have `workload.kind` instead).
 pub const COMMAND_WORKLOAD: &str = "command";
-
-impl super::WorkloadMeta {
-    /// Whether the run measured a program gapscope did not build (`command = […]`).
-    pub fn is_command(&self) -> bool {
-        self.circuit == COMMAND_WORKLOAD
-    }
-
-    /// The workload in a title: "porep 2^12 × 2 on cpu", or "command" for a program
-    /// gapscope did not build.
-    pub fn describe(&self) -> String {
-        if self.is_command() {
-            return "an external command".into();
-        }
-        format!(
-            "{} 2^{} × {} on {}",
-            self.circuit, self.log2_constraints, self.batch, self.backend
-        )
-    }
-}

@@ -222,14 +222,17 @@ pub fn resume_mismatch(stored: &Meta, fresh: &Meta) -> Vec<String> {
     };
     cmp("name", stored.experiment.clone(), fresh.experiment.clone());
     let (w, f) = (&stored.workload, &fresh.workload);
-    cmp("circuit", w.circuit.clone(), f.circuit.clone());
     cmp(
-        "log2_constraints",
-        w.log2_constraints.to_string(),
-        f.log2_constraints.to_string(),
+        "workload kind",
+        w.kind().as_str().into(),
+        f.kind().as_str().into(),
     );
-    cmp("batch", w.batch.to_string(), f.batch.to_string());
-    cmp("backend", w.backend.clone(), f.backend.clone());
+    // A command's folder of schema 1 has circuit fields ("command"), a fresh one none.
+    if w.circuit.is_some() && f.circuit.is_some() {
+        for field in ["circuit", "log2_constraints", "batch", "backend"] {
+            cmp(field, w.field(field), f.field(field));
+        }
+    }
     cmp("reps", stored.reps.to_string(), fresh.reps.to_string());
     cmp(
         "warmups",

@@ -38,6 +38,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 pub mod host;
+pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use gaps_spec::GapsSpec;
@@ -344,6 +345,13 @@ pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
                 meta.schema_version, meta.gapscope_version
             ),
         });
+    }
+    let checked = meta
+        .workload
+        .check()
+        .and_then(|_| meta.phases.as_ref().map_or(Ok(()), |p| p.check()));
+    if let Err(message) = checked {
+        return Err(StoreError::Invalid { path: p, message });
     }
     Ok(meta)
 }

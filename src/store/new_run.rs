@@ -9,6 +9,7 @@ use std::path::Path;
 use super::envinfo;
 use super::schema::{GpuMeta, Meta, SpanRow, VariantMeta, WorkloadMeta, SCHEMA_VERSION};
 use crate::counters::{Availability, CounterKind};
+use crate::phases::PhaseSpec;
 use crate::trace::{self, selftime};
 
 /// A new run's folder name: UTC time and a short nonce.
@@ -28,6 +29,8 @@ pub struct NewRun {
     pub counters: BTreeMap<String, Availability>,
     pub gpu: GpuMeta,
     pub workload: WorkloadMeta,
+    /// The names of the workload's span tree the readers look up.
+    pub phases: PhaseSpec,
     pub variants: Vec<VariantMeta>,
     pub reps: u32,
     pub warmups: u32,
@@ -64,6 +67,8 @@ impl NewRun {
             recorder: Some(trace::cost::recorder_meta()),
             drift: None,
             gaps: None,
+            until_decided: None,
+            phases: Some(self.phases),
         }
     }
 }

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::counters::Availability;
+use crate::phases::{PhaseSpec, WorkloadKind};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: meta.json's `workload.kind` and `phases`, a command's workload without circuit
+/// fields; runs.csv's `verified`/`proofs` are `checked`/`outputs`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Outcome of one rep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,12 +33,17 @@ pub struct RunRow {
     pub iteration: u32,
     pub warmup: bool,
     pub status: RepStatus,
-    /// Every proof of the rep passed bellperson's verifier.
-    pub verified: bool,
-    pub proofs: u32,
-    /// Start of the `prove` span, CLOCK_MONOTONIC ns.
+    /// Every output of the rep passed its workload's check (each proof bellperson's
+    /// verifier; a program's exit status). `verified` in run folders of schema 1.
+    #[serde(rename = "checked", alias = "verified")]
+    pub checked: bool,
+    /// What the rep produced: proofs of the Groth16 prover, 0 for a program. `proofs`
+    /// in run folders of schema 1.
+    #[serde(rename = "outputs", alias = "proofs")]
+    pub outputs: u32,
+    /// Start of the root span (meta.json's `phases.root`), CLOCK_MONOTONIC ns.
     pub start_ns: u64,
-    /// Duration of the `prove` span (0 when it did not complete).
+    /// Duration of the root span (0 when it did not complete).
     pub wall_ns: u64,
     pub started_utc: String,
     pub pid: u32,
@@ -61,8 +69,8 @@ impl RunRow {
             iteration: 0,
             warmup: false,
             status: RepStatus::Ok,
-            verified: true,
-            proofs: 0,
+            checked: true,
+            outputs: 0,
             start_ns: 0,
             wall_ns: 0,
             started_utc: String::new(),
@@ -405,13 +413,111 @@ impl GpuActivityRow {
     }
 }
 
-/// The workload every variant of a run proves (a variant may change only the backend).
+/// The workload every variant of a run measures: its kind, and for the Groth16 prover
+/// its circuit (a variant may change only the backend).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WorkloadMeta {
+    /// Absent in run folders of schema 1: the Groth16 prover, or a command where
+    /// `circuit` is "command" ([`WorkloadMeta::kind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<WorkloadKind>,
+    /// The Groth16 prover's circuit, size, batch and backend (absent for a command).
+    #[serde(flatten)]
+    pub circuit: Option<CircuitMeta>,
+}
+
+/// What the Groth16 prover proved, in meta.json's `workload`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CircuitMeta {
     pub circuit: String,
     pub log2_constraints: u32,
     pub batch: u32,
     pub backend: String,
+}
+
+impl WorkloadMeta {
+    /// A Groth16 prover's workload.
+    pub fn groth16(circuit: &str, log2_constraints: u32, batch: u32, backend: &str) -> Self {
+        WorkloadMeta {
+            kind: Some(WorkloadKind::Groth16),
+            circuit: Some(CircuitMeta {
+                circuit: circuit.into(),
+                log2_constraints,
+                batch,
+                backend: backend.into(),
+            }),
+        }
+    }
+
+    /// A command's workload: its kind alone (its command is in meta.json's `external`).
+    pub fn command() -> Self {
+        WorkloadMeta {
+            kind: Some(WorkloadKind::Command),
+            circuit: None,
+        }
+    }
+
+    /// The kind, also of a folder of schema 1.
+    pub fn kind(&self) -> WorkloadKind {
+        match (self.kind, &self.circuit) {
+            (Some(k), _) => k,
+            (None, Some(c)) if c.circuit == super::external::COMMAND_WORKLOAD => {
+                WorkloadKind::Command
+            }
+            (None, _) => WorkloadKind::Groth16,
+        }
+    }
+
+    /// Whether the run measured a program gapscope did not build (`command = […]`).
+    pub fn is_command(&self) -> bool {
+        self.kind() == WorkloadKind::Command
+    }
+
+    /// The backend of the workload ("command" for a command's run of schema 1, empty for
+    /// one without).
+    pub fn backend(&self) -> &str {
+        self.circuit.as_ref().map_or("", |c| c.backend.as_str())
+    }
+
+    /// The workload in a title: "porep 2^12 × 2 on cpu", or "an external command" for a
+    /// program gapscope did not build.
+    pub fn describe(&self) -> String {
+        match (&self.circuit, self.is_command()) {
+            (Some(c), false) => format!(
+                "{} 2^{} × {} on {}",
+                c.circuit, c.log2_constraints, c.batch, c.backend
+            ),
+            _ => "an external command".into(),
+        }
+    }
+
+    /// A field of the circuit as text ("" where the workload has no circuit, also for a
+    /// command's folder of schema 1, whose circuit reads "command"): `circuit`,
+    /// `log2_constraints`, `batch` or `backend`.
+    pub fn field(&self, name: &str) -> String {
+        let Some(c) = self.circuit.as_ref().filter(|_| !self.is_command()) else {
+            return String::new();
+        };
+        match name {
+            "circuit" => c.circuit.clone(),
+            "log2_constraints" => c.log2_constraints.to_string(),
+            "batch" => c.batch.to_string(),
+            "backend" => c.backend.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// Checks what was read: a Groth16 prover's workload names its circuit.
+    pub fn check(&self) -> Result<(), String> {
+        if self.kind() == WorkloadKind::Groth16 && self.circuit.is_none() {
+            return Err(
+                "workload of kind groth16 lacks circuit, log2_constraints, batch or backend \
+                 (each is required, with its type: string, integer, integer, string)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// A variant as it ran: its name, effective backend and every knob's value.
@@ -555,6 +661,27 @@ pub struct Meta {
     /// (`[workload] gaps`); absent: the prover's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<super::GapsSpec>,
+    /// The names of the workload's span tree that tables and charts look up, as the
+    /// creator of the folder wrote them; absent in run folders of schema 1, which read
+    /// as the Groth16 prover's ([`Meta::phases`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseSpec>,
+    /// A run of `gapscope run --until-decided` (its `reps` is then the cap per variant):
+    /// the budget it ran under and why it stopped. Absent for a run of fixed reps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_decided: Option<UntilDecidedMeta>,
+}
+
+/// How a run of `gapscope run --until-decided` was bounded and why it stopped;
+/// `--resume` continues the same loop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UntilDecidedMeta {
+    /// Wall-time budget of each invocation, seconds (a resume starts a fresh one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<u64>,
+    /// Why the run stopped ("decided after 7 pairs", …); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 impl Meta {
@@ -571,12 +698,7 @@ impl Meta {
             git: GitInfo::default(),
             counters: Default::default(),
             gpu: GpuMeta::default(),
-            workload: WorkloadMeta {
-                circuit: "porep".into(),
-                log2_constraints: 10,
-                batch: 1,
-                backend: "cpu".into(),
-            },
+            workload: WorkloadMeta::groth16("porep", 10, 1, "cpu"),
             variants: vec![],
             reps: 1,
             warmups: 0,
@@ -591,6 +713,16 @@ impl Meta {
             recorder: None,
             drift: None,
             gaps: None,
+            until_decided: None,
+            phases: Some(PhaseSpec::groth16()),
         }
+    }
+
+    /// The run's phases: its own, or the Groth16 prover's of schema 1 in a folder
+    /// written before meta.json had them.
+    pub fn phases(&self) -> &PhaseSpec {
+        self.phases
+            .as_ref()
+            .unwrap_or_else(|| PhaseSpec::groth16_ref())
     }
 }

@@ -197,7 +197,7 @@ fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
     fresh.host.hostname = "elsewhere".into();
     fresh.command = vec!["gapscope".into()];
     assert!(resume_mismatch(&stored, &fresh).is_empty());
-    fresh.workload.batch = 2;
+    fresh.workload.circuit.as_mut().unwrap().batch = 2;
     let d = resume_mismatch(&stored, &fresh);
     assert_eq!(
         d,
@@ -243,4 +243,87 @@ fn resume_compares_what_decides_the_remaining_reps_and_tolerates_new_fields() {
         "{:?}",
         resume_mismatch(&a, &b)
     );
+}
+
+/// meta.json as a folder of schema 1 has it: no `workload.kind`, no `phases`.
+fn schema1_meta(workload: &str) -> String {
+    let mut m = serde_json::to_value(meta()).unwrap();
+    m["schema_version"] = 1.into();
+    m.as_object_mut().unwrap().remove("phases");
+    m["workload"] = serde_json::from_str(workload).unwrap();
+    m.to_string()
+}
+
+fn read_meta_text(text: &str) -> Result<Meta, StoreError> {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("meta.json"), text).unwrap();
+    read_meta(d.path())
+}
+
+#[test]
+fn a_folder_of_schema_1_reads_as_the_provers_or_a_commands_with_the_provers_phases() {
+    let prover = read_meta_text(&schema1_meta(
+        r#"{"circuit": "porep", "log2_constraints": 12, "batch": 2, "backend": "cuda"}"#,
+    ))
+    .unwrap();
+    assert_eq!(prover.workload.kind, None);
+    assert_eq!(prover.workload.kind(), WorkloadKind::Groth16);
+    assert_eq!(prover.workload.describe(), "porep 2^12 × 2 on cuda");
+    assert_eq!(prover.phases, None);
+    assert_eq!(prover.phases(), &PhaseSpec::groth16());
+    // Written back, the workload is as it was read (a diff's JSON repeats it).
+    assert_eq!(
+        serde_json::to_value(&prover.workload).unwrap(),
+        serde_json::json!({"circuit": "porep", "log2_constraints": 12, "batch": 2,
+                           "backend": "cuda"})
+    );
+    let command = read_meta_text(&schema1_meta(
+        r#"{"circuit": "command", "log2_constraints": 0, "batch": 1, "backend": "command"}"#,
+    ))
+    .unwrap();
+    assert_eq!(command.workload.kind(), WorkloadKind::Command);
+    assert_eq!(command.workload.describe(), "an external command");
+    assert_eq!(command.phases().root, "prove");
+    // Its circuit fields are no difference from a command's run of schema 2.
+    assert_eq!(command.workload.field("circuit"), "");
+    assert_eq!(command.workload.field("batch"), "");
+    assert_eq!(prover.workload.field("batch"), "2");
+}
+
+#[test]
+fn a_workload_without_its_circuit_or_bad_phases_are_refused_naming_the_field() {
+    let mut m = serde_json::to_value(meta()).unwrap();
+    m["workload"] = serde_json::json!({"kind": "groth16", "circuit": "porep"});
+    let e = read_meta_text(&m.to_string()).unwrap_err().to_string();
+    assert!(e.contains("workload of kind groth16 lacks circuit"), "{e}");
+    m["workload"] = serde_json::json!({"kind": "import"});
+    let e = read_meta_text(&m.to_string()).unwrap_err().to_string();
+    assert!(e.contains("unknown variant `import`"), "{e}");
+    m["workload"] = serde_json::json!({"kind": "command"});
+    m["phases"] = serde_json::json!({"root": "program", "review": ["a", "a"]});
+    let e = read_meta_text(&m.to_string()).unwrap_err().to_string();
+    assert!(e.contains("phases.review names \"a\" twice"), "{e}");
+    m["phases"] = serde_json::json!({"root": "program"});
+    let ok = read_meta_text(&m.to_string()).unwrap();
+    assert!(ok.workload.is_command() && ok.workload.circuit.is_none());
+    assert_eq!(ok.phases().root, "program");
+}
+
+#[test]
+fn runs_csv_of_schema_1_reads_verified_and_proofs_as_checked_and_outputs() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "name = \"t\"").unwrap();
+    let (mut r, s) = rep(0);
+    r.outputs = 2;
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    let path = dir.join("runs.csv");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("rep,variant,iteration,warmup,status,checked,outputs,"));
+    let old = text.replacen(",checked,outputs,", ",verified,proofs,", 1);
+    std::fs::write(&path, old).unwrap();
+    let data = RunData::load(&dir).unwrap();
+    assert!(data.runs[0].checked);
+    assert_eq!(data.runs[0].outputs, 2);
 }

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use super::gpu_lanes::GpuRecords;
 use super::{RepStatus, RunData, RunRow, SpanRow, StoreError};
-use crate::prover::spans;
 use crate::stats::median;
 use crate::trace::selftime::Coverage;
 
@@ -152,9 +151,7 @@ impl RunView {
             .data
             .runs
             .iter()
-            .filter(|r| {
-                r.variant == variant && !r.warmup && r.status == RepStatus::Ok && r.verified
-            })
+            .filter(|r| r.variant == variant && !r.warmup && r.status == RepStatus::Ok && r.checked)
             .collect();
         v.sort_by_key(|r| (r.iteration, r.rep));
         v
@@ -206,12 +203,13 @@ impl RunView {
         out
     }
 
-    /// The thread of a rep's root span (`prove`): the critical path.
+    /// The thread of a rep's root span (the run's phases' root): the critical path.
     pub fn root_thread(&self, rep: u32) -> Option<u64> {
         let spans = self.spans_of(rep);
+        let root = &self.data.meta.phases().root;
         spans
             .iter()
-            .find(|s| s.name == spans::PROVE)
+            .find(|s| &s.name == root)
             .or_else(|| spans.iter().find(|s| s.parent_id.is_none()))
             .map(|s| s.thread_id)
     }

@@ -263,6 +263,7 @@ pub fn run_cell(sweep: &SweepDir, index: usize, opts: &CellOptions) -> Result<Ce
         command: opts.command.clone(),
         nvtx: false,
         debug: Default::default(),
+        until_decided: None,
     };
     match folders.into_iter().next() {
         Some(run) => {

@@ -1,7 +1,7 @@
 //! One run of an external program: spawned in its own process group with its span pipe
 //! (`GAPSCOPE_SPAN_FD`), counted by perf events and (with `profile`) sampled from its
 //! `exec` on, its CPU clock read every [`cpu::PERIOD`], its stdout, stderr and span pipe
-//! read line by line through the protocol parser, and killed (the whole group) when it
+//! read line by line ([`super::streams`]: each line timed as its read returned), and killed (the whole group) when it
 //! outlives its limit. Its exit is seen without reaping it (`waitid` with `WNOWAIT`):
 //! the last CPU reading and the sampler's end come while its pid is still its own.
 
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::cpu::{self, CpuSeries};
 use super::members::Members;
+use super::streams::{self, StreamState};
 use crate::capture::log_spans::{self, LogMatcher, LogPatterns};
 use crate::capture::ChildCapture;
 use crate::counters::process::ProcessCounters;
@@ -23,12 +24,9 @@ use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
 use crate::profile::{Opener, RepSampling, Sampled, Target};
 use crate::protocol::budget::SpanBudget;
-use crate::protocol::reader::{for_each_line, ReadLine};
-use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser, MAX_LINE};
+use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser};
 use crate::trace::now_ns;
 
-/// Lines of the program's stderr kept for the error of a failed rep.
-pub const STDERR_TAIL: usize = 20;
 /// How long the readers may take to see the end of the program's pipes once it exited
 /// (and what was left of its process group was killed).
 const DRAIN: Duration = Duration::from_secs(2);
@@ -74,6 +72,22 @@ pub struct ChildRun {
     /// while reading, never stored).
     pub span_cap: usize,
     pub spans_over_cap: u64,
+    /// What `[workload.log_spans]` made of the program's lines, when it has entries.
+    pub log: Option<LogLines>,
+}
+
+/// What the program's log lines gave in one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogLines {
+    /// Lines that matched an entry, and spans kept of them.
+    pub matched: u64,
+    pub kept: u64,
+    /// Why spans were dropped as outside the rep (the first reason).
+    pub dropped: Option<String>,
+    /// The first line that matched badly, with why.
+    pub first_problem: Option<String>,
+    /// How lines were timed, where an entry times them by their reading (no `ts`).
+    pub timed: Option<&'static str>,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -93,45 +107,6 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Reads one stream through its own parser; stderr's other lines feed the tail.
-/// What a reader has parsed of one stream so far, and the last lines it kept.
-type StreamState = Arc<Mutex<(Parser, VecDeque<String>)>>;
-
-/// Reads one stream to its end into `state`, line by line, so that what was read stays
-/// usable when the end never comes (a process outside the program's group holds it open).
-fn read_stream(
-    r: impl Read,
-    keep_tail: bool,
-    state: &StreamState,
-    members: &Members,
-    log: Option<&Mutex<LogMatcher>>,
-) {
-    for_each_line(r, MAX_LINE, |l| {
-        let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
-        let (p, tail) = &mut *g;
-        let (protocol, text) = match l {
-            ReadLine::Whole(b) => (p.feed(b), b),
-            ReadLine::Overlong(b) => (p.feed_overlong(b), b),
-        };
-        if protocol {
-            members.note_line(text);
-        } else if let Some(m) = log {
-            // The program's own lines: timing lines become spans, and the lines stay
-            // the program's output (the tail below keeps them as any other).
-            m.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .feed(text, now_ns());
-        }
-        if keep_tail && !protocol && !text.is_empty() {
-            let s = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
-            tail.push_back(s);
-            if tail.len() > STDERR_TAIL {
-                tail.pop_front();
-            }
-        }
-    });
-}
-
 /// Runs `argv` in `dir` once and collects its spans, at most `span_cap` of them (the
 /// rest are counted as they are read: [`ChildRun::spans_over_cap`]); never fails (a
 /// program that cannot start is an [`Ending::NotStarted`]).
@@ -144,6 +119,7 @@ pub fn run_once(
     capture: &ChildCapture,
     span_cap: usize,
 ) -> ChildRun {
+    let pipes = (|| Ok::<_, std::io::Error>([pipe()?, pipe()?, pipe()?, pipe()?, pipe()?]))();
     let start_ns = now_ns();
     let wall_offset_ns = log_spans::wall_offset_ns();
     let hz = profile.as_ref().map(|p| p.hz);
@@ -163,25 +139,40 @@ pub fn run_once(
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
+        log: None,
     };
     // Counters and the sampler open on the child between its fork and its exec.
     let handshake = counters || profile.is_some();
-    let pipes = (|| Ok::<_, std::io::Error>((pipe()?, pipe()?, pipe()?)))();
-    let ((span_r, span_w), (pid_r, pid_w), (go_r, go_w)) = match pipes {
-        Ok(p) => p,
-        Err(e) => return not_started(format!("cannot create pipes: {e}")),
-    };
+    let [(span_r, span_w), (pid_r, pid_w), (go_r, go_w), (out_r, out_w), (err_r, err_w)] =
+        match pipes {
+            Ok(p) => p,
+            Err(e) => return not_started(format!("cannot create pipes: {e}")),
+        };
+    let span_fd = span_w.as_raw_fd();
+    // The readers wait on the pipes before the program can write to them (and before the
+    // rep's window opens: starting them is gapscope's time, not the program's).
+    let by_reading = capture.log.as_ref().is_some_and(|p| p.stamps_by_arrival());
+    let chunks = streams::read(
+        vec![
+            (0, Box::new(std::fs::File::from(out_r))),
+            (1, Box::new(std::fs::File::from(err_r))),
+            (2, Box::new(std::fs::File::from(span_r))),
+        ],
+        by_reading,
+    );
+    let readers = chunks.1;
+    let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(dir)
-        .env(FD_ENV, span_w.as_raw_fd().to_string())
+        .env(FD_ENV, span_fd.to_string())
         .envs(capture.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(err_w))
         .process_group(0);
     crate::experiment::interrupt::die_with_parent(&mut cmd);
-    let (span_fd, pid_fd, go_fd) = (span_w.as_raw_fd(), pid_w.as_raw_fd(), go_r.as_raw_fd());
+    let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
     // (fcntl, getpid, write, read, _exit) on descriptors opened before the fork.
     unsafe {
@@ -242,9 +233,6 @@ pub fn run_once(
     drop(span_w);
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel::<usize>();
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
-    let spans_file = std::fs::File::from(span_r);
     let members = Arc::new(Members::new(pid));
     // One cap for every stream of the rep, applied as the lines are read.
     let budget = Arc::new(SpanBudget::new(span_cap));
@@ -262,21 +250,16 @@ pub fn run_once(
             LogMatcher::new(p, pid as u64, wall_offset_ns).with_budget(budget.clone()),
         ))
     });
-    for (i, r, tail) in [
-        (0, Box::new(out) as Box<dyn Read + Send>, false),
-        (1, Box::new(err), true),
-        (2, Box::new(spans_file), false),
-    ] {
-        let tx = tx.clone();
-        let state = states[i].clone();
-        let members = members.clone();
-        let log = log.clone().filter(|_| i < 2);
-        std::thread::spawn(move || {
-            read_stream(r, tail, &state, &members, log.as_deref());
-            let _ = tx.send(i);
-        });
-    }
-    drop(tx);
+    // stderr's last lines are kept for a failed rep's error.
+    let tails = [false, true, false];
+    streams::parse(
+        chunks,
+        states.clone(),
+        tails,
+        members.clone(),
+        log.clone(),
+        tx,
+    );
     let started = Instant::now();
     let mut cpu = CpuSeries::starting(start_ns);
     // Until it exited (not reaped: its pid stays its own while the sampler stops).
@@ -355,6 +338,7 @@ pub fn run_once(
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
+        log: None,
     };
     for (i, (mut parser, tail)) in streams {
         run.gpu.extend(parser.take_gpu());
@@ -371,10 +355,17 @@ pub fn run_once(
             &mut *m.lock().unwrap_or_else(|e| e.into_inner()),
             LogMatcher::new(Arc::new(LogPatterns::empty()), 0, 0),
         );
-        let (spans, counts, samples) = m.finish(end_ns);
-        run.spans.extend(spans);
-        run.counts.add(&counts);
-        run.samples.extend(samples);
+        let out = m.finish(start_ns, end_ns);
+        run.spans.extend(out.spans);
+        run.counts.add(&out.counts);
+        run.samples.extend(out.samples.iter().cloned());
+        run.log = Some(LogLines {
+            timed: by_reading.then(|| readers.describe()),
+            matched: out.matched,
+            kept: out.kept,
+            dropped: out.dropped,
+            first_problem: out.samples.into_iter().next(),
+        });
     }
     run.spans_over_cap = budget.over();
     if !unread.is_empty() {

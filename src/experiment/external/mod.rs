@@ -24,6 +24,8 @@ pub mod gpu;
 pub mod members;
 pub mod programs;
 pub mod rows;
+pub mod shell;
+pub mod streams;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -38,7 +40,7 @@ use super::schedule::Slot;
 use super::spec::ResolvedVariant;
 use crate::counters::CounterMode;
 use crate::protocol::LineCounts;
-use crate::store::{BuildMeta, ExternalMeta, ExternalVariantMeta, VariantMeta, WorkloadMeta};
+use crate::store::{BuildMeta, ExternalMeta, ExternalVariantMeta, PhaseSpec, VariantMeta};
 use crate::telemetry::{RepTelemetry, Telemetry, TelemetryParts};
 
 /// One rep of an external subject, and what its span lines held.
@@ -53,7 +55,8 @@ pub struct ExternalRep {
     pub gpu_activity: Option<String>,
 }
 
-/// Runs one rep: spawns `ext.command` in the variant's folder with a limit of `timeout`,
+/// Runs one rep: spawns `ext.command` in the variant's folder with a limit of `timeout`
+/// under a root span named `root` (the run folder's),
 /// samples NVML around it when `telemetry` is given and the variant wants it (the CPU
 /// lane then being the program's), counts perf events of the program and all its
 /// threads unless the variant's counters are off, and samples its threads' stacks when
@@ -62,6 +65,7 @@ pub struct ExternalRep {
 /// the reason and its stderr's tail, never an error.
 pub fn run_rep(
     ext: &ExternalWorkload,
+    root: &str,
     v: &ResolvedVariant,
     slot: Slot,
     timeout: Option<Duration>,
@@ -107,6 +111,13 @@ pub fn run_rep(
         run.end_ns,
         clock::realtime_offset_ns(),
     );
+    // Log spans outside the rep were dropped when they were made, with their own reason
+    // (gapscope timed them, so the span clock is not what to fix).
+    let log_note = run.log.as_ref().and_then(|l| l.dropped.clone());
+    let clock_note = match (clock_note, log_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     let mut gpu = telemetry
         .map(|t| t.end_rep(slot.rep, &v.name))
         .unwrap_or_default();
@@ -123,7 +134,7 @@ pub fn run_rep(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
-    let (mut spans, lines) = rows::rep_rows(&run, &program, slot.rep, &v.name);
+    let (mut spans, lines) = rows::rep_rows(&run, &program, root, slot.rep, &v.name);
     let gpu_activity = gpu_rows(&run, &capture, slot.rep, &v.name, &mut gpu, &mut spans);
     let root_notes = [
         (clock::ATTR, clock_note),
@@ -294,13 +305,19 @@ pub fn check_programs(
     ext: &ExternalWorkload,
     variants: &[ResolvedVariant],
     unbuilt: &[Option<String>],
-) -> Result<(), programs::MissingProgram> {
+) -> Result<(), programs::ProgramProblem> {
     for (v, failed) in variants.iter().zip(unbuilt) {
         if failed.is_some() {
             continue;
         }
         let dir = ext.folder(v.subject_dir.as_deref());
         let command = v.command.as_ref().unwrap_or(&ext.command);
+        if let Some(why) = shell::span_fd_override(command) {
+            return Err(programs::ProgramProblem::SpanFd {
+                variant: v.name.clone(),
+                why,
+            });
+        }
         let asks = [
             ("program", Some(command)),
             ("prepare program", ext.prepare.as_ref()),
@@ -308,13 +325,15 @@ pub fn check_programs(
         for (label, argv) in asks {
             let Some(argv) = argv else { continue };
             if let Some((what, program, why)) = programs::missing(argv, &dir) {
-                return Err(programs::MissingProgram {
-                    variant: v.name.clone(),
-                    what: if label == "program" { what } else { label },
-                    program,
-                    why,
-                    dir: dir.display().to_string(),
-                });
+                return Err(programs::ProgramProblem::Missing(
+                    programs::MissingProgram {
+                        variant: v.name.clone(),
+                        what: if label == "program" { what } else { label },
+                        program,
+                        why,
+                        dir: dir.display().to_string(),
+                    },
+                ));
             }
         }
     }
@@ -425,18 +444,20 @@ pub fn build_subjects(
     (meta, failures)
 }
 
-/// The name meta.json's `workload.circuit` and `workload.backend` give a command
-/// workload (its command is in meta.json's `external`).
+/// The backend a command workload's variants record in meta.json (its command is in
+/// meta.json's `external`).
 pub const WORKLOAD_KIND: &str = crate::store::external::COMMAND_WORKLOAD;
 
-/// meta.json's `workload` of a command workload.
-pub fn workload_meta() -> WorkloadMeta {
-    WorkloadMeta {
-        circuit: WORKLOAD_KIND.into(),
-        log2_constraints: 0,
-        batch: 1,
-        backend: WORKLOAD_KIND.into(),
+/// meta.json's `phases` of a command workload: its root ([`rows::ROOT`], spawn to
+/// exit), and the wrapper and inner spans the experiment names in `[workload] gaps`;
+/// the program's own spans are its phases.
+pub fn phase_spec(gaps: Option<&crate::store::GapsSpec>) -> PhaseSpec {
+    let mut p = PhaseSpec::root_only(rows::ROOT);
+    if let Some(g) = gaps {
+        p.wrapper = Some(g.wrapper.clone());
+        p.inner = g.inner.clone();
     }
+    p
 }
 
 /// meta.json's record of a variant of a command workload: its knobs are telemetry, the

@@ -27,6 +27,16 @@ pub struct MissingProgram {
     pub dir: String,
 }
 
+/// Why a variant's command cannot run as written, found before the first rep.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramProblem {
+    #[error(transparent)]
+    Missing(#[from] MissingProgram),
+    /// The command sets `GAPSCOPE_SPAN_FD`, which gapscope owns.
+    #[error("variant {variant:?}: {why}; no rep ran")]
+    SpanFd { variant: String, why: String },
+}
+
 /// Why `argv` cannot be started in `dir`, or `None` when it can.
 pub fn missing(argv: &[String], dir: &Path) -> Option<(&'static str, String, String)> {
     let prog = argv.first()?;
@@ -59,6 +69,8 @@ pub fn missing(argv: &[String], dir: &Path) -> Option<(&'static str, String, Str
 /// assignment, which only the shell can read), else `None`.
 fn first_word(script: &str) -> Option<&str> {
     let s = script.trim_start();
+    // `exec prog …` (as `--cmd` writes a one-command script): the word is the program's.
+    let s = s.strip_prefix("exec ").map(str::trim_start).unwrap_or(s);
     let end = s
         .find(|c: char| c.is_whitespace() || ";|&<>()".contains(c))
         .unwrap_or(s.len());

@@ -1,4 +1,5 @@
-//! A run of an external program as a rep's rows: a root span `prove` from the spawn to
+//! A run of an external program as a rep's rows: a root span ([`ROOT`], or the name a
+//! resumed run folder has for it) from the spawn to
 //! the program's exit (on its main thread, whose id is its pid), carrying the
 //! program's perf-event totals and its line counts, with the program's spans nested
 //! under it per thread by time, and self time as for the prover's spans. Every span gets
@@ -10,15 +11,14 @@
 //! `max_spans_per_rep`: the cap applies while the program's lines are read (later spans
 //! are counted, not stored: [`crate::protocol::budget`]) and a rep past it fails, saying
 //! how many spans it sent and how many were kept; and
-//! a program's span named `prove` is recorded as [`RENAMED_PROVE`], never merged with the
-//! root.
+//! a program's span named like the root is recorded as "`root` (program span)"
+//! ([`renamed`]), never merged with the root.
 
 use std::collections::HashMap;
 
-use crate::capture::log_spans::{GS_ID, GS_PARENT};
+use crate::capture::log_spans::{GS_ID, GS_PARENT, GS_TIMED};
 use crate::counters::CounterKind;
 use crate::protocol::{LineCounts, ParsedSpan};
-use crate::prover::spans;
 use crate::store::{RepStatus, RunRow, SpanRow};
 use crate::trace::selftime::{self_times, Interval};
 use crate::trace::AttrValue;
@@ -41,9 +41,15 @@ const ERROR_TAIL: usize = 10;
 /// spans, so that one program cannot fill gapscope's memory, the run folder and the
 /// memory of its readers. A workload may set a lower cap (`max_spans_per_rep`).
 pub const MAX_SPANS_PER_REP: usize = 2_000_000;
-/// What a program's own span named like the root (`prove`) is recorded as: the root is
+/// The root span of a program's rep: the program's run from spawn to exit. Run folders
+/// of meta.json schema 1 named it `prove`, as the Groth16 prover's root.
+pub const ROOT: &str = "program";
+
+/// What a program's own span named like the root is recorded as: the root is
 /// gapscope's (spawn to exit), and a span of the same name would be summed with it.
-pub const RENAMED_PROVE: &str = "prove (program span)";
+pub fn renamed(root: &str) -> String {
+    format!("{root} (program span)")
+}
 
 /// Parent of every span: the innermost span on the same thread whose interval contains
 /// it (ties: the one opened first), else the root. Spans are in any order.
@@ -108,7 +114,7 @@ pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
 /// What to say of a program's ending, or `None` when it exited with status 0.
 pub fn failure(run: &ChildRun) -> Option<String> {
     let why = match &run.ending {
-        Ending::Exited(s) if s.success() => return over_cap(run),
+        Ending::Exited(s) if s.success() => return over_cap(run).or_else(|| all_dropped(run)),
         Ending::Exited(s) => format!("the program exited with {s}"),
         Ending::TimedOut(t) => format!(
             "the program did not finish in {} s (rep_timeout_s); its process group was killed",
@@ -141,10 +147,32 @@ fn over_cap(run: &ChildRun) -> Option<String> {
     })
 }
 
-/// The rows of one rep of variant `variant` from a run of the program `program`.
+/// Why a rep that exited well still failed: lines matched `[workload.log_spans]` and not
+/// one of them became a span (a run without the spans asked for must not pass for one
+/// with them).
+fn all_dropped(run: &ChildRun) -> Option<String> {
+    let log = run.log.as_ref()?;
+    if log.matched == 0 || log.kept > 0 {
+        return None;
+    }
+    let why = log
+        .dropped
+        .clone()
+        .or_else(|| log.first_problem.clone())
+        .unwrap_or_else(|| "no begin line was ever ended".into());
+    Some(format!(
+        "every one of the {} line(s) that matched workload.log_spans was dropped, so this \
+         rep has none of the spans asked for and counts as failed; the first: {why}",
+        log.matched
+    ))
+}
+
+/// The rows of one rep of variant `variant` from a run of the program `program`, under
+/// a root span named `root`.
 pub fn rep_rows(
     run: &ChildRun,
     program: &str,
+    root: &str,
     rep: u32,
     variant: &str,
 ) -> (Vec<SpanRow>, LineCounts) {
@@ -198,6 +226,9 @@ pub fn rep_rows(
     let mut root_attrs = serde_json::Map::new();
     root_attrs.insert("program".into(), program.into());
     root_attrs.insert("exit".into(), ending_text(&run.ending).into());
+    if let Some(timed) = run.log.as_ref().and_then(|l| l.timed) {
+        root_attrs.insert("log_lines".into(), timed.into());
+    }
     for (k, v) in ROOT_COUNTS.iter().zip(count_values(&counts)) {
         root_attrs.insert(k.to_string(), v.into());
     }
@@ -206,7 +237,7 @@ pub fn rep_rows(
         variant: variant.to_string(),
         span_id: ROOT_ID,
         parent_id: None,
-        name: spans::PROVE.to_string(),
+        name: root.to_string(),
         thread_id: main_tid,
         thread_name: program.to_string(),
         start_ns: run.start_ns,
@@ -236,9 +267,9 @@ pub fn rep_rows(
         if s.unmatched {
             attrs.insert("unmatched_begin".into(), true.into());
         }
-        let name = if s.name == spans::PROVE {
-            attrs.insert("name_sent".into(), spans::PROVE.into());
-            RENAMED_PROVE.to_string()
+        let name = if s.name == root {
+            attrs.insert("name_sent".into(), root.into());
+            renamed(root)
         } else {
             s.name.clone()
         };
@@ -266,6 +297,7 @@ pub fn rep_rows(
         // Ids only say who nests under whom (see `nest`).
         attrs.remove(GS_ID);
         attrs.remove(GS_PARENT);
+        attrs.remove(GS_TIMED);
         let exact = reported.or(match at[..] {
             [first, .., last] => Some(last.saturating_sub(first)),
             _ => None,
@@ -342,7 +374,7 @@ fn ending_text(e: &Ending) -> String {
     }
 }
 
-/// The runs.csv row of the rep: ok (and "verified") when the program exited with
+/// The runs.csv row of the rep: ok (and "checked") when the program exited with
 /// status 0, failed with the exit status and the tail of its stderr otherwise.
 pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
     let error = failure(run);
@@ -353,8 +385,8 @@ pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
         iteration: slot.iteration,
         warmup: slot.warmup,
         status: if ok { RepStatus::Ok } else { RepStatus::Failed },
-        verified: ok,
-        proofs: 0,
+        checked: ok,
+        outputs: 0,
         start_ns: run.start_ns,
         wall_ns: if ok { run.end_ns - run.start_ns } else { 0 },
         started_utc,
@@ -389,6 +421,7 @@ mod cap_tests {
             gpu: Default::default(),
             span_cap: MAX_SPANS_PER_REP,
             spans_over_cap: 0,
+            log: None,
         }
     }
 
@@ -405,20 +438,22 @@ mod cap_tests {
     }
 
     #[test]
-    fn a_program_span_named_prove_is_kept_apart_from_the_root() {
-        let run = run_of(vec![span(spans::PROVE, 2_000, 3_000, 0)]);
-        let (rows, _) = rep_rows(&run, "p", 0, "v");
-        let roots: Vec<&SpanRow> = rows.iter().filter(|r| r.name == spans::PROVE).collect();
-        assert_eq!(roots.len(), 1);
-        assert_eq!(roots[0].span_id, ROOT_ID);
-        let mine = rows.iter().find(|r| r.name == RENAMED_PROVE).unwrap();
-        assert_eq!(mine.parent_id, Some(ROOT_ID));
-        assert!(
-            mine.attrs.contains("\"name_sent\":\"prove\""),
-            "{}",
-            mine.attrs
-        );
-        assert!(failure(&run).is_none());
+    fn a_program_span_named_like_the_root_is_kept_apart_from_it() {
+        for root in [ROOT, "prove"] {
+            let run = run_of(vec![span(root, 2_000, 3_000, 0)]);
+            let (rows, _) = rep_rows(&run, "p", root, 0, "v");
+            let roots: Vec<&SpanRow> = rows.iter().filter(|r| r.name == root).collect();
+            assert_eq!(roots.len(), 1);
+            assert_eq!(roots[0].span_id, ROOT_ID);
+            let mine = rows.iter().find(|r| r.name == renamed(root)).unwrap();
+            assert_eq!(mine.parent_id, Some(ROOT_ID));
+            assert!(
+                mine.attrs.contains(&format!("\"name_sent\":\"{root}\"")),
+                "{}",
+                mine.attrs
+            );
+            assert!(failure(&run).is_none());
+        }
     }
 
     #[test]
@@ -438,7 +473,7 @@ mod cap_tests {
             "{why}"
         );
         assert!(why.contains("Send fewer spans"), "{why}");
-        let (rows, _) = rep_rows(&run, "p", 0, "v");
+        let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
         assert_eq!(rows.len(), cap + 1);
     }
 }

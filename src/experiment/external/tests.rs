@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use super::child::{ChildRun, Ending};
-use super::rows::{nest, rep_rows};
+use super::rows::{nest, rep_rows, ROOT};
 use crate::experiment::spec::Experiment;
 use crate::protocol::{LineCounts, ParsedSpan};
 
@@ -140,6 +140,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         gpu: Default::default(),
         span_cap: super::rows::MAX_SPANS_PER_REP,
         spans_over_cap: 0,
+        log: None,
     }
 }
 
@@ -158,7 +159,7 @@ fn spans_on_another_clock_fall_outside_the_rep_and_are_dropped_with_a_count() {
         ),
         span("before_spawn", 1, 900, 1_500, 3),
     ]);
-    let (rows, counts) = rep_rows(&run, "prog", 0, "a");
+    let (rows, counts) = rep_rows(&run, "prog", ROOT, 0, "a");
     assert_eq!(counts.outside_rep, 2);
     assert_eq!(
         super::rows::counts_of_root(&rows[0].attrs),
@@ -184,7 +185,7 @@ fn a_process_cpu_attribute_fills_the_process_cpu_column() {
     let mut s = span("phase", 1, 1_100, 1_900, 1);
     s.attrs
         .push(("process_cpu_ns".into(), crate::trace::AttrValue::U64(1_234)));
-    let (rows, _) = rep_rows(&child_run(vec![s]), "prog", 0, "a");
+    let (rows, _) = rep_rows(&child_run(vec![s]), "prog", ROOT, 0, "a");
     assert_eq!(rows[1].process_cpu_ns, Some(1_234));
     assert_eq!(rows[0].process_cpu_ns, None);
 }
@@ -288,7 +289,7 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
     assert_eq!(run.spans.len(), 1);
     assert_eq!(run.counts.unparseable, 1);
     assert_eq!(run.counts.unmatched_ends, 1);
-    let (rows, counts) = rep_rows(&run, "sh", 0, "a");
+    let (rows, counts) = rep_rows(&run, "sh", ROOT, 0, "a");
     assert_eq!((rows.len(), counts.outside_rep), (1, 1));
 }
 
@@ -354,7 +355,7 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     run.cpu = super::cpu::CpuSeries {
         points: vec![(1_000, 0), (1_500, 1_000), (2_000, 1_000)],
     };
-    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
     let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
     assert_eq!(get("reported").process_cpu_ns, Some(7));
     assert_eq!(get("readings").process_cpu_ns, Some(80));
@@ -369,11 +370,11 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     assert_eq!(get("nothing").process_cpu_ns, Some(600));
     assert!(get("nothing").attrs.contains("interpolated"));
     // The root: its ends are readings.
-    assert_eq!(get("prove").process_cpu_ns, Some(1_000));
+    assert_eq!(get(ROOT).process_cpu_ns, Some(1_000));
     // A thread that is not the program's: its own readings still count, the program's
     // clock does not.
     run.outsiders.insert(1);
-    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
     let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
     assert_eq!(get("readings").process_cpu_ns, Some(80));
     assert_eq!(get("nothing").process_cpu_ns, None);
@@ -381,7 +382,7 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     run.outsiders.clear();
     // A program whose clock was never read gets no CPU time rather than a made-up one.
     run.cpu = Default::default();
-    let (rows, _) = rep_rows(&run, "p", 0, "v");
+    let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
     assert!(rows
         .iter()
         .filter(|r| r.name != "reported" && r.name != "readings")

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::prover::spans;
+use super::spans;
 use crate::store::{GpuActivityRow, SpanRow};
 use crate::telemetry::RepTelemetry;
 

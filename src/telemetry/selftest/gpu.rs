@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::checks::{expected_value, x_of};
+use super::spans;
 use super::SelftestOptions;
-use crate::prover::spans;
 use crate::telemetry::dylib;
 use crate::trace::Span;
 

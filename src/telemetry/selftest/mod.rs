@@ -24,7 +24,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::store::{self, Meta, NewRun, RepStatus, RunRow, RunWriter, VariantMeta, WorkloadMeta};
+use crate::store::{
+    self, CircuitMeta, Meta, NewRun, PhaseSpec, RepStatus, RunRow, RunWriter, VariantMeta,
+    WorkloadKind, WorkloadMeta,
+};
 use crate::trace;
 
 use checks::nvtx_tool;
@@ -32,7 +35,22 @@ pub use checks::{check_nvtx, check_rep, Check, Expected};
 use gpu::{gpu_rep, open_gpu};
 
 use super::{activity, Telemetry, TelemetryConfig};
-use crate::prover::spans;
+
+/// The self-test's span names: the Groth16 prover's root, wrapper, kernels and drop, so
+/// that its run folder reads (summary, gaps chart, report) as a run of the prover's
+/// tree does; its meta.json records them as its phases ([`phase_spec`]).
+pub(crate) mod spans {
+    pub const PROVE: &str = "prove";
+    pub const GPU_PROVE: &str = "gpu_prove";
+    pub const KERNELS: &str = "kernels";
+    pub const DROP: &str = "drop";
+}
+
+/// meta.json's `phases` of a self-test run: the prover's phases, of which its reps open
+/// the root, the wrapper, `kernels` and `drop` ([`spans`]).
+fn phase_spec() -> PhaseSpec {
+    PhaseSpec::groth16()
+}
 
 /// Options of a self-test run.
 #[derive(Debug, Clone)]
@@ -96,11 +114,15 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
         counters: crate::counters::probe(),
         gpu: tel.gpu_meta(),
         workload: WorkloadMeta {
-            circuit: "gpu-selftest".into(),
-            log2_constraints: 32 - o.elements.leading_zeros().min(31) - 1,
-            batch: 1,
-            backend: "cudarc".into(),
+            kind: Some(WorkloadKind::GpuSelftest),
+            circuit: Some(CircuitMeta {
+                circuit: "gpu-selftest".into(),
+                log2_constraints: 32 - o.elements.leading_zeros().min(31) - 1,
+                batch: 1,
+                backend: "cudarc".into(),
+            }),
         },
+        phases: phase_spec(),
         variants: vec![VariantMeta {
             name: "selftest".into(),
             backend: "cudarc".into(),
@@ -179,8 +201,8 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
             } else {
                 RepStatus::Failed
             },
-            verified,
-            proofs: 0,
+            checked: verified,
+            outputs: 0,
             start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
             wall_ns: prove.map(|p| p.duration_ns).unwrap_or(0),
             started_utc,
@@ -260,6 +282,15 @@ pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selftests_spans_are_phases_of_its_run() {
+        let p = phase_spec();
+        assert_eq!(p.root, spans::PROVE);
+        assert_eq!(p.wrapper.as_deref(), Some(spans::GPU_PROVE));
+        assert_eq!(p.main_inner(), Some(spans::KERNELS));
+        assert!(p.drops.iter().any(|d| d == spans::DROP));
+    }
 
     #[test]
     fn without_a_gpu_the_selftest_says_why() {
