@@ -416,16 +416,16 @@ fn options_change_the_verdict_rule() {
         "5".as_ref(),
     ]);
     assert!(out.contains(
-        "every change is the geometric mean of per-pair ratios; regressed/improved: its 95% interval (for a row the family names, the false-coverage-adjusted one) lies outside ±5% and outside the absolute floor"
+        "every change is the geometric mean of per-pair ratios; regressed/improved: its 95% interval lies outside ±5% and outside the absolute floor"
     ));
-    assert!(
-        out.contains("(combined by Simes) gives its Benjamini–Hochberg q-value over the diff's")
-    );
+    assert!(out.contains(
+        "(combined by Simes) gives its weighted Benjamini–Hochberg q-value over the diff's"
+    ));
     let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
     assert!(out.contains(
-        "every change is the ratio of geometric means; regressed/improved: its 95% interval (for a row the family names, the false-coverage-adjusted one) lies outside ±1%"
+        "every change is the ratio of geometric means; regressed/improved: its 95% interval lies outside ±1%"
     ));
-    assert!(out.contains("Welch's t test on logs gives its Benjamini–Hochberg q-value"));
+    assert!(out.contains("Welch's t test on logs gives its weighted Benjamini–Hochberg q-value"));
     assert!(!out.contains("paired by iteration"));
 }
 

@@ -578,7 +578,10 @@ fn cmd_mode_is_the_experiment_file_it_exports() {
     let diff = String::from_utf8_lossy(&diff.get_output().stdout).into_owned();
     assert!(diff.contains("End to end: program (total)"), "{diff}");
     assert!(diff.contains("end to end (program)"), "{diff}");
-    assert!(!diff.contains("prove"), "{diff}");
+    assert!(
+        !diff.contains("(prove)") && !diff.contains("prove ("),
+        "{diff}"
+    );
     let report_dir = tmp.path().join("report");
     gapscope(tmp.path())
         .arg("report")

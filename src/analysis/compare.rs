@@ -325,18 +325,18 @@ pub struct Comparison {
     pub unit: Unit,
     pub baseline: SideStats,
     pub candidate: SideStats,
-    /// Candidate median − baseline median, in `unit`; when paired, the median of the
-    /// per-pair differences (candidate − baseline of one iteration).
+    /// The change in `unit`: the baseline's geometric mean times the relative change
+    /// (exact counts: the difference of medians).
     pub delta: Option<f64>,
-    /// `delta` / baseline median (0.02 = +2 %).
+    /// The relative change (0.02 = +2 %): the ratio of geometric means − 1.
     pub relative: Option<f64>,
-    /// Percentile bootstrap interval of `relative` (over resampled pairs, when paired).
+    /// Interval of `relative`: the t interval of the mean log ratio (see [`LogTests`]),
+    /// mapped back (the level is in the interval).
     pub ci: Option<Interval>,
-    /// Percentile bootstrap interval of `delta`, in `unit`, from the same resamples as
-    /// `ci`.
+    /// Interval of `delta`, in `unit`: `ci` times the baseline's geometric mean.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_ci: Option<Interval>,
-    /// Two-sided p-value: Mann–Whitney U, or Wilcoxon signed-rank when paired.
+    /// Two-sided p-value of the t tests on logs ([`LogTests::p_value`]).
     pub p_value: Option<f64>,
     /// Benjamini–Hochberg q-value over the diff's family of comparisons; for the
     /// end-to-end time, the primary comparison tested at its own alpha, its p-value.

@@ -88,7 +88,7 @@ pub struct DiffOptions {
     /// Relative change a verdict must clear on both ends of its interval, as a fraction
     /// (0.01 = 1 %). Default 0.01.
     pub noise_floor: f64,
-    /// Significance level of the rank test; the bootstrap interval has confidence
+    /// Significance level of the tests; the intervals have confidence
     /// 1 − alpha. Default 0.05 (a 95 % interval).
     pub alpha: f64,
     /// Bootstrap resamples per metric. Default 2,000.

@@ -321,15 +321,19 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     );
     let o = &d.options;
     let (change, test) = match d.pairs {
-        Some(_) => (
+        Some(n) if n >= super::compare::PAIRED_FROM => (
             "geometric mean of per-pair ratios",
             "the paired and Welch t tests on logs (combined by Simes)",
+        ),
+        Some(_) => (
+            "geometric mean of per-pair ratios",
+            "Welch's t test on logs (the paired test joins from 8 pairs)",
         ),
         None => ("ratio of geometric means", "Welch's t test on logs"),
     };
     let family = if o.fdr {
         format!(
-            "its Benjamini–Hochberg q-value over the diff's {} comparisons < {} (end to end: its own p < {})",
+            "its weighted Benjamini–Hochberg q-value over the diff's {} comparisons < {} (end to end: its own p < {})",
             d.headline.family.comparisons, o.alpha, o.alpha
         )
     } else {
@@ -337,8 +341,13 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     };
     let _ = writeln!(
         out,
-        "{bullet}verdict: every change is the {change}; regressed/improved: its {:.0}% interval (for a row the family names, the false-coverage-adjusted one) lies outside ±{}% and outside the absolute floor (times: {} or {}% of end to end, whichever is larger; counts: {} events; busy cores: {}), and {test} gives {family}; equivalent: the interval lies inside either floor; inconclusive: anything else (with the reps that would resolve it); no claim below {} reps a side",
+        "{bullet}verdict: every change is the {change}; regressed/improved: its {:.0}% interval{} lies outside ±{}% and outside the absolute floor (times: {} or {}% of end to end, whichever is larger; counts: {} events; busy cores: {}), and {test} gives {family}; equivalent: the interval lies inside either floor; inconclusive: anything else (with the reps that would resolve it); no claim below {} reps a side",
         (1.0 - o.alpha) * 100.0,
+        if o.fcr_intervals {
+            " (for a row the family names, the false-coverage-adjusted one)"
+        } else {
+            ""
+        },
         o.noise_floor * 100.0,
         crate::units::fmt_ns(o.time_floor_ns),
         o.time_floor_fraction * 100.0,

@@ -67,7 +67,7 @@ pub struct SpanChange {
     pub delta_ns: f64,
     /// `delta_ns` over the baseline median.
     pub relative: Option<f64>,
-    /// The statistic's bootstrap interval, ns.
+    /// The statistic's interval, ns.
     pub interval_ns: Option<(f64, f64)>,
     pub judged: Judged,
     /// The verdict in words with what it was judged on, e.g. "improved (q=0.008)".

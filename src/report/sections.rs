@@ -111,7 +111,7 @@ pub fn phase_section(diffs: &Result<Diffs, DiffError>) -> String {
     let _ = writeln!(
         out,
         "Every other variant against `{}`, as `gapscope diff RUN_DIR --candidate VARIANT` \
-         prints it: medians per rep, the change with its bootstrap interval, and a verdict.",
+         prints it: medians per rep, the change with its interval, and a verdict.",
         d.baseline
     );
     for (candidate, result) in &d.results {
