@@ -13,6 +13,8 @@
 //! The model, the rules and the scores are described in evidence/verdicts/sim/README.md.
 //! Every random number comes from a generator seeded by (`--seed`, cell, diff index), so
 //! a cell's numbers do not depend on the number of threads nor on the cell filter.
+//! `VERDICT_SIM_DEBUG=1` prints each false alarm, wrong sign and (gapscope's rules) missed
+//! change of the changed span's self time, with the verdict, interval and q-value.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -1629,7 +1631,8 @@ where
             .position(if power {
                 SeriesLabelPosition::LowerRight
             } else {
-                SeriesLabelPosition::UpperRight
+                // Between the peers' rates (0.3 and above) and gapscope's and asv's (near 0).
+                SeriesLabelPosition::Coordinate(230, 190)
             })
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
