@@ -13,9 +13,12 @@ mod common;
 
 /// How far a span's end may lie from the program's own reading and still be right.
 const RIGHT_WITHIN_NS: i64 = 2_000_000;
-/// Reps run, and how many must be right.
+/// Reps run, and how many must be right. The readers measured 99 to 100 of 100 in six
+/// runs on the 2-core build VM (docs/log-lines.md); the bar here is 97, so that one slow
+/// rep more on a busy CI machine does not fail the suite, while the 85 to 91 of 100 of
+/// readers without a real-time priority (the fault this guards against) still do.
 const REPS: u32 = 100;
-const RIGHT: usize = 99;
+const RIGHT: usize = 97;
 
 /// Not a test of its own: the program the next test runs (this test binary, re-run
 /// with GAPSCOPE_TEST_LOG_CHILD naming the file of its readings). One write per line.
@@ -99,7 +102,7 @@ fn begin_and_end_lines_under_load_give_the_programs_own_spans() {
     if !realtime_allowed() {
         eprintln!(
             "skipped: this host lets no thread of this user take a real-time priority \
-             (chrt -f 1 fails), which gapscope's readers need for the bar of 99 of 100"
+             (chrt -f 1 fails), which gapscope's readers need for the bar of 97 of 100"
         );
         return;
     }
