@@ -809,7 +809,9 @@ fn median_sorted(v: &[f64]) -> f64 {
     }
 }
 
-/// The peers' outcomes for one row, all four rules from one set of statistics.
+/// The peers' outcomes for one row, all four rules from one set of statistics. Long
+/// because the four rules share the statistics computed once at its top; one function per
+/// rule would compute them four times.
 fn peer_outcomes(row: &RowInput, truth: Truth, rules: &[Rule]) -> Vec<Outcome> {
     let none = Outcome {
         named: Named::No,
@@ -1102,6 +1104,8 @@ fn spreads(m: &Model, sc: Scenario, seed: u64) -> Vec<f64> {
         .collect()
 }
 
+/// One cell: its diffs generated, judged by every rule and scored. Long because the
+/// scores of all rules are gathered in one pass over the same diffs.
 fn run_cell(
     m: &Model,
     cell: &Cell,
@@ -1372,7 +1376,8 @@ fn pct(x: Option<f64>) -> String {
 }
 
 /// Markdown tables: A/A false alarms per scenario and n, power per effect and n
-/// (lognormal), wrong signs per scenario over all effects.
+/// (lognormal), wrong signs per scenario over all effects. Long because it writes each
+/// table in turn, as the README shows them.
 fn tables(results: &[CellResult], rules: &[Rule]) -> String {
     let mut md = String::new();
     let find = |sc: Scenario, e: Effect, n: usize| {
@@ -1537,6 +1542,8 @@ fn chart(dir: &Path, results: &[CellResult], rules: &[Rule]) -> Result<(), Strin
     )
 }
 
+/// The chart: power against n and the A/A rate per rule. Long because plotters wants
+/// each panel's axes, series and legend spelled out.
 fn draw<DB: plotters::prelude::DrawingBackend>(
     root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
     results: &[CellResult],
@@ -1718,6 +1725,8 @@ fn git_revision() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Long because it is the whole run in order: arguments, cells, the parallel run, the
+/// files written and the time per diff.
 fn main() {
     let args = parse_args();
     check_mw();

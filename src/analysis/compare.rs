@@ -76,7 +76,7 @@ impl From<String> for Measure {
 }
 
 /// Unit of a metric's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     Ns,
@@ -289,7 +289,9 @@ pub struct Separation {
     pub spreads: f64,
 }
 
-fn separation(base: &[f64], cand: &[f64]) -> Option<Separation> {
+/// `base` and `cand` with their sides' MADs (`SideStats::mad`, none below 2 values).
+fn separation(base: (&[f64], Option<f64>), cand: (&[f64], Option<f64>)) -> Option<Separation> {
+    let ((base, base_mad), (cand, cand_mad)) = (base, cand);
     let (bmin, bmax) = min_max(base)?;
     let (cmin, cmax) = min_max(cand)?;
     let (direction, gap) = if cmin > bmax {
@@ -299,8 +301,7 @@ fn separation(base: &[f64], cand: &[f64]) -> Option<Separation> {
     } else {
         return None;
     };
-    let mad = |v: &[f64]| Sample::new(v.to_vec()).map(|s| s.mad()).unwrap_or(0.0);
-    let spread = 1.4826 * (mad(base) + mad(cand)) / 2.0;
+    let spread = 1.4826 * (base_mad.unwrap_or(0.0) + cand_mad.unwrap_or(0.0)) / 2.0;
     Some(Separation {
         direction,
         spreads: if spread > 0.0 {
@@ -361,7 +362,9 @@ pub struct Comparison {
     /// it at the spread seen, to a verdict or to equivalence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub more_reps: Option<usize>,
-    /// Inconclusive or equivalent: which rule it missed or met, in words.
+    /// Why a verdict is what it is, in words, where the diff records it: too few reps,
+    /// the floor an equivalent row lies inside (set by the family), two runs' machines,
+    /// a sequential stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
     /// The sides separated in every rep (shown where too few reps allow a claim).
@@ -479,7 +482,7 @@ pub(crate) fn compare(
         stats::one_sample_t(&d)
     });
     let Some(welch) = stats::welch_t(&lb, &lc) else {
-        c.separation = separation(base, cand);
+        c.separation = separation((base, bs.mad), (cand, cs.mad));
         c.why = Some(too_few(base.len().min(cand.len())));
         return c;
     };
@@ -494,7 +497,7 @@ pub(crate) fn compare(
     c.delta = Some(tests.base_gm * (est.exp() - 1.0));
     c.p_value = Some(tests.p_value());
     c.tests = Some(tests);
-    c.separation = separation(base, cand);
+    c.separation = separation((base, bs.mad), (cand, cs.mad));
     let (rel, abs) = tests.intervals(1.0 - opts.alpha);
     c.ci = Some(rel);
     c.delta_ci = Some(abs);
@@ -594,11 +597,6 @@ pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &
         |i: &Interval, f: f64| matches!((i.lo, i.hi), (Some(lo), Some(hi)) if lo >= -f && hi <= f);
     if inside(&rel, opts.noise_floor) || inside(&abs, floor) {
         c.verdict = Verdict::Equivalent;
-        c.why = Some(if inside(&rel, opts.noise_floor) {
-            format!("inside ±{}%", opts.noise_floor * 100.0)
-        } else {
-            format!("inside ±{}", super::fmt::fmt_value(c.unit, floor))
-        });
         c.ci = Some(rel);
         c.delta_ci = Some(abs);
         return;

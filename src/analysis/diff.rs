@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{
-    compare, compare_exact, Comparison, Measure, Unit, Verdict, SPAN_THREADS, THREADS_WITH_SPANS,
+    compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS,
 };
 use super::diff_notes::{alternates, notes, runs_differ};
 use super::family;
@@ -75,6 +75,11 @@ struct Spec {
 
 /// Compares variant `base_variant` of `base` (baseline) against `cand_variant` of `cand`
 /// (candidate). Pass the same [`RunData`] twice to compare variants of one run.
+///
+/// Long because it is the diff's one assembly line, in pipeline order: the sides, the
+/// specs of every metric, their comparisons, gaps and contributions, the family's
+/// judgement, the tables, the headline and the notes; each step is a call into the
+/// module that owns it, and splitting the sequence would only pass its locals around.
 pub fn diff_runs(
     base: &RunData,
     base_variant: &str,
@@ -261,37 +266,11 @@ pub fn diff_runs(
             .as_mut()
             .map(|c| vec![&mut c.baseline, &mut c.candidate, &mut c.steady])
             .unwrap_or_default(),
+        // Two runs whose machines differed beyond what either run's spread covers:
+        // neither a change nor its absence is shown, and the reason stands beside each.
+        runs_differ([base, cand]).as_deref(),
         opts,
     );
-    // Two runs whose machines differed beyond what either run's spread covers: neither
-    // a change nor its absence is shown, whatever the interval, and the reason stands
-    // beside each verdict.
-    let mut family = family;
-    if let Some(why) = runs_differ([base, cand]) {
-        let demote = |c: &mut Comparison| {
-            if !c.verdict.one_sided() && !c.exact {
-                c.verdict = Verdict::Inconclusive;
-                c.why = Some(why.clone());
-                c.more_reps = None;
-            }
-        };
-        metrics.iter_mut().for_each(demote);
-        demote(&mut contributions.total);
-        contributions
-            .items
-            .iter_mut()
-            .for_each(|i| demote(&mut i.comparison));
-        gaps.iter_mut().for_each(|g| demote(&mut g.change));
-        if let Some(c) = carry_over.as_mut() {
-            for x in [&mut c.baseline, &mut c.candidate, &mut c.steady] {
-                demote(x);
-            }
-        }
-        family.survivors = 0;
-        for item in &mut contributions.items {
-            item.share_of_change = None;
-        }
-    }
     let backend = (va.backend == vb.backend).then_some(va.backend.as_str());
     let phase_table = phase_table(&metrics, &contributions.total, &counters, backend, phases);
     let leaf_spans: Vec<String> = names
@@ -529,6 +508,7 @@ fn carry_over(
 mod swing_tests {
     use super::*;
     use crate::analysis::synthetic::SyntheticRun;
+    use crate::analysis::Verdict;
 
     #[test]
     fn a_swing_between_pairs_larger_than_the_change_is_said_beside_it() {

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{abs_floor, decide, Comparison, Measure, Unit};
+use super::compare::{abs_floor, decide, Comparison, Measure, Unit, Verdict};
 use super::gaps::{Contributions, Gap};
 use super::DiffOptions;
 use crate::stats;
@@ -103,7 +103,7 @@ pub fn judge_rows(rows: &[RowInput], opts: &DiffOptions) -> (Vec<Comparison>, Fa
             family.push(c);
         }
     }
-    let fam = judge_family(primary, family, end_to_end_ns, opts);
+    let fam = judge_family(primary, family, end_to_end_ns, None, opts);
     (out, fam)
 }
 
@@ -124,13 +124,14 @@ fn weight(c: &Comparison, opts: &DiffOptions) -> f64 {
 
 /// Judges the primary comparisons each on its own p-value and the others on their
 /// q-value over `family`, each against its absolute floor.
-fn judge_family(
-    primary: Vec<&mut Comparison>,
-    mut family: Vec<&mut Comparison>,
+fn judge_family<'a>(
+    mut primary: Vec<&'a mut Comparison>,
+    family: Vec<&'a mut Comparison>,
     end_to_end_ns: Option<f64>,
+    across: Option<&str>,
     opts: &DiffOptions,
 ) -> Family {
-    for c in primary {
+    for c in primary.iter_mut() {
         if tested(c) {
             c.q_value = c.p_value;
             let p = c.p_value.unwrap_or(1.0);
@@ -138,20 +139,24 @@ fn judge_family(
             decide(c, p, 1.0 - opts.alpha, floor, opts);
         }
     }
-    family.retain(|c| tested(c));
+    let (mut family, mut untested): (Vec<_>, Vec<_>) = family.into_iter().partition(|c| tested(c));
     // One test per distinct measurement: a leaf span's self time is its total, row for
-    // row; the copy takes the first one's q-value instead of counting twice.
-    let mut first_of: Vec<usize> = Vec::with_capacity(family.len());
-    for i in 0..family.len() {
-        let same = (0..i).find(|&j| {
-            first_of[j] == j
-                && family[j].span == family[i].span
-                && family[j].unit == family[i].unit
-                && family[j].tests.is_some()
-                && family[j].tests == family[i].tests
-        });
-        first_of.push(same.unwrap_or(i));
-    }
+    // row; the copy takes the first one's q-value instead of counting twice. Rows are
+    // keyed by the span, the unit and the bits of their tests, in one pass.
+    let key = |c: &Comparison| {
+        let bits = |t: &stats::TTest| [t.estimate, t.se, t.df, t.p_value].map(f64::to_bits);
+        let t = c.tests.as_ref();
+        (
+            c.span.clone(),
+            c.unit,
+            t.map(|t| (t.offset.to_bits(), t.base_gm.to_bits(), bits(&t.welch))),
+            t.and_then(|t| t.paired.as_ref().map(bits)),
+        )
+    };
+    let mut seen = std::collections::HashMap::new();
+    let first_of: Vec<usize> = (0..family.len())
+        .map(|i| *seen.entry(key(family[i])).or_insert(i))
+        .collect();
     let distinct: Vec<usize> = (0..family.len()).filter(|&i| first_of[i] == i).collect();
     let p: Vec<f64> = family.iter().map(|c| c.p_value.unwrap_or(1.0)).collect();
     let q_distinct = if opts.fdr {
@@ -195,6 +200,23 @@ fn judge_family(
         };
         decide(c, q, level, floor, opts);
     }
+    // An equivalent row records which floor it lies inside, as its reason.
+    for c in primary.iter_mut().chain(family.iter_mut()) {
+        if c.why.is_none() {
+            c.why = super::fmt::equivalent_because(c);
+        }
+    }
+    if let Some(why) = across {
+        let all = primary
+            .iter_mut()
+            .chain(family.iter_mut())
+            .chain(untested.iter_mut());
+        for c in all.filter(|c| !c.verdict.one_sided() && !c.exact) {
+            c.verdict = Verdict::Inconclusive;
+            c.why = Some(why.to_string());
+            c.more_reps = None;
+        }
+    }
     Family {
         comparisons: distinct.len(),
         uncorrected: distinct.iter().filter(|&&i| p[i] < opts.alpha).count(),
@@ -208,11 +230,14 @@ fn judge_family(
 /// Judges every comparison of a diff again: the end-to-end time (`contributions.total`
 /// and its twin in `metrics`) on its own p-value, the others (with `others`, the
 /// carry-over rows) on their q-value over the family, each against its absolute floor.
+/// With `across` (why two runs' machines differed), no comparison is shown changed or
+/// equivalent: each is inconclusive with that reason.
 pub(crate) fn judge(
     metrics: &mut [Comparison],
     contributions: &mut Contributions,
     gaps: &mut [Gap],
     others: Vec<&mut Comparison>,
+    across: Option<&str>,
     opts: &DiffOptions,
 ) -> Family {
     let end_to_end_ns = contributions.total.baseline.median;
@@ -232,7 +257,7 @@ pub(crate) fn judge(
     family.extend(contributions.items.iter_mut().map(|i| &mut i.comparison));
     family.extend(gaps.iter_mut().map(|g| &mut g.change));
     family.extend(others);
-    let out = judge_family(primary, family, end_to_end_ns, opts);
+    let out = judge_family(primary, family, end_to_end_ns, across, opts);
     // A share of the end-to-end change exists only when that change has a verdict.
     let total = &contributions.total;
     let total_delta = total.delta.unwrap_or(0.0);

@@ -102,7 +102,7 @@ pub(super) fn delta_cell(c: &Comparison) -> String {
 /// Why an inconclusive comparison whose relative interval excludes 0 is inconclusive,
 /// in words: its test over the family did not pass, or its interval did not clear a
 /// floor. None for other comparisons.
-pub(super) fn unchanged_because(c: &Comparison) -> Option<String> {
+fn unchanged_because(c: &Comparison) -> Option<String> {
     let (Some(ci), Some(rule)) = (c.ci, c.rule) else {
         return None;
     };
@@ -163,6 +163,32 @@ fn sig(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// Which floor an equivalent comparison's 1 − alpha interval lies inside, in words:
+/// "inside ±1%", or "inside ±1.123 ms" for the absolute floor.
+pub(super) fn equivalent_because(c: &Comparison) -> Option<String> {
+    if c.verdict != super::compare::Verdict::Equivalent || c.exact {
+        return None;
+    }
+    let rule = c.rule?;
+    let inside = |i: Option<crate::stats::Interval>, f: f64| matches!(i.map(|i| (i.lo, i.hi)), Some((Some(lo), Some(hi))) if lo >= -f && hi <= f);
+    if inside(c.ci, rule.noise_floor) {
+        Some(format!("inside ±{}%", rule.noise_floor * 100.0))
+    } else {
+        inside(c.delta_ci, rule.abs_floor)
+            .then(|| format!("inside ±{}", fmt_value(c.unit, rule.abs_floor)))
+    }
+}
+
+/// Why a comparison's verdict is what it is, where words help: the reason the diff
+/// recorded (`Comparison::why`), else the floor an equivalent row lies inside or the
+/// rule an inconclusive one missed.
+pub(super) fn reason(c: &Comparison) -> Option<String> {
+    c.why
+        .clone()
+        .or_else(|| equivalent_because(c))
+        .or_else(|| unchanged_because(c))
+}
+
 /// "regressed (q=0.004)", "unchanged (p=0.02; interval within the ±1% floor)".
 pub(super) fn verdict_cell(c: &Comparison) -> String {
     let p = fmt_test(c);
@@ -173,7 +199,7 @@ pub(super) fn verdict_cell(c: &Comparison) -> String {
     if !p.is_empty() {
         parts.push(p);
     }
-    if let Some(why) = c.why.clone().or_else(|| unchanged_because(c)) {
+    if let Some(why) = reason(c) {
         parts.push(why);
     }
     if let Some(n) = c.more_reps {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compare::{Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS};
 use super::family::Family;
-use super::fmt::{delta_cell, fmt_test, measure_label, opt_value, signed, unchanged_because};
+use super::fmt::{delta_cell, fmt_test, measure_label, opt_value, reason, signed};
 use super::gaps::{Contributions, OnPath};
 use crate::counters::CounterKind;
 
@@ -302,7 +302,7 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
     );
     let p = fmt_test(t);
     let _ = write!(first, ": {}", t.verdict);
-    match (p.is_empty(), t.why.clone().or_else(|| unchanged_because(t))) {
+    match (p.is_empty(), reason(t)) {
         (false, Some(why)) => {
             let _ = write!(first, " ({p}; {why})");
         }
