@@ -591,6 +591,7 @@ mod modes;
 mod paired;
 mod rng;
 mod student;
+mod walsh;
 pub use fdr::{bh_q_values, bh_rejections};
 pub use modes::{bimodal, Modes};
 pub use paired::{
@@ -602,6 +603,7 @@ pub use student::{
     confidence_sequence_of, incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t,
     student_t_quantile, student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
 };
+pub use walsh::{lower_critical, SignedRankShift, WALSH_MAX_N};
 
 #[cfg(test)]
 mod tests;

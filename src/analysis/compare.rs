@@ -193,9 +193,9 @@ fn log_of(v: f64, offset: f64) -> f64 {
     (v.max(0.0) + offset).ln()
 }
 
-/// The t tests behind a comparison, on the log of the values (plus [`log_offset`]): what
+/// The tests behind a comparison, on the log of the values (plus [`log_offset`]): what
 /// its change and its intervals at any level are computed from.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogTests {
     /// Added to every value before its log.
     pub offset: f64,
@@ -206,58 +206,117 @@ pub struct LogTests {
     /// One-sample t on the per-pair log ratios, when the run paired the reps (at least
     /// [`stats::MIN_REPS_FOR_CLAIM`] pairs).
     pub paired: Option<stats::TTest>,
+    /// The signed-rank test of the per-pair log ratios with its Hodges–Lehmann estimate
+    /// and interval, in place of the paired t test where the ratios have a far value
+    /// ([`far_out`]), from [`PAIRED_FROM`] pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<stats::SignedRankShift>,
+    /// The spread of a run's level between runs ([`DiffOptions::between_runs`]) that
+    /// Welch's test carries (its variance added twice) when the sides are two run
+    /// folders; 0 for variants of one run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub between_runs: f64,
 }
 
-/// Pairs from which the paired test joins Welch's in a verdict. Below, the paired test's
-/// n − 1 degrees of freedom cost more than pairing gains: in the verdict simulation at 5
-/// pairs, Welch's test alone named a 5-spread change in 84% of diffs and the combination
-/// in 74% (lognormal reps), and under drift within the run 89% against 88%
-/// (evidence/verdicts/sim). The paired test is still computed (sequential runs read it).
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// How far from the median of the per-pair log ratios, in robust spreads (1.4826 ×
+/// MAD), a ratio is far out: a rep disturbed as a whole (3× slower: a ratio of ln 3 ≈
+/// 1.1 among ratios of a few hundredths) is 20 spreads out; among normal ratios one
+/// beyond 6 spreads is rare (the MAD of 8 values can be half the true spread, so about
+/// 1 in 10 runs of 8 pairs, fewer of more).
+pub const FAR_OUT_SPREADS: f64 = 6.0;
+
+/// Whether any of `d` lies more than [`FAR_OUT_SPREADS`] robust spreads from their
+/// median; with a MAD of 0 (most ratios equal), whether any differs from the median.
+/// The rule sees only the distances from the median, not on which side a ratio lies,
+/// so under no change it picks the test independently of the sign the tests judge.
+pub fn far_out(d: &[f64]) -> bool {
+    let Some(med) = stats::median(d) else {
+        return false;
+    };
+    let dev: Vec<f64> = d.iter().map(|x| (x - med).abs()).collect();
+    let mad = stats::median(&dev).unwrap_or(0.0);
+    let limit = FAR_OUT_SPREADS * 1.4826 * mad;
+    dev.iter().any(|&x| x > limit && x > 1e-12)
+}
+
+/// Pairs from which a paired analysis joins Welch's in a verdict: the paired t test, or
+/// where a pair is far out the signed-rank test. Below, the paired test's n − 1 degrees of freedom cost more than
+/// pairing gains: in the verdict simulation at 5 pairs, Welch's test alone named a
+/// 5-spread change in 84% of diffs and the combination in 74% (lognormal reps), and under
+/// drift within the run 89% against 88% (evidence/verdicts/sim); and no signed-rank test
+/// of fewer than 6 pairs can reach p < 0.05. The paired t test is still computed
+/// (sequential runs read it).
 pub const PAIRED_FROM: usize = 8;
 
 impl LogTests {
-    /// The paired test, where there are [`PAIRED_FROM`] pairs or more.
+    /// The paired t test, where there are [`PAIRED_FROM`] pairs or more and no
+    /// signed-rank analysis replaces it.
     pub fn paired_in_use(&self) -> Option<stats::TTest> {
+        if self.rank_in_use().is_some() {
+            return None;
+        }
         self.paired.filter(|p| p.df + 1.0 >= PAIRED_FROM as f64)
     }
 
+    /// The signed-rank analysis, where a pair is far out, there are [`PAIRED_FROM`] pairs
+    /// or more, and its Walsh averages are at hand (not when read back from a file).
+    pub fn rank_in_use(&self) -> Option<&stats::SignedRankShift> {
+        self.rank
+            .as_ref()
+            .filter(|r| r.n >= PAIRED_FROM && r.interval(0.5).is_some())
+    }
+
+    /// The p-values of the analyses in use: Welch's, then the paired t's or the
+    /// signed-rank's where in use.
+    fn p_values(&self) -> Vec<f64> {
+        let mut p = vec![self.welch.p_value];
+        p.extend(self.paired_in_use().map(|t| t.p_value));
+        p.extend(self.rank_in_use().map(|r| r.p_value));
+        p
+    }
+
     /// The test's two-sided p-value: Welch's alone, or paired, Simes' combination of the
-    /// two, min(2·p₍₁₎, p₍₂₎): each analysis is valid, and the combination holds its level
-    /// when the two are positively dependent, as two tests of one difference of logs are
-    /// (Simes, Biometrika 73 (1986); Sarkar, Ann. Stat. 26 (1998)). It rejects at alpha
-    /// whenever the intersection of the two intervals ([`LogTests::log_interval`])
-    /// excludes 0.
+    /// two analyses in use, min(2·p₍₁₎, p₍₂₎): each analysis is valid, and the
+    /// combination holds its level when they are positively dependent, as tests of one
+    /// difference of logs are (Simes, Biometrika 73 (1986); Sarkar, Ann. Stat. 26
+    /// (1998)). The paired t test is the more powerful on well-behaved pairs, the
+    /// signed-rank test where a few pairs are far out (a t interval widens with an
+    /// outlier's square).
     pub fn p_value(&self) -> f64 {
-        match self.paired_in_use() {
-            Some(p) => {
-                let (lo, hi) = if p.p_value <= self.welch.p_value {
-                    (p.p_value, self.welch.p_value)
-                } else {
-                    (self.welch.p_value, p.p_value)
-                };
-                (2.0 * lo).min(hi).min(1.0)
-            }
-            None => self.welch.p_value,
-        }
+        let mut p = self.p_values();
+        p.sort_unstable_by(f64::total_cmp);
+        let k = p.len() as f64;
+        p.iter()
+            .enumerate()
+            .map(|(i, &pi)| k * pi / (i + 1) as f64)
+            .fold(1.0f64, f64::min)
     }
 
     /// The interval of the log ratio at `level`: Welch's, or paired, the intersection of
-    /// the two intervals at 1 − (1 − level)/2 each (both cover together at least at
-    /// `level`); `None` when they do not meet.
+    /// the k analyses' intervals at 1 − (1 − level)/k each (all cover together at least
+    /// at `level`); `None` when they do not meet.
     pub fn log_interval(&self, level: f64) -> Option<(f64, f64)> {
-        match self.paired_in_use() {
-            None => Some(self.welch.interval(level)),
-            Some(p) => {
-                let each = 1.0 - (1.0 - level) / 2.0;
-                let (a, b) = (self.welch.interval(each), p.interval(each));
-                let (lo, hi) = (a.0.max(b.0), a.1.min(b.1));
-                (lo <= hi).then_some((lo, hi))
-            }
-        }
+        let k = self.p_values().len() as f64;
+        let each = 1.0 - (1.0 - level) / k;
+        let mut parts = vec![self.welch.interval(each)];
+        parts.extend(self.paired_in_use().map(|p| p.interval(each)));
+        // Too few pairs for a signed-rank bound at this level: it bounds nothing.
+        parts.extend(self.rank_in_use().and_then(|r| r.interval(each)));
+        let lo = parts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+        let hi = parts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        (lo <= hi).then_some((lo, hi))
     }
 
-    /// The point estimate of the log ratio: the paired mean when paired, else Welch's.
+    /// The point estimate of the log ratio: the Hodges–Lehmann estimate when the
+    /// signed-rank analysis is in use, else the paired mean when paired, else Welch's.
     pub fn estimate(&self) -> f64 {
+        if let Some(r) = self.rank_in_use() {
+            return r.estimate;
+        }
         self.paired_in_use()
             .map_or(self.welch.estimate, |p| p.estimate)
     }
@@ -473,14 +532,17 @@ pub(crate) fn compare(
     let lb: Vec<f64> = base.iter().map(|&v| log_of(v, off)).collect();
     let lc: Vec<f64> = cand.iter().map(|&v| log_of(v, off)).collect();
     let min = stats::MIN_REPS_FOR_CLAIM;
-    let paired = pairs.filter(|p| p.len() >= min).and_then(|p| {
-        let d: Vec<f64> = p
-            .iter()
-            .map(|&(x, y)| log_of(y, off) - log_of(x, off))
-            .collect();
+    let ratios: Option<Vec<f64>> = pairs.filter(|p| p.len() >= min).map(|p| {
         c.pairs = Some(p.len());
-        stats::one_sample_t(&d)
+        p.iter()
+            .map(|&(x, y)| log_of(y, off) - log_of(x, off))
+            .collect()
     });
+    let paired = ratios.as_deref().and_then(stats::one_sample_t);
+    let rank = ratios
+        .as_deref()
+        .filter(|d| d.len() >= PAIRED_FROM && far_out(d))
+        .and_then(stats::SignedRankShift::of);
     let Some(welch) = stats::welch_t(&lb, &lc) else {
         c.separation = separation((base, bs.mad), (cand, cs.mad));
         c.why = Some(too_few(base.len().min(cand.len())));
@@ -491,14 +553,16 @@ pub(crate) fn compare(
         base_gm: (lb.iter().sum::<f64>() / lb.len() as f64).exp(),
         welch,
         paired,
+        rank,
+        between_runs: 0.0,
     };
     let est = tests.estimate();
     c.relative = Some(est.exp() - 1.0);
     c.delta = Some(tests.base_gm * (est.exp() - 1.0));
     c.p_value = Some(tests.p_value());
+    let (rel, abs) = tests.intervals(1.0 - opts.alpha);
     c.tests = Some(tests);
     c.separation = separation((base, bs.mad), (cand, cs.mad));
-    let (rel, abs) = tests.intervals(1.0 - opts.alpha);
     c.ci = Some(rel);
     c.delta_ci = Some(abs);
     if base.len() < min || cand.len() < min {
@@ -553,7 +617,7 @@ pub(crate) fn abs_floor(unit: Unit, opts: &DiffOptions, end_to_end_ns: Option<f6
 /// The intervals printed are those the verdict used. A comparison without enough reps,
 /// on one side only, or exact keeps its verdict.
 pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &DiffOptions) {
-    let Some(tests) = c.tests else {
+    let Some(tests) = c.tests.clone() else {
         return;
     };
     if c.exact
@@ -602,6 +666,10 @@ pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &
         return;
     }
     c.verdict = Verdict::Inconclusive;
+    if tests.log_interval(level).is_none() {
+        c.why = Some(disagree_words(&tests));
+        return;
+    }
     // Reps that would resolve it: the interval's half-width shrinks as 1/√n; it must
     // shrink to the distance between the estimate and the floor (the larger of the
     // relative floor and the absolute one as a share of the baseline).
@@ -616,10 +684,71 @@ pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &
         let target = (est - fl).abs();
         let half = (hi - lo) / 2.0;
         let n = c.pairs.unwrap_or(c.baseline.reps.min(c.candidate.reps)) as f64;
-        if target > 1e-12 && half.is_finite() && n > 0.0 {
-            let need = n * (half / target).powi(2);
+        // Across runs, the between-run part of the half-width stays whatever the reps.
+        let fixed = 2.0 * tests.between_runs * tests.between_runs;
+        let se2 = tests.welch.se * tests.welch.se;
+        let sample = (1.0 - fixed / se2).clamp(0.0, 1.0).sqrt() * half;
+        let fixed_half = half * (fixed / se2).clamp(0.0, 1.0).sqrt();
+        if fixed > 0.0 && target <= fixed_half {
+            c.why = Some(format!(
+                "two runs differ by about ±{}% (the between-runs spread) whatever their \
+                 reps: compare variants of one run to resolve ±{}%",
+                sig_pct(2f64.sqrt() * tests.between_runs),
+                sig_pct(opts.noise_floor)
+            ));
+        } else if target > 1e-12 && half.is_finite() && n > 0.0 {
+            let room = (target * target - fixed_half * fixed_half)
+                .max(1e-300)
+                .sqrt();
+            let need = n * (sample / room).powi(2);
             c.more_reps = Some((need - n).ceil().clamp(1.0, 1e6) as usize);
         }
+    }
+}
+
+/// `x` (a fraction) as a percentage of two significant digits at most: "1.4".
+fn sig_pct(x: f64) -> String {
+    let s = format!("{:.1}", x * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Adds the spread of a run's level between runs (`sd`, of the log) to a comparison of
+/// two run folders' reps: Welch's variance grows by 2·sd² (each side's run level is off
+/// by sd), at the same degrees of freedom; the p-value, the intervals and the verdict
+/// follow. Paired and exact comparisons, and those without a test, are left alone.
+pub(crate) fn add_between_runs(c: &mut Comparison, sd: f64, opts: &DiffOptions) {
+    if sd <= 0.0 || c.exact || c.pairs.is_some() {
+        return;
+    }
+    let Some(tests) = c.tests.as_mut() else {
+        return;
+    };
+    tests.welch = tests.welch.with_extra_variance(2.0 * sd * sd);
+    tests.between_runs = sd;
+    let tests = tests.clone();
+    let (rel, abs) = tests.intervals(1.0 - opts.alpha);
+    c.ci = Some(rel);
+    c.delta_ci = Some(abs);
+    if c.p_value.is_none() {
+        // Too few reps for a claim: the interval widens, no verdict follows.
+        return;
+    }
+    let p = tests.p_value();
+    c.p_value = Some(p);
+    decide(c, p, 1.0 - opts.alpha, abs_floor(c.unit, opts, None), opts);
+}
+
+/// Why a comparison whose analyses' intervals do not meet has no interval: the analyses
+/// in use disagree on where the change lies.
+fn disagree_words(tests: &LogTests) -> String {
+    if tests.rank_in_use().is_some() {
+        "Welch's and the signed-rank intervals do not meet: far-out pairs move the mean \
+         ratio, not the typical pair's"
+            .to_string()
+    } else {
+        "Welch's and the paired intervals do not meet: the pairs' differences and the \
+         sides' spreads disagree"
+            .to_string()
     }
 }
 
@@ -710,5 +839,50 @@ mod exact_tests {
         // The statistical rule makes no claim on one rep per side.
         let s = compare("s", m(), Unit::Count, &[1000.0], &[2000.0], None, &o);
         assert!(s.verdict == Verdict::Inconclusive && !s.exact && s.why.is_some());
+    }
+}
+
+#[cfg(test)]
+mod rank_tests {
+    use super::*;
+
+    /// 16 pairs of a span 8% slower, two of them disturbed (a rep 3× slower on either
+    /// side): the t tests on logs lose it in the outliers' variance, the signed-rank
+    /// analysis does not, and the combination names it with an interval near +8%.
+    #[test]
+    fn two_far_reps_do_not_hide_a_consistent_change() {
+        let o = DiffOptions::default();
+        let wobble = |i: usize| 1.0 + 0.01 * ((i * 5 % 16) as f64 - 7.5) / 7.5;
+        let mut pairs: Vec<(f64, f64)> = (0..16)
+            .map(|i| (4.5e6 * wobble(i), 4.5e6 * 1.08 * wobble((i * 3 + 1) % 16)))
+            .collect();
+        pairs[2].1 *= 3.0;
+        pairs[9].0 *= 3.0;
+        let (a, b): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+        let c = compare("work", Measure::Total, Unit::Ns, &a, &b, Some(&pairs), &o);
+        let t = c.tests.clone().unwrap();
+        assert!(
+            t.welch.p_value > 0.05 && t.paired.unwrap().p_value > 0.05,
+            "{t:?}"
+        );
+        let rank = t.rank_in_use().unwrap();
+        assert!(rank.p_value < 0.01, "{}", rank.p_value);
+        assert_eq!(c.verdict, Verdict::Regressed, "{c:?}");
+        let (lo, hi) = (c.ci.unwrap().lo.unwrap(), c.ci.unwrap().hi.unwrap());
+        assert!(lo > 0.05 && hi < 0.11, "[{lo}, {hi}]");
+        assert!((c.relative.unwrap() - 0.08).abs() < 0.01, "{c:?}");
+        // Without a far pair, the paired t test.
+        let clean: Vec<(f64, f64)> = (0..16)
+            .map(|i| (4.5e6 * wobble(i), 4.5e6 * 1.08 * wobble((i * 3 + 1) % 16)))
+            .collect();
+        let (a, b): (Vec<f64>, Vec<f64>) = clean.iter().copied().unzip();
+        let c = compare("work", Measure::Total, Unit::Ns, &a, &b, Some(&clean), &o);
+        let t = c.tests.unwrap();
+        assert!(t.rank.is_none() && t.paired_in_use().is_some());
+        // Below PAIRED_FROM pairs the signed-rank analysis is not in use.
+        let few = &pairs[..7];
+        let (a, b): (Vec<f64>, Vec<f64>) = few.iter().copied().unzip();
+        let c = compare("work", Measure::Total, Unit::Ns, &a, &b, Some(few), &o);
+        assert!(c.tests.unwrap().rank.is_none());
     }
 }

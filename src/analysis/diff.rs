@@ -7,7 +7,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{
-    compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS, THREADS_WITH_SPANS,
+    add_between_runs, compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS,
+    THREADS_WITH_SPANS,
 };
 use super::diff_notes::{alternates, notes, runs_differ};
 use super::family;
@@ -242,6 +243,13 @@ pub fn diff_runs(
         .collect();
     // A metric no rep of either side has is no row.
     metrics.retain(|c| c.baseline.reps + c.candidate.reps > 0);
+    // Two run folders: each side's reps share their run's level, which differs from run
+    // to run by more than the reps' spread shows.
+    if !same_run(base, cand) {
+        for c in &mut metrics {
+            add_between_runs(c, opts.between_runs, opts);
+        }
+    }
 
     let mut contributions = gaps::contributions(&sb, &sc, &names, pairs.as_ref(), opts);
     let mut carry_over = alternating

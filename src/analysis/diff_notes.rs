@@ -111,17 +111,18 @@ fn drift_words(d: &RunData) -> Option<String> {
     Some(s)
 }
 
-/// Two run folders: the machine may have changed between them, and nothing in the
-/// intervals measures that.
+/// Two run folders: the machine may have changed between them, which the reps' spread
+/// does not show (the tests add a typical between-runs spread for it).
 fn between_runs_note(data: [&RunData; 2]) -> Option<String> {
     if same_run(data[0], data[1]) {
         return None;
     }
     let mut s = format!(
         "the sides come from two runs (baseline started {}, candidate {}): drift of the \
-         machine between them (clock, load, temperature, other tenants) is not covered \
-         by the intervals, which measure only the spread within each run; put both \
-         variants in one interleaved run to cover it",
+         machine between them (clock, load, temperature, other tenants) is not in the \
+         reps' spread; the tests add a typical between-runs spread (`--between-runs`, \
+         docs/statistics.md), which a larger drift exceeds; put both variants in one \
+         interleaved run to measure it",
         data[0].meta.created_utc, data[1].meta.created_utc
     );
     for (label, d) in [("baseline", data[0]), ("candidate", data[1])] {

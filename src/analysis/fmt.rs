@@ -124,12 +124,12 @@ fn unchanged_because(c: &Comparison) -> Option<String> {
     let rel_clear = lo > rule.noise_floor || hi < -rule.noise_floor;
     if !rel_clear {
         return Some(format!(
-            "interval within the ±{}% floor",
+            "interval reaches inside the ±{}% floor",
             sig(rule.noise_floor * 100.0)
         ));
     }
     Some(format!(
-        "change within the {} floor",
+        "change reaches inside the {} floor",
         fmt_value(c.unit, rule.abs_floor)
     ))
 }
@@ -189,7 +189,7 @@ pub(super) fn reason(c: &Comparison) -> Option<String> {
         .or_else(|| unchanged_because(c))
 }
 
-/// "regressed (q=0.004)", "unchanged (p=0.02; interval within the ±1% floor)".
+/// "regressed (q=0.004)", "inconclusive (p=0.02; interval reaches inside the ±1% floor)".
 pub(super) fn verdict_cell(c: &Comparison) -> String {
     let p = fmt_test(c);
     if c.exact {

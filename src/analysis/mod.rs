@@ -139,6 +139,25 @@ pub struct DiffOptions {
     /// (evidence/verdicts/sim); 1 weighs every comparison alike.
     #[serde(default = "default_derived_weight")]
     pub derived_weight: f64,
+    /// Spread of a run's level between runs of one build (standard deviation of the log
+    /// of a span's geometric mean from run to run, beyond what its reps' spread
+    /// explains), added twice to the variance of Welch's test when the two sides are
+    /// two run folders: the reps of one run share what differs between runs (where the
+    /// process landed, clocks, caches, what else ran), which no count of reps averages
+    /// away. Variants of one run are not affected. 0 turns it off. Default
+    /// [`DEFAULT_BETWEEN_RUNS`].
+    #[serde(default = "default_between_runs")]
+    pub between_runs: f64,
+}
+
+/// The default of [`DiffOptions::between_runs`], 2%: 20 runs of one program (8 reps
+/// each, one after the other) on the idle 16-core H200 host gave a between-runs spread
+/// of 2.1% for the whole process and at most 0.01% for its two busy-wait spans; on the
+/// 2-core VM at most 1.0% for the spans (evidence/verdicts/between_runs).
+pub const DEFAULT_BETWEEN_RUNS: f64 = 0.02;
+
+fn default_between_runs() -> f64 {
+    DEFAULT_BETWEEN_RUNS
 }
 
 fn default_derived_weight() -> f64 {
@@ -178,6 +197,7 @@ impl Default for DiffOptions {
             fdr: true,
             fcr_intervals: false,
             derived_weight: 0.25,
+            between_runs: DEFAULT_BETWEEN_RUNS,
         }
     }
 }
@@ -215,6 +235,13 @@ impl DiffOptions {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(format!("{what} {v} must be a number >= 0"));
             }
+        }
+        if !(self.between_runs.is_finite() && (0.0..1.0).contains(&self.between_runs)) {
+            return bad(format!(
+                "between-runs spread {} must be in [0, 1) (a standard deviation of log \
+                 time, e.g. 0.02 for about 2%; 0 turns it off)",
+                self.between_runs
+            ));
         }
         if !(self.derived_weight > 0.0 && self.derived_weight <= 1.0) {
             return bad(format!(

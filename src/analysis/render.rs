@@ -320,15 +320,21 @@ fn header(out: &mut String, d: &Diff, md: bool) {
         eb.used, ec.used, eb.failed, ec.failed, eb.warmup, ec.warmup
     );
     let o = &d.options;
+    let two_runs = d.baseline.run_dir != d.candidate.run_dir && o.between_runs > 0.0;
+    let across = format!(
+        "Welch's t test on logs, with a between-runs spread of ±{}% a run added (two run folders)",
+        o.between_runs * 100.0
+    );
     let (change, test) = match d.pairs {
         Some(n) if n >= super::compare::PAIRED_FROM => (
             "geometric mean of per-pair ratios",
-            "the paired and Welch t tests on logs (combined by Simes)",
+            "the paired t test on logs (the signed-rank test where a pair is far out) and Welch's, combined by Simes,",
         ),
         Some(_) => (
             "geometric mean of per-pair ratios",
             "Welch's t test on logs (the paired test joins from 8 pairs)",
         ),
+        None if two_runs => ("ratio of geometric means", across.as_str()),
         None => ("ratio of geometric means", "Welch's t test on logs"),
     };
     let family = if o.fdr {

@@ -142,7 +142,7 @@ fn watch(c: &Comparison, alpha: f64, floor: f64, opts: &DiffOptions) -> WatchedR
         interval: undefined,
         pairs_left: None,
     };
-    let Some((tests, p)) = c.tests.and_then(|t| Some((t, t.paired?))) else {
+    let Some((tests, p)) = c.tests.clone().and_then(|t| t.paired.map(|p| (t, p))) else {
         return row;
     };
     let n = c.pairs.unwrap_or(0);
@@ -207,7 +207,7 @@ pub(crate) fn apply(d: &mut Diff, opts: &DiffOptions) {
     let set = |c: &mut Comparison, r: &WatchedRow| {
         c.verdict = r.verdict;
         c.ci = Some(r.interval);
-        c.delta_ci = c.tests.map(|t| Interval {
+        c.delta_ci = c.tests.as_ref().map(|t| Interval {
             lo: r.interval.lo.map(|x| x * t.base_gm),
             hi: r.interval.hi.map(|x| x * t.base_gm),
             level: r.interval.level,

@@ -958,6 +958,42 @@ fn two_runs_at_different_loads_name_no_change() {
     );
 }
 
+/// Two run folders at the same load: a change within a few times the between-runs
+/// spread is not named (either run's level could hold it), with the reason, while the
+/// same data as variants of one run name it; a change far beyond is named across runs.
+#[test]
+fn two_runs_carry_the_between_runs_spread() {
+    let across = |scale: f64, opts: &DiffOptions| {
+        let mut r = SyntheticRun::new();
+        *r.variant_mut("candidate") = SyntheticVariant::new("candidate").scaled("msm_h", scale);
+        let (mut a, mut b) = (r.build(), r.build());
+        a.dir = std::path::PathBuf::from("run-a");
+        b.dir = std::path::PathBuf::from("run-b");
+        let d = diff_runs(&a, "baseline", &b, "candidate", opts).unwrap();
+        metric(&d, "msm_h", Measure::SelfTime).clone()
+    };
+    let off = DiffOptions {
+        between_runs: 0.0,
+        ..DiffOptions::default()
+    };
+    let small = across(1.03, &off);
+    assert_eq!(small.verdict, Verdict::Regressed, "{small:?}");
+    let small = across(1.03, &DiffOptions::default());
+    assert_eq!(small.verdict, Verdict::Inconclusive, "{small:?}");
+    assert!(small.tests.as_ref().unwrap().between_runs > 0.0);
+    let why = small.why.as_deref().unwrap_or_default();
+    assert!(why.contains("between-runs spread"), "{small:?}");
+    assert!(small.more_reps.is_none(), "{small:?}");
+    let large = across(1.5, &DiffOptions::default());
+    assert_eq!(large.verdict, Verdict::Regressed, "{large:?}");
+    // The options are checked.
+    let bad = DiffOptions {
+        between_runs: -0.1,
+        ..DiffOptions::default()
+    };
+    assert!(bad.validate().is_err());
+}
+
 /// A sequential run's decisions: a 20% slower phase is decided regressed after 10 pairs
 /// (with end to end), an A/A run decides nothing wrong, and every decision holds its
 /// level at every number of pairs.

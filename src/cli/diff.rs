@@ -39,7 +39,7 @@ pub struct DiffArgs {
     /// Smallest relative change a verdict reports, in percent ("1" or "1%").
     #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
     noise_floor: f64,
-    /// Significance level of the rank test; the interval has confidence 1 - alpha.
+    /// Significance level of the tests; the interval has confidence 1 - alpha.
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
     /// Bootstrap resamples per metric (1 to 1,000,000).
@@ -60,6 +60,13 @@ pub struct DiffArgs {
     /// the diff's comparisons (for a metric chosen before the run).
     #[arg(long)]
     no_fdr: bool,
+    /// Spread of a run's level between runs of one build, percent (the standard
+    /// deviation of a span's log time from run to run beyond its reps' spread): added
+    /// to the test when the sides are two run folders, whose reps share what differs
+    /// between runs. 0 turns it off; variants of one run are not affected. Default:
+    /// the measured value in docs/statistics.md ("Two run folders").
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    between_runs: Option<f64>,
     /// Flag wrapper spans whose unattributed time exceeds this share, in percent.
     #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
     gap_threshold: f64,
@@ -102,6 +109,7 @@ impl DiffArgs {
             time_floor_fraction: self.time_floor_share,
             count_floor: self.count_floor,
             fdr: !self.no_fdr,
+            between_runs: self.between_runs.unwrap_or(defaults.between_runs),
             ..defaults
         }
     }

@@ -295,6 +295,17 @@ impl TTest {
         }
     }
 
+    /// The same test with `var` added to the estimate's variance (a source of error
+    /// the sample's spread does not show, of known size), at the same degrees of
+    /// freedom.
+    pub fn with_extra_variance(&self, var: f64) -> TTest {
+        TTest::of(
+            self.estimate,
+            (self.se * self.se + var.max(0.0)).sqrt(),
+            self.df,
+        )
+    }
+
     /// The two-sided interval of the location at confidence `level` (0.95).
     pub fn interval(&self, level: f64) -> (f64, f64) {
         if self.se.is_nan() || self.se <= 0.0 {
