@@ -4,7 +4,8 @@
 //! ([`store::RUN_FILES`]), so a file added to the store is planted here too. Each reader
 //! of the folder (`report` reads them all, `history add` what it stores) answers with
 //! the reason, in its error or in report.md, and never the secret; none hangs: each runs
-//! under a time limit.
+//! under a time limit. And what the readers pass on (sampled stacks' frame names and
+//! statuses, folder names) lands escaped in report.md and on the terminal.
 
 #[allow(dead_code)]
 mod common;
@@ -50,12 +51,18 @@ impl Plant {
 /// The fixture run folder with sampled stacks for every measured rep, so that the
 /// stacks' files are there to be replaced.
 fn profiled_run(t: &Path) -> PathBuf {
+    profiled_run_with(t, "sampled at 99 Hz", &["main", "work"])
+}
+
+/// [`profiled_run`] with `status` as each variant's profile status and `frames` as
+/// every sample's stack (outermost first).
+fn profiled_run_with(t: &Path, status: &str, frames: &[&str]) -> PathBuf {
     let dir = fixture::write(t, &fixture::Options::default());
     let meta_path = dir.join(store::META);
     let mut m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
     for v in fixture::VARIANTS {
-        m["profile"][v] = "sampled at 99 Hz".into();
+        m["profile"][v] = status.into();
     }
     std::fs::write(&meta_path, serde_json::to_vec(&m).unwrap()).unwrap();
     let data = store::RunData::load(&dir).unwrap();
@@ -77,7 +84,7 @@ fn profiled_run(t: &Path) -> PathBuf {
                 span_id: u64::from(r.rep) * 1000 + 1,
                 span: "prove".into(),
                 foreign: false,
-                frames: vec!["main".into(), "work".into()],
+                frames: frames.iter().map(|f| f.to_string()).collect(),
                 count: 10,
             }],
         };
@@ -183,4 +190,54 @@ fn every_file_of_a_run_folder_replaced_by_a_link_a_fifo_a_device_or_a_bomb_is_re
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_flame_section_escapes_statuses_and_frame_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let status = "sampled <img src=x onerror=alert(1)> [c](javascript:alert(1))";
+    let frame = "evil`</code><img src=x onerror=alert(1)>|x";
+    let dir = profiled_run_with(t, status, &["main", frame]);
+    let out = t.join("report");
+    common::gapscope(t)
+        .timeout(LIMIT)
+        .arg("report")
+        .arg(&dir)
+        .args(["--flame-span", "prove", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Sampled stacks"), "{md}");
+    assert!(
+        md.contains("sampled &lt;img src=x onerror=alert(1)> [c]\\(javascript:alert(1))"),
+        "{md}"
+    );
+    // The frame's backtick cannot close its code span, nor its pipe split the row: the
+    // only `<img` left is inside that code span.
+    let span = "``evil`</code><img src=x onerror=alert(1)>\\|x``";
+    assert!(md.contains(&format!("| {span} |")), "{md}");
+    assert_eq!(md.matches("<img").count(), md.matches(span).count(), "{md}");
+}
+
+#[test]
+fn history_add_prints_folder_names_and_reasons_with_their_controls_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let evil = t.join("runs\x1b]0;owned\x07\x1b[2J");
+    let dir = fixture::write(&evil, &fixture::Options::default());
+    let out = common::gapscope(t)
+        .timeout(LIMIT)
+        .args(["history", "add"])
+        .arg(&dir)
+        .arg("--db")
+        .arg(t.join("h.sqlite"))
+        .output()
+        .unwrap();
+    let text = [out.stdout, out.stderr].concat();
+    let text = String::from_utf8_lossy(&text);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("runs\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
 }
