@@ -484,3 +484,75 @@ fn three_first_runs_on_one_fresh_params_folder_record_the_params_that_are_there(
         assert_eq!(meta.params[0]["sha256"], sha.as_str(), "{}", d.display());
     }
 }
+
+// --- Programs end with their run. ---
+
+/// Pids of the processes whose command line is exactly `argv` (zombies left out: they
+/// have ended, and wait only for their reaper).
+fn pids_running(argv: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| [a.as_bytes(), b"\0"].concat()).collect();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
+            !matches!(state, Some(Some('Z')) | None)
+        })
+        .collect()
+}
+
+/// Polls `f` every 50 ms until it holds or `limit` passes.
+fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+#[test]
+fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // A duration no other process on the machine sleeps for.
+    let secs = format!("1000.{}", std::process::id());
+    let exp = t.join("sleepy.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"sleepy\"\n[workload]\ncommand = [\"sh\", \"-c\", \"true && sleep {secs}\"]\n\
+             [run]\nreps = 1\nwarmups = 0\n[[variant]]\nname = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(t.join("results"))
+        .current_dir(t)
+        .env("GAPSCOPE_PARAMS_DIR", t.join("params"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let argv = ["sleep", secs.as_str()];
+    let started = wait_for(LIMIT, || !pids_running(&argv).is_empty());
+    run.kill().unwrap(); // SIGKILL: no handler of gapscope's runs
+    run.wait().unwrap();
+    assert!(started, "the program never started");
+    let ended = wait_for(Duration::from_secs(20), || pids_running(&argv).is_empty());
+    let left = pids_running(&argv);
+    for pid in &left {
+        // SAFETY: kill(2) of a pid this test found by its unique command line.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(ended, "sleep {secs} outlived the killed gapscope: pids {left:?}");
+}

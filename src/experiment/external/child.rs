@@ -172,6 +172,8 @@ pub fn run_once(
         .stderr(Stdio::from(err_w))
         .process_group(0);
     crate::experiment::interrupt::die_with_parent(&mut cmd);
+    // Whatever the program starts ends with gapscope too, even on SIGKILL.
+    crate::experiment::lifeline::end_group_with_gapscope(&mut cmd);
     let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
     // (fcntl, getpid, write, read, _exit) on descriptors opened before the fork.
