@@ -159,7 +159,7 @@ enum HistoryCommand {
         tune: Tune,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
-        /// Write <DIR>/<metric>-<workload>-<host>.svg and .png per series.
+        /// Write <DIR>/<metric>-<workload>-<variant>-<host>-<hash>.svg and .png per series.
         #[arg(long)]
         chart: Option<PathBuf>,
     },
