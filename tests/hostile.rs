@@ -556,3 +556,35 @@ fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
     }
     assert!(ended, "sleep {secs} outlived the killed gapscope: pids {left:?}");
 }
+
+#[test]
+fn a_run_folder_that_cannot_be_written_leaves_no_hidden_partial_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let exp = t.join("t.toml");
+    std::fs::write(
+        &exp,
+        "name = \"t\"\n[workload]\ncommand = [\"true\"]\n[run]\nreps = 1\nwarmups = 0\n\
+         [[variant]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let results = t.join("results");
+    // No file may grow past 0 bytes, as on a full disk (EFBIG where ENOSPC would be).
+    let mut c = Command::new("sh");
+    c.args(["-c", "trap '' XFSZ; ulimit -f 0; exec \"$0\" run \"$1\" --results-dir \"$2\""])
+        .arg(assert_cmd::cargo::cargo_bin("gapscope"))
+        .arg(&exp)
+        .arg(&results)
+        .current_dir(t)
+        .timeout(LIMIT);
+    let e = fails(&mut c);
+    assert!(e.contains("File too large"), "{e}");
+    let left: Vec<String> = std::fs::read_dir(results.join("t"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

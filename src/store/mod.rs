@@ -21,6 +21,7 @@
 
 mod attrs;
 pub mod drift;
+mod files;
 pub mod envinfo;
 pub mod external;
 mod gaps_spec;
@@ -41,6 +42,7 @@ pub mod host;
 pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
+pub use files::{RunFile, RUN_FILES, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
@@ -123,71 +125,6 @@ pub const SPANS: &str = "spans.csv";
 pub const EXPERIMENT_COPY: &str = "experiment.toml";
 pub const TELEMETRY: &str = "telemetry.csv";
 pub const GPU_ACTIVITY: &str = "gpu_activity.csv";
-/// The folder of a run's sampled stacks ([`STACKS_JSON`], [`STACKS_FOLDED`]).
-pub const STACKS_DIR: &str = "stacks";
-
-/// A file of a run folder: its name inside the folder (`{rep}` stands for a rep's
-/// number), and whether it may be stored gzipped instead (`NAME.gz`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunFile {
-    pub name: &'static str,
-    pub gzip: bool,
-}
-
-impl RunFile {
-    /// The file's name for rep `rep` (the name itself for a file of the whole run).
-    pub fn of_rep(&self, rep: u32) -> String {
-        self.name.replace("{rep}", &rep.to_string())
-    }
-
-    /// The name of its gzipped form, for rep `rep`.
-    pub fn gz_of_rep(&self, rep: u32) -> String {
-        format!("{}.gz", self.of_rep(rep))
-    }
-}
-
-/// A rep's sampling summary: rate, counts, threads, or why sampling was unavailable.
-pub const STACKS_JSON: RunFile = RunFile {
-    name: "stacks/rep{rep}.json",
-    gzip: false,
-};
-/// A rep's sampled stacks in the folded format, gzipped past a size.
-pub const STACKS_FOLDED: RunFile = RunFile {
-    name: "stacks/rep{rep}.folded",
-    gzip: true,
-};
-
-/// Every file gapscope writes into a run folder and reads back. A writer names its
-/// files from here, and the tests plant a link, a FIFO, a device and a bomb under each
-/// name on this list, so that a file added here is one no reader can open unhardened.
-pub const RUN_FILES: &[RunFile] = &[
-    RunFile {
-        name: META,
-        gzip: false,
-    },
-    RunFile {
-        name: EXPERIMENT_COPY,
-        gzip: false,
-    },
-    RunFile {
-        name: RUNS,
-        gzip: true,
-    },
-    RunFile {
-        name: SPANS,
-        gzip: true,
-    },
-    RunFile {
-        name: TELEMETRY,
-        gzip: true,
-    },
-    RunFile {
-        name: GPU_ACTIVITY,
-        gzip: true,
-    },
-    STACKS_JSON,
-    STACKS_FOLDED,
-];
 
 /// Appends rows to a CSV file, flushing after each batch.
 struct Appender {
@@ -312,19 +249,16 @@ impl RunWriter {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
         let partial = dir.with_file_name(format!(".{name}.partial"));
         fs::create_dir(&partial).map_err(io(&partial))?;
-        crate::fsx::write_file(&partial.join(EXPERIMENT_COPY), experiment_text.as_bytes())?;
-        write_meta(&partial, meta)?;
-        for (file, header) in [
-            (RUNS, header_of(&RunRow::sample())),
-            (SPANS, header_of(&SpanRow::sample())),
-            (TELEMETRY, header_of(&TelemetryRow::sample())),
-            (GPU_ACTIVITY, header_of(&GpuActivityRow::sample())),
-        ] {
-            drop(Appender::create(&partial.join(file), &strs(&header))?);
-        }
         // rename(2) does not replace a non-empty folder: a run folder made meanwhile
         // under the same name stays as it is.
-        fs::rename(&partial, dir).map_err(io(dir))?;
+        let made = fill_new(&partial, meta, experiment_text)
+            .and_then(|()| fs::rename(&partial, dir).map_err(io(dir)));
+        if let Err(e) = made {
+            // A full disk (or any failure) leaves nothing behind: the hidden folder is
+            // this call's own (create_dir made it), and no run folder holds its files.
+            let _ = fs::remove_dir_all(&partial);
+            return Err(e);
+        }
         let lock = integrity::lock_dir(dir)?;
         Ok(RunWriter {
             dir: dir.to_path_buf(),
@@ -375,6 +309,21 @@ impl RunWriter {
         self.runs.write(&run)?;
         self.runs.flush()
     }
+}
+
+/// A new run folder's files, written under its hidden name.
+fn fill_new(partial: &Path, meta: &Meta, experiment_text: &str) -> Result<(), StoreError> {
+    crate::fsx::write_file(&partial.join(EXPERIMENT_COPY), experiment_text.as_bytes())?;
+    write_meta(partial, meta)?;
+    for (file, header) in [
+        (RUNS, header_of(&RunRow::sample())),
+        (SPANS, header_of(&SpanRow::sample())),
+        (TELEMETRY, header_of(&TelemetryRow::sample())),
+        (GPU_ACTIVITY, header_of(&GpuActivityRow::sample())),
+    ] {
+        drop(Appender::create(&partial.join(file), &strs(&header))?);
+    }
+    Ok(())
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
