@@ -125,7 +125,10 @@ mod tests {
         assert_eq!(md_code("a`b"), "``a`b``");
         assert_eq!(md_code("`x`"), "`` `x` ``");
         assert_eq!(md_code_cell("a|`b"), "``a\\|`b``");
-        assert_eq!(md_code("x`</code><img src=x onerror=alert(1)>"), "``x`</code><img src=x onerror=alert(1)>``");
+        assert_eq!(
+            md_code("x`</code><img src=x onerror=alert(1)>"),
+            "``x`</code><img src=x onerror=alert(1)>``"
+        );
         let f = md_fence("toml", "name = \"x\"\n```\n# injected\n");
         assert!(f.starts_with("````toml\n") && f.ends_with("\n````"), "{f}");
         assert_eq!(md_fence("sh", "ls"), "```sh\nls\n```");

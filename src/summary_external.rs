@@ -92,7 +92,8 @@ pub fn line_counts(e: &ExternalMeta, variants: &[String], width: usize) -> Strin
     let any_refused = variants
         .iter()
         .any(|v| e.variants.get(v).is_some_and(|m| m.lines.refused_ids > 0));
-    let extra = any_refused.then_some(("span ids refused (twice, self, loop)", refused as CountCell));
+    let extra =
+        any_refused.then_some(("span ids refused (twice, self, loop)", refused as CountCell));
     for (label, f) in rows.into_iter().chain(extra) {
         let _ = write!(s, "{label:<width$}");
         for v in variants {

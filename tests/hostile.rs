@@ -490,7 +490,10 @@ fn three_first_runs_on_one_fresh_params_folder_record_the_params_that_are_there(
 /// Pids of the processes whose command line is exactly `argv` (zombies left out: they
 /// have ended, and wait only for their reaper).
 fn pids_running(argv: &[&str]) -> Vec<i32> {
-    let want: Vec<u8> = argv.iter().flat_map(|a| [a.as_bytes(), b"\0"].concat()).collect();
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -554,7 +557,10 @@ fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
         // SAFETY: kill(2) of a pid this test found by its unique command line.
         unsafe { libc::kill(*pid, libc::SIGKILL) };
     }
-    assert!(ended, "sleep {secs} outlived the killed gapscope: pids {left:?}");
+    assert!(
+        ended,
+        "sleep {secs} outlived the killed gapscope: pids {left:?}"
+    );
 }
 
 #[test]
@@ -571,12 +577,15 @@ fn a_run_folder_that_cannot_be_written_leaves_no_hidden_partial_folder() {
     let results = t.join("results");
     // No file may grow past 0 bytes, as on a full disk (EFBIG where ENOSPC would be).
     let mut c = Command::new("sh");
-    c.args(["-c", "trap '' XFSZ; ulimit -f 0; exec \"$0\" run \"$1\" --results-dir \"$2\""])
-        .arg(assert_cmd::cargo::cargo_bin("gapscope"))
-        .arg(&exp)
-        .arg(&results)
-        .current_dir(t)
-        .timeout(LIMIT);
+    c.args([
+        "-c",
+        "trap '' XFSZ; ulimit -f 0; exec \"$0\" run \"$1\" --results-dir \"$2\"",
+    ])
+    .arg(assert_cmd::cargo::cargo_bin("gapscope"))
+    .arg(&exp)
+    .arg(&results)
+    .current_dir(t)
+    .timeout(LIMIT);
     let e = fails(&mut c);
     assert!(e.contains("File too large"), "{e}");
     let left: Vec<String> = std::fs::read_dir(results.join("t"))
@@ -587,4 +596,46 @@ fn a_run_folder_that_cannot_be_written_leaves_no_hidden_partial_folder() {
         })
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_resume_of_a_complete_run_whose_spans_are_gzipped_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let dir = tiny_run(t);
+    let spans = dir.join(store::SPANS);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &std::fs::read(&spans).unwrap()).unwrap();
+    std::fs::write(dir.join("spans.csv.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::remove_file(&spans).unwrap();
+    let files = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files(&dir);
+    let out = gapscope(t)
+        .arg("run")
+        .arg("--resume")
+        .arg(&dir)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("runs again"), "{err}");
+    assert!(
+        files(&dir) == before,
+        "the resume changed the folder: {err}"
+    );
 }

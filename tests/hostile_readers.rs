@@ -162,7 +162,14 @@ fn answer(t: &Path, args: &[&str], dir: &Path) -> String {
 /// add` the tables and the experiment copy, not the GPU tables nor the stacks.
 fn readers(file: &RunFile) -> Vec<&'static [&'static str]> {
     let mut r: Vec<&'static [&'static str]> = vec![&["report"]];
-    if [store::META, store::RUNS, store::SPANS, store::EXPERIMENT_COPY].contains(&file.name) {
+    if [
+        store::META,
+        store::RUNS,
+        store::SPANS,
+        store::EXPERIMENT_COPY,
+    ]
+    .contains(&file.name)
+    {
         r.push(&["history", "add"]);
     }
     r

@@ -237,7 +237,10 @@ mod tests {
         assert!(e.to_string().contains("decompression bomb"), "{e}");
         // A plain file past the cap is refused by its size, unread.
         let big = tmp.path().join("big.csv");
-        std::fs::File::create(&big).unwrap().set_len(1 << 40).unwrap();
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
         let e = read_no_follow(&big, 1 << 20).unwrap_err();
         assert!(matches!(e, ReadError::TooLarge { .. }), "{e}");
     }

@@ -125,7 +125,10 @@ fn tick(v: f64) -> String {
 /// file name only, and one file per series (the hash is of the whole key, so two
 /// variants whose names agree past the cut, or once sanitised, still get two files).
 fn file_stem(k: &SeriesKey) -> String {
-    let raw = format!("{}-{}-{}-{}", k.metric, k.workload, k.variant_key, k.host_id);
+    let raw = format!(
+        "{}-{}-{}-{}",
+        k.metric, k.workload, k.variant_key, k.host_id
+    );
     let readable: String = raw
         .chars()
         .map(|ch| {

@@ -138,8 +138,8 @@ pub fn read_rep_with(run_dir: &Path, rep: u32, rows: bool) -> Result<Option<RepP
         Err(e) if e.is_not_found() => return Ok(None),
         other => other?,
     };
-    let mut p: RepProfile = serde_json::from_slice(&bytes)
-        .with_context(|| format!("reading {}", json.display()))?;
+    let mut p: RepProfile =
+        serde_json::from_slice(&bytes).with_context(|| format!("reading {}", json.display()))?;
     if !rows {
         return Ok(Some(p));
     }

@@ -21,9 +21,9 @@
 
 mod attrs;
 pub mod drift;
-mod files;
 pub mod envinfo;
 pub mod external;
+mod files;
 mod gaps_spec;
 pub mod gpu_checks;
 pub(crate) mod gpu_lanes;
@@ -129,7 +129,10 @@ pub const GPU_ACTIVITY: &str = "gpu_activity.csv";
 /// Appends rows to a CSV file, flushing after each batch.
 struct Appender {
     path: PathBuf,
-    w: csv::Writer<File>,
+    /// `None` while the table is still stored gzipped (`NAME.gz`, as committed results
+    /// keep it): it is made plain at its first new row, so that a resume with nothing
+    /// to add leaves the folder as it was.
+    w: Option<csv::Writer<File>>,
 }
 
 impl Appender {
@@ -144,8 +147,31 @@ impl Appender {
         w.flush().map_err(io(path))?;
         Ok(Appender {
             path: path.to_path_buf(),
-            w,
+            w: Some(w),
         })
+    }
+
+    /// An appender of a table stored as `path.gz`, made plain at its first row.
+    fn gzipped(path: &Path) -> Self {
+        Appender {
+            path: path.to_path_buf(),
+            w: None,
+        }
+    }
+
+    /// The writer, once the gzipped table is written back plain (its complete lines,
+    /// atomically) and its `.gz` removed: nothing of it is lost, and the readers, which
+    /// take `NAME` before `NAME.gz`, read the plain file from the moment it exists.
+    fn writer(&mut self) -> Result<&mut csv::Writer<File>, StoreError> {
+        if self.w.is_none() {
+            let gz = gz_path(&self.path);
+            let bytes = crate::fsx::read_gz_no_follow(&gz, MAX_TABLE_BYTES)?;
+            let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+            crate::fsx::write_file(&self.path, &bytes[..keep])?;
+            fs::remove_file(&gz).map_err(io(&gz))?;
+            self.w = Appender::append_existing(&self.path)?.w;
+        }
+        Ok(self.w.as_mut().expect("opened above"))
     }
 
     /// Opens a file of the run folder for appending, never through a link (O_NOFOLLOW)
@@ -165,17 +191,21 @@ impl Appender {
         }
         Ok(Appender {
             path: path.to_path_buf(),
-            w: csv::WriterBuilder::new().has_headers(false).from_writer(f),
+            w: Some(csv::WriterBuilder::new().has_headers(false).from_writer(f)),
         })
     }
 
     fn write<T: serde::Serialize>(&mut self, row: &T) -> Result<(), StoreError> {
-        self.w.serialize(row).map_err(|e| csv_io(&self.path, e))
+        let path = self.path.clone();
+        self.writer()?.serialize(row).map_err(|e| csv_io(&path, e))
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        self.w.flush().map_err(io(&self.path))?;
-        self.w.get_ref().sync_data().map_err(io(&self.path))
+        let Some(w) = self.w.as_mut() else {
+            return Ok(());
+        };
+        w.flush().map_err(io(&self.path))?;
+        w.get_ref().sync_data().map_err(io(&self.path))
     }
 }
 

@@ -180,7 +180,11 @@ fn a_chain_of_100_000_named_parents_nests_in_linear_time() {
     assert_eq!(p[0], Some(1));
     assert_eq!(p[(n - 1) as usize], None);
     // Quadratic would be 10^10 steps; linear is well under a second even unoptimised.
-    assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
