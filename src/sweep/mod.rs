@@ -122,7 +122,9 @@ impl SweepDir {
             )
         })?;
         probe_writable(&self.dir)?;
-        if let Ok(old) = self.manifest() {
+        // A manifest there is read (a damaged or planted one is an error, not absent).
+        if std::fs::symlink_metadata(self.dir.join(MANIFEST)).is_ok() {
+            let old = self.manifest()?;
             if old.cells != manifest.cells {
                 anyhow::bail!(
                     "{} already holds a sweep named {:?} with other cells (its file or its \
