@@ -353,7 +353,7 @@ fn a_database_with_a_damaged_page_is_refused_before_anything_is_read_or_written(
     let at = 30 * page;
     bytes[at..at + page].fill(0x5a);
     std::fs::write(&db, &bytes).unwrap();
-    let e = schema::open(&db).err().expect("refused").to_string();
+    let e = schema::open(&db).expect_err("refused").to_string();
     assert!(e.contains("the database is damaged"), "{e}");
     assert_eq!(std::fs::read(&db).unwrap(), bytes, "nothing written");
 }
