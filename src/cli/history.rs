@@ -516,7 +516,9 @@ struct PointsOnly {
 }
 
 fn detect_file(file: &Path, format: Format) -> Result<()> {
-    let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // A file the user named (a link is their choice), but capped: /dev/zero ends.
+    let text = crate::fsx::read_capped(file, 64 << 20)
+        .with_context(|| format!("cannot read {}", file.display()))?;
     let parsed: SeriesFile = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: expected {{\"series\": [{{\"points\": [[value, …], …]}}, …]}}",
