@@ -3,17 +3,19 @@
 //!
 //! The parent-death signal ([`super::interrupt::die_with_parent`]) reaches only the
 //! process gapscope started: `sh -c 'true && prog'` loses its `sh`, and `prog`,
-//! reparented to init, runs on. So every program started in a process group of its own
-//! also gets a watcher in that group: a process forked (twice, so that it is nobody's
-//! child to wait for) before the program's exec, that blocks reading a pipe whose write
-//! end only gapscope holds. The kernel closes that end when gapscope exits, the read
-//! returns, and the watcher kills its group, itself last. While gapscope lives, the
-//! watcher stays blocked; gapscope kills the group when the rep ends, and the watcher
-//! with it. Its presence also keeps the group's id from being reused while gapscope may
-//! still signal it.
+//! reparented to init, runs on. So the program is started in a process group that a
+//! watcher holds: gapscope forks a group leader that forks the watcher into its new
+//! group and exits (so the watcher is nobody's child to wait for: the program's `wait`
+//! never meets it), and the program then joins that group. The watcher blocks reading
+//! a pipe whose write end only gapscope holds; the kernel closes that end when gapscope
+//! exits, the read returns, and the watcher kills its group, itself last. While
+//! gapscope lives the watcher stays blocked; gapscope kills the group when the rep
+//! ends, the watcher with it. Its presence also keeps the group's id from being reused
+//! while gapscope may still signal it. The group is made before the rep's window
+//! opens: the forks it costs (about a millisecond for a debug build) are not the
+//! program's time.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The pipe: gapscope keeps both ends open for its whole life (close-on-exec, so no
@@ -37,41 +39,35 @@ fn lifeline() -> Option<&'static (OwnedFd, OwnedFd)> {
     .as_ref()
 }
 
-/// Makes the process group that `cmd`'s child leads end with gapscope (see the module
-/// doc). Call after `process_group(0)` and before any pre-exec hook that lets the
-/// program start (the watcher must exist before the program runs). Without the pipe
-/// (no descriptors left) the child still gets its parent-death signal.
-pub fn end_group_with_gapscope(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    let Some((read, _write)) = lifeline() else {
-        return;
-    };
+/// A new process group for a program to join (`process_group(id)`), held by a watcher
+/// that kills it when gapscope ends (see the module doc); `None` where it cannot be
+/// made (no descriptors or processes left), and the program then leads a group of its
+/// own, with its parent-death signal only.
+pub fn group_ending_with_gapscope() -> Option<libc::pid_t> {
+    let (read, _write) = lifeline()?;
     let read_fd = read.as_raw_fd();
-    // SAFETY: the closure runs in the forked child before exec and makes only
-    // async-signal-safe calls (getpgrp, getpid, fork, waitpid, _exit and, in the
-    // watcher, close_range/close, read, kill); it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            let group = libc::getpgrp();
-            // Only a group of the program's own: never gapscope's.
-            if group != libc::getpid() {
-                return Ok(());
+    // SAFETY: the child of this fork (of a multi-threaded process) makes only
+    // async-signal-safe calls (setpgid, fork, getpgrp and the watcher's close, read,
+    // kill) and ends with _exit; it allocates nothing.
+    let leader = unsafe { libc::fork() };
+    match leader {
+        -1 => None,
+        0 => unsafe {
+            if libc::setpgid(0, 0) != 0 {
+                libc::_exit(1);
             }
             match libc::fork() {
-                -1 => Err(std::io::Error::last_os_error()),
-                0 => {
-                    if libc::fork() == 0 {
-                        watch(read_fd, group);
-                    }
-                    libc::_exit(0)
-                }
-                mid => {
-                    let mut status = 0;
-                    libc::waitpid(mid, &mut status, 0);
-                    Ok(())
-                }
+                0 => watch(read_fd, libc::getpgrp()),
+                -1 => libc::_exit(1),
+                _ => libc::_exit(0),
             }
-        });
+        },
+        leader => {
+            let mut status = 0;
+            // SAFETY: waits for the child just forked, which exits at once.
+            let waited = unsafe { libc::waitpid(leader, &mut status, 0) } == leader;
+            (waited && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0).then_some(leader)
+        }
     }
 }
 
