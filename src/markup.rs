@@ -60,6 +60,13 @@ pub fn md_code(s: &str) -> String {
     format!("{ticks}{pad}{clean}{pad}{ticks}")
 }
 
+/// `s` as an inline code span inside a table cell ([`md_code`] with its pipes escaped:
+/// a table row is split at its pipes before the code span is read, and `\|` is a pipe
+/// inside it).
+pub fn md_code_cell(s: &str) -> String {
+    md_code(s).replace('|', "\\|")
+}
+
 /// A fenced code block of `body` with info string `lang`: the fence is one backtick
 /// longer than the longest run of backticks in the body (at least three), so that no
 /// line of the body closes it.
@@ -117,6 +124,11 @@ mod tests {
         assert_eq!(md_code("cargo run"), "`cargo run`");
         assert_eq!(md_code("a`b"), "``a`b``");
         assert_eq!(md_code("`x`"), "`` `x` ``");
+        assert_eq!(md_code_cell("a|`b"), "``a\\|`b``");
+        assert_eq!(
+            md_code("x`</code><img src=x onerror=alert(1)>"),
+            "``x`</code><img src=x onerror=alert(1)>``"
+        );
         let f = md_fence("toml", "name = \"x\"\n```\n# injected\n");
         assert!(f.starts_with("````toml\n") && f.ends_with("\n````"), "{f}");
         assert_eq!(md_fence("sh", "ls"), "```sh\nls\n```");

@@ -88,7 +88,13 @@ pub fn line_counts(e: &ExternalMeta, variants: &[String], width: usize) -> Strin
         }),
         ("spans outside the rep", |c| c.outside_rep.to_string()),
     ];
-    for (label, f) in rows {
+    let refused = |c: &LineCounts| c.refused_ids.to_string();
+    let any_refused = variants
+        .iter()
+        .any(|v| e.variants.get(v).is_some_and(|m| m.lines.refused_ids > 0));
+    let extra =
+        any_refused.then_some(("span ids refused (twice, self, loop)", refused as CountCell));
+    for (label, f) in rows.into_iter().chain(extra) {
         let _ = write!(s, "{label:<width$}");
         for v in variants {
             let cell = e.variants.get(v).map(|m| f(&m.lines)).unwrap_or("-".into());

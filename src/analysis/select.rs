@@ -179,6 +179,7 @@ impl<'a> Side<'a> {
             cpu_cores: data.meta.host.cpu_cores,
             reps: rep_ids,
         };
+        let mut critical_memo: Vec<HashMap<u64, bool>> = vec![HashMap::new(); reps];
         for &(i, s) in &spans {
             let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));
             if s.parent_id.is_none() {
@@ -198,7 +199,7 @@ impl<'a> Side<'a> {
             }
             let unattributed =
                 unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
-            let critical = on_critical_path(i, s, &by_id);
+            let critical = on_critical_path(i, s, &by_id, &mut critical_memo[i]);
             let per_rep = side.per_name.entry(s.name.as_str()).or_insert_with(|| {
                 side.names.push(s.name.as_str());
                 vec![Agg::default(); reps]
@@ -408,9 +409,15 @@ pub(crate) fn unattributed_ns(s: &SpanRow, children: &mut [(u64, u64)]) -> u64 {
 }
 
 /// A span is on the critical path when it and every ancestor up to the root ran on the
-/// root's thread (the thread whose duration is the end-to-end time).
-fn on_critical_path(rep: usize, s: &SpanRow, by_id: &HashMap<(usize, u64), &SpanRow>) -> bool {
-    s.on_critical_path(|id| by_id.get(&(rep, id)).copied(), by_id.len())
+/// root's thread (the thread whose duration is the end-to-end time). `memo` holds the
+/// answers found so far in rep `rep`, so that a deep tree is walked once.
+fn on_critical_path(
+    rep: usize,
+    s: &SpanRow,
+    by_id: &HashMap<(usize, u64), &SpanRow>,
+    memo: &mut HashMap<u64, bool>,
+) -> bool {
+    s.on_critical_path_memo(|id| by_id.get(&(rep, id)).copied(), by_id.len(), memo)
 }
 
 /// Default variants: for one run, `baseline` and `candidate` when so named, otherwise

@@ -159,7 +159,7 @@ enum HistoryCommand {
         tune: Tune,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
-        /// Write <DIR>/<metric>-<workload>-<host>.svg and .png per series.
+        /// Write <DIR>/<metric>-<workload>-<variant>-<host>-<hash>.svg and .png per series.
         #[arg(long)]
         chart: Option<PathBuf>,
     },
@@ -300,19 +300,19 @@ pub fn store(db: &Db, place: &Place, dirs: &[PathBuf], pause: Option<usize>) -> 
                 stored += 1;
                 let shorts: Vec<&str> = commits.iter().map(|c| revisions::short(c)).collect();
                 if *values == 0 {
-                    println!("{}: already stored ({already} values)", dir.display());
+                    println!("{}: already stored ({already} values)", safe(dir.display()));
                 } else {
                     println!(
                         "{}: {values} values stored ({} commits: {})",
-                        dir.display(),
+                        safe(dir.display()),
                         commits.len(),
-                        shorts.join(", ")
+                        safe(shorts.join(", "))
                     );
                 }
             }
             Imported::Skipped { dir, reason } => {
                 skipped += 1;
-                println!("{}: skipped: {reason}", dir.display());
+                println!("{}: skipped: {}", safe(dir.display()), safe(reason));
             }
         }
     }
@@ -332,6 +332,12 @@ pub(super) fn open_existing(db: &Db) -> Result<rusqlite::Connection> {
         );
     }
     Ok(schema::open(&path)?)
+}
+
+/// Text from the database or a run folder (a workload's command, a commit's subject, a
+/// skip reason quoting a file) for the terminal: control characters shown, not obeyed.
+fn safe(s: impl std::fmt::Display) -> String {
+    crate::markup::terminal_safe(&s.to_string())
 }
 
 pub(super) fn pct(x: f64) -> String {
@@ -360,14 +366,15 @@ pub fn step_line(s: &StepRecord) -> String {
         )
     };
     format!(
-        "{} {:<9} {}{interval} z={:.1}  {:.4} -> {:.4}  in {range}  \"{}\"",
-        s.id,
+        "{} {:<9} {}{interval} z={:.1}  {:.4} -> {:.4}  in {}  \"{}\"",
+        safe(&s.id),
         s.step.verdict.to_string(),
         pct(s.step.change),
         s.step.z,
         s.step.before,
         s.step.after,
-        s.first_after_subject.chars().take(60).collect::<String>()
+        safe(range),
+        safe(s.first_after_subject.chars().take(60).collect::<String>())
     )
 }
 
@@ -395,10 +402,10 @@ fn show(
             match chart::write(a, dir) {
                 Ok(files) => {
                     for f in files {
-                        eprintln!("chart: {}", f.display());
+                        eprintln!("chart: {}", safe(f.display()));
                     }
                 }
-                Err(e) => eprintln!("chart of {} not drawn: {e}", a.series.key),
+                Err(e) => eprintln!("chart of {} not drawn: {}", safe(&a.series.key), safe(e)),
             }
         }
     }
@@ -406,7 +413,7 @@ fn show(
         Format::Json => println!("{}", serde_json::to_string_pretty(&analysed)?),
         Format::Text => {
             for a in &analysed {
-                println!("{}", a.series.key);
+                println!("{}", safe(&a.series.key));
                 println!(
                     "  noise between commits σ = {:.4} ({}); {} commits measured{}",
                     a.detection.noise,
@@ -426,7 +433,7 @@ fn show(
                     .runs
                     .iter()
                     .filter(|r| (r.factor - 1.0).abs() > 1e-9)
-                    .map(|r| format!("{} ×{:.3} ({} commits)", r.run, r.factor, r.commits))
+                    .map(|r| format!("{} ×{:.3} ({} commits)", safe(&r.run), r.factor, r.commits))
                     .collect();
                 if !scaled.is_empty() {
                     println!(
@@ -446,10 +453,10 @@ fn show(
                     println!(
                         "  {:>5} {} {:>14.4}  ({} values){mark}  {}",
                         p.position,
-                        revisions::short(&p.sha),
+                        safe(revisions::short(&p.sha)),
                         a.detection.medians[i],
                         p.values.len(),
-                        p.subject.chars().take(50).collect::<String>()
+                        safe(p.subject.chars().take(50).collect::<String>())
                     );
                 }
                 if a.steps.is_empty() {
@@ -486,9 +493,9 @@ fn regressions(
                 println!(
                     "{}  {} of {} on {}",
                     step_line(s),
-                    s.key.metric,
-                    s.key.workload,
-                    s.key.host_id
+                    safe(&s.key.metric),
+                    safe(&s.key.workload),
+                    safe(&s.key.host_id)
                 );
             }
         }
@@ -509,7 +516,9 @@ struct PointsOnly {
 }
 
 fn detect_file(file: &Path, format: Format) -> Result<()> {
-    let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // A file the user named (a link is their choice), but capped: /dev/zero ends.
+    let text = crate::fsx::read_capped(file, 64 << 20)
+        .with_context(|| format!("cannot read {}", file.display()))?;
     let parsed: SeriesFile = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: expected {{\"series\": [{{\"points\": [[value, …], …]}}, …]}}",

@@ -168,7 +168,7 @@ pub fn quiet_on_closed_pipe() {
 /// Prints `e` for the user and returns the exit status it stands for.
 pub fn report_error(e: &anyhow::Error) -> i32 {
     if let Some(r) = e.downcast_ref::<Regressed>() {
-        eprintln!("{r}");
+        eprintln!("{}", crate::markup::terminal_safe(&r.to_string()));
         return EXIT_REGRESSED;
     }
     if let Some(s) = e.downcast_ref::<bisect::StepExit>() {
@@ -187,7 +187,8 @@ pub fn report_error(e: &anyhow::Error) -> i32 {
         eprintln!("{i}");
         return crate::experiment::EXIT_INTERRUPTED;
     }
-    eprintln!("Error: {e:#}");
+    // An error may quote a run folder (a span name, a path, a line): shown, not obeyed.
+    eprintln!("Error: {}", crate::markup::terminal_text(&format!("{e:#}")));
     EXIT_ERROR
 }
 
@@ -210,7 +211,7 @@ fn default_params_dir() -> PathBuf {
 /// running), and how to continue it; its finished reps are read all the same.
 fn note_incomplete(data: &crate::store::RunData) {
     if let Some(n) = crate::store::RunProgress::of(data).note(&data.dir) {
-        eprintln!("note: {n}");
+        eprintln!("note: {}", crate::markup::terminal_text(&n));
     }
 }
 

@@ -35,7 +35,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
     )
     .with_context(|| format!("writing the report into {}", out.display()))?;
     for f in &done.chart_failures {
-        eprintln!("warning: {f}");
+        eprintln!("warning: {}", crate::markup::terminal_safe(f));
     }
     println!("{}", done.report.display());
     Ok(())

@@ -414,10 +414,11 @@ fn status_cmd(a: StatusArgs) -> Result<()> {
     if a.format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&states)?);
     } else {
-        print!("{}", status::render(&states));
+        // Labels and problems come from the sweep's folders: shown, not obeyed.
+        print!("{}", crate::markup::terminal_text(&status::render(&states)));
     }
     for n in notes {
-        eprintln!("note: {n}");
+        eprintln!("note: {}", crate::markup::terminal_safe(&n));
     }
     Ok(())
 }

@@ -232,6 +232,9 @@ pub fn parse_dump(text: &str) -> Result<Dump, String> {
     })
 }
 
+/// Largest callgrind dump read (a rep's dumps hold per-function costs: megabytes).
+const MAX_DUMP_BYTES: u64 = 512 << 20;
+
 /// Every dump callgrind wrote for process `pid` under `dir` (files
 /// `callgrind.out.<pid>.<part>-<thread>`, as the worker's `--callgrind-out-file` names
 /// them).
@@ -245,8 +248,10 @@ pub fn read_dumps(dir: &Path, pid: u32) -> Result<Vec<Dump>, String> {
         if !name.starts_with(&prefix) {
             continue;
         }
-        let text = std::fs::read_to_string(e.path())
-            .map_err(|err| format!("cannot read {}: {err}", e.path().display()))?;
+        // Inside the run folder: never through a link, only a regular file, capped.
+        let bytes = crate::fsx::read_no_follow(&e.path(), MAX_DUMP_BYTES)
+            .map_err(|err| format!("cannot read callgrind's output: {err}"))?;
+        let text = String::from_utf8_lossy(&bytes);
         out.push(parse_dump(&text).map_err(|err| format!("{name}: {err}"))?);
     }
     out.sort_by_key(|d| d.part);

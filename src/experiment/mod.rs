@@ -10,6 +10,7 @@ pub mod debug;
 pub mod emulation;
 pub mod external;
 pub mod interrupt;
+pub(crate) mod lifeline;
 pub mod rep;
 pub mod resume;
 pub mod revs;

@@ -229,7 +229,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             resume::check_params_cached(dir, &meta, &opts.params_dir)?;
             let (w, rows) = RunWriter::open_resume(dir)?;
             for n in w.resume_notes() {
-                eprintln!("resume: {n}");
+                eprintln!("resume: {}", crate::markup::terminal_safe(n));
             }
             (Some(w), rows, meta)
         }

@@ -34,7 +34,25 @@ pub enum ReadError {
         cap_bytes: u64,
         decompressed: &'static str,
     },
+    #[error(
+        "{path} decompresses to more than {limit_bytes} bytes from {compressed_bytes} \
+         (over {GZ_RATIO} times its size, which no table gapscope writes does): a \
+         decompression bomb? Decompress it yourself if it is genuine"
+    )]
+    Bomb {
+        path: PathBuf,
+        compressed_bytes: u64,
+        limit_bytes: u64,
+    },
 }
+
+/// Most bytes a `.gz` of a folder may decompress to per byte of it. Gapscope's tables
+/// compress 5 to 20 times; gzip's best is about 1,000 (long runs of one byte), so a
+/// file past this ratio is built to fill memory, and is stopped before it does.
+pub const GZ_RATIO: u64 = 200;
+/// Below this many decompressed bytes the ratio is not applied (a small, very regular
+/// table may compress better than [`GZ_RATIO`]).
+pub const GZ_RATIO_FLOOR_BYTES: u64 = 64 << 20;
 
 impl ReadError {
     /// Whether the file is not there (a reader of an optional file then goes on).
@@ -89,9 +107,44 @@ pub fn open_no_follow(path: &Path) -> Result<File, ReadError> {
 
 /// Reads `dir/name` whole ([`open_in_dir`]), at most `cap_bytes`.
 pub fn read_in_dir(dir: &Path, name: &str, cap_bytes: u64) -> Result<Vec<u8>, ReadError> {
-    let path = dir.join(name);
-    let f = open_no_follow(&path)?;
-    read_all_capped(f, &path, cap_bytes, "")
+    read_no_follow(&dir.join(name), cap_bytes)
+}
+
+/// Reads `path` whole ([`open_no_follow`]), at most `cap_bytes`: a file whose size is
+/// already past the cap is refused before a byte is read.
+pub fn read_no_follow(path: &Path, cap_bytes: u64) -> Result<Vec<u8>, ReadError> {
+    let f = open_no_follow(path)?;
+    let len = f.metadata().map_err(io(path))?.len();
+    if len > cap_bytes {
+        return Err(ReadError::TooLarge {
+            path: path.to_path_buf(),
+            cap_bytes,
+            decompressed: "",
+        });
+    }
+    read_all_capped(f, path, cap_bytes, "")
+}
+
+/// Reads the gzip file `path` ([`open_no_follow`]) decompressed, every member of it (a
+/// `.gz` made by concatenating gzip files is one stream to `gzip -d`, and to gapscope),
+/// at most `cap_bytes` and at most [`GZ_RATIO`] times its compressed size (past
+/// [`GZ_RATIO_FLOOR_BYTES`]), so that a small bomb is stopped early.
+pub fn read_gz_no_follow(path: &Path, cap_bytes: u64) -> Result<Vec<u8>, ReadError> {
+    let f = open_no_follow(path)?;
+    let compressed = f.metadata().map_err(io(path))?.len();
+    let limit = compressed
+        .saturating_mul(GZ_RATIO)
+        .max(GZ_RATIO_FLOOR_BYTES)
+        .min(cap_bytes);
+    let gz = flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f));
+    match read_all_capped(gz, path, limit, " decompressed") {
+        Err(ReadError::TooLarge { .. }) if limit < cap_bytes => Err(ReadError::Bomb {
+            path: path.to_path_buf(),
+            compressed_bytes: compressed,
+            limit_bytes: limit,
+        }),
+        other => other,
+    }
 }
 
 /// Reads a file the user named (an experiment file: a link, a pipe or a device is the
@@ -159,6 +212,36 @@ mod tests {
         assert!(e.to_string().contains("1048576 bytes decompressed"), "{e}");
         // /dev/zero never ends: the cap ends it.
         let e = read_capped(Path::new("/dev/zero"), 1 << 10).unwrap_err();
+        assert!(matches!(e, ReadError::TooLarge { .. }), "{e}");
+    }
+
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut gz, bytes).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gz_is_read_to_the_end_of_its_last_member_and_a_bomb_stops_early() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("t.csv.gz");
+        let mut two = gz(b"a,b\n1,2\n");
+        two.extend(gz(b"3,4\n"));
+        std::fs::write(&p, &two).unwrap();
+        assert_eq!(read_gz_no_follow(&p, 1 << 20).unwrap(), b"a,b\n1,2\n3,4\n");
+        // 80 MiB of zeros in some 80 KiB: past the floor and the ratio, refused as a
+        // bomb long before the 2 GiB cap.
+        std::fs::write(&p, gz(&vec![0u8; 80 << 20])).unwrap();
+        let e = read_gz_no_follow(&p, 2 << 30).unwrap_err();
+        assert!(matches!(e, ReadError::Bomb { .. }), "{e}");
+        assert!(e.to_string().contains("decompression bomb"), "{e}");
+        // A plain file past the cap is refused by its size, unread.
+        let big = tmp.path().join("big.csv");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let e = read_no_follow(&big, 1 << 20).unwrap_err();
         assert!(matches!(e, ReadError::TooLarge { .. }), "{e}");
     }
 }

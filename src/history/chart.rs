@@ -9,7 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::detect::StepVerdict;
-use super::series::Analysed;
+use super::series::{Analysed, SeriesKey};
 use crate::plot::canvas::{nice_ticks, Align, Axis, Canvas};
 use crate::plot::{register_font, Drawn};
 
@@ -121,10 +121,16 @@ fn tick(v: f64) -> String {
     }
 }
 
-fn file_stem(a: &Analysed) -> String {
-    let k = &a.series.key;
-    let raw = format!("{}-{}-{}", k.metric, k.workload, k.host_id);
-    raw.chars()
+/// `<metric>-<workload>-<variant>-<host>-<hash>`: readable, with the characters of a
+/// file name only, and one file per series (the hash is of the whole key, so two
+/// variants whose names agree past the cut, or once sanitised, still get two files).
+fn file_stem(k: &SeriesKey) -> String {
+    let raw = format!(
+        "{}-{}-{}-{}",
+        k.metric, k.workload, k.variant_key, k.host_id
+    );
+    let readable: String = raw
+        .chars()
         .map(|ch| {
             if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' {
                 ch
@@ -133,14 +139,20 @@ fn file_stem(a: &Analysed) -> String {
             }
         })
         .take(120)
-        .collect()
+        .collect();
+    let whole = format!(
+        "{}\n{}\n{}\n{}\n{}",
+        k.metric, k.workload, k.variant_key, k.host_id, k.hostname
+    );
+    let hash = crate::store::experiment_sha256(&whole);
+    format!("{readable}-{}", &hash[..10])
 }
 
-/// Writes `<dir>/<metric>-<workload>-<host>.svg` and `.png`.
+/// Writes `<dir>/<metric>-<workload>-<variant>-<host>-<hash>.svg` and `.png`.
 pub fn write(a: &Analysed, dir: &Path) -> Result<Vec<PathBuf>, String> {
     register_font().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let stem = file_stem(a);
+    let stem = file_stem(&a.series.key);
     let svg = dir.join(format!("{stem}.svg"));
     let png = dir.join(format!("{stem}.png"));
     // Drawn in memory and written whole through fsx: never through a link planted
@@ -171,4 +183,31 @@ where
         Canvas::vector(area)
     };
     draw(a, &c).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_variant_of_a_series_gets_its_own_file() {
+        let key = |variant: &str| SeriesKey {
+            metric: "prove.total".into(),
+            workload: "porep 2^10 x1".into(),
+            variant_key: variant.into(),
+            host_id: "h1".into(),
+            hostname: "box".into(),
+        };
+        let (a, b) = (key("backend=cpu,drop=sync"), key("backend=cpu,drop=async"));
+        assert_ne!(file_stem(&a), file_stem(&b));
+        assert!(file_stem(&a).starts_with("prove.total-porep_2_10_x1-backend_cpu_drop_sync-h1-"));
+        // Keys alike once sanitised, or past the cut, still differ.
+        assert_ne!(file_stem(&key("drop=a/b")), file_stem(&key("drop=a_b")));
+        let long = "k".repeat(200);
+        assert_ne!(
+            file_stem(&key(&format!("{long}1"))),
+            file_stem(&key(&format!("{long}2")))
+        );
+        assert_eq!(file_stem(&a), file_stem(&a.clone()));
+    }
 }

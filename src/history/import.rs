@@ -106,6 +106,24 @@ fn variant_key(v: &store::VariantMeta) -> String {
     parts.join(",")
 }
 
+/// Largest experiment copy stored with a run (an experiment file is read up to 1 MiB).
+const MAX_EXPERIMENT_COPY_BYTES: u64 = 1 << 20;
+
+/// The run folder's experiment copy, as the store reads its files (a regular file, no
+/// link, capped); empty where the folder has none; the reason where it cannot be read.
+fn experiment_copy(dir: &Path) -> Result<String, String> {
+    match crate::fsx::read_in_dir(dir, store::EXPERIMENT_COPY, MAX_EXPERIMENT_COPY_BYTES) {
+        Ok(b) => String::from_utf8(b).map_err(|_| {
+            format!(
+                "{} is not UTF-8 text: the folder was edited or made elsewhere; fix or remove it",
+                dir.join(store::EXPERIMENT_COPY).display()
+            )
+        }),
+        Err(e) if e.is_not_found() => Ok(String::new()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Imports one run folder in one transaction.
 pub fn import_folder(
     conn: &mut Connection,
@@ -160,8 +178,10 @@ pub fn import_folder(
     } else {
         "run"
     };
-    let experiment_toml =
-        std::fs::read_to_string(dir.join(store::EXPERIMENT_COPY)).unwrap_or_default();
+    let experiment_toml = match experiment_copy(dir) {
+        Ok(t) => t,
+        Err(e) => return skip(e),
+    };
     let sql = |e: rusqlite::Error| HistoryError::Sql {
         what: format!("importing {}", dir.display()),
         message: e.to_string(),

@@ -75,7 +75,38 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE INDEX IF NOT EXISTS samples_by_series ON samples (series_id, host_id, commit_sha);
 ";
 
-/// Opens (creating when absent) the database at `path`.
+/// Most problems `PRAGMA quick_check` lists before it stops.
+const QUICK_CHECK_ROWS: u32 = 5;
+
+/// Refuses a damaged database before anything is read from it or written to it: a
+/// page overwritten or cut short can leave SQLite answering from what is left (a wrong
+/// count, values missing) without an error. `quick_check` reads every page once (the
+/// b-trees' structure, not the indexes' agreement with their tables: that is
+/// `integrity_check`, slower by a sort per index).
+fn check_intact(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
+    let damaged = |what: String| HistoryError::Open {
+        path: path.to_path_buf(),
+        message: format!(
+            "the database is damaged ({what}): nothing was read or written. Restore it from \
+             a copy, or import the run folders into a new file (`gapscope history import \
+             DIR --db NEW`)"
+        ),
+    };
+    let mut stmt = conn
+        .prepare(&format!("PRAGMA quick_check({QUICK_CHECK_ROWS})"))
+        .map_err(|e| damaged(e.to_string()))?;
+    let found: Vec<String> = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect())
+        .map_err(|e| damaged(e.to_string()))?;
+    if found.len() == 1 && found[0] == "ok" {
+        return Ok(());
+    }
+    Err(damaged(format!("quick_check: {}", found.join("; "))))
+}
+
+/// Opens (creating when absent) the database at `path`, once it passes
+/// [`check_intact`].
 pub fn open(path: &Path) -> Result<Connection, HistoryError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| HistoryError::Open {
@@ -105,6 +136,7 @@ pub fn open(path: &Path) -> Result<Connection, HistoryError> {
         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
         | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+    check_intact(&conn, path)?;
     // A rollback journal with full syncs: a killed import leaves the last committed
     // folder and nothing of the one it was in.
     conn.execute_batch(

@@ -331,3 +331,29 @@ fn runs_made_apart_are_put_on_one_level_by_the_commits_they_share() {
     series::level_runs(&mut s);
     assert_eq!(s.runs.iter().find(|r| r.run == "lone").unwrap().factor, 1.0);
 }
+
+#[test]
+fn a_database_with_a_damaged_page_is_refused_before_anything_is_read_or_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("h.sqlite");
+    {
+        let conn = schema::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE filler (x BLOB);
+             WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 1999)
+             INSERT INTO filler SELECT printf('%0200d', i) FROM c;",
+        )
+        .unwrap();
+    }
+    assert!(schema::open(&db).is_ok(), "an intact file opens");
+    let mut bytes = std::fs::read(&db).unwrap();
+    let page = u16::from_be_bytes([bytes[16], bytes[17]]) as usize;
+    assert!(bytes.len() > 40 * page, "{} bytes", bytes.len());
+    // A page in the middle of the table's b-tree, overwritten as a bad sector would be.
+    let at = 30 * page;
+    bytes[at..at + page].fill(0x5a);
+    std::fs::write(&db, &bytes).unwrap();
+    let e = schema::open(&db).expect_err("refused").to_string();
+    assert!(e.contains("the database is damaged"), "{e}");
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "nothing written");
+}

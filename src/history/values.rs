@@ -75,11 +75,12 @@ pub fn of_run(run: &RunData) -> Vec<RepValues> {
             spans.iter().map(|s| (s.span_id, *s)).collect();
         let mut total: BTreeMap<&str, (f64, f64, f64)> = BTreeMap::new();
         let mut optional: BTreeMap<(&str, &str), Option<Option<f64>>> = BTreeMap::new();
+        let mut critical = std::collections::HashMap::new();
         for s in spans {
             let t = total.entry(s.name.as_str()).or_default();
             t.0 += s.duration_ns as f64;
             t.1 += s.self_ns as f64;
-            if s.on_critical_path(|id| by_id.get(&id).copied(), spans.len()) {
+            if s.on_critical_path_memo(|id| by_id.get(&id).copied(), spans.len(), &mut critical) {
                 t.2 += s.self_ns as f64;
             }
             add(

@@ -225,23 +225,48 @@ fn overlap(x: &[(u64, u64)], y: &[(u64, u64)]) -> u64 {
     sum
 }
 
+/// Ids of the spans below the span `wrapper` (its descendants). Each span's parent chain
+/// is walked only up to the first span already decided, and every span it passed gets
+/// that answer: linear in the spans however deep the tree. A chain longer than the rep
+/// has spans (a cycle: refused when a run folder is read) is not below it.
+fn below_wrapper(
+    spans: &[&SpanRow],
+    by_id: &HashMap<u64, &SpanRow>,
+    wrapper: u64,
+) -> std::collections::HashSet<u64> {
+    let mut known: HashMap<u64, bool> = HashMap::from([(wrapper, true)]);
+    let mut below = std::collections::HashSet::new();
+    for s in spans {
+        let mut walked = Vec::new();
+        let mut p = s.parent_id;
+        let answer = loop {
+            match p {
+                Some(id) if walked.len() <= spans.len() => {
+                    if let Some(&k) = known.get(&id) {
+                        break k;
+                    }
+                    walked.push(id);
+                    p = by_id.get(&id).and_then(|q| q.parent_id);
+                }
+                _ => break false,
+            }
+        };
+        // The ancestors passed are below the wrapper when their own parent is.
+        for id in walked {
+            known.insert(id, answer);
+        }
+        if answer {
+            below.insert(s.span_id);
+        }
+    }
+    below
+}
+
 /// Self time inside the gap of every span under the rep's wrapper, by name: the gap is
 /// `gap` (relative to the wrapper's start `lo`).
 fn rep_fill(spans: &[&SpanRow], wrapper: &SpanRow, gap: &[(u64, u64)]) -> BTreeMap<String, u64> {
     let by_id: HashMap<u64, &SpanRow> = spans.iter().map(|s| (s.span_id, *s)).collect();
-    let under = |s: &SpanRow| {
-        let mut p = s.parent_id;
-        // A parent chain is at most as long as the rep has spans (cycles are refused
-        // when a run folder is read; the bound keeps this loop finite regardless).
-        for _ in 0..spans.len() {
-            match p {
-                Some(id) if id == wrapper.span_id => return true,
-                Some(id) => p = by_id.get(&id).and_then(|q| q.parent_id),
-                None => return false,
-            }
-        }
-        false
-    };
+    let below = below_wrapper(spans, &by_id, wrapper.span_id);
     let mut children: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
     for s in spans {
         if let Some(p) = s.parent_id.and_then(|id| by_id.get(&id)) {
@@ -258,7 +283,7 @@ fn rep_fill(spans: &[&SpanRow], wrapper: &SpanRow, gap: &[(u64, u64)]) -> BTreeM
     // Inner spans need no exclusion: with CUPTI's kernels as the inner time a span named
     // `kernels` has host time outside them like any other, and with the inner spans as
     // the inner time the gap lies outside them already.
-    for s in spans.iter().filter(|s| under(s)) {
+    for s in spans.iter().filter(|s| below.contains(&s.span_id)) {
         let kids = children.remove(&s.span_id).unwrap_or_default();
         let cover = Coverage::new(kids);
         let own: Vec<(u64, u64)> = minus(s.start_ns, s.end_ns.max(s.start_ns), cover.intervals())

@@ -13,19 +13,20 @@
 //! file is the rep's [`RepProfile`] without its rows: rate, counts, threads, or why
 //! sampling was unavailable.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 use super::{FoldedRow, RepProfile};
+use crate::store::{STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
 
 /// Folded files larger than this are written gzipped.
 pub const GZIP_ABOVE: usize = 256 * 1024;
 
 /// The folder of sampled stacks inside a run folder.
 pub fn dir(run_dir: &Path) -> PathBuf {
-    run_dir.join("stacks")
+    run_dir.join(STACKS_DIR)
 }
 
 /// One row as a folded line (no newline).
@@ -69,19 +70,25 @@ pub fn parse_line(l: &str) -> Result<FoldedRow> {
     })
 }
 
+/// Largest rep summary read (`stacks/rep<N>.json`, a few KiB as written).
+pub const MAX_JSON_BYTES: u64 = 16 << 20;
+/// Largest folded file read, decompressed (a rep's distinct stacks: a few MiB as
+/// written), so that one line without end cannot fill the memory.
+pub const MAX_FOLDED_BYTES: u64 = 256 << 20;
+
 /// Writes a rep's files; returns the folded file's path.
 pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
     let d = dir(run_dir);
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-    let json = d.join(format!("rep{}.json", p.rep));
+    let json = run_dir.join(STACKS_JSON.of_rep(p.rep));
     crate::fsx::write_file(&json, serde_json::to_string_pretty(p)?.as_bytes())?;
     let mut text = String::new();
     for r in &p.rows {
         text.push_str(&line(r));
         text.push('\n');
     }
-    let plain = d.join(format!("rep{}.folded", p.rep));
-    let gz = d.join(format!("rep{}.folded.gz", p.rep));
+    let plain = run_dir.join(STACKS_FOLDED.of_rep(p.rep));
+    let gz = run_dir.join(STACKS_FOLDED.gz_of_rep(p.rep));
     // A rep run again (after a resume) leaves no file of its earlier attempt behind.
     let _ = std::fs::remove_file(&plain);
     let _ = std::fs::remove_file(&gz);
@@ -99,49 +106,73 @@ pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
     }
 }
 
+/// Whether the run folder has a stacks folder: a real folder inside it (a link named
+/// `stacks` could lead the readers anywhere, and is refused).
+fn has_stacks(run_dir: &Path) -> Result<bool> {
+    let d = dir(run_dir);
+    match std::fs::symlink_metadata(&d) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("reading {}", d.display())),
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(_) => bail!(
+            "{} is not a folder (a link, or a file): a run folder's sampled stacks are read \
+             only from a folder inside it; remove it, or replace it with a copy",
+            d.display()
+        ),
+    }
+}
+
 /// Reads a rep's files back (`None`: the rep was not profiled).
 pub fn read_rep(run_dir: &Path, rep: u32) -> Result<Option<RepProfile>> {
     read_rep_with(run_dir, rep, true)
 }
 
-/// [`read_rep`], with the stacks (`rows`) or without (the json file only).
+/// [`read_rep`], with the stacks (`rows`) or without (the json file only). Every file
+/// is read through [`crate::fsx`]: never through a link, only a regular file, capped.
 pub fn read_rep_with(run_dir: &Path, rep: u32, rows: bool) -> Result<Option<RepProfile>> {
-    let d = dir(run_dir);
-    let json = d.join(format!("rep{rep}.json"));
-    if !json.exists() {
+    if !has_stacks(run_dir)? {
         return Ok(None);
     }
-    let mut p: RepProfile = serde_json::from_str(&std::fs::read_to_string(&json)?)
-        .with_context(|| format!("reading {}", json.display()))?;
+    let json = run_dir.join(STACKS_JSON.of_rep(rep));
+    let bytes = match crate::fsx::read_no_follow(&json, MAX_JSON_BYTES) {
+        Err(e) if e.is_not_found() => return Ok(None),
+        other => other?,
+    };
+    let mut p: RepProfile =
+        serde_json::from_slice(&bytes).with_context(|| format!("reading {}", json.display()))?;
     if !rows {
         return Ok(Some(p));
     }
-    let plain = d.join(format!("rep{rep}.folded"));
-    let gz = d.join(format!("rep{rep}.folded.gz"));
-    let reader: Box<dyn Read> = if plain.exists() {
-        Box::new(std::fs::File::open(&plain)?)
-    } else if gz.exists() {
-        Box::new(flate2::read::GzDecoder::new(std::fs::File::open(&gz)?))
+    let plain = run_dir.join(STACKS_FOLDED.of_rep(rep));
+    let gz = run_dir.join(STACKS_FOLDED.gz_of_rep(rep));
+    let (path, text) = if std::fs::symlink_metadata(&plain).is_ok() {
+        let t = crate::fsx::read_no_follow(&plain, MAX_FOLDED_BYTES)?;
+        (plain, t)
+    } else if std::fs::symlink_metadata(&gz).is_ok() {
+        let t = crate::fsx::read_gz_no_follow(&gz, MAX_FOLDED_BYTES)?;
+        (gz, t)
     } else {
         return Ok(Some(p));
     };
-    for (i, l) in BufReader::new(reader).lines().enumerate() {
-        let l = l?;
+    let text = std::str::from_utf8(&text)
+        .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+    for (i, l) in text.lines().enumerate() {
         if l.is_empty() {
             continue;
         }
         p.rows
-            .push(parse_line(&l).with_context(|| format!("stacks of rep {rep}, line {}", i + 1))?);
+            .push(parse_line(l).with_context(|| format!("stacks of rep {rep}, line {}", i + 1))?);
     }
     Ok(Some(p))
 }
 
 /// Every profiled rep of a run folder, in rep order (`rows`: with their stacks).
 pub fn read_run(run_dir: &Path, rows: bool) -> Result<Vec<RepProfile>> {
-    let d = dir(run_dir);
-    let Ok(entries) = std::fs::read_dir(&d) else {
+    if !has_stacks(run_dir)? {
         return Ok(Vec::new());
-    };
+    }
+    let d = dir(run_dir);
+    let entries = std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))?;
     let mut reps: Vec<u32> = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {

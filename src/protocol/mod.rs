@@ -89,6 +89,10 @@ pub struct LineCounts {
     /// `G` lines (intervals of GPU work) read; they are not spans.
     #[serde(default)]
     pub gpu_records: u64,
+    /// Spans whose `gs.id` / `gs.parent` could not be followed: an id sent twice, a span
+    /// naming itself as parent, a parent that would close a loop. They nest by time.
+    #[serde(default)]
+    pub refused_ids: u64,
 }
 
 impl LineCounts {
@@ -99,11 +103,17 @@ impl LineCounts {
         self.unmatched_ends += o.unmatched_ends;
         self.outside_rep += o.outside_rep;
         self.gpu_records += o.gpu_records;
+        self.refused_ids += o.refused_ids;
     }
 
     /// Whether anything went wrong.
     pub fn any_problem(&self) -> bool {
-        self.unparseable + self.unmatched_begins + self.unmatched_ends + self.outside_rep > 0
+        self.unparseable
+            + self.unmatched_begins
+            + self.unmatched_ends
+            + self.outside_rep
+            + self.refused_ids
+            > 0
     }
 }
 

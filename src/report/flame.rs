@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use crate::markup::{md_code, md_code_cell, md_text, terminal_safe};
 use crate::profile::flame::{self, SpanStacks, OTHER_THREADS};
 use crate::profile::{folded, RepProfile};
 use crate::store::{family, RunData, RunView, SpanTime};
@@ -200,7 +201,8 @@ fn leaf_check(input: &RunView, profiles: &[RepProfile], variant: &str, s: &SpanS
     for (leaf, sampled, recorded) in rows {
         let _ = writeln!(
             t,
-            "| `{leaf}` | {sampled:.3} s | {recorded:.3} s | {:.0}% |",
+            "| {} | {sampled:.3} s | {recorded:.3} s | {:.0}% |",
+            md_code_cell(&leaf),
             100.0 * sampled / recorded
         );
     }
@@ -234,7 +236,11 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
     let profiles = match folded::read_run(&data.dir, true) {
         Ok(p) => p,
         Err(e) => {
-            let _ = writeln!(md, "- ⚠ the sampled stacks could not be read: {e:#}\n");
+            let _ = writeln!(
+                md,
+                "- ⚠ the sampled stacks could not be read: {}\n",
+                md_text(&format!("{e:#}"))
+            );
             return md;
         }
     };
@@ -248,16 +254,17 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
     };
     let _ = writeln!(
         md,
-        "Flame graphs of `{span}`{}: every thread's stacks while it was open, under the spans \
+        "Flame graphs of {}{}: every thread's stacks while it was open, under the spans \
          they ran in (bracketed frames). `[other threads]` holds samples from threads with no \
          span of their own (a C/C++ library's, or a pool's between tasks). Widths are samples \
          over the measured reps.\n",
+        md_code(&span),
         if chosen {
             String::new()
         } else {
             format!(
-                " (the span below `{}` with the most self time of those with 1% of the samples or more; `gapscope report --flame-span NAME` picks another)",
-                data.meta.phases().root
+                " (the span below {} with the most self time of those with 1% of the samples or more; `gapscope report --flame-span NAME` picks another)",
+                md_code(&data.meta.phases().root)
             )
         }
     );
@@ -265,10 +272,11 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         let Some(status) = data.meta.profile.get(&variant) else {
             continue;
         };
-        let _ = writeln!(md, "### {variant}\n");
+        let _ = writeln!(md, "### {}\n", md_text(&variant));
+        let status = md_text(status);
         let s = variant_stacks(data, &profiles, &variant, &span);
         if s.total() == 0 {
-            let _ = writeln!(md, "No samples under `{span}` ({status}).\n");
+            let _ = writeln!(md, "No samples under {} ({status}).\n", md_code(&span));
             continue;
         }
         let name = file_name("flame", &variant, &span);
@@ -277,15 +285,20 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
             .find(|p| p.variant == variant)
             .map_or(0, |p| p.hz);
         if let Err(e) = flame::draw(&s, hz, &out.join(&name)) {
-            let _ = writeln!(md, "- ⚠ the flame graph could not be drawn: {e:#}\n");
+            let _ = writeln!(
+                md,
+                "- ⚠ the flame graph could not be drawn: {}\n",
+                md_text(&format!("{e:#}"))
+            );
             continue;
         }
         let (own, other) = shares(&s);
         let per_rep = s.total() as f64 / s.reps.max(1) as f64;
         let _ = writeln!(
             md,
-            "[{name}]({name}): {per_rep:.0} samples per rep under `{span}` ({status}, {} reps); \
+            "[{name}]({name}): {per_rep:.0} samples per rep under {} ({status}, {} reps); \
              {own:.0} in its own time, {other:.0} on threads with no span of their own.\n",
+            md_code(&span),
             s.reps
         );
         if let Some((sampled, recorded)) = cpu_check(data, &profiles, &variant, &span) {
@@ -293,7 +306,8 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
                 md,
                 "Check against the spans: the samples stand for {sampled:.3} s of CPU time \
                  (samples / rate); spans.csv recorded {recorded:.3} s of process CPU time over \
-                 `{span}` in the same reps ({:.0}%; the sampler's own thread is not sampled).\n",
+                 {} in the same reps ({:.0}%; the sampler's own thread is not sampled).\n",
+                md_code(&span),
                 100.0 * sampled / recorded
             );
         }
@@ -305,8 +319,8 @@ pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
         for (f, c) in flame::top_self(&s, 10) {
             let _ = writeln!(
                 md,
-                "| `{}` | {c:.1} | {:.1}% |",
-                f.replace('|', "\\|"),
+                "| {} | {c:.1} | {:.1}% |",
+                md_code_cell(&f),
                 100.0 * c / per_rep.max(1e-9)
             );
         }
@@ -361,18 +375,19 @@ pub fn diff_flame(
 }
 
 impl DiffFlame {
-    /// The diff's lines on the span's sampled stacks.
+    /// The diff's lines on the span's sampled stacks, for a terminal (span and frame
+    /// names from the run folders with their control characters shown, not obeyed).
     pub fn render(&self) -> String {
         let per = |s: &SpanStacks| s.total() as f64 / s.reps.max(1) as f64;
         let mut t = format!(
             "Sampled stacks of `{}`: {:.0} → {:.0} samples per rep ({} vs {} reps). \
              Differential flame graph: {}\n",
-            self.baseline.span,
+            terminal_safe(&self.baseline.span),
             per(&self.baseline),
             per(&self.candidate),
             self.baseline.reps,
             self.candidate.reps,
-            self.file.display()
+            terminal_safe(&self.file.display().to_string())
         );
         t.push_str("  functions whose samples per rep changed most (inclusive):\n");
         for c in &self.changes {
@@ -382,7 +397,7 @@ impl DiffFlame {
                 c.delta(),
                 c.before,
                 c.after,
-                c.function
+                terminal_safe(&c.function)
             );
         }
         t

@@ -166,7 +166,11 @@ pub fn write_report_with(
             }
             Err(e) => {
                 let line = format!("chart `change` could not be drawn: {e}");
-                let _ = writeln!(md, "- ⚠ {line}\n");
+                let _ = writeln!(
+                    md,
+                    "- ⚠ chart `change` could not be drawn: {}\n",
+                    md_text(&e.to_string())
+                );
                 failures.push(line);
             }
         }
@@ -201,7 +205,11 @@ pub fn write_report_with(
             }
             Err(e) => {
                 let line = format!("chart `{name}` could not be drawn: {e}");
-                let _ = writeln!(md, "- ⚠ {line}\n");
+                let _ = writeln!(
+                    md,
+                    "- ⚠ chart `{name}` could not be drawn: {}\n",
+                    md_text(&e.to_string())
+                );
                 failures.push(line);
             }
         }
@@ -220,7 +228,11 @@ pub fn write_report_with(
             );
         }
         Err(e) => {
-            let _ = writeln!(md, "- ⚠ the Chrome trace could not be written: {e}\n");
+            let _ = writeln!(
+                md,
+                "- ⚠ the Chrome trace could not be written: {}\n",
+                md_text(&e.to_string())
+            );
         }
     }
 

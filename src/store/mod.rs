@@ -23,6 +23,7 @@ mod attrs;
 pub mod drift;
 pub mod envinfo;
 pub mod external;
+mod files;
 mod gaps_spec;
 pub mod gpu_checks;
 pub(crate) mod gpu_lanes;
@@ -34,13 +35,14 @@ pub mod schema;
 mod view;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 pub mod host;
 pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
+pub use files::{RunFile, RUN_FILES, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
@@ -127,7 +129,10 @@ pub const GPU_ACTIVITY: &str = "gpu_activity.csv";
 /// Appends rows to a CSV file, flushing after each batch.
 struct Appender {
     path: PathBuf,
-    w: csv::Writer<File>,
+    /// `None` while the table is still stored gzipped (`NAME.gz`, as committed results
+    /// keep it): it is made plain at its first new row, so that a resume with nothing
+    /// to add leaves the folder as it was.
+    w: Option<csv::Writer<File>>,
 }
 
 impl Appender {
@@ -142,8 +147,31 @@ impl Appender {
         w.flush().map_err(io(path))?;
         Ok(Appender {
             path: path.to_path_buf(),
-            w,
+            w: Some(w),
         })
+    }
+
+    /// An appender of a table stored as `path.gz`, made plain at its first row.
+    fn gzipped(path: &Path) -> Self {
+        Appender {
+            path: path.to_path_buf(),
+            w: None,
+        }
+    }
+
+    /// The writer, once the gzipped table is written back plain (its complete lines,
+    /// atomically) and its `.gz` removed: nothing of it is lost, and the readers, which
+    /// take `NAME` before `NAME.gz`, read the plain file from the moment it exists.
+    fn writer(&mut self) -> Result<&mut csv::Writer<File>, StoreError> {
+        if self.w.is_none() {
+            let gz = gz_path(&self.path);
+            let bytes = crate::fsx::read_gz_no_follow(&gz, MAX_TABLE_BYTES)?;
+            let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+            crate::fsx::write_file(&self.path, &bytes[..keep])?;
+            fs::remove_file(&gz).map_err(io(&gz))?;
+            self.w = Appender::append_existing(&self.path)?.w;
+        }
+        Ok(self.w.as_mut().expect("opened above"))
     }
 
     /// Opens a file of the run folder for appending, never through a link (O_NOFOLLOW)
@@ -163,17 +191,21 @@ impl Appender {
         }
         Ok(Appender {
             path: path.to_path_buf(),
-            w: csv::WriterBuilder::new().has_headers(false).from_writer(f),
+            w: Some(csv::WriterBuilder::new().has_headers(false).from_writer(f)),
         })
     }
 
     fn write<T: serde::Serialize>(&mut self, row: &T) -> Result<(), StoreError> {
-        self.w.serialize(row).map_err(|e| csv_io(&self.path, e))
+        let path = self.path.clone();
+        self.writer()?.serialize(row).map_err(|e| csv_io(&path, e))
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        self.w.flush().map_err(io(&self.path))?;
-        self.w.get_ref().sync_data().map_err(io(&self.path))
+        let Some(w) = self.w.as_mut() else {
+            return Ok(());
+        };
+        w.flush().map_err(io(&self.path))?;
+        w.get_ref().sync_data().map_err(io(&self.path))
     }
 }
 
@@ -247,19 +279,16 @@ impl RunWriter {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
         let partial = dir.with_file_name(format!(".{name}.partial"));
         fs::create_dir(&partial).map_err(io(&partial))?;
-        crate::fsx::write_file(&partial.join(EXPERIMENT_COPY), experiment_text.as_bytes())?;
-        write_meta(&partial, meta)?;
-        for (file, header) in [
-            (RUNS, header_of(&RunRow::sample())),
-            (SPANS, header_of(&SpanRow::sample())),
-            (TELEMETRY, header_of(&TelemetryRow::sample())),
-            (GPU_ACTIVITY, header_of(&GpuActivityRow::sample())),
-        ] {
-            drop(Appender::create(&partial.join(file), &strs(&header))?);
-        }
         // rename(2) does not replace a non-empty folder: a run folder made meanwhile
         // under the same name stays as it is.
-        fs::rename(&partial, dir).map_err(io(dir))?;
+        let made = fill_new(&partial, meta, experiment_text)
+            .and_then(|()| fs::rename(&partial, dir).map_err(io(dir)));
+        if let Err(e) = made {
+            // A full disk (or any failure) leaves nothing behind: the hidden folder is
+            // this call's own (create_dir made it), and no run folder holds its files.
+            let _ = fs::remove_dir_all(&partial);
+            return Err(e);
+        }
         let lock = integrity::lock_dir(dir)?;
         Ok(RunWriter {
             dir: dir.to_path_buf(),
@@ -310,6 +339,21 @@ impl RunWriter {
         self.runs.write(&run)?;
         self.runs.flush()
     }
+}
+
+/// A new run folder's files, written under its hidden name.
+fn fill_new(partial: &Path, meta: &Meta, experiment_text: &str) -> Result<(), StoreError> {
+    crate::fsx::write_file(&partial.join(EXPERIMENT_COPY), experiment_text.as_bytes())?;
+    write_meta(partial, meta)?;
+    for (file, header) in [
+        (RUNS, header_of(&RunRow::sample())),
+        (SPANS, header_of(&SpanRow::sample())),
+        (TELEMETRY, header_of(&TelemetryRow::sample())),
+        (GPU_ACTIVITY, header_of(&GpuActivityRow::sample())),
+    ] {
+        drop(Appender::create(&partial.join(file), &strs(&header))?);
+    }
+    Ok(())
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
@@ -492,17 +536,10 @@ impl RunData {
 fn read_text(path: &Path) -> Result<(PathBuf, Vec<u8>), StoreError> {
     let gz = gz_path(path);
     if !present(path) && present(&gz) {
-        let f = crate::fsx::read::open_no_follow(&gz)?;
-        let text = crate::fsx::read::read_all_capped(
-            flate2::read::GzDecoder::new(BufReader::new(f)),
-            &gz,
-            MAX_TABLE_BYTES,
-            " decompressed",
-        )?;
+        let text = crate::fsx::read_gz_no_follow(&gz, MAX_TABLE_BYTES)?;
         return Ok((gz, text));
     }
-    let f = crate::fsx::read::open_no_follow(path)?;
-    let text = crate::fsx::read::read_all_capped(f, path, MAX_TABLE_BYTES, "")?;
+    let text = crate::fsx::read_no_follow(path, MAX_TABLE_BYTES)?;
     Ok((path.to_path_buf(), text))
 }
 

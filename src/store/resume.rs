@@ -9,13 +9,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Seek};
+use std::io::Seek;
 use std::path::Path;
 
 use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
 use super::{
-    csv_io, header_of, io, present, read_csv, strs, Appender, GpuActivityRow, RunRow, RunWriter,
-    SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY, MAX_TABLE_BYTES, META, RUNS, SPANS, TELEMETRY,
+    csv_io, gz_path, header_of, io, parse_csv, present, read_csv, read_text, strs, Appender,
+    GpuActivityRow, RunRow, RunWriter, SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY,
+    MAX_TABLE_BYTES, META, RUNS, SPANS, TELEMETRY,
 };
 
 /// A row that belongs to one rep (so a resume can drop the rows of unfinished reps).
@@ -44,18 +45,19 @@ rep_row!(RunRow, SpanRow, TelemetryRow, GpuActivityRow);
 /// or none at all in an emptied file) is rewritten under it, so that appended rows line
 /// up with it.
 fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Appender, StoreError> {
-    if !present(path) {
+    let gzipped = !present(path) && present(&gz_path(path));
+    if !present(path) && !gzipped {
         return Appender::create(path, &strs(&T::header()));
     }
-    truncate_partial_line(path)?;
-    let rows: Vec<T> = read_csv(path)?;
+    if !gzipped {
+        truncate_partial_line(path)?;
+    }
+    let (_, bytes) = read_text(path)?;
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let rows: Vec<T> = parse_csv(path, &bytes[..keep])?;
     let header = strs(&T::header()).join(",");
-    let first_line = BufReader::new(crate::fsx::read::open_no_follow(path)?)
-        .lines()
-        .next()
-        .transpose()
-        .map_err(io(path))?
-        .unwrap_or_default();
+    let first_line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let first_line = String::from_utf8_lossy(first_line.strip_suffix(b"\r").unwrap_or(first_line));
     if first_line != header || rows.iter().any(|s| !done.contains(&s.rep())) {
         let mut w = csv::WriterBuilder::new()
             .has_headers(false)
@@ -69,6 +71,13 @@ fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Append
             .into_inner()
             .map_err(|e| io(path)(std::io::Error::other(e.to_string())))?;
         crate::fsx::write_file(path, &bytes)?;
+        if gzipped {
+            let gz = gz_path(path);
+            std::fs::remove_file(&gz).map_err(io(&gz))?;
+        }
+    } else if gzipped {
+        // Kept gzipped until a row is added (a complete run resumes as a no-op).
+        return Ok(Appender::gzipped(path));
     }
     Appender::append_existing(path)
 }
@@ -145,6 +154,36 @@ fn refuse_links(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Span rows per rep in spans.csv (or spans.csv.gz). A folder whose runs.csv commits
+/// reps with spans and that has no spans table at all is refused: measuring those reps
+/// again would drop their rows, when the table is only missing (not yet copied back,
+/// say).
+fn committed_span_counts(
+    spans_path: &Path,
+    rows: &[RunRow],
+) -> Result<HashMap<u32, usize>, StoreError> {
+    let mut counts: HashMap<u32, usize> = HashMap::new();
+    if present(spans_path) {
+        truncate_partial_line(spans_path)?;
+    } else if !present(&gz_path(spans_path)) {
+        if rows.iter().any(|r| r.span_rows.unwrap_or(0) > 0) {
+            return Err(StoreError::Invalid {
+                path: spans_path.to_path_buf(),
+                message: format!(
+                    "missing (nor is there a {SPANS}.gz), while {RUNS} commits reps with \
+                     spans: put the table back before resuming (a resume would measure \
+                     those reps again in place of their rows)"
+                ),
+            });
+        }
+        return Ok(counts);
+    }
+    for s in read_csv::<SpanRow>(spans_path)? {
+        *counts.entry(s.rep).or_default() += 1;
+    }
+    Ok(counts)
+}
+
 impl RunWriter {
     /// Reopens a run folder to continue it, under its exclusive lock (a second resume
     /// of the same folder is refused while this writer lives). Drops any partial tail,
@@ -161,17 +200,13 @@ impl RunWriter {
         let lock = lock_dir(dir)?;
         refuse_links(dir)?;
         let runs_path = dir.join(RUNS);
-        truncate_partial_line(&runs_path)?;
+        if present(&runs_path) {
+            truncate_partial_line(&runs_path)?;
+        }
         let rows: Vec<RunRow> = read_csv(&runs_path)?;
         check_unique_reps(&runs_path, &rows)?;
         let spans_path = dir.join(SPANS);
-        let mut span_counts: HashMap<u32, usize> = HashMap::new();
-        if present(&spans_path) {
-            truncate_partial_line(&spans_path)?;
-            for s in read_csv::<SpanRow>(&spans_path)? {
-                *span_counts.entry(s.rep).or_default() += 1;
-            }
-        }
+        let span_counts = committed_span_counts(&spans_path, &rows)?;
         let mut notes = Vec::new();
         let rows: Vec<RunRow> = rows
             .into_iter()

@@ -142,6 +142,42 @@ impl SpanRow {
         false
     }
 
+    /// [`Self::on_critical_path`], remembering in `memo` (span id → answer, for one
+    /// rep) the answer of every span the walk passes: they all share it, since a chain
+    /// that stays on one thread up to an ancestor has that ancestor's answer. Asked of
+    /// every span of a rep, each span is walked once: linear however deep the tree
+    /// (the walk without memo is quadratic in the depth). A chain longer than `bound`
+    /// (a cycle) is off the path, as there.
+    pub fn on_critical_path_memo<'a>(
+        &'a self,
+        parent: impl Fn(u64) -> Option<&'a SpanRow>,
+        bound: usize,
+        memo: &mut std::collections::HashMap<u64, bool>,
+    ) -> bool {
+        let mut walked: Vec<u64> = Vec::new();
+        let mut cur = self;
+        let answer = loop {
+            if let Some(&known) = memo.get(&cur.span_id) {
+                break known;
+            }
+            walked.push(cur.span_id);
+            if walked.len() > bound.saturating_add(1) {
+                break false;
+            }
+            let Some(pid) = cur.parent_id else {
+                break true;
+            };
+            match parent(pid) {
+                Some(p) if p.thread_id == cur.thread_id => cur = p,
+                _ => break false,
+            }
+        };
+        for id in walked {
+            memo.insert(id, answer);
+        }
+        answer
+    }
+
     pub fn sample() -> Self {
         SpanRow {
             rep: 0,

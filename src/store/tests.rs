@@ -327,3 +327,92 @@ fn runs_csv_of_schema_1_reads_verified_and_proofs_as_checked_and_outputs() {
     assert!(data.runs[0].checked);
     assert_eq!(data.runs[0].outputs, 2);
 }
+
+/// `path` replaced by `path.gz` of two gzip members (split after its second line), as
+/// `cat a.gz b.gz` makes.
+fn gzip_in_two_members(path: &std::path::Path) {
+    use std::io::Write;
+    let text = std::fs::read(path).unwrap();
+    let cut = text
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .nth(1)
+        .map_or(text.len(), |(i, _)| i + 1);
+    let mut out = Vec::new();
+    for part in [&text[..cut], &text[cut..]] {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(part).unwrap();
+        out.extend(gz.finish().unwrap());
+    }
+    std::fs::write(gz_path(path), out).unwrap();
+    std::fs::remove_file(path).unwrap();
+}
+
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_resume_keeps_gzipped_tables_as_they_are_until_it_adds_a_row_and_then_loses_none() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    for i in 0..2 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    drop(w);
+    for t in [RUNS, SPANS, TELEMETRY] {
+        gzip_in_two_members(&dir.join(t));
+    }
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(
+        (data.runs.len(), data.spans.len()),
+        (2, 4),
+        "every member read"
+    );
+    let before = snapshot(&dir);
+    let (w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(w.resume_notes().is_empty(), "{:?}", w.resume_notes());
+    drop(w);
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a resume with nothing to add changed the folder"
+    );
+    let (mut w, _) = RunWriter::open_resume(&dir).unwrap();
+    let (r, s) = rep(2);
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!((data.runs.len(), data.spans.len()), (3, 6));
+    assert!(!present(&gz_path(&dir.join(SPANS))) && !present(&gz_path(&dir.join(RUNS))));
+    // The table not written to stays gzipped.
+    assert!(present(&gz_path(&dir.join(TELEMETRY))));
+}
+
+#[test]
+fn a_resume_of_a_folder_whose_spans_table_is_missing_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    let (r, s) = rep(0);
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    let runs = std::fs::read(dir.join(RUNS)).unwrap();
+    std::fs::remove_file(dir.join(SPANS)).unwrap();
+    let e = RunWriter::open_resume(&dir).err().expect("refused");
+    assert!(e.to_string().contains("put the table back"), "{e}");
+    assert_eq!(std::fs::read(dir.join(RUNS)).unwrap(), runs);
+}

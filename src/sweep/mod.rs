@@ -87,7 +87,7 @@ impl SweepDir {
 
     pub fn manifest(&self) -> Result<Manifest> {
         let p = self.dir.join(MANIFEST);
-        let text = spec::read_capped(&p).with_context(|| {
+        let text = spec::read_state(&p).with_context(|| {
             format!(
                 "{} is not a sweep folder (no readable {MANIFEST}): materialise it with \
                  `gapscope sweep run SWEEP.toml` first",
@@ -122,7 +122,9 @@ impl SweepDir {
             )
         })?;
         probe_writable(&self.dir)?;
-        if let Ok(old) = self.manifest() {
+        // A manifest there is read (a damaged or planted one is an error, not absent).
+        if std::fs::symlink_metadata(self.dir.join(MANIFEST)).is_ok() {
+            let old = self.manifest()?;
             if old.cells != manifest.cells {
                 anyhow::bail!(
                     "{} already holds a sweep named {:?} with other cells (its file or its \
@@ -142,10 +144,14 @@ impl SweepDir {
             std::fs::create_dir_all(&d)
                 .with_context(|| format!("cannot create {}", d.display()))?;
             let p = d.join(CELL_TOML);
-            match std::fs::read_to_string(&p) {
-                Ok(t) if t == c.experiment_text => {}
-                Ok(_) => anyhow::bail!("{} differs from the sweep's cell {}: remove the sweep folder or rename the sweep", p.display(), c.index),
-                Err(_) => write_new(&p, c.experiment_text.as_bytes())?,
+            if std::fs::symlink_metadata(&p).is_err() {
+                write_new(&p, c.experiment_text.as_bytes())?;
+            } else if spec::read_state(&p)? != c.experiment_text {
+                anyhow::bail!(
+                    "{} differs from the sweep's cell {}: remove the sweep folder or rename the sweep",
+                    p.display(),
+                    c.index
+                );
             }
         }
         Ok(manifest)
@@ -240,7 +246,7 @@ pub fn run_cell(sweep: &SweepDir, index: usize, opts: &CellOptions) -> Result<Ce
         })?;
     let dir = sweep.cell_dir(index);
     let toml = dir.join(CELL_TOML);
-    let text = spec::read_capped(&toml)?;
+    let text = spec::read_state(&toml)?;
     if crate::store::experiment_sha256(&text) != cell.experiment_sha256 {
         anyhow::bail!(
             "{} was changed after the sweep was materialised: restore it or start the sweep again under another name",

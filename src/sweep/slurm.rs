@@ -232,9 +232,9 @@ fn record(sweep: &SweepDir, jobs: &[Job]) -> Result<()> {
 
 /// The jobs submitted for this sweep so far.
 pub fn recorded(sweep: &SweepDir) -> Vec<Job> {
-    std::fs::read(sweep.dir.join(JOBS))
+    super::spec::read_state(&sweep.dir.join(JOBS))
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default()
 }
 

@@ -416,6 +416,19 @@ fn apply(table: &mut toml::Table, target: &Target, value: &toml::Value) -> Resul
     Ok(())
 }
 
+/// Largest file of a sweep folder read (`sweep.json` of [`MAX_CELLS`] cells, the
+/// jobs record).
+const MAX_STATE_BYTES: u64 = 64 << 20;
+
+/// Reads a file of a sweep folder: gapscope wrote it, but on a shared results root
+/// anyone may have replaced it, so it is read as a run folder's files are (never
+/// through a link, only a regular file, capped: [`crate::fsx::read_no_follow`]).
+pub(super) fn read_state(path: &Path) -> Result<String, SweepError> {
+    let bytes = crate::fsx::read_no_follow(path, MAX_STATE_BYTES)
+        .map_err(|e| invalid(path, e.to_string()))?;
+    String::from_utf8(bytes).map_err(|_| invalid(path, "not UTF-8 text"))
+}
+
 /// Reads a small text file through the one capped reader ([`crate::fsx::read_capped`]).
 pub(super) fn read_capped(path: &Path) -> Result<String, SweepError> {
     let bytes =

@@ -283,3 +283,35 @@ fn the_k8s_job_is_indexed_with_retries_per_index_gpus_and_the_results_volume() {
     );
     assert!(k8s::missing(&spec::K8sOptions::default()).len() == 2);
 }
+
+#[test]
+fn a_sweep_folders_state_files_replaced_by_a_link_or_a_fifo_are_refused_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (spec, cells) = SweepSpec::load(&sweep_file(tmp.path(), "batch = [1, 2]")).unwrap();
+    let sd = SweepDir::new(&tmp.path().join("root"), &spec.name);
+    sd.materialise(&spec, &cells).unwrap();
+    std::fs::write(tmp.path().join("secret"), "API_TOKEN=hunter2").unwrap();
+    let manifest = sd.dir.join(MANIFEST);
+    let cell = sd.cell_dir(1).join(CELL_TOML);
+    for path in [&manifest, &cell] {
+        std::fs::remove_file(path).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret"), path).unwrap();
+    }
+    let e = format!("{:#}", sd.manifest().unwrap_err());
+    assert!(
+        e.contains("is a symbolic link") && !e.contains("hunter2"),
+        "{e}"
+    );
+    let e = format!("{:#}", sd.materialise(&spec, &cells).unwrap_err());
+    assert!(
+        e.contains("is a symbolic link") && !e.contains("hunter2"),
+        "{e}"
+    );
+    // A FIFO under the manifest's name: an answer at once, not a wait for a writer.
+    std::fs::remove_file(&manifest).unwrap();
+    let c = std::ffi::CString::new(manifest.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo has no other precondition.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = format!("{:#}", sd.manifest().unwrap_err());
+    assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+}

@@ -360,16 +360,13 @@ impl LogMatcher {
     fn nest(&mut self, spans: &mut [Found]) -> Vec<Option<usize>> {
         let patterns = self.patterns.clone();
         let mut parents = vec![None; spans.len()];
+        let by_name = ByStart::of(spans);
         for k in 0..spans.len() {
             let Some(pname) = &patterns.rules[spans[k].rule].parent else {
                 continue;
             };
             let c = &spans[k];
-            // The latest-starting span of that name that holds this one.
-            let found = (0..spans.len())
-                .filter(|&j| j != k && &spans[j].span.name == pname && holds(&spans[j], c))
-                .max_by_key(|&j| spans[j].span.start_ns);
-            match found {
+            match by_name.latest_holding(spans, pname, k) {
                 Some(j) => parents[k] = Some(j),
                 None => {
                     let s = &c.span;
@@ -395,6 +392,50 @@ impl LogMatcher {
             }
         }
         parents
+    }
+}
+
+/// The spans of each name in order of start (then of index), with the widest start
+/// precision among them: the candidates for a parent of that name are found by a
+/// binary search instead of a scan of every span (quadratic in the lines: 69 s for
+/// 40,000 lines with `parent =`).
+struct ByStart {
+    names: HashMap<String, (Vec<usize>, u64)>,
+}
+
+impl ByStart {
+    fn of(spans: &[Found]) -> ByStart {
+        let mut names: HashMap<String, (Vec<usize>, u64)> = HashMap::new();
+        for (j, f) in spans.iter().enumerate() {
+            let e = names.entry(f.span.name.clone()).or_default();
+            e.0.push(j);
+            e.1 = e.1.max(f.start_precision_ns);
+        }
+        for (v, _) in names.values_mut() {
+            v.sort_by_key(|&j| (spans[j].span.start_ns, j));
+        }
+        ByStart { names }
+    }
+
+    /// The latest-starting span named `name` (other than `k`) that holds span `k`
+    /// (ties: the last of them): the spans that may start late enough are found by
+    /// their start, then walked back from the latest until one holds. Nested logs find
+    /// it at once; only spans of that name that start before the child and end before
+    /// it are walked past.
+    fn latest_holding(&self, spans: &[Found], name: &str, k: usize) -> Option<usize> {
+        let (order, widest) = self.names.get(name)?;
+        let c = &spans[k];
+        let bound = c
+            .span
+            .start_ns
+            .saturating_add(c.start_precision_ns)
+            .saturating_add(*widest);
+        let end = order.partition_point(|&j| spans[j].span.start_ns <= bound);
+        order[..end]
+            .iter()
+            .rev()
+            .copied()
+            .find(|&j| j != k && holds(&spans[j], c))
     }
 }
 

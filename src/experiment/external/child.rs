@@ -161,6 +161,9 @@ pub fn run_once(
         by_reading,
     );
     let readers = chunks.1;
+    // The program's process group, made (with its watcher: see `lifeline`) before the
+    // rep's window opens, so that the fork it costs is not the program's time.
+    let group = crate::experiment::lifeline::group_ending_with_gapscope();
     let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -170,7 +173,7 @@ pub fn run_once(
         .stdin(Stdio::null())
         .stdout(Stdio::from(out_w))
         .stderr(Stdio::from(err_w))
-        .process_group(0);
+        .process_group(group.unwrap_or(0));
     crate::experiment::interrupt::die_with_parent(&mut cmd);
     let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
@@ -222,6 +225,10 @@ pub fn run_once(
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
+            // The group's watcher goes with the program that did not start.
+            if let Some(g) = group {
+                kill_group(g);
+            }
             drop(sampling.map(RepSampling::stop));
             return not_started(format!(
                 "cannot start {:?} in {}: {e}",
@@ -232,6 +239,7 @@ pub fn run_once(
     };
     drop(span_w);
     let pid = child.id();
+    let group = group.unwrap_or(pid as libc::pid_t);
     let (tx, rx) = std::sync::mpsc::channel::<usize>();
     let members = Arc::new(Members::new(pid));
     // One cap for every stream of the rep, applied as the lines are read.
@@ -269,14 +277,14 @@ pub fn run_once(
             Ok(true) => break None,
             Ok(false) => {}
             Err(e) => {
-                kill_group(pid);
+                kill_group(group);
                 break Some(Ending::NotStarted(format!(
                     "cannot wait for the program: {e}"
                 )));
             }
         }
         if timeout.is_some_and(|t| started.elapsed() > t) {
-            kill_group(pid);
+            kill_group(group);
             let _ = exited(pid, true);
             break Some(Ending::TimedOut(timeout.unwrap_or_default()));
         }
@@ -295,7 +303,7 @@ pub fn run_once(
     };
     let counters = perf.as_mut().map(ProcessCounters::read);
     // Whatever the program left behind in its group goes too, so its pipes close.
-    kill_group(pid);
+    kill_group(group);
     let mut ended: Vec<usize> = Vec::new();
     let drain_until = Instant::now() + DRAIN;
     while ended.len() < 3 {
@@ -393,8 +401,9 @@ fn exited(pid: u32, block: bool) -> std::io::Result<bool> {
     Ok(unsafe { info.si_pid() } != 0)
 }
 
-/// SIGKILL to the process group `pid` leads (the program and whatever it started).
-fn kill_group(pid: u32) {
+/// SIGKILL to the program's process group (the program, whatever it started, and the
+/// group's watcher).
+fn kill_group(group: libc::pid_t) {
     // SAFETY: kill(2) with a negative pid signals a process group; ESRCH is harmless.
-    unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+    unsafe { libc::kill(-group, libc::SIGKILL) };
 }

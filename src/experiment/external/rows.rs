@@ -52,8 +52,16 @@ pub fn renamed(root: &str) -> String {
 }
 
 /// Parent of every span: the innermost span on the same thread whose interval contains
-/// it (ties: the one opened first), else the root. Spans are in any order.
-pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
+/// it (ties: the one opened first), else the root; or the span whose `gs.id` it names
+/// as `gs.parent` (see [`follow_ids`]). Spans are in any order. Also returns how many
+/// spans' ids were refused.
+pub fn nest(spans: &[ParsedSpan]) -> (Vec<Option<usize>>, u64) {
+    let mut parent = nest_by_time(spans);
+    let refused = follow_ids(spans, &mut parent);
+    (parent, refused)
+}
+
+fn nest_by_time(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
     let mut by_thread: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, s) in spans.iter().enumerate() {
         by_thread.entry(s.tid).or_default().push(i);
@@ -77,38 +85,98 @@ pub fn nest(spans: &[ParsedSpan]) -> Vec<Option<usize>> {
             stack.push(i);
         }
     }
-    // Spans that carry ids (the `tracing` layer's lines, log spans with a parent) nest
-    // under the span whose id they name, also one on another thread; a named parent that
-    // would make a cycle is ignored.
-    let id_of = |s: &ParsedSpan, key: &str| {
-        s.attrs.iter().find_map(|(k, v)| match v {
-            AttrValue::U64(n) if k == key => Some(*n),
-            _ => None,
-        })
-    };
-    let by_id: HashMap<u64, usize> = spans
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| id_of(s, GS_ID).map(|id| (id, i)))
-        .collect();
+    parent
+}
+
+fn id_of(s: &ParsedSpan, key: &str) -> Option<u64> {
+    s.attrs.iter().find_map(|(k, v)| match v {
+        AttrValue::U64(n) if k == key => Some(*n),
+        _ => None,
+    })
+}
+
+/// Spans that carry ids (the `tracing` layer's lines, log spans with a parent) nest
+/// under the span whose id they name, also one on another thread. What cannot be
+/// followed is refused, counted, and the span keeps its parent by time: an id two spans
+/// sent (neither is anyone's parent by it), a span naming itself, and a parent that
+/// would close a loop. Linear in the spans, whatever the depth.
+fn follow_ids(spans: &[ParsedSpan], parent: &mut [Option<usize>]) -> u64 {
+    let mut by_id: HashMap<u64, Option<usize>> = HashMap::new();
+    let mut refused = 0;
     for (i, s) in spans.iter().enumerate() {
-        let Some(&p) = id_of(s, GS_PARENT).and_then(|p| by_id.get(&p)) else {
-            continue;
-        };
-        let mut up = Some(p);
-        let mut steps = 0;
-        while let Some(a) = up {
-            if a == i || steps > spans.len() {
-                break;
-            }
-            up = parent[a];
-            steps += 1;
-        }
-        if up.is_none() {
-            parent[i] = Some(p);
+        if let Some(id) = id_of(s, GS_ID) {
+            by_id
+                .entry(id)
+                .and_modify(|e| {
+                    refused += 1;
+                    *e = None;
+                })
+                .or_insert(Some(i));
         }
     }
-    parent
+    let by_time = parent.to_vec();
+    let mut named = vec![false; spans.len()];
+    for (i, s) in spans.iter().enumerate() {
+        let Some(pid) = id_of(s, GS_PARENT) else {
+            continue;
+        };
+        match by_id.get(&pid) {
+            Some(Some(p)) if *p == i => refused += 1,
+            Some(Some(p)) => {
+                parent[i] = Some(*p);
+                named[i] = true;
+            }
+            // Sent twice: refused (counted once per span that sent it).
+            Some(None) => {}
+            // A parent never sent (or not kept): nests by time, as without ids.
+            None => {}
+        }
+    }
+    refused + break_loops(parent, &by_time, &named)
+}
+
+/// Walks every span's chain once (a span's state: 0 not seen, 1 on the chain being
+/// walked, 2 known to reach a root), and where a chain comes back to itself, puts the
+/// loop's last named link back to its parent by time (links by time never loop: a
+/// parent starts before its child). Returns the links put back.
+fn break_loops(parent: &mut [Option<usize>], by_time: &[Option<usize>], named: &[bool]) -> u64 {
+    let n = parent.len();
+    let (mut state, mut pos) = (vec![0u8; n], vec![0usize; n]);
+    let mut named = named.to_vec();
+    let mut broken = 0;
+    let mut path: Vec<usize> = Vec::new();
+    for start in 0..n {
+        let mut cur = Some(start);
+        while let Some(c) = cur {
+            match state[c] {
+                2 => break,
+                1 => {
+                    // The loop is path[pos[c]..]; it holds a named link.
+                    let Some(k) = (pos[c]..path.len()).rev().find(|&k| named[path[k]]) else {
+                        break;
+                    };
+                    let x = path[k];
+                    parent[x] = by_time[x];
+                    named[x] = false;
+                    broken += 1;
+                    for y in path.drain(k + 1..) {
+                        state[y] = 0;
+                    }
+                    cur = parent[x];
+                }
+                _ => {
+                    state[c] = 1;
+                    pos[c] = path.len();
+                    path.push(c);
+                    cur = parent[c];
+                }
+            }
+        }
+        for y in path.drain(..) {
+            state[y] = 2;
+        }
+    }
+    broken
 }
 
 /// What to say of a program's ending, or `None` when it exited with status 0.
@@ -187,7 +255,8 @@ pub fn rep_rows(
         .collect();
     counts.outside_rep += (run.spans.len() - inside.len()) as u64;
     let kept: Vec<ParsedSpan> = inside.into_iter().cloned().collect();
-    let parents = nest(&kept);
+    let (parents, refused) = nest(&kept);
+    counts.refused_ids += refused;
     let main_tid = run.pid as u64;
     let thread_name = |tid: u64| {
         if tid == main_tid {
@@ -230,7 +299,10 @@ pub fn rep_rows(
         root_attrs.insert("log_lines".into(), timed.into());
     }
     for (k, v) in ROOT_COUNTS.iter().zip(count_values(&counts)) {
-        root_attrs.insert(k.to_string(), v.into());
+        // Written where there were any, so that a rep without ids reads as before.
+        if v > 0 || *k != "refused_span_ids" {
+            root_attrs.insert(k.to_string(), v.into());
+        }
     }
     let mut rows = vec![SpanRow {
         rep,
@@ -332,16 +404,17 @@ pub fn rep_rows(
 }
 
 /// The root span's attributes that hold the rep's line counts, in [`count_values`] order.
-const ROOT_COUNTS: [&str; 6] = [
+const ROOT_COUNTS: [&str; 7] = [
     "protocol_lines",
     "unparseable_lines",
     "unmatched_begins",
     "unmatched_ends",
     "spans_outside_rep",
     "gpu_records",
+    "refused_span_ids",
 ];
 
-fn count_values(c: &LineCounts) -> [u64; 6] {
+fn count_values(c: &LineCounts) -> [u64; 7] {
     [
         c.protocol_lines,
         c.unparseable,
@@ -349,6 +422,7 @@ fn count_values(c: &LineCounts) -> [u64; 6] {
         c.unmatched_ends,
         c.outside_rep,
         c.gpu_records,
+        c.refused_ids,
     ]
 }
 
@@ -363,6 +437,7 @@ pub fn counts_of_root(attrs: &str) -> LineCounts {
         unmatched_ends: n(ROOT_COUNTS[3]),
         outside_rep: n(ROOT_COUNTS[4]),
         gpu_records: n(ROOT_COUNTS[5]),
+        refused_ids: n(ROOT_COUNTS[6]),
     }
 }
 
