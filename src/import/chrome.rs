@@ -58,7 +58,9 @@ impl<'de> Deserialize<'de> for Id {
                 Ok(Id::Num(v))
             }
             fn visit_u64<E>(self, v: u64) -> Result<Id, E> {
-                Ok(i64::try_from(v).map(Id::Num).unwrap_or(Id::Str(v.to_string())))
+                Ok(i64::try_from(v)
+                    .map(Id::Num)
+                    .unwrap_or(Id::Str(v.to_string())))
             }
             fn visit_f64<E>(self, v: f64) -> Result<Id, E> {
                 Ok(Id::Str(v.to_string()))
@@ -172,8 +174,9 @@ impl ChromeSink {
             }
             None => {
                 let what = Self::describe(ev);
-                self.trace
-                    .warn(format!("{what}: no usable ts (missing, negative or not finite); left out"));
+                self.trace.warn(format!(
+                    "{what}: no usable ts (missing, negative or not finite); left out"
+                ));
                 None
             }
         }
@@ -187,8 +190,9 @@ impl ChromeSink {
             Some(d) if d >= 0.0 && d.is_finite() => d,
             Some(d) => {
                 let what = Self::describe(&ev);
-                self.trace
-                    .warn(format!("{what}: negative duration (dur = {d} µs); left out"));
+                self.trace.warn(format!(
+                    "{what}: negative duration (dur = {d} µs); left out"
+                ));
                 return;
             }
             None => {
@@ -229,7 +233,11 @@ impl ChromeSink {
         let num = |k: &str| args.get(k).and_then(Value::as_u64);
         let triple = |k: &str| {
             let a = args.get(k)?.as_array()?;
-            let v: Vec<u32> = a.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect();
+            let v: Vec<u32> = a
+                .iter()
+                .filter_map(|x| x.as_u64())
+                .map(|x| x as u32)
+                .collect();
             (v.len() == 3).then(|| [v[0], v[1], v[2]])
         };
         let lane = |k: &str, id: &Option<Id>| {
@@ -321,8 +329,9 @@ impl ChromeSink {
             };
             let Some(at) = at else {
                 let what = self.lane_words(lane, &m);
-                self.trace
-                    .warn(format!("{what}: an end with no open begin on its thread; left out"));
+                self.trace.warn(format!(
+                    "{what}: an end with no open begin on its thread; left out"
+                ));
                 continue;
             };
             let b = open.remove(at);
@@ -351,7 +360,10 @@ impl ChromeSink {
             self.trace.names.name(m.name)
         };
         let ph = if m.end { "E" } else { "B" };
-        format!("{ph} {name:?} at ts {} µs (pid {}, tid {})", m.ts_us, t.pid, t.tid)
+        format!(
+            "{ph} {name:?} at ts {} µs (pid {}, tid {})",
+            m.ts_us, t.pid, t.tid
+        )
     }
 
     fn push_span(&mut self, thread: u32, mut b: Mark, end_ns: u64) {
@@ -427,9 +439,11 @@ fn gpu_kind(cat: &str) -> Option<GpuKind> {
 /// The direction in a copy's name ("Memcpy HtoD (Pageable -> Device)" → "HtoD"), as
 /// gpu_activity.csv names copies.
 fn copy_direction(name: &str) -> Option<&'static str> {
-    ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA"]
-        .into_iter()
-        .find(|d| name.contains(d))
+    [
+        "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
+    ]
+    .into_iter()
+    .find(|d| name.contains(d))
 }
 
 fn correlation_of(args: &Map<String, Value>) -> u64 {

@@ -214,7 +214,6 @@ impl Trace {
         i
     }
 
-
     /// A warning about this file, naming it.
     pub fn warn(&mut self, what: String) {
         self.warnings.push(what);

@@ -33,7 +33,10 @@ impl NameMap {
         }
         if defaults {
             for (re, name) in DEFAULTS {
-                out.push((Regex::new(re).expect("default maps compile"), name.to_string()));
+                out.push((
+                    Regex::new(re).expect("default maps compile"),
+                    name.to_string(),
+                ));
             }
         }
         Ok(NameMap { rules: out })

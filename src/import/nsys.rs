@@ -13,8 +13,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::model::{GpuKind, GpuRecord, Span, Trace};
 use super::model::Format;
+use super::model::{GpuKind, GpuRecord, Span, Trace};
 use super::ImportError;
 
 /// The tables that make an SQLite file an nsys export, any one of which holds events.
@@ -76,8 +76,7 @@ fn schema(conn: &Connection, path: &Path) -> Result<HashMap<String, Vec<String>>
 /// Reads an open export.
 pub fn read(conn: &Connection, path: &Path) -> Result<Trace, ImportError> {
     let tables = schema(conn, path)?;
-    if !EVENT_TABLES.iter().any(|t| tables.contains_key(*t)) || !tables.contains_key("StringIds")
-    {
+    if !EVENT_TABLES.iter().any(|t| tables.contains_key(*t)) || !tables.contains_key("StringIds") {
         let mut have: Vec<&str> = tables.keys().map(String::as_str).collect();
         have.sort_unstable();
         have.truncate(12);
@@ -88,7 +87,11 @@ pub fn read(conn: &Connection, path: &Path) -> Result<Trace, ImportError> {
                  and one of {}); its tables: {}. Export with `nsys export --type sqlite \
                  REPORT.nsys-rep`",
                 EVENT_TABLES.join(", "),
-                if have.is_empty() { "none".into() } else { have.join(", ") }
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
             ),
         });
     }
@@ -120,13 +123,19 @@ struct Reader<'a> {
 
 /// A process and thread of nsys's `globalTid` (pid in bits 24..48, tid in 0..24).
 fn split_tid(global: i64) -> (String, String) {
-    (((global >> 24) & 0xff_ffff).to_string(), (global & 0xff_ffff).to_string())
+    (
+        ((global >> 24) & 0xff_ffff).to_string(),
+        (global & 0xff_ffff).to_string(),
+    )
 }
 
 impl Reader<'_> {
     /// `expr` where `table` has column `col`, else NULL (columns differ across versions).
     fn col(&self, table: &str, col: &str, expr: &str) -> String {
-        let has = self.tables.get(table).is_some_and(|c| c.iter().any(|x| x == col));
+        let has = self
+            .tables
+            .get(table)
+            .is_some_and(|c| c.iter().any(|x| x == col));
         if has {
             expr.to_string()
         } else {
@@ -141,7 +150,10 @@ impl Reader<'_> {
     ) -> Result<Vec<T>, ImportError> {
         let err = |e: rusqlite::Error| nsys_err(self.path, format!("{e} (in `{sql}`)"));
         let mut st = self.conn.prepare(sql).map_err(err)?;
-        let out = st.query_map([], f).map_err(err)?.collect::<Result<Vec<T>, _>>();
+        let out = st
+            .query_map([], f)
+            .map_err(err)?
+            .collect::<Result<Vec<T>, _>>();
         out.map_err(err)
     }
 
@@ -162,11 +174,23 @@ impl Reader<'_> {
     }
 
     /// A span from a row's times, or a warning naming it when they are not a range.
-    fn span(&mut self, what: &str, name: &str, global_tid: i64, start: i64, end: Option<i64>) -> Option<Span> {
-        let (Ok(start_ns), Some(Ok(end_ns))) = (u64::try_from(start), end.map(u64::try_from)) else {
+    fn span(
+        &mut self,
+        what: &str,
+        name: &str,
+        global_tid: i64,
+        start: i64,
+        end: Option<i64>,
+    ) -> Option<Span> {
+        let (Ok(start_ns), Some(Ok(end_ns))) = (u64::try_from(start), end.map(u64::try_from))
+        else {
             self.trace.warn(format!(
                 "{what} {name:?} at {start} ns: {}; left out",
-                if end.is_none() { "never ended (no end time)" } else { "a negative time" }
+                if end.is_none() {
+                    "never ended (no end time)"
+                } else {
+                    "a negative time"
+                }
             ));
             return None;
         };
@@ -194,7 +218,11 @@ impl Reader<'_> {
         if !self.tables.contains_key(T) {
             return Ok(());
         }
-        let text = self.col(T, "textId", "(SELECT value FROM StringIds WHERE id = e.textId)");
+        let text = self.col(
+            T,
+            "textId",
+            "(SELECT value FROM StringIds WHERE id = e.textId)",
+        );
         let sql = format!(
             "SELECT e.start, e.end, e.eventType, COALESCE({}, {text}, ''), COALESCE(e.globalTid, 0) \
              FROM {T} e ORDER BY e.start",
@@ -243,10 +271,9 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn gpu(&mut self, table: &str, kind: GpuKind) -> Result<(), ImportError> {
-        if !self.tables.contains_key(table) {
-            return Ok(());
-        }
+    /// The query of one GPU table: times, name (a copy's kind as a number), device,
+    /// stream, correlation, grid, block, bytes (NULL where the table lacks a column).
+    fn gpu_sql(&self, table: &str, kind: GpuKind) -> String {
         let name = match kind {
             GpuKind::Kernel => format!(
                 "COALESCE((SELECT value FROM StringIds WHERE id = {}), (SELECT value FROM \
@@ -254,11 +281,13 @@ impl Reader<'_> {
                 self.col(table, "demangledName", "g.demangledName"),
                 self.col(table, "shortName", "g.shortName")
             ),
-            GpuKind::Memcpy => format!("COALESCE({}, 0)", self.col(table, "copyKind", "g.copyKind")),
+            GpuKind::Memcpy => {
+                format!("COALESCE({}, 0)", self.col(table, "copyKind", "g.copyKind"))
+            }
             GpuKind::Memset => "'memset'".into(),
         };
         let c = |col: &str| self.col(table, col, &format!("g.{col}"));
-        let sql = format!(
+        format!(
             "SELECT g.start, g.end, {name}, COALESCE({}, 0), COALESCE({}, 0), COALESCE({}, 0), \
              {}, {}, {}, {}, {}, {}, {} FROM {table} g",
             c("deviceId"),
@@ -271,7 +300,14 @@ impl Reader<'_> {
             c("blockY"),
             c("blockZ"),
             c("bytes"),
-        );
+        )
+    }
+
+    fn gpu(&mut self, table: &str, kind: GpuKind) -> Result<(), ImportError> {
+        if !self.tables.contains_key(table) {
+            return Ok(());
+        }
+        let sql = self.gpu_sql(table, kind);
         let rows = self.rows(&sql, |r| {
             let name = match r.get_ref(2)? {
                 rusqlite::types::ValueRef::Integer(k) => {
@@ -289,15 +325,20 @@ impl Reader<'_> {
             Ok((
                 (r.get::<_, i64>(0)?, r.get::<_, i64>(1)?),
                 name,
-                (r.get::<_, i64>(3)?, r.get::<_, i64>(4)?, r.get::<_, i64>(5)?),
+                (
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                ),
                 (triple(6)?, triple(9)?, opt(12)?),
             ))
         })?;
         for ((start, end), name, (dev, stream, corr), (grid, block, bytes)) in rows {
             self.trace.counts.events += 1;
             let (Ok(start_ns), Ok(end_ns)) = (u64::try_from(start), u64::try_from(end)) else {
-                self.trace
-                    .warn(format!("{table} {name:?} at {start} ns: a negative time; left out"));
+                self.trace.warn(format!(
+                    "{table} {name:?} at {start} ns: a negative time; left out"
+                ));
                 continue;
             };
             if end_ns < start_ns {

@@ -147,7 +147,8 @@ impl OtlpSink {
                 .and_then(|a| a.value.json())
                 .map(|v| v.as_str().map_or(v.to_string(), str::to_string))
         };
-        let service = attr("service.name").unwrap_or_else(|| format!("resource {}", self.resources));
+        let service =
+            attr("service.name").unwrap_or_else(|| format!("resource {}", self.resources));
         let pid = attr("process.pid").unwrap_or_else(|| service.clone());
         for s in r.scope_spans.into_iter().flat_map(|s| s.spans) {
             self.span(s, &pid, &service);

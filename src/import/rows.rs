@@ -103,21 +103,7 @@ pub fn rep_rows<'a>(
     members.push(root);
     members.extend(rep.spans.iter().map(|&i| &trace.spans[i as usize]));
     let tree = tree::build(&members, 0);
-    let mut notes = Vec::new();
-    if tree.orphans > 0 {
-        notes.push(format!(
-            "rep {}: {} span(s) name a parent that is not in the rep (another rep, or not in \
-             the file): placed under the root",
-            ctx.rep, tree.orphans
-        ));
-    }
-    if tree.loops > 0 {
-        notes.push(format!(
-            "rep {}: {} parent link(s) made a loop (a damaged file): cut, the span placed \
-             under the root",
-            ctx.rep, tree.loops
-        ));
-    }
+    let notes = tree_notes(ctx.rep, &tree);
     let gpu = gpu_rows(ctx, rep);
     let busy = (!gpu.is_empty()).then(|| {
         Coverage::new(
@@ -126,23 +112,7 @@ pub fn rep_rows<'a>(
                 .map(|g| (g.start_ns, g.end_ns)),
         )
     });
-    let run = RunRow {
-        rep: ctx.rep,
-        variant: ctx.variant.to_string(),
-        iteration: ctx.iteration,
-        warmup: false,
-        status: RepStatus::Ok,
-        checked: true,
-        outputs: 0,
-        start_ns: root.start_ns,
-        wall_ns: root.end_ns - root.start_ns,
-        started_utc: String::new(),
-        pid: ctx.threads.pids.get(root.thread as usize).copied().unwrap_or(0),
-        rss_end_bytes: None,
-        gpu_mem_used_end_bytes: None,
-        error: String::new(),
-        span_rows: None,
-    };
+    let run = run_row(ctx, root);
     let root_attrs = root_attrs(ctx, rep);
     let spans = (0..members.len()).map(move |i| {
         let s = members[i];
@@ -168,6 +138,52 @@ pub fn rep_rows<'a>(
         row
     });
     (run, spans, gpu, notes)
+}
+
+/// What the tree of rep `rep` says of its file's parent links.
+fn tree_notes(rep: u32, tree: &tree::Tree) -> Vec<String> {
+    let mut notes = Vec::new();
+    if tree.orphans > 0 {
+        notes.push(format!(
+            "rep {rep}: {} span(s) name a parent that is not in the rep (another rep, or not \
+             in the file): placed under the root",
+            tree.orphans
+        ));
+    }
+    if tree.loops > 0 {
+        notes.push(format!(
+            "rep {rep}: {} parent link(s) made a loop (a damaged file): cut, the span placed \
+             under the root",
+            tree.loops
+        ));
+    }
+    notes
+}
+
+/// The rep's runs.csv row: ok, its window the root's.
+fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
+    RunRow {
+        rep: ctx.rep,
+        variant: ctx.variant.to_string(),
+        iteration: ctx.iteration,
+        warmup: false,
+        status: RepStatus::Ok,
+        checked: true,
+        outputs: 0,
+        start_ns: root.start_ns,
+        wall_ns: root.end_ns - root.start_ns,
+        started_utc: String::new(),
+        pid: ctx
+            .threads
+            .pids
+            .get(root.thread as usize)
+            .copied()
+            .unwrap_or(0),
+        rss_end_bytes: None,
+        gpu_mem_used_end_bytes: None,
+        error: String::new(),
+        span_rows: None,
+    }
 }
 
 /// A span's row name and attributes: its name as imported, the name it had in the file

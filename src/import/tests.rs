@@ -43,13 +43,22 @@ fn chrome_complete_begin_end_async_and_metadata_events_become_spans() {
     assert_eq!((a.start_ns, a.end_ns), (10_500, 12_500));
     assert_eq!(a.attrs.as_deref(), Some(r#"{"k":"v"}"#));
     assert_eq!((t.spans[1].start_ns, t.spans[1].end_ns), (20_000, 25_000));
-    assert_ne!(t.spans[2].thread, t.spans[0].thread, "async spans have a track of their own");
+    assert_ne!(
+        t.spans[2].thread, t.spans[0].thread,
+        "async spans have a track of their own"
+    );
     assert_eq!(t.threads[a.thread as usize].name.as_deref(), Some("main"));
     assert_eq!(t.gpu.len(), 1);
     let k = &t.gpu[0];
-    assert_eq!((k.kind, k.device, k.stream, k.correlation), (GpuKind::Kernel, 3, 9, 5));
+    assert_eq!(
+        (k.kind, k.device, k.stream, k.correlation),
+        (GpuKind::Kernel, 3, 9, 5)
+    );
     assert_eq!(k.grid, Some([1, 2, 3]));
-    assert_eq!((t.counts.events, t.counts.instants, t.counts.other), (9, 1, 1));
+    assert_eq!(
+        (t.counts.events, t.counts.instants, t.counts.other),
+        (9, 1, 1)
+    );
     assert_eq!(t.warnings.total(), 0);
 }
 
@@ -64,21 +73,36 @@ fn bad_events_are_left_out_with_a_warning_naming_them() {
     ]"#,
     );
     let w = t.warnings.kept.join("\n");
-    assert!(w.contains(r#"X "neg" at ts 10 µs (pid 1, tid 1): negative duration"#), "{w}");
+    assert!(
+        w.contains(r#"X "neg" at ts 10 µs (pid 1, tid 1): negative duration"#),
+        "{w}"
+    );
     assert!(w.contains("an end with no open begin"), "{w}");
-    assert!(w.contains(r#"B "open" at ts 15 µs (pid 1, tid 1): never ended"#), "{w}");
+    assert!(
+        w.contains(r#"B "open" at ts 15 µs (pid 1, tid 1): never ended"#),
+        "{w}"
+    );
     // The unclosed B is closed where the file ends (50 µs), marked.
     assert_eq!(names(&t), ["late", "open"]);
     assert_eq!(t.spans[1].end_ns, 50_000);
-    assert!(t.spans[1].attrs.as_deref().unwrap().contains(r#""unclosed":true"#));
+    assert!(t.spans[1]
+        .attrs
+        .as_deref()
+        .unwrap()
+        .contains(r#""unclosed":true"#));
 }
 
 #[test]
 fn a_cut_file_keeps_its_events_and_garbage_is_an_error_naming_line_and_event() {
-    let t = read(r#"{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, {"ph": "X", "na"#);
+    let t = read(
+        r#"{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, {"ph": "X", "na"#,
+    );
     assert_eq!(names(&t), ["a"]);
     let w = t.warnings.kept.join("\n");
-    assert!(w.contains("ends in the middle of its JSON at line 1"), "{w}");
+    assert!(
+        w.contains("ends in the middle of its JSON at line 1"),
+        "{w}"
+    );
     assert!(w.contains("the 1 events before the cut are kept"), "{w}");
 
     let tmp = tempfile::tempdir().unwrap();
@@ -95,7 +119,10 @@ fn a_cut_file_keeps_its_events_and_garbage_is_an_error_naming_line_and_event() {
     assert!(e.contains("neither traceEvents"), "{e}");
     let p = write(tmp.path(), "x.txt", "time,value\n1,2\n");
     let e = read_trace(&p, 1 << 20).unwrap_err().to_string();
-    assert!(e.contains("x.txt is not a trace gapscope imports: it starts with"), "{e}");
+    assert!(
+        e.contains("x.txt is not a trace gapscope imports: it starts with"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -118,7 +145,10 @@ fn otlp_spans_keep_their_ids_attributes_and_one_request_per_line() {
     assert_eq!(t.spans[0].parent, t.spans[1].id);
     assert!(t.spans[1].parent.is_none());
     let a = t.spans[0].attrs.as_deref().unwrap();
-    assert!(a.contains(r#""n":7"#) && a.contains(r#""service.name":"svc""#), "{a}");
+    assert!(
+        a.contains(r#""n":7"#) && a.contains(r#""service.name":"svc""#),
+        "{a}"
+    );
     assert_eq!(t.format, model::Format::Otlp);
 }
 
@@ -142,5 +172,8 @@ fn gzip_is_read_by_its_magic_and_a_bomb_stops_at_the_cap() {
     let bomb = tmp.path().join("bomb.json.gz");
     std::fs::write(&bomb, gz.finish().unwrap()).unwrap();
     let e = read_trace(&bomb, 1 << 20).unwrap_err().to_string();
-    assert!(e.contains("bomb.json.gz holds more than 1048576 bytes once decompressed"), "{e}");
+    assert!(
+        e.contains("bomb.json.gz holds more than 1048576 bytes once decompressed"),
+        "{e}"
+    );
 }

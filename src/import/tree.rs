@@ -186,12 +186,12 @@ mod tests {
     #[test]
     fn spans_nest_by_time_per_thread_and_self_time_subtracts_same_thread_children() {
         let v = [
-            span(0, 0, 100),  // root
-            span(0, 10, 60),  // a
-            span(0, 20, 30),  // a's child
-            span(0, 50, 90),  // overlaps a's end: not inside a, so under the root
-            span(1, 15, 95),  // another thread: under the root, not covering it
-            span(1, 20, 40),  // under the thread-1 span
+            span(0, 0, 100), // root
+            span(0, 10, 60), // a
+            span(0, 20, 30), // a's child
+            span(0, 50, 90), // overlaps a's end: not inside a, so under the root
+            span(1, 15, 95), // another thread: under the root, not covering it
+            span(1, 20, 40), // under the thread-1 span
         ];
         let refs: Vec<&Span> = v.iter().collect();
         let t = build(&refs, 0);
@@ -202,7 +202,12 @@ mod tests {
 
     #[test]
     fn ids_name_parents_across_threads_and_a_loop_is_cut() {
-        let mut v = vec![span(0, 0, 100), span(0, 10, 20), span(1, 12, 18), span(2, 1, 2)];
+        let mut v = vec![
+            span(0, 0, 100),
+            span(0, 10, 20),
+            span(1, 12, 18),
+            span(2, 1, 2),
+        ];
         v[1].id = Some(1);
         v[2].id = Some(2);
         v[2].parent = Some(1);
@@ -218,6 +223,10 @@ mod tests {
         let refs: Vec<&Span> = v.iter().collect();
         let t = build(&refs, 0);
         assert_eq!(t.loops, 1);
-        assert!(t.parent.iter().filter(|&&p| p == 0).count() >= 2, "{:?}", t.parent);
+        assert!(
+            t.parent.iter().filter(|&&p| p == 0).count() >= 2,
+            "{:?}",
+            t.parent
+        );
     }
 }

@@ -16,9 +16,7 @@ use super::reps::{self, Rep, FILE_ROOT};
 use super::rows::{self, Threads};
 use super::{read_trace, FileDigest, IMPORTER_VERSION};
 use crate::phases::{PhaseSpec, WorkloadKind};
-use crate::store::{
-    self, GpuMeta, Meta, NewRun, RunWriter, VariantMeta, WorkloadMeta,
-};
+use crate::store::{self, GpuMeta, Meta, NewRun, RunWriter, VariantMeta, WorkloadMeta};
 
 /// A variant and the traces it is made of.
 #[derive(Debug, Clone)]
@@ -68,7 +66,10 @@ pub fn import(opts: &ImportOptions) -> Result<Imported> {
     let mut files: Vec<Vec<PathBuf>> = Vec::new();
     for (i, v) in opts.variants.iter().enumerate() {
         if opts.variants[..i].iter().any(|w| w.name == v.name) {
-            bail!("--variant {:?} is given twice: give each variant once, with all its files", v.name);
+            bail!(
+                "--variant {:?} is given twice: give each variant once, with all its files",
+                v.name
+            );
         }
         let mut mine = Vec::new();
         for p in &v.patterns {
@@ -76,7 +77,10 @@ pub fn import(opts: &ImportOptions) -> Result<Imported> {
         }
         files.push(mine);
     }
-    let root = opts.rep_span.clone().unwrap_or_else(|| FILE_ROOT.to_string());
+    let root = opts
+        .rep_span
+        .clone()
+        .unwrap_or_else(|| FILE_ROOT.to_string());
     let meta = new_meta(opts, &root);
     let exp_dir = opts.results_dir.join(&opts.name);
     let hidden = exp_dir.join(format!(".import-{}", meta.run_id));
@@ -112,6 +116,17 @@ pub fn import(opts: &ImportOptions) -> Result<Imported> {
 
 type Written = (Value, Vec<u32>, Vec<String>, bool);
 
+/// Where an import stands between files.
+struct Progress<'a> {
+    opts: &'a ImportOptions,
+    root: &'a str,
+    writer: &'a mut RunWriter,
+    next_rep: u32,
+    /// Each warning with its file.
+    warnings: Vec<String>,
+    any_gpu: bool,
+}
+
 /// Every file of every variant into the writer; meta.json's `import`, the reps per
 /// variant, the warnings, and whether any rep had GPU records.
 fn write_all(
@@ -120,61 +135,21 @@ fn write_all(
     root: &str,
     writer: &mut RunWriter,
 ) -> Result<Written> {
-    let mut next_rep = 0u32;
-    let mut warnings = Vec::new();
+    let mut p = Progress {
+        opts,
+        root,
+        writer,
+        next_rep: 0,
+        warnings: Vec::new(),
+        any_gpu: false,
+    };
     let mut per_variant = Map::new();
     let mut reps_of = Vec::new();
-    let mut any_gpu = false;
     for (v, paths) in opts.variants.iter().zip(files) {
         let mut iteration = 0u32;
         let mut records = Vec::new();
         for path in paths {
-            let (trace, digest) = read_trace(path, opts.max_file_bytes)?;
-            let cut = cut(&trace, opts);
-            let mut trace = trace;
-            if let Some(w) = cut.note.clone() {
-                trace.warn(w);
-            }
-            if cut.reps.is_empty() {
-                bail!(
-                    "{}: {}",
-                    path.display(),
-                    no_rep_reason(&trace, opts.rep_span.as_deref())
-                );
-            }
-            let threads = Threads::of(&trace);
-            let mapped = rows::mapped_names(&trace, &opts.names);
-            for rep in &cut.reps {
-                let ctx = rows::RepCtx {
-                    trace: &trace,
-                    threads: &threads,
-                    names: &mapped,
-                    rep: next_rep,
-                    variant: &v.name,
-                    iteration,
-                    root,
-                };
-                let (run, spans, gpu, notes) = rows::rep_rows(&ctx, rep);
-                any_gpu |= !gpu.is_empty();
-                writer.append_gpu(&[], &gpu)?;
-                writer.append_rep_iter(&run, spans)?;
-                for n in notes {
-                    trace.warn(n);
-                }
-                next_rep += 1;
-                iteration += 1;
-            }
-            for w in &trace.warnings.kept {
-                warnings.push(format!("{}: {w}", path.display()));
-            }
-            if trace.warnings.more > 0 {
-                warnings.push(format!(
-                    "{}: {} more warnings (meta.json's import counts them)",
-                    path.display(),
-                    trace.warnings.more
-                ));
-            }
-            records.push(file_record(path, &trace, &digest, cut.reps.len()));
+            records.push(p.file(&v.name, &mut iteration, path)?);
         }
         reps_of.push(iteration);
         per_variant.insert(
@@ -190,7 +165,57 @@ fn write_all(
         "max_file_bytes": opts.max_file_bytes,
         "variants": per_variant,
     });
-    Ok((record, reps_of, warnings, any_gpu))
+    Ok((record, reps_of, p.warnings, p.any_gpu))
+}
+
+impl Progress<'_> {
+    /// Reads one file and writes its reps; meta.json's record of it.
+    fn file(&mut self, variant: &str, iteration: &mut u32, path: &Path) -> Result<Value> {
+        let (mut trace, digest) = read_trace(path, self.opts.max_file_bytes)?;
+        let cut = cut(&trace, self.opts);
+        if let Some(w) = cut.note.clone() {
+            trace.warn(w);
+        }
+        if cut.reps.is_empty() {
+            let why = no_rep_reason(&trace, self.opts.rep_span.as_deref());
+            bail!("{}: {why}", path.display());
+        }
+        let threads = Threads::of(&trace);
+        let mapped = rows::mapped_names(&trace, &self.opts.names);
+        let mut notes = Vec::new();
+        for rep in &cut.reps {
+            let ctx = rows::RepCtx {
+                trace: &trace,
+                threads: &threads,
+                names: &mapped,
+                rep: self.next_rep,
+                variant,
+                iteration: *iteration,
+                root: self.root,
+            };
+            let (run, spans, gpu, n) = rows::rep_rows(&ctx, rep);
+            self.any_gpu |= !gpu.is_empty();
+            self.writer.append_gpu(&[], &gpu)?;
+            self.writer.append_rep_iter(&run, spans)?;
+            notes.extend(n);
+            self.next_rep += 1;
+            *iteration += 1;
+        }
+        for n in notes {
+            trace.warn(n);
+        }
+        for w in &trace.warnings.kept {
+            self.warnings.push(format!("{}: {w}", path.display()));
+        }
+        if trace.warnings.more > 0 {
+            self.warnings.push(format!(
+                "{}: {} more warnings (meta.json's import counts them)",
+                path.display(),
+                trace.warnings.more
+            ));
+        }
+        Ok(file_record(path, &trace, &digest, cut.reps.len()))
+    }
 }
 
 /// A trace's reps, and a note on what cutting left out.

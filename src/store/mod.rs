@@ -313,7 +313,8 @@ impl RunWriter {
     {
         let mut n = 0u32;
         for s in spans {
-            self.spans.write(std::borrow::Borrow::<SpanRow>::borrow(&s))?;
+            self.spans
+                .write(std::borrow::Borrow::<SpanRow>::borrow(&s))?;
             n += 1;
         }
         self.spans.flush()?;
