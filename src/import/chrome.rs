@@ -17,8 +17,8 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
+use super::chrome_args::Args;
 use super::model::{GpuKind, GpuRecord, Span, Trace};
 
 /// A pid, tid or async id: a number or a string, as producers write them.
@@ -93,7 +93,7 @@ pub struct Event {
     #[serde(default)]
     id: Option<Id>,
     #[serde(default)]
-    args: Option<Map<String, Value>>,
+    args: Option<Args>,
 }
 
 /// A `B`/`E` (or async `b`/`e`) as read: matched per lane once the file ended, in
@@ -104,7 +104,8 @@ struct Mark {
     end: bool,
     /// The name (an `E` may have none: u32::MAX).
     name: u32,
-    args: Map<String, Value>,
+    cat: Option<String>,
+    args: Args,
 }
 /// The state of one file's events as they stream by.
 pub struct ChromeSink {
@@ -213,9 +214,9 @@ impl ChromeSink {
             ev.tid.as_ref().unwrap_or(&NO_ID),
         );
         let name = self.trace.names.id(ev.name.as_deref().unwrap_or(""));
-        let mut args = ev.args.unwrap_or_default();
-        let correlation = correlation_of(&args);
-        let attrs = attrs_of(ev.cat, &mut args);
+        let args = ev.args.unwrap_or_default();
+        let correlation = args.correlation.unwrap_or(0);
+        let attrs = args.into_attrs(ev.cat.as_deref());
         self.trace.spans.push(Span {
             name,
             thread,
@@ -230,19 +231,8 @@ impl ChromeSink {
 
     fn gpu(&mut self, ev: Event, kind: GpuKind, start_ns: u64, end_ns: u64) {
         let args = ev.args.unwrap_or_default();
-        let num = |k: &str| args.get(k).and_then(Value::as_u64);
-        let triple = |k: &str| {
-            let a = args.get(k)?.as_array()?;
-            let v: Vec<u32> = a
-                .iter()
-                .filter_map(|x| x.as_u64())
-                .map(|x| x as u32)
-                .collect();
-            (v.len() == 3).then(|| [v[0], v[1], v[2]])
-        };
-        let lane = |k: &str, id: &Option<Id>| {
-            num(k)
-                .or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
+        let lane = |v: Option<u64>, id: &Option<Id>| {
+            v.or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
                 .unwrap_or(0) as u32
         };
         let raw = ev.name.as_deref().unwrap_or("");
@@ -254,14 +244,14 @@ impl ChromeSink {
         let record = GpuRecord {
             kind,
             name: self.trace.names.id(name),
-            device: lane("device", &ev.pid),
-            stream: lane("stream", &ev.tid),
-            correlation: num("correlation").unwrap_or(0),
+            device: lane(args.device, &ev.pid),
+            stream: lane(args.stream, &ev.tid),
+            correlation: args.correlation.unwrap_or(0),
             start_ns,
             end_ns,
-            grid: triple("grid"),
-            block: triple("block"),
-            bytes: num("bytes"),
+            grid: args.grid,
+            block: args.block,
+            bytes: args.bytes,
         };
         self.trace.gpu.push(record);
     }
@@ -300,16 +290,13 @@ impl ChromeSink {
             Some(n) if !end || (is_async && !n.is_empty()) => self.trace.names.id(n),
             _ => u32::MAX,
         };
-        let mut args = ev.args.unwrap_or_default();
-        if let (Some(c), false) = (ev.cat, end) {
-            args.insert("cat".into(), c.into());
-        }
         self.marks.entry(lane).or_default().push(Mark {
             ns,
             ts_us: ev.ts.unwrap_or(0.0),
             end,
             name,
-            args,
+            cat: ev.cat.filter(|_| !end),
+            args: ev.args.unwrap_or_default(),
         });
     }
 
@@ -345,7 +332,7 @@ impl ChromeSink {
                  unclosed",
                 last as f64 / 1e3
             ));
-            b.args.insert("unclosed".into(), true.into());
+            b.args.push("unclosed", "true");
             let end_ns = last.max(b.ns);
             self.push_span(lane, b, end_ns);
         }
@@ -366,13 +353,9 @@ impl ChromeSink {
         )
     }
 
-    fn push_span(&mut self, thread: u32, mut b: Mark, end_ns: u64) {
-        let correlation = correlation_of(&b.args);
-        let cat = match b.args.remove("cat") {
-            Some(Value::String(c)) => Some(c),
-            _ => None,
-        };
-        let attrs = attrs_of(cat, &mut b.args);
+    fn push_span(&mut self, thread: u32, b: Mark, end_ns: u64) {
+        let correlation = b.args.correlation.unwrap_or(0);
+        let attrs = b.args.into_attrs(b.cat.as_deref());
         self.trace.spans.push(Span {
             name: b.name,
             thread,
@@ -386,12 +369,7 @@ impl ChromeSink {
     }
 
     fn metadata(&mut self, ev: Event) {
-        let value = ev
-            .args
-            .as_ref()
-            .and_then(|a| a.get("name"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let value = ev.args.and_then(|a| a.name);
         let (Some(value), Some(pid)) = (value, ev.pid.as_ref()) else {
             return;
         };
@@ -444,39 +422,6 @@ fn copy_direction(name: &str) -> Option<&'static str> {
     ]
     .into_iter()
     .find(|d| name.contains(d))
-}
-
-fn correlation_of(args: &Map<String, Value>) -> u64 {
-    args.get("correlation").and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Most attributes one span keeps (Kineto's ops carry a dozen; shapes are the big ones).
-const MAX_ATTRS: usize = 24;
-/// Longest attribute value kept as written; longer ones are cut and say so.
-const MAX_ATTR_CHARS: usize = 256;
-
-/// A span's attributes as JSON text: its category and its scalar arguments (strings
-/// cut at [`MAX_ATTR_CHARS`]); nested arguments are left out.
-fn attrs_of(cat: Option<String>, args: &mut Map<String, Value>) -> Option<Box<str>> {
-    let mut out = Map::new();
-    if let Some(c) = cat {
-        out.insert("cat".into(), c.into());
-    }
-    for (k, v) in std::mem::take(args) {
-        if out.len() >= MAX_ATTRS {
-            break;
-        }
-        let v = match v {
-            Value::String(s) if s.chars().count() > MAX_ATTR_CHARS => {
-                let cut: String = s.chars().take(MAX_ATTR_CHARS).collect();
-                Value::String(format!("{cut}…"))
-            }
-            Value::Array(_) | Value::Object(_) => continue,
-            v => v,
-        };
-        out.insert(k, v);
-    }
-    (!out.is_empty()).then(|| Value::Object(out).to_string().into_boxed_str())
 }
 
 /// The events of a `traceEvents` array (or a bare array), fed to a sink one by one.

@@ -10,6 +10,7 @@
 //! [`tree`] nests each rep's spans, and [`write`] turns them into rows.
 
 pub mod chrome;
+pub mod chrome_args;
 pub mod json;
 pub mod model;
 pub mod names;
