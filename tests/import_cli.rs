@@ -63,7 +63,12 @@ fn import_fails(tmp: &Path, args: &[&str]) -> String {
 }
 
 fn diff(dir: &Path, extra: &[&str]) -> String {
-    let out = gapscope().arg("diff").arg(dir).args(extra).assert().success();
+    let out = gapscope()
+        .arg("diff")
+        .arg(dir)
+        .args(extra)
+        .assert()
+        .success();
     String::from_utf8_lossy(&out.get_output().stdout).into_owned()
 }
 
@@ -91,28 +96,64 @@ fn kineto_folders_import_and_the_diff_names_the_slower_op() {
     let inputs_before = std::fs::read_dir(t.join("a")).unwrap().count();
     let (dir, stderr) = import(
         t,
-        &["--name", "kin", "--variant", "baseline", "a/*.json", "--variant", "candidate", "b/*.json"],
+        &[
+            "--name",
+            "kin",
+            "--variant",
+            "baseline",
+            "a/*.json",
+            "--variant",
+            "candidate",
+            "b/*.json",
+        ],
     );
     assert!(stderr.contains("imported 12 reps"), "{stderr}");
-    assert!(!stderr.contains("warning"), "clean traces warn of nothing: {stderr}");
-    assert_eq!(std::fs::read_dir(t.join("a")).unwrap().count(), inputs_before);
+    assert!(
+        !stderr.contains("warning"),
+        "clean traces warn of nothing: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(t.join("a")).unwrap().count(),
+        inputs_before
+    );
     let d = diff(&dir, &[]);
     let sig = significant(&d);
-    assert!(sig.starts_with("Significant changes: aten::mm (self) +"), "{d}");
-    assert!(!sig.contains("backward") && !sig.contains("optimizer"), "{sig}");
-    assert!(!d.contains("paired by iteration"), "unpaired unless asked: {d}");
+    assert!(
+        sig.starts_with("Significant changes: aten::mm (self) +"),
+        "{d}"
+    );
+    assert!(
+        !sig.contains("backward") && !sig.contains("optimizer"),
+        "{sig}"
+    );
+    assert!(
+        !d.contains("paired by iteration"),
+        "unpaired unless asked: {d}"
+    );
     assert!(!d.contains("recorder cost"), "{d}");
 
     let data = RunData::load(&dir).unwrap();
     assert_eq!(data.runs.len(), 12);
-    assert!(data.spans.iter().any(|s| s.name == "ProfilerStep"), "default name map");
-    assert!(data.spans.iter().all(|s| !s.name.starts_with("ProfilerStep#")));
+    assert!(
+        data.spans.iter().any(|s| s.name == "ProfilerStep"),
+        "default name map"
+    );
+    assert!(data
+        .spans
+        .iter()
+        .all(|s| !s.name.starts_with("ProfilerStep#")));
     let backward: Vec<_> = data.spans.iter().filter(|s| s.name == "backward").collect();
-    assert_eq!(backward.len(), 36, "every B/E pair matched although the events are shuffled");
+    assert_eq!(
+        backward.len(),
+        36,
+        "every B/E pair matched although the events are shuffled"
+    );
     let kernels = data.load_gpu_activity().unwrap();
     let k = kernels.iter().find(|g| g.kind == "kernel").unwrap();
     assert_eq!((k.device, k.stream, k.grid_x), (0, 7, Some(64)));
-    assert!(kernels.iter().any(|g| g.kind == "memcpy" && g.name == "HtoD"));
+    assert!(kernels
+        .iter()
+        .any(|g| g.kind == "memcpy" && g.name == "HtoD"));
     assert!(data.spans.iter().any(|s| s.gpu_busy_ns.unwrap_or(0) > 0));
 
     let m = meta_json(&dir);
@@ -124,7 +165,12 @@ fn kineto_folders_import_and_the_diff_names_the_slower_op() {
     assert_eq!(f["sha256"], format!("{:x}", sha2::Sha256::digest(&bytes)));
     assert_eq!(m["import"]["importer_version"], 1);
     for cmd in ["summary", "export"] {
-        gapscope().arg(cmd).arg(&dir).current_dir(t).assert().success();
+        gapscope()
+            .arg(cmd)
+            .arg(&dir)
+            .current_dir(t)
+            .assert()
+            .success();
     }
 }
 
@@ -133,12 +179,24 @@ fn rep_span_cuts_each_profile_into_steps_with_their_gpu_work() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     generate("chrome", &t.join("a"), &["--files", "2", "--steps", "3"]);
-    generate("chrome", &t.join("b"), &["--files", "2", "--steps", "3", "--seed", "5"]);
+    generate(
+        "chrome",
+        &t.join("b"),
+        &["--files", "2", "--steps", "3", "--seed", "5"],
+    );
     let (dir, stderr) = import(
         t,
         &[
-            "--name", "steps", "--rep-span", "ProfilerStep", "--variant", "baseline", "a",
-            "--variant", "candidate", "b",
+            "--name",
+            "steps",
+            "--rep-span",
+            "ProfilerStep",
+            "--variant",
+            "baseline",
+            "a",
+            "--variant",
+            "candidate",
+            "b",
         ],
     );
     assert!(stderr.contains("imported 12 reps"), "{stderr}");
@@ -153,11 +211,22 @@ fn rep_span_cuts_each_profile_into_steps_with_their_gpu_work() {
             .unwrap();
         assert_eq!(root.name, "ProfilerStep");
         assert!(root.attrs.contains("ProfilerStep#"), "{}", root.attrs);
-        let mine = |n: &str| data.spans.iter().filter(|s| s.rep == r.rep && s.name == n).count();
-        assert_eq!((mine("forward"), mine("aten::mm"), mine("backward")), (1, 1, 1));
+        let mine = |n: &str| {
+            data.spans
+                .iter()
+                .filter(|s| s.rep == r.rep && s.name == n)
+                .count()
+        };
+        assert_eq!(
+            (mine("forward"), mine("aten::mm"), mine("backward")),
+            (1, 1, 1)
+        );
         // The loader thread's batch starts inside the step: it is in the rep.
         assert_eq!(mine("load_batch"), 1);
-        let kernels = gpu.iter().filter(|g| g.rep == r.rep && g.kind == "kernel").count();
+        let kernels = gpu
+            .iter()
+            .filter(|g| g.rep == r.rep && g.kind == "kernel")
+            .count();
         assert_eq!(kernels, 1, "rep {}: its launch's kernel", r.rep);
     }
     let m = meta_json(&dir);
@@ -170,8 +239,21 @@ fn paired_by_order_pairs_the_reps_in_the_diff() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     generate("otlp", &t.join("a"), &["--files", "8"]);
-    generate("otlp", &t.join("b"), &["--files", "8", "--seed", "3", "--slow", "db_query=1.3"]);
-    let args = ["--name", "otel", "--variant", "baseline", "a", "--variant", "candidate", "b"];
+    generate(
+        "otlp",
+        &t.join("b"),
+        &["--files", "8", "--seed", "3", "--slow", "db_query=1.3"],
+    );
+    let args = [
+        "--name",
+        "otel",
+        "--variant",
+        "baseline",
+        "a",
+        "--variant",
+        "candidate",
+        "b",
+    ];
     let (unpaired, _) = import(t, &args);
     let mut with = args.to_vec();
     with.push("--paired-by-order");
@@ -201,12 +283,32 @@ fn an_nsys_export_gzipped_or_not_gives_nvtx_spans_and_gpu_lanes() {
     generate(
         "nsys",
         &t.join("b"),
-        &["--files", "2", "--steps", "4", "--seed", "2", "--slow", "gemm_kernel=1.4", "--gzip"],
+        &[
+            "--files",
+            "2",
+            "--steps",
+            "4",
+            "--seed",
+            "2",
+            "--slow",
+            "gemm_kernel=1.4",
+            "--gzip",
+        ],
     );
     let (dir, _) = import(
         t,
-        &["--name", "ns", "--rep-span", "step", "--variant", "baseline", "a/*.sqlite",
-          "--variant", "candidate", "b/*.gz"],
+        &[
+            "--name",
+            "ns",
+            "--rep-span",
+            "step",
+            "--variant",
+            "baseline",
+            "a/*.sqlite",
+            "--variant",
+            "candidate",
+            "b/*.gz",
+        ],
     );
     let d = diff(&dir, &[]);
     assert!(significant(&d).contains("compute"), "{d}");
@@ -214,14 +316,27 @@ fn an_nsys_export_gzipped_or_not_gives_nvtx_spans_and_gpu_lanes() {
     assert_eq!(data.runs.len(), 16);
     let compute = data.spans.iter().find(|s| s.name == "compute").unwrap();
     assert_eq!(compute.thread_name, "main");
-    assert!(data.spans.iter().any(|s| s.name == "prefetch" && s.thread_name == "worker"));
+    assert!(data
+        .spans
+        .iter()
+        .any(|s| s.name == "prefetch" && s.thread_name == "worker"));
     let gpu = data.load_gpu_activity().unwrap();
     let kinds = |k: &str| gpu.iter().filter(|g| g.kind == k).count();
-    assert_eq!((kinds("kernel"), kinds("memcpy"), kinds("memset")), (16, 16, 16));
-    assert!(gpu.iter().any(|g| g.name == "gemm_kernel(float*)" && g.stream == 7));
-    assert!(gpu.iter().any(|g| g.name == "HtoD" && g.bytes == Some(1 << 20)));
+    assert_eq!(
+        (kinds("kernel"), kinds("memcpy"), kinds("memset")),
+        (16, 16, 16)
+    );
+    assert!(gpu
+        .iter()
+        .any(|g| g.name == "gemm_kernel(float*)" && g.stream == 7));
+    assert!(gpu
+        .iter()
+        .any(|g| g.name == "HtoD" && g.bytes == Some(1 << 20)));
     let m = meta_json(&dir);
-    assert_eq!(m["import"]["variants"]["candidate"]["files"][0]["format"], "nsys-sqlite");
+    assert_eq!(
+        m["import"]["variants"]["candidate"]["files"][0]["format"],
+        "nsys-sqlite"
+    );
 }
 
 /// A folder with one good trace and whatever else the test adds.
@@ -299,15 +414,35 @@ fn an_unclosed_begin_and_a_negative_duration_are_named() {
     assert!(open.attrs.contains(r#""unclosed":true"#));
     assert!(!data.spans.iter().any(|s| s.name == "back"));
     let m = meta_json(&dir);
-    assert_eq!(m["import"]["variants"]["v"]["files"][0]["warnings"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        m["import"]["variants"]["v"]["files"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 #[test]
 fn a_file_past_the_size_cap_is_refused_before_it_is_read() {
     let tmp = tempfile::tempdir().unwrap();
     one_good(tmp.path());
-    let e = import_fails(tmp.path(), &["--name", "b", "--variant", "v", "in/good.json", "--max-file-bytes", "10"]);
-    assert!(e.contains("in/good.json holds more than 10 bytes, the most"), "{e}");
+    let e = import_fails(
+        tmp.path(),
+        &[
+            "--name",
+            "b",
+            "--variant",
+            "v",
+            "in/good.json",
+            "--max-file-bytes",
+            "10",
+        ],
+    );
+    assert!(
+        e.contains("in/good.json holds more than 10 bytes, the most"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -322,9 +457,20 @@ fn a_gzip_bomb_stops_at_the_cap_once_decompressed() {
     assert!(std::fs::metadata(d.join("bomb.json.gz")).unwrap().len() < 100_000);
     let e = import_fails(
         tmp.path(),
-        &["--name", "b", "--variant", "v", "in/*", "--max-file-bytes", "1000000"],
+        &[
+            "--name",
+            "b",
+            "--variant",
+            "v",
+            "in/*",
+            "--max-file-bytes",
+            "1000000",
+        ],
     );
-    assert!(e.contains("in/bomb.json.gz holds more than 1000000 bytes once decompressed"), "{e}");
+    assert!(
+        e.contains("in/bomb.json.gz holds more than 1000000 bytes once decompressed"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -333,7 +479,10 @@ fn a_link_out_of_its_folder_is_refused_and_one_inside_is_read() {
     let d = one_good(tmp.path());
     std::fs::write(tmp.path().join("secret.json"), "[]").unwrap();
     std::os::unix::fs::symlink(tmp.path().join("secret.json"), d.join("out.json")).unwrap();
-    let e = import_fails(tmp.path(), &["--name", "b", "--variant", "v", "in/out.json"]);
+    let e = import_fails(
+        tmp.path(),
+        &["--name", "b", "--variant", "v", "in/out.json"],
+    );
     assert!(e.contains("in/out.json is a symbolic link to"), "{e}");
     assert!(e.contains("outside the link's folder"), "{e}");
     std::os::unix::fs::symlink("good.json", d.join("same.json")).unwrap();
@@ -346,15 +495,22 @@ fn files_that_are_not_traces_are_named_with_what_they_are() {
     let d = one_good(tmp.path());
     std::fs::write(d.join("notes.txt"), "step,ms\n1,20\n").unwrap();
     let e = import_one(tmp.path(), "in/notes.txt", &[]).unwrap_err();
-    assert!(e.contains("in/notes.txt is not a trace gapscope imports: it starts with"), "{e}");
+    assert!(
+        e.contains("in/notes.txt is not a trace gapscope imports: it starts with"),
+        "{e}"
+    );
     std::fs::write(d.join("conf.json"), r#"{"lr": 0.1}"#).unwrap();
     let e = import_one(tmp.path(), "in/conf.json", &[]).unwrap_err();
     assert!(e.contains("neither traceEvents"), "{e}");
     let db = rusqlite::Connection::open(d.join("other.sqlite")).unwrap();
-    db.execute_batch("CREATE TABLE users (id INTEGER);").unwrap();
+    db.execute_batch("CREATE TABLE users (id INTEGER);")
+        .unwrap();
     drop(db);
     let e = import_one(tmp.path(), "in/other.sqlite", &[]).unwrap_err();
-    assert!(e.contains("without the tables of an Nsight Systems export"), "{e}");
+    assert!(
+        e.contains("without the tables of an Nsight Systems export"),
+        "{e}"
+    );
     assert!(e.contains("its tables: users"), "{e}");
     let e = import_one(tmp.path(), "in/*.nothing", &[]).unwrap_err();
     assert!(e.contains("\"in/*.nothing\": it matches no file"), "{e}");

@@ -282,10 +282,6 @@ impl Hasher {
         Ok((format!("{:x}", h.finalize()), n))
     }
 
-    /// Bytes of the file read so far.
-    pub fn bytes(&self) -> u64 {
-        self.0.borrow().1
-    }
 }
 
 struct SharedHash<R> {
