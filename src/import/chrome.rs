@@ -12,10 +12,11 @@
 //! is left out with a warning that names it; a `B` never closed is closed at the last
 //! time the file reached, marked `unclosed`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
+use serde::de::{self, Visitor};
 use serde::Deserialize;
 
 use super::chrome_args::Args;
@@ -73,15 +74,16 @@ impl<'de> Deserialize<'de> for Id {
     }
 }
 
-/// One trace event, with the fields gapscope reads (others are skipped unread).
+/// One trace event, with the fields gapscope reads (others are skipped unread); its
+/// strings borrow from the event's text where they hold no escapes.
 #[derive(Debug, Deserialize)]
-pub struct Event {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    cat: Option<String>,
-    #[serde(default)]
-    ph: Option<String>,
+pub struct Event<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    ph: Option<Cow<'a, str>>,
     #[serde(default)]
     ts: Option<f64>,
     #[serde(default)]
@@ -295,7 +297,7 @@ impl ChromeSink {
             ts_us: ev.ts.unwrap_or(0.0),
             end,
             name,
-            cat: ev.cat.filter(|_| !end),
+            cat: ev.cat.filter(|_| !end).map(Cow::into_owned),
             args: ev.args.unwrap_or_default(),
         });
     }
@@ -422,27 +424,4 @@ fn copy_direction(name: &str) -> Option<&'static str> {
     ]
     .into_iter()
     .find(|d| name.contains(d))
-}
-
-/// The events of a `traceEvents` array (or a bare array), fed to a sink one by one.
-pub struct Events<'a>(pub &'a mut ChromeSink);
-
-impl<'de> DeserializeSeed<'de> for Events<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Events<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(ev) = seq.next_element::<Event>()? {
-            self.0.add(ev);
-        }
-        Ok(())
-    }
 }

@@ -61,13 +61,12 @@ pub enum ImportError {
     #[error("{path} is not a trace gapscope imports: {why}")]
     NotATrace { path: PathBuf, why: String },
     #[error(
-        "{path}, line {line}, column {column}, in trace event {event}: {message}; nothing \
-         of this file was imported"
+        "{path}, line {line}, in trace event {event}: {message}; nothing of this file was \
+         imported"
     )]
     Json {
         path: PathBuf,
         line: usize,
-        column: usize,
         event: u64,
         message: String,
     },

@@ -8,14 +8,15 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
+use serde::de::{self, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::model::{Span, Trace};
 
+/// One element of `resourceSpans`: a resource and its spans.
 #[derive(Debug, Deserialize)]
-struct ResourceSpans {
+pub struct ResourceSpans {
     #[serde(default)]
     resource: Option<Resource>,
     #[serde(default, rename = "scopeSpans", alias = "instrumentationLibrarySpans")]
@@ -138,7 +139,8 @@ impl OtlpSink {
         Some(*self.ids.entry(hex.to_string()).or_insert(next))
     }
 
-    fn add(&mut self, r: ResourceSpans) {
+    /// Takes one resource's spans.
+    pub fn add(&mut self, r: ResourceSpans) {
         self.resources += 1;
         let attr = |k: &str| {
             r.resource
@@ -198,28 +200,5 @@ impl OtlpSink {
 
     pub fn finish(self) -> Trace {
         self.trace
-    }
-}
-
-/// The `resourceSpans` array, read one resource at a time.
-pub struct ResourceSpansSeq<'a>(pub &'a mut OtlpSink);
-
-impl<'de> DeserializeSeed<'de> for ResourceSpansSeq<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ResourceSpansSeq<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of resourceSpans")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(r) = seq.next_element::<ResourceSpans>()? {
-            self.0.add(r);
-        }
-        Ok(())
     }
 }

@@ -281,7 +281,6 @@ impl Hasher {
         let (h, n) = self.0.borrow().clone();
         Ok((format!("{:x}", h.finalize()), n))
     }
-
 }
 
 struct SharedHash<R> {
