@@ -25,3 +25,8 @@ for i in $(seq 1 "$repeats"); do
   rows=$(($(wc -l < "$(ls -d "$tmp"/results-$i/scale/*)/spans.csv") - 1))
   echo "repeat $i: wall ${secs} s, user ${user} s, ${rate} events/s, peak RSS $((rss / 1024)) MiB, span rows $rows, load $(cut -d' ' -f1 /proc/loadavg)"
 done
+# References on the same file and machine, in the same run: hashing it, and Python's
+# json.load (which builds a tree and nothing else).
+/usr/bin/time -f "reference: sha256sum %e s wall" sha256sum "$tmp/big.json" 2>&1 >/dev/null
+/usr/bin/time -f "reference: python3 json.load %e s wall, peak RSS %M KB" \
+  python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$tmp/big.json" 2>&1

@@ -177,3 +177,19 @@ fn gzip_is_read_by_its_magic_and_a_bomb_stops_at_the_cap() {
         "{e}"
     );
 }
+
+#[test]
+fn the_scanner_keeps_brackets_and_quotes_inside_strings_and_skips_other_keys() {
+    let t = read(
+        r#"{"otherData": {"note": "a ] } [ \" {"}, "trace\u0045vents": [
+        {"ph": "X", "name": "x]\"}{[", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"s": "}"}},
+        {"ph":"X","name":"y","pid":1,"tid":1,"ts":3,"dur":1}
+    ], "displayTimeUnit": "ms", "n": -1.5e3, "ok": true}"#,
+    );
+    assert_eq!(names(&t), ["x]\"}{[", "y"]);
+    assert_eq!(t.spans[0].attrs.as_deref(), Some(r#"{"s":"}"}"#));
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "two.json", r#"[{"ph": "X", "ts": 1, "dur": 1}] [1]"#);
+    let e = read_trace(&p, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("after the trace's end"), "{e}");
+}
