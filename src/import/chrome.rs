@@ -403,7 +403,8 @@ impl ChromeSink {
 /// Microseconds (as Chrome's `ts` and `dur` are) in ns; None when negative or not finite.
 pub fn us_to_ns(us: f64) -> Option<u64> {
     let ns = (us * 1000.0).round();
-    (ns.is_finite() && ns >= 0.0 && ns < 9.2e18).then_some(ns as u64)
+    // Below i64::MAX ns: the run-folder readers refuse later times.
+    (0.0..9.2e18).contains(&ns).then_some(ns as u64)
 }
 
 /// The GPU interval kind of a Kineto event category.

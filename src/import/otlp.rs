@@ -114,6 +114,9 @@ impl<'de> Deserialize<'de> for Nanos {
     }
 }
 
+/// 10^15 ns after the Unix epoch (12 January 1970): no exporter's clock reads less.
+const UNIX_NS_FLOOR: u64 = 1_000_000_000_000_000;
+
 /// The state of one OTLP file as its resources stream by.
 pub struct OtlpSink {
     pub trace: Trace,
@@ -198,7 +201,18 @@ impl OtlpSink {
         self.trace.spans.push(span);
     }
 
-    pub fn finish(self) -> Trace {
+    /// The trace; a file whose times all lie in the first days of 1970 as Unix ns was
+    /// most likely written in µs or ms, and the warning says so (times are kept as
+    /// written: durations would be 1,000 or 1,000,000 times too short).
+    pub fn finish(mut self) -> Trace {
+        let latest = self.trace.spans.iter().map(|s| s.end_ns).max();
+        if let Some(t) = latest.filter(|&t| t < UNIX_NS_FLOOR) {
+            self.trace.warn(format!(
+                "every time is below {UNIX_NS_FLOOR} (the latest end is {t}): as Unix \
+                 nanoseconds that is before 12 January 1970; were startTimeUnixNano and \
+                 endTimeUnixNano written in µs or ms? They are kept as ns"
+            ));
+        }
         self.trace
     }
 }

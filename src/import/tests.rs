@@ -150,6 +150,19 @@ fn otlp_spans_keep_their_ids_attributes_and_one_request_per_line() {
         "{a}"
     );
     assert_eq!(t.format, model::Format::Otlp);
+    assert!(
+        t.warnings.kept[0].contains("written in µs or ms"),
+        "times of 10..40 ns after the epoch: {:?}",
+        t.warnings.kept
+    );
+    let ok = read(&line(
+        "aa",
+        "",
+        "p",
+        1_700_000_000_000_000_000,
+        1_700_000_000_000_000_010,
+    ));
+    assert_eq!(ok.warnings.total(), 0);
 }
 
 #[test]
@@ -189,7 +202,11 @@ fn the_scanner_keeps_brackets_and_quotes_inside_strings_and_skips_other_keys() {
     assert_eq!(names(&t), ["x]\"}{[", "y"]);
     assert_eq!(t.spans[0].attrs.as_deref(), Some(r#"{"s":"}"}"#));
     let tmp = tempfile::tempdir().unwrap();
-    let p = write(tmp.path(), "two.json", r#"[{"ph": "X", "ts": 1, "dur": 1}] [1]"#);
+    let p = write(
+        tmp.path(),
+        "two.json",
+        r#"[{"ph": "X", "ts": 1, "dur": 1}] [1]"#,
+    );
     let e = read_trace(&p, 1 << 20).unwrap_err().to_string();
     assert!(e.contains("after the trace's end"), "{e}");
 }

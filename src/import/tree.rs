@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn ids_name_parents_across_threads_and_a_loop_is_cut() {
-        let mut v = vec![
+        let mut v = [
             span(0, 0, 100),
             span(0, 10, 20),
             span(1, 12, 18),
