@@ -231,6 +231,51 @@ fn rep_span_cuts_each_profile_into_steps_with_their_gpu_work() {
     }
     let m = meta_json(&dir);
     assert_eq!(m["phases"]["root"], "ProfilerStep");
+    // --gpu-spans: the kernels are spans too, and the diff compares them by name.
+    generate(
+        "chrome",
+        &t.join("c"),
+        &[
+            "--files",
+            "2",
+            "--steps",
+            "3",
+            "--seed",
+            "7",
+            "--slow",
+            "gemm_kernel=1.3",
+        ],
+    );
+    let (slow, _) = import(
+        t,
+        &[
+            "--name",
+            "gpu",
+            "--rep-span",
+            "ProfilerStep",
+            "--gpu-spans",
+            "--name-map",
+            "sgemm=gemm",
+            "--variant",
+            "baseline",
+            "a",
+            "--variant",
+            "candidate",
+            "c",
+        ],
+    );
+    let d = diff(&slow, &[]);
+    assert!(significant(&d).contains("gemm ("), "{d}");
+    let data = RunData::load(&slow).unwrap();
+    let k = data.spans.iter().find(|s| s.name == "gemm").unwrap();
+    assert_eq!(k.thread_name, "GPU 0 stream 7 (pid GPU 0)");
+    assert_eq!(k.self_ns, k.duration_ns, "a GPU interval holds no other");
+    assert!(
+        k.attrs
+            .contains(r#""name_in_trace":"ampere_sgemm_128x64_tn""#),
+        "{}",
+        k.attrs
+    );
     assert_eq!(m["import"]["variants"]["candidate"]["files"][1]["reps"], 3);
 }
 

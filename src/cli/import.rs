@@ -33,6 +33,10 @@ pub struct ImportArgs {
     /// Leave out the default name maps (ProfilerStep#\d+ → ProfilerStep).
     #[arg(long)]
     no_default_names: bool,
+    /// Also record each kernel, copy and memset as a span (on a thread per GPU and
+    /// stream), so that the diff compares them by name (group names with --name-map).
+    #[arg(long)]
+    gpu_spans: bool,
     /// The most bytes read from one trace, also once decompressed.
     #[arg(long, value_name = "BYTES", default_value_t = import::source::MAX_FILE_BYTES)]
     max_file_bytes: u64,
@@ -101,6 +105,7 @@ pub fn run(a: ImportArgs) -> Result<()> {
         paired_by_order: a.paired_by_order,
         names,
         max_file_bytes: a.max_file_bytes,
+        gpu_spans: a.gpu_spans,
         command: super::command_line(),
     };
     let out = import::import(&opts)?;

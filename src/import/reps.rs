@@ -136,3 +136,37 @@ pub fn by_span(trace: &Trace, is_rep: impl Fn(u32) -> bool) -> (Vec<Rep>, Leftov
     }
     (reps, left)
 }
+
+/// Ids of the spans [`gpu_as_spans`] adds: above the ids OTLP's span ids are numbered
+/// with (from 1 up).
+const GPU_SPAN_IDS: u64 = 1 << 62;
+
+/// Adds each rep's GPU intervals to it as spans too, on a thread per device and stream
+/// ("GPU 0 stream 7"), under the rep's root: the diff then compares kernels, copies and
+/// memsets by name (`--gpu-spans`).
+pub fn gpu_as_spans(trace: &mut Trace, reps: &mut [Rep]) {
+    for rep in reps.iter_mut() {
+        for &g in &rep.gpu {
+            let r = trace.gpu[g as usize].clone();
+            let (pid, tid) = (format!("GPU {}", r.device), format!("stream {}", r.stream));
+            let thread = trace.thread(&pid, &tid);
+            let lane = &mut trace.threads[thread as usize];
+            lane.name.get_or_insert_with(|| format!("{pid} {tid}"));
+            let attrs = format!("{{\"gpu_kind\":\"{}\"}}", r.kind.as_str());
+            // An id of its own (above any a file has) keeps it out of nesting by time:
+            // intervals on a lane are not calls, and one never holds another.
+            let id = GPU_SPAN_IDS + trace.spans.len() as u64;
+            trace.spans.push(Span {
+                name: r.name,
+                thread,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                id: Some(id),
+                parent: None,
+                correlation: 0,
+                attrs: Some(attrs.into()),
+            });
+            rep.spans.push(trace.spans.len() as u32 - 1);
+        }
+    }
+}

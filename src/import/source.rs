@@ -137,8 +137,8 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
-/// Opens a trace: a link is followed only to a file inside the link's own folder (a
-/// link out of it is refused, naming its target), only a regular file is read, and a
+/// Opens a trace: a link is followed only to a file inside the link's own folder or
+/// below it (a link out of it is refused, naming its target), only a regular file is read, and a
 /// file past `cap` is refused before a byte is read.
 pub fn open(path: &Path, cap: u64) -> Result<(File, PathBuf), ImportError> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| ImportError::io(path, e))?;
@@ -150,7 +150,7 @@ pub fn open(path: &Path, cap: u64) -> Result<(File, PathBuf), ImportError> {
             .unwrap_or(Path::new("."))
             .canonicalize()
             .map_err(|e| ImportError::io(path, e))?;
-        if target.parent() != Some(folder.as_path()) {
+        if !target.starts_with(&folder) {
             return Err(ImportError::LinkOut {
                 path: path.to_path_buf(),
                 target,

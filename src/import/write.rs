@@ -41,6 +41,9 @@ pub struct ImportOptions {
     pub names: NameMap,
     /// Most bytes read from one file, before and after decompression.
     pub max_file_bytes: u64,
+    /// Each GPU interval also as a span (on a thread per device and stream), so that the
+    /// diff compares kernels by name.
+    pub gpu_spans: bool,
     /// The command line, for meta.json.
     pub command: Vec<String>,
 }
@@ -163,6 +166,7 @@ fn write_all(
         "paired_by_order": opts.paired_by_order,
         "name_map": opts.names.describe(),
         "max_file_bytes": opts.max_file_bytes,
+        "gpu_spans": opts.gpu_spans,
         "variants": per_variant,
     });
     Ok((record, reps_of, p.warnings, p.any_gpu))
@@ -172,7 +176,10 @@ impl Progress<'_> {
     /// Reads one file and writes its reps; meta.json's record of it.
     fn file(&mut self, variant: &str, iteration: &mut u32, path: &Path) -> Result<Value> {
         let (mut trace, digest) = read_trace(path, self.opts.max_file_bytes)?;
-        let cut = cut(&trace, self.opts);
+        let mut cut = cut(&trace, self.opts);
+        if self.opts.gpu_spans {
+            reps::gpu_as_spans(&mut trace, &mut cut.reps);
+        }
         if let Some(w) = cut.note.clone() {
             trace.warn(w);
         }
