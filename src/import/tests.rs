@@ -210,3 +210,37 @@ fn the_scanner_keeps_brackets_and_quotes_inside_strings_and_skips_other_keys() {
     let e = read_trace(&p, 1 << 20).unwrap_err().to_string();
     assert!(e.contains("after the trace's end"), "{e}");
 }
+
+#[test]
+fn a_kernel_goes_to_the_rep_that_launched_it_even_when_it_runs_in_the_next() {
+    let t = read(
+        r#"[
+        {"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "name": "launch", "pid": 1, "tid": 1, "ts": 8, "dur": 1, "args": {"correlation": 5}},
+        {"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 10, "dur": 10},
+        {"ph": "X", "name": "late", "pid": 1, "tid": 2, "ts": 15, "dur": 10},
+        {"ph": "X", "cat": "kernel", "name": "k5", "pid": 0, "tid": 7, "ts": 12, "dur": 3,
+         "args": {"device": 0, "stream": 7, "correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "k9", "pid": 0, "tid": 7, "ts": 16, "dur": 1,
+         "args": {"device": 0, "stream": 7, "correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 30, "dur": 1}
+    ]"#,
+    );
+    let step = (0..t.names.len() as u32)
+        .find(|&i| t.names.name(i) == "step")
+        .unwrap();
+    let (reps, left) = reps::by_span(&t, |n| n == step);
+    assert_eq!(reps.len(), 2);
+    let kernels = |r: &reps::Rep| -> Vec<&str> {
+        r.gpu
+            .iter()
+            .map(|&g| t.names.name(t.gpu[g as usize].name))
+            .collect()
+    };
+    // k5 runs inside the second step but was launched in the first.
+    assert_eq!(kernels(&reps[0]), ["k5"]);
+    assert_eq!(kernels(&reps[1]), ["k9"]);
+    // "late" ends after the second step; k0 starts after both.
+    assert_eq!(left, reps::Leftover { spans: 1, gpu: 1 });
+    assert_eq!(reps[0].spans.len(), 1, "the launch");
+}
