@@ -22,6 +22,7 @@ pub mod experiment;
 pub mod export;
 pub mod fsx;
 pub mod history;
+pub mod import;
 pub mod markup;
 pub mod patches;
 pub mod phases;

@@ -12,14 +12,16 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 /// What a run measured: the built-in Groth16 prover, a program gapscope did not build
-/// (`command = […]`, `run --cmd`), or `gapscope gpu-selftest`'s GPU work (a circuit
-/// "gpu-selftest" in the prover's span names).
+/// (`command = […]`, `run --cmd`), `gapscope gpu-selftest`'s GPU work (a circuit
+/// "gpu-selftest" in the prover's span names), or traces recorded elsewhere and read by
+/// `gapscope import` (Chrome/Kineto, OTLP, Nsight Systems).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     Groth16,
     Command,
     GpuSelftest,
+    Import,
 }
 
 impl WorkloadKind {
@@ -28,6 +30,7 @@ impl WorkloadKind {
             WorkloadKind::Groth16 => "groth16",
             WorkloadKind::Command => "command",
             WorkloadKind::GpuSelftest => "gpu_selftest",
+            WorkloadKind::Import => "import",
         }
     }
 }

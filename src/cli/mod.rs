@@ -8,6 +8,7 @@ mod cuda_check;
 mod diff;
 mod export;
 mod history;
+mod import;
 mod now;
 mod params;
 mod prepare;
@@ -72,6 +73,10 @@ pub enum Command {
     /// Exit status: 0 when the diff was printed, 1 on an error, 2 on a usage error, 4 with
     /// --fail-on-regression when a row of the phase table is regressed.
     Diff(diff::DiffArgs),
+    /// Turn trace files recorded elsewhere (Chrome/Kineto JSON, OTLP JSON, Nsight
+    /// Systems SQLite; gzipped or not) into a run folder that summary, diff, report and
+    /// export read: one rep per file, or per occurrence of --rep-span.
+    Import(import::ImportArgs),
     /// Print a shell completion script (bash, zsh or fish) on stdout.
     Completions(completions::CompletionsArgs),
     /// Generates params into the cache (a run's child process: see obtain_params).
@@ -251,6 +256,7 @@ pub fn run() -> Result<()> {
         Command::Report(a) => report::run(a),
         Command::Export(a) => export::run(a),
         Command::Diff(a) => diff::run(a),
+        Command::Import(a) => import::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Params(a) => params::run(a),
         Command::Worker(a) => worker::run(a),

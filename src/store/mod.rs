@@ -330,12 +330,25 @@ impl RunWriter {
     /// many span rows the rep has (`span_rows`), so that a reader or a resume can tell a
     /// rep whose spans were cut off from a complete one.
     pub fn append_rep(&mut self, run: &RunRow, spans: &[SpanRow]) -> Result<(), StoreError> {
+        self.append_rep_iter(run, spans)
+    }
+
+    /// [`RunWriter::append_rep`] with the spans made one at a time (an imported trace
+    /// of millions of spans is never held as rows all at once).
+    pub fn append_rep_iter<I>(&mut self, run: &RunRow, spans: I) -> Result<(), StoreError>
+    where
+        I: IntoIterator,
+        I::Item: std::borrow::Borrow<SpanRow>,
+    {
+        let mut n = 0u32;
         for s in spans {
-            self.spans.write(s)?;
+            self.spans
+                .write(std::borrow::Borrow::<SpanRow>::borrow(&s))?;
+            n += 1;
         }
         self.spans.flush()?;
         let mut run = run.clone();
-        run.span_rows = Some(spans.len() as u32);
+        run.span_rows = Some(n);
         self.runs.write(&run)?;
         self.runs.flush()
     }
@@ -365,6 +378,26 @@ pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
     crate::fsx::write_file(
         &p,
         &serde_json::to_vec_pretty(meta).expect("meta serialises"),
+    )?;
+    Ok(())
+}
+
+/// [`write_meta`] with more top-level objects beside the [`Meta`] fields (an import's
+/// record of its source files, `import`), which readers of [`Meta`] pass over.
+pub fn write_meta_with(
+    dir: &Path,
+    meta: &Meta,
+    extra: &[(&str, serde_json::Value)],
+) -> Result<(), StoreError> {
+    let mut v = serde_json::to_value(meta).expect("meta serialises");
+    if let serde_json::Value::Object(m) = &mut v {
+        for (k, x) in extra {
+            m.insert(k.to_string(), x.clone());
+        }
+    }
+    crate::fsx::write_file(
+        &dir.join(META),
+        &serde_json::to_vec_pretty(&v).expect("meta serialises"),
     )?;
     Ok(())
 }

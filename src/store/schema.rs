@@ -523,6 +523,7 @@ impl WorkloadMeta {
                 "{} 2^{} × {} on {}",
                 c.circuit, c.log2_constraints, c.batch, c.backend
             ),
+            _ if self.kind() == WorkloadKind::Import => "imported traces".into(),
             _ => "an external command".into(),
         }
     }

@@ -296,9 +296,13 @@ fn a_workload_without_its_circuit_or_bad_phases_are_refused_naming_the_field() {
     m["workload"] = serde_json::json!({"kind": "groth16", "circuit": "porep"});
     let e = read_meta_text(&m.to_string()).unwrap_err().to_string();
     assert!(e.contains("workload of kind groth16 lacks circuit"), "{e}");
-    m["workload"] = serde_json::json!({"kind": "import"});
+    m["workload"] = serde_json::json!({"kind": "replay"});
     let e = read_meta_text(&m.to_string()).unwrap_err().to_string();
-    assert!(e.contains("unknown variant `import`"), "{e}");
+    assert!(e.contains("unknown variant `replay`"), "{e}");
+    m["workload"] = serde_json::json!({"kind": "import"});
+    let imported = read_meta_text(&m.to_string()).unwrap();
+    assert_eq!(imported.workload.kind(), WorkloadKind::Import);
+    assert_eq!(imported.workload.describe(), "imported traces");
     m["workload"] = serde_json::json!({"kind": "command"});
     m["phases"] = serde_json::json!({"root": "program", "review": ["a", "a"]});
     let e = read_meta_text(&m.to_string()).unwrap_err().to_string();

@@ -1,0 +1,405 @@
+//! A JSON trace, read as a stream: the top level tells the format (an array, or an
+//! object with `traceEvents`: Chrome trace events; an object with `resourceSpans`:
+//! OTLP, one request or one per line). A byte scanner cuts the events (or resources)
+//! out of their array without parsing them, and each batch of them is parsed on every
+//! core at once, then handed to its format's reader in file order: memory holds one
+//! batch of text and what was imported, never the file or a tree of it.
+//!
+//! A file that ends mid-way (a profiler killed while writing) keeps every event read
+//! before the cut, with a warning that says where it was cut; any other malformed JSON
+//! is an error naming the file, the line and column, and the event it was in.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::chrome::{ChromeSink, Event};
+use super::model::{Format, Trace};
+use super::otlp::{OtlpSink, ResourceSpans};
+use super::source::Stream;
+use super::ImportError;
+
+/// Bytes of events parsed together (on every core).
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Where the scanner stopped short: the file ended (cut), or a byte no JSON has there.
+enum Stop {
+    Eof,
+    /// What was wrong, and where when known (the line and event of a piece that did not
+    /// parse; else where the scanner stands).
+    Bad(String),
+    Piece {
+        line: usize,
+        event: u64,
+        why: String,
+    },
+    Io(std::io::Error),
+}
+
+/// Cuts a JSON text into the pieces the readers want, counting lines.
+struct Scanner<'a> {
+    r: &'a mut Stream,
+    line: usize,
+}
+
+impl Scanner<'_> {
+    /// The next byte that is not white space, not consumed; None at the end.
+    fn peek(&mut self) -> Result<Option<u8>, Stop> {
+        loop {
+            let buf = self.r.fill_buf().map_err(Stop::Io)?;
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+                Some(i) => {
+                    self.line += buf[..i].iter().filter(|&&b| b == b'\n').count();
+                    let b = buf[i];
+                    self.r.consume(i);
+                    return Ok(Some(b));
+                }
+                None => {
+                    let n = buf.len();
+                    self.line += buf.iter().filter(|&&b| b == b'\n').count();
+                    self.r.consume(n);
+                }
+            }
+        }
+    }
+
+    /// Consumes `want` (after white space), or says what stood there instead.
+    fn expect(&mut self, want: u8) -> Result<(), Stop> {
+        match self.peek()? {
+            Some(b) if b == want => {
+                self.r.consume(1);
+                Ok(())
+            }
+            Some(b) => Err(Stop::Bad(format!(
+                "expected {:?}, found {:?}",
+                want as char, b as char
+            ))),
+            None => Err(Stop::Eof),
+        }
+    }
+
+    /// Appends the next JSON value's bytes to `out` (or only skips it when `out` is
+    /// None), without parsing it: strings, nesting and scalars are only delimited.
+    fn value(&mut self, mut out: Option<&mut Vec<u8>>) -> Result<(), Stop> {
+        let first = self.peek()?.ok_or(Stop::Eof)?;
+        let nested = matches!(first, b'{' | b'[');
+        let (mut depth, mut in_str, mut esc, mut started) = (0usize, false, false, false);
+        loop {
+            let buf = self.r.fill_buf().map_err(Stop::Io)?;
+            if buf.is_empty() {
+                return if !nested && started && !in_str {
+                    Ok(()) // a scalar ends with the file
+                } else {
+                    Err(Stop::Eof)
+                };
+            }
+            let mut end = None;
+            for (i, &b) in buf.iter().enumerate() {
+                if b == b'\n' {
+                    self.line += 1;
+                }
+                if in_str {
+                    match (esc, b) {
+                        (true, _) => esc = false,
+                        (false, b'\\') => esc = true,
+                        (false, b'"') => {
+                            in_str = false;
+                            if !nested {
+                                end = Some(i + 1);
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    continue;
+                }
+                match b {
+                    b'"' if started && !nested => {
+                        return Err(Stop::Bad("a string right after a value".into()))
+                    }
+                    b'"' => in_str = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' if nested => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = Some(i + 1);
+                            break;
+                        }
+                    }
+                    b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n' if !nested => {
+                        end = Some(i);
+                        break;
+                    }
+                    _ => {}
+                }
+                started = true;
+            }
+            let take = end.unwrap_or(buf.len());
+            if let Some(o) = out.as_deref_mut() {
+                o.extend_from_slice(&buf[..take]);
+            }
+            self.r.consume(take);
+            if end.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// An object's key (a JSON string), decoded.
+    fn key(&mut self) -> Result<String, Stop> {
+        let mut raw = Vec::new();
+        self.value(Some(&mut raw))?;
+        serde_json::from_slice(&raw)
+            .map_err(|e| Stop::Bad(format!("a key that is not a string: {e}")))
+    }
+}
+
+/// What reads the pieces, once the top level told the format.
+enum Sink {
+    None,
+    Chrome(ChromeSink),
+    Otlp(OtlpSink),
+}
+
+impl Sink {
+    fn events(&self) -> u64 {
+        match self {
+            Sink::None => 0,
+            Sink::Chrome(c) => c.trace.counts.events,
+            Sink::Otlp(o) => o.trace.counts.events,
+        }
+    }
+}
+
+/// One batch of an array's elements: their bytes back to back, each one's end and line.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    ends: Vec<(usize, usize)>,
+}
+
+struct Reader<'a, 'b> {
+    s: Scanner<'b>,
+    sink: Sink,
+    path: &'a Path,
+}
+
+impl Reader<'_, '_> {
+    /// The elements of the array that starts here, parsed batch by batch.
+    fn array(&mut self, format: Format) -> Result<(), Stop> {
+        self.s.expect(b'[')?;
+        let mut batch = Batch::default();
+        let mut first = true;
+        loop {
+            match self.s.peek()? {
+                Some(b']') => {
+                    self.s.r.consume(1);
+                    break;
+                }
+                Some(b',') if !first => self.s.r.consume(1),
+                Some(_) if first => {}
+                Some(b) => {
+                    let why = format!("expected ',' or ']', found {:?}", b as char);
+                    return Err(Stop::Bad(why));
+                }
+                None => {
+                    self.flush(format, &mut batch)?;
+                    return Err(Stop::Eof);
+                }
+            }
+            first = false;
+            // White space before the element: its line is where it starts.
+            if self.s.peek()?.is_none() {
+                self.flush(format, &mut batch)?;
+                return Err(Stop::Eof);
+            }
+            let line = self.s.line;
+            let r = self.s.value(Some(&mut batch.bytes));
+            if let Err(e) = r {
+                self.flush(format, &mut batch)?;
+                return Err(e);
+            }
+            batch.ends.push((batch.bytes.len(), line));
+            if batch.bytes.len() >= BATCH_BYTES {
+                self.flush(format, &mut batch)?;
+            }
+        }
+        self.flush(format, &mut batch)
+    }
+
+    /// Parses a batch on every core and hands it over in order; a piece that does not
+    /// parse is an error naming its line and number.
+    fn flush(&mut self, format: Format, batch: &mut Batch) -> Result<(), Stop> {
+        let spans: Vec<(usize, usize, usize)> = batch
+            .ends
+            .iter()
+            .scan(0, |start, &(end, line)| {
+                let s = *start;
+                *start = end;
+                Some((s, end, line))
+            })
+            .collect();
+        let bytes = &batch.bytes;
+        let before = self.sink.events();
+        match format {
+            Format::Chrome => {
+                let parsed: Vec<_> = spans
+                    .par_iter()
+                    .map(|&(a, b, _)| serde_json::from_slice::<Event>(&bytes[a..b]))
+                    .collect();
+                let Sink::Chrome(c) = &mut self.sink else {
+                    unreachable!("chrome batch")
+                };
+                for (i, ev) in parsed.into_iter().enumerate() {
+                    let ev = ev.map_err(|e| bad_piece(&e, spans[i].2, before + i as u64))?;
+                    c.add(ev);
+                }
+            }
+            _ => {
+                let Sink::Otlp(o) = &mut self.sink else {
+                    unreachable!("otlp batch")
+                };
+                for (i, &(a, b, line)) in spans.iter().enumerate() {
+                    let r = serde_json::from_slice::<ResourceSpans>(&bytes[a..b]);
+                    o.add(r.map_err(|e| bad_piece(&e, line, before + i as u64))?);
+                }
+            }
+        }
+        batch.bytes.clear();
+        batch.ends.clear();
+        Ok(())
+    }
+
+    /// The top level: an array of events, or objects (one per line for OTLP).
+    fn top(&mut self) -> Result<(), Stop> {
+        match self.s.peek()? {
+            Some(b'[') => {
+                self.sink = Sink::Chrome(ChromeSink::new(Trace::new(self.path, Format::Chrome)));
+                self.array(Format::Chrome)?;
+            }
+            Some(b'{') => self.object()?,
+            Some(b) => return Err(Stop::Bad(format!("{:?} where a trace starts", b as char))),
+            None => return Err(Stop::Eof),
+        }
+        loop {
+            match self.s.peek()? {
+                None => return Ok(()),
+                Some(b'{') if matches!(self.sink, Sink::Otlp(_)) => self.object()?,
+                Some(b) => return Err(Stop::Bad(format!("{:?} after the trace's end", b as char))),
+            }
+        }
+    }
+
+    fn object(&mut self) -> Result<(), Stop> {
+        self.s.expect(b'{')?;
+        let mut first = true;
+        loop {
+            match self.s.peek()? {
+                Some(b'}') => {
+                    self.s.r.consume(1);
+                    return Ok(());
+                }
+                Some(b',') if !first => self.s.r.consume(1),
+                Some(_) if first => {}
+                Some(b) => {
+                    return Err(Stop::Bad(format!(
+                        "expected ',' or '}}', found {:?}",
+                        b as char
+                    )))
+                }
+                None => return Err(Stop::Eof),
+            }
+            first = false;
+            let key = self.s.key()?;
+            self.s.expect(b':')?;
+            match (key.as_str(), &self.sink) {
+                ("traceEvents", Sink::None | Sink::Chrome(_)) => {
+                    if matches!(self.sink, Sink::None) {
+                        let t = Trace::new(self.path, Format::Chrome);
+                        self.sink = Sink::Chrome(ChromeSink::new(t));
+                    }
+                    self.array(Format::Chrome)?;
+                }
+                ("resourceSpans", Sink::None | Sink::Otlp(_)) => {
+                    if matches!(self.sink, Sink::None) {
+                        self.sink = Sink::Otlp(OtlpSink::new(Trace::new(self.path, Format::Otlp)));
+                    }
+                    self.array(Format::Otlp)?;
+                }
+                _ => self.s.value(None)?,
+            }
+        }
+    }
+}
+
+/// A piece that did not parse: the line is the file's (the piece's first line plus the
+/// error's), the event its number in the file.
+fn bad_piece(e: &serde_json::Error, line: usize, index: u64) -> Stop {
+    let text = e.to_string();
+    let why = text
+        .rsplit_once(" at line ")
+        .map_or(text.as_str(), |(w, _)| w);
+    Stop::Piece {
+        line: line + e.line(),
+        event: index + 1,
+        why: why.to_string(),
+    }
+}
+
+/// Reads a JSON trace from `stream` (already decompressed and capped).
+pub fn read(stream: &mut Stream, path: &Path) -> Result<Trace, ImportError> {
+    let mut r = Reader {
+        s: Scanner { r: stream, line: 0 },
+        sink: Sink::None,
+        path,
+    };
+    let cut = match r.top() {
+        Ok(()) => None,
+        Err(Stop::Eof) => Some(r.s.line + 1),
+        Err(Stop::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Some(r.s.line + 1),
+        Err(Stop::Io(e)) => return Err(ImportError::from_io(path, e)),
+        Err(Stop::Bad(why)) => {
+            return Err(ImportError::Json {
+                path: path.to_path_buf(),
+                line: r.s.line + 1,
+                event: r.sink.events() + 1,
+                message: why,
+            })
+        }
+        Err(Stop::Piece { line, event, why }) => {
+            return Err(ImportError::Json {
+                path: path.to_path_buf(),
+                line,
+                event,
+                message: why,
+            })
+        }
+    };
+    let mut trace = match r.sink {
+        Sink::Chrome(c) => c.finish(),
+        Sink::Otlp(o) => o.finish(),
+        Sink::None => {
+            return Err(ImportError::NotATrace {
+                path: path.to_path_buf(),
+                why: match cut {
+                    Some(_) => "the JSON ends before any trace event".into(),
+                    None => "a JSON object with neither traceEvents (Chrome trace events) \
+                             nor resourceSpans (OTLP)"
+                        .into(),
+                },
+            })
+        }
+    };
+    if let Some(line) = cut {
+        trace.warn(format!(
+            "the file ends in the middle of its JSON at line {line} (cut while being \
+             written?): the {} events before the cut are kept",
+            trace.counts.events
+        ));
+    }
+    Ok(trace)
+}

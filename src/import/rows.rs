@@ -1,0 +1,253 @@
+//! One rep of a trace as run-folder rows: its spans with parents, self time and the
+//! GPU-busy time of the rep's kernels, its GPU intervals, and its runs.csv row. The
+//! root row is named as meta.json's `phases.root` says; a span of the file named like
+//! the root is recorded as "`root` (span of the trace)" so the two are never summed.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::model::{Span, Trace};
+use super::names::NameMap;
+use super::reps::{Rep, Root};
+use super::tree::{self, ROOT};
+use crate::store::{GpuActivityRow, RepStatus, RunRow, SpanRow};
+use crate::trace::selftime::Coverage;
+
+/// The rows' thread ids and names of a trace's threads.
+pub struct Threads {
+    pub ids: Vec<u64>,
+    pub names: Vec<String>,
+    pids: Vec<u32>,
+}
+
+/// Synthetic thread ids (a tid that is not a number, or one tid in two processes) start
+/// here, far above any real thread id.
+const SYNTHETIC_TID: u64 = 1 << 40;
+
+impl Threads {
+    /// A numeric tid is kept where no other process has it; names say the pid where the
+    /// trace has several processes.
+    pub fn of(trace: &Trace) -> Threads {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for t in &trace.threads {
+            *seen.entry(t.tid.as_str()).or_default() += 1;
+        }
+        let mut pids: Vec<&str> = trace.threads.iter().map(|t| t.pid.as_str()).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let several = pids.len() > 1;
+        let mut out = Threads {
+            ids: Vec::new(),
+            names: Vec::new(),
+            pids: Vec::new(),
+        };
+        for (i, t) in trace.threads.iter().enumerate() {
+            let id = t
+                .tid
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n < SYNTHETIC_TID && seen[t.tid.as_str()] == 1)
+                .unwrap_or(SYNTHETIC_TID + i as u64);
+            let base = t.name.clone().unwrap_or_else(|| format!("tid {}", t.tid));
+            let name = if several {
+                match trace.process_names.get(&t.pid) {
+                    Some(p) => format!("{base} (pid {}: {p})", t.pid),
+                    None => format!("{base} (pid {})", t.pid),
+                }
+            } else {
+                base
+            };
+            out.ids.push(id);
+            out.names.push(name);
+            out.pids.push(t.pid.parse().unwrap_or(0));
+        }
+        out
+    }
+}
+
+/// Every name of the trace as imported (`--name-map` and the defaults applied once per
+/// distinct name).
+pub fn mapped_names(trace: &Trace, map: &NameMap) -> Vec<Box<str>> {
+    (0..trace.names.len() as u32)
+        .map(|i| map.map(trace.names.name(i)).into())
+        .collect()
+}
+
+/// What the rows of one rep need to know.
+pub struct RepCtx<'a> {
+    pub trace: &'a Trace,
+    pub threads: &'a Threads,
+    pub names: &'a [Box<str>],
+    pub rep: u32,
+    pub variant: &'a str,
+    pub iteration: u32,
+    /// meta.json's `phases.root`.
+    pub root: &'a str,
+}
+
+/// The rep's runs.csv row, its span rows (made as they are written), its GPU rows, and
+/// warnings about its tree.
+pub fn rep_rows<'a>(
+    ctx: &'a RepCtx<'a>,
+    rep: &'a Rep,
+) -> (
+    RunRow,
+    impl Iterator<Item = SpanRow> + 'a,
+    Vec<GpuActivityRow>,
+    Vec<String>,
+) {
+    let trace = ctx.trace;
+    let root = rep.root_span(trace);
+    let mut members: Vec<&Span> = Vec::with_capacity(rep.spans.len() + 1);
+    members.push(root);
+    members.extend(rep.spans.iter().map(|&i| &trace.spans[i as usize]));
+    let tree = tree::build(&members, 0);
+    let notes = tree_notes(ctx.rep, &tree);
+    let gpu = gpu_rows(ctx, rep);
+    let busy = (!gpu.is_empty()).then(|| {
+        Coverage::new(
+            gpu.iter()
+                .filter(|g| g.kind == "kernel")
+                .map(|g| (g.start_ns, g.end_ns)),
+        )
+    });
+    let run = run_row(ctx, root);
+    let root_attrs = root_attrs(ctx, rep);
+    let spans = (0..members.len()).map(move |i| {
+        let s = members[i];
+        let mut row = SpanRow::sample();
+        row.rep = ctx.rep;
+        row.variant = ctx.variant.to_string();
+        row.span_id = i as u64 + 1;
+        row.parent_id = (tree.parent[i] != ROOT).then(|| tree.parent[i] as u64 + 1);
+        let (name, attrs) = if i == 0 {
+            (ctx.root.to_string(), root_attrs.clone())
+        } else {
+            named(ctx, s)
+        };
+        row.name = name;
+        row.attrs = attrs;
+        row.thread_id = ctx.threads.ids[s.thread as usize];
+        row.thread_name = ctx.threads.names[s.thread as usize].clone();
+        row.start_ns = s.start_ns;
+        row.end_ns = s.end_ns;
+        row.duration_ns = s.end_ns - s.start_ns;
+        row.self_ns = tree.self_ns[i];
+        row.gpu_busy_ns = busy.as_ref().map(|c| c.within(s.start_ns, s.end_ns));
+        row
+    });
+    (run, spans, gpu, notes)
+}
+
+/// What the tree of rep `rep` says of its file's parent links.
+fn tree_notes(rep: u32, tree: &tree::Tree) -> Vec<String> {
+    let mut notes = Vec::new();
+    if tree.orphans > 0 {
+        notes.push(format!(
+            "rep {rep}: {} span(s) name a parent that is not in the rep (another rep, or not \
+             in the file): placed under the root",
+            tree.orphans
+        ));
+    }
+    if tree.loops > 0 {
+        notes.push(format!(
+            "rep {rep}: {} parent link(s) made a loop (a damaged file): cut, the span placed \
+             under the root",
+            tree.loops
+        ));
+    }
+    notes
+}
+
+/// The rep's runs.csv row: ok, its window the root's.
+fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
+    RunRow {
+        rep: ctx.rep,
+        variant: ctx.variant.to_string(),
+        iteration: ctx.iteration,
+        warmup: false,
+        status: RepStatus::Ok,
+        checked: true,
+        outputs: 0,
+        start_ns: root.start_ns,
+        wall_ns: root.end_ns - root.start_ns,
+        started_utc: String::new(),
+        pid: ctx
+            .threads
+            .pids
+            .get(root.thread as usize)
+            .copied()
+            .unwrap_or(0),
+        rss_end_bytes: None,
+        gpu_mem_used_end_bytes: None,
+        error: String::new(),
+        span_rows: None,
+    }
+}
+
+/// A span's row name and attributes: its name as imported, the name it had in the file
+/// where the two differ (or where it is named like the root and so renamed).
+fn named(ctx: &RepCtx, s: &Span) -> (String, String) {
+    let written = ctx.trace.names.name(s.name);
+    let mut name = ctx.names[s.name as usize].to_string();
+    if name == ctx.root {
+        name = format!("{} (span of the trace)", ctx.root);
+    }
+    let attrs = s.attrs.as_deref().unwrap_or("{}");
+    if name == written {
+        return (name, attrs.to_string());
+    }
+    let mut m: Map<String, Value> = serde_json::from_str(attrs).unwrap_or_default();
+    m.insert("name_in_trace".into(), written.into());
+    (name, Value::Object(m).to_string())
+}
+
+/// The root's attributes: the file it came from and its format (and the rep span's own).
+fn root_attrs(ctx: &RepCtx, rep: &Rep) -> String {
+    let own = match rep.root {
+        Root::Span(i) => ctx.trace.spans[i as usize].attrs.as_deref(),
+        Root::File(_) => None,
+    };
+    let mut m: Map<String, Value> = serde_json::from_str(own.unwrap_or("{}")).unwrap_or_default();
+    if let Root::Span(i) = rep.root {
+        let written = ctx.trace.names.name(ctx.trace.spans[i as usize].name);
+        if written != ctx.root {
+            m.insert("name_in_trace".into(), written.into());
+        }
+    }
+    m.insert("file".into(), ctx.trace.path.display().to_string().into());
+    m.insert("format".into(), ctx.trace.format.as_str().into());
+    Value::Object(m).to_string()
+}
+
+fn gpu_rows(ctx: &RepCtx, rep: &Rep) -> Vec<GpuActivityRow> {
+    let mut rows: Vec<GpuActivityRow> = rep
+        .gpu
+        .iter()
+        .map(|&g| {
+            let r = &ctx.trace.gpu[g as usize];
+            GpuActivityRow {
+                rep: ctx.rep,
+                variant: ctx.variant.to_string(),
+                kind: r.kind.as_str().into(),
+                name: ctx.names[r.name as usize].to_string(),
+                device: r.device,
+                stream: r.stream,
+                correlation_id: r.correlation as u32,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                duration_ns: r.end_ns - r.start_ns,
+                grid_x: r.grid.map(|v| v[0]),
+                grid_y: r.grid.map(|v| v[1]),
+                grid_z: r.grid.map(|v| v[2]),
+                block_x: r.block.map(|v| v[0]),
+                block_y: r.block.map(|v| v[1]),
+                block_z: r.block.map(|v| v[2]),
+                bytes: r.bytes,
+            }
+        })
+        .collect();
+    rows.sort_by_key(|r| (r.start_ns, r.correlation_id));
+    rows
+}

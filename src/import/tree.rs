@@ -1,0 +1,232 @@
+//! The span tree of one rep, whatever the format: a span nests under the parent its id
+//! names where the format has ids (OTLP), else under the innermost span of its thread
+//! whose interval holds it (Chrome, NVTX); a span with neither is a child of the rep's
+//! root. Self time is as for gapscope's own spans: the duration minus the union of the
+//! children on the same thread. Linear after one sort, so a rep of millions of spans
+//! takes seconds.
+
+use std::collections::HashMap;
+
+use super::model::Span;
+
+/// Marks the root in [`Tree::parent`].
+pub const ROOT: u32 = u32::MAX;
+
+/// Parents (positions in the rep's span list; [`ROOT`] for the root itself) and self
+/// times of a rep's spans.
+#[derive(Debug)]
+pub struct Tree {
+    pub parent: Vec<u32>,
+    pub self_ns: Vec<u64>,
+    /// Spans whose named parent was not in the rep (another rep, or not in the file):
+    /// they hang under the root.
+    pub orphans: u64,
+    /// Parent links dropped because they made a loop (a damaged file).
+    pub loops: u64,
+}
+
+/// The tree of `spans`, `spans[root]` being the rep's root (it contains the rep).
+pub fn build(spans: &[&Span], root: usize) -> Tree {
+    let n = spans.len();
+    let mut parent = vec![root as u32; n];
+    parent[root] = ROOT;
+    let (orphans, loops) = by_ids(spans, root, &mut parent);
+    by_time(spans, root, &mut parent);
+    let self_ns = self_times(spans, &parent);
+    Tree {
+        parent,
+        self_ns,
+        orphans,
+        loops,
+    }
+}
+
+/// Parents of spans that carry ids; returns (orphans, loops broken).
+fn by_ids(spans: &[&Span], root: usize, parent: &mut [u32]) -> (u64, u64) {
+    let pos: HashMap<u64, u32> = spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.id.map(|id| (id, i as u32)))
+        .collect();
+    let mut orphans = 0;
+    for (i, s) in spans.iter().enumerate() {
+        if i == root || s.id.is_none() {
+            continue;
+        }
+        match s.parent.map(|p| pos.get(&p)) {
+            Some(Some(&p)) if p as usize != i => parent[i] = p,
+            Some(_) => orphans += 1,
+            None => {}
+        }
+    }
+    // A chain that loops (a damaged file) is cut where the walk meets itself.
+    const NEW: u8 = 0;
+    const ON_WALK: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; spans.len()];
+    state[root] = DONE;
+    let mut walk = Vec::new();
+    let mut loops = 0;
+    for start in 0..spans.len() {
+        let mut cur = start;
+        while state[cur] == NEW {
+            state[cur] = ON_WALK;
+            walk.push(cur);
+            let p = parent[cur] as usize;
+            if state[p] == ON_WALK {
+                parent[cur] = root as u32;
+                loops += 1;
+                break;
+            }
+            cur = p;
+        }
+        for i in walk.drain(..) {
+            state[i] = DONE;
+        }
+    }
+    (orphans, loops)
+}
+
+/// Parents of spans without ids: the innermost span of the same thread that holds
+/// them (ties: the longer, then the earlier in the file), else the root.
+fn by_time(spans: &[&Span], root: usize, parent: &mut [u32]) {
+    let mut order: Vec<u32> = (0..spans.len() as u32)
+        .filter(|&i| i as usize == root || spans[i as usize].id.is_none())
+        .collect();
+    order.sort_unstable_by_key(|&i| {
+        let s = spans[i as usize];
+        (
+            s.thread,
+            s.start_ns,
+            std::cmp::Reverse(s.end_ns),
+            i as usize != root,
+            i,
+        )
+    });
+    let mut stack: Vec<u32> = Vec::new();
+    let mut thread = None;
+    for &i in &order {
+        let s = spans[i as usize];
+        if thread != Some(s.thread) {
+            stack.clear();
+            thread = Some(s.thread);
+        }
+        while let Some(&top) = stack.last() {
+            if spans[top as usize].end_ns >= s.end_ns && spans[top as usize].start_ns <= s.start_ns
+            {
+                break;
+            }
+            stack.pop();
+        }
+        if i as usize != root {
+            if let Some(&top) = stack.last() {
+                parent[i as usize] = top;
+            }
+        }
+        stack.push(i);
+    }
+}
+
+/// Each span's duration minus the union of its same-thread children's intervals.
+fn self_times(spans: &[&Span], parent: &[u32]) -> Vec<u64> {
+    let mut kids: Vec<(u32, u64, u64)> = parent
+        .iter()
+        .enumerate()
+        .filter(|&(i, &p)| p != ROOT && spans[p as usize].thread == spans[i].thread)
+        .map(|(i, &p)| (p, spans[i].start_ns, spans[i].end_ns))
+        .collect();
+    kids.sort_unstable();
+    let mut self_ns: Vec<u64> = spans.iter().map(|s| s.end_ns - s.start_ns).collect();
+    let mut k = 0;
+    while k < kids.len() {
+        let p = kids[k].0;
+        let (lo, hi) = (spans[p as usize].start_ns, spans[p as usize].end_ns);
+        let mut covered = 0;
+        let mut cur: Option<(u64, u64)> = None;
+        while k < kids.len() && kids[k].0 == p {
+            let (a, b) = (kids[k].1.max(lo), kids[k].2.min(hi));
+            k += 1;
+            if a >= b {
+                continue;
+            }
+            match cur {
+                Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
+                Some((ca, cb)) => {
+                    covered += cb - ca;
+                    cur = Some((a, b));
+                }
+                None => cur = Some((a, b)),
+            }
+        }
+        if let Some((ca, cb)) = cur {
+            covered += cb - ca;
+        }
+        self_ns[p as usize] = self_ns[p as usize].saturating_sub(covered);
+    }
+    self_ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(thread: u32, start_ns: u64, end_ns: u64) -> Span {
+        Span {
+            name: 0,
+            thread,
+            start_ns,
+            end_ns,
+            id: None,
+            parent: None,
+            correlation: 0,
+            attrs: None,
+        }
+    }
+
+    #[test]
+    fn spans_nest_by_time_per_thread_and_self_time_subtracts_same_thread_children() {
+        let v = [
+            span(0, 0, 100), // root
+            span(0, 10, 60), // a
+            span(0, 20, 30), // a's child
+            span(0, 50, 90), // overlaps a's end: not inside a, so under the root
+            span(1, 15, 95), // another thread: under the root, not covering it
+            span(1, 20, 40), // under the thread-1 span
+        ];
+        let refs: Vec<&Span> = v.iter().collect();
+        let t = build(&refs, 0);
+        assert_eq!(t.parent, vec![ROOT, 0, 1, 0, 0, 4]);
+        // Root: 100 minus the union of [10,60) and [50,90) on its thread = 20.
+        assert_eq!(t.self_ns, vec![20, 40, 10, 40, 60, 20]);
+    }
+
+    #[test]
+    fn ids_name_parents_across_threads_and_a_loop_is_cut() {
+        let mut v = [
+            span(0, 0, 100),
+            span(0, 10, 20),
+            span(1, 12, 18),
+            span(2, 1, 2),
+        ];
+        v[1].id = Some(1);
+        v[2].id = Some(2);
+        v[2].parent = Some(1);
+        v[3].id = Some(3);
+        v[3].parent = Some(99);
+        let refs: Vec<&Span> = v.iter().collect();
+        let t = build(&refs, 0);
+        assert_eq!(t.parent, vec![ROOT, 0, 1, 0]);
+        assert_eq!(t.orphans, 1);
+        // Other thread: span 1 keeps its whole duration.
+        assert_eq!(t.self_ns[1], 10);
+        v[1].parent = Some(2);
+        let refs: Vec<&Span> = v.iter().collect();
+        let t = build(&refs, 0);
+        assert_eq!(t.loops, 1);
+        assert!(
+            t.parent.iter().filter(|&&p| p == 0).count() >= 2,
+            "{:?}",
+            t.parent
+        );
+    }
+}
