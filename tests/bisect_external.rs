@@ -77,6 +77,8 @@ fn bisect_names_the_commit_that_slowed_the_span() {
         "{stdout}"
     );
     assert!(stdout.contains("did not build"), "{stdout}");
+    // The worktrees belong to the cache: the repository lists none.
+    assert_eq!(common::git(&repo, &["worktree", "list"]).lines().count(), 1);
     // Reps derived from the ends' spread.
     assert!(
         stdout.contains("reps per step: ") && stdout.contains("(derived: "),
@@ -151,4 +153,95 @@ fn two_rev_variants_of_a_program_make_an_ab() {
     assert_eq!(m["verdict"], "regressed", "{m}");
     let r = m["relative"].as_f64().unwrap();
     assert!((0.04..0.12).contains(&r), "{m}");
+}
+
+/// A repository of a shell program: `prog.sh` sleeps `secs[i]` seconds at commit `i`
+/// (a negative number: it never ends). Its experiment, `metric` program.total (the
+/// program reports no spans), and the commits, oldest first.
+fn sleeper(tmp: &Path, secs: &[f64]) -> (PathBuf, PathBuf, Vec<String>) {
+    let repo = tmp.join("sleeper");
+    std::fs::create_dir_all(&repo).unwrap();
+    common::git(&repo, &["init", "-q", "-b", "main"]);
+    let mut commits = Vec::new();
+    for (i, s) in secs.iter().enumerate() {
+        let body = if *s < 0.0 {
+            "while :; do sleep 1; done".to_string()
+        } else {
+            format!("sleep {s}")
+        };
+        std::fs::write(repo.join("prog.sh"), format!("#!/bin/sh\n{body}\n")).unwrap();
+        common::git(&repo, &["add", "prog.sh"]);
+        common::git(&repo, &["commit", "-q", "-m", &format!("commit {i}")]);
+        commits.push(common::git(&repo, &["rev-parse", "HEAD"]));
+    }
+    let exp = tmp.join("sleeper.toml");
+    std::fs::write(
+        &exp,
+        "name = \"sleeper\"\n[workload]\ncommand = [\"sh\", \"prog.sh\"]\n[run]\nreps = 8\n\
+         warmups = 0\norder = \"counterbalanced\"\n[[variant]]\nname = \"s\"\n",
+    )
+    .unwrap();
+    (repo, exp, commits)
+}
+
+#[test]
+fn a_hang_is_skipped_at_its_first_timeout_and_a_wrong_metric_is_refused_before_building() {
+    let _serial = common::timing_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    // 0.3 s from commit 4 on; commit 2, the first step, hangs.
+    let (repo, exp, commits) = sleeper(tmp.path(), &[0.0, 0.0, -1.0, 0.0, 0.3, 0.3]);
+    let results = tmp.path().join("results");
+    let bisect = |metric: &str| {
+        gapscope(tmp.path())
+            .args([
+                "bisect", "--good", "main~5", "--bad", "main", "--metric", metric,
+            ])
+            .arg("--experiment")
+            .arg(&exp)
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--results-dir")
+            .arg(&results)
+            .assert()
+    };
+    // A metric the program does not have: refused after one rep of the good end, before
+    // the bad end (or anything else) is checked out.
+    let out = bisect("work.total").failure().get_output().clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("metric work.total is not in the good end's rep"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("program.total"), "{stderr}");
+    let cached = |c: &str| results.join(".revs").join(c).exists();
+    assert!(cached(&commits[0]) && !cached(&commits[5]), "{stderr}");
+    // The hang: one rep of it, killed at the derived timeout, then stepped around.
+    let out = bisect("program.total").success().get_output().clone();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stdout.starts_with(&format!("first bad commit: {}\n", commits[4])),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("rep timeout: 10 s (derived: 10× the ends' slowest rep"),
+        "{stdout}"
+    );
+    let hung: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains(&format!("#2   {}", &commits[2][..12])))
+        .take_while(|l| !l.starts_with("  #") || l.contains(&commits[2][..12]))
+        .collect();
+    assert!(hung[0].contains("failed"), "{stdout}");
+    assert!(hung[1].contains("why: timed out after 10 s"), "{stdout}");
+    // One rep of it ran: the step stopped at its first timeout.
+    let run = hung
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("run: "))
+        .unwrap();
+    let d = RunData::load(Path::new(run)).unwrap();
+    let reps: Vec<_> = d.runs.iter().filter(|r| r.variant == "step").collect();
+    assert_eq!(reps.len(), 1, "{reps:?}");
+    // No worktree was added to the repository.
+    assert_eq!(common::git(&repo, &["worktree", "list"]).lines().count(), 1);
 }

@@ -1,6 +1,8 @@
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::judge::StepRun;
+use super::sequential::Position;
 use super::*;
 use crate::analysis::{SideStats, Unit};
 
@@ -55,13 +57,40 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
     }
 }
 
+/// `n` iterations of the metric's logs at the ends and at a commit at `level`; a
+/// noisy commit alternates between the ends' levels, so that its place is never
+/// decided.
+fn position(good: f64, level: f64, bad: f64, noisy: bool, n: u32) -> Option<Position> {
+    let wobble = |i: u32| 0.001 * ((i % 3) as f64 - 1.0);
+    let logs = |at: &dyn Fn(u32) -> f64| {
+        (0..n)
+            .map(|i| (i, at(i).ln() + wobble(i)))
+            .collect::<Vec<_>>()
+    };
+    let step = |i: u32| match (noisy, i % 2) {
+        (false, _) => level,
+        (true, 0) => good,
+        (true, _) => bad,
+    };
+    Position::of(&logs(&|_| good), &logs(&step), &logs(&|_| bad))
+}
+
 impl Measurer for Model {
-    fn measure_step(&mut self, commit: &str, reps: u32) -> Result<StepRun> {
+    fn probe(&mut self, good: &str) -> Result<()> {
+        self.runs.push(format!("probe {good}"));
+        Ok(())
+    }
+    fn given_rep_timeout(&self) -> Option<u64> {
+        None
+    }
+    fn measure_step(&mut self, commit: &str, limits: &Limits) -> Result<StepRun> {
+        let reps = limits.max_reps;
         self.runs.push(format!("{commit}x{reps}"));
         let i = index(commit);
         if self.broken.contains(&i) {
             return Ok(StepRun::Failed {
                 why: "error: could not compile".into(),
+                run_dir: None,
             });
         }
         let (g, b) = (self.levels[0], *self.levels.last().unwrap());
@@ -69,13 +98,19 @@ impl Measurer for Model {
         Ok(StepRun::Measured {
             vs_good: comparison(g, self.levels[i], noisy),
             vs_bad: comparison(b, self.levels[i], noisy),
+            position: position(g, self.levels[i], b, noisy, reps),
+            reps,
             run_dir: PathBuf::from(format!("runs/{commit}-{reps}")),
         })
     }
-    fn measure_pair(&mut self, base: &str, cand: &str, reps: u32) -> Result<(Comparison, PathBuf)> {
-        self.runs.push(format!("{base}-{cand}x{reps}"));
+    fn measure_pair(&mut self, base: &str, cand: &str, limits: &Limits) -> Result<PairRun> {
+        self.runs.push(format!("{base}-{cand}x{}", limits.max_reps));
         let (b, c) = (self.levels[index(base)], self.levels[index(cand)]);
-        Ok((comparison(b, c, false), PathBuf::from("runs/pair")))
+        Ok(PairRun {
+            comparison: comparison(b, c, false),
+            run_dir: PathBuf::from("runs/pair"),
+            slowest_rep: Duration::from_millis(2_500),
+        })
     }
 }
 
@@ -112,14 +147,31 @@ fn the_first_bad_commit_is_named_with_its_change_against_its_parent() {
         o => panic!("{o:?}"),
     }
     assert_eq!(r.reps, 7);
-    assert_eq!(m.runs[0], "c0-c9x7");
+    // The metric checked on the good end first, then the ends at twice the cap.
+    assert_eq!(m.runs[..2], ["probe c0", "c0-c9x14"]);
     assert_eq!(m.runs.last().unwrap(), "c5-c6x7");
     let text = render_text(&r);
     assert!(text.starts_with("first bad commit: c6\n"), "{text}");
     assert!(
-        text.contains("against its parent c5: 100 ns → 105 ns, +5.0% regressed"),
+        text.contains(
+            "against its parent c5: medians 100 ns → 105 ns; geometric mean of per-pair \
+             ratios +5.0% regressed"
+        ),
         "{text}"
     );
+    assert!(
+        text.contains(
+            "reps per step: at most 7, each step stopping once decided (given: --reps 7;"
+        ),
+        "{text}"
+    );
+    // No timeout in the experiment: ten times the ends' slowest rep (2.5 s).
+    assert_eq!(r.rep_timeout_s, Some(25));
+    assert!(
+        text.contains("rep timeout: 25 s (derived: 10× the ends' slowest rep (2.500 s)"),
+        "{text}"
+    );
+    assert!(text.contains("7 reps, decided (at most 7)"), "{text}");
     // Every step is in the output and in the JSON.
     for s in &r.steps {
         assert!(
@@ -141,9 +193,14 @@ fn unbuildable_and_unjudgeable_commits_are_skipped_and_may_leave_candidates() {
     let labels: Vec<(usize, StepLabel)> = r.steps.iter().map(|s| (s.index, s.label)).collect();
     assert!(labels.contains(&(4, StepLabel::Failed)), "{labels:?}");
     assert!(labels.contains(&(6, StepLabel::CannotTell)), "{labels:?}");
-    // The noisy commit was measured at both levels of reps, the broken one once.
-    assert!(m.runs.contains(&"c6x12".to_string()), "{:?}", m.runs);
-    assert!(!m.runs.contains(&"c4x12".to_string()), "{:?}", m.runs);
+    // Each measured once, the noisy one to the cap.
+    assert_eq!(
+        m.runs.iter().filter(|r| *r == "c6x6").count(),
+        1,
+        "{:?}",
+        m.runs
+    );
+    assert!(render_text(&r).contains("6 reps, the cap: not decided"));
     match &r.outcome {
         Outcome::Candidates { last_good, commits } => {
             assert_eq!(last_good, "c5");
@@ -161,18 +218,26 @@ fn ends_that_do_not_differ_are_refused_and_reps_are_derived_from_their_spread() 
         .unwrap_err()
         .to_string();
     assert!(e.contains("not regressed against the good end"), "{e}");
-    // Measured at the pilot's K, then at twice that.
-    assert_eq!(m.runs, ["c0-c4x9", "c0-c4x18"]);
+    // One run of the ends, at most twice the pilot's 9 reps (it stops when decided).
+    assert_eq!(m.runs, ["probe c0", "c0-c4x18"]);
     let (commits, mut m) = history(5, 2);
     let r = bisect(&commits, &mut m, 0.05, Reps::Derived, &mut |_| {}).unwrap();
-    // The model's sides spread by 1.4826 %: 9 reps.
-    assert_eq!(r.reps, 9);
+    // The model's ends are 5% apart and spread by 1.4826 %.
+    assert_eq!(
+        (r.reps, r.reps_reason.clone()),
+        sequential::cap_for(1.05, 0.014826)
+    );
     assert!(
         r.reps_reason
-            .starts_with("derived: the ends spread by 1.48%"),
+            .starts_with("derived: the ends differ by ×1.050 and spread by 1.48%"),
         "{}",
         r.reps_reason
     );
+    // Too few reps to label anything are refused before anything is measured.
+    let mut m = history(5, 2).1;
+    let e = bisect(&commits, &mut m, 0.05, Reps::Given(4), &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("--reps 5 or more"), "{e}");
+    assert!(m.runs.is_empty());
     let e = bisect(&commits[..1], &mut m, 0.05, Reps::Derived, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("same commit"));
 }

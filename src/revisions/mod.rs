@@ -6,6 +6,8 @@
 //!
 //! ```text
 //! <cache>/target/                 one CARGO_TARGET_DIR for every build (incremental rebuilds)
+//! <cache>/repos/<key>.git/        a bare clone sharing the repository's objects, which
+//!                                 the worktrees belong to (none is added to the user's)
 //! <cache>/<commit>/tree/          the commit's worktree (`git worktree add --detach`)
 //! <cache>/<commit>/build-<h>.log  stdout and stderr of build command <h> (a hash of it)
 //! <cache>/<commit>/build-<h>.json its outcome: ok, or failed with the exit status
@@ -164,7 +166,8 @@ pub fn checkout(cache: &RevCache, repo: &Path, rev: &str) -> Result<Checkout, Re
             std::fs::remove_dir_all(&tree)
                 .map_err(io(format!("cannot remove stale {}", tree.display())))?;
         }
-        git::add_worktree(&top, &tree, &commit)?;
+        let clone = git::private_clone(&top, &cache.root.join("repos"))?;
+        git::add_worktree(&clone, &tree, &commit)?;
     }
     // Absolute, so that commands run elsewhere find it.
     let worktree = tree.canonicalize().unwrap_or(tree);
