@@ -169,7 +169,11 @@ fn sleeper(tmp: &Path, secs: &[f64]) -> (PathBuf, PathBuf, Vec<String>) {
         } else {
             format!("sleep {s}")
         };
-        std::fs::write(repo.join("prog.sh"), format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::write(
+            repo.join("prog.sh"),
+            format!("#!/bin/sh\n# commit {i}\n{body}\n"),
+        )
+        .unwrap();
         common::git(&repo, &["add", "prog.sh"]);
         common::git(&repo, &["commit", "-q", "-m", &format!("commit {i}")]);
         commits.push(common::git(&repo, &["rev-parse", "HEAD"]));

@@ -4,7 +4,8 @@
 //! one value of a sequence, and the confidence sequence of its mean
 //! ([`crate::stats::mean_confidence_sequence`]: anytime-valid, so looking after every
 //! iteration costs no coverage) labels the commit as soon as it excludes 0: above, the
-//! commit is nearer the bad end; below, nearer the good one. A 200× slowdown is told
+//! commit is nearer the bad end; below, nearer the good one (values past twice the
+//! half gap are clipped there: see [`Position::of`]). A 200× slowdown is told
 //! from its midpoint at the first iteration where the sequence bounds a mean at all
 //! ([`first_decidable`]: 5 at 95%); a commit halfway between the ends is never decided
 //! and runs to the cap.
@@ -84,13 +85,19 @@ impl Sequence {
 pub struct Position {
     /// The commit's log minus the ends' mean log, per iteration.
     pub midpoint: Sequence,
-    /// Half the ends' distance in these iterations (mean of (ln bad − ln good) / 2).
+    /// Half the ends' distance in these iterations (the median of (ln bad − ln good) / 2).
     pub half_gap: f64,
 }
 
 impl Position {
     /// From per-rep (iteration, log value) of each variant; iterations missing a
     /// variant's value are left out. `None` below 2 complete iterations.
+    ///
+    /// The half gap is the median over the iterations (one stalled rep of an end does
+    /// not move it), and each value is clipped to ±2 half gaps: a commit at either end
+    /// sits one half gap from the midpoint, and a rep that stalled (a load spike on a
+    /// shared machine, seen at +40% in one rep of 26) then moves the sequence no more
+    /// than a rep a whole gap away would, instead of widening it for every later look.
     pub fn of(good: &[(u32, f64)], step: &[(u32, f64)], bad: &[(u32, f64)]) -> Option<Position> {
         let g: HashMap<u32, f64> = good.iter().copied().collect();
         let b: HashMap<u32, f64> = bad.iter().copied().collect();
@@ -101,7 +108,16 @@ impl Position {
                 half.push((b - g) / 2.0);
             }
         }
-        let half_gap = half.iter().sum::<f64>() / half.len().max(1) as f64;
+        half.sort_by(f64::total_cmp);
+        let half_gap = match half.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => half[n / 2],
+            n => (half[n / 2 - 1] + half[n / 2]) / 2.0,
+        };
+        let bound = 2.0 * half_gap.abs();
+        if bound > 0.0 {
+            mid.iter_mut().for_each(|m| *m = m.clamp(-bound, bound));
+        }
         Some(Position {
             midpoint: Sequence::of(&mid)?,
             half_gap,

@@ -127,3 +127,31 @@ fn pairs_stop_beyond_or_inside_the_floor_and_timeouts_scale_with_the_slowest_end
         vec![0.5, 0.0]
     );
 }
+
+#[test]
+fn a_stalled_rep_does_not_hold_a_step_open() {
+    // The midpoint values of a step of the bisect demo on a loaded 2-core VM (work's
+    // CPU time; the commit at the bad end, the ends 8% apart): three reps of the commit
+    // stalled by 20-40%. Unclipped, 26 iterations did not decide it.
+    let mid = [
+        0.0374, 0.0273, 0.0323, 0.013, 0.0417, 0.0069, 0.385, 0.0489, 0.2192, 0.0077, 0.0337,
+        -0.0317, -0.0788, -0.0604, 0.0187, 0.057, 0.2004, 0.0168, -0.0151, 0.0251, 0.0322, 0.0193,
+        0.0421, 0.0499, 0.0655, 0.028,
+    ];
+    let unclipped = Sequence::of(&mid).unwrap();
+    assert!(!unclipped.above(0.0));
+    let ends = |v: f64| (0..mid.len() as u32).map(|i| (i, v)).collect::<Vec<_>>();
+    let step: Vec<(u32, f64)> = mid
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as u32, *m))
+        .collect();
+    let half_gap = 0.079 / 2.0;
+    let first = (2..=mid.len())
+        .find(|&n| {
+            let p = Position::of(&ends(-half_gap)[..n], &step[..n], &ends(half_gap)[..n]);
+            p.and_then(|p| p.label()) == Some(StepLabel::Bad)
+        })
+        .expect("decided");
+    assert!(first <= 8, "{first}");
+}
