@@ -1,5 +1,5 @@
-//! The judgement of one commit: a run of the good end, the commit and the bad end,
-//! interleaved, that stops as soon as the commit's place between the ends is decided
+//! The judgement of one commit: a run of the good end and the commit (and the bad end
+//! where the ends' distance is not known beforehand), interleaved, that stops as soon as the commit's place between the ends is decided
 //! ([`super::sequential`]), or at a cap on reps. The run is also compared with
 //! `gapscope diff`'s statistics on the metric against each end (shown beside the
 //! label). How a commit is measured is behind [`Measurer`], so the judgement and the
@@ -14,12 +14,18 @@ use serde::{Deserialize, Serialize};
 use super::sequential::Position;
 use crate::analysis::{Comparison, Verdict};
 
-/// What bounds one run: its most reps per variant, and each rep's timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What bounds one run: its most reps per variant, each rep's timeout, and what a
+/// step's commit is placed against.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     pub max_reps: u32,
     /// Seconds; `None`: the experiment's own (or none).
     pub rep_timeout_s: Option<u64>,
+    /// Half the ends' distance (log units) as their own run measured it: a step then
+    /// pairs its commit with the good end alone and places it against good + this
+    /// ([`super::sequential::Position::against_good`]), leaving the bad end, for a
+    /// regression the slower one, unmeasured. `None`: both ends in every iteration.
+    pub half_gap: Option<f64>,
 }
 
 /// One measurement of a commit between the ends.
@@ -36,8 +42,8 @@ pub enum StepRun {
     Measured {
         /// good (baseline) against the commit (candidate).
         vs_good: Comparison,
-        /// bad (baseline) against the commit (candidate).
-        vs_bad: Comparison,
+        /// bad (baseline) against the commit (candidate), where the bad end ran.
+        vs_bad: Option<Comparison>,
         /// Where the commit sits between the ends, as the run stopped.
         position: Option<Position>,
         /// Complete iterations run (one rep of each variant).
@@ -168,11 +174,11 @@ pub fn judge_step(
             report.label = position
                 .and_then(|p| p.label())
                 .unwrap_or(StepLabel::CannotTell);
-            report.note = between_note(&vs_good, &vs_bad);
+            report.note = vs_bad.as_ref().and_then(|b| between_note(&vs_good, b));
             report.reps = reps;
             report.position = position;
             report.vs_good = Some(vs_good);
-            report.vs_bad = Some(vs_bad);
+            report.vs_bad = vs_bad;
             report.run_dirs.push(run_dir);
         }
     }

@@ -68,7 +68,7 @@ fn measured(g: (Verdict, f64), b: (Verdict, f64), mid: &[f64]) -> StepRun {
     let zeros = |v: f64| (0..mid.len() as u32).map(|i| (i, v)).collect::<Vec<_>>();
     StepRun::Measured {
         vs_good: cmp(g.0, g.1),
-        vs_bad: cmp(b.0, b.1),
+        vs_bad: Some(cmp(b.0, b.1)),
         position: Position::of(&zeros(-1.0), &at(0.0), &zeros(1.0)),
         reps: mid.len() as u32,
         run_dir: "r".into(),
@@ -113,6 +113,7 @@ fn a_commit_is_labelled_by_its_place_between_the_ends_with_a_note_when_it_differ
     let limits = Limits {
         max_reps: 6,
         rep_timeout_s: Some(10),
+        half_gap: None,
     };
     let judge = |m: &mut Scripted, c: &str| judge_step(m, 1, c, &limits).unwrap();
     let r = judge(&mut m, "a");

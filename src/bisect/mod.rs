@@ -175,6 +175,7 @@ pub fn bisect(
     let limits = Limits {
         max_reps: 2 * pilot,
         rep_timeout_s: None,
+        half_gap: None,
     };
     let ends = m.measure_pair(good, bad, &limits)?;
     check_ends(&ends.comparison, good, bad, threshold)?;
@@ -206,9 +207,13 @@ pub fn bisect(
     };
     progress(&format!("reps per step: at most {k} ({reps_reason})"));
     progress(&format!("rep timeout: {timeout} s ({rep_timeout_reason})"));
+    // The steps place each commit against the good end and the ends' distance: the
+    // bad end, the slow one, is not run again.
+    let half_gap = ends.comparison.relative.map(|r| (1.0 + r).ln() / 2.0);
     let limits = Limits {
         max_reps: k,
         rep_timeout_s: Some(timeout),
+        half_gap,
     };
     let (steps, found) = run_steps(commits, m, &limits, progress)?;
     let outcome = match found.first_bad {

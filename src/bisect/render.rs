@@ -108,8 +108,10 @@ fn step_line(out: &mut String, r: &StepReport) {
     if let Some(p) = &r.position {
         let _ = writeln!(out, "         place: {}", p.describe());
     }
-    if let (Some(g), Some(b)) = (&r.vs_good, &r.vs_bad) {
+    if let Some(g) = &r.vs_good {
         let _ = writeln!(out, "         against good: {}", change(g));
+    }
+    if let Some(b) = &r.vs_bad {
         let _ = writeln!(out, "         against bad:  {}", change(b));
     }
     if let Some(n) = &r.note {

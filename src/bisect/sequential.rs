@@ -1,7 +1,8 @@
-//! Steps that stop when decided. A step's run interleaves reps of the good end, the
-//! commit and the bad end; after each complete iteration (one rep of each) the commit's
-//! log value minus the ends' mean log (their geometric midpoint, in that iteration) is
-//! one value of a sequence, and the confidence sequence of its mean
+//! Steps that stop when decided. A step's run interleaves reps of the good end and the
+//! commit (and of the bad end where the ends' distance is not known beforehand, as in
+//! `bisect-step`); after each complete iteration the commit's log value minus the ends'
+//! geometric midpoint (good + half the ends' distance measured by their own run, or the
+//! mean of both ends' logs in that iteration) is one value of a sequence, and the confidence sequence of its mean
 //! ([`crate::stats::mean_confidence_sequence`]: anytime-valid, so looking after every
 //! iteration costs no coverage) labels the commit as soon as it excludes 0: above, the
 //! commit is nearer the bad end; below, nearer the good one (values past twice the
@@ -117,6 +118,29 @@ impl Position {
         let bound = 2.0 * half_gap.abs();
         if bound > 0.0 {
             mid.iter_mut().for_each(|m| *m = m.clamp(-bound, bound));
+        }
+        Some(Position {
+            midpoint: Sequence::of(&mid)?,
+            half_gap,
+        })
+    }
+
+    /// From per-rep (iteration, log value) of the good end and the commit alone, against
+    /// the ends' `half_gap` as their own run measured it (log units, positive): per
+    /// iteration the commit's log minus the good end's minus the half gap, clipped as in
+    /// [`Position::of`]. The bad end need not run: for a regression it is the slow one.
+    pub fn against_good(
+        good: &[(u32, f64)],
+        step: &[(u32, f64)],
+        half_gap: f64,
+    ) -> Option<Position> {
+        let mut mid = ratios(good, step);
+        let bound = 2.0 * half_gap.abs();
+        for m in &mut mid {
+            *m -= half_gap;
+            if bound > 0.0 {
+                *m = m.clamp(-bound, bound);
+            }
         }
         Some(Position {
             midpoint: Sequence::of(&mid)?,

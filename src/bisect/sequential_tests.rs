@@ -29,6 +29,14 @@ fn first_label(v: &[Vec<(u32, f64)>; 3]) -> Option<(usize, StepLabel)> {
     })
 }
 
+/// The same against the good end alone, the ends `gap` apart as measured before.
+fn first_label_against_good(v: &[Vec<(u32, f64)>; 3], gap: f64) -> Option<(usize, StepLabel)> {
+    (2..=v[0].len()).find_map(|n| {
+        let p = Position::against_good(&v[0][..n], &v[1][..n], gap / 2.0)?;
+        Some((n, p.label()?))
+    })
+}
+
 #[test]
 fn no_label_before_the_sequence_bounds_a_mean() {
     let n = first_decidable(ALPHA);
@@ -57,6 +65,12 @@ fn a_200x_slowdown_is_labelled_at_the_first_iteration_that_can_be() {
                 let (n, label) = first_label(&v).unwrap();
                 assert_eq!(label, want);
                 assert!(n <= first_decidable(ALPHA) + 1, "sd {sd}: {n}");
+                // A pair's difference spreads by 2σ² against 1.5σ² for the midpoint of
+                // three: at 50% per rep a rep or two more.
+                let (n, label) = first_label_against_good(&v, gap).unwrap();
+                assert_eq!(label, want);
+                let slack = if sd < 0.2 { 1 } else { 3 };
+                assert!(n <= first_decidable(ALPHA) + slack, "sd {sd}: {n}");
             }
         }
     }
@@ -69,10 +83,14 @@ fn a_commit_halfway_is_rarely_labelled_however_often_it_is_looked_at() {
     // would cross far more often).
     let mut r = Xoshiro::seed(11);
     let trials = 400;
-    let labelled = (0..trials)
-        .filter(|_| first_label(&iterations(&mut r, 60, 0.08, 0.5, 0.01)).is_some())
-        .count();
+    let (mut labelled, mut against_good) = (0, 0);
+    for _ in 0..trials {
+        let v = iterations(&mut r, 60, 0.08, 0.5, 0.01);
+        labelled += first_label(&v).is_some() as usize;
+        against_good += first_label_against_good(&v, 0.08).is_some() as usize;
+    }
     assert!(labelled < trials / 12, "{labelled} of {trials}");
+    assert!(against_good < trials / 12, "{against_good} of {trials}");
 }
 
 #[test]

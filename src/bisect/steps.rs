@@ -239,6 +239,7 @@ impl Measurer for ExperimentMeasurer {
         let limits = Limits {
             max_reps: 1,
             rep_timeout_s: None,
+            half_gap: None,
         };
         let text = self.experiment_text(&[("good", good)], &limits, Some(0))?;
         let dir = self.run(
@@ -264,17 +265,17 @@ impl Measurer for ExperimentMeasurer {
 
     fn measure_step(&mut self, commit: &str, limits: &Limits) -> Result<StepRun> {
         let (good, bad) = (self.s.good.clone(), self.s.bad.clone());
-        let roles = [
-            ("good", good.as_str()),
-            ("step", commit),
-            ("bad", bad.as_str()),
-        ];
+        let mut roles = vec![("good", good.as_str()), ("step", commit)];
+        if limits.half_gap.is_none() {
+            roles.push(("bad", bad.as_str()));
+        }
         let text = self.experiment_text(&roles, limits, None)?;
         let what = format!("{} (at most {} reps)", short(commit), limits.max_reps);
-        let watch = self.step_watch(short(commit), limits.max_reps);
+        let watch = self.step_watch(short(commit), limits);
         let dir = self.run(&text, &what, Some(watch))?;
         let data = RunData::load(&dir)?;
-        for end in ["good", "bad"] {
+        let ends: Vec<&str> = roles.iter().map(|r| r.0).filter(|r| *r != "step").collect();
+        for &end in &ends {
             if let Some(why) = variant_failure(&data, end) {
                 bail!("the {end} end cannot be measured: {why}");
             }
@@ -291,20 +292,25 @@ impl Measurer for ExperimentMeasurer {
         if let Some(why) = timed_out(&data.runs, "step").filter(|_| !self.s.retry_timeouts) {
             return failed(why);
         }
-        let (vs_good, vs_bad) = match (
-            self.compare(&data, "good", "step"),
-            self.compare(&data, "bad", "step"),
-        ) {
-            (Ok(g), Ok(b)) => (g, b),
-            (Err(why), _) | (_, Err(why)) => return failed(why),
+        let vs_good = match self.compare(&data, "good", "step") {
+            Ok(c) => c,
+            Err(why) => return failed(why),
         };
-        let logs = |n| self.logs(&data, n);
-        let position = Position::of(&logs("good"), &logs("step"), &logs("bad"));
+        let vs_bad = match ends
+            .contains(&"bad")
+            .then(|| self.compare(&data, "bad", "step"))
+        {
+            Some(Err(why)) => return failed(why),
+            Some(Ok(c)) => Some(c),
+            None => None,
+        };
+        let position = self.position(&data, limits.half_gap);
+        let names: Vec<&str> = roles.iter().map(|r| r.0).collect();
         Ok(StepRun::Measured {
             vs_good,
             vs_bad,
             position,
-            reps: complete_iterations(&data.runs, &["good", "step", "bad"]) as u32,
+            reps: complete_iterations(&data.runs, &names) as u32,
             run_dir: dir,
         })
     }
@@ -348,11 +354,26 @@ struct Seen {
 }
 
 impl ExperimentMeasurer {
+    /// Where the step's commit sits: against the good end and `half_gap`, or between
+    /// both ends of each iteration.
+    fn position(&self, data: &RunData, half_gap: Option<f64>) -> Option<Position> {
+        let logs = |n| self.logs(data, n);
+        match half_gap {
+            Some(h) => Position::against_good(&logs("good"), &logs("step"), h),
+            None => Position::of(&logs("good"), &logs("step"), &logs("bad")),
+        }
+    }
+
     /// Ends a step's run once its commit is labelled, at its first timed-out rep
     /// (unless retried), or when its first two reps failed; a line per iteration.
-    fn step_watch(&self, commit: &str, max_reps: u32) -> StopWhen {
+    fn step_watch(&self, commit: &str, limits: &Limits) -> StopWhen {
         let me = self.clone_for_watch();
         let commit = commit.to_string();
+        let (max_reps, half_gap) = (limits.max_reps, limits.half_gap);
+        let names: &'static [&'static str] = match half_gap {
+            Some(_) => &["good", "step"],
+            None => &["good", "step", "bad"],
+        };
         let seen = Mutex::new(Seen {
             started: Instant::now(),
             iterations: 0,
@@ -362,14 +383,13 @@ impl ExperimentMeasurer {
                 me.say(&format!("  {commit}: {why}: stopped"));
                 return true;
             }
-            let Some((n, elapsed)) = next_iteration(&seen, rows, &["good", "step", "bad"]) else {
+            let Some((n, elapsed)) = next_iteration(&seen, rows, names) else {
                 return false;
             };
             let Ok(data) = RunData::load(dir) else {
                 return false;
             };
-            let logs = |v| me.logs(&data, v);
-            let Some(p) = Position::of(&logs("good"), &logs("step"), &logs("bad")) else {
+            let Some(p) = me.position(&data, half_gap) else {
                 return false;
             };
             let left = p.iterations_to_decide().unwrap_or(max_reps as usize);

@@ -59,8 +59,15 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
 
 /// `n` iterations of the metric's logs at the ends and at a commit at `level`; a
 /// noisy commit alternates between the ends' levels, so that its place is never
-/// decided.
-fn position(good: f64, level: f64, bad: f64, noisy: bool, n: u32) -> Option<Position> {
+/// decided. Against the good end alone and `half_gap` where given.
+fn position(
+    good: f64,
+    level: f64,
+    bad: f64,
+    noisy: bool,
+    n: u32,
+    half_gap: Option<f64>,
+) -> Option<Position> {
     let wobble = |i: u32| 0.001 * ((i % 3) as f64 - 1.0);
     let logs = |at: &dyn Fn(u32) -> f64| {
         (0..n)
@@ -72,7 +79,10 @@ fn position(good: f64, level: f64, bad: f64, noisy: bool, n: u32) -> Option<Posi
         (true, 0) => good,
         (true, _) => bad,
     };
-    Position::of(&logs(&|_| good), &logs(&step), &logs(&|_| bad))
+    match half_gap {
+        Some(h) => Position::against_good(&logs(&|_| good), &logs(&step), h),
+        None => Position::of(&logs(&|_| good), &logs(&step), &logs(&|_| bad)),
+    }
 }
 
 impl Measurer for Model {
@@ -86,6 +96,8 @@ impl Measurer for Model {
     fn measure_step(&mut self, commit: &str, limits: &Limits) -> Result<StepRun> {
         let reps = limits.max_reps;
         self.runs.push(format!("{commit}x{reps}"));
+        // The ends' distance is known by the steps: the bad end is not run again.
+        assert!(limits.half_gap.is_some());
         let i = index(commit);
         if self.broken.contains(&i) {
             return Ok(StepRun::Failed {
@@ -95,10 +107,13 @@ impl Measurer for Model {
         }
         let (g, b) = (self.levels[0], *self.levels.last().unwrap());
         let noisy = self.noisy.contains(&i);
+        let half_gap = limits.half_gap;
         Ok(StepRun::Measured {
             vs_good: comparison(g, self.levels[i], noisy),
-            vs_bad: comparison(b, self.levels[i], noisy),
-            position: position(g, self.levels[i], b, noisy, reps),
+            vs_bad: half_gap
+                .is_none()
+                .then(|| comparison(b, self.levels[i], noisy)),
+            position: position(g, self.levels[i], b, noisy, reps, half_gap),
             reps,
             run_dir: PathBuf::from(format!("runs/{commit}-{reps}")),
         })

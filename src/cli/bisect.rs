@@ -250,9 +250,11 @@ fn step(a: &StepArgs) -> Result<(StepLabel, String)> {
             "--reps {k}: no step can be labelled before {first} reps; give --reps {first} or more"
         );
     }
+    // No ends measured beforehand: both run in every iteration.
     let limits = bisect::Limits {
         max_reps: k,
         rep_timeout_s: None,
+        half_gap: None,
     };
     let mut m = ExperimentMeasurer { s: settings };
     let mut r = judge::judge_step(&mut m, index.unwrap_or(0), &commit, &limits)?;

@@ -307,6 +307,7 @@ fn confirm(
     let limits = crate::bisect::Limits {
         max_reps: a.confirm_reps,
         rep_timeout_s: None,
+        half_gap: None,
     };
     match m.measure_pair(&parent, head, &limits) {
         Ok(crate::bisect::PairRun {
