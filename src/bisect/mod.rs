@@ -162,58 +162,33 @@ pub fn bisect(
         search_short(good)
     ));
     m.probe(good)?;
-    let pilot = match reps {
-        Reps::Given(k) => k,
-        Reps::Derived => judge::reps_for(threshold, judge::ASSUMED_CV),
+    let ends_cap = match reps {
+        Reps::Given(k) => 2 * k,
+        // Twice the pilot (9 reps resolve 5% at 1.5% per rep), at least a step's floor.
+        Reps::Derived => {
+            (2 * judge::reps_for(threshold, judge::ASSUMED_CV)).max(sequential::MIN_CAP)
+        }
     };
     progress(&format!(
-        "ends: good {} against bad {}, at most {} reps each (stops when decided)",
+        "ends: good {} against bad {}, at most {ends_cap} reps each (stops when decided)",
         search_short(good),
         search_short(bad),
-        2 * pilot
     ));
     let limits = Limits {
-        max_reps: 2 * pilot,
+        max_reps: ends_cap,
         rep_timeout_s: None,
         half_gap: None,
     };
     let ends = m.measure_pair(good, bad, &limits)?;
     check_ends(&ends.comparison, good, bad, threshold)?;
-    let (k, reps_reason) = match reps {
-        Reps::Given(k) => (
-            k,
-            format!("given: --reps {k}; a step stops as soon as its commit is labelled"),
-        ),
-        Reps::Derived => {
-            let cv = judge::spread_of(&ends.comparison).unwrap_or(judge::ASSUMED_CV);
-            let ratio = 1.0 + ends.comparison.relative.unwrap_or(threshold);
-            sequential::cap_for(ratio, cv)
-        }
-    };
-    let (timeout, rep_timeout_reason) = match m.given_rep_timeout() {
-        Some(s) => (
-            s,
-            format!("given: the experiment's run.rep_timeout_s = {s}"),
-        ),
-        None => (
-            sequential::rep_timeout_s(ends.slowest_rep),
-            format!(
-                "derived: {}× the ends' slowest rep ({}), at least {} s",
-                sequential::TIMEOUT_FACTOR,
-                crate::units::fmt_ns(ends.slowest_rep.as_nanos() as f64),
-                sequential::MIN_TIMEOUT_S
-            ),
-        ),
-    };
+    let (k, reps_reason) = step_cap(reps, &ends.comparison, threshold);
+    let (timeout, rep_timeout_reason) = rep_timeout(m.given_rep_timeout(), &ends);
     progress(&format!("reps per step: at most {k} ({reps_reason})"));
     progress(&format!("rep timeout: {timeout} s ({rep_timeout_reason})"));
-    // The steps place each commit against the good end and the ends' distance: the
-    // bad end, the slow one, is not run again.
-    let half_gap = ends.comparison.relative.map(|r| (1.0 + r).ln() / 2.0);
     let limits = Limits {
         max_reps: k,
         rep_timeout_s: Some(timeout),
-        half_gap,
+        half_gap: sequential::good_end_only(&ends.comparison),
     };
     let (steps, found) = run_steps(commits, m, &limits, progress)?;
     let outcome = match found.first_bad {
@@ -253,6 +228,40 @@ pub fn bisect(
         steps,
         outcome,
     })
+}
+
+/// The cap on reps per step, and where it came from.
+fn step_cap(reps: Reps, ends: &Comparison, threshold: f64) -> (u32, String) {
+    match reps {
+        Reps::Given(k) => (
+            k,
+            format!("given: --reps {k}; a step stops as soon as its commit is labelled"),
+        ),
+        Reps::Derived => {
+            let cv = judge::spread_of(ends).unwrap_or(judge::ASSUMED_CV);
+            let ratio = 1.0 + ends.relative.unwrap_or(threshold);
+            sequential::cap_for(ratio, cv)
+        }
+    }
+}
+
+/// The steps' rep timeout, and where it came from.
+fn rep_timeout(given: Option<u64>, ends: &PairRun) -> (u64, String) {
+    match given {
+        Some(s) => (
+            s,
+            format!("given: the experiment's run.rep_timeout_s = {s}"),
+        ),
+        None => (
+            sequential::rep_timeout_s(ends.slowest_rep),
+            format!(
+                "derived: {}× the ends' slowest rep ({}), at least {} s",
+                sequential::TIMEOUT_FACTOR,
+                crate::units::fmt_ns(ends.slowest_rep.as_nanos() as f64),
+                sequential::MIN_TIMEOUT_S
+            ),
+        ),
+    }
 }
 
 /// Bisecting needs the bad end regressed against the good one.

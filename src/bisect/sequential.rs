@@ -30,6 +30,11 @@ pub const ALPHA: f64 = 0.05;
 /// z₀.₈: the derived cap gives 80% power to a commit at either end.
 const Z_POWER: f64 = 0.841_621;
 
+/// The fewest reps a derived cap gives: the ends' spread is measured once, and the
+/// steps after it may run on a busier machine (seen on a shared 2-core VM: the ends at
+/// 0.6% per rep, the steps after them at 5-8%). A step that decides sooner stops sooner.
+pub const MIN_CAP: u32 = 30;
+
 /// A step's timeout is this many times the ends' slowest rep …
 pub const TIMEOUT_FACTOR: f64 = 10.0;
 /// … and at least this many seconds (a loaded machine stalls short programs).
@@ -237,11 +242,10 @@ pub fn iterations_to_label(half_gap: f64, cv: f64) -> Option<usize> {
 }
 
 /// The cap on reps per step and why: twice [`iterations_to_label`] (room for a commit
-/// noisier than the ends), at least 2 more than [`first_decidable`], at most
-/// [`MAX_AUTO_REPS`].
+/// noisier than the ends), at least [`MIN_CAP`], at most [`MAX_AUTO_REPS`].
 pub fn cap_for(ratio: f64, cv: f64) -> (u32, String) {
     let half_gap = ratio.ln().abs() / 2.0;
-    let floor = first_decidable(ALPHA) as u32 + 2;
+    let floor = MIN_CAP;
     let ends = format!(
         "the ends differ by ×{ratio:.3} and spread by {:.2}% per rep (1.4826·MAD/median)",
         cv * 100.0
@@ -257,7 +261,10 @@ pub fn cap_for(ratio: f64, cv: f64) -> (u32, String) {
                     if cap == 2 * n as u32 {
                         "twice that".to_string()
                     } else {
-                        format!("{cap}, the fewest that leave room after the first decision")
+                        format!(
+                            "{cap}, the fewest a derived cap gives (the steps may run on a \
+                             busier machine than the ends did)"
+                        )
                     }
                 ),
             )
@@ -273,6 +280,20 @@ pub fn cap_for(ratio: f64, cv: f64) -> (u32, String) {
             ),
         ),
     }
+}
+
+/// Ends this many times apart make a step pair its commit with the good end alone
+/// ([`Position::against_good`]): the bad end's reps then cost more than the others
+/// together would, and an error of the ends' own run in their distance is small
+/// against it. Nearer ends run in every iteration, so that the midpoint moves with the
+/// machine ([`Position::of`]).
+pub const GOOD_END_ONLY_RATIO: f64 = 2.0;
+
+/// The half gap (log units) a step places its commit against when the ends (good
+/// against bad) are [`GOOD_END_ONLY_RATIO`] apart or more; `None`: both ends run.
+pub fn good_end_only(ends: &crate::analysis::Comparison) -> Option<f64> {
+    let ratio = 1.0 + ends.relative?;
+    (ratio >= GOOD_END_ONLY_RATIO).then(|| ratio.ln() / 2.0)
 }
 
 /// A step's timeout from the ends' slowest rep: [`TIMEOUT_FACTOR`] times it, at least

@@ -95,20 +95,21 @@ fn a_commit_halfway_is_rarely_labelled_however_often_it_is_looked_at() {
 
 #[test]
 fn the_cap_says_whether_it_was_derived_or_capped() {
-    // 200x at 16% per rep: a handful of reps, twice that as a cap.
+    // 200x at 16% per rep: a handful of reps, and the floor of a derived cap.
     let (cap, why) = cap_for(200.0, 0.16);
     assert!(
         why.starts_with("derived: the ends differ by ×200.000"),
         "{why}"
     );
     assert!(
-        (first_decidable(ALPHA) as u32 + 2..=12).contains(&cap),
-        "{cap}"
+        why.contains("told from their midpoint in about 5 reps"),
+        "{why}"
     );
+    assert_eq!(cap, MIN_CAP, "{why}");
     // 8% at 0.7%: the demo's.
     let (cap, why) = cap_for(1.08, 0.007);
     assert!(why.starts_with("derived"), "{why}");
-    assert!(cap <= 12, "{cap} {why}");
+    assert_eq!(cap, MIN_CAP, "{why}");
     // A 5% shift at 86% per rep cannot be told in a derived cap: it says so and how
     // many it would need.
     let (cap, why) = cap_for(1.05, 0.86);
@@ -121,8 +122,12 @@ fn the_cap_says_whether_it_was_derived_or_capped() {
         .and_then(|s| s.replace(',', "").parse().ok())
         .unwrap_or_else(|| panic!("{why}"));
     assert!(needed > 1000, "{why}");
-    // The cap grows as the ends come nearer.
-    assert!(cap_for(1.2, 0.05).0 < cap_for(1.1, 0.05).0);
+    // Past the floor, the cap grows as the ends come nearer: twice the reps needed.
+    let (near, why) = cap_for(1.1, 0.04);
+    assert!(near > MIN_CAP && near < MAX_AUTO_REPS, "{why}");
+    assert!(why.ends_with("the cap is twice that"), "{why}");
+    let (far, why) = cap_for(1.2, 0.04);
+    assert!(far < near, "{far} {why}");
 }
 
 #[test]

@@ -14,6 +14,8 @@ struct Model {
     broken: Vec<usize>,
     noisy: Vec<usize>,
     runs: Vec<String>,
+    /// Each step's `Limits::half_gap`.
+    half_gaps: Vec<Option<f64>>,
 }
 
 fn index(c: &str) -> usize {
@@ -96,8 +98,7 @@ impl Measurer for Model {
     fn measure_step(&mut self, commit: &str, limits: &Limits) -> Result<StepRun> {
         let reps = limits.max_reps;
         self.runs.push(format!("{commit}x{reps}"));
-        // The ends' distance is known by the steps: the bad end is not run again.
-        assert!(limits.half_gap.is_some());
+        self.half_gaps.push(limits.half_gap);
         let i = index(commit);
         if self.broken.contains(&i) {
             return Ok(StepRun::Failed {
@@ -141,6 +142,7 @@ fn history(n: usize, first_bad: usize) -> (Vec<String>, Model) {
             broken: vec![],
             noisy: vec![],
             runs: vec![],
+            half_gaps: vec![],
         },
     )
 }
@@ -233,8 +235,8 @@ fn ends_that_do_not_differ_are_refused_and_reps_are_derived_from_their_spread() 
         .unwrap_err()
         .to_string();
     assert!(e.contains("not regressed against the good end"), "{e}");
-    // One run of the ends, at most twice the pilot's 9 reps (it stops when decided).
-    assert_eq!(m.runs, ["probe c0", "c0-c4x18"]);
+    // One run of the ends, at most the floor of a derived cap (it stops when decided).
+    assert_eq!(m.runs, ["probe c0", "c0-c4x30"]);
     let (commits, mut m) = history(5, 2);
     let r = bisect(&commits, &mut m, 0.05, Reps::Derived, &mut |_| {}).unwrap();
     // The model's ends are 5% apart and spread by 1.4826 %.
@@ -275,4 +277,28 @@ fn metrics_are_a_span_and_a_measure() {
         let e = Metric::parse(bad).unwrap_err();
         assert!(e.contains("SPAN.total"), "{e}");
     }
+}
+
+#[test]
+fn ends_far_apart_leave_the_bad_end_out_of_the_steps() {
+    // 5% apart: both ends run in every step.
+    let (commits, mut m) = history(8, 3);
+    bisect(&commits, &mut m, 0.05, Reps::Given(6), &mut |_| {}).unwrap();
+    assert!(m.half_gaps.iter().all(Option::is_none), "{:?}", m.half_gaps);
+    // 200 times apart: the steps place their commit against the good end alone.
+    let (commits, mut m) = history(8, 3);
+    m.levels = (0..8)
+        .map(|i| if i >= 3 { 20_000.0 } else { 100.0 })
+        .collect();
+    let r = bisect(&commits, &mut m, 0.05, Reps::Given(6), &mut |_| {}).unwrap();
+    let h = 200f64.ln() / 2.0;
+    assert!(
+        m.half_gaps
+            .iter()
+            .all(|g| g.is_some_and(|g| (g - h).abs() < 1e-9)),
+        "{:?}",
+        m.half_gaps
+    );
+    assert!(matches!(r.outcome, Outcome::FirstBad { ref commit, .. } if commit == "c3"));
+    assert!(r.steps.iter().all(|s| s.vs_bad.is_none()));
 }
