@@ -304,5 +304,23 @@ mod tests {
         assert!(change(&c).contains("p<0.001"), "{}", change(&c));
         c.p_value = Some(0.0421);
         assert!(change(&c).contains("p=0.042"), "{}", change(&c));
+        // The change is labelled with its statistic beside the medians …
+        assert!(
+            change(&c)
+                .starts_with("medians 100 ns → 100 ns; geometric mean of per-pair ratios +5.0%"),
+            "{}",
+            change(&c)
+        );
+        assert!(!change(&c).contains("note:"), "{}", change(&c));
+        // … and a note says when the medians moved the other way.
+        c.candidate.median = Some(98.0);
+        assert!(
+            change(&c).ends_with(
+                "— note: the medians moved the other way; the verdict is on the geometric \
+                 mean of per-pair ratios"
+            ),
+            "{}",
+            change(&c)
+        );
     }
 }
