@@ -51,7 +51,10 @@ pub struct RunOptions {
 /// run's included); `true` ends the run there, complete, as a run whose schedule ran
 /// out. The folder holds every finished rep when it is asked.
 #[derive(Clone)]
-pub struct StopWhen(pub Arc<dyn Fn(&Path, &[RunRow]) -> bool + Send + Sync>);
+pub struct StopWhen(pub Arc<StopRule>);
+
+/// The rule a [`StopWhen`] holds.
+pub type StopRule = dyn Fn(&Path, &[RunRow]) -> bool + Send + Sync;
 
 impl std::fmt::Debug for StopWhen {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
