@@ -35,7 +35,7 @@ pub struct Common {
     threshold: f64,
     /// The most reps per variant of a step; each step stops as soon as its commit is
     /// labelled (default: derived from the ends' distance and spread, at most 60;
-    /// bisect-step: 9). At least 5: no step is labelled sooner.
+    /// bisect-step: 30). At least 5: no step is labelled sooner.
     #[arg(long)]
     reps: Option<u32>,
     /// A rep of the commit under test that outlives the rep timeout is a failed rep like
@@ -240,10 +240,8 @@ fn step(a: &StepArgs) -> Result<(StepLabel, String)> {
             revisions::short(&commit)
         );
     }
-    let k = a
-        .common
-        .reps
-        .unwrap_or_else(|| judge::reps_for(settings.threshold, judge::ASSUMED_CV));
+    // No ends measured to derive a cap from: the floor of a derived one.
+    let k = a.common.reps.unwrap_or(bisect::sequential::MIN_CAP);
     let first = bisect::sequential::first_decidable(bisect::sequential::ALPHA) as u32;
     if k < first {
         bail!(
