@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::sequential::Position;
+use super::sequential::{Nearer, Position, MAX_AUTO_REPS};
 use crate::analysis::{Comparison, Verdict};
 
 /// What bounds one run: its most reps per variant, each rep's timeout, and what a
@@ -171,9 +171,11 @@ pub fn judge_step(
             reps,
             run_dir,
         } => {
-            report.label = position
-                .and_then(|p| p.label())
-                .unwrap_or(StepLabel::CannotTell);
+            report.label = match position.and_then(|p| p.label()) {
+                Some(Nearer::Good) => StepLabel::Good,
+                Some(Nearer::Bad) => StepLabel::Bad,
+                None => StepLabel::CannotTell,
+            };
             report.note = vs_bad.as_ref().and_then(|b| between_note(&vs_good, b));
             report.reps = reps;
             report.position = position;
@@ -186,11 +188,8 @@ pub fn judge_step(
 }
 
 /// Per-rep spread (robust coefficient of variation, 1.4826 · MAD / median) assumed
-/// before the ends are measured: it sets their cap ([`reps_for`]), and `bisect-step`'s.
+/// before the ends are measured: with [`reps_for`] it sets the ends' cap.
 pub const ASSUMED_CV: f64 = 0.015;
-
-/// Most reps a derived count asks for (`--reps` sets any number).
-pub const MAX_AUTO_REPS: u32 = 60;
 
 /// Reps per variant that resolve a shift of `threshold` (a fraction) when reps spread
 /// by `cv` (relative, per rep): the number of pairs whose bootstrap interval of the

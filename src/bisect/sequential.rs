@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::judge::{StepLabel, MAX_AUTO_REPS};
 use crate::stats;
 
 /// Each sequence holds at 1 − ALPHA over every number of iterations.
@@ -29,6 +28,16 @@ pub const ALPHA: f64 = 0.05;
 
 /// z₀.₈: the derived cap gives 80% power to a commit at either end.
 const Z_POWER: f64 = 0.841_621;
+
+/// Most reps a derived count asks for (`--reps` sets any number).
+pub const MAX_AUTO_REPS: u32 = 60;
+
+/// Which end a commit was found nearer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nearer {
+    Good,
+    Bad,
+}
 
 /// The fewest reps a derived cap gives: the ends' spread is measured once, and the
 /// steps after it may run on a busier machine (seen on a shared 2-core VM: the ends at
@@ -154,11 +163,11 @@ impl Position {
     }
 
     /// Bad above the midpoint, good below; `None` while the sequence holds it.
-    pub fn label(&self) -> Option<StepLabel> {
+    pub fn label(&self) -> Option<Nearer> {
         if self.midpoint.above(0.0) {
-            Some(StepLabel::Bad)
+            Some(Nearer::Bad)
         } else if self.midpoint.below(0.0) {
-            Some(StepLabel::Good)
+            Some(Nearer::Good)
         } else {
             None
         }

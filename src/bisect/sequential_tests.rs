@@ -1,5 +1,4 @@
 use super::*;
-use crate::bisect::judge::MAX_AUTO_REPS;
 use crate::stats::Xoshiro;
 
 /// A standard normal draw (Box–Muller).
@@ -22,7 +21,7 @@ fn iterations(r: &mut Xoshiro, n: u32, gap: f64, place: f64, sd: f64) -> [Vec<(u
 }
 
 /// The first iteration at which the commit is labelled, and its label.
-fn first_label(v: &[Vec<(u32, f64)>; 3]) -> Option<(usize, StepLabel)> {
+fn first_label(v: &[Vec<(u32, f64)>; 3]) -> Option<(usize, Nearer)> {
     (2..=v[0].len()).find_map(|n| {
         let p = Position::of(&v[0][..n], &v[1][..n], &v[2][..n])?;
         Some((n, p.label()?))
@@ -30,7 +29,7 @@ fn first_label(v: &[Vec<(u32, f64)>; 3]) -> Option<(usize, StepLabel)> {
 }
 
 /// The same against the good end alone, the ends `gap` apart as measured before.
-fn first_label_against_good(v: &[Vec<(u32, f64)>; 3], gap: f64) -> Option<(usize, StepLabel)> {
+fn first_label_against_good(v: &[Vec<(u32, f64)>; 3], gap: f64) -> Option<(usize, Nearer)> {
     (2..=v[0].len()).find_map(|n| {
         let p = Position::against_good(&v[0][..n], &v[1][..n], gap / 2.0)?;
         Some((n, p.label()?))
@@ -60,7 +59,7 @@ fn a_200x_slowdown_is_labelled_at_the_first_iteration_that_can_be() {
     for sd in [0.16, 0.5] {
         for _ in 0..50 {
             // At the bad end, and at the good end.
-            for (place, want) in [(1.0, StepLabel::Bad), (0.0, StepLabel::Good)] {
+            for (place, want) in [(1.0, Nearer::Bad), (0.0, Nearer::Good)] {
                 let v = iterations(&mut r, 20, gap, place, sd);
                 let (n, label) = first_label(&v).unwrap();
                 assert_eq!(label, want);
@@ -173,7 +172,7 @@ fn a_stalled_rep_does_not_hold_a_step_open() {
     let first = (2..=mid.len())
         .find(|&n| {
             let p = Position::of(&ends(-half_gap)[..n], &step[..n], &ends(half_gap)[..n]);
-            p.and_then(|p| p.label()) == Some(StepLabel::Bad)
+            p.and_then(|p| p.label()) == Some(Nearer::Bad)
         })
         .expect("decided");
     assert!(first <= 8, "{first}");

@@ -562,3 +562,7 @@ fn missing_metric(data: &RunData, metric: &Metric) -> String {
         }
     )
 }
+
+#[cfg(test)]
+#[path = "steps_tests.rs"]
+mod tests;
