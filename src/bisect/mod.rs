@@ -191,14 +191,40 @@ pub fn bisect(
         half_gap: sequential::good_end_only(&ends.comparison),
     };
     let (steps, found) = run_steps(commits, m, &limits, progress)?;
-    let outcome = match found.first_bad {
+    let outcome = answer(commits, m, &found, &limits, progress)?;
+    Ok(BisectReport {
+        metric: format!("{}.{}", ends.comparison.span, ends.comparison.measure),
+        threshold,
+        commits: commits.to_vec(),
+        ends: ends.comparison,
+        ends_run_dirs: vec![ends.run_dir],
+        reps: k,
+        reps_reason,
+        rep_timeout_s: Some(timeout),
+        rep_timeout_reason,
+        steps,
+        outcome,
+    })
+}
+
+/// The first bad commit against its parent (a run of its own), or the candidates that
+/// skipped commits leave.
+fn answer(
+    commits: &[String],
+    m: &mut dyn Measurer,
+    found: &search::SearchOutcome,
+    limits: &Limits,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Outcome> {
+    Ok(match found.first_bad {
         Some(i) => {
             let (commit, parent) = (&commits[i], &commits[i - 1]);
             progress(&format!(
-                "first bad {}: against its parent (at most {k} reps)",
-                search_short(commit)
+                "first bad {}: against its parent (at most {} reps)",
+                search_short(commit),
+                limits.max_reps
             ));
-            let pair = m.measure_pair(parent, commit, &limits)?;
+            let pair = m.measure_pair(parent, commit, limits)?;
             Outcome::FirstBad {
                 commit: commit.clone(),
                 parent: parent.clone(),
@@ -214,19 +240,6 @@ pub fn bisect(
                 .map(|&i| commits[i].clone())
                 .collect(),
         },
-    };
-    Ok(BisectReport {
-        metric: format!("{}.{}", ends.comparison.span, ends.comparison.measure),
-        threshold,
-        commits: commits.to_vec(),
-        ends: ends.comparison,
-        ends_run_dirs: vec![ends.run_dir],
-        reps: k,
-        reps_reason,
-        rep_timeout_s: Some(timeout),
-        rep_timeout_reason,
-        steps,
-        outcome,
     })
 }
 

@@ -102,9 +102,10 @@ pub enum Command {
     #[command(name = "gpu-selftest")]
     GpuSelftest(selftest::SelftestArgs),
     /// Find the first commit on --bad's first-parent history after --good (which must be
-    /// on that history) where a metric grew: each step runs reps of the good end, the
-    /// commit and the bad end as `rev` variants and stops as soon as the commit is
-    /// labelled (a confidence sequence of its place between the ends), or at a cap.
+    /// on that history) where a metric grew: each step runs reps of the good end and the
+    /// commit (and the bad end, unless the ends are twice apart or more) as `rev`
+    /// variants and stops as soon as the commit is labelled (a confidence sequence of
+    /// its place between the ends), or at a cap.
     /// Prints the first bad commit with its change against its parent, then every step.
     Bisect(bisect::BisectArgs),
     /// Judge one commit (default HEAD) as `gapscope bisect` does, for `git bisect start
