@@ -305,11 +305,22 @@ fn run_steps(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Vec<StepReport>, search::SearchOutcome)> {
     let mut steps: Vec<StepReport> = Vec::new();
+    let started = std::time::Instant::now();
     let found = search::search(commits.len(), |i| {
+        let left = steps_left(&steps, commits.len());
+        // The time of the steps so far, per step: what the ones left may take.
+        let eta = match steps.len() {
+            0 => String::new(),
+            n => format!(
+                ", about {:.0} s left at {:.0} s a step",
+                started.elapsed().as_secs_f64() / n as f64 * left as f64,
+                started.elapsed().as_secs_f64() / n as f64
+            ),
+        };
         progress(&format!(
-            "step {} of about {}: #{i} {} (at most {} reps)",
+            "step {} of about {}: #{i} {} (at most {} reps{eta})",
             steps.len() + 1,
-            steps.len() + steps_left(&steps, commits.len()),
+            steps.len() + left,
             search_short(&commits[i]),
             limits.max_reps
         ));

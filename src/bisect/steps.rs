@@ -461,7 +461,13 @@ fn time_left(elapsed: Duration, n: usize, left: usize, max_reps: u32) -> String 
         return String::new();
     }
     let secs = elapsed.as_secs_f64() / n as f64 * to_go as f64;
-    format!("; about {secs:.0} s left ({to_go} more reps at this spread)")
+    let time = if secs < 1.0 {
+        "under a second".to_string()
+    } else {
+        format!("about {secs:.0} s")
+    };
+    let reps = if to_go == 1 { "rep" } else { "reps" };
+    format!("; {time} left ({to_go} more {reps} at this spread)")
 }
 
 /// The complete iterations now, and the time since the watch began, when one more

@@ -59,3 +59,22 @@ fn a_commit_that_did_not_build_ends_its_step_at_once_and_one_that_ran_goes_on() 
     assert_eq!(complete_iterations(&rows, &["good", "step"]), 1);
     assert_eq!(complete_iterations(&rows, &["good"]), 2);
 }
+
+#[test]
+fn the_time_left_is_the_time_per_iteration_times_those_to_go() {
+    let t = |ms| Duration::from_millis(ms);
+    assert_eq!(
+        time_left(t(4_000), 2, 5, 30),
+        "; about 6 s left (3 more reps at this spread)"
+    );
+    assert_eq!(
+        time_left(t(400), 4, 5, 30),
+        "; under a second left (1 more rep at this spread)"
+    );
+    // Never past the cap, nothing once there.
+    assert_eq!(
+        time_left(t(1_000), 1, 100, 3),
+        "; about 2 s left (2 more reps at this spread)"
+    );
+    assert_eq!(time_left(t(1_000), 3, 100, 3), "");
+}
