@@ -509,19 +509,19 @@ fn step_failing(rows: &[RunRow], retry: bool) -> Option<String> {
             return Some(why);
         }
     }
-    let step: Vec<&RunRow> = (rows.iter())
-        .filter(|r| !r.warmup && r.variant == "step")
-        .collect();
-    let failed: Vec<&&RunRow> = step
+    // A commit that did not build fails every rep, its warm-up first.
+    let unbuilt = |e: &str| e.contains("did not build") || e.contains("build failed");
+    let of_step = || rows.iter().filter(|r| r.variant == "step");
+    if let Some(r) = of_step().find(|r| r.status == RepStatus::Failed && unbuilt(&r.error)) {
+        return Some(format!("rep {} failed: it did not build", r.rep));
+    }
+    let step: Vec<&RunRow> = of_step().filter(|r| !r.warmup).collect();
+    let failed = step
         .iter()
         .filter(|r| r.status == RepStatus::Failed)
-        .collect();
-    if step.len() > failed.len() || failed.is_empty() {
-        return None;
-    }
-    let unbuilt = |e: &str| e.contains("did not build") || e.contains("build failed");
-    (failed.len() >= 2 || unbuilt(&failed[0].error))
-        .then(|| format!("{} failed reps and none that succeeded", failed.len()))
+        .count();
+    (failed == step.len() && failed >= 2)
+        .then(|| format!("{failed} failed reps and none that succeeded"))
 }
 
 /// "timed out after 10 s" with the rep's error, for the first rep of `variant` (warm-up
