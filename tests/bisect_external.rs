@@ -77,8 +77,14 @@ fn bisect_names_the_commit_that_slowed_the_span() {
         "{stdout}"
     );
     assert!(stdout.contains("did not build"), "{stdout}");
-    // The worktrees belong to the cache: the repository lists none.
+    // The worktrees belonged to the cache: the repository lists none, and the bisect
+    // removed them when it was done (a re-run reuses the run folders).
     assert_eq!(common::git(&repo, &["worktree", "list"]).lines().count(), 1);
+    let revs = tmp.path().join("results").join(".revs");
+    for c in &commits {
+        assert!(!revs.join(c).join("tree").exists(), "{c}");
+    }
+    assert!(revs.join(&commits[0]).is_dir());
     // Reps derived from the ends' spread.
     assert!(
         stdout.contains("reps per step: ") && stdout.contains("(derived: "),

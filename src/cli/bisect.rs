@@ -182,11 +182,35 @@ pub fn run(a: BisectArgs) -> Result<()> {
             eprintln!("{line}")
         }
     })?;
+    if m.s.patch.is_none() {
+        remove_worktrees(&m.s, &report.commits, quiet);
+    }
     match a.format {
         Format::Text => print!("{}", bisect::render_text(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
     }
     Ok(())
+}
+
+/// Removes the worktrees of `commits` from the revision cache once the bisect is done:
+/// a re-run reuses the run folders, and needs none of them. (bisect-step keeps them:
+/// the next step of `git bisect run` builds the ends there again.)
+fn remove_worktrees(s: &StepSettings, commits: &[String], quiet: bool) {
+    let cache = revisions::RevCache::for_results(&s.results_dir);
+    let mut removed = 0;
+    for c in commits {
+        match revisions::remove_worktree(&cache, &s.repo, c) {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(e) => eprintln!("warning: the worktree of {} stays: {e}", revisions::short(c)),
+        }
+    }
+    if !quiet && removed > 0 {
+        eprintln!(
+            "removed {removed} worktrees from {} (build logs and records stay)",
+            cache.root.display()
+        );
+    }
 }
 
 pub fn run_step(a: StepArgs) -> Result<()> {

@@ -202,6 +202,13 @@ pub(super) fn add_worktree(repo: &Path, tree: &Path, commit: &str) -> Result<(),
     Ok(())
 }
 
+/// Removes the worktree at `tree` from `repo` (the cache's clone), files and
+/// registration; a folder that is not one of its worktrees is left as it is.
+pub(super) fn remove_worktree(repo: &Path, tree: &Path) -> Result<bool, GitError> {
+    let path = tree.to_string_lossy();
+    Ok(git(repo, &["worktree", "remove", "--force", &path])?.is_ok())
+}
+
 /// Tracked files differ from the checked-out commit.
 /// The files git tracks in `tree`, as paths inside it.
 pub fn tracked_files(tree: &Path) -> Result<Vec<PathBuf>, GitError> {

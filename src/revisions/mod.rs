@@ -181,6 +181,19 @@ pub fn checkout(cache: &RevCache, repo: &Path, rev: &str) -> Result<Checkout, Re
     })
 }
 
+/// Removes the worktree of `commit` of `repo` from the cache (its build logs, records
+/// and artefacts stay; a later checkout makes it again). Whether there was one of the
+/// cache's clone to remove: a worktree registered elsewhere (by a version that added
+/// them to the repository itself) is left alone.
+pub fn remove_worktree(cache: &RevCache, repo: &Path, commit: &str) -> Result<bool, RevError> {
+    let tree = cache.commit_dir(commit).join("tree");
+    if !tree.exists() {
+        return Ok(false);
+    }
+    let clone = git::private_clone(&toplevel(repo)?, &cache.root.join("repos"))?;
+    Ok(git::remove_worktree(&clone, &tree)?)
+}
+
 /// Builds `co` with `spec` unless the cache holds this build's outcome already; a failed
 /// build is an outcome too (`Built::record.ok` false, with its log).
 pub fn build(cache: &RevCache, co: &mut Checkout, spec: &BuildSpec) -> Result<(), RevError> {

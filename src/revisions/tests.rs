@@ -71,6 +71,12 @@ fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
     // The worktree belongs to a clone in the cache: the repository lists none.
     assert_eq!(git(&r, &["worktree", "list"]).lines().count(), 1);
     assert!(co.worktree.starts_with(cache.root.canonicalize().unwrap()));
+    // Removed, and made again by the next checkout.
+    assert!(remove_worktree(&cache, &r, &co.commit).unwrap());
+    assert!(!co.worktree.exists());
+    assert!(!remove_worktree(&cache, &r, &co.commit).unwrap());
+    let co = checkout(&cache, &r, "v1").unwrap();
+    assert!(co.worktree.join("build.sh").is_file());
     // Again: same worktree, the build's outcome reused.
     let mut again = checkout(&cache, &r, &commits[0]).unwrap();
     assert_eq!(again.worktree, co.worktree);
