@@ -30,7 +30,7 @@ pub const ALPHA: f64 = 0.05;
 const Z_POWER: f64 = 0.841_621;
 
 /// Most reps a derived count asks for (`--reps` sets any number).
-pub const MAX_AUTO_REPS: u32 = 60;
+pub const MAX_AUTO_REPS: u32 = 100;
 
 /// Which end a commit was found nearer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub enum Nearer {
 /// The fewest reps a derived cap gives: the ends' spread is measured once, and the
 /// steps after it may run on a busier machine (seen on a shared 2-core VM: the ends at
 /// 0.6% per rep, the steps after them at 5-8%). A step that decides sooner stops sooner.
-pub const MIN_CAP: u32 = 30;
+pub const MIN_CAP: u32 = 50;
 
 /// A step's timeout is this many times the ends' slowest rep …
 pub const TIMEOUT_FACTOR: f64 = 10.0;

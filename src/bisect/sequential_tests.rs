@@ -122,10 +122,10 @@ fn the_cap_says_whether_it_was_derived_or_capped() {
         .unwrap_or_else(|| panic!("{why}"));
     assert!(needed > 1000, "{why}");
     // Past the floor, the cap grows as the ends come nearer: twice the reps needed.
-    let (near, why) = cap_for(1.1, 0.04);
+    let (near, why) = cap_for(1.1, 0.06);
     assert!(near > MIN_CAP && near < MAX_AUTO_REPS, "{why}");
     assert!(why.ends_with("the cap is twice that"), "{why}");
-    let (far, why) = cap_for(1.2, 0.04);
+    let (far, why) = cap_for(1.2, 0.06);
     assert!(far < near, "{far} {why}");
 }
 

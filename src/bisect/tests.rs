@@ -236,7 +236,7 @@ fn ends_that_do_not_differ_are_refused_and_reps_are_derived_from_their_spread() 
         .to_string();
     assert!(e.contains("not regressed against the good end"), "{e}");
     // One run of the ends, at most the floor of a derived cap (it stops when decided).
-    assert_eq!(m.runs, ["probe c0", "c0-c4x30"]);
+    assert_eq!(m.runs, ["probe c0", "c0-c4x50"]);
     let (commits, mut m) = history(5, 2);
     let r = bisect(&commits, &mut m, 0.05, Reps::Derived, &mut |_| {}).unwrap();
     // The model's ends are 5% apart and spread by 1.4826 %.

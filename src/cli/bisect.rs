@@ -34,8 +34,8 @@ pub struct Common {
     #[arg(long, default_value_t = 5.0)]
     threshold: f64,
     /// The most reps per variant of a step; each step stops as soon as its commit is
-    /// labelled (default: derived from the ends' distance and spread, 30 to 60;
-    /// bisect-step: 30). At least 5: no step is labelled sooner.
+    /// labelled (default: derived from the ends' distance and spread, 50 to 100;
+    /// bisect-step: 50). At least 5: no step is labelled sooner.
     #[arg(long)]
     reps: Option<u32>,
     /// A rep of the commit under test that outlives the rep timeout is a failed rep like
