@@ -202,7 +202,10 @@ fn remove_worktrees(s: &StepSettings, commits: &[String], quiet: bool) {
         match revisions::remove_worktree(&cache, &s.repo, c) {
             Ok(true) => removed += 1,
             Ok(false) => {}
-            Err(e) => eprintln!("warning: the worktree of {} stays: {e}", revisions::short(c)),
+            Err(e) => eprintln!(
+                "warning: the worktree of {} stays: {e}",
+                revisions::short(c)
+            ),
         }
     }
     if !quiet && removed > 0 {
