@@ -1,7 +1,7 @@
 //! `gapscope bisect` and rev A/Bs of a program that reports its spans in the line
 //! protocol: the worked example of docs/revisions-and-bisect.md, made by scripts/bisect-demo.sh (a
 //! throwaway git repository of a small C program; its fifth commit makes the `work`
-//! span 8% longer, its fourth does not compile). The metric is the span's CPU time,
+//! span longer, its fourth does not compile). The metric is the span's CPU time,
 //! which the program reports (`process_cpu_ns`): on a shared 2-core machine a span's
 //! wall time moves by tens of percent with the load, its CPU time by a few.
 
@@ -14,10 +14,12 @@ mod common;
 use common::{diff_metric, gapscope, run_ok};
 
 /// The demo's repository and experiment in `tmp`, and its commits, oldest first.
-fn demo(tmp: &Path) -> (PathBuf, PathBuf, Vec<String>) {
+/// The fifth commit's work is `percent` of the fourth's.
+fn demo(tmp: &Path, percent: u32) -> (PathBuf, PathBuf, Vec<String>) {
     let dir = tmp.join("demo");
     let out = Std::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bisect-demo.sh"))
         .arg(&dir)
+        .arg(percent.to_string())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -41,7 +43,9 @@ fn demo(tmp: &Path) -> (PathBuf, PathBuf, Vec<String>) {
 fn bisect_names_the_commit_that_slowed_the_span() {
     let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let (repo, exp, commits) = demo(tmp.path());
+    // 30% more work: on a 2-core machine under a load of 8 to 10, the CPU time of the
+    // demo's 8% once spread so that 50 pairs of the ends could not tell it.
+    let (repo, exp, commits) = demo(tmp.path(), 130);
     let bisect = |format: &str| {
         gapscope(tmp.path())
             .args(["bisect", "--good", "main~6", "--bad", "main"])
@@ -101,11 +105,11 @@ fn bisect_names_the_commit_that_slowed_the_span() {
     let diff = &j["outcome"]["diff"];
     assert!(diff["relative"].as_f64().unwrap() > 0.0, "{diff}");
     assert!(
-        diff["verdict"] == "regressed" || diff["verdict"] == "unchanged",
+        diff["verdict"] == "regressed" || diff["verdict"] == "inconclusive",
         "{diff}"
     );
     let r = j["outcome"]["diff"]["relative"].as_f64().unwrap();
-    assert!((0.04..0.12).contains(&r), "{r}");
+    assert!((0.2..0.45).contains(&r), "{r}");
     let failed = j["steps"]
         .as_array()
         .unwrap()
@@ -123,7 +127,7 @@ fn bisect_names_the_commit_that_slowed_the_span() {
 fn two_rev_variants_of_a_program_make_an_ab() {
     let _serial = common::timing_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let (repo, exp, commits) = demo(tmp.path());
+    let (repo, exp, commits) = demo(tmp.path(), 108);
     // 16 pairs: a verdict on an 8% change that one disturbed pair cannot undo.
     let text = std::fs::read_to_string(&exp)
         .unwrap()
