@@ -4,13 +4,15 @@
 # (cuda/gapscope_emit.h, committed beside it), and DIR/demo.toml, an experiment that
 # builds and runs it. The history has seven first-parent commits; the fifth makes the
 # `work` span do 8% more iterations of a deterministic busy loop, and the fourth does
-# not compile.
+# not compile. A second argument sets the fifth commit's work in percent of the fourth's
+# (default 108; 20000 makes it 200 times slower).
 #
-#   scripts/bisect-demo.sh /tmp/demo
+#   scripts/bisect-demo.sh /tmp/demo [PERCENT]
 #   gapscope bisect --repo /tmp/demo/repo --good main~6 --bad main \
 #       --experiment /tmp/demo/demo.toml --metric work.process_cpu
 set -eu
-[ $# -eq 1 ] || { echo "usage: $0 DIR (a folder that does not exist yet)" >&2; exit 2; }
+[ $# -eq 1 ] || [ $# -eq 2 ] || { echo "usage: $0 DIR [PERCENT] (DIR: a folder that does not exist yet)" >&2; exit 2; }
+percent=${2:-108}
 [ ! -e "$1" ] || { echo "$1 exists: give a new folder" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$1/repo"
@@ -67,8 +69,8 @@ program 4000000 "x ^= x >> 7 /* half an edit */"
 commit "work: start a refactor (does not compile)"
 program 4000000 "x ^= x >> 7;"
 commit "work: finish the refactor"
-program 4320000 "x ^= x >> 7;"
-commit "work: 8% more iterations"
+program $((40000 * percent)) "x ^= x >> 7;"
+commit "work: $((percent - 100))% more iterations"
 printf '# demo\n\nA small program for gapscope bisect.\n' > README
 commit "README: what this is"
 

@@ -38,6 +38,7 @@ mod family;
 mod fmt;
 mod gaps;
 mod headline;
+mod per_rep;
 mod render;
 mod select;
 pub mod sequential;
@@ -61,23 +62,10 @@ pub use family::{judge_rows, Family, RowInput};
 pub use fmt::fmt_p;
 pub use gaps::{Contribution, Contributions, Gap, GapSide};
 pub use headline::{CriticalMove, Headline, MoveKind, SeparatedSpan, HEADLINE_CHANGES};
+pub use per_rep::metric_logs;
 pub use render::{markdown_sections, render, render_sections, Format, Section};
 pub use select::{pick_variants, RepCounts};
 pub use span_lines::span_lines;
-
-/// One metric's paired comparison from per-rep values, by the diff's rule (tests of
-/// callers that judge one metric, such as bisect).
-#[cfg(test)]
-pub(crate) fn compare_values(
-    span: &str,
-    measure: Measure,
-    base: &[f64],
-    cand: &[f64],
-    pairs: &[(f64, f64)],
-    opts: &DiffOptions,
-) -> Comparison {
-    compare::compare(span, measure, Unit::Ns, base, cand, Some(pairs), opts)
-}
 
 use crate::store::WorkloadMeta;
 use crate::telemetry::LeakFlag;

@@ -1,40 +1,78 @@
-//! The judgement of one commit: a run of K reps of the good end, the commit and the bad
-//! end, interleaved, compared with `gapscope diff`'s statistics on the metric (paired
-//! per iteration; bootstrap interval of the change and a signed-rank test, with the
-//! noise floor at half the threshold). How a commit is measured is behind [`Measurer`],
-//! so the judgement and the search are tested without building anything.
+//! The judgement of one commit: a run of the good end and the commit (and the bad end
+//! where the ends' distance is not known beforehand), interleaved, that stops as soon as the commit's place between the ends is decided
+//! ([`super::sequential`]), or at a cap on reps. The run is also compared with
+//! `gapscope diff`'s statistics on the metric against each end (shown beside the
+//! label). How a commit is measured is behind [`Measurer`], so the judgement and the
+//! search are tested without building anything.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::sequential::{Nearer, Position, MAX_AUTO_REPS};
 use crate::analysis::{Comparison, Verdict};
+
+/// What bounds one run: its most reps per variant, each rep's timeout, and what a
+/// step's commit is placed against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub max_reps: u32,
+    /// Seconds; `None`: the experiment's own (or none).
+    pub rep_timeout_s: Option<u64>,
+    /// Half the ends' distance (log units) as their own run measured it: a step then
+    /// pairs its commit with the good end alone and places it against good + this
+    /// ([`super::sequential::Position::against_good`]), leaving the bad end, for a
+    /// regression the slower one, unmeasured. `None`: both ends in every iteration.
+    pub half_gap: Option<f64>,
+}
 
 /// One measurement of a commit between the ends.
 // A few per bisect: their size does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum StepRun {
-    /// The commit could not be measured (it did not build, its gapscope is too old, its
-    /// reps failed): it is skipped.
-    Failed { why: String },
+    /// The commit could not be measured (it did not build, its gapscope is too old, a
+    /// rep timed out, its reps failed): it is skipped.
+    Failed {
+        why: String,
+        run_dir: Option<PathBuf>,
+    },
     Measured {
         /// good (baseline) against the commit (candidate).
         vs_good: Comparison,
-        /// bad (baseline) against the commit (candidate).
-        vs_bad: Comparison,
+        /// bad (baseline) against the commit (candidate), where the bad end ran.
+        vs_bad: Option<Comparison>,
+        /// Where the commit sits between the ends, as the run stopped.
+        position: Option<Position>,
+        /// Complete iterations run (one rep of each variant).
+        reps: u32,
         run_dir: PathBuf,
     },
 }
 
-/// Measures commits: a run folder per (commit, reps), reused when it exists.
+/// A run of two commits: `base` (baseline) against `cand` (candidate).
+#[derive(Debug, Clone)]
+pub struct PairRun {
+    pub comparison: Comparison,
+    pub run_dir: PathBuf,
+    /// The longest measured or warm-up rep of either commit.
+    pub slowest_rep: Duration,
+}
+
+/// Measures commits: a run folder per (commit, limits), reused when it exists.
 pub trait Measurer {
-    /// K reps of good, `commit` and bad.
-    fn measure_step(&mut self, commit: &str, reps: u32) -> Result<StepRun>;
-    /// K reps of two commits: `base` (baseline) against `cand` (candidate) on the
-    /// metric. The ends (good against bad), and the first bad commit against its parent.
-    fn measure_pair(&mut self, base: &str, cand: &str, reps: u32) -> Result<(Comparison, PathBuf)>;
+    /// One rep of the good end alone, before any other commit is built: an error when
+    /// the metric is not in it (or it cannot be measured).
+    fn probe(&mut self, good: &str) -> Result<()>;
+    /// The rep timeout the experiment gives, if it does.
+    fn given_rep_timeout(&self) -> Option<u64>;
+    /// Reps of good, `commit` and bad, until the commit is labelled or `limits` say.
+    fn measure_step(&mut self, commit: &str, limits: &Limits) -> Result<StepRun>;
+    /// Reps of two commits until their change is decided or `limits` say: the ends
+    /// (good against bad), and the first bad commit against its parent.
+    fn measure_pair(&mut self, base: &str, cand: &str, limits: &Limits) -> Result<PairRun>;
 }
 
 /// What a judged commit is.
@@ -67,13 +105,20 @@ pub struct StepReport {
     /// Position in the first-parent history (0: the good end).
     pub index: usize,
     pub label: StepLabel,
-    /// Reps per variant of the run the label rests on.
+    /// Complete iterations (a rep of each variant) the label rests on.
     pub reps: u32,
+    /// The cap on them.
+    #[serde(default)]
+    pub max_reps: u32,
+    /// Where the commit sat between the ends when its run stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<Position>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vs_good: Option<Comparison>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vs_bad: Option<Comparison>,
-    /// Run folders measured for this commit, one per level of reps.
+    /// The run folder measured for this commit (a list: reports of earlier versions
+    /// have one per level of reps).
     #[serde(default)]
     pub run_dirs: Vec<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,100 +127,69 @@ pub struct StepReport {
     pub note: Option<String>,
 }
 
-/// Good when the commit is faster than the bad end (an `improved` verdict against
-/// bad) and not slower than good; bad when it is slower than the good end (a
-/// `regressed` verdict against good) and not faster than bad. A commit that differs
-/// from both ends sits between them (more than one change): it takes the label of the
-/// end it is nearer to, with a note. Neither verdict: cannot tell.
-pub fn classify(vs_good: &Comparison, vs_bad: &Comparison) -> (StepLabel, Option<String>) {
-    let slower_than_good = vs_good.verdict == Verdict::Regressed;
-    let faster_than_bad = vs_bad.verdict == Verdict::Improved;
-    match (slower_than_good, faster_than_bad) {
-        (true, false) => (StepLabel::Bad, None),
-        (false, true) => (StepLabel::Good, None),
-        (false, false) => (StepLabel::CannotTell, None),
-        (true, true) => {
-            let from_good = vs_good.relative.unwrap_or(0.0).abs();
-            let from_bad = vs_bad.relative.unwrap_or(0.0).abs();
-            let label = if from_good > from_bad {
-                StepLabel::Bad
-            } else {
-                StepLabel::Good
-            };
-            (
-                label,
-                Some(format!(
-                    "differs from both ends (more than one change between them); nearer the {} end",
-                    if label == StepLabel::Bad {
-                        "bad"
-                    } else {
-                        "good"
-                    }
-                )),
-            )
-        }
-    }
+/// A note when the commit differs from both ends by the diff's verdicts (slower than
+/// good and faster than bad): more than one change lies between them, and the label
+/// says only which end it is nearer.
+pub fn between_note(vs_good: &Comparison, vs_bad: &Comparison) -> Option<String> {
+    (vs_good.verdict == Verdict::Regressed && vs_bad.verdict == Verdict::Improved).then(|| {
+        "differs from both ends (more than one change between them); labelled by the nearer end"
+            .to_string()
+    })
 }
 
-/// Judges `commit`: a run of `levels[0]` reps, and, while it cannot tell, a run of each
-/// next level. A commit that could not be measured is not measured again.
+/// Judges `commit`: one run, stopped when the commit's place between the ends is
+/// decided or at `limits.max_reps`; not decided by then: cannot tell.
 pub fn judge_step(
     m: &mut dyn Measurer,
     index: usize,
     commit: &str,
-    levels: &[u32],
+    limits: &Limits,
 ) -> Result<StepReport> {
     let mut report = StepReport {
         commit: commit.to_string(),
         index,
         label: StepLabel::CannotTell,
         reps: 0,
+        max_reps: limits.max_reps,
+        position: None,
         vs_good: None,
         vs_bad: None,
         run_dirs: Vec::new(),
         failure: None,
         note: None,
     };
-    for &reps in levels {
-        report.reps = reps;
-        match m.measure_step(commit, reps)? {
-            StepRun::Failed { why } => {
-                report.label = StepLabel::Failed;
-                report.failure = Some(why);
-                return Ok(report);
-            }
-            StepRun::Measured {
-                vs_good,
-                vs_bad,
-                run_dir,
-            } => {
-                let (label, note) = classify(&vs_good, &vs_bad);
-                report.label = label;
-                report.note = note;
-                report.vs_good = Some(vs_good);
-                report.vs_bad = Some(vs_bad);
-                report.run_dirs.push(run_dir);
-                if label != StepLabel::CannotTell {
-                    return Ok(report);
-                }
-            }
+    match m.measure_step(commit, limits)? {
+        StepRun::Failed { why, run_dir } => {
+            report.label = StepLabel::Failed;
+            report.failure = Some(why);
+            report.run_dirs.extend(run_dir);
+        }
+        StepRun::Measured {
+            vs_good,
+            vs_bad,
+            position,
+            reps,
+            run_dir,
+        } => {
+            report.label = match position.and_then(|p| p.label()) {
+                Some(Nearer::Good) => StepLabel::Good,
+                Some(Nearer::Bad) => StepLabel::Bad,
+                None => StepLabel::CannotTell,
+            };
+            report.note = vs_bad.as_ref().and_then(|b| between_note(&vs_good, b));
+            report.reps = reps;
+            report.position = position;
+            report.vs_good = Some(vs_good);
+            report.vs_bad = vs_bad;
+            report.run_dirs.push(run_dir);
         }
     }
     Ok(report)
 }
 
-/// The levels of reps a commit is measured with: K, then 2K.
-pub fn levels(k: u32) -> [u32; 2] {
-    [k, 2 * k]
-}
-
 /// Per-rep spread (robust coefficient of variation, 1.4826 · MAD / median) assumed
-/// before the ends are measured.
+/// before the ends are measured: with [`reps_for`] it sets the ends' cap.
 pub const ASSUMED_CV: f64 = 0.015;
-
-/// Most reps [`reps_for`] asks for on its own (a noisier metric gets this many, and
-/// its steps may end in "cannot tell"; `--reps` sets any number).
-pub const MAX_AUTO_REPS: u32 = 60;
 
 /// Reps per variant that resolve a shift of `threshold` (a fraction) when reps spread
 /// by `cv` (relative, per rep): the number of pairs whose bootstrap interval of the

@@ -15,12 +15,18 @@ fn value(unit: Unit, v: f64) -> String {
     }
 }
 
-/// `1.234 ms → 1.296 ms, +5.0% [+3.9%, +6.1%] regressed (p=0.004, 9 pairs)`.
+/// `medians 1.234 ms → 1.296 ms; geometric mean of per-pair ratios +5.0% [+3.9%,
+/// +6.1%] regressed (p=0.004, 9 pairs)`, with a note when the medians moved the other
+/// way than the change statistic (as the diff's headline says it).
 pub fn change(c: &Comparison) -> String {
     let med = |m: Option<f64>| m.map_or("-".to_string(), |v| value(c.unit, v));
-    let mut s = format!("{} → {}", med(c.baseline.median), med(c.candidate.median));
+    let mut s = format!(
+        "medians {} → {}",
+        med(c.baseline.median),
+        med(c.candidate.median)
+    );
     if let Some(r) = c.relative {
-        let _ = write!(s, ", {:+.1}%", r * 100.0);
+        let _ = write!(s, "; {} {:+.1}%", c.statistic(), r * 100.0);
     }
     if let Some(i) = c.ci {
         let b = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:+.1}%", v * 100.0));
@@ -37,7 +43,27 @@ pub fn change(c: &Comparison) -> String {
     if !extra.is_empty() {
         let _ = write!(s, " ({})", extra.join(", "));
     }
+    if c.medians_disagree() {
+        let _ = write!(
+            s,
+            " — note: the medians moved the other way; the verdict is on the {}",
+            c.statistic()
+        );
+    }
     s
+}
+
+/// "5 reps, decided (at most 10)", "10 reps, the cap: not decided".
+fn reps_cell(r: &StepReport) -> String {
+    match r.label {
+        StepLabel::Good | StepLabel::Bad if r.max_reps > 0 => {
+            format!("{} reps, decided (at most {})", r.reps, r.max_reps)
+        }
+        StepLabel::CannotTell if r.max_reps > 0 && r.reps >= r.max_reps => {
+            format!("{} reps, the cap: not decided", r.reps)
+        }
+        _ => format!("{} reps", r.reps),
+    }
 }
 
 /// The build log named in the failure of a step that did not build: "the log (PATH)
@@ -71,16 +97,21 @@ fn step_line(out: &mut String, r: &StepReport) {
         None => {
             let _ = writeln!(
                 out,
-                "  #{:<3} {}  {:<12} {} reps",
+                "  #{:<3} {}  {:<12} {}",
                 r.index,
                 short(&r.commit),
                 r.label.to_string(),
-                r.reps
+                reps_cell(r)
             );
         }
     }
-    if let (Some(g), Some(b)) = (&r.vs_good, &r.vs_bad) {
+    if let Some(p) = &r.position {
+        let _ = writeln!(out, "         place: {}", p.describe());
+    }
+    if let Some(g) = &r.vs_good {
         let _ = writeln!(out, "         against good: {}", change(g));
+    }
+    if let Some(b) = &r.vs_bad {
         let _ = writeln!(out, "         against bad:  {}", change(b));
     }
     if let Some(n) = &r.note {
@@ -160,7 +191,14 @@ pub fn render_text(r: &BisectReport) -> String {
     for d in &r.ends_run_dirs {
         let _ = writeln!(out, "  run: {}", d.display());
     }
-    let _ = writeln!(out, "reps per step: {} ({})", r.reps, r.reps_reason);
+    let _ = writeln!(
+        out,
+        "reps per step: at most {}, each step stopping once decided ({})",
+        r.reps, r.reps_reason
+    );
+    if let Some(t) = r.rep_timeout_s {
+        let _ = writeln!(out, "rep timeout: {t} s ({})", r.rep_timeout_reason);
+    }
     let _ = writeln!(out, "steps:");
     for s in &r.steps {
         step_line(&mut out, s);
@@ -187,6 +225,8 @@ mod tests {
             index: 3,
             label: StepLabel::Failed,
             reps: 60,
+            max_reps: 60,
+            position: None,
             vs_good: None,
             vs_bad: None,
             run_dirs: Vec::new(),
@@ -264,5 +304,23 @@ mod tests {
         assert!(change(&c).contains("p<0.001"), "{}", change(&c));
         c.p_value = Some(0.0421);
         assert!(change(&c).contains("p=0.042"), "{}", change(&c));
+        // The change is labelled with its statistic beside the medians …
+        assert!(
+            change(&c)
+                .starts_with("medians 100 ns → 100 ns; geometric mean of per-pair ratios +5.0%"),
+            "{}",
+            change(&c)
+        );
+        assert!(!change(&c).contains("note:"), "{}", change(&c));
+        // … and a note says when the medians moved the other way.
+        c.candidate.median = Some(98.0);
+        assert!(
+            change(&c).ends_with(
+                "— note: the medians moved the other way; the verdict is on the geometric \
+                 mean of per-pair ratios"
+            ),
+            "{}",
+            change(&c)
+        );
     }
 }

@@ -1,6 +1,8 @@
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::judge::StepRun;
+use super::sequential::Position;
 use super::*;
 use crate::analysis::{SideStats, Unit};
 
@@ -12,6 +14,8 @@ struct Model {
     broken: Vec<usize>,
     noisy: Vec<usize>,
     runs: Vec<String>,
+    /// Each step's `Limits::half_gap`.
+    half_gaps: Vec<Option<f64>>,
 }
 
 fn index(c: &str) -> usize {
@@ -55,27 +59,74 @@ fn comparison(base: f64, cand: f64, noisy: bool) -> Comparison {
     }
 }
 
+/// `n` iterations of the metric's logs at the ends and at a commit at `level`; a
+/// noisy commit alternates between the ends' levels, so that its place is never
+/// decided. Against the good end alone and `half_gap` where given.
+fn position(
+    good: f64,
+    level: f64,
+    bad: f64,
+    noisy: bool,
+    n: u32,
+    half_gap: Option<f64>,
+) -> Option<Position> {
+    let wobble = |i: u32| 0.001 * ((i % 3) as f64 - 1.0);
+    let logs = |at: &dyn Fn(u32) -> f64| {
+        (0..n)
+            .map(|i| (i, at(i).ln() + wobble(i)))
+            .collect::<Vec<_>>()
+    };
+    let step = |i: u32| match (noisy, i % 2) {
+        (false, _) => level,
+        (true, 0) => good,
+        (true, _) => bad,
+    };
+    match half_gap {
+        Some(h) => Position::against_good(&logs(&|_| good), &logs(&step), h),
+        None => Position::of(&logs(&|_| good), &logs(&step), &logs(&|_| bad)),
+    }
+}
+
 impl Measurer for Model {
-    fn measure_step(&mut self, commit: &str, reps: u32) -> Result<StepRun> {
+    fn probe(&mut self, good: &str) -> Result<()> {
+        self.runs.push(format!("probe {good}"));
+        Ok(())
+    }
+    fn given_rep_timeout(&self) -> Option<u64> {
+        None
+    }
+    fn measure_step(&mut self, commit: &str, limits: &Limits) -> Result<StepRun> {
+        let reps = limits.max_reps;
         self.runs.push(format!("{commit}x{reps}"));
+        self.half_gaps.push(limits.half_gap);
         let i = index(commit);
         if self.broken.contains(&i) {
             return Ok(StepRun::Failed {
                 why: "error: could not compile".into(),
+                run_dir: None,
             });
         }
         let (g, b) = (self.levels[0], *self.levels.last().unwrap());
         let noisy = self.noisy.contains(&i);
+        let half_gap = limits.half_gap;
         Ok(StepRun::Measured {
             vs_good: comparison(g, self.levels[i], noisy),
-            vs_bad: comparison(b, self.levels[i], noisy),
+            vs_bad: half_gap
+                .is_none()
+                .then(|| comparison(b, self.levels[i], noisy)),
+            position: position(g, self.levels[i], b, noisy, reps, half_gap),
+            reps,
             run_dir: PathBuf::from(format!("runs/{commit}-{reps}")),
         })
     }
-    fn measure_pair(&mut self, base: &str, cand: &str, reps: u32) -> Result<(Comparison, PathBuf)> {
-        self.runs.push(format!("{base}-{cand}x{reps}"));
+    fn measure_pair(&mut self, base: &str, cand: &str, limits: &Limits) -> Result<PairRun> {
+        self.runs.push(format!("{base}-{cand}x{}", limits.max_reps));
         let (b, c) = (self.levels[index(base)], self.levels[index(cand)]);
-        Ok((comparison(b, c, false), PathBuf::from("runs/pair")))
+        Ok(PairRun {
+            comparison: comparison(b, c, false),
+            run_dir: PathBuf::from("runs/pair"),
+            slowest_rep: Duration::from_millis(2_500),
+        })
     }
 }
 
@@ -91,6 +142,7 @@ fn history(n: usize, first_bad: usize) -> (Vec<String>, Model) {
             broken: vec![],
             noisy: vec![],
             runs: vec![],
+            half_gaps: vec![],
         },
     )
 }
@@ -112,14 +164,31 @@ fn the_first_bad_commit_is_named_with_its_change_against_its_parent() {
         o => panic!("{o:?}"),
     }
     assert_eq!(r.reps, 7);
-    assert_eq!(m.runs[0], "c0-c9x7");
+    // The metric checked on the good end first, then the ends at twice the cap.
+    assert_eq!(m.runs[..2], ["probe c0", "c0-c9x14"]);
     assert_eq!(m.runs.last().unwrap(), "c5-c6x7");
     let text = render_text(&r);
     assert!(text.starts_with("first bad commit: c6\n"), "{text}");
     assert!(
-        text.contains("against its parent c5: 100 ns → 105 ns, +5.0% regressed"),
+        text.contains(
+            "against its parent c5: medians 100 ns → 105 ns; geometric mean of per-pair \
+             ratios +5.0% regressed"
+        ),
         "{text}"
     );
+    assert!(
+        text.contains(
+            "reps per step: at most 7, each step stopping once decided (given: --reps 7;"
+        ),
+        "{text}"
+    );
+    // No timeout in the experiment: ten times the ends' slowest rep (2.5 s).
+    assert_eq!(r.rep_timeout_s, Some(25));
+    assert!(
+        text.contains("rep timeout: 25 s (derived: 10× the ends' slowest rep (2.500 s)"),
+        "{text}"
+    );
+    assert!(text.contains("7 reps, decided (at most 7)"), "{text}");
     // Every step is in the output and in the JSON.
     for s in &r.steps {
         assert!(
@@ -141,9 +210,14 @@ fn unbuildable_and_unjudgeable_commits_are_skipped_and_may_leave_candidates() {
     let labels: Vec<(usize, StepLabel)> = r.steps.iter().map(|s| (s.index, s.label)).collect();
     assert!(labels.contains(&(4, StepLabel::Failed)), "{labels:?}");
     assert!(labels.contains(&(6, StepLabel::CannotTell)), "{labels:?}");
-    // The noisy commit was measured at both levels of reps, the broken one once.
-    assert!(m.runs.contains(&"c6x12".to_string()), "{:?}", m.runs);
-    assert!(!m.runs.contains(&"c4x12".to_string()), "{:?}", m.runs);
+    // Each measured once, the noisy one to the cap.
+    assert_eq!(
+        m.runs.iter().filter(|r| *r == "c6x6").count(),
+        1,
+        "{:?}",
+        m.runs
+    );
+    assert!(render_text(&r).contains("6 reps, the cap: not decided"));
     match &r.outcome {
         Outcome::Candidates { last_good, commits } => {
             assert_eq!(last_good, "c5");
@@ -161,18 +235,26 @@ fn ends_that_do_not_differ_are_refused_and_reps_are_derived_from_their_spread() 
         .unwrap_err()
         .to_string();
     assert!(e.contains("not regressed against the good end"), "{e}");
-    // Measured at the pilot's K, then at twice that.
-    assert_eq!(m.runs, ["c0-c4x9", "c0-c4x18"]);
+    // One run of the ends, at most the floor of a derived cap (it stops when decided).
+    assert_eq!(m.runs, ["probe c0", "c0-c4x50"]);
     let (commits, mut m) = history(5, 2);
     let r = bisect(&commits, &mut m, 0.05, Reps::Derived, &mut |_| {}).unwrap();
-    // The model's sides spread by 1.4826 %: 9 reps.
-    assert_eq!(r.reps, 9);
+    // The model's ends are 5% apart and spread by 1.4826 %.
+    assert_eq!(
+        (r.reps, r.reps_reason.clone()),
+        sequential::cap_for(1.05, 0.014826)
+    );
     assert!(
         r.reps_reason
-            .starts_with("derived: the ends spread by 1.48%"),
+            .starts_with("derived: the ends differ by ×1.050 and spread by 1.48%"),
         "{}",
         r.reps_reason
     );
+    // Too few reps to label anything are refused before anything is measured.
+    let mut m = history(5, 2).1;
+    let e = bisect(&commits, &mut m, 0.05, Reps::Given(4), &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("--reps 5 or more"), "{e}");
+    assert!(m.runs.is_empty());
     let e = bisect(&commits[..1], &mut m, 0.05, Reps::Derived, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("same commit"));
 }
@@ -195,4 +277,28 @@ fn metrics_are_a_span_and_a_measure() {
         let e = Metric::parse(bad).unwrap_err();
         assert!(e.contains("SPAN.total"), "{e}");
     }
+}
+
+#[test]
+fn ends_far_apart_leave_the_bad_end_out_of_the_steps() {
+    // 5% apart: both ends run in every step.
+    let (commits, mut m) = history(8, 3);
+    bisect(&commits, &mut m, 0.05, Reps::Given(6), &mut |_| {}).unwrap();
+    assert!(m.half_gaps.iter().all(Option::is_none), "{:?}", m.half_gaps);
+    // 200 times apart: the steps place their commit against the good end alone.
+    let (commits, mut m) = history(8, 3);
+    m.levels = (0..8)
+        .map(|i| if i >= 3 { 20_000.0 } else { 100.0 })
+        .collect();
+    let r = bisect(&commits, &mut m, 0.05, Reps::Given(6), &mut |_| {}).unwrap();
+    let h = 200f64.ln() / 2.0;
+    assert!(
+        m.half_gaps
+            .iter()
+            .all(|g| g.is_some_and(|g| (g - h).abs() < 1e-9)),
+        "{:?}",
+        m.half_gaps
+    );
+    assert!(matches!(r.outcome, Outcome::FirstBad { ref commit, .. } if commit == "c3"));
+    assert!(r.steps.iter().all(|s| s.vs_bad.is_none()));
 }

@@ -12,10 +12,12 @@ use crate::revisions;
 /// What both commands take.
 #[derive(clap::Args, Debug)]
 pub struct Common {
-    /// A revision where the metric is as it should be.
+    /// A revision where the metric is as it should be: on the bad one's first-parent
+    /// history (a commit `git log --first-parent BAD` lists).
     #[arg(long)]
     good: String,
-    /// A later revision (on the good one's first-parent history) where it grew.
+    /// A later revision where it grew; the commits searched are its first-parent
+    /// history back to --good.
     #[arg(long)]
     bad: String,
     /// The experiment: its workload, run policy and first variant's knobs are measured
@@ -23,17 +25,27 @@ pub struct Common {
     #[arg(long)]
     experiment: PathBuf,
     /// SPAN.total, SPAN.self, SPAN.process_cpu or SPAN.COUNTER, e.g. gpu_prove.self or
-    /// synthesis.task_clock_ns.
+    /// synthesis.task_clock_ns; program.total is the whole run of a command workload
+    /// (all a program that reports no spans has). Checked on one rep of the good end
+    /// before anything else is built.
     #[arg(long)]
     metric: String,
     /// Smallest growth that counts, in percent; verdicts clear half of it.
     #[arg(long, default_value_t = 5.0)]
     threshold: f64,
-    /// Reps per variant of each step (default: derived from the ends' spread so that
-    /// a shift of the threshold is resolved; bisect-step: 9, which resolves 5% at a
-    /// spread of 1.5% per rep).
+    /// The most reps per variant of a step; each step stops as soon as its commit is
+    /// labelled (default: derived from the ends' distance and spread, 50 to 100;
+    /// bisect-step: 50). At least 5: no step is labelled sooner.
     #[arg(long)]
     reps: Option<u32>,
+    /// A rep of the commit under test that outlives the rep timeout is a failed rep like
+    /// any other, instead of skipping the commit at once (the timeout: the
+    /// experiment's run.rep_timeout_s, else 10× the ends' slowest rep, at least 10 s).
+    #[arg(long)]
+    retry_timeouts: bool,
+    /// No line per rep on stderr.
+    #[arg(long, short)]
+    quiet: bool,
     /// The repository of the revisions (default: the one holding the current folder).
     #[arg(long, default_value = ".")]
     repo: PathBuf,
@@ -145,6 +157,8 @@ impl Common {
             .context("the params directory")?,
             command: super::command_line(),
             patch,
+            quiet: self.quiet,
+            retry_timeouts: self.retry_timeouts,
         };
         Ok((settings, commits))
     }
@@ -153,21 +167,53 @@ impl Common {
 pub fn run(a: BisectArgs) -> Result<()> {
     let (settings, commits) = a.common.settings()?;
     let reps = a.common.reps.map_or(Reps::Derived, Reps::Given);
-    eprintln!(
-        "bisecting {} over {} first-parent commits",
-        settings.metric,
-        commits.len()
-    );
+    let quiet = a.common.quiet;
+    if !quiet {
+        eprintln!(
+            "bisecting {} over {} first-parent commits",
+            settings.metric,
+            commits.len()
+        );
+    }
     let threshold = settings.threshold;
     let mut m = ExperimentMeasurer { s: settings };
     let report = bisect::bisect(&commits, &mut m, threshold, reps, &mut |line| {
-        eprintln!("{line}")
+        if !quiet {
+            eprintln!("{line}")
+        }
     })?;
+    if m.s.patch.is_none() {
+        remove_worktrees(&m.s, &report.commits, quiet);
+    }
     match a.format {
         Format::Text => print!("{}", bisect::render_text(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
     }
     Ok(())
+}
+
+/// Removes the worktrees of `commits` from the revision cache once the bisect is done:
+/// a re-run reuses the run folders, and needs none of them. (bisect-step keeps them:
+/// the next step of `git bisect run` builds the ends there again.)
+fn remove_worktrees(s: &StepSettings, commits: &[String], quiet: bool) {
+    let cache = revisions::RevCache::for_results(&s.results_dir);
+    let mut removed = 0;
+    for c in commits {
+        match revisions::remove_worktree(&cache, &s.repo, c) {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(e) => eprintln!(
+                "warning: the worktree of {} stays: {e}",
+                revisions::short(c)
+            ),
+        }
+    }
+    if !quiet && removed > 0 {
+        eprintln!(
+            "removed {removed} worktrees from {} (build logs and records stay)",
+            cache.root.display()
+        );
+    }
 }
 
 pub fn run_step(a: StepArgs) -> Result<()> {
@@ -212,12 +258,33 @@ fn step(a: &StepArgs) -> Result<(StepLabel, String)> {
             format!("{metric}: {} is the {label} end", revisions::short(&commit)),
         ));
     }
-    let index = commits.iter().position(|c| *c == commit).unwrap_or(0);
-    let k = a
-        .common
-        .reps
-        .unwrap_or_else(|| judge::reps_for(settings.threshold, judge::ASSUMED_CV));
+    let index = commits.iter().position(|c| *c == commit);
+    if index.is_none() {
+        eprintln!(
+            "warning: {} is not on --bad's first-parent history (git bisect checks out \
+             commits of merged branches unless started with `git bisect start \
+             --first-parent`); judged all the same",
+            revisions::short(&commit)
+        );
+    }
+    // No ends measured to derive a cap from: the floor of a derived one.
+    let k = a.common.reps.unwrap_or(bisect::sequential::MIN_CAP);
+    let first = bisect::sequential::first_decidable(bisect::sequential::ALPHA) as u32;
+    if k < first {
+        bail!(
+            "--reps {k}: no step can be labelled before {first} reps; give --reps {first} or more"
+        );
+    }
+    // No ends measured beforehand: both run in every iteration.
+    let limits = bisect::Limits {
+        max_reps: k,
+        rep_timeout_s: None,
+        half_gap: None,
+    };
     let mut m = ExperimentMeasurer { s: settings };
-    let r = judge::judge_step(&mut m, index, &commit, &judge::levels(k))?;
+    let mut r = judge::judge_step(&mut m, index.unwrap_or(0), &commit, &limits)?;
+    if index.is_none() {
+        r.note = Some("not on --bad's first-parent history: its place (#0) is not its own".into());
+    }
     Ok((r.label, bisect::render_step(&r, &metric)))
 }

@@ -91,6 +91,8 @@ pub(super) fn bisect_step(
         .context("the params directory")?,
         command: super::super::command_line(),
         patch: None,
+        quiet: false,
+        retry_timeouts: false,
     };
     let folder = settings.results_dir.join(format!(
         "{}-bisect-{}-{}",

@@ -106,14 +106,17 @@ pub enum Command {
     /// Exit status: 0 when every check passed, 1 when one failed or no GPU was found.
     #[command(name = "gpu-selftest")]
     GpuSelftest(selftest::SelftestArgs),
-    /// Find the first commit between --good and --bad (first-parent history) where a
-    /// metric grew: each step runs K reps of the good end, the commit and the bad end as
-    /// `rev` variants and judges the commit with the diff's statistics. Prints the first
-    /// bad commit with its change against its parent, then every step's measurement.
+    /// Find the first commit on --bad's first-parent history after --good (which must be
+    /// on that history) where a metric grew: each step runs reps of the good end and the
+    /// commit (and the bad end, unless the ends are twice apart or more) as `rev`
+    /// variants and stops as soon as the commit is labelled (a confidence sequence of
+    /// its place between the ends), or at a cap.
+    /// Prints the first bad commit with its change against its parent, then every step.
     Bisect(bisect::BisectArgs),
-    /// Judge one commit (default HEAD) as `gapscope bisect` does, for `git bisect run
-    /// gapscope bisect-step …`: exit 0 good, 1 bad, 125 skip (did not build, or cannot
-    /// tell), 128 on an error (which stops `git bisect run`).
+    /// Judge one commit (default HEAD) as `gapscope bisect` does, for `git bisect start
+    /// --first-parent BAD GOOD; git bisect run gapscope bisect-step …`: exit 0 good, 1
+    /// bad, 125 skip (did not build, timed out, or cannot tell), 128 on an error (which
+    /// stops `git bisect run`).
     #[command(name = "bisect-step")]
     BisectStep(bisect::StepArgs),
     /// Print the span clock (CLOCK_MONOTONIC) in nanoseconds, for shell scripts that

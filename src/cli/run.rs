@@ -92,6 +92,7 @@ impl RunArgs {
                 max_reps: self.max_reps,
                 budget: self.budget,
             }),
+            stop_when: None,
             debug: DebugHooks {
                 corrupt_proofs: self.debug_corrupt_proofs.clone(),
                 worker: self.debug_worker,

@@ -108,6 +108,7 @@ pub fn run(a: TrackArgs) -> Result<()> {
         nvtx: false,
         debug: Default::default(),
         until_decided: None,
+        stop_when: None,
     };
     let out = experiment::run(Some(&a.experiment), &opts).context("the run at HEAD")?;
     super::history::store(&a.db, &a.place, std::slice::from_ref(&out.dir), None)?;
@@ -299,10 +300,21 @@ fn confirm(
         params_dir: params_dir.to_path_buf(),
         command: super::command_line(),
         patch: None,
+        quiet: false,
+        retry_timeouts: false,
     };
     let mut m = crate::bisect::ExperimentMeasurer { s: settings };
-    match m.measure_pair(&parent, head, a.confirm_reps) {
-        Ok((c, dir)) => {
+    let limits = crate::bisect::Limits {
+        max_reps: a.confirm_reps,
+        rep_timeout_s: None,
+        half_gap: None,
+    };
+    match m.measure_pair(&parent, head, &limits) {
+        Ok(crate::bisect::PairRun {
+            comparison: c,
+            run_dir: dir,
+            ..
+        }) => {
             let _ = super::history::store(&a.db, &a.place, std::slice::from_ref(&dir), None);
             let regressed = c.verdict == crate::analysis::Verdict::Regressed;
             Judged::ReRun {

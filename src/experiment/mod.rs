@@ -28,6 +28,6 @@ pub mod worker;
 
 pub use debug::{DebugHooks, WorkerDebug};
 pub use interrupt::{Interrupted, EXIT_INTERRUPTED};
-pub use runner::{run, RunOptions, RunOutcome};
+pub use runner::{run, RunOptions, RunOutcome, StopWhen};
 pub use spec::{Experiment, ResolvedVariant};
 pub use until_decided::UntilDecided;

@@ -42,6 +42,24 @@ pub struct RunOptions {
     /// Add pairs until the comparison is decided (`--until-decided`); a resumed run of
     /// that kind continues so without it.
     pub until_decided: Option<UntilDecided>,
+    /// A caller's rule for ending the run before its schedule does (`gapscope bisect`
+    /// ends a step once its commit is labelled); none: the schedule runs out.
+    pub stop_when: Option<StopWhen>,
+}
+
+/// Asked before each slot with the run folder and the rows run so far (a resumed
+/// run's included); `true` ends the run there, complete, as a run whose schedule ran
+/// out. The folder holds every finished rep when it is asked.
+#[derive(Clone)]
+pub struct StopWhen(pub Arc<StopRule>);
+
+/// The rule a [`StopWhen`] holds.
+pub type StopRule = dyn Fn(&Path, &[RunRow]) -> bool + Send + Sync;
+
+impl std::fmt::Debug for StopWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopWhen(..)")
+    }
 }
 
 /// What a finished run reports.
@@ -392,7 +410,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         stopped = until
             .as_mut()
             .and_then(|u| u.before_slot(&rows, &dir, &bar));
-        if stopped.is_some() {
+        if stopped.is_some() || opts.stop_when.as_ref().is_some_and(|s| (s.0)(&dir, &rows)) {
             break;
         }
         let v = &variants[slot.variant];

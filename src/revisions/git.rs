@@ -15,6 +15,22 @@ pub enum GitError {
         repo: PathBuf,
         stderr: String,
     },
+    #[error(
+        "--good {} is not on the first-parent history of --bad {} (it came in by a merge, \
+         or is on another branch): the search walks first parents only. Give a good commit \
+         that `git log --first-parent {}` lists{}",
+        short(good), short(bad), short(bad),
+        merge.as_ref().map_or(String::new(), |m| format!(
+            ", e.g. --good {} (the merge that brought it in) or --good {}^1 (the commit \
+             before that merge)", short(m), short(m)
+        ))
+    )]
+    NotFirstParent {
+        good: String,
+        bad: String,
+        /// The oldest commit of bad's first-parent history that has good in its past.
+        merge: Option<String>,
+    },
     #[error("git {args} in {dir} failed: {stderr}")]
     Failed {
         args: String,
@@ -102,20 +118,29 @@ pub fn first_parent_path(repo: &Path, good: &str, bad: &str) -> Result<Vec<Strin
     if let Some(first) = path.get(1) {
         let parent = git_ok(repo, &["rev-parse", &format!("{first}^1")])?;
         if parent != good {
-            return Err(GitError::Failed {
-                args: format!("rev-list --first-parent {range}"),
-                dir: repo.into(),
-                stderr: format!(
-                    "{} is not on the first-parent history of {}: give a good commit that \
-                     `git log --first-parent {}` lists",
-                    short(good),
-                    short(bad),
-                    short(bad)
-                ),
+            return Err(GitError::NotFirstParent {
+                good: good.into(),
+                bad: bad.into(),
+                merge: merged_at(repo, good, &path[1..])?,
             });
         }
     }
     Ok(path)
+}
+
+/// The oldest of `chain` (a first-parent history, oldest first) that has `good` in its
+/// past: once a first-parent commit has it, every later one does, so the search halves.
+fn merged_at(repo: &Path, good: &str, chain: &[String]) -> Result<Option<String>, GitError> {
+    let (mut lo, mut hi) = (0, chain.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if is_ancestor(repo, good, &chain[mid])? {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(chain.get(lo).cloned())
 }
 
 /// The commit checked out at `tree`, if it is a worktree.
@@ -124,6 +149,46 @@ pub(super) fn head_of(tree: &Path) -> Option<String> {
         return None;
     }
     git(tree, &["rev-parse", "HEAD"]).ok()?.ok()
+}
+
+/// The bare clone of `repo` under `dir` that gapscope's worktrees are registered with,
+/// made on first use: `git clone --shared` borrows the repository's objects (through
+/// its alternates, so commits made later are seen as they are made) and copies none,
+/// and the user's repository gains no worktree entry (`git worktree list` there is
+/// unchanged). One clone per repository, keyed by its git folder.
+pub(super) fn private_clone(repo: &Path, dir: &Path) -> Result<PathBuf, GitError> {
+    let common = git_ok(
+        repo,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?;
+    let key: String = {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(common.as_bytes());
+        d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    };
+    let clone = dir.join(format!("{key}.git"));
+    if clone.join("HEAD").is_file() {
+        return Ok(clone);
+    }
+    let _ = std::fs::remove_dir_all(&clone);
+    let parent = clone.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).map_err(|e| GitError::Failed {
+        args: "clone --bare --shared".into(),
+        dir: parent.to_path_buf(),
+        stderr: format!("cannot create the folder: {e}"),
+    })?;
+    git_ok(
+        parent,
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            "--shared",
+            &common,
+            &clone.to_string_lossy(),
+        ],
+    )?;
+    Ok(clone)
 }
 
 /// Adds a detached worktree of `commit` at `tree` (pruning a stale registration first).
@@ -135,6 +200,13 @@ pub(super) fn add_worktree(repo: &Path, tree: &Path, commit: &str) -> Result<(),
         &["worktree", "add", "--force", "--detach", &path, commit],
     )?;
     Ok(())
+}
+
+/// Removes the worktree at `tree` from `repo` (the cache's clone), files and
+/// registration; a folder that is not one of its worktrees is left as it is.
+pub(super) fn remove_worktree(repo: &Path, tree: &Path) -> Result<bool, GitError> {
+    let path = tree.to_string_lossy();
+    Ok(git(repo, &["worktree", "remove", "--force", &path])?.is_ok())
 }
 
 /// Tracked files differ from the checked-out commit.

@@ -6,6 +6,8 @@
 //!
 //! ```text
 //! <cache>/target/                 one CARGO_TARGET_DIR for every build (incremental rebuilds)
+//! <cache>/repos/<key>.git/        a bare clone sharing the repository's objects, which
+//!                                 the worktrees belong to (none is added to the user's)
 //! <cache>/<commit>/tree/          the commit's worktree (`git worktree add --detach`)
 //! <cache>/<commit>/build-<h>.log  stdout and stderr of build command <h> (a hash of it)
 //! <cache>/<commit>/build-<h>.json its outcome: ok, or failed with the exit status
@@ -164,7 +166,8 @@ pub fn checkout(cache: &RevCache, repo: &Path, rev: &str) -> Result<Checkout, Re
             std::fs::remove_dir_all(&tree)
                 .map_err(io(format!("cannot remove stale {}", tree.display())))?;
         }
-        git::add_worktree(&top, &tree, &commit)?;
+        let clone = git::private_clone(&top, &cache.root.join("repos"))?;
+        git::add_worktree(&clone, &tree, &commit)?;
     }
     // Absolute, so that commands run elsewhere find it.
     let worktree = tree.canonicalize().unwrap_or(tree);
@@ -176,6 +179,19 @@ pub fn checkout(cache: &RevCache, repo: &Path, rev: &str) -> Result<Checkout, Re
         worktree,
         build: None,
     })
+}
+
+/// Removes the worktree of `commit` of `repo` from the cache (its build logs, records
+/// and artefacts stay; a later checkout makes it again). Whether there was one of the
+/// cache's clone to remove: a worktree registered elsewhere (by a version that added
+/// them to the repository itself) is left alone.
+pub fn remove_worktree(cache: &RevCache, repo: &Path, commit: &str) -> Result<bool, RevError> {
+    let tree = cache.commit_dir(commit).join("tree");
+    if !tree.exists() {
+        return Ok(false);
+    }
+    let clone = git::private_clone(&toplevel(repo)?, &cache.root.join("repos"))?;
+    Ok(git::remove_worktree(&clone, &tree)?)
 }
 
 /// Builds `co` with `spec` unless the cache holds this build's outcome already; a failed

@@ -68,6 +68,15 @@ fn a_revision_is_checked_out_once_per_commit_and_built_once_per_command() {
         std::fs::read_to_string(co.worktree.join("out.txt")).unwrap(),
         "one\n"
     );
+    // The worktree belongs to a clone in the cache: the repository lists none.
+    assert_eq!(git(&r, &["worktree", "list"]).lines().count(), 1);
+    assert!(co.worktree.starts_with(cache.root.canonicalize().unwrap()));
+    // Removed, and made again by the next checkout.
+    assert!(remove_worktree(&cache, &r, &co.commit).unwrap());
+    assert!(!co.worktree.exists());
+    assert!(!remove_worktree(&cache, &r, &co.commit).unwrap());
+    let co = checkout(&cache, &r, "v1").unwrap();
+    assert!(co.worktree.join("build.sh").is_file());
     // Again: same worktree, the build's outcome reused.
     let mut again = checkout(&cache, &r, &commits[0]).unwrap();
     assert_eq!(again.worktree, co.worktree);
@@ -146,6 +155,11 @@ fn unknown_revisions_and_histories_off_the_first_parent_chain_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not on the first-parent history"), "{e}");
+    // The fix: the merge that brought it in, or the commit before it.
+    assert!(
+        e.contains(&format!("--good {} (the merge", short(&merge))),
+        "{e}"
+    );
     let path = first_parent_path(&r, &commits[0], &merge).unwrap();
     assert_eq!(path.len(), 4, "{path:?}");
     assert!(is_ancestor(&r, &commits[0], &merge).unwrap());

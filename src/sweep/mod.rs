@@ -270,6 +270,7 @@ pub fn run_cell(sweep: &SweepDir, index: usize, opts: &CellOptions) -> Result<Ce
         nvtx: false,
         debug: Default::default(),
         until_decided: None,
+        stop_when: None,
     };
     match folders.into_iter().next() {
         Some(run) => {

@@ -1,0 +1,316 @@
+//! Steps that stop when decided. A step's run interleaves reps of the good end and the
+//! commit (and of the bad end where the ends' distance is not known beforehand, as in
+//! `bisect-step`); after each complete iteration the commit's log value minus the ends'
+//! geometric midpoint (good + half the ends' distance measured by their own run, or the
+//! mean of both ends' logs in that iteration) is one value of a sequence, and the confidence sequence of its mean
+//! ([`crate::stats::mean_confidence_sequence`]: anytime-valid, so looking after every
+//! iteration costs no coverage) labels the commit as soon as it excludes 0: above, the
+//! commit is nearer the bad end; below, nearer the good one (values past twice the
+//! half gap are clipped there: see [`Position::of`]). A 200× slowdown is told
+//! from its midpoint at the first iteration where the sequence bounds a mean at all
+//! ([`first_decidable`]: 5 at 95%); a commit halfway between the ends is never decided
+//! and runs to the cap.
+//!
+//! The runs of two commits (the ends, the first bad commit against its parent) stop the
+//! same way on the per-iteration log ratio once its sequence lies beyond the noise floor
+//! or inside it. The cap on reps, where derived, is from the ends' distance and spread
+//! ([`cap_for`]); the rep timeout from the ends' slowest rep ([`rep_timeout_s`]).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats;
+
+/// Each sequence holds at 1 − ALPHA over every number of iterations.
+pub const ALPHA: f64 = 0.05;
+
+/// z₀.₈: the derived cap gives 80% power to a commit at either end.
+const Z_POWER: f64 = 0.841_621;
+
+/// Most reps a derived count asks for (`--reps` sets any number).
+pub const MAX_AUTO_REPS: u32 = 100;
+
+/// Which end a commit was found nearer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nearer {
+    Good,
+    Bad,
+}
+
+/// The fewest reps a derived cap gives: the ends' spread is measured once, and the
+/// steps after it may run on a busier machine (seen on a shared 2-core VM: the ends at
+/// 0.6% per rep, the steps after them at 5-8%). A step that decides sooner stops sooner.
+pub const MIN_CAP: u32 = 50;
+
+/// A step's timeout is this many times the ends' slowest rep …
+pub const TIMEOUT_FACTOR: f64 = 10.0;
+/// … and at least this many seconds (a loaded machine stalls short programs).
+pub const MIN_TIMEOUT_S: u64 = 10;
+
+/// A sequence's bounds in log units; `None` while the data cannot bound the mean yet.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sequence {
+    /// Complete iterations it rests on.
+    pub iterations: usize,
+    pub mean: f64,
+    /// Standard deviation of the per-iteration values.
+    pub sd: f64,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+}
+
+impl Sequence {
+    /// The sequence of the mean of `x` at level 1 − [`ALPHA`]; `None` below 2 values.
+    pub fn of(x: &[f64]) -> Option<Sequence> {
+        let (lo, hi) = stats::mean_confidence_sequence(x, ALPHA)?;
+        let n = x.len() as f64;
+        let mean = x.iter().sum::<f64>() / n;
+        let sd = (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let finite = |v: f64| v.is_finite().then_some(v);
+        Some(Sequence {
+            iterations: x.len(),
+            mean,
+            sd,
+            lo: finite(lo),
+            hi: finite(hi),
+        })
+    }
+
+    /// Lies wholly above `v`.
+    pub fn above(&self, v: f64) -> bool {
+        self.lo.is_some_and(|lo| lo > v)
+    }
+
+    /// Lies wholly below `v`.
+    pub fn below(&self, v: f64) -> bool {
+        self.hi.is_some_and(|hi| hi < v)
+    }
+
+    /// Iterations after which a sequence at this spread would lie on one side of a
+    /// value `distance` away from its mean (at least the iterations it has).
+    pub fn iterations_to_clear(&self, distance: f64) -> Option<usize> {
+        iterations_for(distance, self.sd, 0.0).map(|n| n.max(self.iterations))
+    }
+}
+
+/// Where a commit sits between the ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Position {
+    /// The commit's log minus the ends' mean log, per iteration.
+    pub midpoint: Sequence,
+    /// Half the ends' distance in these iterations (the median of (ln bad − ln good) / 2).
+    pub half_gap: f64,
+}
+
+impl Position {
+    /// From per-rep (iteration, log value) of each variant; iterations missing a
+    /// variant's value are left out. `None` below 2 complete iterations.
+    ///
+    /// The half gap is the median over the iterations (one stalled rep of an end does
+    /// not move it), and each value is clipped to ±2 half gaps: a commit at either end
+    /// sits one half gap from the midpoint, and a rep that stalled (a load spike on a
+    /// shared machine, seen at +40% in one rep of 26) then moves the sequence no more
+    /// than a rep a whole gap away would, instead of widening it for every later look.
+    pub fn of(good: &[(u32, f64)], step: &[(u32, f64)], bad: &[(u32, f64)]) -> Option<Position> {
+        let g: HashMap<u32, f64> = good.iter().copied().collect();
+        let b: HashMap<u32, f64> = bad.iter().copied().collect();
+        let (mut mid, mut half) = (Vec::new(), Vec::new());
+        for (it, s) in step {
+            if let (Some(g), Some(b)) = (g.get(it), b.get(it)) {
+                mid.push(s - (g + b) / 2.0);
+                half.push((b - g) / 2.0);
+            }
+        }
+        half.sort_by(f64::total_cmp);
+        let half_gap = match half.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => half[n / 2],
+            n => (half[n / 2 - 1] + half[n / 2]) / 2.0,
+        };
+        let bound = 2.0 * half_gap.abs();
+        if bound > 0.0 {
+            mid.iter_mut().for_each(|m| *m = m.clamp(-bound, bound));
+        }
+        Some(Position {
+            midpoint: Sequence::of(&mid)?,
+            half_gap,
+        })
+    }
+
+    /// From per-rep (iteration, log value) of the good end and the commit alone, against
+    /// the ends' `half_gap` as their own run measured it (log units, positive): per
+    /// iteration the commit's log minus the good end's minus the half gap, clipped as in
+    /// [`Position::of`]. The bad end need not run: for a regression it is the slow one.
+    pub fn against_good(
+        good: &[(u32, f64)],
+        step: &[(u32, f64)],
+        half_gap: f64,
+    ) -> Option<Position> {
+        let mut mid = ratios(good, step);
+        let bound = 2.0 * half_gap.abs();
+        for m in &mut mid {
+            *m -= half_gap;
+            if bound > 0.0 {
+                *m = m.clamp(-bound, bound);
+            }
+        }
+        Some(Position {
+            midpoint: Sequence::of(&mid)?,
+            half_gap,
+        })
+    }
+
+    /// Bad above the midpoint, good below; `None` while the sequence holds it.
+    pub fn label(&self) -> Option<Nearer> {
+        if self.midpoint.above(0.0) {
+            Some(Nearer::Bad)
+        } else if self.midpoint.below(0.0) {
+            Some(Nearer::Good)
+        } else {
+            None
+        }
+    }
+
+    /// A log value as a place between the ends: 0 the good end, 1 the bad one.
+    fn place(&self, v: f64) -> f64 {
+        if self.half_gap == 0.0 {
+            return f64::NAN;
+        }
+        0.5 + v / (2.0 * self.half_gap)
+    }
+
+    /// "0.02 [-0.04, 0.08] (good 0, bad 1)", or "[no bound yet]" in place of the
+    /// interval before the sequence bounds the mean.
+    pub fn describe(&self) -> String {
+        let m = &self.midpoint;
+        let interval = match (m.lo, m.hi) {
+            (Some(lo), Some(hi)) => {
+                format!("[{:.2}, {:.2}]", self.place(lo), self.place(hi))
+            }
+            _ => "[no bound yet]".into(),
+        };
+        format!(
+            "{:.2} {interval} between the ends (good 0, bad 1)",
+            self.place(m.mean)
+        )
+    }
+
+    /// Iterations after which the sequence would exclude the midpoint at this spread.
+    pub fn iterations_to_decide(&self) -> Option<usize> {
+        self.midpoint.iterations_to_clear(self.midpoint.mean.abs())
+    }
+}
+
+/// The per-iteration log ratios (candidate − baseline) of two variants' reps.
+pub fn ratios(base: &[(u32, f64)], cand: &[(u32, f64)]) -> Vec<f64> {
+    let b: HashMap<u32, f64> = base.iter().copied().collect();
+    cand.iter()
+        .filter_map(|(it, c)| Some(c - b.get(it)?))
+        .collect()
+}
+
+/// Whether a two-commit run may stop: the sequence of its log ratios lies beyond
+/// ±`floor` (a fraction) or inside it.
+pub fn pair_decided(s: &Sequence, floor: f64) -> bool {
+    let f = (1.0 + floor).ln();
+    s.above(f) || s.below(-f) || (s.above(-f) && s.below(f))
+}
+
+/// The fewest iterations at which a sequence at level 1 − `alpha` bounds a mean at all:
+/// no commit is labelled before.
+pub fn first_decidable(alpha: f64) -> usize {
+    (2..10_000)
+        .find(|&n| {
+            stats::confidence_sequence_of(0.0, 1.0, n, alpha)
+                .1
+                .is_finite()
+        })
+        .unwrap_or(10_000)
+}
+
+/// The iterations at which a sequence of values spread by `sd` excludes a point
+/// `distance` from their mean, with `z` standard errors to spare (0: at the mean).
+fn iterations_for(distance: f64, sd: f64, z: f64) -> Option<usize> {
+    if !(distance > 0.0 && sd.is_finite()) {
+        return None;
+    }
+    (first_decidable(ALPHA)..=100_000).find(|&n| {
+        let hw = stats::confidence_sequence_of(0.0, sd, n, ALPHA).1;
+        hw + z * sd / (n as f64).sqrt() <= distance
+    })
+}
+
+/// The iterations at which a commit at either end is told from the midpoint with 80%
+/// power: the ends `half_gap` from it (log units), each rep's log spread by `cv`.
+/// The midpoint's value has the commit's variance and a quarter of each end's, 1.5
+/// times a rep's.
+pub fn iterations_to_label(half_gap: f64, cv: f64) -> Option<usize> {
+    iterations_for(half_gap, cv * 1.5f64.sqrt(), Z_POWER)
+}
+
+/// The cap on reps per step and why: twice [`iterations_to_label`] (room for a commit
+/// noisier than the ends), at least [`MIN_CAP`], at most [`MAX_AUTO_REPS`].
+pub fn cap_for(ratio: f64, cv: f64) -> (u32, String) {
+    let half_gap = ratio.ln().abs() / 2.0;
+    let floor = MIN_CAP;
+    let ends = format!(
+        "the ends differ by ×{ratio:.3} and spread by {:.2}% per rep (1.4826·MAD/median)",
+        cv * 100.0
+    );
+    match iterations_to_label(half_gap, cv) {
+        Some(n) if 2 * n as u32 <= MAX_AUTO_REPS => {
+            let cap = (2 * n as u32).max(floor);
+            (
+                cap,
+                format!(
+                    "derived: {ends}; a commit at either end is told from their midpoint in \
+                     about {n} reps (80% power), and the cap is {}",
+                    if cap == 2 * n as u32 {
+                        "twice that".to_string()
+                    } else {
+                        format!(
+                            "{cap}, the fewest a derived cap gives (the steps may run on a \
+                             busier machine than the ends did)"
+                        )
+                    }
+                ),
+            )
+        }
+        n => (
+            MAX_AUTO_REPS,
+            format!(
+                "capped: {ends}; telling a commit at either end from their midpoint needs {} \
+                 (80% power); {MAX_AUTO_REPS} is the most a derived cap asks (--reps sets any)",
+                n.map_or("more than 100,000 reps".to_string(), |n| format!(
+                    "about {n} reps, twice that as a cap"
+                ))
+            ),
+        ),
+    }
+}
+
+/// Ends this many times apart make a step pair its commit with the good end alone
+/// ([`Position::against_good`]): the bad end's reps then cost more than the others
+/// together would, and an error of the ends' own run in their distance is small
+/// against it. Nearer ends run in every iteration, so that the midpoint moves with the
+/// machine ([`Position::of`]).
+pub const GOOD_END_ONLY_RATIO: f64 = 2.0;
+
+/// The half gap (log units) a step places its commit against when the ends (good
+/// against bad) are [`GOOD_END_ONLY_RATIO`] apart or more; `None`: both ends run.
+pub fn good_end_only(ends: &crate::analysis::Comparison) -> Option<f64> {
+    let ratio = 1.0 + ends.relative?;
+    (ratio >= GOOD_END_ONLY_RATIO).then(|| ratio.ln() / 2.0)
+}
+
+/// A step's timeout from the ends' slowest rep: [`TIMEOUT_FACTOR`] times it, at least
+/// [`MIN_TIMEOUT_S`].
+pub fn rep_timeout_s(slowest: Duration) -> u64 {
+    ((slowest.as_secs_f64() * TIMEOUT_FACTOR).ceil() as u64).max(MIN_TIMEOUT_S)
+}
+
+#[cfg(test)]
+#[path = "sequential_tests.rs"]
+mod tests;

@@ -1,0 +1,179 @@
+use super::*;
+use crate::stats::Xoshiro;
+
+/// A standard normal draw (Box–Muller).
+fn normal(r: &mut Xoshiro) -> f64 {
+    let u = r.next_f64().max(1e-300);
+    let v = r.next_f64();
+    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+}
+
+/// Iterations of (good, step, bad) log values: the ends `gap` apart (log units), the
+/// commit at `place` (0 good, 1 bad), every rep spread by `sd`.
+fn iterations(r: &mut Xoshiro, n: u32, gap: f64, place: f64, sd: f64) -> [Vec<(u32, f64)>; 3] {
+    let mut v: [Vec<(u32, f64)>; 3] = Default::default();
+    for it in 0..n {
+        for (k, at) in [0.0, place, 1.0].into_iter().enumerate() {
+            v[k].push((it, 10.0 + gap * at + sd * normal(r)));
+        }
+    }
+    v
+}
+
+/// The first iteration at which the commit is labelled, and its label.
+fn first_label(v: &[Vec<(u32, f64)>; 3]) -> Option<(usize, Nearer)> {
+    (2..=v[0].len()).find_map(|n| {
+        let p = Position::of(&v[0][..n], &v[1][..n], &v[2][..n])?;
+        Some((n, p.label()?))
+    })
+}
+
+/// The same against the good end alone, the ends `gap` apart as measured before.
+fn first_label_against_good(v: &[Vec<(u32, f64)>; 3], gap: f64) -> Option<(usize, Nearer)> {
+    (2..=v[0].len()).find_map(|n| {
+        let p = Position::against_good(&v[0][..n], &v[1][..n], gap / 2.0)?;
+        Some((n, p.label()?))
+    })
+}
+
+#[test]
+fn no_label_before_the_sequence_bounds_a_mean() {
+    let n = first_decidable(ALPHA);
+    assert_eq!(n, 5);
+    assert!(stats::confidence_sequence_of(0.0, 1.0, n - 1, ALPHA)
+        .1
+        .is_infinite());
+    // Identical values a long way apart are still not labelled before then.
+    let v = [
+        (0..4).map(|i| (i, 1.0)).collect::<Vec<_>>(),
+        (0..4).map(|i| (i, 9.0)).collect(),
+        (0..4).map(|i| (i, 9.0)).collect(),
+    ];
+    assert_eq!(first_label(&v), None);
+}
+
+#[test]
+fn a_200x_slowdown_is_labelled_at_the_first_iteration_that_can_be() {
+    let gap = 200f64.ln();
+    let mut r = Xoshiro::seed(7);
+    for sd in [0.16, 0.5] {
+        for _ in 0..50 {
+            // At the bad end, and at the good end.
+            for (place, want) in [(1.0, Nearer::Bad), (0.0, Nearer::Good)] {
+                let v = iterations(&mut r, 20, gap, place, sd);
+                let (n, label) = first_label(&v).unwrap();
+                assert_eq!(label, want);
+                assert!(n <= first_decidable(ALPHA) + 1, "sd {sd}: {n}");
+                // A pair's difference spreads by 2σ² against 1.5σ² for the midpoint of
+                // three: at 50% per rep a rep or two more.
+                let (n, label) = first_label_against_good(&v, gap).unwrap();
+                assert_eq!(label, want);
+                let slack = if sd < 0.2 { 1 } else { 3 };
+                assert!(n <= first_decidable(ALPHA) + slack, "sd {sd}: {n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_commit_halfway_is_rarely_labelled_however_often_it_is_looked_at() {
+    // Looked at after every iteration up to 60: a label is an error here, and the
+    // sequence keeps its chance under alpha (a fixed-n interval looked at 56 times
+    // would cross far more often).
+    let mut r = Xoshiro::seed(11);
+    let trials = 400;
+    let (mut labelled, mut against_good) = (0, 0);
+    for _ in 0..trials {
+        let v = iterations(&mut r, 60, 0.08, 0.5, 0.01);
+        labelled += first_label(&v).is_some() as usize;
+        against_good += first_label_against_good(&v, 0.08).is_some() as usize;
+    }
+    assert!(labelled < trials / 12, "{labelled} of {trials}");
+    assert!(against_good < trials / 12, "{against_good} of {trials}");
+}
+
+#[test]
+fn the_cap_says_whether_it_was_derived_or_capped() {
+    // 200x at 16% per rep: a handful of reps, and the floor of a derived cap.
+    let (cap, why) = cap_for(200.0, 0.16);
+    assert!(
+        why.starts_with("derived: the ends differ by ×200.000"),
+        "{why}"
+    );
+    assert!(
+        why.contains("told from their midpoint in about 5 reps"),
+        "{why}"
+    );
+    assert_eq!(cap, MIN_CAP, "{why}");
+    // 8% at 0.7%: the demo's.
+    let (cap, why) = cap_for(1.08, 0.007);
+    assert!(why.starts_with("derived"), "{why}");
+    assert_eq!(cap, MIN_CAP, "{why}");
+    // A 5% shift at 86% per rep cannot be told in a derived cap: it says so and how
+    // many it would need.
+    let (cap, why) = cap_for(1.05, 0.86);
+    assert_eq!(cap, MAX_AUTO_REPS);
+    assert!(why.starts_with("capped: "), "{why}");
+    let needed: usize = why
+        .split("needs about ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.replace(',', "").parse().ok())
+        .unwrap_or_else(|| panic!("{why}"));
+    assert!(needed > 1000, "{why}");
+    // Past the floor, the cap grows as the ends come nearer: twice the reps needed.
+    let (near, why) = cap_for(1.1, 0.06);
+    assert!(near > MIN_CAP && near < MAX_AUTO_REPS, "{why}");
+    assert!(why.ends_with("the cap is twice that"), "{why}");
+    let (far, why) = cap_for(1.2, 0.06);
+    assert!(far < near, "{far} {why}");
+}
+
+#[test]
+fn pairs_stop_beyond_or_inside_the_floor_and_timeouts_scale_with_the_slowest_end() {
+    let seq = |x: &[f64]| Sequence::of(x).unwrap();
+    let up = seq(&[0.10, 0.11, 0.09, 0.10, 0.105]);
+    assert!(pair_decided(&up, 0.025));
+    let flat = seq(&[0.001, -0.001, 0.0, 0.0005, -0.0005]);
+    assert!(pair_decided(&flat, 0.025));
+    let open = seq(&[0.03, -0.01, 0.05, 0.0, 0.02]);
+    assert!(!pair_decided(&open, 0.025));
+    assert!(!pair_decided(&seq(&[0.1, 0.1, 0.1]), 0.025));
+    assert_eq!(rep_timeout_s(Duration::from_millis(3)), MIN_TIMEOUT_S);
+    assert_eq!(rep_timeout_s(Duration::from_millis(3_210)), 33);
+    assert_eq!(
+        ratios(
+            &[(0, 1.0), (1, 2.0), (2, 5.0)],
+            &[(1, 2.5), (2, 5.0), (3, 9.0)]
+        ),
+        vec![0.5, 0.0]
+    );
+}
+
+#[test]
+fn a_stalled_rep_does_not_hold_a_step_open() {
+    // The midpoint values of a step of the bisect demo on a loaded 2-core VM (work's
+    // CPU time; the commit at the bad end, the ends 8% apart): three reps of the commit
+    // stalled by 20-40%. Unclipped, 26 iterations did not decide it.
+    let mid = [
+        0.0374, 0.0273, 0.0323, 0.013, 0.0417, 0.0069, 0.385, 0.0489, 0.2192, 0.0077, 0.0337,
+        -0.0317, -0.0788, -0.0604, 0.0187, 0.057, 0.2004, 0.0168, -0.0151, 0.0251, 0.0322, 0.0193,
+        0.0421, 0.0499, 0.0655, 0.028,
+    ];
+    let unclipped = Sequence::of(&mid).unwrap();
+    assert!(!unclipped.above(0.0));
+    let ends = |v: f64| (0..mid.len() as u32).map(|i| (i, v)).collect::<Vec<_>>();
+    let step: Vec<(u32, f64)> = mid
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as u32, *m))
+        .collect();
+    let half_gap = 0.079 / 2.0;
+    let first = (2..=mid.len())
+        .find(|&n| {
+            let p = Position::of(&ends(-half_gap)[..n], &step[..n], &ends(half_gap)[..n]);
+            p.and_then(|p| p.label()) == Some(Nearer::Bad)
+        })
+        .expect("decided");
+    assert!(first <= 8, "{first}");
+}
