@@ -419,7 +419,7 @@ fn options_change_the_verdict_rule() {
         "every change is the geometric mean of per-pair ratios; regressed/improved: its 95% interval lies outside ±5% and outside the absolute floor"
     ));
     assert!(out.contains(
-        "(combined by Simes) gives its weighted Benjamini–Hochberg q-value over the diff's"
+        "(the signed-rank test where a pair is far out) and Welch's, combined by Simes, gives its weighted Benjamini–Hochberg q-value over the diff's"
     ));
     let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
     assert!(out.contains(
