@@ -97,6 +97,23 @@ pub struct Span {
     pub attrs: Option<Box<str>>,
 }
 
+impl Span {
+    /// A span of `name` on `thread` from `start_ns` to `end_ns`, with no ids, no
+    /// correlation and no attributes.
+    pub fn plain(name: u32, thread: u32, start_ns: u64, end_ns: u64) -> Span {
+        Span {
+            name,
+            thread,
+            start_ns,
+            end_ns,
+            id: None,
+            parent: None,
+            correlation: 0,
+            attrs: None,
+        }
+    }
+}
+
 /// The `kind` column of a GPU interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuKind {

@@ -201,16 +201,9 @@ impl Reader<'_> {
             return None;
         }
         let (pid, tid) = split_tid(global_tid);
-        Some(Span {
-            name: self.trace.names.id(name),
-            thread: self.trace.thread(&pid, &tid),
-            start_ns,
-            end_ns,
-            id: None,
-            parent: None,
-            correlation: 0,
-            attrs: None,
-        })
+        let name = self.trace.names.id(name);
+        let thread = self.trace.thread(&pid, &tid);
+        Some(Span::plain(name, thread, start_ns, end_ns))
     }
 
     fn nvtx(&mut self) -> Result<(), ImportError> {

@@ -46,17 +46,8 @@ pub fn whole_file(trace: &Trace) -> Option<Rep> {
     let ends = trace.spans.iter().map(|s| s.end_ns);
     let end_ns = ends.chain(trace.gpu.iter().map(|g| g.end_ns)).max()?;
     Some(Rep {
-        root: Root::File(Span {
-            // Its rows are named by the import ([`FILE_ROOT`]), not by a name of the file.
-            name: u32::MAX,
-            thread: main_thread(trace),
-            start_ns,
-            end_ns,
-            id: None,
-            parent: None,
-            correlation: 0,
-            attrs: None,
-        }),
+        // Its rows are named by the import ([`FILE_ROOT`]), not by a name of the file.
+        root: Root::File(Span::plain(u32::MAX, main_thread(trace), start_ns, end_ns)),
         spans: (0..trace.spans.len() as u32).collect(),
         gpu: (0..trace.gpu.len() as u32).collect(),
     })

@@ -171,16 +171,7 @@ mod tests {
     use super::*;
 
     fn span(thread: u32, start_ns: u64, end_ns: u64) -> Span {
-        Span {
-            name: 0,
-            thread,
-            start_ns,
-            end_ns,
-            id: None,
-            parent: None,
-            correlation: 0,
-            attrs: None,
-        }
+        Span::plain(0, thread, start_ns, end_ns)
     }
 
     #[test]
