@@ -166,7 +166,10 @@ fn one_process_note(data: [&RunData; 2], sb: &Side, sc: &Side) -> Option<String>
 
 /// Whether a run's schedule puts the variants' reps of one iteration back to back.
 pub(super) fn alternates(order: &str) -> bool {
-    matches!(order, "interleaved" | "counterbalanced" | "blocks")
+    matches!(
+        order,
+        "interleaved" | "counterbalanced" | "blocks" | "imported_paired"
+    )
 }
 
 /// How each run's process got its params, as meta.json's `params` entries say:

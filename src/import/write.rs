@@ -60,7 +60,7 @@ pub struct Imported {
 /// The order meta.json records: pairing in the diff follows the order of a run whose
 /// schedule alternates the variants; imported reps pair only when the user says so.
 const ORDER_UNPAIRED: &str = "imported";
-const ORDER_PAIRED: &str = "blocks";
+const ORDER_PAIRED: &str = "imported_paired";
 
 /// Imports the traces of every variant into a new run folder.
 pub fn import(opts: &ImportOptions) -> Result<Imported> {
