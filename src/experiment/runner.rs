@@ -187,6 +187,17 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
 }
 
 /// Runs the experiment at `exp_path` (or resumes `opts.resume`).
+/// Whether a run folder holds a variant's build log (`build-<variant>.log`).
+fn has_build_log(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("build-") && name.ends_with(".log")
+        })
+    })
+}
+
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let (mut exp, text, resume) = resume::load_experiment(exp_path, opts.resume.as_deref())?;
     let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
@@ -360,8 +371,16 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             meta.external = Some(m);
             super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
             store::write_meta(&dir, &meta)?;
-            // A program that does not exist fails here, not once per rep.
-            super::external::check_programs(ext, &variants, &unbuilt)?;
+            // A program that does not exist fails here, not once per rep. A fresh run
+            // refused so, with no build log to keep, leaves no folder behind.
+            if let Err(e) = super::external::check_programs(ext, &variants, &unbuilt) {
+                let keep = resume.is_some() || has_build_log(&dir);
+                drop(writer);
+                if !keep && std::fs::remove_dir_all(&dir).is_ok() && opts.progress {
+                    eprintln!("removed {}: no rep ran", dir.display());
+                }
+                return Err(e.into());
+            }
             unbuilt
         }
         None => Vec::new(),
