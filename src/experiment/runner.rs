@@ -376,8 +376,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             if let Err(e) = super::external::check_programs(ext, &variants, &unbuilt) {
                 let keep = resume.is_some() || has_build_log(&dir);
                 drop(writer);
-                if !keep && std::fs::remove_dir_all(&dir).is_ok() && opts.progress {
-                    eprintln!("removed {}: no rep ran", dir.display());
+                if !keep && std::fs::remove_dir_all(&dir).is_ok() {
+                    // The experiment's folder too, where this run was its only one.
+                    if let Some(parent) = dir.parent() {
+                        let _ = std::fs::remove_dir(parent);
+                    }
+                    if opts.progress {
+                        eprintln!("removed {}: no rep ran", dir.display());
+                    }
                 }
                 return Err(e.into());
             }
