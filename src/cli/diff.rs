@@ -117,8 +117,15 @@ impl DiffArgs {
 
 pub fn run(a: DiffArgs) -> Result<()> {
     let load = |dir: &PathBuf| {
-        let d = RunData::load(dir)
-            .with_context(|| format!("cannot read run folder {}", dir.display()))?;
+        // The reader's error names the folder where it can; say it once.
+        let d = RunData::load(dir).map_err(|e| {
+            let path = dir.display().to_string();
+            if e.to_string().contains(&path) {
+                anyhow::Error::new(e).context("cannot read a run folder")
+            } else {
+                anyhow::Error::new(e).context(format!("cannot read run folder {path}"))
+            }
+        })?;
         super::note_incomplete(&d);
         anyhow::Ok(d)
     };

@@ -196,8 +196,26 @@ pub fn report_error(e: &anyhow::Error) -> i32 {
         return crate::experiment::EXIT_INTERRUPTED;
     }
     // An error may quote a run folder (a span name, a path, a line): shown, not obeyed.
-    eprintln!("Error: {}", crate::markup::terminal_text(&format!("{e:#}")));
+    eprintln!("Error: {}", crate::markup::terminal_text(&error_chain(e)));
     EXIT_ERROR
+}
+
+/// `e` and its causes joined by ": ", as `{:#}` writes them, but without a cause whose
+/// text the message before it already ends with (an error that quotes its source, as
+/// many do, would otherwise print it twice).
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// `gapscope diff --fail-on-regression` found regressed phases: not a failure of the

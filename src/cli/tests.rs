@@ -63,3 +63,25 @@ fn completions_are_written_for_each_shell() {
     }
     assert!(Cli::try_parse_from(["gapscope", "completions", "tcsh"]).is_err());
 }
+
+/// An error that quotes its source prints the source once; a cause the message does not
+/// end with is kept.
+#[test]
+fn error_chain_prints_a_quoted_source_once() {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read experiment x.toml: {source}")]
+    struct Quoting {
+        source: std::io::Error,
+    }
+    let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+    let e = anyhow::Error::new(Quoting { source: io() });
+    assert_eq!(
+        super::error_chain(&e),
+        "cannot read experiment x.toml: No such file"
+    );
+    let e = anyhow::Error::new(io()).context("cannot open the params");
+    assert_eq!(
+        super::error_chain(&e),
+        "cannot open the params: No such file"
+    );
+}
