@@ -165,8 +165,10 @@ fn bisect_names_the_commit_that_slowed_a_span_and_reuses_its_runs() {
             .args([
                 "--metric",
                 "work.task_clock_ns",
+                // A cap, not a count: each step stops once decided (about 6 reps);
+                // room for a disturbed rep on a loaded machine.
                 "--reps",
-                "8",
+                "24",
                 "--format",
                 format,
             ])
@@ -291,7 +293,7 @@ fn bisect_step_serves_git_bisect_run() {
         .args(["bisect-step", "--good", &commits[0], "--bad", "main"])
         .arg("--experiment")
         .arg(&exp)
-        .args(["--metric", "work.task_clock_ns", "--reps", "8"])
+        .args(["--metric", "work.task_clock_ns", "--reps", "24"])
         .arg("--results-dir")
         .arg(tmp.path().join("results"))
         .env("GAPSCOPE_PARAMS_DIR", tmp.path().join("params"))
@@ -322,7 +324,7 @@ fn bisect_step_serves_git_bisect_run() {
             ])
             .arg("--experiment")
             .arg(&exp)
-            .args(["--metric", "work.task_clock_ns", "--reps", "8"])
+            .args(["--metric", "work.task_clock_ns", "--reps", "24"])
             .arg("--repo")
             .arg(&repo)
             .arg("--results-dir")
