@@ -6,7 +6,8 @@
 //! stderr where that is not set. Begin and end lines carry the process's CPU time
 //! (`process_cpu_at_ns`, CLOCK_PROCESS_CPUTIME_ID), from which gapscope takes the span's
 //! exact CPU time. Each line is one `write(2)` of at most 4096 bytes
-//! below a lock, so lines of different threads never mix.
+//! below a lock, so lines of different threads never mix; [`write_lines`] writes a batch
+//! of lines in chunks of that size, cut at line ends.
 //!
 //! ```no_run
 //! let _whole = gapscope_emit::Scope::new("load");
@@ -127,6 +128,41 @@ pub fn write_line_bytes(body: &[u8]) {
         Sink::Stderr => std::io::stderr().write_all(&line[..=len]),
     };
 }
+
+/// The bytes one `write(2)` of [`write_lines`] carries at most: what a pipe writes
+/// atomically (PIPE_BUF on Linux), so that a batch never mixes with another writer's
+/// lines on the same pipe (a C emitter, NVTX ranges, a forked child).
+pub const ATOMIC_WRITE: usize = 4096;
+
+/// Writes complete protocol lines (each with its prefix and newline) in as few
+/// `write(2)`s as the pipe takes atomically: chunks of at most [`ATOMIC_WRITE`] bytes cut
+/// at line ends (a longer line goes alone). `to`: that file instead of the span pipe
+/// (tests, benchmarks). Errors are ignored, as in [`write_line`].
+pub fn write_lines(to: Option<&std::fs::File>, lines: &[u8]) {
+    let mut s = sink().lock().unwrap_or_else(|e| e.into_inner());
+    let mut rest = lines;
+    while !rest.is_empty() {
+        let cut = match rest.len() <= ATOMIC_WRITE {
+            true => rest.len(),
+            false => rest[..ATOMIC_WRITE]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map(|i| i + 1)
+                .or_else(|| rest.iter().position(|&b| b == b'\n').map(|i| i + 1))
+                .unwrap_or(rest.len()),
+        };
+        let (chunk, next) = rest.split_at(cut);
+        let _ = match (to, &mut *s) {
+            (Some(mut f), _) => f.write_all(chunk),
+            (None, Sink::Fd(f)) => f.write_all(chunk),
+            (None, Sink::Stderr) => std::io::stderr().write_all(chunk),
+        };
+        rest = next;
+    }
+}
+
+/// The prefix of every protocol line (version 1), with its space.
+pub const LINE_PREFIX: &str = PREFIX;
 
 /// Whether `GAPSCOPE_SPAN_FD` names a span pipe (a descriptor above 2): the program runs
 /// under gapscope.

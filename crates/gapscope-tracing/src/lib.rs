@@ -11,7 +11,9 @@
 //!   finished span goes to the host, which records it in its span recorder; a span with
 //!   no `tracing` parent nests under the host's innermost open span of its thread;
 //! - **under gapscope** (`GAPSCOPE_SPAN_FD` names the span pipe): each finished span is
-//!   one `X` line of gapscope's line protocol on that pipe;
+//!   one `X` line of gapscope's line protocol, kept in its thread's batch and written to
+//!   that pipe a batch at a time ([`batch`]: at 16 KiB, at 50 ms, at thread and process
+//!   exit, or on [`flush`]); each thread that makes spans names itself once (`T` line);
 //! - **anywhere else**: nothing (one branch per span callback).
 //!
 //! # Which events make a span
@@ -31,15 +33,22 @@
 //! Fields become attributes ([`attrs::MAX_FIELDS`] per span, strings up to
 //! [`attrs::MAX_STR`] bytes); `span.record(..)` updates them.
 //!
+//! # Names
+//! A span's name is `tracing`'s (for `#[instrument]`, the function's), qualified by the
+//! module it was made in where that is not the crate's root: `apply` in
+//! `mini_redis::cmd::get` is `get::apply`, so that `Get::apply` and `Set::apply` stay
+//! apart. `GAPSCOPE_TRACING_NAMES` = `plain` | `module` (the default) | `target` (the
+//! whole target, `mini_redis::cmd::get::apply`), or [`GapscopeLayer::names`], chooses.
+//!
 //! The hot path does not allocate: open spans live in slots of a sharded table that
-//! are reused ([`table`]), fields are copied inline, span lines are put together on the
-//! stack (tests/alloc.rs counts allocations).
+//! are reused ([`table`]), fields are copied inline, span lines are written into the
+//! thread's batch, which keeps its capacity (tests/alloc.rs counts allocations).
 
 pub mod attrs;
+pub mod batch;
+mod line;
 pub mod table;
 
-use std::cell::Cell;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -64,8 +73,9 @@ pub struct Finished<'a> {
     /// CLOCK_MONOTONIC nanoseconds.
     pub start_ns: u64,
     pub end_ns: u64,
-    /// CPU time of the whole process over the span (CLOCK_PROCESS_CPUTIME_ID).
-    pub process_cpu_ns: u64,
+    /// CPU time of the whole process over the span (CLOCK_PROCESS_CPUTIME_ID), where
+    /// the layer reads that clock ([`CPU_ENV`]).
+    pub process_cpu_ns: Option<u64>,
     pub attrs: &'a Attrs,
 }
 
@@ -101,22 +111,67 @@ pub fn set_host_sink(sink: &'static HostSink) -> bool {
 #[derive(Clone, Copy)]
 enum Mode {
     Host(&'static HostSink),
-    Lines,
+    Lines(batch::Out),
     Off,
 }
+
+/// How span names are qualified in span lines (see the crate's documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// `tracing`'s name as it is: `apply`.
+    Plain,
+    /// Prefixed by the last part of the span's target where it has more than one:
+    /// `get::apply` in `mini_redis::cmd::get`, `run` in a crate's root.
+    Module,
+    /// Prefixed by the whole target: `mini_redis::cmd::get::apply`.
+    Target,
+}
+
+/// The environment variable that chooses [`Names`] (`plain`, `module`, `target`).
+pub const NAMES_ENV: &str = "GAPSCOPE_TRACING_NAMES";
+
+impl Names {
+    /// From `GAPSCOPE_TRACING_NAMES`; [`Names::Module`] where unset or not understood
+    /// (the layer must never stop a program).
+    pub fn from_env() -> Names {
+        match std::env::var(NAMES_ENV).as_deref() {
+            Ok("plain") => Names::Plain,
+            Ok("target") => Names::Target,
+            _ => Names::Module,
+        }
+    }
+}
+
+/// The environment variable that makes the layer read the process's CPU clock at both
+/// ends of every span (`exact`), giving each span its exact CPU time. Off by default: the
+/// clock is a system call (1.1 to 1.3 µs on the 2-core VM, `/tmp/clk`-style loop of
+/// `clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`), two per span, more than the rest of the
+/// layer; gapscope then interpolates each span's CPU time from its own readings of the
+/// program's CPU clock (every 5 ms).
+pub const CPU_ENV: &str = "GAPSCOPE_TRACING_CPU";
 
 /// The layer; make it with [`layer`].
 pub struct GapscopeLayer {
     mode: Mode,
+    names: Names,
+    /// Read the process CPU clock at both ends of each span.
+    cpu: bool,
     open: Table,
     next_id: AtomicU64,
+}
+
+/// Writes every thread's kept span lines now. The layer does this by itself when a
+/// thread or the process exits; call it before leaving by a way that skips `atexit`
+/// (`libc::_exit`, an `exec`).
+pub fn flush() {
+    batch::flush();
 }
 
 /// The layer, in the mode this process calls for (see the crate's documentation).
 pub fn layer() -> GapscopeLayer {
     let mode = match HOST.get() {
         Some(h) => Mode::Host(h),
-        None if gapscope_emit::span_fd_set() => Mode::Lines,
+        None if gapscope_emit::span_fd_set() => Mode::Lines(batch::Out::Emit),
         None => Mode::Off,
     };
     GapscopeLayer::with_mode(mode)
@@ -130,9 +185,25 @@ impl GapscopeLayer {
         };
         GapscopeLayer {
             mode,
+            names: Names::from_env(),
+            cpu: std::env::var(CPU_ENV).is_ok_and(|v| v == "exact"),
             open: Table::new(),
             next_id: AtomicU64::new(first),
         }
+    }
+
+    /// The layer with span names qualified as `names` says (instead of
+    /// `GAPSCOPE_TRACING_NAMES`).
+    pub fn names(mut self, names: Names) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// The layer reading the process CPU clock at both ends of every span (`true`), or
+    /// not (instead of `GAPSCOPE_TRACING_CPU`).
+    pub fn process_cpu(mut self, exact: bool) -> Self {
+        self.cpu = exact;
+        self
     }
 
     /// Whether spans go anywhere (a host, or the span pipe).
@@ -144,7 +215,13 @@ impl GapscopeLayer {
     /// go to `GAPSCOPE_SPAN_FD`, else stderr).
     #[doc(hidden)]
     pub fn lines_for_tests() -> Self {
-        Self::with_mode(Mode::Lines)
+        Self::with_mode(Mode::Lines(batch::Out::Emit))
+    }
+
+    /// A layer in span-line mode writing to `file` (tests and benchmarks).
+    #[doc(hidden)]
+    pub fn lines_to_file_for_tests(file: &'static std::fs::File) -> Self {
+        Self::with_mode(Mode::Lines(batch::Out::File(file)))
     }
 
     /// A layer in host mode with `sink`, without registering it process-wide (tests).
@@ -155,10 +232,10 @@ impl GapscopeLayer {
 }
 
 thread_local! {
-    static TID: Cell<u64> = const { Cell::new(0) };
+    static TID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// This thread's id, read once per thread.
+/// This thread's id, read once per thread (host mode).
 fn thread_id() -> u64 {
     TID.with(|t| {
         if t.get() == 0 {
@@ -187,14 +264,24 @@ impl<S: Subscriber> Layer<S> for GapscopeLayer {
         };
         let mut fields = Attrs::default();
         attrs.record(&mut fields);
+        let start_ns = gapscope_emit::now_ns();
+        let tid = match self.mode {
+            Mode::Lines(out) => batch::thread(out, start_ns),
+            _ => thread_id(),
+        };
         let open = Open {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
             trace,
             name: attrs.metadata().name(),
-            tid: thread_id(),
-            cpu_start_ns: gapscope_emit::process_cpu_ns(),
-            start_ns: gapscope_emit::now_ns(),
+            target: attrs.metadata().target(),
+            tid,
+            cpu_start_ns: if self.cpu {
+                gapscope_emit::process_cpu_ns()
+            } else {
+                0
+            },
+            start_ns,
             attrs: fields,
         };
         self.open.insert(id.into_u64(), open);
@@ -213,7 +300,7 @@ impl<S: Subscriber> Layer<S> for GapscopeLayer {
             return;
         }
         let end_ns = gapscope_emit::now_ns();
-        let cpu_end_ns = gapscope_emit::process_cpu_ns();
+        let cpu_end_ns = self.cpu.then(gapscope_emit::process_cpu_ns);
         let Some(o) = self.open.remove(id.into_u64()) else {
             return;
         };
@@ -225,104 +312,19 @@ impl<S: Subscriber> Layer<S> for GapscopeLayer {
             tid: o.tid,
             start_ns: o.start_ns,
             end_ns: end_ns.max(o.start_ns),
-            process_cpu_ns: cpu_end_ns.saturating_sub(o.cpu_start_ns),
+            process_cpu_ns: cpu_end_ns.map(|c| c.saturating_sub(o.cpu_start_ns)),
             attrs: &o.attrs,
         };
         match self.mode {
             Mode::Host(h) => (h.finished)(&f),
-            Mode::Lines => write_span_line(&f),
+            Mode::Lines(out) => {
+                batch::append(out, end_ns, |_, b| {
+                    line::span_line(b, &f, self.names, o.target)
+                });
+            }
             Mode::Off => {}
         }
     }
-}
-
-/// A fixed buffer that `write!` fills; what does not fit marks it overflowed.
-struct StackBuf {
-    buf: [u8; gapscope_emit::MAX_BODY],
-    len: usize,
-    overflow: bool,
-}
-
-impl std::fmt::Write for StackBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            self.overflow = true;
-            return Err(std::fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl StackBuf {
-    /// Writes `s` as one word of a line, at most `max` bytes, with what the protocol
-    /// cannot carry replaced by '_': spaces and controls always, '=' in a name, and in
-    /// a key anything but `A-Z a-z 0-9 _ .`.
-    fn word(&mut self, s: &str, max: usize, kind: Word) {
-        let start = self.len;
-        for c in s.chars() {
-            let ok = match kind {
-                Word::Key => c.is_ascii_alphanumeric() || c == '_' || c == '.',
-                Word::Name => !(c.is_whitespace() || c.is_control() || c == '='),
-                Word::Value => !(c.is_whitespace() || c.is_control()),
-            };
-            let c = if ok { c } else { '_' };
-            if self.len - start + c.len_utf8() > max {
-                break;
-            }
-            let mut b = [0u8; 4];
-            if self.write_str(c.encode_utf8(&mut b)).is_err() {
-                return;
-            }
-        }
-        if self.len == start {
-            let _ = self.write_str("_");
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Word {
-    Name,
-    Key,
-    Value,
-}
-
-/// Writes `f` as one `X` line: `X <tid> <start> <duration> <name> gs.id=… gs.parent=…
-/// process_cpu_ns=… fields…`. A line that would pass the protocol's limit loses fields
-/// from the end rather than the span.
-fn write_span_line(f: &Finished<'_>) {
-    let mut b = StackBuf {
-        buf: [0; gapscope_emit::MAX_BODY],
-        len: 0,
-        overflow: false,
-    };
-    let _ = write!(b, "X {} {} {} ", f.tid, f.start_ns, f.end_ns - f.start_ns);
-    b.word(f.name, 128, Word::Name);
-    let _ = write!(b, " gs.id={}", f.id);
-    if f.parent != 0 {
-        let _ = write!(b, " gs.parent={}", f.parent);
-    }
-    let _ = write!(b, " process_cpu_ns={}", f.process_cpu_ns);
-    for (k, v) in f.attrs.iter() {
-        let keep = b.len;
-        let _ = b.write_str(" ");
-        b.word(k, 64, Word::Key);
-        let _ = b.write_str("=");
-        match v {
-            Value::Str(s) => b.word(s.as_str(), attrs::MAX_STR, Word::Value),
-            v => {
-                let _ = write!(b, "{v}");
-            }
-        }
-        if b.overflow {
-            b.len = keep;
-            break;
-        }
-    }
-    gapscope_emit::write_line_bytes(&b.buf[..b.len]);
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub struct Open {
     /// The host recorder's trace the span belongs to; 0: none (span-line mode).
     pub trace: u64,
     pub name: &'static str,
+    /// Its `tracing` target (the module path, unless the span named another).
+    pub target: &'static str,
     /// The thread (gettid) that created the span.
     pub tid: u64,
     pub start_ns: u64,
