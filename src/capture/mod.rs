@@ -5,14 +5,19 @@
 //! ([`inject`]); and the GPU work of a CUDA program, through CUPTI's injection library
 //! ([`cupti_lib`]).
 //!
+//! Span names that carry a per-call id are grouped ([`names`]), whatever path
+//! they came through.
+//!
 //! The experiment's command workload holds a [`CaptureSpec`] (its `[workload]` keys
-//! `log_spans`, `nvtx` and `cupti`) and, per rep, makes a [`ChildCapture`] of it: the patterns
+//! `log_spans`, `nvtx`, `cupti`, `name_map` and `tracing_names`) and, per rep, makes a [`ChildCapture`] of it: the patterns
 //! its line readers apply and the environment the program starts with. This module
 //! depends on `trace` and `protocol` only.
 
+pub mod costs;
 pub mod cupti_lib;
 pub mod inject;
 pub mod log_spans;
+pub mod names;
 pub mod tracing_sink;
 
 use std::collections::BTreeMap;
@@ -22,6 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use log_spans::{LogPatterns, LogSpanRule};
+pub use names::NameMap;
 
 /// What a command workload asks to be captured besides its span lines.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +42,38 @@ pub struct CaptureSpec {
     /// activity (CUPTI, through `CUDA_INJECTION64_PATH`).
     #[serde(default)]
     pub cupti: bool,
+    /// `name_map = { "regex" = "name" }`: span names grouped, whatever path the spans
+    /// came through, before the defaults ([`names::DEFAULTS`]); named groups of the
+    /// regex become attributes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub name_map: BTreeMap<String, String>,
+    /// `tracing_names = "plain" | "module" | "target"`: how the `tracing` layer in the
+    /// program qualifies span names (`GAPSCOPE_TRACING_NAMES`); unset: the layer's
+    /// default, `module`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing_names: Option<TracingNames>,
+}
+
+/// How the `tracing` layer qualifies span names (`gapscope_tracing::Names`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TracingNames {
+    /// `apply`.
+    Plain,
+    /// `get::apply` (the last part of the span's module path).
+    Module,
+    /// `mini_redis::cmd::get::apply`.
+    Target,
+}
+
+impl TracingNames {
+    fn env_value(self) -> &'static str {
+        match self {
+            TracingNames::Plain => "plain",
+            TracingNames::Module => "module",
+            TracingNames::Target => "target",
+        }
+    }
 }
 
 impl CaptureSpec {
@@ -43,7 +81,23 @@ impl CaptureSpec {
     pub fn check(&self) -> Result<(), String> {
         LogPatterns::new(&self.log_spans)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.names().map(drop)
+    }
+
+    /// The workload's name map, then the defaults.
+    pub fn names(&self) -> Result<NameMap, String> {
+        let pairs: Vec<(String, String)> = self
+            .name_map
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        NameMap::from_pairs(&pairs, true).map_err(|e| {
+            format!(
+                "workload.name_map {e}: give a regex and the name it maps to, e.g. \
+                 name_map = {{ '^step_(?P<step>\\d+)$' = \"step\" }}"
+            )
+        })
     }
 }
 
@@ -54,18 +108,30 @@ pub struct ChildCapture {
     pub env: Vec<(OsString, OsString)>,
     /// The CUPTI injection library the program was started with (`cupti = true`).
     pub cupti: Option<std::path::PathBuf>,
+    /// Names grouped (the workload's `name_map`, then the defaults).
+    pub names: Arc<NameMap>,
+    /// The program's NVTX ranges are captured (`nvtx = true`).
+    pub nvtx: bool,
 }
 
 impl ChildCapture {
     /// Everything a rep of `spec` needs; an error (a pattern, the NVTX library) says
     /// what to do, and fails only that rep.
     pub fn prepare(spec: &CaptureSpec) -> Result<Self, String> {
-        let mut c = ChildCapture::default();
+        let mut c = ChildCapture {
+            names: Arc::new(spec.names()?),
+            ..ChildCapture::default()
+        };
+        if let Some(n) = spec.tracing_names {
+            c.env
+                .push((gapscope_tracing::NAMES_ENV.into(), n.env_value().into()));
+        }
         if !spec.log_spans.is_empty() {
             let p = LogPatterns::new(&spec.log_spans).map_err(|e| e.to_string())?;
             c.log = Some(Arc::new(p));
         }
         if spec.nvtx {
+            c.nvtx = true;
             let lib = inject::nvtx_library().map_err(|e| e.to_string())?;
             c.env.push((inject::NVTX_ENV.into(), lib.into_os_string()));
         }

@@ -57,9 +57,11 @@ fn finished(f: &Finished<'_>) {
         end_ns: f.end_ns,
         attrs,
         counters: None,
-        // The layer reads the process CPU clock at both ends of the span.
-        process_cpu_ns: Some(f.process_cpu_ns),
-        process_cpu_source: Some(trace::process_cpu::CpuSource::Exact),
+        // Where the layer read the process CPU clock at both ends of the span.
+        process_cpu_ns: f.process_cpu_ns,
+        process_cpu_source: f
+            .process_cpu_ns
+            .map(|_| trace::process_cpu::CpuSource::Exact),
         process_cpu_interpolated_ns: None,
     };
     FINISHED.lock().unwrap_or_else(|e| e.into_inner()).push(rec);

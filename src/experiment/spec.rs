@@ -107,6 +107,8 @@ impl TryFrom<WorkloadFile> for Workload {
                     log_spans: f.log_spans,
                     nvtx: f.nvtx,
                     cupti: f.cupti,
+                    name_map: f.name_map,
+                    tracing_names: f.tracing_names,
                 },
                 max_spans_per_rep: f.max_spans_per_rep,
             };
@@ -127,9 +129,12 @@ impl TryFrom<WorkloadFile> for Workload {
             || f.cupti
             || !f.log_spans.is_empty()
             || f.max_spans_per_rep.is_some()
+            || !f.name_map.is_empty()
+            || f.tracing_names.is_some()
         {
             return Err(
-                "workload: build, prepare, dir, nvtx, cupti, log_spans and max_spans_per_rep go \
+                "workload: build, prepare, dir, nvtx, cupti, log_spans, name_map, tracing_names \
+                 and max_spans_per_rep go \
                         with command = [\"prog\", \"args\"]; add command, or remove them \
                         (gapscope's own provers record CUPTI with telemetry = true or \"cupti\")"
                     .into(),
@@ -167,6 +172,8 @@ impl From<Workload> for WorkloadFile {
                 log_spans: e.capture.log_spans,
                 nvtx: e.capture.nvtx,
                 cupti: e.capture.cupti,
+                name_map: e.capture.name_map,
+                tracing_names: e.capture.tracing_names,
                 max_spans_per_rep: e.max_spans_per_rep,
                 ..WorkloadFile::default()
             },

@@ -6,14 +6,13 @@
 //! Where it sits: beside `experiment/` (which makes run folders by running things),
 //! above `store/` (the one writer of run folders). Per file: [`source`] finds and opens
 //! it (links, size caps, gzip, its hash, its format), [`json`] / [`nsys`] read it into
-//! the format-free [`model::Trace`], [`names`] groups names, [`reps`] cuts it into reps,
+//! the format-free [`model::Trace`], [`NameMap`] (`crate::capture::names`) groups names, [`reps`] cuts it into reps,
 //! [`tree`] nests each rep's spans, and [`write`] turns them into rows.
 
 pub mod chrome;
 pub mod chrome_args;
 pub mod json;
 pub mod model;
-pub mod names;
 pub mod nsys;
 pub mod otlp;
 pub mod reps;
@@ -24,7 +23,7 @@ pub mod write;
 
 use std::path::{Path, PathBuf};
 
-pub use names::NameMap;
+pub use crate::capture::names::NameMap;
 pub use write::{import, ImportOptions, Imported, VariantInput};
 
 /// The version of the importer's reading rules, recorded in meta.json's `import`: a

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::model::{Span, Trace};
-use super::names::NameMap;
 use super::reps::{Rep, Root};
 use super::tree::{self, ROOT};
+use crate::capture::names::NameMap;
 use crate::store::{GpuActivityRow, RepStatus, RunRow, SpanRow};
 use crate::trace::selftime::Coverage;
 

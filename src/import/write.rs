@@ -11,10 +11,10 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 
 use super::model::Trace;
-use super::names::NameMap;
 use super::reps::{self, Rep, FILE_ROOT};
 use super::rows::{self, Threads};
 use super::{read_trace, FileDigest, IMPORTER_VERSION};
+use crate::capture::names::NameMap;
 use crate::phases::{PhaseSpec, WorkloadKind};
 use crate::store::{self, GpuMeta, Meta, NewRun, RunWriter, VariantMeta, WorkloadMeta};
 
@@ -242,7 +242,7 @@ fn cut(trace: &Trace, opts: &ImportOptions) -> Cut {
     let hit: Vec<bool> = (0..trace.names.len() as u32)
         .map(|i| {
             let n = trace.names.name(i);
-            n == rep_span || opts.names.map(n) == rep_span
+            n == rep_span || opts.names.map(n) == rep_span.as_str()
         })
         .collect();
     let (reps, left) = reps::by_span(trace, |n| hit[n as usize]);

@@ -11,6 +11,7 @@
 //! @gapscope1 G <kind> <device> <stream> <correlation_id> <start_ns> <end_ns> <grid> <block> <bytes> <name…>
 //!                                                            an interval of GPU work
 //! @gapscope1 S <source> <state> [<text…>]                    a collector's status
+//! @gapscope1 T <tid> <pid> [<name…>]                         a thread of process <pid>, named <name>
 //! ```
 //!
 //! - `<tid>` is the emitting thread's id (`gettid()`); spans nest per thread, so threads
@@ -32,6 +33,11 @@
 //!   collector says of itself (`S cupti started …`, `S cupti unavailable <why>`); the
 //!   text is the rest of the line. Neither is a span; both count as protocol lines, and a
 //!   malformed one is unparseable like any other.
+//! - `T`: names a thread (the rest of the line, spaces included, up to [`MAX_NAME`]
+//!   bytes; none for a thread without a name) and says which process it belongs to, so
+//!   that its spans show `tokio-runtime-worker` rather than a thread id, also when the
+//!   thread was gone before its lines were read. The `tracing` layer writes one per
+//!   thread; the last one read for a thread id wins.
 //!
 //! The parser holds at most one line ([`MAX_LINE`] bytes) plus the spans it returns;
 //! with a [`budget::SpanBudget`] it keeps no more spans than the budget's cap (begins
@@ -173,8 +179,12 @@ pub struct Parser {
     seq: u64,
     samples: Vec<String>,
     gpu: GpuLines,
+    threads: ThreadNames,
     budget: Option<std::sync::Arc<budget::SpanBudget>>,
 }
+
+/// Thread names from `T` lines: thread id → name.
+pub type ThreadNames = std::collections::BTreeMap<u64, String>;
 
 /// A parsed line.
 #[derive(Debug, PartialEq)]
@@ -185,6 +195,7 @@ enum Line<'a> {
     Attrs(u64, Vec<(String, AttrValue)>),
     Gpu(ParsedActivity),
     Status(ParsedStatus),
+    Thread(u64, Option<&'a str>),
 }
 
 impl Parser {
@@ -318,6 +329,12 @@ impl Parser {
                 self.counts.protocol_lines += 1;
                 self.gpu.status.push(st);
             }
+            Line::Thread(tid, name) => {
+                self.counts.protocol_lines += 1;
+                if let Some(n) = name {
+                    self.threads.insert(tid, n.to_string());
+                }
+            }
             Line::Attrs(tid, attrs) => {
                 let over_cap = self.over_cap();
                 self.attrs(tid, attrs, over_cap)
@@ -341,6 +358,11 @@ impl Parser {
             format!("E {tid} {t} {name}").as_bytes(),
             "end earlier than its begin",
         );
+    }
+
+    /// The thread names read so far (taken: a second call returns only later ones).
+    pub fn take_threads(&mut self) -> ThreadNames {
+        std::mem::take(&mut self.threads)
     }
 
     /// The `G` and `S` lines read so far (taken: a second call returns only later ones).
@@ -377,7 +399,10 @@ fn parse_fields(rest: &str) -> Result<Line<'_>, String> {
     match rest.split_once(' ') {
         Some(("G", fields)) => return parse_gpu(fields).map(Line::Gpu),
         Some(("S", fields)) => return parse_status(fields).map(Line::Status),
-        _ if rest == "G" || rest == "S" => return Err(format!("{rest} with no fields")),
+        Some(("T", fields)) => return parse_thread(fields),
+        _ if rest == "G" || rest == "S" || rest == "T" => {
+            return Err(format!("{rest} with no fields"))
+        }
         _ => {}
     }
     let mut it = rest.split(' ').filter(|w| !w.is_empty());
@@ -409,7 +434,7 @@ fn parse_fields(rest: &str) -> Result<Line<'_>, String> {
         }
         k => {
             return Err(format!(
-                "unknown record kind {k:?} (use B, E, X, A, G or S)"
+                "unknown record kind {k:?} (use B, E, X, A, G, S or T)"
             ))
         }
     };
@@ -473,6 +498,32 @@ fn parse_gpu(fields: &str) -> Result<ParsedActivity, String> {
         bytes,
         name: name.to_string(),
     })
+}
+
+/// The fields of a `T` line after its kind letter: `<tid> <pid> [<name…>]`.
+fn parse_thread(fields: &str) -> Result<Line<'_>, String> {
+    let (tid, rest) = word(fields);
+    let (pid, rest) = word(rest);
+    let tid = num(Some(tid), "T: thread id")?;
+    num(Some(pid), "T: process id")?;
+    let name = rest.trim();
+    if name.len() > MAX_NAME {
+        return Err(format!("T: name longer than {MAX_NAME} bytes"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("T: name contains control characters".into());
+    }
+    Ok(Line::Thread(tid, (!name.is_empty()).then_some(name)))
+}
+
+/// The process id of a `T` line (`@gapscope1 T <tid> <pid> …`), for telling the
+/// program's threads from others'.
+pub fn thread_line_pid(line: &[u8]) -> Option<(u64, u32)> {
+    let rest = line.strip_prefix(PREFIX)?.strip_prefix(b"T ")?;
+    let text = std::str::from_utf8(rest).ok()?;
+    let (tid, rest) = word(text);
+    let (pid, _) = word(rest);
+    Some((tid.parse().ok()?, pid.parse().ok()?))
 }
 
 /// `XxYxZ`, or `-` for none.

@@ -404,3 +404,30 @@ fn garbage_and_truncated_gpu_lines_are_unparseable_and_lose_nothing_else() {
     assert_eq!((c.gpu_records, spans.len()), (1, 1));
     assert!(samples.iter().any(|s| s.contains("missing")), "{samples:?}");
 }
+
+#[test]
+fn thread_lines_name_threads_and_malformed_ones_are_counted() {
+    let mut p = Parser::new();
+    for l in [
+        "@gapscope1 T 12 7 tokio-runtime-worker",
+        "@gapscope1 T 13 7",
+        "@gapscope1 T 14 7 a name with spaces",
+        "@gapscope1 T 15",           // no pid
+        "@gapscope1 T x 7 name",     // tid not a number
+        "@gapscope1 T",              // nothing
+        "@gapscope1 T 12 7 renamed", // the last one wins
+    ] {
+        assert!(p.feed(l.as_bytes()));
+    }
+    let names = p.take_threads();
+    assert_eq!(names.get(&12).map(String::as_str), Some("renamed"));
+    assert_eq!(names.get(&13), None);
+    assert_eq!(
+        names.get(&14).map(String::as_str),
+        Some("a name with spaces")
+    );
+    let (_, c, samples) = p.finish(0);
+    assert_eq!((c.protocol_lines, c.unparseable), (4, 3), "{samples:?}");
+    assert_eq!(thread_line_pid(b"@gapscope1 T 12 7 w"), Some((12, 7)));
+    assert_eq!(thread_line_pid(b"@gapscope1 X 12 7 1 w"), None);
+}

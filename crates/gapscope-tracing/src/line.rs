@@ -193,7 +193,11 @@ mod tests {
         );
         assert!(lines[1].contains(" 500 apply gs.id=7"), "{}", lines[1]);
         assert!(lines[2].contains(" 500 apply gs.id=7"), "{}", lines[2]);
-        assert!(lines[3].contains(" 500 a::b::apply gs.id=7"), "{}", lines[3]);
+        assert!(
+            lines[3].contains(" 500 a::b::apply gs.id=7"),
+            "{}",
+            lines[3]
+        );
     }
 
     #[test]

@@ -36,7 +36,11 @@ fn spans_become_complete_lines_with_ids_parents_fields_and_thread_names() {
     gapscope_tracing::flush();
     let text = read_all(&mut file);
     let lines: Vec<&str> = text.lines().collect();
-    let spans: Vec<&str> = lines.iter().copied().filter(|l| l.contains(" X ")).collect();
+    let spans: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains(" X "))
+        .collect();
     assert_eq!(spans.len(), 2, "{text}");
     let k = spans.iter().find(|l| l.contains(" kernels ")).unwrap();
     let o = spans.iter().find(|l| l.contains(" gpu_prove ")).unwrap();
@@ -89,8 +93,13 @@ fn lines_kept_at_exit_are_written_by_the_exit() {
     let mut file = tempfile_in_target();
     let fd = file.as_raw_fd();
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_exits_with_lines_kept", "--ignored", "--nocapture"])
-        .env("GAPSCOPE_SPAN_FD", fd.to_string());
+    cmd.args([
+        "--exact",
+        "child_exits_with_lines_kept",
+        "--ignored",
+        "--nocapture",
+    ])
+    .env("GAPSCOPE_SPAN_FD", fd.to_string());
     // SAFETY: fcntl is async-signal-safe; it only lets the child inherit the file.
     unsafe {
         cmd.pre_exec(move || match fcntl(fd, F_SETFD, 0) {
@@ -116,10 +125,7 @@ fn read_all(file: &mut std::fs::File) -> String {
 fn tempfile_in_target() -> std::fs::File {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let p = std::env::temp_dir().join(format!(
-        "gapscope-tracing-lines-{}-{n}",
-        std::process::id()
-    ));
+    let p = std::env::temp_dir().join(format!("gapscope-tracing-lines-{}-{n}", std::process::id()));
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

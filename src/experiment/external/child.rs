@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use super::cpu::{self, CpuSeries};
 use super::members::Members;
 use super::streams::{self, StreamState};
+use crate::capture::costs::Via;
 use crate::capture::log_spans::{self, LogMatcher, LogPatterns};
-use crate::capture::ChildCapture;
+use crate::capture::{ChildCapture, NameMap};
 use crate::counters::process::ProcessCounters;
 use crate::counters::CounterValues;
 use crate::emit::FD_ENV;
@@ -26,6 +27,7 @@ use crate::profile::{Opener, RepSampling, Sampled, Target};
 use crate::protocol::budget::SpanBudget;
 use crate::protocol::{GpuLines, LineCounts, ParsedSpan, Parser};
 use crate::trace::now_ns;
+use crate::trace::AttrValue;
 
 /// How long the readers may take to see the end of the program's pipes once it exited
 /// (and what was left of its process group was killed).
@@ -66,6 +68,9 @@ pub struct ChildRun {
     pub sampled: Option<Sampled>,
     /// Thread ids of span lines that were not the program's own threads.
     pub outsiders: std::collections::BTreeSet<u64>,
+    /// Names of the program's threads: from its `T` lines, else from `/proc` when a
+    /// thread's first line was read.
+    pub thread_names: crate::protocol::ThreadNames,
     /// GPU activity (`G`) and collector status (`S`) lines of every stream.
     pub gpu: GpuLines,
     /// The most spans the rep keeps, and how many the program sent past it (counted
@@ -136,6 +141,7 @@ pub fn run_once(
         cpu: CpuSeries::starting(start_ns),
         sampled: hz.map(|hz| Sampled::unavailable(hz, "the program did not start".into())),
         outsiders: Default::default(),
+        thread_names: Default::default(),
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
@@ -343,6 +349,7 @@ pub fn run_once(
         cpu,
         sampled,
         outsiders: members.outsiders(),
+        thread_names: members.names().into_iter().collect(),
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
@@ -350,7 +357,13 @@ pub fn run_once(
     };
     for (i, (mut parser, tail)) in streams {
         run.gpu.extend(parser.take_gpu());
-        let (spans, counts, samples) = parser.finish(end_ns);
+        run.thread_names.extend(parser.take_threads());
+        let (mut spans, counts, samples) = parser.finish(end_ns);
+        for s in &mut spans {
+            let via = via_of_line(s, capture);
+            s.attrs
+                .push((VIA.into(), AttrValue::Str(via.as_str().into())));
+        }
         run.spans.extend(spans);
         run.counts.add(&counts);
         run.samples.extend(samples);
@@ -363,7 +376,11 @@ pub fn run_once(
             &mut *m.lock().unwrap_or_else(|e| e.into_inner()),
             LogMatcher::new(Arc::new(LogPatterns::empty()), 0, 0),
         );
-        let out = m.finish(start_ns, end_ns);
+        let mut out = m.finish(start_ns, end_ns);
+        for s in &mut out.spans {
+            s.attrs
+                .push((VIA.into(), AttrValue::Str(Via::LogLines.as_str().into())));
+        }
         run.spans.extend(out.spans);
         run.counts.add(&out.counts);
         run.samples.extend(out.samples.iter().cloned());
@@ -375,6 +392,7 @@ pub fn run_once(
             first_problem: out.samples.into_iter().next(),
         });
     }
+    group_names(&mut run.spans, &capture.names);
     run.spans_over_cap = budget.over();
     if !unread.is_empty() {
         // A process outside the program's group (it called setsid) holds them open.
@@ -385,6 +403,45 @@ pub fn run_once(
         ));
     }
     run
+}
+
+/// The span attribute that says which capture path a program's span came through
+/// ([`Via`]): the diff's note on the recorder's own cost uses that path's cost.
+pub const VIA: &str = "via";
+
+/// The path of a span read from a protocol stream: the `tracing` layer's lines carry
+/// ids (`gs.id`); with `nvtx = true` the others are NVTX ranges; else a program's own
+/// emitter (gapscope-emit, gapscope_emit.h, or hand-written lines).
+fn via_of_line(s: &ParsedSpan, capture: &ChildCapture) -> Via {
+    if s.attrs.iter().any(|(k, _)| k == log_spans::GS_ID) {
+        Via::Tracing
+    } else if capture.nvtx {
+        Via::Nvtx
+    } else {
+        Via::Protocol
+    }
+}
+
+/// Renames spans whose names carry a per-call id ([`crate::capture::names`]), keeping
+/// the id as attributes (the rule's named groups); each distinct name is matched once.
+fn group_names(spans: &mut [ParsedSpan], names: &NameMap) {
+    type Mapped = Option<(String, Vec<(String, AttrValue)>)>;
+    let mut seen: std::collections::HashMap<String, Mapped> = Default::default();
+    for s in spans {
+        let m = seen.entry(s.name.clone()).or_insert_with(|| {
+            names.apply(&s.name).map(|(n, attrs)| {
+                let attrs = attrs
+                    .into_iter()
+                    .map(|(k, v)| (k, crate::protocol::value(&v)))
+                    .collect();
+                (n, attrs)
+            })
+        });
+        if let Some((n, attrs)) = m {
+            s.attrs.extend(attrs.iter().cloned());
+            s.name = n.clone();
+        }
+    }
 }
 
 /// Whether the process `pid` (a child of this one) has exited, without reaping it;

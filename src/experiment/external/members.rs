@@ -5,18 +5,25 @@
 //! say) would get that clock's CPU time — the wrapper's, near zero — as if it were its
 //! own. So the first line of each thread id is checked against `/proc/<pid>/task` as it
 //! arrives (its thread has just written it, so it is still there), and spans of thread
-//! ids found elsewhere get no interpolated CPU time.
+//! ids found elsewhere get no interpolated CPU time. A `T` line naming the program's
+//! pid makes its thread one of the program's, also when the thread is gone by the time
+//! the line is read (the `tracing` layer writes its lines in batches).
+//!
+//! The same look at `/proc` reads the thread's name (`comm`, at most 15 bytes), so that
+//! spans of every capture path show their thread's name; a `T` line's name, where
+//! one came, is preferred (`rows`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use crate::protocol::PREFIX;
+use crate::protocol::{thread_line_pid, PREFIX};
 
 /// The verdicts so far, shared by the readers of the program's streams.
 #[derive(Debug)]
 pub struct Members {
     pid: u32,
     seen: Mutex<HashMap<u64, bool>>,
+    names: Mutex<HashMap<u64, String>>,
 }
 
 impl Members {
@@ -24,6 +31,7 @@ impl Members {
         Members {
             pid,
             seen: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
         }
     }
 
@@ -32,10 +40,27 @@ impl Members {
     pub fn note_line(&self, line: &[u8]) {
         let Some(tid) = tid_of(line) else { return };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((t, pid)) = thread_line_pid(line) {
+            if pid == self.pid {
+                seen.insert(t, true);
+                return;
+            }
+        }
         seen.entry(tid).or_insert_with(|| {
-            tid == u64::from(self.pid)
-                || std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists()
+            let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.pid));
+            if let Ok(name) = &comm {
+                self.names
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(tid, name.trim_end().to_string());
+            }
+            tid == u64::from(self.pid) || comm.is_ok()
         });
+    }
+
+    /// The names (`comm`) of the program's threads seen, by thread id.
+    pub fn names(&self) -> HashMap<u64, String> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Thread ids whose lines came from outside the program's own threads (or from a
@@ -72,7 +97,12 @@ mod tests {
         m.note_line(b"@gapscope1 E 1 9 x"); // pid 1's thread: not ours
         m.note_line(b"ordinary output 77");
         m.note_line(b"@gapscope1 B notanumber 5 x");
-        assert_eq!(m.outsiders(), BTreeSet::from([1]));
+        // Gone threads: taken as the program's by a T line of its pid, not by another's.
+        m.note_line(format!("@gapscope1 T 999999999 {me} worker").as_bytes());
+        m.note_line(b"@gapscope1 T 999999998 1 worker");
+        assert_eq!(m.outsiders(), BTreeSet::from([1, 999_999_998]));
+        let comm = std::fs::read_to_string(format!("/proc/{me}/task/{tid}/comm")).unwrap();
+        assert_eq!(m.names().get(&tid), Some(&comm.trim_end().to_string()));
         assert_eq!(tid_of(b"@gapscope1 X  42 1 2 n"), Some(42));
     }
 }

@@ -258,12 +258,12 @@ pub fn rep_rows(
     let (parents, refused) = nest(&kept);
     counts.refused_ids += refused;
     let main_tid = run.pid as u64;
-    let thread_name = |tid: u64| {
-        if tid == main_tid {
-            program.to_string()
-        } else {
-            format!("thread {tid}")
-        }
+    // The main thread is the program; another thread by the name it gave itself (a
+    // `T` line, else `/proc`), else its id.
+    let thread_name = |tid: u64| match run.thread_names.get(&tid) {
+        _ if tid == main_tid => program.to_string(),
+        Some(n) => n.clone(),
+        None => format!("thread {tid}"),
     };
     let mut ivs = vec![Interval {
         id: ROOT_ID,
@@ -493,6 +493,7 @@ mod cap_tests {
             cpu: Default::default(),
             sampled: None,
             outsiders: Default::default(),
+            thread_names: Default::default(),
             gpu: Default::default(),
             span_cap: MAX_SPANS_PER_REP,
             spans_over_cap: 0,

@@ -201,6 +201,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         cpu: Default::default(),
         sampled: None,
         outsiders: Default::default(),
+        thread_names: Default::default(),
         gpu: Default::default(),
         span_cap: super::rows::MAX_SPANS_PER_REP,
         spans_over_cap: 0,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::capture::{CaptureSpec, LogSpanRule};
+use crate::capture::{CaptureSpec, LogSpanRule, TracingNames};
 use crate::prover::{BackendKind, CircuitKind};
 
 /// `[workload]` of an experiment file, every field optional; `spec::Workload` checks
@@ -48,6 +48,12 @@ pub struct WorkloadFile {
     /// injection library, `crate::capture::cupti_lib`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cupti: bool,
+    /// Span names grouped: regex → name (`crate::capture::names`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub name_map: BTreeMap<String, String>,
+    /// How the program's `tracing` layer qualifies span names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing_names: Option<TracingNames>,
     /// The gaps chart's wrapper and inner spans (either kind of workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<crate::store::GapsSpec>,
