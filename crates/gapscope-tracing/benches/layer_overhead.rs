@@ -171,7 +171,10 @@ fn spans(c: &mut Criterion) {
     assert!(PIPED.load(Ordering::Relaxed) > 0);
 }
 
-/// The spans of [`spans`] that a comparison needs, in CPU time of the process.
+/// The spans of [`spans`] that a comparison needs, in CPU time of the process; and
+/// one span of gapscope-emit (`Scope`: a begin and an end line, each with the process
+/// CPU clock read, each one `write(2)`), the cost of the protocol path for a Rust
+/// program.
 fn cpu(c: &mut Criterion<ProcessCpu>) {
     let null: &'static std::fs::File = Box::leak(Box::new(
         std::fs::OpenOptions::new()
@@ -179,6 +182,15 @@ fn cpu(c: &mut Criterion<ProcessCpu>) {
             .open("/dev/null")
             .expect("/dev/null"),
     ));
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the benchmark reads no environment on another thread meanwhile;
+        // gapscope-emit opens its span pipe at its first line, below.
+        unsafe { std::env::set_var(gapscope_emit::FD_ENV, null.as_raw_fd().to_string()) };
+        c.bench_function("cpu/emit_scope", |b| {
+            b.iter(|| drop(gapscope_emit::Scope::new("phase")))
+        });
+    }
     bench_with(
         c,
         "cpu/registry_only",
