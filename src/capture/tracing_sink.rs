@@ -41,10 +41,9 @@ fn finished(f: &Finished<'_>) {
             (k, v)
         })
         .collect();
-    let here = std::thread::current();
-    let name = match here.name() {
-        Some(n) if crate::emit::thread_id() == f.tid => n.to_string(),
-        _ => format!("thread-{}", f.tid),
+    let name = match f.thread_name {
+        Some(n) => n.to_string(),
+        None => format!("thread-{}", f.tid),
     };
     let rec = SpanRecord {
         id: f.id,
@@ -105,10 +104,13 @@ mod tests {
         let root = trace::Span::enter("prove");
         let trace_id = root.trace();
         {
-            let wrapper = tracing::info_span!("gpu_prove", bytes = 8u64).entered();
+            let wrapper = tracing::info_span!("gpu_prove", bytes = 8u64);
             let p = wrapper.clone();
+            drop(wrapper);
             std::thread::spawn(move || {
                 let _k = tracing::info_span!(parent: &p, "kernels").entered();
+                // The last handle to the wrapper drops here, on another thread.
+                drop(p);
             })
             .join()
             .unwrap();
@@ -118,6 +120,9 @@ mod tests {
         drain_into(trace_id, &mut spans);
         let find = |n: &str| spans.iter().find(|s| s.name == n).unwrap();
         let (prove, wrapper, kernels) = (find("prove"), find("gpu_prove"), find("kernels"));
+        // The creator's name, also for a span closed on another thread.
+        let here = std::thread::current().name().map(str::to_string);
+        assert_eq!(Some(&*wrapper.thread_name), here.as_deref());
         assert_eq!(wrapper.parent, Some(prove.id));
         assert_eq!(kernels.parent, Some(wrapper.id));
         assert_ne!(kernels.thread_id, wrapper.thread_id);

@@ -70,6 +70,9 @@ pub struct Finished<'a> {
     pub name: &'static str,
     /// The thread (gettid) that created the span.
     pub tid: u64,
+    /// That thread's name, where it has one (host mode; `None` in span lines, which
+    /// name each thread once in a `T` line).
+    pub thread_name: Option<&'static str>,
     /// CLOCK_MONOTONIC nanoseconds.
     pub start_ns: u64,
     pub end_ns: u64,
@@ -233,6 +236,7 @@ impl GapscopeLayer {
 
 thread_local! {
     static TID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static NAME: std::cell::Cell<Option<Option<&'static str>>> = const { std::cell::Cell::new(None) };
 }
 
 /// This thread's id, read once per thread (host mode).
@@ -243,6 +247,24 @@ fn thread_id() -> u64 {
         }
         t.get()
     })
+}
+
+/// This thread's name, copied once per thread that makes spans in host mode (a few
+/// bytes kept for the life of the process, so that a span's creator can be named on
+/// the thread that closes it).
+fn thread_name() -> Option<&'static str> {
+    NAME.try_with(|n| match n.get() {
+        Some(known) => known,
+        None => {
+            let name = std::thread::current()
+                .name()
+                .map(|s| &*Box::leak(s.to_owned().into_boxed_str()));
+            n.set(Some(name));
+            name
+        }
+    })
+    .ok()
+    .flatten()
 }
 
 impl<S: Subscriber> Layer<S> for GapscopeLayer {
@@ -269,8 +291,13 @@ impl<S: Subscriber> Layer<S> for GapscopeLayer {
             Mode::Lines(out) => batch::thread(out, start_ns),
             _ => thread_id(),
         };
+        let thread_name = match self.mode {
+            Mode::Host(_) => thread_name(),
+            _ => None,
+        };
         let open = Open {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            thread_name,
             parent,
             trace,
             name: attrs.metadata().name(),
@@ -310,6 +337,7 @@ impl<S: Subscriber> Layer<S> for GapscopeLayer {
             trace: o.trace,
             name: o.name,
             tid: o.tid,
+            thread_name: o.thread_name,
             start_ns: o.start_ns,
             end_ns: end_ns.max(o.start_ns),
             process_cpu_ns: cpu_end_ns.map(|c| c.saturating_sub(o.cpu_start_ns)),

@@ -169,6 +169,7 @@ mod tests {
             trace: 0,
             name,
             tid: 42,
+            thread_name: None,
             start_ns: 1_000,
             end_ns: 1_500,
             process_cpu_ns: Some(90),

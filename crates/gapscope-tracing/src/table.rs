@@ -26,6 +26,8 @@ pub struct Open {
     pub target: &'static str,
     /// The thread (gettid) that created the span.
     pub tid: u64,
+    /// Its name, in host mode.
+    pub thread_name: Option<&'static str>,
     pub start_ns: u64,
     pub cpu_start_ns: u64,
     pub attrs: Attrs,
