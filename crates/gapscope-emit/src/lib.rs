@@ -139,8 +139,9 @@ pub const ATOMIC_WRITE: usize = 4096;
 /// at line ends (a longer line goes alone). `to`: that file instead of the span pipe
 /// (tests, benchmarks). Errors are ignored, as in [`write_line`].
 pub fn write_lines(to: Option<&std::fs::File>, lines: &[u8]) {
-    let mut s = sink().lock().unwrap_or_else(|e| e.into_inner());
     let mut rest = lines;
+    // The span pipe is opened (from the environment) only when it is written to.
+    let mut sink = to.is_none().then(|| sink().lock().unwrap_or_else(|e| e.into_inner()));
     while !rest.is_empty() {
         let cut = match rest.len() <= ATOMIC_WRITE {
             true => rest.len(),
@@ -152,10 +153,10 @@ pub fn write_lines(to: Option<&std::fs::File>, lines: &[u8]) {
                 .unwrap_or(rest.len()),
         };
         let (chunk, next) = rest.split_at(cut);
-        let _ = match (to, &mut *s) {
+        let _ = match (to, sink.as_deref_mut()) {
             (Some(mut f), _) => f.write_all(chunk),
-            (None, Sink::Fd(f)) => f.write_all(chunk),
-            (None, Sink::Stderr) => std::io::stderr().write_all(chunk),
+            (None, Some(Sink::Fd(f))) => f.write_all(chunk),
+            (None, _) => std::io::stderr().write_all(chunk),
         };
         rest = next;
     }

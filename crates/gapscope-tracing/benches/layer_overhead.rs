@@ -134,11 +134,11 @@ fn spans(c: &mut Criterion) {
         tracing::Dispatch::new(tracing_subscriber::registry().with(lines_to(null))),
     );
     let pipe = drained_pipe();
-    bench_with(
-        c,
-        "span/gapscope_lines_pipe",
-        tracing::Dispatch::new(tracing_subscriber::registry().with(lines_to(pipe))),
-    );
+    let piped = tracing::Dispatch::new(tracing_subscriber::registry().with(lines_to(pipe)));
+    bench_with(c, "span/gapscope_lines_pipe", piped.clone());
+    // One more span, so that the check below holds when a filter skipped the benchmark.
+    tracing::dispatcher::with_default(&piped, || one_span(0));
+    gapscope_tracing::flush();
     bench_with(
         c,
         "span/gapscope_lines_cpu",

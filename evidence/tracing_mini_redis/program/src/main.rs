@@ -1,7 +1,9 @@
 //! mini-redis's server and client in one process: `REQUESTS` SET and GET commands over
 //! one connection, every `#[instrument]` span of mini-redis's own code recorded by the
 //! subscriber named by the first argument: `gapscope` (the gapscope-tracing layer),
-//! `chrome` (tracing-chrome, to a file in the temporary folder) or `none`.
+//! `chrome` (tracing-chrome, to a file in the temporary folder), `registry`
+//! (tracing-subscriber's registry with no layer: what every layer's spans cost before
+//! the layer's own work) or `none` (spans disabled).
 
 use tracing_subscriber::prelude::*;
 
@@ -23,8 +25,14 @@ async fn main() -> mini_redis::Result<()> {
             tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))?;
             Some(guard)
         }
+        "registry" => {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry())?;
+            None
+        }
         "none" => None,
-        other => return Err(format!("unknown mode {other:?}: gapscope, chrome or none").into()),
+        other => {
+            return Err(format!("unknown mode {other:?}: gapscope, chrome, registry or none").into())
+        }
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
