@@ -77,7 +77,14 @@ impl Via {
                 measured: "CPU time per span on the 2-core VM, `cargo bench -p \
                            gapscope-tracing --bench layer_overhead` (cpu/gapscope_lines)",
             }),
-            Via::Native | Via::Protocol | Via::Nvtx | Via::LogLines => None,
+            // evidence/tracing_overhead: gapscope-emit's Scope (a begin and an end line,
+            // each with a process CPU clock read and a write); the C header does the same.
+            Via::Protocol => Some(PathCost {
+                per_span_ns: 2842.9,
+                measured: "CPU time per gapscope-emit Scope on the 2-core VM, `cargo bench -p \
+                           gapscope-tracing --bench layer_overhead` (cpu/emit_scope)",
+            }),
+            Via::Native | Via::Nvtx | Via::LogLines => None,
         }
     }
 }
@@ -99,6 +106,7 @@ mod tests {
         assert_eq!(Via::of_row_attrs(r#"{"x":1}"#), Via::Native);
         assert_eq!(Via::of_row_attrs(r#"{"via":"other"}"#), Via::Native);
         assert!(Via::Tracing.measured_cost().is_some());
+        assert!(Via::Protocol.measured_cost().is_some());
         assert!(Via::Nvtx.measured_cost().is_none());
     }
 }
