@@ -7,8 +7,13 @@ use std::os::fd::AsRawFd;
 
 use tracing_subscriber::prelude::*;
 
+/// `flush()` writes every thread's batch: the tests that watch when a batch is written
+/// run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn spans_become_complete_lines_with_ids_parents_fields_and_thread_names() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut file = tempfile_in_target();
     // SAFETY: the test sets the variable before any thread reads it.
     unsafe { std::env::set_var("GAPSCOPE_SPAN_FD", file.as_raw_fd().to_string()) };
@@ -59,6 +64,35 @@ fn spans_become_complete_lines_with_ids_parents_fields_and_thread_names() {
         lines.contains(&format!("@gapscope1 T {} {pid} tokio-runtime-worker", tid(k)).as_str()),
         "{text}"
     );
+}
+
+#[test]
+fn a_batch_older_than_its_age_is_written_at_the_threads_next_span() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file: &'static std::fs::File = Box::leak(Box::new(tempfile_in_target()));
+    let layer = gapscope_tracing::GapscopeLayer::lines_to_file_for_tests(file);
+    let count = |f: &mut std::fs::File| read_all(f).matches(" X ").count();
+    // A thread of its own: this test's batch is not shared with the other tests'.
+    std::thread::spawn(move || {
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            drop(tracing::info_span!("first").entered());
+            // The same file, read through another handle.
+            let mut f = file.try_clone().unwrap();
+            assert_eq!(count(&mut f), 0, "kept, not written");
+            std::thread::sleep(std::time::Duration::from_nanos(
+                gapscope_tracing::batch::BATCH_AGE_NS + 5_000_000,
+            ));
+            drop(tracing::info_span!("second").entered());
+            assert_eq!(
+                count(&mut f),
+                2,
+                "the old batch went out with the new span: {}",
+                read_all(&mut f)
+            );
+        })
+    })
+    .join()
+    .unwrap();
 }
 
 /// The child of [`lines_kept_at_exit_are_written_by_the_exit`]: spans on this thread
