@@ -138,6 +138,12 @@ fn kineto_folders_import_and_the_diff_names_the_slower_op() {
         data.spans.iter().any(|s| s.name == "ProfilerStep"),
         "default name map"
     );
+    assert!(
+        data.spans
+            .iter()
+            .any(|s| s.name == "ProfilerStep" && s.attrs.contains(r#""step":"#)),
+        "the step number kept as an attribute"
+    );
     assert!(data
         .spans
         .iter()

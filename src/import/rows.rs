@@ -66,11 +66,18 @@ impl Threads {
     }
 }
 
-/// Every name of the trace as imported (`--name-map` and the defaults applied once per
-/// distinct name).
-pub fn mapped_names(trace: &Trace, map: &NameMap) -> Vec<Box<str>> {
+/// Every name of the trace as imported, with the attributes its rule keeps (the regex's
+/// named groups: `step` of `ProfilerStep#3`): `--name-map` and the defaults applied once
+/// per distinct name.
+pub fn mapped_names(trace: &Trace, map: &NameMap) -> Vec<(Box<str>, Vec<(String, String)>)> {
     (0..trace.names.len() as u32)
-        .map(|i| map.map(trace.names.name(i)).into())
+        .map(|i| {
+            let name = trace.names.name(i);
+            match map.apply(name) {
+                Some((n, attrs)) => (n.into(), attrs),
+                None => (name.into(), Vec::new()),
+            }
+        })
         .collect()
 }
 
@@ -78,7 +85,8 @@ pub fn mapped_names(trace: &Trace, map: &NameMap) -> Vec<Box<str>> {
 pub struct RepCtx<'a> {
     pub trace: &'a Trace,
     pub threads: &'a Threads,
-    pub names: &'a [Box<str>],
+    /// Each name as imported, with the attributes its name map keeps.
+    pub names: &'a [(Box<str>, Vec<(String, String)>)],
     pub rep: u32,
     pub variant: &'a str,
     pub iteration: u32,
@@ -190,7 +198,8 @@ fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
 /// where the two differ (or where it is named like the root and so renamed).
 fn named(ctx: &RepCtx, s: &Span) -> (String, String) {
     let written = ctx.trace.names.name(s.name);
-    let mut name = ctx.names[s.name as usize].to_string();
+    let (mapped, kept) = &ctx.names[s.name as usize];
+    let mut name = mapped.to_string();
     if name == ctx.root {
         name = format!("{} (span of the trace)", ctx.root);
     }
@@ -200,6 +209,14 @@ fn named(ctx: &RepCtx, s: &Span) -> (String, String) {
     }
     let mut m: Map<String, Value> = serde_json::from_str(attrs).unwrap_or_default();
     m.insert("name_in_trace".into(), written.into());
+    for (k, v) in kept {
+        let v = match crate::protocol::value(v) {
+            crate::trace::AttrValue::U64(n) => Value::from(n),
+            crate::trace::AttrValue::I64(n) => Value::from(n),
+            _ => Value::from(v.as_str()),
+        };
+        m.entry(k.clone()).or_insert(v);
+    }
     (name, Value::Object(m).to_string())
 }
 
@@ -231,7 +248,7 @@ fn gpu_rows(ctx: &RepCtx, rep: &Rep) -> Vec<GpuActivityRow> {
                 rep: ctx.rep,
                 variant: ctx.variant.to_string(),
                 kind: r.kind.as_str().into(),
-                name: ctx.names[r.name as usize].to_string(),
+                name: ctx.names[r.name as usize].0.to_string(),
                 device: r.device,
                 stream: r.stream,
                 correlation_id: r.correlation as u32,
