@@ -66,10 +66,13 @@ impl Threads {
     }
 }
 
+/// A name as imported, and the attributes its name map keeps.
+pub type MappedName = (Box<str>, Vec<(String, String)>);
+
 /// Every name of the trace as imported, with the attributes its rule keeps (the regex's
 /// named groups: `step` of `ProfilerStep#3`): `--name-map` and the defaults applied once
 /// per distinct name.
-pub fn mapped_names(trace: &Trace, map: &NameMap) -> Vec<(Box<str>, Vec<(String, String)>)> {
+pub fn mapped_names(trace: &Trace, map: &NameMap) -> Vec<MappedName> {
     (0..trace.names.len() as u32)
         .map(|i| {
             let name = trace.names.name(i);
@@ -86,7 +89,7 @@ pub struct RepCtx<'a> {
     pub trace: &'a Trace,
     pub threads: &'a Threads,
     /// Each name as imported, with the attributes its name map keeps.
-    pub names: &'a [(Box<str>, Vec<(String, String)>)],
+    pub names: &'a [MappedName],
     pub rep: u32,
     pub variant: &'a str,
     pub iteration: u32,
