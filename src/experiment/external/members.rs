@@ -40,22 +40,29 @@ impl Members {
     pub fn note_line(&self, line: &[u8]) {
         let Some(tid) = tid_of(line) else { return };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((t, pid)) = thread_line_pid(line) {
-            if pid == self.pid {
+        let first = !seen.contains_key(&tid);
+        let alive = first && self.read_name(tid);
+        match thread_line_pid(line) {
+            Some((t, pid)) if pid == self.pid => {
                 seen.insert(t, true);
-                return;
             }
+            _ if first => {
+                seen.insert(tid, tid == u64::from(self.pid) || alive);
+            }
+            _ => {}
         }
-        seen.entry(tid).or_insert_with(|| {
-            let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.pid));
-            if let Ok(name) = &comm {
-                self.names
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(tid, name.trim_end().to_string());
-            }
-            tid == u64::from(self.pid) || comm.is_ok()
-        });
+    }
+
+    /// Reads the thread's name (`comm`) while it is there; whether it was.
+    fn read_name(&self, tid: u64) -> bool {
+        let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.pid));
+        if let Ok(name) = &comm {
+            self.names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(tid, name.trim_end().to_string());
+        }
+        comm.is_ok()
     }
 
     /// The names (`comm`) of the program's threads seen, by thread id.
