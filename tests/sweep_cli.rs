@@ -282,7 +282,7 @@ fn k8s_manifest(dir: &Path) -> std::path::PathBuf {
         "[k8s]\nimage = \"registry.example/gapscope:1\"\nclaim = \"results\"\nnamespace = \"provers\"\n",
     );
     let a = gapscope(dir)
-        .args(["sweep", "run", "s.toml", "--k8s", "--out", "jobs.yaml"])
+        .args(["sweep", "run", "s.toml", "--k8s", "--out-file", "jobs.yaml"])
         .assert()
         .success();
     assert!(stderr(&a).contains("Job(s)"), "{}", stderr(&a));

@@ -152,7 +152,7 @@ fn per_rep_workers_return_their_telemetry() {
 fn gpu_selftest_explains_a_missing_gpu() {
     let tmp = tempfile::tempdir().unwrap();
     let out = gapscope(tmp.path())
-        .args(["gpu-selftest", "--reps", "1", "--out"])
+        .args(["gpu-selftest", "--reps", "1", "--results-dir"])
         .arg(tmp.path().join("results"))
         .output()
         .unwrap();

@@ -14,17 +14,17 @@ use crate::store::RunData;
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Experiment TOML (omit with --resume or --cmd).
-    #[arg(required_unless_present_any = ["resume", "commands"])]
     experiment: Option<PathBuf>,
     /// Continue a killed run in this folder; finished reps are kept.
     #[arg(long, value_name = "RUN_DIR", conflicts_with = "experiment")]
     resume: Option<PathBuf>,
     #[command(flatten)]
     adhoc: super::run_cmd::AdHocArgs,
-    /// Where run folders go.
-    #[arg(long, default_value = "results")]
-    results_dir: PathBuf,
-    /// Params cache (defaults to $GAPSCOPE_PARAMS_DIR or ./params).
+    /// Where run folders go [default: results] (a resumed run continues in its own).
+    #[arg(long, value_name = "DIR")]
+    results_dir: Option<PathBuf>,
+    /// Params cache of the prover's workloads (defaults to $GAPSCOPE_PARAMS_DIR or
+    /// ./params); a command workload has none.
     #[arg(long)]
     params_dir: Option<PathBuf>,
     /// Add counterbalanced pairs of reps (one per variant) until end to end and every
@@ -79,7 +79,10 @@ pub struct RunArgs {
 impl RunArgs {
     fn options(&self) -> RunOptions {
         RunOptions {
-            results_dir: self.results_dir.clone(),
+            results_dir: self
+                .results_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("results")),
             params_dir: self
                 .params_dir
                 .clone()
@@ -118,13 +121,146 @@ pub struct NoOkRep {
     pub dir: String,
 }
 
+/// A usage error of `gapscope run`: clap's message and usage line, exit status 2.
+fn usage(kind: clap::error::ErrorKind, message: String) -> anyhow::Error {
+    use clap::CommandFactory;
+    let mut run = super::Cli::command()
+        .find_subcommand("run")
+        .expect("the run subcommand")
+        .clone()
+        .bin_name("gapscope run");
+    anyhow::Error::new(run.error(kind, message))
+}
+
+impl RunArgs {
+    /// The flags given that do not apply to what is run (commands, an experiment file or
+    /// a run folder to continue), each with the reason and what to do instead.
+    /// `command_workload`: whether the experiment runs a program of the user's.
+    fn refusals(&self, command_workload: bool) -> Vec<String> {
+        let what = if self.resume.is_some() {
+            "with --resume"
+        } else {
+            "with an experiment file"
+        };
+        let mut out = Vec::new();
+        if !self.adhoc.given() {
+            let h = &self.adhoc;
+            let cmd_only = [
+                (
+                    !h.names.is_empty(),
+                    "--name",
+                    "names the variants of --cmd; an experiment file names each with \
+                     `name = \"...\"` under its [[variant]]",
+                ),
+                (
+                    h.prepare.is_some(),
+                    "--prepare",
+                    "runs before each rep of --cmd's commands; in an experiment file, write \
+                     `prepare = [\"sh\", \"-c\", \"...\"]` under [workload]",
+                ),
+                (
+                    h.shell.is_some(),
+                    "--shell",
+                    "says how --cmd's commands run; an experiment file's commands are \
+                     argument lists (write [\"bash\", \"-c\", \"...\"] there)",
+                ),
+                (
+                    h.export_experiment.is_some(),
+                    "--export-experiment",
+                    "writes the experiment file that --cmd stands for; this run has one \
+                     already",
+                ),
+            ];
+            for (given, flag, why) in cmd_only {
+                if given {
+                    out.push(format!("{flag} does not apply {what}: it {why}"));
+                }
+            }
+        }
+        if self.resume.is_some() {
+            for (given, flag) in [
+                (self.adhoc.reps.is_some(), "--reps"),
+                (self.adhoc.warmups.is_some(), "--warmups"),
+            ] {
+                if given {
+                    out.push(format!(
+                        "{flag} does not apply with --resume: a resumed run keeps the schedule \
+                         it started with (its experiment.toml); start a new run to change it"
+                    ));
+                }
+            }
+            if self.results_dir.is_some() {
+                out.push(
+                    "--results-dir does not apply with --resume: the run continues in its \
+                     own folder"
+                        .into(),
+                );
+            }
+        }
+        if self.params_dir.is_some() && (self.adhoc.given() || command_workload) {
+            out.push(
+                "--params-dir does not apply to a command workload: a program of yours needs \
+                 no params (they are the prover's)"
+                    .into(),
+            );
+        }
+        out
+    }
+}
+
+/// Whether the experiment run from `file` or resumed from `resume` is a command workload
+/// (false where it cannot be read: the run then says why).
+fn command_workload(file: Option<&std::path::Path>, resume: Option<&std::path::Path>) -> bool {
+    let loaded = match (resume, file) {
+        (Some(dir), _) => {
+            crate::experiment::Experiment::load_copy(dir, crate::store::EXPERIMENT_COPY).ok()
+        }
+        (None, Some(f)) => crate::experiment::Experiment::load(f).ok(),
+        (None, None) => None,
+    };
+    loaded.is_some_and(|(e, _)| e.workload.external.is_some())
+}
+
 pub fn run(a: RunArgs) -> Result<()> {
-    // `--cmd`: the experiment file the flags stand for (the guard removes a temporary one).
+    use clap::error::ErrorKind;
+    if a.experiment.is_none() && a.resume.is_none() && !a.adhoc.given() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "nothing to run: give an experiment file (gapscope run experiments/quickstart.toml), \
+             commands to compare (gapscope run --cmd 'COMMAND' --cmd 'COMMAND'), or a run folder \
+             to continue (gapscope run --resume RUN_DIR)"
+                .into(),
+        ));
+    }
+    let refused = a.refusals(command_workload(
+        a.experiment.as_deref(),
+        a.resume.as_deref(),
+    ));
+    if !refused.is_empty() {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            refused.join("\n       "),
+        ));
+    }
+    // `--cmd`: the experiment file the flags stand for; `--reps`/`--warmups` with a file:
+    // the file with those keys changed (the guard removes a temporary file).
     let (file, _guard) = if a.adhoc.given() {
         let (p, g) = a.adhoc.write(a.until_decided)?;
         (Some(p), g)
     } else {
-        (a.experiment.clone(), None)
+        match &a.experiment {
+            Some(f) if a.adhoc.reps.is_some() || a.adhoc.warmups.is_some() => {
+                let (exp, text) = crate::experiment::Experiment::load(f)?;
+                let overrides = super::run_override::overrides(&exp, a.adhoc.reps, a.adhoc.warmups);
+                let text = super::run_override::apply(&text, f, &overrides)?;
+                for o in &overrides {
+                    eprintln!("note: {}", o.note(f));
+                }
+                let (p, g) = super::run_override::write_temp(&text)?;
+                (Some(p), Some(g))
+            }
+            _ => (a.experiment.clone(), None),
+        }
     };
     let out = experiment::run(file.as_deref(), &a.options())?;
     let data = RunData::load(&out.dir)?;

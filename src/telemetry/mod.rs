@@ -37,7 +37,7 @@
 //! telemetry's own cost, part by part).
 //! `gapscope run --nvtx` adds the NVTX mirror.
 //!
-//! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
+//! On a GPU machine: `gapscope gpu-selftest --results-dir results` checks every source against
 //! real kernels and copies and prints PASS/FAIL per check (with `--nvtx`, the NVTX
 //! mirror too, against CUPTI's record of its ranges).
 
