@@ -21,8 +21,14 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
     (
         "run",
         &[
-            ("resume", "run: refused with a file (continues a run folder)"),
-            ("cmd", "run: refused with a file (the commands are the experiment)"),
+            (
+                "resume",
+                "run: refused with a file (continues a run folder)",
+            ),
+            (
+                "cmd",
+                "run: refused with a file (the commands are the experiment)",
+            ),
             ("name", "run: refused with a file"),
             ("reps", "run: overrides [run] reps"),
             ("warmups", "run: overrides [run] warmups"),
@@ -30,7 +36,10 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
             ("shell", "run: refused with a file"),
             ("export-experiment", "run: refused with a file"),
             ("results-dir", "run: where the run folder goes"),
-            ("params-dir", "run: the prover's params; refused for a command workload"),
+            (
+                "params-dir",
+                "run: the prover's params; refused for a command workload",
+            ),
             ("until-decided", "run: adds pairs until decided"),
             ("max-reps", "run: the cap of --until-decided"),
             ("budget", "run: the wall-time budget of --until-decided"),
@@ -51,7 +60,13 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
             ("quiet", "no progress"),
         ],
     ),
-    ("report", &[("out", "the report folder"), ("flame-span", "the flame graphs' span")]),
+    (
+        "report",
+        &[
+            ("out", "the report folder"),
+            ("flame-span", "the flame graphs' span"),
+        ],
+    ),
     (
         "export",
         &[
@@ -141,7 +156,11 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "cuda-check",
-        &[("log2-sizes", "sizes"), ("seed", "inputs"), ("json", "a JSON file")],
+        &[
+            ("log2-sizes", "sizes"),
+            ("seed", "inputs"),
+            ("json", "a JSON file"),
+        ],
     ),
     (
         "gpu-selftest",
@@ -182,7 +201,10 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
             ("params-dir", "the params cache"),
         ],
     ),
-    ("sweep status", &[("root", "results root"), ("format", "text or JSON")]),
+    (
+        "sweep status",
+        &[("root", "results root"), ("format", "text or JSON")],
+    ),
     (
         "sweep collect",
         &[
@@ -382,7 +404,8 @@ const COMMAND_EXP: &str = "name = \"flags\"\n[workload]\ncommand = [\"true\"]\n[
                            warmups = 0\norder = \"counterbalanced\"\n[[variant]]\nname = \"a\"\n\
                            [[variant]]\nname = \"b\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n";
 
-const PROVER_EXP: &str = "name = \"prover\"\n[workload]\ncircuit = \"porep\"\nlog2_constraints = 10\n\
+const PROVER_EXP: &str =
+    "name = \"prover\"\n[workload]\ncircuit = \"porep\"\nlog2_constraints = 10\n\
                           batch = 1\nbackend = \"cpu\"\n[run]\nreps = 1\nwarmups = 0\n\
                           [[variant]]\nname = \"baseline\"\n";
 
@@ -403,7 +426,11 @@ impl Ran {
     fn refused(&self, flag: &str, why: &str) {
         assert_eq!(self.code, Some(2), "{flag}: {}{}", self.stdout, self.stderr);
         assert!(self.stderr.contains(why), "{flag}: {}", self.stderr);
-        assert!(self.stderr.contains("Usage: gapscope run"), "{flag}: {}", self.stderr);
+        assert!(
+            self.stderr.contains("Usage: gapscope run"),
+            "{flag}: {}",
+            self.stderr
+        );
     }
 }
 
@@ -457,7 +484,10 @@ fn run_flags_apply_or_are_refused_with_an_experiment_file() {
         ("--export-experiment", "x.toml"),
     ] {
         let r = run(t, "e.toml", &[flag, value]);
-        r.refused(flag, &format!("{flag} does not apply with an experiment file"));
+        r.refused(
+            flag,
+            &format!("{flag} does not apply with an experiment file"),
+        );
     }
     assert!(!t.join("x.toml").exists());
     // --cmd and --resume are other ways in: clap refuses them together with a file.
@@ -470,16 +500,45 @@ fn run_flags_apply_or_are_refused_with_an_experiment_file() {
     // --reps and --warmups: the file's values replaced, said, and kept in the run folder.
     let r = run(t, "e.toml", &["--quiet", "--reps", "2", "--warmups", "1"]);
     let dir = r.dir();
-    assert!(r.stderr.contains("--reps 2 overrides [run] reps = 4 of e.toml"), "{}", r.stderr);
-    assert!(r.stderr.contains("--warmups 1 overrides [run] warmups = 0"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--reps 2 overrides [run] reps = 4 of e.toml"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("--warmups 1 overrides [run] warmups = 0"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(reps(&dir, "a"), (2, 1));
     assert_eq!(reps(&dir, "b"), (2, 1));
     let m = meta(&dir);
-    assert_eq!((m["reps"].as_u64(), m["warmups"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (m["reps"].as_u64(), m["warmups"].as_u64()),
+        (Some(2), Some(1))
+    );
     let copy = std::fs::read_to_string(dir.join("experiment.toml")).unwrap();
-    assert!(copy.contains("reps = 2") && copy.contains("the file says 4"), "{copy}");
-    assert_eq!(reps(&base, "a"), (4, 0), "without the flags, the file's schedule");
-    // ... and refused where the run keeps its own schedule and folder.
+    assert!(
+        copy.contains("reps = 2") && copy.contains("the file says 4"),
+        "{copy}"
+    );
+    assert_eq!(
+        reps(&base, "a"),
+        (4, 0),
+        "without the flags, the file's schedule"
+    );
+    // ... and refused where the run keeps its own schedule and folder (its own folder
+    // may be named: that is where it continues).
+    let own = common::gapscope(t)
+        .args(["run", "--quiet", "--resume", b, "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert!(
+        own.status.success(),
+        "{}",
+        String::from_utf8_lossy(&own.stderr)
+    );
     for flag in ["--reps", "--warmups", "--results-dir"] {
         let value = if flag == "--results-dir" { "r2" } else { "3" };
         let out = common::gapscope(t)
@@ -497,7 +556,11 @@ fn run_flags_apply_or_are_refused_with_an_experiment_file() {
 
     // --results-dir: where the run folder goes.
     let dir = run(t, "e.toml", &["--quiet", "--results-dir", "elsewhere"]).dir();
-    assert!(dir.starts_with(t.join("elsewhere/flags")), "{}", dir.display());
+    assert!(
+        dir.starts_with(t.join("elsewhere/flags")),
+        "{}",
+        dir.display()
+    );
     // --quiet: the run folder alone on stdout; without it, the summary too.
     let r = run(t, "e.toml", &["--quiet"]);
     assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
@@ -507,12 +570,22 @@ fn run_flags_apply_or_are_refused_with_an_experiment_file() {
     let off = meta(&base)["gpu"]["nvtx"].as_str().unwrap().to_string();
     let dir = run(t, "e.toml", &["--quiet", "--nvtx"]).dir();
     let on = meta(&dir)["gpu"]["nvtx"].as_str().unwrap().to_string();
-    assert!(off.starts_with("off") && !on.starts_with("off"), "{off} / {on}");
+    assert!(
+        off.starts_with("off") && !on.starts_with("off"),
+        "{off} / {on}"
+    );
     // --until-decided with --max-reps and --budget: recorded; the cap bounds the reps.
     let dir = run(
         t,
         "e.toml",
-        &["--quiet", "--until-decided", "--max-reps", "4", "--budget", "1h"],
+        &[
+            "--quiet",
+            "--until-decided",
+            "--max-reps",
+            "4",
+            "--budget",
+            "1h",
+        ],
     )
     .dir();
     let m = meta(&dir);
@@ -520,7 +593,11 @@ fn run_flags_apply_or_are_refused_with_an_experiment_file() {
     assert_eq!(m["reps"].as_u64(), Some(4), "{m}");
     assert!(reps(&dir, "a").0 <= 4);
     // Their own rules: the cap and budget only with --until-decided, which takes no --reps.
-    for extra in [&["--max-reps", "4"][..], &["--budget", "1h"], &["--until-decided", "--reps", "4"]] {
+    for extra in [
+        &["--max-reps", "4"][..],
+        &["--budget", "1h"],
+        &["--until-decided", "--reps", "4"],
+    ] {
         let r = run(t, "e.toml", extra);
         assert_eq!(r.code, Some(2), "{extra:?}: {}", r.stderr);
     }
@@ -535,7 +612,10 @@ fn params_dir_applies_to_the_prover_s_workload() {
     run(t, "p.toml", &["--quiet", "--params-dir", "mine"]).dir();
     let made = std::fs::read_dir(t.join("mine")).unwrap().count();
     assert!(made > 0, "no params in the --params-dir");
-    assert!(!t.join("params").exists(), "params went to the default folder too");
+    assert!(
+        !t.join("params").exists(),
+        "params went to the default folder too"
+    );
 }
 
 /// The old spellings docs/troubleshooting.md lists are the ones gapscope accepts.
@@ -545,7 +625,10 @@ fn every_renamed_spelling_is_in_the_troubleshooting_guide() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/troubleshooting.md"),
     )
     .unwrap();
-    let section = doc.split("## Old option names").nth(1).expect("the section");
+    let section = doc
+        .split("## Old option names")
+        .nth(1)
+        .expect("the section");
     for r in gapscope::cli::renamed::RENAMED {
         let old = r.old.split(' ').next().unwrap();
         let new = r.new.split(' ').next().unwrap();

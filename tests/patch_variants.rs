@@ -301,7 +301,7 @@ fn path_without_cargo(tmp: &Path) -> String {
 }
 
 #[test]
-fn prepare_builds_the_workers_and_a_host_without_cargo_runs_them() {
+fn build_workers_builds_the_workers_and_a_host_without_cargo_runs_them() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let src = fake_gapscope(t);

@@ -189,12 +189,8 @@ impl RunArgs {
                     ));
                 }
             }
-            if self.results_dir.is_some() {
-                out.push(
-                    "--results-dir does not apply with --resume: the run continues in its \
-                     own folder"
-                        .into(),
-                );
+            if let Some(why) = self.results_dir_elsewhere() {
+                out.push(why);
             }
         }
         if self.params_dir.is_some() && (self.adhoc.given() || command_workload) {
@@ -205,6 +201,25 @@ impl RunArgs {
             );
         }
         out
+    }
+
+    /// With --resume: why `--results-dir` is refused when it names another folder than
+    /// the one holding the run (which it continues in); the same folder is accepted.
+    fn results_dir_elsewhere(&self) -> Option<String> {
+        let (given, run) = (self.results_dir.as_ref()?, self.resume.as_ref()?);
+        let holder = run.parent().and_then(|p| p.parent())?;
+        let same =
+            |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+        (!same(given, holder)).then(|| {
+            format!(
+                "--results-dir does not apply with --resume: the run continues in its own \
+                 folder, under {}",
+                holder.display()
+            )
+        })
     }
 }
 
