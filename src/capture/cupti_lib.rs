@@ -61,7 +61,11 @@ fn dirs_for(exe: &Path, build: Option<&Path>) -> Vec<PathBuf> {
                 out.push(up.to_path_buf());
             }
         }
-        out.push(dir.join(INSTALLED_DIR));
+        // `<root>/bin/../lib/gapscope` written as `<root>/lib/gapscope`.
+        out.push(match dir.parent() {
+            Some(up) if !up.as_os_str().is_empty() => up.join("lib").join("gapscope"),
+            _ => dir.join(INSTALLED_DIR),
+        });
     }
     if let Some(b) = build {
         for d in [b.to_path_buf(), b.join("deps")] {
@@ -150,16 +154,13 @@ mod tests {
         let build = root.path().join("src/target/release");
         let dirs = dirs_for(&exe, Some(&build));
         let text = find(None, &dirs).unwrap_err().to_string();
-        for d in [root.path().join("bin/../lib/gapscope"), build.join("deps")] {
+        for d in [root.path().join("lib/gapscope"), build.join("deps")] {
             assert!(text.contains(&d.display().to_string()), "{text}");
         }
         let built = lib_in(&build.join("deps"));
         assert_eq!(find(None, &dirs).unwrap(), built);
         let installed = lib_in(&root.path().join("lib/gapscope"));
-        assert_eq!(
-            find(None, &dirs).unwrap().canonicalize().unwrap(),
-            installed.canonicalize().unwrap()
-        );
+        assert_eq!(find(None, &dirs).unwrap(), installed);
     }
 
     /// This binary was built by cargo, so it knows its build folder, and that folder is

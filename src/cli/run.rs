@@ -236,7 +236,9 @@ fn command_workload(file: Option<&std::path::Path>, resume: Option<&std::path::P
     loaded.is_some_and(|(e, _)| e.workload.external.is_some())
 }
 
-pub fn run(a: RunArgs) -> Result<()> {
+/// Refuses a command line that names nothing to run, or flags that do not apply to what
+/// it names (usage errors, exit 2).
+fn check_usage(a: &RunArgs) -> Result<()> {
     use clap::error::ErrorKind;
     if a.experiment.is_none() && a.resume.is_none() && !a.adhoc.given() {
         return Err(usage(
@@ -257,26 +259,36 @@ pub fn run(a: RunArgs) -> Result<()> {
             refused.join("\n       "),
         ));
     }
-    // `--cmd`: the experiment file the flags stand for; `--reps`/`--warmups` with a file:
-    // the file with those keys changed (the guard removes a temporary file).
-    let (file, _guard) = if a.adhoc.given() {
+    Ok(())
+}
+
+/// The experiment file to run: `--cmd`'s (the file its flags stand for), the file given
+/// with `--reps`/`--warmups` applied (said on stderr), or the file as given; none with
+/// `--resume`. The guard removes a temporary file.
+fn experiment_file(a: &RunArgs) -> Result<(Option<PathBuf>, Option<tempfile::TempPath>)> {
+    if a.adhoc.given() {
         let (p, g) = a.adhoc.write(a.until_decided)?;
-        (Some(p), g)
-    } else {
-        match &a.experiment {
-            Some(f) if a.adhoc.reps.is_some() || a.adhoc.warmups.is_some() => {
-                let (exp, text) = crate::experiment::Experiment::load(f)?;
-                let overrides = super::run_override::overrides(&exp, a.adhoc.reps, a.adhoc.warmups);
-                let text = super::run_override::apply(&text, f, &overrides)?;
-                for o in &overrides {
-                    eprintln!("note: {}", o.note(f));
-                }
-                let (p, g) = super::run_override::write_temp(&text)?;
-                (Some(p), Some(g))
+        return Ok((Some(p), g));
+    }
+    let (reps, warmups) = (a.adhoc.reps, a.adhoc.warmups);
+    match &a.experiment {
+        Some(f) if reps.is_some() || warmups.is_some() => {
+            let (exp, text) = crate::experiment::Experiment::load(f)?;
+            let overrides = super::run_override::overrides(&exp, reps, warmups);
+            let text = super::run_override::apply(&text, f, &overrides)?;
+            for o in &overrides {
+                eprintln!("note: {}", o.note(f));
             }
-            _ => (a.experiment.clone(), None),
+            let (p, g) = super::run_override::write_temp(&text)?;
+            Ok((Some(p), Some(g)))
         }
-    };
+        _ => Ok((a.experiment.clone(), None)),
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    check_usage(&a)?;
+    let (file, _guard) = experiment_file(&a)?;
     let out = experiment::run(file.as_deref(), &a.options())?;
     let data = RunData::load(&out.dir)?;
     if !a.quiet {
