@@ -494,8 +494,15 @@ fn run_flags_apply_or_are_refused_with_an_experiment_file() {
     run(t, "e.toml", &["--cmd", "true"]).refused("--cmd", "--cmd");
     let b = base.to_str().unwrap();
     run(t, "e.toml", &["--resume", b]).refused("--resume", "--resume");
-    // A program of one's own has no params.
-    run(t, "e.toml", &["--params-dir", "p"]).refused("--params-dir", "needs no params");
+    // A program of one's own has no params: said, and nothing made.
+    let r = run(t, "e.toml", &["--quiet", "--params-dir", "p"]);
+    r.dir();
+    assert!(
+        r.stderr.contains(gapscope::cli::PARAMS_DIR_UNUSED),
+        "{}",
+        r.stderr
+    );
+    assert!(!t.join("p").exists());
 
     // --reps and --warmups: the file's values replaced, said, and kept in the run folder.
     let r = run(t, "e.toml", &["--quiet", "--reps", "2", "--warmups", "1"]);
@@ -639,4 +646,46 @@ fn every_renamed_spelling_is_in_the_troubleshooting_guide() {
             r.new
         );
     }
+}
+
+/// `--params-dir` with a command workload, wherever one is run (bisect, its step, track):
+/// a note says it is not used (device scripts pass it to every experiment), before any
+/// git work.
+#[test]
+fn params_dir_is_said_unused_for_a_command_workload_wherever_one_is_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("e.toml"), COMMAND_EXP).unwrap();
+    let ends = [
+        "--good",
+        "HEAD~1",
+        "--bad",
+        "HEAD",
+        "--experiment",
+        "e.toml",
+    ];
+    let metric = ["--metric", "program.total", "--params-dir", "p"];
+    let runs = [
+        vec!["bisect"]
+            .into_iter()
+            .chain(ends)
+            .chain(metric)
+            .collect::<Vec<_>>(),
+        vec!["bisect-step"]
+            .into_iter()
+            .chain(ends)
+            .chain(metric)
+            .collect(),
+        vec!["track", "e.toml"].into_iter().chain(metric).collect(),
+    ];
+    for args in runs {
+        // Not a git repository: each fails after the note.
+        let out = common::gapscope(t).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(gapscope::cli::PARAMS_DIR_UNUSED),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!t.join("p").exists());
 }

@@ -234,6 +234,19 @@ pub struct Regressed {
     pub phases: Vec<String>,
 }
 
+/// What `--params-dir` given for a command workload gets: a note, not a refusal (device
+/// scripts pass it to every experiment they run), saying that it is not used.
+pub const PARAMS_DIR_UNUSED: &str = "note: --params-dir is not used: this experiment runs a \
+     program of yours, which has no params (they are the prover's)";
+
+/// Says on stderr that `--params-dir` is not used, for an experiment that runs a program
+/// of the user's: only the prover's workloads have params.
+fn note_params_dir(given: bool, exp: &crate::experiment::Experiment) {
+    if given && exp.workload.external.is_some() {
+        eprintln!("{PARAMS_DIR_UNUSED}");
+    }
+}
+
 /// The params cache when no `--params-dir` is given: $GAPSCOPE_PARAMS_DIR, else ./params.
 fn default_params_dir() -> PathBuf {
     std::env::var_os("GAPSCOPE_PARAMS_DIR")

@@ -135,8 +135,7 @@ fn usage(kind: clap::error::ErrorKind, message: String) -> anyhow::Error {
 impl RunArgs {
     /// The flags given that do not apply to what is run (commands, an experiment file or
     /// a run folder to continue), each with the reason and what to do instead.
-    /// `command_workload`: whether the experiment runs a program of the user's.
-    fn refusals(&self, command_workload: bool) -> Vec<String> {
+    fn refusals(&self) -> Vec<String> {
         let what = if self.resume.is_some() {
             "with --resume"
         } else {
@@ -193,13 +192,6 @@ impl RunArgs {
                 out.push(why);
             }
         }
-        if self.params_dir.is_some() && (self.adhoc.given() || command_workload) {
-            out.push(
-                "--params-dir does not apply to a command workload: a program of yours needs \
-                 no params (they are the prover's)"
-                    .into(),
-            );
-        }
         out
     }
 
@@ -237,7 +229,7 @@ fn command_workload(file: Option<&std::path::Path>, resume: Option<&std::path::P
 }
 
 /// Refuses a command line that names nothing to run, or flags that do not apply to what
-/// it names (usage errors, exit 2).
+/// it names (usage errors, exit 2); says so of `--params-dir` where nothing uses it.
 fn check_usage(a: &RunArgs) -> Result<()> {
     use clap::error::ErrorKind;
     if a.experiment.is_none() && a.resume.is_none() && !a.adhoc.given() {
@@ -249,15 +241,17 @@ fn check_usage(a: &RunArgs) -> Result<()> {
                 .into(),
         ));
     }
-    let refused = a.refusals(command_workload(
-        a.experiment.as_deref(),
-        a.resume.as_deref(),
-    ));
+    let refused = a.refusals();
     if !refused.is_empty() {
         return Err(usage(
             ErrorKind::ArgumentConflict,
             refused.join("\n       "),
         ));
+    }
+    if a.params_dir.is_some()
+        && (a.adhoc.given() || command_workload(a.experiment.as_deref(), a.resume.as_deref()))
+    {
+        eprintln!("{}", super::PARAMS_DIR_UNUSED);
     }
     Ok(())
 }
