@@ -43,6 +43,7 @@ const INSTALL_HINT: &str =
      (no GPU needed), then rebuild; docs/gpu.md";
 
 fn main() {
+    build_profile_dir();
     println!("cargo:rerun-if-changed=cuda/gapscope_trace.h");
     println!("cargo:rerun-if-changed=cuda/gapscope_emit.h");
     println!("cargo:rerun-if-changed=cuda/trace_selftest.cpp");
@@ -368,6 +369,20 @@ fn emit_demos() {
             .unwrap_or_else(|e| panic!("cannot run the C compiler for {src}: {e}"));
         assert!(status.success(), "compiling {src} failed ({status})");
         println!("cargo:rustc-env={var}={}", path.display());
+    }
+}
+
+/// Records `target/<profile>` (three folders above OUT_DIR) as `GAPSCOPE_BUILD_PROFILE_DIR`:
+/// cargo builds the CUPTI injection library there (a dependency, in `deps/`), and an
+/// installed binary looks for it there when it is not installed beside it
+/// (src/capture/cupti_lib.rs).
+fn build_profile_dir() {
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    if let Some(dir) = out.ancestors().nth(3) {
+        println!(
+            "cargo:rustc-env=GAPSCOPE_BUILD_PROFILE_DIR={}",
+            dir.display()
+        );
     }
 }
 

@@ -8,7 +8,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/bundle-bin.sh"
 out="${OUT:-$PWD/device-out}"
 mkdir -p "$out"
-timeout 150 "$here/gapscope" cuda-check --log2 10,16 --json "$out/cuda_check.json" \
+timeout 150 "$here/gapscope" cuda-check --log2-sizes 10,16 --json "$out/cuda_check.json" \
     >"$out/cuda_check.txt" 2>&1
 rc=$?
 echo "cuda-check exited with $rc" >>"$out/cuda_check.txt"

@@ -7,7 +7,7 @@
 #   bash scripts/device-upstream-drop.sh prepare
 #     makes the fixture repository (scripts/supraseal-fixture.sh, tmp/supraseal-c2-fixture),
 #     builds the three workers with the CUDA toolkit (features supraseal) through
-#     `gapscope prepare` into tmp/upstream-drop/cache, and packs them, stripped and
+#     `gapscope build-workers` into tmp/upstream-drop/cache, and packs them, stripped and
 #     gzipped, with the experiments into .bundle/upstream-drop/ (ignored by git; carry
 #     `.bundle`). Slow: three release builds of gapscope with supraseal-c2.
 # On the GPU host (no cargo, no Rust), from the repository root:
@@ -36,7 +36,7 @@ prepare() {
     export GAPSCOPE_REV_CACHE="$root/tmp/upstream-drop/cache"
     export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
     cargo build --locked --bin gapscope
-    nice target/debug/gapscope prepare evidence/upstream_async_drop/experiment.toml \
+    nice target/debug/gapscope build-workers evidence/upstream_async_drop/experiment.toml \
         --features "${GAPSCOPE_FEATURES:-cuda,supraseal}" --results-dir tmp/upstream-drop/results
     rm -rf "$pack"
     mkdir -p "$pack/experiments"

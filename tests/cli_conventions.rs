@@ -74,7 +74,7 @@ fn invocation(name: &str, run: &Path, tmp: &Path) -> Option<Vec<String>> {
         "summary" => s(&["summary", &run]),
         "diff" => s(&["diff", &run]),
         "report" => s(&["report", &run, "--out", "report"]),
-        "export" => s(&["export", &run, "--out", "trace.json"]),
+        "export" => s(&["export", &run, "--out-file", "trace.json"]),
         "completions" => s(&["completions", "bash"]),
         "now" => s(&["now"]),
         "__protocol" => s(&["__protocol"]),
@@ -108,7 +108,12 @@ fn json_invocation(
         )),
         // (A Chrome trace is JSON.)
         "export" => Ok((
-            vec!["export".into(), run, "--out".into(), "trace.json".into()],
+            vec![
+                "export".into(),
+                run,
+                "--out-file".into(),
+                "trace.json".into(),
+            ],
             Some("trace.json"),
         )),
         "bisect" => Err("needs a git history with a slowdown: tests/bisect_external.rs parses it"),
@@ -272,9 +277,12 @@ fn usage_errors_exit_with_the_usage_status() {
         let out = run_in(tmp.path(), &args, Stdio::piped());
         assert_eq!(out.status.code(), Some(EXIT_USAGE), "{args:?}");
     }
+    // `gapscope run` alone names its three ways in: a file, --cmd and --resume.
     let out = run_in(tmp.path(), &["run".into()], Stdio::piped());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("<EXPERIMENT>"), "{err}");
+    for way in ["EXPERIMENT", "--cmd", "--resume", "Usage: gapscope run"] {
+        assert!(err.contains(way), "{way}: {err}");
+    }
 }
 
 #[test]

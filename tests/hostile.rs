@@ -83,7 +83,7 @@ fn an_export_to_a_device_or_through_a_link_is_refused_and_changes_nothing() {
         gapscope(t)
             .arg("export")
             .arg(&dir)
-            .args(["--out", "/dev/null"]),
+            .args(["--out-file", "/dev/null"]),
     );
     assert!(e.contains("a character device, not a regular file"), "{e}");
     let null = std::fs::symlink_metadata("/dev/null").unwrap();
@@ -96,7 +96,7 @@ fn an_export_to_a_device_or_through_a_link_is_refused_and_changes_nothing() {
         gapscope(t)
             .arg("export")
             .arg(&dir)
-            .arg("--out")
+            .arg("--out-file")
             .arg(t.join("trace.json")),
     );
     assert!(e.contains("is a symbolic link"), "{e}");
@@ -115,7 +115,7 @@ fn out_dash_is_stdout() {
     let out = gapscope(t)
         .arg("export")
         .arg(&dir)
-        .args(["--out", "-"])
+        .args(["--out-file", "-"])
         .assert()
         .success()
         .get_output()
@@ -216,7 +216,7 @@ fn a_parent_loop_is_refused_by_every_reader() {
         vec!["diff"],
         vec!["report", "--out", "r"],
         vec!["summary"],
-        vec!["export", "--out", "x.json"],
+        vec!["export", "--out-file", "x.json"],
     ] {
         let e = fails(gapscope(t).args(&args[..1]).arg(&dir).args(&args[1..]));
         assert!(e.contains("its parent chain loops"), "{args:?}: {e}");

@@ -301,7 +301,7 @@ fn path_without_cargo(tmp: &Path) -> String {
 }
 
 #[test]
-fn prepare_builds_the_workers_and_a_host_without_cargo_runs_them() {
+fn build_workers_builds_the_workers_and_a_host_without_cargo_runs_them() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let src = fake_gapscope(t);
@@ -314,7 +314,7 @@ fn prepare_builds_the_workers_and_a_host_without_cargo_runs_them() {
         ],
     );
     let out = cmd(t, &src)
-        .arg("prepare")
+        .arg("build-workers")
         .arg(&exp)
         .arg("--results-dir")
         .arg(t.join("results"))
@@ -346,7 +346,7 @@ fn prepare_builds_the_workers_and_a_host_without_cargo_runs_them() {
     assert_eq!(statuses(&d, "two"), [RepStatus::Failed, RepStatus::Failed]);
     let why = d.meta.variants[1].patch_failed.clone().unwrap();
     assert!(
-        why.contains("gapscope prepare") && why.contains("cargo is not installed"),
+        why.contains("gapscope build-workers") && why.contains("cargo is not installed"),
         "{why}"
     );
     // (HEAD~1 moved with the branch too: it now names another commit.)

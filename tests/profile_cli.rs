@@ -1,5 +1,5 @@
 //! End-to-end tests of sampled stacks (`profile = true`): `gapscope run` records them per
-//! rep, `summary` and `report` show them, `diff --flame` draws the differential graph, and
+//! rep, `summary` and `report` show them, `diff --flame-span` draws the differential graph, and
 //! a machine that refuses perf events gets "unavailable" with the reason, not a failed run.
 
 use std::path::{Path, PathBuf};
@@ -131,9 +131,9 @@ fn sampled_stacks_reach_the_report_and_the_differential_flame_graph() {
         .args([
             "diff",
             dir.to_str().unwrap(),
-            "--flame",
+            "--flame-span",
             "gpu_prove",
-            "--flame-out",
+            "--flame-file",
         ])
         .arg(&flame)
         .assert()
@@ -142,12 +142,16 @@ fn sampled_stacks_reach_the_report_and_the_differential_flame_graph() {
     assert!(text.contains("Sampled stacks of `gpu_prove`"), "{text}");
     assert!(text.contains("gpu_prove total: "), "{text}");
     assert!(std::fs::read_to_string(&flame).unwrap().contains("<svg"));
-    // A span nobody sampled is an error that names it.
+    // A span nobody sampled is an error that names it; the flag's old name still works,
+    // with a line that gives the new one.
     gapscope(tmp.path())
         .args(["diff", dir.to_str().unwrap(), "--flame", "no_such_span"])
         .assert()
         .failure()
         .stderr(predicates::str::contains(
             "no samples under span \"no_such_span\"",
+        ))
+        .stderr(predicates::str::contains(
+            "note: `--flame` is now `--flame-span`",
         ));
 }

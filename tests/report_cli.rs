@@ -614,3 +614,43 @@ fn report_leak_watch_names_the_variant_whose_rss_grows() {
     // The comparison says it too.
     assert!(md.contains("- ⚠ leak watch (candidate): variant \"candidate\""));
 }
+
+/// A run on a host without the NVIDIA driver, as meta.json recorded it before the plain
+/// sentence (the loader's error in the reason, NVML's and CUPTI's status): report.md says
+/// "no NVIDIA GPU/driver on this host" once and never the loader's text; the timeline
+/// chart says the sentence.
+#[test]
+fn a_host_without_the_driver_is_said_once_in_plain_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture::write(tmp.path(), &fixture::Options::default());
+    let raw = "NVML init failed: a libloading error occurred: libnvidia-ml.so.1: cannot open \
+               shared object file: No such file or directory";
+    let meta_path = run.join("meta.json");
+    let mut meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["gpu"]["reason"] = Value::String(format!("unavailable: {raw}"));
+    meta["gpu"]["nvml"] = Value::String(format!("unavailable: {raw}"));
+    meta["gpu"]["cupti"] = Value::String(format!("unavailable: no GPU found through NVML ({raw})"));
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+    let out = tmp.path().join("report");
+    gapscope()
+        .arg("report")
+        .arg(&run)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(!md.contains("libnvidia-ml"), "{md}");
+    assert_eq!(
+        md.matches("no NVIDIA GPU/driver on this host").count(),
+        1,
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("no NVIDIA GPU/driver on this host"),
+        "timeline.svg says why it has no GPU lanes"
+    );
+    assert!(!svg.contains("libnvidia-ml"));
+}

@@ -51,7 +51,7 @@ echo "spans.csv: $spans rows, $(($(wc -c < "$dir/spans.csv") / 1048576)) MiB"
 for step in $steps; do
     case $step in
     summary) measure summary "$bin" summary "$dir" ;;
-    export) measure export "$bin" export "$dir" --out "$work/trace.json" ;;
+    export) measure export "$bin" export "$dir" --out-file "$work/trace.json" ;;
     report) measure report "$bin" report "$dir" --out "$work/report" ;;
     esac
 done

@@ -113,6 +113,7 @@ impl Common {
         }
         let metric = Metric::parse(&self.metric).map_err(anyhow::Error::msg)?;
         let (exp, text) = Experiment::load(&self.experiment)?;
+        super::note_params_dir(self.params_dir.is_some(), &exp);
         let patch = match &self.patch {
             None => None,
             Some(p) => {

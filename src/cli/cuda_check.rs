@@ -6,9 +6,9 @@ use anyhow::Result;
 
 #[derive(clap::Args, Debug)]
 pub struct CudaCheckArgs {
-    /// log2 sizes to check (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "10,16")]
-    log2: Vec<u32>,
+    /// log2 of the vector sizes to check (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "10,16", alias = "log2")]
+    log2_sizes: Vec<u32>,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -23,7 +23,7 @@ pub fn run(a: CudaCheckArgs) -> Result<()> {
         // (`-` too: stdout carries the table of checks).
         crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--json {e}"))?;
     }
-    run_check(&a.log2, a.seed, a.json.as_deref())
+    run_check(&a.log2_sizes, a.seed, a.json.as_deref())
 }
 
 #[cfg(feature = "cuda")]
@@ -31,7 +31,7 @@ pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Re
     use crate::prover::cuda::check;
     anyhow::ensure!(
         sizes.iter().all(|&l| (1..=24).contains(&l)),
-        "--log2 sizes must be within 1..=24"
+        "--log2-sizes must be within 1..=24"
     );
     let mut all = Vec::new();
     // Each group is printed as soon as it is done, so that a GPU call that never returns

@@ -5,6 +5,28 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::analysis::{self, DiffOptions, Format, Verdict};
+
+/// `gapscope diff --format`: the diff's formats, with `text` the name every subcommand
+/// gives its plain output (`terminal`, its old name, still parses: [`super::renamed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    #[value(alias = "terminal")]
+    Text,
+    Markdown,
+    Json,
+    Csv,
+}
+
+impl From<DiffFormat> for Format {
+    fn from(f: DiffFormat) -> Format {
+        match f {
+            DiffFormat::Text => Format::Terminal,
+            DiffFormat::Markdown => Format::Markdown,
+            DiffFormat::Json => Format::Json,
+            DiffFormat::Csv => Format::Csv,
+        }
+    }
+}
 use crate::store::{RunData, RunView};
 
 /// "1", "1%" or "0.5 %" → 0.01, 0.01, 0.005.
@@ -34,8 +56,8 @@ pub struct DiffArgs {
     #[arg(long)]
     candidate: Option<String>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Terminal)]
-    pub(super) format: Format,
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub(super) format: DiffFormat,
     /// Smallest relative change a verdict reports, in percent ("1" or "1%").
     #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
     noise_floor: f64,
@@ -87,11 +109,16 @@ pub struct DiffArgs {
     fail_on_regression: bool,
     /// Also draw the differential flame graph of this span's sampled stacks (both sides
     /// need `profile = true`) and list the functions that changed most.
-    #[arg(long, value_name = "SPAN")]
-    flame: Option<String>,
+    #[arg(long, value_name = "SPAN", alias = "flame")]
+    flame_span: Option<String>,
     /// Where to write that flame graph (default: flame-diff-<SPAN>.svg here).
-    #[arg(long, value_name = "FILE", requires = "flame")]
-    flame_out: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "flame_span",
+        alias = "flame-out"
+    )]
+    flame_file: Option<PathBuf>,
 }
 
 impl DiffArgs {
@@ -139,14 +166,15 @@ pub fn run(a: DiffArgs) -> Result<()> {
         a.candidate.as_deref(),
     )?;
     let diff = analysis::diff_runs(&base, &bv, cand, &cv, &a.options())?;
-    let text = analysis::render(&diff, a.format);
+    let format = Format::from(a.format);
+    let text = analysis::render(&diff, format);
     // Span names and knobs come from run folders: shown, never obeyed by the terminal.
-    match a.format {
+    match format {
         Format::Terminal | Format::Markdown => print!("{}", crate::markup::terminal_text(&text)),
         _ => print!("{text}"),
     }
-    if let Some(span) = &a.flame {
-        let out = a.flame_out.clone().unwrap_or_else(|| {
+    if let Some(span) = &a.flame_span {
+        let out = a.flame_file.clone().unwrap_or_else(|| {
             PathBuf::from(format!("flame-diff-{}.svg", span.replace(['/', ' '], "_")))
         });
         let f = crate::report::flame::diff_flame(&base, &bv, cand, &cv, span, &out)
@@ -163,7 +191,7 @@ pub fn run(a: DiffArgs) -> Result<()> {
         .filter(|r| r.comparison.verdict == Verdict::Regressed)
         .map(|r| r.phase.clone())
         .collect();
-    if matches!(a.format, Format::Terminal | Format::Markdown) {
+    if matches!(format, Format::Terminal | Format::Markdown) {
         // What the host did while no kernel ran: read from the folders' CUPTI records,
         // which the diff's statistics do not use.
         let vb = RunView::new(base);

@@ -22,9 +22,9 @@ pub struct ExportArgs {
     rep: Option<u32>,
     /// Output file, or `-` for stdout (default: exports/<experiment>-<run id>/trace.json,
     /// or trace-rep<N>.json). A path inside a run folder, a link or a file that is not
-    /// regular is refused.
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
+    /// regular is refused. (`--out` names a folder in every subcommand.)
+    #[arg(long, value_name = "FILE", alias = "out")]
+    out_file: Option<PathBuf>,
 }
 
 pub fn run(a: ExportArgs) -> Result<()> {
@@ -35,7 +35,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
     };
     let input = RunView::load(&a.run_dir)?;
     let selection = a.rep.map_or(RepSelection::All, RepSelection::One);
-    match export::export_to_file(format.exporter(), &input, selection, a.out.as_deref())? {
+    match export::export_to_file(format.exporter(), &input, selection, a.out_file.as_deref())? {
         export::Written::File(path) => println!("{}", path.display()),
         export::Written::Stdout => {}
     }

@@ -50,6 +50,7 @@ pub(super) fn bisect_step(
     let (name, text) = match experiment {
         Some(p) => {
             let (exp, text) = crate::experiment::Experiment::load(p)?;
+            super::super::note_params_dir(params_dir.is_some(), &exp);
             (exp.name, text)
         }
         None => {

@@ -12,9 +12,11 @@ mod import;
 mod now;
 mod params;
 mod prepare;
+pub mod renamed;
 mod report;
 mod run;
 mod run_cmd;
+mod run_override;
 mod selftest;
 mod summary;
 mod sweep;
@@ -56,7 +58,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Build every `rev` and `patch` variant's worker of an experiment into the cache, so
     /// that `gapscope run` on a host without cargo (a GPU host) runs them.
-    Prepare(prepare::PrepareArgs),
+    #[command(name = "build-workers", alias = "prepare")]
+    BuildWorkers(prepare::PrepareArgs),
     /// Print the phase summary of a run folder.
     Summary(summary::SummaryArgs),
     /// Write a review report (report.md, SVG/PNG charts, Chrome trace) of a run folder.
@@ -175,6 +178,11 @@ pub fn quiet_on_closed_pipe() {
 
 /// Prints `e` for the user and returns the exit status it stands for.
 pub fn report_error(e: &anyhow::Error) -> i32 {
+    if let Some(c) = e.downcast_ref::<clap::Error>() {
+        // A usage error found after parsing: clap's message, usage line and status (2).
+        let _ = c.print();
+        return c.exit_code();
+    }
     if let Some(r) = e.downcast_ref::<Regressed>() {
         eprintln!("{}", crate::markup::terminal_safe(&r.to_string()));
         return EXIT_REGRESSED;
@@ -226,6 +234,19 @@ pub struct Regressed {
     pub phases: Vec<String>,
 }
 
+/// What `--params-dir` given for a command workload gets: a note, not a refusal (device
+/// scripts pass it to every experiment they run), saying that it is not used.
+pub const PARAMS_DIR_UNUSED: &str = "note: --params-dir is not used: this experiment runs a \
+     program of yours, which has no params (they are the prover's)";
+
+/// Says on stderr that `--params-dir` is not used, for an experiment that runs a program
+/// of the user's: only the prover's workloads have params.
+fn note_params_dir(given: bool, exp: &crate::experiment::Experiment) {
+    if given && exp.workload.external.is_some() {
+        eprintln!("{PARAMS_DIR_UNUSED}");
+    }
+}
+
 /// The params cache when no `--params-dir` is given: $GAPSCOPE_PARAMS_DIR, else ./params.
 fn default_params_dir() -> PathBuf {
     std::env::var_os("GAPSCOPE_PARAMS_DIR")
@@ -267,12 +288,16 @@ pub fn run() -> Result<()> {
             e.exit()
         }
     };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for note in renamed::notes(&args) {
+        eprintln!("{note}");
+    }
     if std::env::var_os("GAPSCOPE_LOG_SPANS").is_some_and(|v| v != "0") {
         crate::trace::set_mirror(Box::new(crate::trace::StderrSpanLog));
     }
     match cli.command {
         Command::Run(a) => run::run(a),
-        Command::Prepare(a) => prepare::run(a),
+        Command::BuildWorkers(a) => prepare::run(a),
         Command::Summary(a) => summary::run(a),
         Command::Report(a) => report::run(a),
         Command::Export(a) => export::run(a),

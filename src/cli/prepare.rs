@@ -1,4 +1,5 @@
-//! `gapscope prepare EXPERIMENT`: builds every `rev` and `patch` variant's worker into
+//! `gapscope build-workers EXPERIMENT` (formerly `prepare`, a name `run --prepare` also
+//! used for something else): builds every `rev` and `patch` variant's worker into
 //! the revision cache, so that `gapscope run` on a host without cargo (a GPU host) runs
 //! them. Prints one line per variant; exits 1 when any has no worker.
 

@@ -14,17 +14,17 @@ use crate::store::RunData;
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Experiment TOML (omit with --resume or --cmd).
-    #[arg(required_unless_present_any = ["resume", "commands"])]
     experiment: Option<PathBuf>,
     /// Continue a killed run in this folder; finished reps are kept.
     #[arg(long, value_name = "RUN_DIR", conflicts_with = "experiment")]
     resume: Option<PathBuf>,
     #[command(flatten)]
     adhoc: super::run_cmd::AdHocArgs,
-    /// Where run folders go.
-    #[arg(long, default_value = "results")]
-    results_dir: PathBuf,
-    /// Params cache (defaults to $GAPSCOPE_PARAMS_DIR or ./params).
+    /// Where run folders go [default: results] (a resumed run continues in its own).
+    #[arg(long, value_name = "DIR")]
+    results_dir: Option<PathBuf>,
+    /// Params cache of the prover's workloads (defaults to $GAPSCOPE_PARAMS_DIR or
+    /// ./params); a command workload has none.
     #[arg(long)]
     params_dir: Option<PathBuf>,
     /// Add counterbalanced pairs of reps (one per variant) until end to end and every
@@ -79,7 +79,10 @@ pub struct RunArgs {
 impl RunArgs {
     fn options(&self) -> RunOptions {
         RunOptions {
-            results_dir: self.results_dir.clone(),
+            results_dir: self
+                .results_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("results")),
             params_dir: self
                 .params_dir
                 .clone()
@@ -118,14 +121,168 @@ pub struct NoOkRep {
     pub dir: String,
 }
 
-pub fn run(a: RunArgs) -> Result<()> {
-    // `--cmd`: the experiment file the flags stand for (the guard removes a temporary one).
-    let (file, _guard) = if a.adhoc.given() {
-        let (p, g) = a.adhoc.write(a.until_decided)?;
-        (Some(p), g)
-    } else {
-        (a.experiment.clone(), None)
+/// A usage error of `gapscope run`: clap's message and usage line, exit status 2.
+fn usage(kind: clap::error::ErrorKind, message: String) -> anyhow::Error {
+    use clap::CommandFactory;
+    let mut run = super::Cli::command()
+        .find_subcommand("run")
+        .expect("the run subcommand")
+        .clone()
+        .bin_name("gapscope run");
+    anyhow::Error::new(run.error(kind, message))
+}
+
+impl RunArgs {
+    /// The flags given that do not apply to what is run (commands, an experiment file or
+    /// a run folder to continue), each with the reason and what to do instead.
+    fn refusals(&self) -> Vec<String> {
+        let what = if self.resume.is_some() {
+            "with --resume"
+        } else {
+            "with an experiment file"
+        };
+        let mut out = Vec::new();
+        if !self.adhoc.given() {
+            let h = &self.adhoc;
+            let cmd_only = [
+                (
+                    !h.names.is_empty(),
+                    "--name",
+                    "names the variants of --cmd; an experiment file names each with \
+                     `name = \"...\"` under its [[variant]]",
+                ),
+                (
+                    h.prepare.is_some(),
+                    "--prepare",
+                    "runs before each rep of --cmd's commands; in an experiment file, write \
+                     `prepare = [\"sh\", \"-c\", \"...\"]` under [workload]",
+                ),
+                (
+                    h.shell.is_some(),
+                    "--shell",
+                    "says how --cmd's commands run; an experiment file's commands are \
+                     argument lists (write [\"bash\", \"-c\", \"...\"] there)",
+                ),
+                (
+                    h.export_experiment.is_some(),
+                    "--export-experiment",
+                    "writes the experiment file that --cmd stands for; this run has one \
+                     already",
+                ),
+            ];
+            for (given, flag, why) in cmd_only {
+                if given {
+                    out.push(format!("{flag} does not apply {what}: it {why}"));
+                }
+            }
+        }
+        if self.resume.is_some() {
+            for (given, flag) in [
+                (self.adhoc.reps.is_some(), "--reps"),
+                (self.adhoc.warmups.is_some(), "--warmups"),
+            ] {
+                if given {
+                    out.push(format!(
+                        "{flag} does not apply with --resume: a resumed run keeps the schedule \
+                         it started with (its experiment.toml); start a new run to change it"
+                    ));
+                }
+            }
+            if let Some(why) = self.results_dir_elsewhere() {
+                out.push(why);
+            }
+        }
+        out
+    }
+
+    /// With --resume: why `--results-dir` is refused when it names another folder than
+    /// the one holding the run (which it continues in); the same folder is accepted.
+    fn results_dir_elsewhere(&self) -> Option<String> {
+        let (given, run) = (self.results_dir.as_ref()?, self.resume.as_ref()?);
+        let holder = run.parent().and_then(|p| p.parent())?;
+        let same =
+            |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+        (!same(given, holder)).then(|| {
+            format!(
+                "--results-dir does not apply with --resume: the run continues in its own \
+                 folder, under {}",
+                holder.display()
+            )
+        })
+    }
+}
+
+/// Whether the experiment run from `file` or resumed from `resume` is a command workload
+/// (false where it cannot be read: the run then says why).
+fn command_workload(file: Option<&std::path::Path>, resume: Option<&std::path::Path>) -> bool {
+    let loaded = match (resume, file) {
+        (Some(dir), _) => {
+            crate::experiment::Experiment::load_copy(dir, crate::store::EXPERIMENT_COPY).ok()
+        }
+        (None, Some(f)) => crate::experiment::Experiment::load(f).ok(),
+        (None, None) => None,
     };
+    loaded.is_some_and(|(e, _)| e.workload.external.is_some())
+}
+
+/// Refuses a command line that names nothing to run, or flags that do not apply to what
+/// it names (usage errors, exit 2); says so of `--params-dir` where nothing uses it.
+fn check_usage(a: &RunArgs) -> Result<()> {
+    use clap::error::ErrorKind;
+    if a.experiment.is_none() && a.resume.is_none() && !a.adhoc.given() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "nothing to run: give an experiment file (gapscope run experiments/quickstart.toml), \
+             commands to compare (gapscope run --cmd 'COMMAND' --cmd 'COMMAND'), or a run folder \
+             to continue (gapscope run --resume RUN_DIR)"
+                .into(),
+        ));
+    }
+    let refused = a.refusals();
+    if !refused.is_empty() {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            refused.join("\n       "),
+        ));
+    }
+    if a.params_dir.is_some()
+        && (a.adhoc.given() || command_workload(a.experiment.as_deref(), a.resume.as_deref()))
+    {
+        eprintln!("{}", super::PARAMS_DIR_UNUSED);
+    }
+    Ok(())
+}
+
+/// The experiment file to run: `--cmd`'s (the file its flags stand for), the file given
+/// with `--reps`/`--warmups` applied (said on stderr), or the file as given; none with
+/// `--resume`. The guard removes a temporary file.
+fn experiment_file(a: &RunArgs) -> Result<(Option<PathBuf>, Option<tempfile::TempPath>)> {
+    if a.adhoc.given() {
+        let (p, g) = a.adhoc.write(a.until_decided)?;
+        return Ok((Some(p), g));
+    }
+    let (reps, warmups) = (a.adhoc.reps, a.adhoc.warmups);
+    match &a.experiment {
+        Some(f) if reps.is_some() || warmups.is_some() => {
+            let (exp, text) = crate::experiment::Experiment::load(f)?;
+            let overrides = super::run_override::overrides(&exp, reps, warmups);
+            let text = super::run_override::apply(&text, f, &overrides)?;
+            for o in &overrides {
+                eprintln!("note: {}", o.note(f));
+            }
+            let (p, g) = super::run_override::write_temp(&text)?;
+            Ok((Some(p), Some(g)))
+        }
+        _ => Ok((a.experiment.clone(), None)),
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    check_usage(&a)?;
+    let (file, _guard) = experiment_file(&a)?;
     let out = experiment::run(file.as_deref(), &a.options())?;
     let data = RunData::load(&out.dir)?;
     if !a.quiet {

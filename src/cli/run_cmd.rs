@@ -23,35 +23,39 @@ pub struct AdHocArgs {
     /// lines are read if it prints any, else the whole process is the one span `program`.
     #[arg(long = "cmd", value_name = "COMMAND", conflicts_with_all = ["experiment", "resume"])]
     pub commands: Vec<String>,
-    /// Name of the variant of the --cmd at the same position (default: made from the
-    /// command).
-    #[arg(long = "name", value_name = "NAME", requires = "commands")]
+    /// With --cmd: the name of the variant of the --cmd at the same position (default:
+    /// made from the command). An experiment file names its variants itself.
+    #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,
-    /// Measured reps per command.
-    #[arg(long, value_name = "N", requires = "commands", default_value_t = 10)]
-    pub reps: u32,
-    /// Warm-up reps per command (run, not measured).
-    #[arg(long, value_name = "N", requires = "commands", default_value_t = 1)]
-    pub warmups: u32,
-    /// A command run before every rep of every variant, outside the measurement (e.g. to
-    /// drop a cache); a rep whose prepare fails is recorded as failed.
-    #[arg(long, value_name = "COMMAND", requires = "commands")]
+    /// Measured reps per variant: with --cmd, per command [default: 10]; with an
+    /// experiment file, in place of its `[run] reps` (said before the run; the run
+    /// folder's experiment copy and meta.json hold the value used).
+    #[arg(long, value_name = "N")]
+    pub reps: Option<u32>,
+    /// Warm-up reps per variant (run, not measured): with --cmd [default: 1]; with an
+    /// experiment file, in place of its `[run] warmups`, as --reps.
+    #[arg(long, value_name = "N")]
+    pub warmups: Option<u32>,
+    /// With --cmd: a command run before every rep of every variant, outside the
+    /// measurement (e.g. to drop a cache); a rep whose prepare fails is recorded as
+    /// failed. In an experiment file: `prepare = [...]` under `[workload]`.
+    #[arg(long, value_name = "COMMAND")]
     pub prepare: Option<String>,
-    /// The shell that runs a command with shell syntax as `SHELL -c COMMAND`, or
-    /// `none`: every command is split into words as a shell would (quotes respected)
-    /// and run directly.
-    #[arg(
-        long,
-        value_name = "SHELL",
-        requires = "commands",
-        default_value = "sh"
-    )]
-    pub shell: String,
-    /// Write the experiment file these flags stand for (then run it); `gapscope run F`
-    /// runs the same experiment again.
-    #[arg(long, value_name = "FILE", requires = "commands")]
+    /// With --cmd: the shell that runs a command with shell syntax as `SHELL -c COMMAND`,
+    /// or `none`: every command is split into words as a shell would (quotes respected)
+    /// and run directly [default: sh].
+    #[arg(long, value_name = "SHELL")]
+    pub shell: Option<String>,
+    /// With --cmd: write the experiment file these flags stand for (then run it);
+    /// `gapscope run F` runs the same experiment again.
+    #[arg(long, value_name = "FILE")]
     pub export_experiment: Option<PathBuf>,
 }
+
+/// Default measured reps per command of `--cmd`.
+pub const DEFAULT_REPS: u32 = 10;
+/// Default warm-up reps per command of `--cmd`.
+pub const DEFAULT_WARMUPS: u32 = 1;
 
 #[derive(Serialize)]
 struct FileText {
@@ -97,7 +101,8 @@ impl AdHocArgs {
         if command.trim().is_empty() {
             bail!("--cmd {command:?} names no program");
         }
-        let argv = if self.shell == "none" || !shell::needs_shell(command) {
+        let sh = self.shell.as_deref().unwrap_or("sh");
+        let argv = if sh == "none" || !shell::needs_shell(command) {
             let words = shlex::split(command).with_context(|| {
                 format!("--cmd {command:?}: cannot split it into words (an unclosed quote?)")
             })?;
@@ -106,7 +111,7 @@ impl AdHocArgs {
             }
             words
         } else {
-            vec![self.shell.clone(), "-c".into(), shell::exec_last(command)]
+            vec![sh.to_string(), "-c".into(), shell::exec_last(command)]
         };
         if let Some(why) = shell::span_fd_override(&argv) {
             bail!("--cmd {command:?}: {why}");
@@ -146,8 +151,8 @@ impl AdHocArgs {
                 prepare: self.prepare.as_deref().map(|p| self.argv(p)).transpose()?,
             },
             run: RunText {
-                reps: self.reps,
-                warmups: self.warmups,
+                reps: self.reps.unwrap_or(DEFAULT_REPS),
+                warmups: self.warmups.unwrap_or(DEFAULT_WARMUPS),
                 order: counterbalanced.then_some("counterbalanced"),
             },
             variant: variants,
@@ -230,9 +235,8 @@ mod tests {
     fn args(cmds: &[&str]) -> AdHocArgs {
         AdHocArgs {
             commands: cmds.iter().map(|s| s.to_string()).collect(),
-            reps: 7,
-            warmups: 2,
-            shell: "sh".into(),
+            reps: Some(7),
+            warmups: Some(2),
             ..Default::default()
         }
     }
@@ -291,7 +295,7 @@ mod tests {
     #[test]
     fn shell_none_splits_words_and_names_are_checked() {
         let mut a = args(&["./bench 'a b' c"]);
-        a.shell = "none".into();
+        a.shell = Some("none".into());
         a.names = vec!["base".into()];
         let text = a.experiment_text(false).unwrap();
         let e = crate::experiment::Experiment::parse(&text, Path::new("x.toml")).unwrap();

@@ -9,9 +9,9 @@ use crate::telemetry::selftest::{self, SelftestOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct SelftestArgs {
-    /// Where the run folder goes.
-    #[arg(long, default_value = "results")]
-    out: PathBuf,
+    /// Where the run folder goes (`<DIR>/gpu-selftest/<run>/`), as `gapscope run`'s.
+    #[arg(long, value_name = "DIR", default_value = "results", alias = "out")]
+    results_dir: PathBuf,
     /// Measured reps (after one warm-up).
     #[arg(long, default_value_t = 3)]
     reps: u32,
@@ -24,9 +24,9 @@ pub struct SelftestArgs {
     /// f32 elements per buffer.
     #[arg(long, default_value_t = 1 << 24)]
     elements: u32,
-    /// NVML sampling period.
-    #[arg(long, default_value_t = crate::telemetry::DEFAULT_PERIOD_MS)]
-    period_ms: u64,
+    /// NVML sampling period, as an experiment's `[run] telemetry_period_ms`.
+    #[arg(long, value_name = "MS", default_value_t = crate::telemetry::DEFAULT_PERIOD_MS, alias = "period-ms")]
+    telemetry_period_ms: u64,
     /// Mirror spans as NVTX ranges into CUPTI and check CUPTI's record of them
     /// against the spans (names, times, nesting).
     #[arg(long)]
@@ -36,16 +36,19 @@ pub struct SelftestArgs {
 impl SelftestArgs {
     fn options(self) -> Result<SelftestOptions> {
         anyhow::ensure!(
-            self.reps >= 1 && self.launches >= 1 && self.elements >= 1024 && self.period_ms >= 1,
-            "need --reps ≥ 1, --launches ≥ 1, --elements ≥ 1024 and --period-ms ≥ 1"
+            self.reps >= 1
+                && self.launches >= 1
+                && self.elements >= 1024
+                && self.telemetry_period_ms >= 1,
+            "need --reps ≥ 1, --launches ≥ 1, --elements ≥ 1024 and --telemetry-period-ms ≥ 1"
         );
         Ok(SelftestOptions {
-            results_dir: self.out,
+            results_dir: self.results_dir,
             reps: self.reps,
             elements: self.elements,
             launches: self.launches,
             spin_iters: self.spin_iters,
-            period: Duration::from_millis(self.period_ms),
+            period: Duration::from_millis(self.telemetry_period_ms),
             nvtx: self.nvtx,
             command: super::command_line(),
             ..Default::default()

@@ -60,7 +60,7 @@ pub struct SweepRunArgs {
     /// Submit one sbatch job array per GPU count (`--array=0-N%K`, `--gres=gpu:G`).
     #[arg(long, conflicts_with = "k8s")]
     slurm: bool,
-    /// Write Kubernetes Indexed Job manifests (one per GPU count) to stdout, or --out.
+    /// Write Kubernetes Indexed Job manifests (one per GPU count) to stdout, or --out-file.
     #[arg(long)]
     k8s: bool,
     /// With --slurm: write the scripts, submit nothing.
@@ -69,9 +69,9 @@ pub struct SweepRunArgs {
     /// With --slurm: the sbatch to call.
     #[arg(long, default_value = "sbatch")]
     sbatch: String,
-    /// With --k8s: write the manifest here instead of stdout.
-    #[arg(long, requires = "k8s")]
-    out: Option<PathBuf>,
+    /// With --k8s: write the manifest to this file instead of stdout.
+    #[arg(long, value_name = "FILE", requires = "k8s", alias = "out")]
+    out_file: Option<PathBuf>,
     /// The results root (shared by every node); default: the sweep file's
     /// `results_root`, else results/sweeps.
     #[arg(long)]
@@ -260,7 +260,7 @@ fn run_sweep(a: SweepRunArgs) -> Result<()> {
             .iter()
             .map(|d| serde_json::to_string_pretty(d).map(|s| format!("---\n{s}\n")))
             .collect::<Result<String, _>>()?;
-        match &a.out {
+        match &a.out_file {
             Some(p) => crate::fsx::write_file_or_stdout(p, text.as_bytes())?,
             None => print!("{text}"),
         }

@@ -25,7 +25,7 @@ fn diff_flags_become_diff_options() {
     let Command::Diff(d) = cli.command else {
         panic!("not a diff: {:?}", cli.command)
     };
-    assert_eq!(d.format, crate::analysis::Format::Json);
+    assert_eq!(d.format, super::diff::DiffFormat::Json);
     let o = d.options();
     assert_eq!(o.noise_floor, 0.02);
     assert_eq!(o.gap_threshold, 0.005);
@@ -84,4 +84,59 @@ fn error_chain_prints_a_quoted_source_once() {
         super::error_chain(&e),
         "cannot open the params: No such file"
     );
+}
+
+/// Every old spelling of [`renamed::RENAMED`] parses as its new one, hidden from help (a
+/// hidden alias of the new subcommand, flag or value), and the new one exists.
+#[test]
+fn every_renamed_spelling_is_a_hidden_alias_of_its_new_name() {
+    let root = Cli::command();
+    for r in renamed::RENAMED {
+        let mut cmd = &root;
+        for name in r.command {
+            cmd = cmd.find_subcommand(name).unwrap_or_else(|| panic!("{r:?}"));
+        }
+        if r.command.is_empty() {
+            let sub = cmd
+                .find_subcommand(r.old)
+                .unwrap_or_else(|| panic!("{r:?}"));
+            assert_eq!(sub.get_name(), r.new, "{r:?}");
+            assert!(!sub.get_visible_aliases().any(|a| a == r.old), "{r:?}");
+            continue;
+        }
+        let (new_flag, new_value) = r.new.split_once(' ').unwrap_or((r.new, ""));
+        let (old_flag, old_value) = r.old.split_once(' ').unwrap_or((r.old, ""));
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(&new_flag[2..]))
+            .unwrap_or_else(|| panic!("no {new_flag}: {r:?}"));
+        if old_value.is_empty() {
+            let all = arg.get_all_aliases().unwrap_or_default();
+            assert!(all.contains(&&old_flag[2..]), "{r:?}: {all:?}");
+            let visible = arg.get_visible_aliases().unwrap_or_default();
+            assert!(!visible.contains(&&old_flag[2..]), "{r:?}");
+        } else {
+            assert_eq!(old_flag, new_flag, "{r:?}");
+            let v = arg
+                .get_possible_values()
+                .into_iter()
+                .find(|v| v.get_name() == new_value)
+                .unwrap_or_else(|| panic!("{r:?}"));
+            assert!(v.matches(old_value, false), "{r:?}");
+        }
+        // The old spelling and the new one parse alike.
+        let mut old_args: Vec<&str> = vec!["gapscope"];
+        old_args.extend(r.command);
+        let mut new_args = old_args.clone();
+        old_args.extend(r.old.split(' '));
+        new_args.extend(r.new.split(' '));
+        let old_err = Cli::try_parse_from(&old_args).err().map(|e| e.kind());
+        let new_err = Cli::try_parse_from(&new_args).err().map(|e| e.kind());
+        assert_eq!(old_err, new_err, "{old_args:?} vs {new_args:?}");
+        assert_ne!(
+            old_err,
+            Some(clap::error::ErrorKind::UnknownArgument),
+            "{old_args:?}"
+        );
+    }
 }

@@ -84,8 +84,10 @@ pub fn run(a: TrackArgs) -> Result<()> {
         // Before the runs, which take minutes: a path that cannot be written fails now.
         crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--summary {e}"))?;
     }
+    let exp = Experiment::load(&a.experiment)?.0;
+    super::note_params_dir(a.params_dir.is_some(), &exp);
     let metric_names: Vec<String> = if a.metric.is_empty() {
-        vec![default_metric(&Experiment::load(&a.experiment)?.0)]
+        vec![default_metric(&exp)]
     } else {
         a.metric.clone()
     };

@@ -60,7 +60,7 @@ pub struct RevVariants {
     slots: Vec<Option<Prepared>>,
 }
 
-/// One line of `gapscope prepare`: a variant's worker, or why it has none.
+/// One line of `gapscope build-workers`: a variant's worker, or why it has none.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedWorker {
     pub variant: String,
@@ -212,7 +212,7 @@ impl RevVariants {
         self.get(i).is_some()
     }
 
-    /// Each `rev` and `patch` variant's worker, for `gapscope prepare` to list.
+    /// Each `rev` and `patch` variant's worker, for `gapscope build-workers` to list.
     pub fn workers(&self, variants: &[ResolvedVariant]) -> Vec<PreparedWorker> {
         (variants.iter().zip(&self.slots))
             .filter_map(|(v, p)| {
@@ -295,7 +295,7 @@ impl RevVariants {
     }
 }
 
-/// `gapscope prepare`: builds (or finds in the cache) the worker of every `rev` and
+/// `gapscope build-workers`: builds (or finds in the cache) the worker of every `rev` and
 /// `patch` variant of the experiment at `path`, patch variants' with `features` (this
 /// build's when `None`), so that a later run on a host without cargo finds them.
 pub fn prepare_workers(

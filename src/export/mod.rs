@@ -95,7 +95,7 @@ pub trait Exporter {
     }
 }
 
-/// Where an export goes without `--out`: `exports/<experiment>-<run id>/`, beside the
+/// Where an export goes without `--out-file`: `exports/<experiment>-<run id>/`, beside the
 /// reports (the run folder itself is written only by `gapscope run`). The name comes
 /// from meta.json only once it passes the rule of names ([`crate::store::output_name`]).
 pub fn default_out_dir(input: &RunView) -> Result<PathBuf, ExportError> {

@@ -24,7 +24,7 @@ pub enum WriteError {
     Link { path: PathBuf, target: String },
     #[error(
         "{path} is {kind}, not a regular file: gapscope writes only regular files and never \
-         replaces anything else (to print to stdout, pass `--out -` where a command takes it)"
+         replaces anything else (to print to stdout, pass `--out-file -` where a command takes it)"
     )]
     NotRegular { path: PathBuf, kind: &'static str },
     #[error(
@@ -73,7 +73,7 @@ pub(super) fn kind_of(t: &FileType) -> &'static str {
     }
 }
 
-/// `--out -`: the command's output goes to stdout.
+/// `--out-file -`: the command's output goes to stdout.
 pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
@@ -185,7 +185,7 @@ fn write_file_mode(
 }
 
 /// Writes `bytes` to stdout when `path` is `-` ([`is_stdout`]), else as a whole file
-/// ([`write_file`]): for commands whose `--out` names one file.
+/// ([`write_file`]): for commands whose `--out-file` names one file.
 pub fn write_file_or_stdout(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     if !is_stdout(path) {
         return write_file(path, bytes);

@@ -112,7 +112,7 @@ pub fn check_used(
         .current_dir(tree)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| PatchError::NoWorker(format!("cannot run cargo ({e}): install Rust, or run `gapscope prepare` where it is installed")))?;
+        .map_err(|e| PatchError::NoWorker(format!("cannot run cargo ({e}): install Rust, or run `gapscope build-workers` where it is installed")))?;
     let _ = crate::fsx::write_file(log, &out.stderr);
     if !out.status.success() {
         return Err(PatchError::BuildFailed {

@@ -16,7 +16,7 @@
 //! of gapscope's own commit (so neither checkout is touched), after cargo has been asked
 //! whether the patch is used at all ([`graph`]). The worker and its log are cached per
 //! (gapscope commit, patch set) under `<cache>/patched/`; a host with that cache and no
-//! cargo runs the prebuilt workers (`gapscope prepare` makes them).
+//! cargo runs the prebuilt workers (`gapscope build-workers` makes them).
 //!
 //! It knows nothing of experiments beyond the spec's table: `experiment::revs` runs a
 //! variant's reps in the worker this module hands back.

@@ -148,7 +148,7 @@ pub fn prepare_worker(
     if !cargo {
         return Err(PatchError::NoWorker(format!(
             "no worker was prepared for this patch set at gapscope {} ({}), and cargo is not \
-             installed here to build one: run `gapscope prepare EXPERIMENT` on a host with \
+             installed here to build one: run `gapscope build-workers EXPERIMENT` on a host with \
              cargo and bring the cache ({}) along",
             revisions::short(&src.commit),
             dir.display(),
@@ -286,7 +286,7 @@ fn prebuilt(base: &Path, set: &PatchSet) -> Result<PatchedWorker, PatchError> {
         }
     }
     Err(PatchError::NoWorker(format!(
-        "{why}, and no worker was prepared for this patch set in {}: run `gapscope prepare \
+        "{why}, and no worker was prepared for this patch set in {}: run `gapscope build-workers \
          EXPERIMENT` where the sources and cargo are, then bring the cache along",
         base.display()
     )))

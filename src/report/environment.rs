@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::sections::table;
 use crate::markup::{md_fence, md_text};
+use crate::store::gpu_lanes;
 use crate::store::RunView;
 use crate::store::EXPERIMENT_COPY;
 use crate::units::fmt_ns_short;
@@ -39,14 +40,10 @@ pub fn environment_section(input: &RunView) -> String {
             },
         ]);
     } else {
+        let reason = g.reason.as_deref().unwrap_or("no reason recorded");
         rows.push(vec![
             "GPU".into(),
-            format!(
-                "none used ({})",
-                g.reason
-                    .clone()
-                    .unwrap_or_else(|| "no reason recorded".into())
-            ),
+            format!("none used ({})", gpu_lanes::gpu_reason(reason)),
         ]);
     }
     let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "—".into());
@@ -59,12 +56,19 @@ pub fn environment_section(input: &RunView) -> String {
             opt(&g.cuda_runtime_version)
         ),
     ]);
-    // How the GPU side was recorded (telemetry.csv, gpu_activity.csv, NVTX).
-    for (k, v) in [
+    // How the GPU side was recorded (telemetry.csv, gpu_activity.csv, NVTX). Without a
+    // GPU, NVML's and CUPTI's status repeat the GPU row's reason (meta.json keeps them).
+    let sources = [
         ("NVML sampling", &g.nvml),
         ("CUPTI activity", &g.cupti),
         ("NVTX", &g.nvtx),
-    ] {
+    ];
+    let shown = if g.available {
+        &sources[..]
+    } else {
+        &sources[2..]
+    };
+    for &(k, v) in shown {
         if let Some(v) = v {
             rows.push(vec![k.into(), v.clone()]);
         }

@@ -60,8 +60,8 @@ pub struct ReportOutcome {
 }
 
 /// A drawn chart in report.md: its title, caption, the PNG inline, the SVG linked, and
-/// its notes.
-fn chart_markdown(md: &mut String, r: &plot::Rendered) {
+/// its notes, but for `said` (a note the report says elsewhere; the chart shows it).
+fn chart_markdown(md: &mut String, r: &plot::Rendered, said: Option<&str>) {
     let file = |ext: &str| {
         r.files
             .iter()
@@ -76,10 +76,16 @@ fn chart_markdown(md: &mut String, r: &plot::Rendered) {
     if let Some(svg) = file("svg") {
         let _ = writeln!(md, "Vector version: [{svg}]({svg})\n");
     }
-    for note in &r.notes.0 {
+    let notes: Vec<&String> = r
+        .notes
+        .0
+        .iter()
+        .filter(|n| Some(n.as_str()) != said)
+        .collect();
+    for note in &notes {
         let _ = writeln!(md, "- *{}*", sections::cell(note));
     }
-    if !r.notes.0.is_empty() {
+    if !notes.is_empty() {
         md.push('\n');
     }
 }
@@ -153,6 +159,9 @@ pub fn write_report_with(
     let _ = write!(md, "{}", headline::headline_section(&diffs));
     let mut drawn = 0;
     let mut failures = Vec::new();
+    // A host without an NVIDIA driver is said once, in the environment section.
+    let no_gpu_note = input.gpu.no_driver().then(|| input.gpu.missing_note());
+    let said = no_gpu_note.as_deref();
     let first = diffs
         .as_ref()
         .ok()
@@ -162,7 +171,7 @@ pub fn write_report_with(
         match plot::render(&chart, input, out, &[ImageFormat::Svg, ImageFormat::Png]) {
             Ok(r) => {
                 drawn += 1;
-                chart_markdown(&mut md, &r);
+                chart_markdown(&mut md, &r, said);
             }
             Err(e) => {
                 let line = format!("chart `change` could not be drawn: {e}");
@@ -201,7 +210,7 @@ pub fn write_report_with(
             }
             Ok(r) => {
                 drawn += 1;
-                chart_markdown(&mut md, &r);
+                chart_markdown(&mut md, &r, said);
             }
             Err(e) => {
                 let line = format!("chart `{name}` could not be drawn: {e}");

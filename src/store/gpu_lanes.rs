@@ -7,6 +7,27 @@
 
 use super::{ActivityKind, GpuActivityRow, RunData, TelemetryRow, GPU_ACTIVITY, TELEMETRY};
 
+/// What gapscope says of a host where NVML's library (`libnvidia-ml.so.1`, installed with
+/// the NVIDIA driver) cannot be opened: one sentence, in place of the loader's error text,
+/// which meta.json keeps in `gpu.nvml`.
+pub const NO_GPU: &str = "no NVIDIA GPU/driver on this host";
+
+/// Whether `raw`, an error of opening NVML, is the loader's "cannot open" of its library:
+/// no driver installed, so no NVIDIA GPU to use.
+pub fn is_no_driver(raw: &str) -> bool {
+    raw.contains("libnvidia-ml") && raw.contains("cannot open shared object file")
+}
+
+/// meta.json's `gpu.reason` as a user reads it: [`NO_GPU`] where it is the loader's
+/// error (as run folders written before the sentence recorded it), else as recorded.
+pub fn gpu_reason(reason: &str) -> &str {
+    if is_no_driver(reason) {
+        NO_GPU
+    } else {
+        reason
+    }
+}
+
 /// The track a GPU interval is drawn on: one per device and stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct GpuLane {
@@ -120,6 +141,14 @@ impl GpuRecords {
 
     /// What the charts say when a run has no GPU records.
     pub fn missing_note(&self) -> String {
+        if self.status == NO_GPU {
+            let mut s = format!("no GPU lanes: {NO_GPU}");
+            for p in &self.problems {
+                s.push_str("; ");
+                s.push_str(p);
+            }
+            return s;
+        }
         let mut s =
             format!("no GPU activity recorded ({TELEMETRY} without NVML rows, {GPU_ACTIVITY} empty or absent");
         if !self.status.is_empty() {
@@ -133,13 +162,19 @@ impl GpuRecords {
         }
         s
     }
+
+    /// Whether the run had no GPU to use because the host has no NVIDIA driver
+    /// ([`NO_GPU`]), which [`Self::missing_note`] then says.
+    pub fn no_driver(&self) -> bool {
+        self.status == NO_GPU
+    }
 }
 
 /// meta.json's word on the GPU: why there is none, or what NVML and CUPTI said.
 fn status_line(data: &RunData) -> String {
     let g = &data.meta.gpu;
     if !g.available {
-        return g.reason.clone().unwrap_or_default();
+        return gpu_reason(g.reason.as_deref().unwrap_or_default()).to_string();
     }
     [("NVML", &g.nvml), ("CUPTI", &g.cupti)]
         .iter()
@@ -151,6 +186,32 @@ fn status_line(data: &RunData) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The loader's error (as meta.json kept it before, and as NVML gives it) reads as
+    /// the one sentence; other reasons stay as recorded.
+    #[test]
+    fn the_loader_s_error_reads_as_no_gpu_on_this_host() {
+        let raw = "unavailable: NVML init failed: a libloading error occurred: \
+                   libnvidia-ml.so.1: cannot open shared object file: No such file or directory";
+        assert!(is_no_driver(raw));
+        assert_eq!(gpu_reason(raw), NO_GPU);
+        assert_eq!(gpu_reason(NO_GPU), NO_GPU);
+        let other = "unavailable: NVML init failed: Driver/library version mismatch";
+        assert!(!is_no_driver(other));
+        assert_eq!(gpu_reason(other), other);
+        let records = GpuRecords {
+            status: NO_GPU.into(),
+            ..Default::default()
+        };
+        assert!(records.no_driver());
+        assert_eq!(records.missing_note(), format!("no GPU lanes: {NO_GPU}"));
+        let other = GpuRecords {
+            status: other.into(),
+            ..Default::default()
+        };
+        assert!(!other.no_driver());
+        assert!(other.missing_note().contains("version mismatch"));
+    }
 
     fn run_dir() -> (tempfile::TempDir, RunData) {
         let dir = tempfile::tempdir().unwrap();

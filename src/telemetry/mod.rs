@@ -37,7 +37,7 @@
 //! telemetry's own cost, part by part).
 //! `gapscope run --nvtx` adds the NVTX mirror.
 //!
-//! On a GPU machine: `gapscope gpu-selftest --out results` checks every source against
+//! On a GPU machine: `gapscope gpu-selftest --results-dir results` checks every source against
 //! real kernels and copies and prints PASS/FAIL per check (with `--nvtx`, the NVTX
 //! mirror too, against CUPTI's record of its ranges).
 
@@ -58,6 +58,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::store::gpu_lanes;
 use crate::store::{ClockCalibration, GpuActivityRow, GpuMeta, TelemetryRow};
 use clock::{ClockMap, ClockPair};
 use cupti::Cupti;
@@ -269,6 +270,7 @@ impl Telemetry {
         let nvml = NvmlProbe::open().map(Arc::new);
         let cupti = match (&nvml, cfg.cupti) {
             (_, false) => Err("off (no variant collects activity in this process)".into()),
+            (Err(e), true) if gpu_lanes::is_no_driver(e) => Err(gpu_lanes::NO_GPU.into()),
             (Err(e), true) => Err(format!("no GPU found through NVML ({e})")),
             (Ok(_), true) => Cupti::get(),
         };
@@ -328,6 +330,8 @@ impl Telemetry {
                 m.driver_version = d.driver_version;
                 m.cuda_driver_version = d.cuda_driver_version;
             }
+            // The loader's own words stay in `nvml` above; the reason says it plainly.
+            Err(e) if gpu_lanes::is_no_driver(e) => m.reason = Some(gpu_lanes::NO_GPU.into()),
             Err(e) => m.reason = Some(format!("unavailable: {e}")),
         }
         m
