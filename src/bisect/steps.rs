@@ -213,9 +213,18 @@ fn variant_failure(data: &RunData, name: &str) -> Option<String> {
         .as_ref()?;
     (!build.ok).then(|| {
         let commit = v.revision.as_ref().map_or("", |r| short(&r.commit));
+        // The log as meta.json names it: relative to the run folder by default.
+        let build = store::BuildMeta {
+            log: data
+                .meta
+                .run_file_path(&data.dir, &build.log)
+                .display()
+                .to_string(),
+            ..build.clone()
+        };
         format!(
             "revision {commit} did not build\n{}",
-            experiment::external::build_failure(build)
+            experiment::external::build_failure(&build)
         )
     })
 }

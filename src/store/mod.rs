@@ -30,6 +30,7 @@ pub(crate) mod gpu_lanes;
 mod integrity;
 pub mod lane_series;
 mod new_run;
+pub mod paths;
 mod resume;
 pub mod schema;
 mod view;
@@ -260,6 +261,8 @@ pub struct RunWriter {
     _lock: File,
     /// What a resume repaired (reps it found uncommitted), for the user.
     notes: Vec<String>,
+    /// How the paths of a rep's error are written (`meta.paths`; none: as they are).
+    paths: Option<paths::PathBases>,
 }
 
 impl RunWriter {
@@ -298,6 +301,10 @@ impl RunWriter {
             activity: Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
             _lock: lock,
             notes: Vec::new(),
+            paths: meta
+                .paths
+                .as_ref()
+                .map(|p| paths::PathBases::of_meta(dir, p)),
         })
     }
 
@@ -349,6 +356,9 @@ impl RunWriter {
         self.spans.flush()?;
         let mut run = run.clone();
         run.span_rows = Some(n);
+        if let Some(p) = &self.paths {
+            run.error = p.text(&run.error);
+        }
         self.runs.write(&run)?;
         self.runs.flush()
     }
@@ -373,13 +383,72 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Writes meta.json of run folder `dir`, its paths as `meta.paths` says ([`paths`]).
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
-    let p = dir.join(META);
+    // Through the struct again, so that meta.json keeps its fields in their order.
+    let portable: Meta =
+        serde_json::from_value(portable_json(dir, meta, &[])).expect("meta reads back");
     crate::fsx::write_file(
-        &p,
-        &serde_json::to_vec_pretty(meta).expect("meta serialises"),
+        &dir.join(META),
+        &serde_json::to_vec_pretty(&portable).expect("meta serialises"),
     )?;
     Ok(())
+}
+
+/// `meta` as meta.json holds it: with `meta.paths`, every path relative to the run
+/// folder `dir` (a file of the run) or the repository, `~` for the home folder, also
+/// inside messages and in the `extra` objects.
+fn portable_json(
+    dir: &Path,
+    meta: &Meta,
+    extra: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(meta).expect("meta serialises");
+    if let serde_json::Value::Object(m) = &mut v {
+        for (k, x) in extra {
+            m.insert(k.to_string(), x.clone());
+        }
+    }
+    let Some(p) = &meta.paths else {
+        return v;
+    };
+    let bases = paths::PathBases::of_meta(dir, p);
+    // Files of the run itself are relative to its folder.
+    if let Some(vars) = v
+        .pointer_mut("/external/variants")
+        .and_then(|x| x.as_object_mut())
+    {
+        for var in vars.values_mut() {
+            if let Some(serde_json::Value::String(log)) = var.pointer_mut("/build/log") {
+                *log = bases.portable_in_run(log);
+            }
+        }
+    }
+    portable_strings(&mut v, &bases);
+    if let serde_json::Value::Object(m) = &mut v {
+        m.insert(
+            "paths".into(),
+            serde_json::to_value(bases.meta()).expect("paths serialise"),
+        );
+    }
+    v
+}
+
+/// Every string of `v`: a path as [`paths::PathBases::portable_arg`] writes it, a
+/// message with its paths as [`paths::PathBases::text`] does.
+fn portable_strings(v: &mut serde_json::Value, bases: &paths::PathBases) {
+    match v {
+        serde_json::Value::String(s) => {
+            *s = if s.starts_with('/') && !s.contains(char::is_whitespace) {
+                bases.portable_arg(s)
+            } else {
+                bases.text(s)
+            };
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| portable_strings(x, bases)),
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| portable_strings(x, bases)),
+        _ => {}
+    }
 }
 
 /// [`write_meta`] with more top-level objects beside the [`Meta`] fields (an import's
@@ -389,12 +458,7 @@ pub fn write_meta_with(
     meta: &Meta,
     extra: &[(&str, serde_json::Value)],
 ) -> Result<(), StoreError> {
-    let mut v = serde_json::to_value(meta).expect("meta serialises");
-    if let serde_json::Value::Object(m) = &mut v {
-        for (k, x) in extra {
-            m.insert(k.to_string(), x.clone());
-        }
-    }
+    let v = portable_json(dir, meta, extra);
     crate::fsx::write_file(
         &dir.join(META),
         &serde_json::to_vec_pretty(&v).expect("meta serialises"),

@@ -3,6 +3,7 @@
 //! when it has `#[serde(default)]`; renaming or removing one bumps [`SCHEMA_VERSION`].
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -707,6 +708,11 @@ pub struct Meta {
     /// the budget it ran under and why it stopped. Absent for a run of fixed reps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_decided: Option<UntilDecidedMeta>,
+    /// How the paths of this meta.json are written (`store::paths`): relative to the run
+    /// folder or the repository, `~` for the home folder. Absent: as the machine had
+    /// them (`[run] absolute_paths = true`, and folders from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<super::paths::PathsMeta>,
 }
 
 /// How a run of `gapscope run --until-decided` was bounded and why it stopped;
@@ -752,7 +758,33 @@ impl Meta {
             gaps: None,
             until_decided: None,
             phases: Some(PhaseSpec::groth16()),
+            paths: None,
         }
+    }
+
+    /// The same meta with every path as the machine had it (`[run] absolute_paths`).
+    pub fn with_absolute_paths(mut self, absolute: bool) -> Meta {
+        if absolute {
+            self.paths = None;
+        }
+        self
+    }
+
+    /// A path this meta.json records of a file in run folder `dir` (a build log), on
+    /// this machine.
+    pub fn run_file_path(&self, dir: &Path, recorded: &str) -> PathBuf {
+        super::paths::resolve(recorded, dir)
+    }
+
+    /// A path this meta.json records relative to the repository the run started in
+    /// (params, a variant's folder, a revision's repository), on this machine: against
+    /// the repository it names relative to the run folder `dir`, else the current folder.
+    pub fn repo_path(&self, dir: &Path, recorded: &str) -> PathBuf {
+        let base = match self.paths.as_ref().and_then(|p| p.repo.as_deref()) {
+            Some(r) => super::paths::resolve(r, dir),
+            None => PathBuf::from("."),
+        };
+        super::paths::resolve(recorded, &base)
     }
 
     /// The run's phases: its own, or the Groth16 prover's of schema 1 in a folder
