@@ -7,10 +7,10 @@ repository, `~` for a home folder, `$TMPDIR` for the temporary folder.
 
 REPO_ON_THAT_MACHINE is where the repository was on the machine that wrote the files
 (for the committed evidence: /work/main), HOME_ON_THAT_MACHINE its home folder (/root).
-DIRs default to evidence/ and tests/fixtures/. Text files and gzipped ones (`*.gz`) are
-rewritten in place, only where a path changes; a meta.json of a run folder gets its
+DIRs default to evidence/ and tests/fixtures/. Text files and gzipped ones (`*.gz`),
+not Rust sources (a fixture's made-up paths), are rewritten in place, only where a path changes; a meta.json of a run folder gets its
 `paths` (the repository relative to the folder) and, where its experiment copy changed,
-its `experiment_sha256` again. tests/it/portable_paths.rs (the check) names what is left.
+its `experiment_sha256` again. tests/portable_paths.rs (the check) names what is left.
 """
 
 import gzip
@@ -112,6 +112,8 @@ def main():
         for root, _, files in os.walk(d):
             for f in sorted(files):
                 p = os.path.join(root, f)
+                if f.endswith(".rs"):
+                    continue  # a fixture's source: its paths are made up, not a machine's
                 if f == "meta.json":
                     metas.append(p)  # after the experiment copies
                     continue

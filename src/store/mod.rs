@@ -385,70 +385,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 
 /// Writes meta.json of run folder `dir`, its paths as `meta.paths` says ([`paths`]).
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
-    // Through the struct again, so that meta.json keeps its fields in their order.
-    let portable: Meta =
-        serde_json::from_value(portable_json(dir, meta, &[])).expect("meta reads back");
-    crate::fsx::write_file(
-        &dir.join(META),
-        &serde_json::to_vec_pretty(&portable).expect("meta serialises"),
-    )?;
-    Ok(())
-}
-
-/// `meta` as meta.json holds it: with `meta.paths`, every path relative to the run
-/// folder `dir` (a file of the run) or the repository, `~` for the home folder, also
-/// inside messages and in the `extra` objects.
-fn portable_json(
-    dir: &Path,
-    meta: &Meta,
-    extra: &[(&str, serde_json::Value)],
-) -> serde_json::Value {
-    let mut v = serde_json::to_value(meta).expect("meta serialises");
-    if let serde_json::Value::Object(m) = &mut v {
-        for (k, x) in extra {
-            m.insert(k.to_string(), x.clone());
-        }
-    }
-    let Some(p) = &meta.paths else {
-        return v;
-    };
-    let bases = paths::PathBases::of_meta(dir, p);
-    // Files of the run itself are relative to its folder.
-    if let Some(vars) = v
-        .pointer_mut("/external/variants")
-        .and_then(|x| x.as_object_mut())
-    {
-        for var in vars.values_mut() {
-            if let Some(serde_json::Value::String(log)) = var.pointer_mut("/build/log") {
-                *log = bases.portable_in_run(log);
-            }
-        }
-    }
-    portable_strings(&mut v, &bases);
-    if let serde_json::Value::Object(m) = &mut v {
-        m.insert(
-            "paths".into(),
-            serde_json::to_value(bases.meta()).expect("paths serialise"),
-        );
-    }
-    v
-}
-
-/// Every string of `v`: a path as [`paths::PathBases::portable_arg`] writes it, a
-/// message with its paths as [`paths::PathBases::text`] does.
-fn portable_strings(v: &mut serde_json::Value, bases: &paths::PathBases) {
-    match v {
-        serde_json::Value::String(s) => {
-            *s = if s.starts_with('/') && !s.contains(char::is_whitespace) {
-                bases.portable_arg(s)
-            } else {
-                bases.text(s)
-            };
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| portable_strings(x, bases)),
-        serde_json::Value::Object(m) => m.values_mut().for_each(|x| portable_strings(x, bases)),
-        _ => {}
-    }
+    write_meta_with(dir, meta, &[])
 }
 
 /// [`write_meta`] with more top-level objects beside the [`Meta`] fields (an import's
@@ -458,11 +395,13 @@ pub fn write_meta_with(
     meta: &Meta,
     extra: &[(&str, serde_json::Value)],
 ) -> Result<(), StoreError> {
-    let v = portable_json(dir, meta, extra);
-    crate::fsx::write_file(
-        &dir.join(META),
-        &serde_json::to_vec_pretty(&v).expect("meta serialises"),
-    )?;
+    // Through the struct when nothing is added, so that meta.json keeps its fields in
+    // their order.
+    let bytes = match extra {
+        [] => serde_json::to_vec_pretty(&paths::as_written(dir, meta)),
+        _ => serde_json::to_vec_pretty(&paths::meta_json(dir, meta, extra)),
+    };
+    crate::fsx::write_file(&dir.join(META), &bytes.expect("meta serialises"))?;
     Ok(())
 }
 

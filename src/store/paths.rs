@@ -15,6 +15,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Meta;
+
 /// meta.json's `paths`: present when its paths are written relative (the default).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PathsMeta {
@@ -293,7 +295,91 @@ pub fn resolve(recorded: &str, base: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
-        base.join(p)
+        // `../../..` of a repository taken lexically, so that the result compares with
+        // the folders it lies in.
+        absolute(&base.join(p))
+    }
+}
+
+/// `meta` as meta.json holds it: with `meta.paths`, every path relative to the run
+/// folder `dir` (a file of the run) or the repository, `~` for the home folder, also
+/// inside messages and in the `extra` objects.
+pub(super) fn meta_json(
+    dir: &Path,
+    meta: &Meta,
+    extra: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(meta).expect("meta serialises");
+    if let serde_json::Value::Object(m) = &mut v {
+        for (k, x) in extra {
+            m.insert(k.to_string(), x.clone());
+        }
+    }
+    let Some(p) = &meta.paths else {
+        return v;
+    };
+    let bases = PathBases::of_meta(dir, p);
+    // Files of the run itself are relative to its folder.
+    if let Some(vars) = v
+        .pointer_mut("/external/variants")
+        .and_then(|x| x.as_object_mut())
+    {
+        for var in vars.values_mut() {
+            if let Some(serde_json::Value::String(log)) = var.pointer_mut("/build/log") {
+                *log = bases.portable_in_run(log);
+            }
+        }
+    }
+    portable_strings(&mut v, &bases);
+    if let serde_json::Value::Object(m) = &mut v {
+        m.insert(
+            "paths".into(),
+            serde_json::to_value(bases.meta()).expect("paths serialise"),
+        );
+    }
+    v
+}
+
+/// Every string of `v`: a path as [`PathBases::portable_arg`] writes it, a
+/// message with its paths as [`PathBases::text`] does.
+fn portable_strings(v: &mut serde_json::Value, bases: &PathBases) {
+    match v {
+        serde_json::Value::String(s) => {
+            *s = if s.starts_with('/') && !s.contains(char::is_whitespace) {
+                bases.portable_arg(s)
+            } else {
+                bases.text(s)
+            };
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| portable_strings(x, bases)),
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| portable_strings(x, bases)),
+        _ => {}
+    }
+}
+
+/// `meta` as [`super::write_meta`] writes it into run folder `dir`: its paths as
+/// `meta.paths` says.
+pub fn as_written(dir: &Path, meta: &Meta) -> Meta {
+    serde_json::from_value(meta_json(dir, meta, &[])).expect("meta reads back")
+}
+
+impl Meta {
+    /// A path this meta.json records of a file in run folder `dir` (a build log), on
+    /// this machine.
+    pub fn run_file_path(&self, dir: &Path, recorded: &str) -> PathBuf {
+        resolve(recorded, dir)
+    }
+
+    /// A path this meta.json records relative to the repository the run started in
+    /// (a variant's folder, a revision's repository or build log), on this machine:
+    /// against the repository it names relative to the run folder `dir`, else the
+    /// current folder.
+    pub fn repo_path(&self, dir: &Path, recorded: &str) -> PathBuf {
+        let base = match self.paths.as_ref().and_then(|p| p.repo.as_deref()) {
+            Some(r) => resolve(r, dir),
+            None => PathBuf::from("."),
+        };
+        resolve(recorded, &base)
     }
 }
 

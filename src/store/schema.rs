@@ -3,7 +3,6 @@
 //! when it has `#[serde(default)]`; renaming or removing one bumps [`SCHEMA_VERSION`].
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -768,23 +767,6 @@ impl Meta {
             self.paths = None;
         }
         self
-    }
-
-    /// A path this meta.json records of a file in run folder `dir` (a build log), on
-    /// this machine.
-    pub fn run_file_path(&self, dir: &Path, recorded: &str) -> PathBuf {
-        super::paths::resolve(recorded, dir)
-    }
-
-    /// A path this meta.json records relative to the repository the run started in
-    /// (params, a variant's folder, a revision's repository), on this machine: against
-    /// the repository it names relative to the run folder `dir`, else the current folder.
-    pub fn repo_path(&self, dir: &Path, recorded: &str) -> PathBuf {
-        let base = match self.paths.as_ref().and_then(|p| p.repo.as_deref()) {
-            Some(r) => super::paths::resolve(r, dir),
-            None => PathBuf::from("."),
-        };
-        super::paths::resolve(recorded, &base)
     }
 
     /// The run's phases: its own, or the Groth16 prover's of schema 1 in a folder
