@@ -167,7 +167,9 @@ impl PathBases {
         if !p.is_absolute() {
             return path.to_string();
         }
-        if let Some(r) = under(p, &self.repo) {
+        // A repository at `/` (gapscope ran from there, outside any git repository)
+        // would hold every path: it is no base.
+        if let Some(r) = under(p, &self.repo).filter(|_| self.repo.parent().is_some()) {
             return text_of(r);
         }
         if let Some(h) = self.under_home(p) {
@@ -437,6 +439,12 @@ mod tests {
             "--results-dir=tmp/r"
         );
         assert_eq!(w.portable_arg("a=b"), "a=b");
+        let at_root = PathBases {
+            repo: "/".into(),
+            ..w.clone()
+        };
+        assert_eq!(at_root.portable("/srv/data"), "/srv/data");
+        assert_eq!(at_root.portable("/root/x"), "~/x");
     }
 
     #[test]
