@@ -104,7 +104,7 @@ impl ExperimentMeasurer {
                         let mut src = toml::Table::new();
                         src.insert(
                             "path".into(),
-                            toml::Value::String(dir.display().to_string()),
+                            toml::Value::String(store::paths::from_current(dir)),
                         );
                         src.insert("rev".into(), toml::Value::String(commit.to_string()));
                         let mut set = match t.remove("patch") {
@@ -118,7 +118,7 @@ impl ExperimentMeasurer {
                         t.insert("rev".into(), toml::Value::String(commit.to_string()));
                         t.insert(
                             "repo".into(),
-                            toml::Value::String(self.s.repo.display().to_string()),
+                            toml::Value::String(store::paths::from_current(&self.s.repo)),
                         );
                     }
                 }

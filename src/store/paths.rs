@@ -359,6 +359,17 @@ fn portable_strings(v: &mut serde_json::Value, bases: &PathBases) {
     }
 }
 
+/// `path` as an experiment file that gapscope writes names it (a bisect's step): relative
+/// to the current folder, which the file's relative paths start from, when it lies
+/// inside it; else as it is.
+pub fn from_current(path: &Path) -> String {
+    let cwd = absolute(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")));
+    match under(&absolute(path), &cwd).filter(|_| cwd.parent().is_some()) {
+        Some(r) => text_of(r),
+        None => path.display().to_string(),
+    }
+}
+
 /// `meta` as [`super::write_meta`] writes it into run folder `dir`: its paths as
 /// `meta.paths` says.
 pub fn as_written(dir: &Path, meta: &Meta) -> Meta {
