@@ -81,6 +81,13 @@ fn bisect_names_the_commit_that_slowed_the_span() {
         "{stdout}"
     );
     assert!(stdout.contains("did not build"), "{stdout}");
+    // The log it names is there, although meta.json names it relative to the run folder.
+    let log = stdout
+        .split("did not build (log: ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap();
+    assert!(std::path::Path::new(log).is_file(), "{log}");
     // The worktrees belonged to the cache: the repository lists none, and the bisect
     // removed them when it was done (a re-run reuses the run folders).
     assert_eq!(common::git(&repo, &["worktree", "list"]).lines().count(), 1);

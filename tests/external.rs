@@ -233,7 +233,10 @@ fn a_failed_build_fails_the_reps_with_its_log_and_a_build_runs_in_the_folder() {
         .clone()
         .unwrap();
     assert!(b.ok);
-    assert!(std::fs::read_to_string(&b.log).unwrap().contains("built"));
+    // meta.json names the log relative to the run folder.
+    assert_eq!(b.log, "build-a.log");
+    let log = d.meta.run_file_path(&d.dir, &b.log);
+    assert!(std::fs::read_to_string(log).unwrap().contains("built"));
 
     let bad = experiment(
         tmp.path(),

@@ -9,7 +9,7 @@ set -euo pipefail
 bin="$(realpath "${1:?gapscope binary}")"
 n="${2:-1000}"
 fixture="$(realpath tests/fixtures/quickstart-cpu)"
-work="$(mktemp -d /tmp/gapscope-collect.XXXXXX)"
+work="$(mktemp -d $TMPDIR/gapscope-collect.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 root="$work/root"
 for i in $(seq 0 $((n - 1))); do

@@ -199,6 +199,7 @@ impl SyntheticRun {
             gaps: None,
             until_decided: None,
             phases: Some(PhaseSpec::groth16()),
+            paths: None,
         }
     }
 

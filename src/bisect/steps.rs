@@ -104,7 +104,7 @@ impl ExperimentMeasurer {
                         let mut src = toml::Table::new();
                         src.insert(
                             "path".into(),
-                            toml::Value::String(dir.display().to_string()),
+                            toml::Value::String(store::paths::from_current(dir)),
                         );
                         src.insert("rev".into(), toml::Value::String(commit.to_string()));
                         let mut set = match t.remove("patch") {
@@ -118,7 +118,7 @@ impl ExperimentMeasurer {
                         t.insert("rev".into(), toml::Value::String(commit.to_string()));
                         t.insert(
                             "repo".into(),
-                            toml::Value::String(self.s.repo.display().to_string()),
+                            toml::Value::String(store::paths::from_current(&self.s.repo)),
                         );
                     }
                 }
@@ -213,9 +213,18 @@ fn variant_failure(data: &RunData, name: &str) -> Option<String> {
         .as_ref()?;
     (!build.ok).then(|| {
         let commit = v.revision.as_ref().map_or("", |r| short(&r.commit));
+        // The log as meta.json names it: relative to the run folder by default.
+        let build = store::BuildMeta {
+            log: data
+                .meta
+                .run_file_path(&data.dir, &build.log)
+                .display()
+                .to_string(),
+            ..build.clone()
+        };
         format!(
             "revision {commit} did not build\n{}",
-            experiment::external::build_failure(build)
+            experiment::external::build_failure(&build)
         )
     })
 }

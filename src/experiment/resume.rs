@@ -44,7 +44,19 @@ pub fn load_experiment(
 /// difference. `fresh` is the meta a new run of the copy would start with, with the
 /// copy's hash.
 pub fn check_experiment(dir: &Path, stored: &Meta, fresh: &Meta) -> Result<()> {
-    let diffs = store::resume_mismatch(stored, fresh);
+    // The fresh meta's paths as the folder writes them (a variant's command that names
+    // the temporary folder is recorded as `$TMPDIR/…`).
+    let fresh = match &stored.paths {
+        Some(p) => store::paths::as_written(
+            dir,
+            &Meta {
+                paths: Some(p.clone()),
+                ..fresh.clone()
+            },
+        ),
+        None => fresh.clone(),
+    };
+    let diffs = store::resume_mismatch(stored, &fresh);
     if !diffs.is_empty() {
         bail!(
             "{} cannot be resumed: its {} no longer matches the run its {} recorded:\n  {}\n\

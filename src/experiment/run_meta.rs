@@ -67,6 +67,7 @@ pub(super) fn new_run_meta(
     }
     .meta()
     .with_gaps(exp.workload.gaps.clone())
+    .with_absolute_paths(exp.run.absolute_paths)
 }
 
 /// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for

@@ -103,6 +103,10 @@ pub struct RunPolicy {
     /// variant that pairing cannot cancel. None: one worker per variant for the run.
     #[serde(default)]
     pub reps_per_worker: Option<u32>,
+    /// Keep every path in the run folder as this machine has it, instead of relative to
+    /// the run folder or the repository with `~` for the home folder (`store::paths`).
+    #[serde(default)]
+    pub absolute_paths: bool,
 }
 
 fn telemetry_period_ms() -> u64 {
@@ -196,6 +200,7 @@ impl Default for RunPolicy {
             profile_hz: None,
             process_cpu: Default::default(),
             reps_per_worker: None,
+            absolute_paths: false,
         }
     }
 }

@@ -366,7 +366,17 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // External subjects: each variant's folder is built once, before the reps.
     let unbuilt = match external {
         Some(ext) => {
-            let (m, unbuilt) = super::external::build_subjects(ext, &variants, &dir, opts.progress);
+            let paths = meta
+                .paths
+                .as_ref()
+                .map(|p| store::paths::PathBases::of_meta(&dir, p));
+            let (m, unbuilt) = super::external::build_subjects(
+                ext,
+                &variants,
+                &dir,
+                opts.progress,
+                paths.as_ref(),
+            );
             let kept = meta.external.take().unwrap_or_default().variants;
             meta.external = Some(m);
             super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);

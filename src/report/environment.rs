@@ -256,11 +256,27 @@ fn command_line(argv: &[String]) -> String {
             if i == 0 && is_gapscope {
                 "target/release/gapscope".to_string()
             } else {
-                shell_quote(a)
+                shell_path_arg(a)
             }
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// [`shell_quote`], leaving the `~/` or `$TMPDIR/` a run folder's paths start with
+/// (`store::paths`) for the shell to expand.
+fn shell_path_arg(arg: &str) -> String {
+    use crate::store::paths::{HOME, TMPDIR};
+    if arg == HOME {
+        return arg.to_string();
+    }
+    if let Some(rest) = arg.strip_prefix(HOME).and_then(|r| r.strip_prefix('/')) {
+        return format!("{HOME}/{}", shell_quote(rest));
+    }
+    if let Some(rest) = arg.strip_prefix(TMPDIR).and_then(|r| r.strip_prefix('/')) {
+        return format!("\"{TMPDIR}\"/{}", shell_quote(rest));
+    }
+    shell_quote(arg)
 }
 
 /// Largest experiment copy embedded in the report (an experiment file is a few KiB).
@@ -357,6 +373,11 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_path_arg("~/r s/x"), "~/'r s/x'");
+        assert_eq!(shell_path_arg("$TMPDIR/lres"), "\"$TMPDIR\"/lres");
+        assert_eq!(shell_path_arg("$TMPDIRx"), "'$TMPDIRx'");
+        assert_eq!(shell_path_arg("~"), "~");
+        assert_eq!(shell_path_arg("~x"), "'~x'");
     }
 
     #[test]

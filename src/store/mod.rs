@@ -30,6 +30,7 @@ pub(crate) mod gpu_lanes;
 mod integrity;
 pub mod lane_series;
 mod new_run;
+pub mod paths;
 mod resume;
 pub mod schema;
 mod view;
@@ -260,6 +261,8 @@ pub struct RunWriter {
     _lock: File,
     /// What a resume repaired (reps it found uncommitted), for the user.
     notes: Vec<String>,
+    /// How the paths of a rep's error are written (`meta.paths`; none: as they are).
+    paths: Option<paths::PathBases>,
 }
 
 impl RunWriter {
@@ -298,6 +301,10 @@ impl RunWriter {
             activity: Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
             _lock: lock,
             notes: Vec::new(),
+            paths: meta
+                .paths
+                .as_ref()
+                .map(|p| paths::PathBases::of_meta(dir, p)),
         })
     }
 
@@ -349,6 +356,9 @@ impl RunWriter {
         self.spans.flush()?;
         let mut run = run.clone();
         run.span_rows = Some(n);
+        if let Some(p) = &self.paths {
+            run.error = p.text(&run.error);
+        }
         self.runs.write(&run)?;
         self.runs.flush()
     }
@@ -373,13 +383,9 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Writes meta.json of run folder `dir`, its paths as `meta.paths` says ([`paths`]).
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
-    let p = dir.join(META);
-    crate::fsx::write_file(
-        &p,
-        &serde_json::to_vec_pretty(meta).expect("meta serialises"),
-    )?;
-    Ok(())
+    write_meta_with(dir, meta, &[])
 }
 
 /// [`write_meta`] with more top-level objects beside the [`Meta`] fields (an import's
@@ -389,16 +395,13 @@ pub fn write_meta_with(
     meta: &Meta,
     extra: &[(&str, serde_json::Value)],
 ) -> Result<(), StoreError> {
-    let mut v = serde_json::to_value(meta).expect("meta serialises");
-    if let serde_json::Value::Object(m) = &mut v {
-        for (k, x) in extra {
-            m.insert(k.to_string(), x.clone());
-        }
-    }
-    crate::fsx::write_file(
-        &dir.join(META),
-        &serde_json::to_vec_pretty(&v).expect("meta serialises"),
-    )?;
+    // Through the struct when nothing is added, so that meta.json keeps its fields in
+    // their order.
+    let bytes = match extra {
+        [] => serde_json::to_vec_pretty(&paths::as_written(dir, meta)),
+        _ => serde_json::to_vec_pretty(&paths::meta_json(dir, meta, extra)),
+    };
+    crate::fsx::write_file(&dir.join(META), &bytes.expect("meta serialises"))?;
     Ok(())
 }
 

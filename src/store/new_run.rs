@@ -69,6 +69,7 @@ impl NewRun {
             gaps: None,
             until_decided: None,
             phases: Some(self.phases),
+            paths: Some(super::paths::PathsMeta::here()),
         }
     }
 }

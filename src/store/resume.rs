@@ -226,6 +226,7 @@ impl RunWriter {
         let spans = resume_rep_file::<SpanRow>(&spans_path, &done)?;
         let telemetry = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
         let activity = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
+        let paths = super::read_meta(dir)?.paths;
         Ok((
             RunWriter {
                 dir: dir.to_path_buf(),
@@ -235,6 +236,7 @@ impl RunWriter {
                 activity,
                 _lock: lock,
                 notes,
+                paths: paths.map(|p| super::paths::PathBases::of_meta(dir, &p)),
             },
             rows,
         ))

@@ -707,6 +707,11 @@ pub struct Meta {
     /// the budget it ran under and why it stopped. Absent for a run of fixed reps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_decided: Option<UntilDecidedMeta>,
+    /// How the paths of this meta.json are written (`store::paths`): relative to the run
+    /// folder or the repository, `~` for the home folder. Absent: as the machine had
+    /// them (`[run] absolute_paths = true`, and folders from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<super::paths::PathsMeta>,
 }
 
 /// How a run of `gapscope run --until-decided` was bounded and why it stopped;
@@ -752,7 +757,16 @@ impl Meta {
             gaps: None,
             until_decided: None,
             phases: Some(PhaseSpec::groth16()),
+            paths: None,
         }
+    }
+
+    /// The same meta with every path as the machine had it (`[run] absolute_paths`).
+    pub fn with_absolute_paths(mut self, absolute: bool) -> Meta {
+        if absolute {
+            self.paths = None;
+        }
+        self
     }
 
     /// The run's phases: its own, or the Groth16 prover's of schema 1 in a folder

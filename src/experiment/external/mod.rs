@@ -372,6 +372,19 @@ pub fn build_in(build: &[String], dir: &Path, log: &Path) -> BuildMeta {
     }
 }
 
+/// Rewrites build log `log` with its paths as the run folder's are written. A log that
+/// cannot be read or written back stays as the build left it.
+fn portable_log(log: &Path, paths: &crate::store::paths::PathBases) {
+    let Ok(bytes) = std::fs::read(log) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let portable = paths.text(&text);
+    if portable != text {
+        let _ = crate::fsx::write_file(log, portable.as_bytes());
+    }
+}
+
 /// Why the reps of a variant whose build failed fail.
 pub fn build_failure(b: &BuildMeta) -> String {
     let text = std::fs::read(&b.log).unwrap_or_default();
@@ -389,11 +402,14 @@ pub fn build_failure(b: &BuildMeta) -> String {
 /// Builds every variant's folder once (variants sharing a folder share its build), the
 /// logs in `run_dir` as `build-<variant>.log`, and says what the run's meta.json records
 /// of each variant. Per variant: `None` when it can run, else why its reps fail.
+/// With `paths`, each log's paths are then written as the run folder's are
+/// (`store::paths`): a compiler's output names the machine's folders.
 pub fn build_subjects(
     ext: &ExternalWorkload,
     variants: &[ResolvedVariant],
     run_dir: &Path,
     progress: bool,
+    paths: Option<&crate::store::paths::PathBases>,
 ) -> (ExternalMeta, Vec<Option<String>>) {
     let mut meta = ExternalMeta {
         command: ext.command.clone(),
@@ -422,7 +438,12 @@ pub fn build_subjects(
                     if progress {
                         eprintln!("building {} in {}", b.join(" "), dir.display());
                     }
-                    build_in(b, &dir, &run_dir.join(format!("build-{}.log", v.name)))
+                    let log = run_dir.join(format!("build-{}.log", v.name));
+                    let m = build_in(b, &dir, &log);
+                    if let Some(p) = paths {
+                        portable_log(&log, p);
+                    }
+                    m
                 });
                 if !m.ok {
                     failure = Some(build_failure(m));
