@@ -273,7 +273,7 @@ fn experiment_file(a: &RunArgs) -> Result<(Option<PathBuf>, Option<tempfile::Tem
             for o in &overrides {
                 eprintln!("note: {}", o.note(f));
             }
-            let (p, g) = super::run_override::write_temp(&text)?;
+            let (p, g) = super::run_override::write_temp("gapscope-run-", &text)?;
             Ok((Some(p), Some(g)))
         }
         _ => Ok((a.experiment.clone(), None)),

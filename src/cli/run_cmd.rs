@@ -173,15 +173,8 @@ impl AdHocArgs {
             eprintln!("experiment file: {}", p.display());
             return Ok((p.clone(), None));
         }
-        let mut f = tempfile::Builder::new()
-            .prefix("gapscope-cmd-")
-            .suffix(".toml")
-            .tempfile()
-            .context("cannot create a temporary experiment file (is $TMPDIR writable?)")?;
-        std::io::Write::write_all(&mut f, text.as_bytes())
-            .context("cannot write the temporary experiment file")?;
-        let path = f.into_temp_path();
-        Ok((path.to_path_buf(), Some(path)))
+        let (path, guard) = super::run_override::write_temp("gapscope-cmd-", &text)?;
+        Ok((path, Some(guard)))
     }
 }
 

@@ -176,10 +176,11 @@ fn key_of(line: &str) -> Option<&str> {
     .then_some(k)
 }
 
-/// Writes `text` to a temporary experiment file (removed when the returned path drops).
-pub fn write_temp(text: &str) -> Result<(PathBuf, tempfile::TempPath)> {
+/// Writes `text` to a temporary experiment file named `prefix…toml` (removed when the
+/// returned path drops).
+pub fn write_temp(prefix: &str, text: &str) -> Result<(PathBuf, tempfile::TempPath)> {
     let mut f = tempfile::Builder::new()
-        .prefix("gapscope-run-")
+        .prefix(prefix)
         .suffix(".toml")
         .tempfile()
         .context("cannot create a temporary experiment file (is $TMPDIR writable?)")?;

@@ -141,7 +141,9 @@ pub const ATOMIC_WRITE: usize = 4096;
 pub fn write_lines(to: Option<&std::fs::File>, lines: &[u8]) {
     let mut rest = lines;
     // The span pipe is opened (from the environment) only when it is written to.
-    let mut sink = to.is_none().then(|| sink().lock().unwrap_or_else(|e| e.into_inner()));
+    let mut sink = to
+        .is_none()
+        .then(|| sink().lock().unwrap_or_else(|e| e.into_inner()));
     while !rest.is_empty() {
         let cut = match rest.len() <= ATOMIC_WRITE {
             true => rest.len(),

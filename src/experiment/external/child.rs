@@ -124,6 +124,10 @@ pub fn run_once(
     capture: &ChildCapture,
     span_cap: usize,
 ) -> ChildRun {
+    // One function for the program's whole life (pipes, spawn, readers, sampler, wait,
+    // drain, then the streams' spans): the readers, the sampler and the wait share the
+    // pipes, the start time and the members' table as locals, which a split would have
+    // to thread through every part.
     let pipes = (|| Ok::<_, std::io::Error>([pipe()?, pipe()?, pipe()?, pipe()?, pipe()?]))();
     let start_ns = now_ns();
     let wall_offset_ns = log_spans::wall_offset_ns();
@@ -359,11 +363,7 @@ pub fn run_once(
         run.gpu.extend(parser.take_gpu());
         run.thread_names.extend(parser.take_threads());
         let (mut spans, counts, samples) = parser.finish(end_ns);
-        for s in &mut spans {
-            let via = via_of_line(s, capture);
-            s.attrs
-                .push((VIA.into(), AttrValue::Str(via.as_str().into())));
-        }
+        tag_via(&mut spans, |s| via_of_line(s, capture));
         run.spans.extend(spans);
         run.counts.add(&counts);
         run.samples.extend(samples);
@@ -377,10 +377,7 @@ pub fn run_once(
             LogMatcher::new(Arc::new(LogPatterns::empty()), 0, 0),
         );
         let mut out = m.finish(start_ns, end_ns);
-        for s in &mut out.spans {
-            s.attrs
-                .push((VIA.into(), AttrValue::Str(Via::LogLines.as_str().into())));
-        }
+        tag_via(&mut out.spans, |_| Via::LogLines);
         run.spans.extend(out.spans);
         run.counts.add(&out.counts);
         run.samples.extend(out.samples.iter().cloned());
@@ -408,6 +405,15 @@ pub fn run_once(
 /// The span attribute that says which capture path a program's span came through
 /// ([`Via`]): the diff's note on the recorder's own cost uses that path's cost.
 pub const VIA: &str = "via";
+
+/// Records on each span the capture path it came through (attribute [`VIA`]).
+fn tag_via(spans: &mut [ParsedSpan], via: impl Fn(&ParsedSpan) -> Via) {
+    for s in spans {
+        let v = via(s);
+        s.attrs
+            .push((VIA.into(), AttrValue::Str(v.as_str().into())));
+    }
+}
 
 /// The path of a span read from a protocol stream: the `tracing` layer's lines carry
 /// ids (`gs.id`); with `nvtx = true` the others are NVTX ranges; else a program's own

@@ -72,6 +72,9 @@ pub fn run_rep(
     telemetry: Option<&Telemetry>,
     opener: crate::profile::Opener,
 ) -> ExternalRep {
+    // Long because one rep's steps run in this order around the child's life (prepare,
+    // telemetry begin, run, telemetry end, rows), each using the ones before; it is the
+    // command workload's rep lifecycle, beside the prover's in experiment/rep.rs.
     let dir = ext.folder(v.subject_dir.as_deref());
     if let Some(p) = &ext.prepare {
         if let Err(why) = prepare(p, &dir, timeout) {
