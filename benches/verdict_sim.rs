@@ -1738,6 +1738,7 @@ fn main() {
     let opts = DiffOptions {
         bootstrap_resamples: args.resamples,
         derived_weight: env_f64("VERDICT_SIM_DERIVED_WEIGHT").unwrap_or(defaults.derived_weight),
+        welch: std::env::var("VERDICT_SIM_WELCH").is_ok_and(|v| v == "1"),
         fcr_intervals: std::env::var("VERDICT_SIM_FCR")
             .map_or(defaults.fcr_intervals, |v| v == "1"),
         ..defaults

@@ -201,8 +201,14 @@ pub struct LogTests {
     pub offset: f64,
     /// exp(mean log(baseline + offset)).
     pub base_gm: f64,
-    /// Welch's t on the two sides' logs (every rep that has the metric).
-    pub welch: stats::TTest,
+    /// The two-sample t test on the two sides' logs (every rep that has the metric):
+    /// Student's pooled test where the sides have as many reps, else Welch's
+    /// ([`DiffOptions::welch`] asks for Welch's always).
+    #[serde(alias = "welch")]
+    pub unpaired: stats::TTest,
+    /// `unpaired` is Student's pooled test (n_a + n_b − 2 degrees of freedom).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pooled: bool,
     /// One-sample t on the per-pair log ratios, when the run paired the reps (at least
     /// [`stats::MIN_REPS_FOR_CLAIM`] pairs).
     pub paired: Option<stats::TTest>,
@@ -273,7 +279,7 @@ impl LogTests {
     /// The p-values of the analyses in use: Welch's, then the paired t's or the
     /// signed-rank's where in use.
     fn p_values(&self) -> Vec<f64> {
-        let mut p = vec![self.welch.p_value];
+        let mut p = vec![self.unpaired.p_value];
         p.extend(self.paired_in_use().map(|t| t.p_value));
         p.extend(self.rank_in_use().map(|r| r.p_value));
         p
@@ -302,7 +308,7 @@ impl LogTests {
     pub fn log_interval(&self, level: f64) -> Option<(f64, f64)> {
         let k = self.p_values().len() as f64;
         let each = 1.0 - (1.0 - level) / k;
-        let mut parts = vec![self.welch.interval(each)];
+        let mut parts = vec![self.unpaired.interval(each)];
         parts.extend(self.paired_in_use().map(|p| p.interval(each)));
         // Too few pairs for a signed-rank bound at this level: it bounds nothing.
         parts.extend(self.rank_in_use().and_then(|r| r.interval(each)));
@@ -318,7 +324,7 @@ impl LogTests {
             return r.estimate;
         }
         self.paired_in_use()
-            .map_or(self.welch.estimate, |p| p.estimate)
+            .map_or(self.unpaired.estimate, |p| p.estimate)
     }
 
     /// Intervals of the relative change and of the change in the unit at `level`.
@@ -543,7 +549,13 @@ pub(crate) fn compare(
         .as_deref()
         .filter(|d| d.len() >= PAIRED_FROM && far_out(d))
         .and_then(stats::SignedRankShift::of);
-    let Some(welch) = stats::welch_t(&lb, &lc) else {
+    let pooled = lb.len() == lc.len() && !opts.welch;
+    let two_sample = if pooled {
+        stats::pooled_t
+    } else {
+        stats::welch_t
+    };
+    let Some(unpaired) = two_sample(&lb, &lc) else {
         c.separation = separation((base, bs.mad), (cand, cs.mad));
         c.why = Some(too_few(base.len().min(cand.len())));
         return c;
@@ -551,7 +563,8 @@ pub(crate) fn compare(
     let tests = LogTests {
         offset: off,
         base_gm: (lb.iter().sum::<f64>() / lb.len() as f64).exp(),
-        welch,
+        unpaired,
+        pooled,
         paired,
         rank,
         between_runs: 0.0,
@@ -686,7 +699,7 @@ pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &
         let n = c.pairs.unwrap_or(c.baseline.reps.min(c.candidate.reps)) as f64;
         // Across runs, the between-run part of the half-width stays whatever the reps.
         let fixed = 2.0 * tests.between_runs * tests.between_runs;
-        let se2 = tests.welch.se * tests.welch.se;
+        let se2 = tests.unpaired.se * tests.unpaired.se;
         let sample = (1.0 - fixed / se2).clamp(0.0, 1.0).sqrt() * half;
         let fixed_half = half * (fixed / se2).clamp(0.0, 1.0).sqrt();
         if fixed > 0.0 && target <= fixed_half {
@@ -723,7 +736,7 @@ pub(crate) fn add_between_runs(c: &mut Comparison, sd: f64, opts: &DiffOptions) 
     let Some(tests) = c.tests.as_mut() else {
         return;
     };
-    tests.welch = tests.welch.with_extra_variance(2.0 * sd * sd);
+    tests.unpaired = tests.unpaired.with_extra_variance(2.0 * sd * sd);
     tests.between_runs = sd;
     let tests = tests.clone();
     let (rel, abs) = tests.intervals(1.0 - opts.alpha);
@@ -862,7 +875,7 @@ mod rank_tests {
         let c = compare("work", Measure::Total, Unit::Ns, &a, &b, Some(&pairs), &o);
         let t = c.tests.clone().unwrap();
         assert!(
-            t.welch.p_value > 0.05 && t.paired.unwrap().p_value > 0.05,
+            t.unpaired.p_value > 0.05 && t.paired.unwrap().p_value > 0.05,
             "{t:?}"
         );
         let rank = t.rank_in_use().unwrap();

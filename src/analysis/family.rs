@@ -149,7 +149,7 @@ fn judge_family<'a>(
         (
             c.span.clone(),
             c.unit,
-            t.map(|t| (t.offset.to_bits(), t.base_gm.to_bits(), bits(&t.welch))),
+            t.map(|t| (t.offset.to_bits(), t.base_gm.to_bits(), bits(&t.unpaired))),
             t.and_then(|t| t.paired.as_ref().map(bits)),
         )
     };

@@ -136,6 +136,11 @@ pub struct DiffOptions {
     /// [`DEFAULT_BETWEEN_RUNS`].
     #[serde(default = "default_between_runs")]
     pub between_runs: f64,
+    /// Compare the two sides by Welch's test even where they have as many reps, instead
+    /// of Student's pooled test ([`crate::stats::pooled_t`]): for changes that alter a
+    /// span's spread as well as its level. Default false.
+    #[serde(default)]
+    pub welch: bool,
 }
 
 /// The default of [`DiffOptions::between_runs`], 2%: 20 runs of one program (8 reps
@@ -186,6 +191,7 @@ impl Default for DiffOptions {
             fcr_intervals: false,
             derived_weight: 0.25,
             between_runs: DEFAULT_BETWEEN_RUNS,
+            welch: false,
         }
     }
 }

@@ -354,6 +354,31 @@ pub fn welch_t(a: &[f64], b: &[f64]) -> Option<TTest> {
     Some(TTest::of(mb - ma, se2.sqrt(), df))
 }
 
+/// Student's pooled-variance t test of mean(b) − mean(a) = 0, with n_a + n_b − 2 degrees
+/// of freedom; `None` with fewer than 2 values a side or a value that is not finite.
+///
+/// On the logs of durations whose noise multiplies them (a rep slower by a factor, the
+/// same factor's law on both sides), a change moves the mean of the logs and leaves
+/// their variance alone: the variances are equal and n_a + n_b − 2 degrees of freedom
+/// are exact. With as many values a side the statistic is Welch's own (the standard
+/// errors are equal); only the degrees of freedom differ, and Welch–Satterthwaite's,
+/// estimated from the data, cost power where the variances are equal: at 5 values a
+/// side Welch's test rejects at p < 0.001 only 0.56 times as often as its level says,
+/// and names a change of 4.5 standard deviations at that level in 83% of samples
+/// against 92% (evidence/verdicts/pooled_t.py). Where the variances do differ, a ratio
+/// of 2 (4) makes this test reject 1.3 (1.7) times as often as p < 0.001 says.
+pub fn pooled_t(a: &[f64], b: &[f64]) -> Option<TTest> {
+    if a.len() < 2 || b.len() < 2 || a.iter().chain(b).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let df = na + nb - 2.0;
+    let pooled = ((na - 1.0) * va + (nb - 1.0) * vb) / df;
+    Some(TTest::of(mb - ma, (pooled * (1.0 / na + 1.0 / nb)).sqrt(), df))
+}
+
 /// Mixture scale c² of [`mean_confidence_sequence`]: the standardized mean it is most
 /// sensitive to is about 1 (a change of the size of the per-rep spread). Its intervals are
 /// wider than the fixed-n t interval, the price of looking at every n: 1.8× at 8 values,

@@ -443,6 +443,28 @@ fn student_t_matches_scipy() {
     assert!(welch_t(&[1.0], &[1.0, 2.0]).is_none());
 }
 
+#[test]
+fn pooled_t_matches_scipy_and_equals_welch_statistic_at_equal_sizes() {
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * b.abs().max(1e-300);
+    // scipy.stats.ttest_ind(b, a, equal_var=True)
+    let a = [1.0, 2.5, 3.1, 4.2, 2.2];
+    let b = [3.3, 4.1, 5.9, 4.4, 6.0];
+    let p = pooled_t(&a, &b).unwrap();
+    assert!(close(p.estimate / p.se, 2.876177818552016, 1e-12));
+    assert_eq!(p.df, 8.0);
+    assert!(close(p.p_value, 0.02063225456625924, 1e-9));
+    // At equal sizes the statistic is Welch's; only the degrees of freedom differ.
+    let w = welch_t(&a, &b).unwrap();
+    assert!(close(w.estimate / w.se, p.estimate / p.se, 1e-12));
+    assert!(w.df < p.df && w.p_value > p.p_value);
+    let (a, b) = ([10.0, 11.0, 12.5], [12.0, 13.0, 14.5, 13.1, 12.2]);
+    let p = pooled_t(&a, &b).unwrap();
+    assert!(close(p.estimate / p.se, 2.2639975126838383, 1e-12));
+    assert!(close(p.p_value, 0.06419468505495475, 1e-9));
+    assert!(pooled_t(&[1.0], &[1.0, 2.0]).is_none());
+    assert!(pooled_t(&[1.0, f64::NAN], &[1.0, 2.0]).is_none());
+}
+
 /// The confidence sequence holds its level whenever the run stops: over 300 looks at
 /// normal values of mean 0, the share of runs whose interval ever excludes 0 stays
 /// below alpha (the fixed-n t interval looked at after every value exceeds it).
