@@ -419,14 +419,23 @@ fn options_change_the_verdict_rule() {
         "every change is the geometric mean of per-pair ratios; regressed/improved: its 95% interval lies outside ±5% and outside the absolute floor"
     ));
     assert!(out.contains(
-        "(the signed-rank test where a pair is far out) and Welch's, combined by Simes, gives its weighted Benjamini–Hochberg q-value over the diff's"
+        "(the signed-rank test where a pair is far out) and the two-sample t test, combined by Simes, gives its weighted Benjamini–Hochberg q-value over the diff's"
     ));
     let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
     assert!(out.contains(
         "every change is the ratio of geometric means; regressed/improved: its 95% interval lies outside ±1%"
     ));
-    assert!(out.contains("Welch's t test on logs gives its weighted Benjamini–Hochberg q-value"));
+    assert!(out.contains(
+        "the two-sample t test on logs (Student's where the sides have as many reps, else Welch's) gives its weighted Benjamini–Hochberg q-value"
+    ));
     assert!(!out.contains("paired by iteration"));
+    let out = stdout_of(&[
+        "diff".as_ref(),
+        dir.as_os_str(),
+        "--unpaired".as_ref(),
+        "--welch".as_ref(),
+    ]);
+    assert!(out.contains("the two-sample t test on logs (Welch's, as --welch asks) gives"));
 }
 
 #[test]

@@ -249,6 +249,15 @@ pub fn far_out(d: &[f64]) -> bool {
     dev.iter().any(|&x| x > limit && x > 1e-12)
 }
 
+/// Which two-sample t test a diff uses, in words for its notes and method line.
+pub fn two_sample_words(welch: bool) -> &'static str {
+    if welch {
+        "Welch's, as --welch asks"
+    } else {
+        "Student's where the sides have as many reps, else Welch's"
+    }
+}
+
 /// Pairs from which a paired analysis joins Welch's in a verdict: the paired t test, or
 /// where a pair is far out the signed-rank test. Below, the paired test's n − 1 degrees of freedom cost more than
 /// pairing gains: in the verdict simulation at 5 pairs, Welch's test alone named a
@@ -755,11 +764,11 @@ pub(crate) fn add_between_runs(c: &mut Comparison, sd: f64, opts: &DiffOptions) 
 /// in use disagree on where the change lies.
 fn disagree_words(tests: &LogTests) -> String {
     if tests.rank_in_use().is_some() {
-        "Welch's and the signed-rank intervals do not meet: far-out pairs move the mean \
+        "the two-sample and the signed-rank intervals do not meet: far-out pairs move the mean \
          ratio, not the typical pair's"
             .to_string()
     } else {
-        "Welch's and the paired intervals do not meet: the pairs' differences and the \
+        "the two-sample and the paired intervals do not meet: the pairs' differences and the \
          sides' spreads disagree"
             .to_string()
     }

@@ -236,11 +236,12 @@ pub(super) fn notes(
         notes.push(format!(
             "paired by iteration ({} pairs, {} order): each change is the geometric mean of \
              the ratios of the candidate's to the baseline's rep of one iteration; its test \
-             is the paired t test on those log ratios and Welch's t test on the two sides' \
-             logs, combined by Simes, its interval where both intervals agree; \
-             pass --unpaired for Welch's test alone",
+             is the paired t test on those log ratios and the two-sample t test on the two \
+             sides' logs ({}), combined by Simes, its interval where both intervals agree; \
+             pass --unpaired for the two-sample test alone",
             p.len(),
-            data[0].meta.order
+            data[0].meta.order,
+            super::compare::two_sample_words(opts.welch)
         ));
         if data[0].meta.order == "interleaved" {
             notes.push(

@@ -321,21 +321,23 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     );
     let o = &d.options;
     let two_runs = d.baseline.run_dir != d.candidate.run_dir && o.between_runs > 0.0;
+    let alone = format!(
+        "the two-sample t test on logs ({})",
+        super::compare::two_sample_words(o.welch)
+    );
     let across = format!(
-        "Welch's t test on logs, with a between-runs spread of ±{}% a run added (two run folders)",
+        "{alone}, with a between-runs spread of ±{}% a run added (two run folders)",
         o.between_runs * 100.0
     );
+    let short = format!("{alone} (the paired test joins from 8 pairs)");
     let (change, test) = match d.pairs {
         Some(n) if n >= super::compare::PAIRED_FROM => (
             "geometric mean of per-pair ratios",
-            "the paired t test on logs (the signed-rank test where a pair is far out) and Welch's, combined by Simes,",
+            "the paired t test on logs (the signed-rank test where a pair is far out) and the two-sample t test, combined by Simes,",
         ),
-        Some(_) => (
-            "geometric mean of per-pair ratios",
-            "Welch's t test on logs (the paired test joins from 8 pairs)",
-        ),
+        Some(_) => ("geometric mean of per-pair ratios", short.as_str()),
         None if two_runs => ("ratio of geometric means", across.as_str()),
-        None => ("ratio of geometric means", "Welch's t test on logs"),
+        None => ("ratio of geometric means", alone.as_str()),
     };
     let family = if o.fdr {
         format!(

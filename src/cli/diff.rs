@@ -103,6 +103,11 @@ pub struct DiffArgs {
     /// cancels the machine's drift between iterations).
     #[arg(long)]
     unpaired: bool,
+    /// Compare the two sides by Welch's t test even where they have as many reps (by
+    /// default Student's pooled test, which has more power at a few reps and assumes
+    /// the change moves a span's level, not its spread).
+    #[arg(long)]
+    welch: bool,
     /// Exit with status 4 when any row of the phase table is regressed (for CI); the
     /// diff is printed first and the regressed phases are named on stderr.
     #[arg(long)]
@@ -137,6 +142,7 @@ impl DiffArgs {
             count_floor: self.count_floor,
             fdr: !self.no_fdr,
             between_runs: self.between_runs.unwrap_or(defaults.between_runs),
+            welch: self.welch,
             ..defaults
         }
     }
