@@ -94,6 +94,7 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
             ("seed", "bootstrap seed"),
             ("force", "compare different workloads"),
             ("unpaired", "statistics"),
+            ("welch", "statistics"),
             ("fail-on-regression", "exit 4"),
             ("flame-span", "differential flame graph"),
             ("flame-file", "its file"),

@@ -426,7 +426,7 @@ fn options_change_the_verdict_rule() {
         "every change is the ratio of geometric means; regressed/improved: its 95% interval lies outside ±1%"
     ));
     assert!(out.contains(
-        "the two-sample t test on logs (Student's where the sides have as many reps, else Welch's) gives its weighted Benjamini–Hochberg q-value"
+        "the two-sample t test on logs (Student's where the sides have as many reps, else Welch's) and, where a rep is far out, the same test without it, combined by Simes, gives its weighted Benjamini–Hochberg q-value"
     ));
     assert!(!out.contains("paired by iteration"));
     let out = stdout_of(&[
@@ -435,7 +435,7 @@ fn options_change_the_verdict_rule() {
         "--unpaired".as_ref(),
         "--welch".as_ref(),
     ]);
-    assert!(out.contains("the two-sample t test on logs (Welch's, as --welch asks) gives"));
+    assert!(out.contains("the two-sample t test on logs (Welch's, as --welch asks) and, where a rep is far out"));
 }
 
 #[test]

@@ -321,15 +321,17 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     );
     let o = &d.options;
     let two_runs = d.baseline.run_dir != d.candidate.run_dir && o.between_runs > 0.0;
-    let alone = format!(
+    let base = format!(
         "the two-sample t test on logs ({})",
         super::compare::two_sample_words(o.welch)
     );
+    let far = "and, where a rep is far out, the same test without it, combined by Simes,";
+    let alone = format!("{base} {far}");
     let across = format!(
-        "{alone}, with a between-runs spread of ±{}% a run added (two run folders)",
+        "{base}, with a between-runs spread of ±{}% a run added (two run folders), {far}",
         o.between_runs * 100.0
     );
-    let short = format!("{alone} (the paired test joins from 8 pairs)");
+    let short = format!("{base} (the paired test joins from 8 pairs) {far}");
     let (change, test) = match d.pairs {
         Some(n) if n >= super::compare::PAIRED_FROM => (
             "geometric mean of per-pair ratios",

@@ -1028,3 +1028,64 @@ fn candidate_run(f: impl FnOnce(SyntheticVariant) -> SyntheticVariant) -> Synthe
     *run.variant_mut("candidate") = f(SyntheticVariant::new("candidate"));
     run
 }
+
+/// One rep of ten three times slower (preempted as a whole) hides a change of eight
+/// spreads from the two-sample t test on all reps; the same test without the far-out
+/// rep, combined by Simes, names it, and its estimate is the typical rep's change.
+#[test]
+fn a_far_out_rep_does_not_hide_a_change_from_the_two_sample_test() {
+    let opts = DiffOptions::default();
+    let base = [100.0e6, 102.0e6, 98.0e6, 101.0e6, 300.0e6];
+    let cand = [118.0e6, 121.0e6, 119.0e6, 117.0e6, 120.0e6];
+    let c = compare("x", Measure::Total, Unit::Ns, &base, &cand, None, &opts);
+    let t = c.tests.as_ref().unwrap();
+    assert!(t.unpaired.p_value > 0.3, "{:?}", t.unpaired);
+    let trimmed = t.trimmed_in_use().expect("the 300 ms rep is far out");
+    assert!(trimmed.p_value < 1e-5, "{trimmed:?}");
+    assert!(c.p_value.unwrap() < 2e-5, "{:?}", c.p_value);
+    assert_eq!(c.verdict, Verdict::Regressed);
+    let r = c.relative.unwrap();
+    assert!((r - 0.1856).abs() < 0.01, "typical change {r}");
+    // Without the far-out rep the rule has nothing to leave out.
+    assert!(super::compare::without_far_out(&base[..4], &cand).is_none());
+}
+
+/// Two stalled reps of five are left to the full test: they may be the change.
+#[test]
+fn several_far_out_reps_on_one_side_are_kept() {
+    let l = |v: &[f64]| v.iter().map(|x: &f64| x.ln()).collect::<Vec<_>>();
+    let base = l(&[100.0, 102.0, 98.0, 101.0, 99.0]);
+    let cand = l(&[100.0, 101.0, 99.0, 300.0, 310.0]);
+    assert!(super::compare::without_far_out(&base, &cand).is_none());
+    let one = l(&[100.0, 101.0, 99.0, 300.0, 100.5]);
+    let (b, c) = super::compare::without_far_out(&base, &one).unwrap();
+    assert_eq!((b.len(), c.len()), (5, 4));
+    // Equal values (a count that never moves) are not far out from each other.
+    let flat = l(&[7.0; 5]);
+    assert!(super::compare::without_far_out(&flat, &flat).is_none());
+}
+
+/// Under no change, with one rep in fifty three times slower, the combined test keeps
+/// its level at 5 reps a side.
+#[test]
+fn leaving_out_far_out_reps_keeps_the_level_under_no_change() {
+    let opts = DiffOptions {
+        fdr: false,
+        ..DiffOptions::default()
+    };
+    let rate = run(4000, |rng| {
+        let mut draw = |rng: &mut StdRng| {
+            let mut v = timings(rng, 5, 1e8, 0.02, true);
+            for x in &mut v {
+                if rng.gen::<f64>() < 0.02 {
+                    *x *= 3.0;
+                }
+            }
+            v
+        };
+        let (a, b) = (draw(rng), draw(rng));
+        let c = compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts);
+        c.p_value.is_some_and(|p| p < 0.01)
+    });
+    assert!(rate < 0.015, "p < 0.01 in {rate:.4} of A/A comparisons");
+}
