@@ -307,7 +307,7 @@ pub fn diff_runs(
             headline.end_to_end = c.clone();
         }
     }
-    let notes = notes(
+    let mut notes = notes(
         [base, cand],
         &sb,
         &sc,
@@ -316,6 +316,7 @@ pub fn diff_runs(
         few_pairs,
         opts,
     );
+    notes.extend(super::diff_notes::far_out_note(&metrics));
     let leaks = [
         (DiffSide::Baseline, base, base_variant),
         (DiffSide::Candidate, cand, cand_variant),

@@ -210,6 +210,34 @@ fn params_origin_note(data: [&RunData; 2]) -> Option<String> {
     })
 }
 
+/// The named rows whose tests include the two-sample test without far-out values
+/// ([`super::compare::without_far_out`]): a reader should know that a rep was set aside
+/// for one of the tests, and which rows that concerns.
+pub(super) fn far_out_note(metrics: &[super::compare::Comparison]) -> Option<String> {
+    const SHOWN: usize = 5;
+    let rows: Vec<String> = metrics
+        .iter()
+        .filter(|c| c.verdict.is_change())
+        .filter(|c| c.tests.as_ref().is_some_and(|t| t.trimmed.is_some()))
+        .map(|c| format!("{} ({})", c.span, c.measure))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let more = match rows.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Some(format!(
+        "far-out reps: {} of the rows named had a rep more than {} robust spreads from its \
+         side's median; for them the two-sample test without it joined the tests (Simes), \
+         and the change is the typical rep's: {}{more}",
+        rows.len(),
+        super::compare::FAR_OUT_SPREADS,
+        rows[..rows.len().min(SHOWN)].join(", ")
+    ))
+}
+
 pub(super) fn notes(
     data: [&RunData; 2],
     sb: &Side,

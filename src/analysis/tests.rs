@@ -1046,6 +1046,9 @@ fn a_far_out_rep_does_not_hide_a_change_from_the_two_sample_test() {
     assert_eq!(c.verdict, Verdict::Regressed);
     let r = c.relative.unwrap();
     assert!((r - 0.1856).abs() < 0.01, "typical change {r}");
+    let note = super::diff_notes::far_out_note(std::slice::from_ref(&c)).unwrap();
+    assert!(note.starts_with("far-out reps: 1 of the rows named"), "{note}");
+    assert!(note.ends_with("x (total)"), "{note}");
     // Without the far-out rep the rule has nothing to leave out.
     assert!(super::compare::without_far_out(&base[..4], &cand).is_none());
 }
