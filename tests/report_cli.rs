@@ -489,7 +489,7 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
     // The answer before any table: the diff's headline, then the chart of the change.
     let first_table = md.find("\n| ").unwrap();
     let headline = md
-        .find("- **End to end:** prove (total) medians 1.123 s → 1.157 s; geometric mean of per-pair ratios +153.7 ms")
+        .find("- **End to end:** prove (total) medians 1.123 s → 1.157 s; geometric mean of per-pair ratios +70.78 ms")
         .unwrap();
     let chart = md
         .find("![Where the time went: the change](change.png)")
@@ -515,19 +515,19 @@ fn report_phases_are_the_diff_with_a_verdict_column() {
         .find(|l| l.starts_with("| end to end (prove) |"))
         .unwrap();
     assert!(
-        total.ends_with("| inconclusive (p=0.656; about 150 more pairs to resolve ±1%) |"),
+        total.ends_with("| inconclusive (p=0.652; about 54 more pairs to resolve ±1%) |"),
         "{total}"
     );
     // Gap attribution and where the time went come from the same diff.
     assert!(phases.contains("#### Gaps: wrapper time not covered by children"));
     assert!(phases.contains(
-        "#### Where the time went: prove +153.7 ms (+11.9%, inconclusive), by self time on the critical path"
+        "#### Where the time went: prove +70.78 ms (+5.5%, inconclusive), by self time on the critical path"
     ));
     // Async drop leaves the critical path; inside the time floor it is shown too small
     // to matter. The total change is unresolved, so no share of it is shown.
     assert!(
         phases.contains(
-            "| drop | self on critical path | 24.77 µs | 0 ns | -33.16 µs | -0.00% [-0.01%, -0.00%] | equivalent (q=0.003; inside ±1.123 ms) |"
+            "| drop | self on critical path | 24.77 µs | 0 ns | -33.16 µs | -0.00% [-0.01%, -0.00%] | equivalent (q&lt;0.001; inside ±1.123 ms) |"
         ),
         "{phases}"
     );
