@@ -74,8 +74,9 @@ pub fn run_refused(tmp: &Path, exp: &Path) -> String {
     String::from_utf8_lossy(&out.get_output().stderr).into_owned()
 }
 
-/// Held by the tests of one file that judge timings (bisect, A/B verdicts), so that they
-/// do not share the machine's cores with each other while they measure.
+/// Held by the tests that judge timings (bisect, A/B verdicts), so that they do not share
+/// the machine's cores with each other while they measure (every file's tests run in the
+/// one test process, so the lock holds across files).
 #[allow(dead_code)]
 pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
