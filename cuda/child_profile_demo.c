@@ -1,5 +1,5 @@
 /* The subject of the tests of sampled stacks and CPU time for external programs
- * (tests/external_profile.rs compiles it with the host C compiler, with frame pointers).
+ * (tests/it/external_profile.rs compiles it with the host C compiler, with frame pointers).
  *
  *   child-profile-demo spans BURN_MS   spans over gapscope_emit.h:
  *       `phase` (main thread) opens, a thread it starts runs span `worker_burn` around

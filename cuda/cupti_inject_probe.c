@@ -1,5 +1,5 @@
 /*
- * Stands in for the CUDA driver where there is none (tests/capture_cupti.rs): loads the
+ * Stands in for the CUDA driver where there is none (tests/it/capture_cupti.rs): loads the
  * library named by CUDA_INJECTION64_PATH and calls its InitializeInjection, as cuInit
  * does, inside a span `wrap` (without the variable: nothing). With the argument `lines` it loads nothing and writes one
  * GPU activity line of its own (a kernel inside `wrap`) instead.

@@ -10,7 +10,7 @@ REPO_ON_THAT_MACHINE is where the repository was on the machine that wrote the f
 DIRs default to evidence/ and tests/fixtures/. Text files and gzipped ones (`*.gz`),
 not Rust sources (a fixture's made-up paths), are rewritten in place, only where a path changes; a meta.json of a run folder gets its
 `paths` (the repository relative to the folder) and, where its experiment copy changed,
-its `experiment_sha256` again. tests/portable_paths.rs (the check) names what is left.
+its `experiment_sha256` again. tests/it/portable_paths.rs (the check) names what is left.
 """
 
 import gzip

@@ -8,7 +8,7 @@
 #                                        readme-samples markers
 #   scripts/readme-samples.sh --write    put it there
 #
-# GAPSCOPE names the binary (default target/release/gapscope). tests/readme_samples.rs
+# GAPSCOPE names the binary (default target/release/gapscope). tests/it/readme_samples.rs
 # fails when README.md differs from what this prints.
 set -eu
 cd "$(dirname "$0")/.."

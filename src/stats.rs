@@ -601,7 +601,8 @@ pub use paired::{
 pub use rng::Xoshiro;
 pub use student::{
     confidence_sequence_of, incomplete_beta, ln_gamma, mean_confidence_sequence, one_sample_t,
-    pooled_t, student_t_quantile, student_t_sf, student_t_two_sided, welch_t, TTest, SEQUENCE_MIXTURE,
+    pooled_t, student_t_quantile, student_t_sf, student_t_two_sided, welch_t, TTest,
+    SEQUENCE_MIXTURE,
 };
 pub use walsh::{lower_critical, SignedRankShift, WALSH_MAX_N};
 

@@ -3,7 +3,7 @@
 #   cargo build --release --features cuda
 # runs the GPU A/A three times (aa_h200.toml), writes one headline row per run to
 # evidence/verdicts/aa_h200.csv, and copies the first run's folder (without telemetry)
-# to tests/fixtures/aa-gpu-h200/, which tests/headline.rs then checks.
+# to tests/fixtures/aa-gpu-h200/, which tests/it/headline.rs then checks.
 set -euo pipefail
 here=$(dirname "$0")
 GAPSCOPE=${GAPSCOPE:-target/release/gapscope} \

@@ -385,6 +385,9 @@ fn show(
     format: Format,
     chart_dir: Option<&Path>,
 ) -> Result<()> {
+    // One function for `history show`: the series loaded and analysed, their charts, then
+    // the printout, JSON or text. The text form (noise, levelled runs, one line per commit,
+    // the steps) is most of its length, each line printed once, here.
     if select.metric.is_none() {
         bail!("history show needs --metric SPAN.MEASURE (e.g. prove.total); `history regressions` covers every metric");
     }

@@ -39,6 +39,10 @@ pub(super) fn bisect_step(
     params_dir: Option<PathBuf>,
     format: Format,
 ) -> Result<()> {
+    // The steps of `history bisect` in order, each using the ones before: the stored step,
+    // the experiment and threshold to judge it by, the first-parent commits between its
+    // sides, the bisect itself, then its runs into the history. Split, every part would
+    // take the same ten arguments.
     let conn = open_existing(db)?;
     let step = series::find_step(&conn, id, opts)?;
     let metric = Metric::parse(&step.key.metric).map_err(|e| {

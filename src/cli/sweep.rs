@@ -236,6 +236,9 @@ fn absolute(p: PathBuf) -> Result<PathBuf> {
 }
 
 fn run_sweep(a: SweepRunArgs) -> Result<()> {
+    // `sweep run`'s three ways to run the cells, each short: write Kubernetes Jobs, submit
+    // (or write) Slurm scripts, or run the cells here one after another. They share the
+    // checks and the sweep folder made above them.
     let (spec, cells) = SweepSpec::load(&a.sweep)?;
     if a.k8s {
         let missing = k8s::missing(&spec.k8s);

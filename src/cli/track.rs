@@ -80,6 +80,10 @@ fn default_metric(exp: &Experiment) -> String {
 }
 
 pub fn run(a: TrackArgs) -> Result<()> {
+    // One function for `track`: HEAD run and stored, then each metric's series that ends at
+    // HEAD judged against the commits before it (re-run against the parent where it looks
+    // like a step), then the summary. The table's lines, the notes and the confirmed steps
+    // grow across the loop over metrics and are written at its end.
     if let Some(p) = &a.summary {
         // Before the runs, which take minutes: a path that cannot be written fails now.
         crate::fsx::check_target(p).map_err(|e| anyhow::anyhow!("--summary {e}"))?;

@@ -101,7 +101,7 @@ impl Edge {
 /// the last thing when a span opens and the first when it closes, so the span's count
 /// holds as little of the recorder as possible, and always the same amount: the label is
 /// written into a stack buffer with a fixed number of digits, so neither the allocator's
-/// state nor the id's length changes the count by an instruction (tests/emulated.rs
+/// state nor the id's length changes the count by an instruction (tests/it/emulated.rs
 /// checks that every span carries the same overhead).
 pub fn boundary(span_id: u64, edge: Edge) {
     let label = label(span_id, edge);

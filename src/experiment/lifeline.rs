@@ -78,16 +78,20 @@ pub fn group_ending_with_gapscope() -> Option<libc::pid_t> {
 /// # Safety
 /// Runs in a child forked from a multi-threaded process: async-signal-safe calls only.
 unsafe fn watch(read_fd: libc::c_int, group: libc::pid_t) -> ! {
-    close_all_but(read_fd);
-    let mut b = 0u8;
-    loop {
-        let n = libc::read(read_fd, (&mut b as *mut u8).cast(), 1);
-        if n >= 0 || *libc::__errno_location() != libc::EINTR {
-            break;
+    // SAFETY: async-signal-safe calls only (close_range or close, read, errno, kill,
+    // _exit), as this function's contract asks; `b` outlives the read into it.
+    unsafe {
+        close_all_but(read_fd);
+        let mut b = 0u8;
+        loop {
+            let n = libc::read(read_fd, (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                break;
+            }
         }
+        libc::kill(-group, libc::SIGKILL);
+        libc::_exit(0)
     }
-    libc::kill(-group, libc::SIGKILL);
-    libc::_exit(0)
 }
 
 /// Closes every descriptor but `keep`.
@@ -95,22 +99,27 @@ unsafe fn watch(read_fd: libc::c_int, group: libc::pid_t) -> ! {
 /// # Safety
 /// Async-signal-safe; closes descriptors the caller must no longer use.
 unsafe fn close_all_but(keep: libc::c_int) {
-    let keep = keep as libc::c_uint;
-    let below = keep == 0 || libc::syscall(libc::SYS_close_range, 0, keep - 1, 0) == 0;
-    let above = libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0) == 0;
-    if below && above {
-        return;
-    }
-    // A kernel before 5.9 has no close_range: close one by one up to the limit.
-    let mut lim: libc::rlimit = std::mem::zeroed();
-    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-        lim.rlim_cur.min(1 << 20) as libc::c_int
-    } else {
-        1024
-    };
-    for fd in 0..max {
-        if fd as libc::c_uint != keep {
-            libc::close(fd);
+    // SAFETY: close_range, getrlimit and close are async-signal-safe; the caller no
+    // longer uses the descriptors they close (this function's contract); an all-zero
+    // rlimit is a valid value of that plain C struct.
+    unsafe {
+        let keep = keep as libc::c_uint;
+        let below = keep == 0 || libc::syscall(libc::SYS_close_range, 0, keep - 1, 0) == 0;
+        let above = libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0) == 0;
+        if below && above {
+            return;
+        }
+        // A kernel before 5.9 has no close_range: close one by one up to the limit.
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur.min(1 << 20) as libc::c_int
+        } else {
+            1024
+        };
+        for fd in 0..max {
+            if fd as libc::c_uint != keep {
+                libc::close(fd);
+            }
         }
     }
 }

@@ -55,6 +55,10 @@ impl RepOutput {
 /// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
 /// waits for background drops, verifies outside the spans.
 pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
+    // One rep of the prover in the order it must happen: inputs made, telemetry, the
+    // emulator's window and the sampler opened, the proof, background drops awaited, the
+    // windows closed, then spans, telemetry and the verification into the rep's rows. The
+    // windows bracket the proof, so their opening and closing stay in one function.
     ctx.debug.release_late();
     let w = &ctx.exp.workload;
     // Under the emulator a GPU backend runs synthesis alone (CUDA does not run there).

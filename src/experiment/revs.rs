@@ -92,6 +92,11 @@ impl RevVariants {
         progress: bool,
         features: &[String],
     ) -> Result<RevVariants> {
+        // One pass over the variants, each slot prepared by its kind: a patch variant
+        // (prepare_patch), a revision of a command workload's program (checked out; its
+        // build runs with the program's), or a revision of gapscope (checked out, built,
+        // its worker protocol probed). One loop, so that each slot lands at its variant's
+        // index.
         let cache = RevCache::for_results(results_dir);
         let gapscope = crate::patches::GapscopeSource::locate();
         let mut slots = Vec::new();

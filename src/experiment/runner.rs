@@ -199,6 +199,12 @@ fn has_build_log(dir: &Path) -> bool {
 }
 
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
+    // `gapscope run` from the experiment to the finished folder, in order: the experiment
+    // loaded (or resumed), revisions prepared, telemetry and the run folder started, params
+    // made, command subjects built, then one loop over the scheduled slots that runs each
+    // rep where its variant runs (here, in a worker, a serving worker, as a program) and
+    // writes its rows. Every part shares the writer, meta.json, the progress bar and the
+    // interrupt state.
     let (mut exp, text, resume) = resume::load_experiment(exp_path, opts.resume.as_deref())?;
     let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
     // `tracing` spans of the code in-process reps run are recorded with their spans.

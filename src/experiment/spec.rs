@@ -78,6 +78,9 @@ impl TryFrom<WorkloadFile> for Workload {
     type Error = String;
 
     fn try_from(f: WorkloadFile) -> Result<Workload, String> {
+        // The two kinds of workload (a command of the user's, the built-in prover), each
+        // with the keys it refuses from the other: one function, so that the checks and
+        // their messages stay side by side.
         if let Some(g) = &f.gaps {
             g.check()?;
         }
@@ -421,6 +424,8 @@ impl Experiment {
     }
 
     fn validate(&self) -> Result<(), String> {
+        // Every check of a parsed experiment, the run's first, then each variant's: one
+        // list, so that what an experiment may hold reads in one place.
         check_name("name", &self.name, "it names the results folder")?;
         let w = &self.workload;
         let min = w.circuit.min_log2();

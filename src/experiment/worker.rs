@@ -112,6 +112,9 @@ fn parse_request(line: &str, variant: usize) -> Result<Slot, String> {
 
 /// Body of `gapscope __worker`: runs one rep and prints its result line.
 pub fn worker_main(a: &WorkerArgs) -> Result<()> {
+    // The worker's whole life: the experiment copy loaded, counters and telemetry set up,
+    // params made, then one rep answered or, serving, one per request line on stdin. Both
+    // ways use the same setup, so they stay in one function.
     if let Some(w) = a.debug_worker {
         w.act();
     }
@@ -338,6 +341,10 @@ pub fn run_rep_with(
     debug: &DebugHooks,
     emulator: Option<&Emulator>,
 ) -> Result<RepOutput> {
+    // The worker spawned (under the emulator where asked), then one poll loop for its
+    // result line, its exit, the grace after the result and the rep's deadline, then the
+    // result or why the rep failed. What the loop saw (the result, when, a kill) is read
+    // after it, so it stays here.
     let dump_dir = run_dir.join(format!(".callgrind-rep{}", slot.rep));
     let mut cmd = match emulator {
         Some(em) => {

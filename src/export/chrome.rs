@@ -109,6 +109,10 @@ struct Prepared<'a> {
 }
 
 fn prepare<'a>(input: &'a RunView, reps: &[u32]) -> Result<Prepared<'a>, ExportError> {
+    // One pass over the reps: each rep is a process of the trace, with its metadata (name,
+    // order, threads, GPU lanes) and its events (spans, GPU activity, counters) timed from
+    // the rep's origin. The origin, the pid and the lane numbers are the rep's and used by
+    // every part.
     let variants = input.variants();
     let mut meta_events = Vec::new();
     let mut events = Vec::new();

@@ -20,6 +20,8 @@ fn draw<DB: DrawingBackend>(a: &Analysed, c: &Canvas<'_, DB>) -> Drawn
 where
     DB::ErrorType: 'static,
 {
+    // One chart top to bottom: title, axes, confirmed steps, medians between them, the
+    // series' points and the commits' labels. Every part draws on the same axes.
     c.rect((0, 0), (W as i32, H as i32), WHITE.to_rgba())?;
     let k = &a.series.key;
     let title = format!("{} — {}", k.metric, k.workload);

@@ -131,6 +131,9 @@ pub fn import_folder(
     ctx: &ImportContext,
     pause: bool,
 ) -> Result<Imported, HistoryError> {
+    // One transaction per folder: the run read, each variant's commit found, then hosts,
+    // runs, commits, series and samples inserted. All of it runs inside the one transaction
+    // (an import is whole or absent), hence one function.
     let skip = |reason: String| {
         Ok(Imported::Skipped {
             dir: dir.to_path_buf(),

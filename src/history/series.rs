@@ -111,6 +111,9 @@ fn sql(what: &str) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
 
 /// Reads the series that `filter` selects, points in first-parent order.
 pub fn load(conn: &Connection, filter: &Filter) -> Result<Vec<Series>, HistoryError> {
+    // One query and one pass over its rows, ordered by series, commit and run: each row
+    // extends the current series and point, or starts the next. Then each series' runs are
+    // levelled and its last `filter.last` commits kept.
     let like = |s: &Option<String>| format!("%{}%", s.clone().unwrap_or_default());
     let mut stmt = conn
         .prepare(
@@ -225,6 +228,8 @@ pub fn load(conn: &Connection, filter: &Filter) -> Result<Vec<Series>, HistoryEr
 /// that the median run keeps its values; a run sharing no commit keeps its own. Series
 /// with a value ≤ 0 (counts can be 0) are left as measured.
 pub fn level_runs(s: &mut Series) {
+    // One fit in its steps (the cells, the median polish, each linked group anchored),
+    // which share the cells' index and the effects; split, each would take all of them.
     let nr = s.runs.len();
     for r in &mut s.runs {
         r.commits = 0;

@@ -37,6 +37,9 @@ pub fn resolve(
     krate: &str,
     src: &PatchSource,
 ) -> Result<ResolvedPatch, PatchError> {
+    // Where the crate lives (a git URL cloned into the cache, a folder in a repository, a
+    // plain folder) decides both its checkout and its record, so the three cases and the
+    // checkout stay together.
     let rev_err = |source: RevError| PatchError::Rev {
         krate: krate.to_string(),
         source,

@@ -40,6 +40,9 @@ impl Change {
         DB: DrawingBackend,
         DB::ErrorType: 'static,
     {
+        // The chart top to bottom on one axis: header, the axis scaled to the resolved
+        // changes, then one row per change (label, bar, cut marks, verdict). The rows share
+        // the axis and the notes, hence one function.
         let (w, _) = c.size();
         let mut notes = Notes::default();
         let top = header(

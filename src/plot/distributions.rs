@@ -161,6 +161,8 @@ impl Distributions {
         DB: DrawingBackend,
         DB::ErrorType: 'static,
     {
+        // One metric's panel: title, legend, the value axis and its ticks, then a box plot
+        // per variant, all placed in the same plot area and axis.
         let inner_w = PANEL_W - 20;
         c.text(
             &fit(&m.label, LABEL_PX, inner_w),

@@ -90,6 +90,10 @@ impl Gaps {
         DB: DrawingBackend,
         DB::ErrorType: 'static,
     {
+        // The gaps chart top to bottom: header and notes, a row of bars per rep of each
+        // variant (the wrapper, its inner intervals, the gap and the other children under
+        // it), the time axis, then the legend. Every part moves the same y and draws on the
+        // same axis.
         let (w, _) = c.size();
         let mut notes = Notes::default();
         let names = GapNames::of(input);

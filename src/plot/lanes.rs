@@ -200,6 +200,8 @@ where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
 {
+    // The GPU utilisation lanes, then the CPU lane, one after the other on the panel's time
+    // axis from the same y.
     let tx = |t: u64| x.px(unit.value(t.saturating_sub(origin) as f64));
     for (gi, lane) in lanes.util.iter().enumerate() {
         let (y0, y1) = frame(

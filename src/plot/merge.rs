@@ -42,6 +42,9 @@ impl RowMarks {
 /// Marks of `items` ((start, end, colour) on the row's clock) placed by `to_px` (a
 /// clock value to a fractional pixel).
 pub(crate) fn row_marks(items: &[(u64, u64, RGBColor)], to_px: impl Fn(u64) -> f64) -> RowMarks {
+    // Three passes over one set of pixel columns: each interval placed (a wide one as its
+    // own mark, a narrow one into its column), the columns folded, then runs of one colour
+    // made.
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| (items[i].0, items[i].1));
     let mut out = RowMarks::default();

@@ -76,6 +76,8 @@ impl Panel<'_> {
 }
 
 fn panels(input: &RunView) -> Vec<Panel<'_>> {
+    // One closure per variant builds its panel from one rep (span depths, thread rows in
+    // order, GPU lanes): every part reads the same rep's spans and activity.
     input
         .variants()
         .into_iter()
@@ -242,6 +244,9 @@ impl Timeline {
         DB: DrawingBackend,
         DB::ErrorType: 'static,
     {
+        // One panel per variant (its threads' rows of spans, its GPU lanes, the lanes under
+        // them, its grid and axis), then the legend and the lanes' notes; every part moves
+        // the same y down the canvas.
         let (w, _) = c.size();
         let mut notes = Notes::default();
         let panels = panels(input);

@@ -259,6 +259,8 @@ impl Parser {
     }
 
     fn apply(&mut self, l: Line) {
+        // One arm per kind of protocol line, each short: one match keeps the counting of
+        // every kind of line in one place.
         let seq = self.seq;
         match l {
             Line::Begin(tid, t, name, attrs) => {

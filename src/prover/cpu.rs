@@ -152,6 +152,10 @@ impl Backend for CpuBackend {
         s_s: &[Scalar],
         opts: ProveOptions,
     ) -> Result<Vec<Proof<Bls12>>, ProverError> {
+        // The proof in its phases, each under its span (entry, prep, split_vectors_alloc,
+        // the kernels: NTTs and MSMs, then assembly and the drop): one function, so that
+        // the spans nest as the phases run and each phase's buffers pass straight to the
+        // next.
         let w = &self.worker;
         // entry: lock, argument checks, SRS slices.
         let (_guard, vk, n) = {

@@ -307,6 +307,9 @@ pub fn load_or_generate(
     key: &ParamsKey,
     generator: ParamGen,
 ) -> Result<(Groth16Params, ParamsOrigin), ParamsError> {
+    // The cache's protocol in order: load under the shared lock; else take the exclusive
+    // lock, look again, generate, write, read back and write the sidecar. The exclusive
+    // lock is held across these steps, so they stay in one function.
     fs::create_dir_all(dir).map_err(|source| ParamsError::Dir {
         path: dir.to_path_buf(),
         source,

@@ -398,6 +398,10 @@ fn setup_locked(
     params: &Groth16Params,
     warmup: CircuitInstance,
 ) -> Result<SetupReport, ProverError> {
+    // The setup in order, under the caller's lock: the params file checked against the
+    // params, an SRS already loaded reused, else the warm-up synthesized, the GPUs opened,
+    // the SRS read and one proof checked. Each step's time goes into the report made at the
+    // end.
     let header = read_header(params_path)?;
     if header.vk != params.vk {
         return Err(err(format!(

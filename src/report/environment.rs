@@ -14,6 +14,9 @@ use crate::units::fmt_ns_short;
 
 /// Host, GPU, driver, CUDA, revisions, run policy and variants.
 pub fn environment_section(input: &RunView) -> String {
+    // One table built row by row (host, GPU, how the GPU side was recorded, run policy,
+    // reps, params, setup), then the variants' table and the GPU's problems: long because
+    // the section has many rows of a line or two each.
     let m = &input.data.meta;
     let h = &m.host;
     let g = &m.gpu;

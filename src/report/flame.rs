@@ -228,6 +228,9 @@ fn file_name(prefix: &str, variant: &str, span: &str) -> String {
 /// report.md's section on sampled stacks; draws one flame graph per profiled variant
 /// into `out`. Empty where the run has no sampled stacks.
 pub fn section(input: &RunView, out: &Path, span: Option<&str>) -> String {
+    // The samples read and the span chosen once, then per profiled variant its flame graph,
+    // the samples' counts, the check against the spans' CPU time and the table of functions
+    // with the most self time: one variant's parts share its stacks.
     let data = &input.data;
     if data.meta.profile.is_empty() {
         return String::new();

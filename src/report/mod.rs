@@ -115,6 +115,9 @@ pub fn write_report_with(
     command: &[String],
     flame_span: Option<&str>,
 ) -> Result<ReportOutcome, ReportError> {
+    // report.md top to bottom in the order a reader meets it (headline, where the time
+    // went, phases, spans, leak watch, charts, sampled stacks, trace, counters,
+    // environment, reproduce): each section is a call, and this function is their order.
     if crate::fsx::write::is_stdout(out) {
         return Err(ReportError::Stdout);
     }

@@ -148,6 +148,8 @@ pub fn phase_section(diffs: &Result<Diffs, DiffError>) -> String {
 /// (`changes`: the same statistic, interval and verdict as the headline, the phase table
 /// and the charts); a span the diff did not compare reads "—".
 pub fn spans_section(input: &RunView, changes: &Changes) -> String {
+    // One table: its header, a row per span (medians, ranges, changes), the reps row, then
+    // the notes on rows left out or not compared and the GPU-busy lines.
     let data = &input.data;
     let variants = input.variants();
     let mut out = String::new();
@@ -455,6 +457,8 @@ pub fn leak_section(data: &RunData) -> String {
 /// Counter availability and, for the available ones, medians per variant over the
 /// top-level spans.
 pub fn counters_section(input: &RunView) -> String {
+    // Three tables in order (the counters' availability, their medians per span, resident
+    // memory), with the emulation's note between: they share the variants and the spans.
     let meta = &input.data.meta;
     let mut out = String::new();
     let rows: Vec<Vec<String>> = meta

@@ -376,7 +376,11 @@ pub fn pooled_t(a: &[f64], b: &[f64]) -> Option<TTest> {
     let (na, nb) = (a.len() as f64, b.len() as f64);
     let df = na + nb - 2.0;
     let pooled = ((na - 1.0) * va + (nb - 1.0) * vb) / df;
-    Some(TTest::of(mb - ma, (pooled * (1.0 / na + 1.0 / nb)).sqrt(), df))
+    Some(TTest::of(
+        mb - ma,
+        (pooled * (1.0 / na + 1.0 / nb)).sqrt(),
+        df,
+    ))
 }
 
 /// Mixture scale c² of [`mean_confidence_sequence`]: the standardized mean it is most

@@ -134,6 +134,8 @@ fn materialising_twice_reuses_and_other_cells_are_refused() {
 
 #[test]
 fn the_slurm_script_throttles_asks_for_gpus_requeues_and_maps_tasks_to_cells() {
+    // One manifest through the whole Slurm path (cells grouped by GPUs, the script, refused
+    // values, a task's cell, squeue's lines), so that every check reads the same cells.
     let sd = SweepDir::new(Path::new("/shared/root"), "s");
     let m = Manifest {
         name: "s".into(),

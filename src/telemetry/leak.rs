@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_leak_is_flagged_within_ten_reps_wherever_it_starts() {
-        // 4 MiB per rep (what the debug leak hook adds in tests/soak.rs), after a plateau.
+        // 4 MiB per rep (what the debug leak hook adds in tests/it/soak.rs), after a plateau.
         let mut s = plateau();
         let top = *s.last().unwrap();
         for n in 1..=10u64 {

@@ -394,6 +394,9 @@ impl Sampler {
         period: Duration,
         pcie: bool,
     ) -> std::io::Result<Sampler> {
+        // The sampler's threads, each a loop made here with its own handles: the readings
+        // (with the driver's samples), then the PCIe one. Made in one place so that a
+        // failed spawn drops the threads spawned before it.
         let n = 1 + usize::from(pcie);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {

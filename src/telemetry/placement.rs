@@ -209,6 +209,9 @@ pub fn rep_rows(
     rep: u32,
     variant: &str,
 ) -> PlacedRep {
+    // Per GPU, the driver's samples placed on the span clock where they can be (else the
+    // read values shifted by the known window), then every read value: one function, since
+    // the read rows need the windows that the first part found.
     let mut out = PlacedRep::default();
     let mut driver: BTreeMap<u32, Vec<DriverSample>> = BTreeMap::new();
     let mut reads: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();

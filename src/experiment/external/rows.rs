@@ -244,6 +244,9 @@ pub fn rep_rows(
     rep: u32,
     variant: &str,
 ) -> (Vec<SpanRow>, LineCounts) {
+    // Two passes over the same kept spans: their nesting and self times, then the rows (the
+    // root's, with the rep's counts and counters, and one per span). The second pass reads
+    // what the first found, so both stay here.
     let mut counts = run.counts;
     // The program's clock is the span clock (both CLOCK_MONOTONIC): a span outside the
     // rep's window was timed on another clock, and is dropped with a count. The spans

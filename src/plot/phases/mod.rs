@@ -85,6 +85,9 @@ impl Phases {
         DB: DrawingBackend,
         DB::ErrorType: 'static,
     {
+        // The chart, then its table, top to bottom: one bar per variant (segments, the
+        // names that fit, the bar's end), the time axis, then the table of medians and
+        // changes. Both use the same y, axis and variants compared, hence one function.
         let (w, _) = c.size();
         let mut notes = Notes::default();
         let (phases, crit, other) = self.model(input);

@@ -85,6 +85,8 @@ fn circuit(seed: u64) -> CircuitInstance {
 
 #[test]
 fn proofs_verify_with_inner_spans_under_gpu_prove() {
+    // One setup (params and the GPU's) serves both drop policies: for each, prove, verify,
+    // then check where every inner span sits.
     let params = generate_in_memory(&circuit(0)).unwrap();
     let setup_result = setup(&params, circuit(0));
     if gpus().is_none() {

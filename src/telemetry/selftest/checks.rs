@@ -51,6 +51,8 @@ pub fn check_rep(
     exp: &Expected,
     slack_ns: u64,
 ) -> Vec<Check> {
+    // A flat list of checks, each a few lines, in the order the self-test's output shows
+    // them.
     let mut out = Vec::new();
     let mut check = |name: &'static str, ok: bool, detail: String| {
         out.push(Check {
@@ -200,6 +202,8 @@ pub fn check_nvtx(
     activity: &[GpuActivityRow],
     tolerance_ns: u64,
 ) -> Check {
+    // Each main-thread span matched to a range, the nesting checked, then one Check naming
+    // every problem: the matching's state (ranges used, worst offsets) makes the verdict.
     let check = |ok: bool, detail: String| Check {
         rep,
         name: "NVTX ranges match the spans",

@@ -144,6 +144,9 @@ fn selftest_meta(o: &SelftestOptions, tel: &Telemetry) -> Meta {
 /// Runs the self-test and writes its run folder. Fails at once, with the reason, where
 /// no GPU is usable.
 pub fn run(o: &SelftestOptions) -> Result<SelftestOutcome> {
+    // The self-test as a run: telemetry and the GPU started, then per rep the proof, its
+    // telemetry and rows written, and (after the warm-up) its checks. The rep loop shares
+    // the writer, the telemetry and the checks.
     let tel = Telemetry::start(TelemetryConfig {
         period: o.period,
         nvml: true,

@@ -1,0 +1,248 @@
+//! Every file a run folder holds, replaced by something hostile: a link to a secret, a
+//! FIFO, a link to /dev/zero, and a bomb (a small `.gz` that decompresses past what any
+//! table holds, or a file past its cap). The names come from the store's own list
+//! ([`store::RUN_FILES`]), so a file added to the store is planted here too. Each reader
+//! of the folder (`report` reads them all, `history add` what it stores) answers with
+//! the reason, in its error or in report.md, and never the secret; none hangs: each runs
+//! under a time limit. And what the readers pass on (sampled stacks' frame names and
+//! statuses, folder names) lands escaped in report.md and on the terminal.
+
+use crate::common;
+use crate::fixture;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gapscope::profile::{FoldedRow, RepProfile};
+use gapscope::store::{self, RunFile};
+
+/// Longest a command on a fixture may take: past it, the command hangs.
+const LIMIT: Duration = Duration::from_secs(120);
+const SECRET: &str = "API_TOKEN=hunter2";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Plant {
+    LinkToSecret,
+    Fifo,
+    LinkToDevZero,
+    Bomb,
+}
+
+impl Plant {
+    const ALL: [Plant; 4] = [
+        Plant::LinkToSecret,
+        Plant::Fifo,
+        Plant::LinkToDevZero,
+        Plant::Bomb,
+    ];
+
+    /// What the reader must say of it (one of these words).
+    fn reasons(self) -> &'static [&'static str] {
+        match self {
+            Plant::LinkToSecret | Plant::LinkToDevZero => &["is a symbolic link"],
+            Plant::Fifo => &["is a FIFO, not a regular file"],
+            Plant::Bomb => &["decompression bomb", "more than gapscope reads"],
+        }
+    }
+}
+
+/// The fixture run folder with sampled stacks for every measured rep, so that the
+/// stacks' files are there to be replaced.
+fn profiled_run(t: &Path) -> PathBuf {
+    profiled_run_with(t, "sampled at 99 Hz", &["main", "work"])
+}
+
+/// [`profiled_run`] with `status` as each variant's profile status and `frames` as
+/// every sample's stack (outermost first).
+fn profiled_run_with(t: &Path, status: &str, frames: &[&str]) -> PathBuf {
+    let dir = fixture::write(t, &fixture::Options::default());
+    let meta_path = dir.join(store::META);
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    for v in fixture::VARIANTS {
+        m["profile"][v] = status.into();
+    }
+    std::fs::write(&meta_path, serde_json::to_vec(&m).unwrap()).unwrap();
+    let data = store::RunData::load(&dir).unwrap();
+    for r in &data.runs {
+        let p = RepProfile {
+            rep: r.rep,
+            variant: r.variant.clone(),
+            hz: 99,
+            unavailable: None,
+            counts: Default::default(),
+            lost: 0,
+            threads: 1,
+            threads_failed: 0,
+            frame_pointers: true,
+            sampler_cpu_ns: 0,
+            thread_failure: None,
+            external: false,
+            rows: vec![FoldedRow {
+                span_id: u64::from(r.rep) * 1000 + 1,
+                span: "prove".into(),
+                foreign: false,
+                frames: frames.iter().map(|f| f.to_string()).collect(),
+                count: 10,
+            }],
+        };
+        gapscope::profile::folded::write_rep(&dir, &p).unwrap();
+    }
+    dir
+}
+
+/// Replaces rep 0's `file` in `dir` with `plant`; returns the name planted.
+fn plant(t: &Path, dir: &Path, file: &RunFile, plant: Plant) -> String {
+    let name = file.of_rep(0);
+    let path = dir.join(&name);
+    let gz = dir.join(file.gz_of_rep(0));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&gz);
+    match plant {
+        Plant::LinkToSecret => std::os::unix::fs::symlink(t.join("secret.env"), &path).unwrap(),
+        Plant::LinkToDevZero => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
+        Plant::Fifo => {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path; mkfifo has no other precondition.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }
+        Plant::Bomb if file.gzip => {
+            std::fs::write(&gz, bomb()).unwrap();
+            return file.gz_of_rep(0);
+        }
+        // A file that cannot be gzipped is a bomb by its size (sparse: no disk used).
+        Plant::Bomb => std::fs::File::create(&path)
+            .unwrap()
+            .set_len(16 << 30)
+            .unwrap(),
+    }
+    name
+}
+
+/// 96 MiB of one byte in about 100 KiB of gzip.
+fn bomb() -> &'static [u8] {
+    static BOMB: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let chunk = vec![b'1'; 1 << 20];
+        for _ in 0..96 {
+            std::io::Write::write_all(&mut gz, &chunk).unwrap();
+        }
+        gz.finish().unwrap()
+    })
+}
+
+/// Runs `args` on the folder under the time limit: exit 0 or 1 (never a panic or a
+/// kill at the limit); stdout, stderr and report.md together.
+fn answer(t: &Path, args: &[&str], dir: &Path) -> String {
+    let out_dir = t.join("report");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let mut c = common::gapscope(t);
+    c.timeout(LIMIT).args(args).arg(dir);
+    if args[0] == "report" {
+        c.arg("--out").arg(&out_dir);
+    } else {
+        c.arg("--db").arg(t.join("history.sqlite"));
+    }
+    let out = c.output().expect("gapscope runs");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    text.push_str(&std::fs::read_to_string(out_dir.join("report.md")).unwrap_or_default());
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)) && !text.contains("panicked"),
+        "{args:?}: {:?}\n{text}",
+        out.status
+    );
+    text
+}
+
+/// The commands that read `file`: `report` reads every file of a run folder; `history
+/// add` the tables and the experiment copy, not the GPU tables nor the stacks.
+fn readers(file: &RunFile) -> Vec<&'static [&'static str]> {
+    let mut r: Vec<&'static [&'static str]> = vec![&["report"]];
+    if [
+        store::META,
+        store::RUNS,
+        store::SPANS,
+        store::EXPERIMENT_COPY,
+    ]
+    .contains(&file.name)
+    {
+        r.push(&["history", "add"]);
+    }
+    r
+}
+
+#[test]
+fn every_file_of_a_run_folder_replaced_by_a_link_a_fifo_a_device_or_a_bomb_is_refused() {
+    assert!(store::RUN_FILES.len() >= 8, "the store lists its files");
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("secret.env"), format!("{SECRET}\n")).unwrap();
+    let mut failures = Vec::new();
+    for file in store::RUN_FILES {
+        for p in Plant::ALL {
+            let case = t.join(format!("case-{}-{p:?}", file.name.replace('/', "_")));
+            let dir = profiled_run(&case);
+            let planted = plant(t, &dir, file, p);
+            for args in readers(file) {
+                let text = answer(t, args, &dir);
+                let named = p.reasons().iter().any(|r| text.contains(r));
+                if !named || !text.contains(&planted) || text.contains(SECRET) {
+                    failures.push(format!("{args:?} with {p:?} at {planted}:\n{text}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_flame_section_escapes_statuses_and_frame_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let status = "sampled <img src=x onerror=alert(1)> [c](javascript:alert(1))";
+    let frame = "evil`</code><img src=x onerror=alert(1)>|x";
+    let dir = profiled_run_with(t, status, &["main", frame]);
+    let out = t.join("report");
+    common::gapscope(t)
+        .timeout(LIMIT)
+        .arg("report")
+        .arg(&dir)
+        .args(["--flame-span", "prove", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Sampled stacks"), "{md}");
+    assert!(
+        md.contains("sampled &lt;img src=x onerror=alert(1)> [c]\\(javascript:alert(1))"),
+        "{md}"
+    );
+    // The frame's backtick cannot close its code span, nor its pipe split the row: the
+    // only `<img` left is inside that code span.
+    let span = "``evil`</code><img src=x onerror=alert(1)>\\|x``";
+    assert!(md.contains(&format!("| {span} |")), "{md}");
+    assert_eq!(md.matches("<img").count(), md.matches(span).count(), "{md}");
+}
+
+#[test]
+fn history_add_prints_folder_names_and_reasons_with_their_controls_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let evil = t.join("runs\x1b]0;owned\x07\x1b[2J");
+    let dir = fixture::write(&evil, &fixture::Options::default());
+    let out = common::gapscope(t)
+        .timeout(LIMIT)
+        .args(["history", "add"])
+        .arg(&dir)
+        .arg("--db")
+        .arg(t.join("h.sqlite"))
+        .output()
+        .unwrap();
+    let text = [out.stdout, out.stderr].concat();
+    let text = String::from_utf8_lossy(&text);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("runs\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
+}
