@@ -435,7 +435,9 @@ fn options_change_the_verdict_rule() {
         "--unpaired".as_ref(),
         "--welch".as_ref(),
     ]);
-    assert!(out.contains("the two-sample t test on logs (Welch's, as --welch asks) and, where a rep is far out"));
+    assert!(out.contains(
+        "the two-sample t test on logs (Welch's, as --welch asks) and, where a rep is far out"
+    ));
 }
 
 #[test]
