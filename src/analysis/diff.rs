@@ -10,7 +10,7 @@ use super::compare::{
     add_between_runs, compare, compare_exact, Comparison, Measure, Unit, SPAN_THREADS,
     THREADS_WITH_SPANS,
 };
-use super::diff_notes::{alternates, notes, runs_differ};
+use super::diff_notes::{alternates, load_words, notes, runs_differ};
 use super::family;
 use super::gaps;
 use super::headline::headline;
@@ -293,6 +293,7 @@ pub fn diff_runs(
         stats::MIN_REPS_FOR_CLAIM,
     );
     headline.family = family;
+    headline.load = load_words([base, cand]);
     headline.swing = pairs.as_ref().and_then(|p| {
         let as_f64 = |v: &[u64]| v.iter().map(|&t| t as f64).collect::<Vec<_>>();
         let v = p.values_all(&as_f64(&sb.root_total_ns), &as_f64(&sc.root_total_ns));

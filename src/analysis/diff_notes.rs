@@ -485,6 +485,42 @@ fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
     worst.map(|w| w.1).or(unmeasured.map(|u| u.1))
 }
 
+/// A run's machine state at its start and at its end, where it recorded them.
+fn machine_states(d: &RunData) -> Vec<crate::store::drift::MachineState> {
+    d.meta
+        .drift
+        .as_ref()
+        .map(|dr| {
+            std::iter::once(dr.start.clone())
+                .chain(dr.end.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// For the variants of one run: the highest 1-minute load average the run recorded, in
+/// words, where it exceeded the cores the run could use; None otherwise (and for two
+/// runs, whose loads [`runs_differ`] weighs). Both variants shared that load, so it
+/// does not bias a paired comparison, but it widens every interval and can move a
+/// rep's level from one pair to the next: the reader of the headline should know it.
+pub(super) fn load_words(data: [&RunData; 2]) -> Option<String> {
+    if !same_run(data[0], data[1]) {
+        return None;
+    }
+    let cores = data[0].meta.host.cpu_cores;
+    let hi = machine_states(data[0])
+        .iter()
+        .filter_map(|m| m.load_avg.map(|l| l[0]))
+        .fold(f64::NEG_INFINITY, f64::max);
+    (cores > 0 && hi > cores as f64).then(|| {
+        format!(
+            "the machine's load reached {hi:.1} on {cores} core{} during the run: other work \
+             shared its cores, so times spread wider than on a quiet machine",
+            if cores == 1 { "" } else { "s" }
+        )
+    })
+}
+
 /// Why two run folders' machines differed beyond what each run's own spread covers, in
 /// words; None for variants of one run, or when neither run recorded its machine state
 /// (older folders), or when the states agree.
@@ -501,18 +537,7 @@ pub(super) fn runs_differ(data: [&RunData; 2]) -> Option<String> {
     if same_run(data[0], data[1]) {
         return None;
     }
-    let states = |d: &RunData| -> Vec<crate::store::drift::MachineState> {
-        d.meta
-            .drift
-            .as_ref()
-            .map(|dr| {
-                std::iter::once(dr.start.clone())
-                    .chain(dr.end.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let (a, b) = (states(data[0]), states(data[1]));
+    let (a, b) = (machine_states(data[0]), machine_states(data[1]));
     if a.is_empty() || b.is_empty() {
         return None;
     }

@@ -44,6 +44,9 @@ pub struct Headline {
     /// verdict whose sign a swing inside one pair could have set), in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swing: Option<String>,
+    /// The run's load beyond its cores (one run's variants), in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
 }
 
 /// A span time whose sides separated in every rep (every candidate rep above every
@@ -235,6 +238,7 @@ pub(crate) fn headline(
         family: Family::default(),
         separated,
         swing: None,
+        load: None,
     }
 }
 
@@ -327,6 +331,9 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
         );
     }
     if let Some(w) = &h.swing {
+        let _ = write!(first, " — note: {w}");
+    }
+    if let Some(w) = &h.load {
         let _ = write!(first, " — note: {w}");
     }
     // Without enough reps nothing is claimed: say that, and which spans separated anyway.

@@ -408,3 +408,34 @@ fn committed_a_a_runs_name_no_change() {
         }
     }
 }
+
+/// A run whose machine was loaded beyond its cores says so on the headline line, in one
+/// clause; at a load under its cores it says nothing of load.
+#[test]
+fn a_load_beyond_the_cores_is_on_the_headline_line() {
+    let with_load = |load: f64| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        SyntheticRun::new().write(&dir).unwrap();
+        let path = dir.join("meta.json");
+        let mut meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        meta["drift"] = serde_json::json!({
+            "start": { "utc": "2026-01-01T00:00:00Z", "load_avg": [3.0, 3.0, 3.0] },
+            "end": { "utc": "2026-01-01T00:01:00Z", "load_avg": [load, 3.0, 3.0] },
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+        first_lines(&dir)
+    };
+    let h = with_load(37.5);
+    assert!(
+        h[1].ends_with(
+            " — note: the machine's load reached 37.5 on 16 cores during the run: other work \
+             shared its cores, so times spread wider than on a quiet machine"
+        ),
+        "{}",
+        h[1]
+    );
+    let h = with_load(12.0);
+    assert!(!h[1].contains("load"), "{}", h[1]);
+}
