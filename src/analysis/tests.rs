@@ -1086,7 +1086,7 @@ fn a_second_mode_is_not_far_out() {
         ..DiffOptions::default()
     };
     let rate = run(4000, |rng| {
-        let mut draw = |rng: &mut StdRng| {
+        let draw = |rng: &mut StdRng| {
             let mut v = timings(rng, 5, 1e8, 0.01, true);
             for x in &mut v {
                 if rng.gen::<f64>() < 0.35 {
@@ -1112,7 +1112,7 @@ fn leaving_out_far_out_reps_keeps_the_level_under_no_change() {
         ..DiffOptions::default()
     };
     let rate = run(4000, |rng| {
-        let mut draw = |rng: &mut StdRng| {
+        let draw = |rng: &mut StdRng| {
             let mut v = timings(rng, 5, 1e8, 0.02, true);
             for x in &mut v {
                 if rng.gen::<f64>() < 0.02 {

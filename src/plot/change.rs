@@ -19,6 +19,10 @@ use crate::units::TimeUnit;
 pub struct ChangeRow {
     pub label: String,
     pub change: SpanChange,
+    /// Where the whisker's interval is not the change's own (a row whose change has none
+    /// drawn with the interval of its share of end to end): which it is, in words printed
+    /// beside it, so that it is not taken for the table's interval of the change.
+    pub interval_words: Option<String>,
 }
 
 /// The chart: a title naming the comparison, the end-to-end row, then the span rows.
@@ -30,7 +34,7 @@ pub struct Change {
     pub rows: Vec<ChangeRow>,
 }
 
-const ROW_H: i32 = 30;
+const ROW_H: i32 = 38;
 const LABEL_W: i32 = 260;
 const VERDICT_W: i32 = 300;
 
@@ -134,37 +138,57 @@ impl Change {
                     )?;
                 }
             }
+            // A whisker past the axis ends in an arrowhead at the edge instead of a cap,
+            // and its whole interval is printed beside it.
             if let Some((lo, hi)) = r_change.interval_ns {
                 let (l, h) = (at(lo), at(hi));
                 c.line(&[(l, y), (h, y)], INK.into(), 1)?;
-                for x in [l, h] {
-                    c.line(&[(x, y - 5), (x, y + 5)], INK.into(), 1)?;
+                for (x, past, out) in [(l, lo < -reach_ns, -1), (h, hi > reach_ns, 1)] {
+                    if past {
+                        c.line(
+                            &[(x - 6 * out, y - 5), (x, y), (x - 6 * out, y + 5)],
+                            INK.into(),
+                            2,
+                        )?;
+                    } else {
+                        c.line(&[(x, y - 5), (x, y + 5)], INK.into(), 1)?;
+                    }
                 }
-                if matches!(r_change.judged, Judged::Improved | Judged::Regressed)
-                    && (lo < -reach_ns || hi > reach_ns)
-                {
+                if lo < -reach_ns || hi > reach_ns {
                     notes.push(format!(
-                        "{}: the interval runs past the axis ({} to {})",
+                        "{}: its interval [{}, {}] runs past the axis: its whisker ends in an \
+                         arrowhead at the edge",
                         r.label,
                         signed(lo),
                         signed(hi)
                     ));
                 }
             }
-            c.text(
-                &fit(
-                    &format!(
-                        "{}{} {}",
-                        signed(r_change.delta_ns),
-                        if cut { " (bar cut at axis)" } else { "" },
-                        r_change.verdict
-                    ),
-                    SMALL_PX,
-                    VERDICT_W,
+            // Beside the bar, two lines: the change and its whole interval (printed in
+            // full, so a bar or whisker cut at the axis keeps its numbers), then the
+            // verdict.
+            let value = match r_change.interval_ns {
+                Some((lo, hi)) => format!(
+                    "{} [{}, {}]",
+                    signed(r_change.delta_ns),
+                    signed(lo),
+                    signed(hi)
                 ),
-                (x1 + 16, y),
+                None => signed(r_change.delta_ns),
+            };
+            let value = match &r.interval_words {
+                Some(w) => {
+                    notes.push(format!("{}: its whisker is {w}", r.label));
+                    format!("{value} ({w})")
+                }
+                None => value,
+            };
+            c.text(&value, (x1 + 16, y - 8), SMALL_PX, INK, Align::Left)?;
+            c.text(
+                &fit(&r_change.verdict, SMALL_PX, VERDICT_W),
+                (x1 + 16, y + 8),
                 SMALL_PX,
-                INK,
+                MUTED,
                 Align::Left,
             )?;
         }
@@ -181,7 +205,7 @@ impl Chart for Change {
         "Where the time went: the change"
     }
     fn caption(&self) -> &'static str {
-        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: coloured by the diff's verdict: green improved, red regressed, grey equivalent, amber inconclusive (too few reps, an interval across a floor, or on one side only); a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed beside it; the whisker is the change's interval (95%, or the false-coverage-adjusted level of a change the diff names, as its table says)."
+        "The end-to-end change, then each span's change of self time on the critical path, resolved changes first: coloured by the diff's verdict: green improved, red regressed, grey equivalent, amber inconclusive (too few reps, an interval across a floor, or on one side only); a bar longer than the axis, which is scaled to the resolved changes, is cut there, marked with two slashes, and its value printed beside it; the whisker is the change's interval (95%, or the false-coverage-adjusted level of a change the diff names, as its table says), ending in an arrowhead where it runs past the axis; beside each bar, the change and its whole interval, then the verdict."
     }
     fn size(&self, _input: &RunView) -> (u32, u32) {
         (

@@ -48,20 +48,26 @@ pub fn change_chart(diff: &Diff) -> Change {
     let mut rows = vec![ChangeRow {
         label: format!("end to end ({})", t.span),
         change: span_change(t),
+        interval_words: None,
     }];
     // Resolved changes first, each group largest first (the contributions' order).
     let mut items: Vec<&analysis::Contribution> = diff.contributions.items.iter().collect();
     items.sort_by_key(|i| !i.comparison.verdict.is_change());
     for item in items.into_iter().take(CHART_SPANS) {
         let mut change = span_change(&item.comparison);
+        let mut interval_words = None;
         if change.interval_ns.is_none() {
             change.interval_ns = item
                 .of_total_ci
                 .and_then(|i| Some((i.lo? * base, i.hi? * base)));
+            interval_words = change
+                .interval_ns
+                .map(|_| "the interval of its share of end to end".to_string());
         }
         rows.push(ChangeRow {
             label: item.comparison.span.clone(),
             change,
+            interval_words,
         });
     }
     Change {
@@ -73,3 +79,7 @@ pub fn change_chart(diff: &Diff) -> Change {
         rows,
     }
 }
+
+#[cfg(test)]
+#[path = "change_chart_tests.rs"]
+mod change_chart_tests;

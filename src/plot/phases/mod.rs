@@ -159,16 +159,29 @@ impl Phases {
             for (label, cx) in labels {
                 c.text(&label, (cx, y + BAR_H / 2), SMALL_PX, INK, Align::Center)?;
             }
-            // The bar's end, annotated with the median wall time and its delta.
-            let end = x.px(unit.value(at)) + 8;
+            // The bar's end, annotated with the median wall time and its delta. The bar
+            // stacks the spans' medians, which need not add up to the median of the reps'
+            // wall times: where they differ by more than 1%, a tick marks the median wall
+            // time and the label gives both.
             let wall = p.wall_ns.unwrap_or(at);
-            c.text(
-                &fmt_ns_short(wall),
-                (end, y + BAR_H / 2 - 8),
-                LABEL_PX,
-                INK,
-                Align::Left,
-            )?;
+            let end = x.px(unit.value(at.max(wall))) + 8;
+            let apart = (wall - at).abs() > 0.01 * wall;
+            let label = if apart {
+                let w_px = x.px(unit.value(wall));
+                c.line(&[(w_px, y - 4), (w_px, y + BAR_H + 4)], INK.into(), 2)?;
+                notes.push(format!(
+                    "{}: its bar, the spans' median self times stacked ({}), is not its median \
+                     end-to-end time ({}, the tick): the median of the reps' sums is not the sum \
+                     of the spans' medians",
+                    p.variant,
+                    fmt_ns_short(at),
+                    fmt_ns_short(wall)
+                ));
+                format!("{} · bar {}", fmt_ns_short(wall), fmt_ns_short(at))
+            } else {
+                fmt_ns_short(wall)
+            };
+            c.text(&label, (end, y + BAR_H / 2 - 8), LABEL_PX, INK, Align::Left)?;
             let is_base = self.changes.baseline.as_deref() == Some(p.variant.as_str());
             let said = if is_base {
                 Some(("baseline".to_string(), MUTED))
@@ -423,7 +436,7 @@ impl Chart for Phases {
         "Where the time went"
     }
     fn caption(&self) -> &'static str {
-        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads. Every Δ (the bar's end, the table) is the diff's change of the same span and measure, labelled with its statistic and coloured by the diff's verdict."
+        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads. The number at a bar's end is the median end-to-end time; where the stacked medians add up to more than 1% more or less, a tick marks that median and the label gives the bar's length after it (\"1.67 s · bar 1.43 s\"). Every Δ (the bar's end, the table) is the diff's change of the same span and measure, labelled with its statistic and coloured by the diff's verdict."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let (phases, crit, other) = self.model(input);
@@ -434,3 +447,7 @@ impl Chart for Phases {
     }
     chart_backends!();
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
