@@ -247,6 +247,9 @@ pub(super) fn notes(
     few_pairs: Option<usize>,
     opts: &DiffOptions,
 ) -> Vec<String> {
+    // One note after another in the order the diff prints them; each is a few lines reading
+    // the same two runs and sides, and splitting them would pass that context around for
+    // no reuse, hence one long function.
     let mut notes = Vec::new();
     if let Some(n) = busy_cores_note(sb, sc) {
         notes.push(n);

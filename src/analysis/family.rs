@@ -131,6 +131,9 @@ fn judge_family<'a>(
     across: Option<&str>,
     opts: &DiffOptions,
 ) -> Family {
+    // The weighted Benjamini–Hochberg step and the verdicts it feeds must see the same
+    // family and the same floors in one pass: one function, long because of the bookkeeping
+    // of primary and family rows side by side.
     for c in primary.iter_mut() {
         if tested(c) {
             c.q_value = c.p_value;

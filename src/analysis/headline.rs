@@ -121,6 +121,9 @@ pub(crate) fn headline(
     leaves: &[String],
     min_reps: usize,
 ) -> Headline {
+    // The three headline facts (end to end, the named changes, the critical path's moves)
+    // are chosen from one sorted view of the comparisons; one function keeps that order
+    // and the rules that break ties in one place.
     let total = &contributions.total;
     let all: Vec<&Comparison> = metrics
         .iter()
@@ -286,6 +289,9 @@ const MOVES_NAMED: usize = 4;
 
 /// The headline as three lines (markdown: three bullet-less lines in bold labels).
 pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
+    // Every clause of the three lines, in the order a reader meets them, for the terminal
+    // and markdown alike: long because each clause is conditional, kept together so the
+    // order cannot drift between the two outputs.
     let label = |l: &str| {
         if md {
             format!("**{l}:**")

@@ -103,6 +103,9 @@ pub struct BusyWithheld {
 
 impl<'a> Side<'a> {
     pub fn build(data: &'a RunData, variant: &str) -> Side<'a> {
+        // One pass over the run's rows builds every per-rep table the comparisons read (counts,
+        // iterations, totals, counters, busy cores), so the rows are read once and the tables
+        // agree on which reps they hold.
         let mut counts = RepCounts::default();
         let mut rep_index: HashMap<u32, usize> = HashMap::new();
         let mut iterations = Vec::new();

@@ -274,6 +274,9 @@ impl SyntheticRun {
         slow: f64,
         rng: &mut StdRng,
     ) -> Vec<SpanRow> {
+        // The whole span tree of one synthetic rep, parent before child, with its noise and
+        // drift drawn in that order so a seed gives the same run: long because the tree is
+        // written out, not because it branches.
         let mut tr = Tree {
             spans: Vec::new(),
             next_id,
