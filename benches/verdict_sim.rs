@@ -1715,14 +1715,22 @@ fn parse_args() -> Args {
     a
 }
 
+/// The checkout's revision when the run starts (the rules it was built from; a run can
+/// outlast commits made beside it), marked where tracked files had uncommitted changes.
 fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(s) if !s.is_empty() => format!("{head} with uncommitted changes"),
+        _ => head,
+    }
 }
 
 /// Long because it is the whole run in order: arguments, cells, the parallel run, the
@@ -1743,6 +1751,7 @@ fn main() {
             .map_or(defaults.fcr_intervals, |v| v == "1"),
         ..defaults
     };
+    let revision = git_revision();
     let mut cells = Vec::new();
     for sc in SCENARIOS {
         for e in EFFECTS {
@@ -1850,7 +1859,7 @@ fn main() {
             let run = format!(
                 "cargo bench --bench verdict_sim -- {}\nrevision {}\nmachine: {} threads, {} cores visible\nresamples per bootstrap {}\n{}",
                 cmd.join(" "),
-                git_revision(),
+                revision,
                 args.threads,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
                 args.resamples,

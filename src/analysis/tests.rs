@@ -1071,6 +1071,29 @@ fn several_far_out_reps_on_one_side_are_kept() {
     assert!(super::compare::without_far_out(&flat, &flat).is_none());
 }
 
+/// The share of 4,000 A/A comparisons at 5 reps a side (lognormal reps of spread
+/// `noise`, each rep `factor` times slower with probability `share`) whose p < 0.01.
+fn aa_rate_with_slow_reps(noise: f64, share: f64, factor: f64) -> f64 {
+    let opts = DiffOptions {
+        fdr: false,
+        ..DiffOptions::default()
+    };
+    run(4000, |rng| {
+        let draw = |rng: &mut StdRng| {
+            let mut v = timings(rng, 5, 1e8, noise, true);
+            for x in &mut v {
+                if rng.gen::<f64>() < share {
+                    *x *= factor;
+                }
+            }
+            v
+        };
+        let (a, b) = (draw(rng), draw(rng));
+        let c = compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts);
+        c.p_value.is_some_and(|p| p < 0.01)
+    })
+}
+
 /// Reps in two modes (35% of them 8% slower, as a machine that is sometimes slow):
 /// the minority mode of one side is the other side's typical rep, so it is not left
 /// out, and the combined test keeps the two-sample test's level at 5 reps a side.
@@ -1081,24 +1104,7 @@ fn a_second_mode_is_not_far_out() {
     let slow = l(&[108.0, 108.1, 107.9, 108.05, 100.0]);
     let fast = l(&[100.0, 100.1, 99.9, 100.05, 99.95]);
     assert!(super::compare::without_far_out(&slow, &fast).is_none());
-    let opts = DiffOptions {
-        fdr: false,
-        ..DiffOptions::default()
-    };
-    let rate = run(4000, |rng| {
-        let draw = |rng: &mut StdRng| {
-            let mut v = timings(rng, 5, 1e8, 0.01, true);
-            for x in &mut v {
-                if rng.gen::<f64>() < 0.35 {
-                    *x *= 1.08;
-                }
-            }
-            v
-        };
-        let (a, b) = (draw(rng), draw(rng));
-        let c = compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts);
-        c.p_value.is_some_and(|p| p < 0.01)
-    });
+    let rate = aa_rate_with_slow_reps(0.01, 0.35, 1.08);
     // 1.2% with no value ever left out, 2.6% if the second mode were far out.
     assert!(rate < 0.018, "p < 0.01 in {rate:.4} of A/A comparisons");
 }
@@ -1107,23 +1113,6 @@ fn a_second_mode_is_not_far_out() {
 /// its level at 5 reps a side.
 #[test]
 fn leaving_out_far_out_reps_keeps_the_level_under_no_change() {
-    let opts = DiffOptions {
-        fdr: false,
-        ..DiffOptions::default()
-    };
-    let rate = run(4000, |rng| {
-        let draw = |rng: &mut StdRng| {
-            let mut v = timings(rng, 5, 1e8, 0.02, true);
-            for x in &mut v {
-                if rng.gen::<f64>() < 0.02 {
-                    *x *= 3.0;
-                }
-            }
-            v
-        };
-        let (a, b) = (draw(rng), draw(rng));
-        let c = compare("x", Measure::Total, Unit::Ns, &a, &b, None, &opts);
-        c.p_value.is_some_and(|p| p < 0.01)
-    });
+    let rate = aa_rate_with_slow_reps(0.02, 0.02, 3.0);
     assert!(rate < 0.015, "p < 0.01 in {rate:.4} of A/A comparisons");
 }
