@@ -439,3 +439,21 @@ fn a_load_beyond_the_cores_is_on_the_headline_line() {
     let h = with_load(12.0);
     assert!(!h[1].contains("load"), "{}", h[1]);
 }
+
+/// Exact counts (emulated, one rep a side) decide without reps: the headline names their
+/// changes and makes no claim of the emulator's times.
+#[test]
+fn exact_counts_are_named_at_one_rep_a_side() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("evidence/gadget/gadget_emulated/20261130T123131Z-cde3ed");
+    let h = first_lines(&dir);
+    assert!(
+        h[2].starts_with("Significant changes: synthesis[0] (branches) -657.8 k -10.0% improved;")
+            && h[2].contains("synthesis[0] (instructions) -5.038 M -9.0% improved")
+            && h[2].contains(
+                " (exact counts: one rep a side decides); times: no claim at 1 rep a side (a claim needs 4)"
+            ),
+        "{}",
+        h[2]
+    );
+}
