@@ -107,7 +107,15 @@ pub fn run(a: ImportArgs) -> Result<()> {
         max_file_bytes: a.max_file_bytes,
         gpu_spans: a.gpu_spans,
         command: super::command_line(),
+        stop: crate::experiment::interrupt::requested,
     };
+    // Ctrl-C stops between files and removes the unfinished folder; a second one ends
+    // the process at once and says where that folder is.
+    crate::experiment::interrupt::install();
+    crate::experiment::interrupt::set_abandon_message(format!(
+        "\nabandoned: the unfinished import is in a hidden folder {}/.import-*; remove it\n",
+        opts.results_dir.join(&opts.name).display()
+    ));
     let out = import::import(&opts)?;
     for w in &out.warnings {
         // File and span names come from the traces: shown, never obeyed by the terminal.

@@ -244,3 +244,43 @@ fn a_kernel_goes_to_the_rep_that_launched_it_even_when_it_runs_in_the_next() {
     assert_eq!(left, reps::Leftover { spans: 1, gpu: 1 });
     assert_eq!(reps[0].spans.len(), 1, "the launch");
 }
+
+/// An import stopped between files (Ctrl-C) ends with an error that says so and leaves
+/// nothing under the results folder, not even its hidden unfinished folder.
+#[test]
+fn a_stopped_import_leaves_no_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace =
+        r#"{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}"#;
+    let a = write(tmp.path(), "a.json", trace);
+    let b = write(tmp.path(), "b.json", trace);
+    let results = tmp.path().join("results");
+    let opts = |stop: fn() -> bool| ImportOptions {
+        name: "t".into(),
+        variants: vec![
+            VariantInput {
+                name: "baseline".into(),
+                patterns: vec![a.display().to_string()],
+            },
+            VariantInput {
+                name: "candidate".into(),
+                patterns: vec![b.display().to_string()],
+            },
+        ],
+        results_dir: results.clone(),
+        rep_span: None,
+        paired_by_order: false,
+        names: crate::capture::names::NameMap::new(&[], false).unwrap(),
+        max_file_bytes: 1 << 20,
+        gpu_spans: false,
+        command: vec!["gapscope".into(), "import".into()],
+        stop,
+    };
+    let e = import(&opts(|| true)).unwrap_err().to_string();
+    assert!(e.starts_with("interrupted before "), "{e}");
+    let left: Vec<_> = std::fs::read_dir(results.join("t")).map_or(Vec::new(), |d| d.collect());
+    assert!(left.is_empty(), "{left:?}");
+    // The same import, not stopped, writes its folder.
+    let done = import(&opts(|| false)).unwrap();
+    assert_eq!(done.reps, 2);
+}

@@ -46,6 +46,9 @@ pub struct ImportOptions {
     pub gpu_spans: bool,
     /// The command line, for meta.json.
     pub command: Vec<String>,
+    /// Asked before each file: whether to stop (Ctrl-C). The import then ends with an
+    /// error and leaves no folder behind.
+    pub stop: fn() -> bool,
 }
 
 /// The run folder an import wrote, and what it said along the way.
@@ -152,6 +155,13 @@ fn write_all(
         let mut iteration = 0u32;
         let mut records = Vec::new();
         for path in paths {
+            if (opts.stop)() {
+                bail!(
+                    "interrupted before {}: nothing was imported and the unfinished run \
+                     folder was removed; run the same import again",
+                    path.display()
+                );
+            }
             records.push(p.file(&v.name, &mut iteration, path)?);
         }
         reps_of.push(iteration);
