@@ -20,6 +20,29 @@ pub mod log_spans;
 pub mod names;
 pub mod tracing_sink;
 
+/// Most bytes a user's regular expression may compile to (the `regex` crate's own
+/// default is 10 MiB). The crate matches in time linear in the line's length whatever
+/// the pattern, so the compiled size is what a hostile or careless pattern can blow up:
+/// `(a{1000}){1000}` is refused with what to do.
+pub const USER_REGEX_BYTES: usize = 1 << 20;
+
+/// A regular expression from a user's configuration or command line (log-line spans,
+/// name maps), compiled within [`USER_REGEX_BYTES`]; the error says what to do.
+pub fn user_regex(re: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(re)
+        .size_limit(USER_REGEX_BYTES)
+        .dfa_size_limit(2 * USER_REGEX_BYTES)
+        .build()
+        .map_err(|e| match e {
+            regex::Error::CompiledTooBig(limit) => format!(
+                "it compiles to more than {limit} bytes (counted repetitions multiply: \
+                 `(a{{1000}}){{1000}}` is a million states); write it with fewer or smaller \
+                 repetitions, or `+`/`*` where any count will do"
+            ),
+            e => e.to_string().replace('\n', " "),
+        })
+}
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -142,5 +165,29 @@ impl ChildCapture {
             c.cupti = Some(lib);
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod user_regex_tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_that_compiles_too_big_is_refused_with_what_to_do() {
+        let e = user_regex("(a{1000}){1000}").unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "it compiles to more than {USER_REGEX_BYTES} bytes"
+            )),
+            "{e}"
+        );
+        // An ordinary pattern compiles.
+        assert!(user_regex(r"GPU prove time: (?P<s>[0-9.]+)s").is_ok());
+        let e =
+            names::NameMap::from_pairs(&[("(x{500}){500}".into(), "x".into())], false).unwrap_err();
+        assert!(e.contains("compiles to more than"), "{e}");
+        // A syntax error keeps the crate's words, on one line.
+        let e = user_regex("(unclosed").unwrap_err();
+        assert!(!e.contains('\n') && e.contains("unclosed"), "{e}");
     }
 }

@@ -55,7 +55,7 @@ impl NameMap {
             if name.trim().is_empty() {
                 return Err(format!("{re:?}: the name it maps to is empty"));
             }
-            let re = Regex::new(re).map_err(|e| format!("{re:?}: {e}"))?;
+            let re = super::user_regex(re).map_err(|e| format!("{re:?}: {e}"))?;
             out.push((re, name.to_string()));
         }
         if defaults {

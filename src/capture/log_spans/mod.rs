@@ -103,10 +103,10 @@ pub struct LogPatterns {
 }
 
 fn compile(span: &str, which: &'static str, re: &str) -> Result<Regex, LogSpanError> {
-    Regex::new(re).map_err(|e| LogSpanError::BadRegex {
+    crate::capture::user_regex(re).map_err(|why| LogSpanError::BadRegex {
         span: span.to_string(),
         which,
-        why: e.to_string().replace('\n', " "),
+        why,
     })
 }
 
