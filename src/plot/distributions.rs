@@ -49,6 +49,34 @@ pub fn label_text(candidate: &str, c: &SpanChange) -> String {
     }
 }
 
+/// Most panels drawn: a run with thousands of span names keeps the ones with the most
+/// time (largest median of any variant), in span order; the rest are named by count.
+const MAX_PANELS: usize = 48;
+
+/// The panels drawn and how many span times were left out.
+fn shown_metrics(input: &RunView) -> (Vec<Metric>, usize) {
+    let mut ms = metrics(input);
+    if ms.len() <= MAX_PANELS {
+        return (ms, 0);
+    }
+    let size = |m: &Metric| {
+        m.values
+            .iter()
+            .filter_map(|(_, v)| crate::stats::median(v))
+            .fold(0.0, f64::max)
+    };
+    let mut order: Vec<usize> = (0..ms.len()).collect();
+    order.sort_by(|&a, &b| size(&ms[b]).total_cmp(&size(&ms[a])));
+    let keep: std::collections::BTreeSet<usize> = order[..MAX_PANELS].iter().copied().collect();
+    let left = ms.len() - MAX_PANELS;
+    let mut i = 0;
+    ms.retain(|_| {
+        i += 1;
+        keep.contains(&(i - 1))
+    });
+    (ms, left)
+}
+
 fn metrics(input: &RunView) -> Vec<Metric> {
     let variants = input.variants();
     let mut out = Vec::new();
@@ -101,7 +129,13 @@ impl Distributions {
                 ),
             },
         )?;
-        let ms = metrics(input);
+        let (ms, left) = shown_metrics(input);
+        if left > 0 {
+            notes.push(format!(
+                "+{left} other span times not drawn: the {MAX_PANELS} with the largest median \
+                 are; the diff's tables have every one"
+            ));
+        }
         if ms.is_empty() {
             let msg = "no spans recorded for any verified rep";
             c.text(msg, (20, y0 + 20), LABEL_PX, WORSE, Align::Left)?;
@@ -293,7 +327,7 @@ impl Chart for Distributions {
         "Every measured rep of every span per variant (points) over its quartiles (box) and range (whiskers); the label gives each candidate's change as the diff computed it (its statistic over the baseline median), coloured by the diff's verdict."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
-        let rows = metrics(input).len().div_ceil(COLS).max(1) as i32;
+        let rows = shown_metrics(input).0.len().div_ceil(COLS).max(1) as i32;
         (
             (20 + COLS as i32 * PANEL_W) as u32,
             (66 + rows * PANEL_H + 10) as u32,

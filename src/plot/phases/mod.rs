@@ -46,7 +46,7 @@ impl Phases {
                 variants.insert(0, b);
             }
         }
-        let phases: Vec<VariantPhases> =
+        let mut phases: Vec<VariantPhases> =
             variants.iter().map(|v| variant_phases(input, v)).collect();
         let order = input.span_order();
         // Segments in tree order, each part of a name together; leftovers after.
@@ -77,6 +77,7 @@ impl Phases {
         };
         let crit = pick(&|p| &p.critical);
         let other = pick(&|p| &p.other);
+        let (crit, other) = model::fold_rest(&mut phases, crit, other);
         (phases, crit, other)
     }
 
@@ -436,7 +437,7 @@ impl Chart for Phases {
         "Where the time went"
     }
     fn caption(&self) -> &'static str {
-        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads. The number at a bar's end is the median end-to-end time; where the stacked medians add up to more than 1% more or less, a tick marks that median and the label gives the bar's length after it (\"1.67 s · bar 1.43 s\"). Every Δ (the bar's end, the table) is the diff's change of the same span and measure, labelled with its statistic and coloured by the diff's verdict."
+        "Median self time of each span on the critical path, stacked per variant; striped segments are time inside a wrapper that no child span accounts for, pale ones a wrapper waiting on its children on other threads. The number at a bar's end is the median end-to-end time; where the stacked medians add up to more than 1% more or less, a tick marks that median and the label gives the bar's length after it (\"1.67 s · bar 1.43 s\"). Beyond 40 span names, those with the least time are summed into one \"+N other names\" segment and row. Every Δ (the bar's end, the table) is the diff's change of the same span and measure, labelled with its statistic and coloured by the diff's verdict."
     }
     fn size(&self, input: &RunView) -> (u32, u32) {
         let (phases, crit, other) = self.model(input);

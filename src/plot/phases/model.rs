@@ -224,3 +224,100 @@ pub(crate) fn table_rows(crit: &[Seg], other: &[Seg]) -> Vec<Row> {
     rows.extend(other.iter().cloned().map(Row::Other));
     rows
 }
+
+/// Most span names the chart draws on the critical path, and most segments off it; the
+/// rest are summed into one "+N other names" segment, so that a run with thousands of
+/// names draws at a fixed size.
+pub(crate) const MAX_NAMES: usize = 40;
+
+/// Keeps the [`MAX_NAMES`] − 1 names with the most time on the critical path (in any
+/// variant) and the as many largest segments off it, in their order, and sums the
+/// rest of each into one segment named "+N other names" (of every variant's medians:
+/// a sum of medians, as the bar is).
+pub(crate) fn fold_rest(
+    phases: &mut [VariantPhases],
+    crit: Vec<Seg>,
+    other: Vec<Seg>,
+) -> (Vec<Seg>, Vec<Seg>) {
+    let mut names: Vec<&String> = Vec::new();
+    for s in &crit {
+        if !names.contains(&&s.name) {
+            names.push(&s.name);
+        }
+    }
+    let crit = if names.len() <= MAX_NAMES {
+        crit
+    } else {
+        let size = |n: &String| {
+            phases
+                .iter()
+                .filter_map(|p| p.critical_self.get(n).copied())
+                .fold(0.0, f64::max)
+        };
+        let mut ranked: Vec<&String> = names.clone();
+        ranked.sort_by(|a, b| size(b).total_cmp(&size(a)));
+        let kept: BTreeSet<String> = ranked[..MAX_NAMES - 1]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let rest = names.len() - kept.len();
+        let agg = Seg {
+            name: format!("+{rest} other names"),
+            part: Part::Own,
+        };
+        for p in phases.iter_mut() {
+            let mut sum = 0.0;
+            p.critical.retain(|s, v| {
+                let keep = kept.contains(&s.name);
+                if !keep {
+                    sum += *v;
+                }
+                keep
+            });
+            p.critical_self.retain(|n, _| kept.contains(n));
+            p.critical.insert(agg.clone(), sum);
+            p.critical_self.insert(agg.name.clone(), sum);
+        }
+        let mut out: Vec<Seg> = crit
+            .into_iter()
+            .filter(|s| kept.contains(&s.name))
+            .collect();
+        out.push(agg);
+        out
+    };
+    let other = if other.len() <= MAX_NAMES {
+        other
+    } else {
+        let size = |s: &Seg| {
+            phases
+                .iter()
+                .filter_map(|p| p.other.get(s).copied())
+                .fold(0.0, f64::max)
+        };
+        let mut ranked: Vec<&Seg> = other.iter().collect();
+        ranked.sort_by(|a, b| size(b).total_cmp(&size(a)));
+        let kept: BTreeSet<Seg> = ranked[..MAX_NAMES - 1]
+            .iter()
+            .map(|s| (*s).clone())
+            .collect();
+        let agg = Seg {
+            name: format!("+{} other names", other.len() - kept.len()),
+            part: Part::Own,
+        };
+        for p in phases.iter_mut() {
+            let mut sum = 0.0;
+            p.other.retain(|s, v| {
+                let keep = kept.contains(s);
+                if !keep {
+                    sum += *v;
+                }
+                keep
+            });
+            p.other.insert(agg.clone(), sum);
+        }
+        let mut out: Vec<Seg> = other.into_iter().filter(|s| kept.contains(s)).collect();
+        out.push(agg);
+        out
+    };
+    (crit, other)
+}
