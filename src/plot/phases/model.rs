@@ -266,14 +266,7 @@ pub(crate) fn fold_rest(
             part: Part::Own,
         };
         for p in phases.iter_mut() {
-            let mut sum = 0.0;
-            p.critical.retain(|s, v| {
-                let keep = kept.contains(&s.name);
-                if !keep {
-                    sum += *v;
-                }
-                keep
-            });
+            let sum = take_rest(&mut p.critical, |s| kept.contains(&s.name));
             p.critical_self.retain(|n, _| kept.contains(n));
             p.critical.insert(agg.clone(), sum);
             p.critical_self.insert(agg.name.clone(), sum);
@@ -305,14 +298,7 @@ pub(crate) fn fold_rest(
             part: Part::Own,
         };
         for p in phases.iter_mut() {
-            let mut sum = 0.0;
-            p.other.retain(|s, v| {
-                let keep = kept.contains(s);
-                if !keep {
-                    sum += *v;
-                }
-                keep
-            });
+            let sum = take_rest(&mut p.other, |s| kept.contains(s));
             p.other.insert(agg.clone(), sum);
         }
         let mut out: Vec<Seg> = other.into_iter().filter(|s| kept.contains(s)).collect();
@@ -320,4 +306,17 @@ pub(crate) fn fold_rest(
         out
     };
     (crit, other)
+}
+
+/// Removes the entries of `map` that `keep` refuses, and returns the sum of their values.
+fn take_rest(map: &mut BTreeMap<Seg, f64>, keep: impl Fn(&Seg) -> bool) -> f64 {
+    let mut sum = 0.0;
+    map.retain(|s, v| {
+        let k = keep(s);
+        if !k {
+            sum += *v;
+        }
+        k
+    });
+    sum
 }
