@@ -176,6 +176,10 @@ fn panels(input: &RunView) -> Vec<Panel<'_>> {
 }
 
 /// Names drawn, in tree order, for the legend.
+/// Most span names the legend lists; beyond, the first of them in span order and one
+/// "+N other names" entry, so that a run with thousands of names keeps a fixed legend.
+const MAX_LEGEND_NAMES: usize = 60;
+
 fn legend_names(input: &RunView, panels: &[Panel]) -> Vec<String> {
     let mut names: Vec<String> = input
         .span_order()
@@ -188,6 +192,11 @@ fn legend_names(input: &RunView, panels: &[Panel]) -> Vec<String> {
             })
         })
         .collect();
+    if names.len() > MAX_LEGEND_NAMES {
+        let rest = names.len() - (MAX_LEGEND_NAMES - 1);
+        names.truncate(MAX_LEGEND_NAMES - 1);
+        names.push(format!("+{rest} other names"));
+    }
     for p in panels {
         for (_, acts) in &p.lanes {
             for a in acts {
@@ -470,10 +479,11 @@ impl Timeline {
                 lx = 20;
                 y += LEGEND_ROW;
             }
-            let color = n
-                .strip_prefix("GPU ")
-                .map(gpu_color)
-                .unwrap_or_else(|| span_color(&n));
+            let color = match n.strip_prefix("GPU ") {
+                Some(kind) => gpu_color(kind),
+                None if n.starts_with('+') => MUTED,
+                None => span_color(&n),
+            };
             c.rect((lx, y), (lx + 18, y + 14), color.to_rgba())?;
             c.text(&n, (lx + 24, y + 7), SMALL_PX, INK, Align::Left)?;
             lx += wn;

@@ -116,3 +116,24 @@ fn many_names_draw_a_fixed_number_of_distributions() {
         "{notes}"
     );
 }
+
+/// The timeline of such a run lists a fixed number of names in its legend, the rest as
+/// one "+N other names" entry.
+#[test]
+fn many_names_keep_the_timeline_legend_short() {
+    use crate::plot::Chart;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart-cpu");
+    let chart = crate::plot::timeline::Timeline;
+    let (_, before) = chart.size(&RunView::load(&dir).unwrap());
+    let (view, _) = many_names();
+    let (_, after) = chart.size(&view);
+    // 60 names fill at most a few more legend rows than the run's own (22 px each).
+    assert!(
+        after <= before + 8 * 22,
+        "{before} px before, {after} px with many names"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    render(&chart, &view, tmp.path(), &[ImageFormat::Svg]).unwrap();
+    let svg = std::fs::read_to_string(tmp.path().join("timeline.svg")).unwrap();
+    assert!(svg.contains(" other names"), "no folded legend entry");
+}
