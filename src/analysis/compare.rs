@@ -281,7 +281,9 @@ pub fn without_far_out(base: &[f64], cand: &[f64]) -> Option<(Vec<f64>, Vec<f64>
         .filter(|&d| d > 1e-12)
         .collect();
     let limit = FAR_OUT_SPREADS * 1.4826 * stats::median(&dev)?;
-    let near = |x: f64, m: f64| (x - m).abs() <= limit || (x - m).abs() <= 1e-12;
+    // The spread is above 1e-12 (zero distances were left out), so a value equal to a
+    // median is always near it.
+    let near = |x: f64, m: f64| (x - m).abs() <= limit;
     let keep = |v: &[f64], m: f64, other: f64| -> Vec<f64> {
         v.iter()
             .copied()
@@ -289,9 +291,8 @@ pub fn without_far_out(base: &[f64], cand: &[f64]) -> Option<(Vec<f64>, Vec<f64>
             .collect()
     };
     let (kb, kc) = (keep(base, mb, mc), keep(cand, mc, mb));
-    let out = |n: usize, k: usize| n - k;
     let most = |n: usize| (n / 5).max(1);
-    let (ob, oc) = (out(base.len(), kb.len()), out(cand.len(), kc.len()));
+    let (ob, oc) = (base.len() - kb.len(), cand.len() - kc.len());
     if ob + oc == 0 || ob > most(base.len()) || oc > most(cand.len()) {
         return None;
     }

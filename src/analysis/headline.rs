@@ -380,19 +380,18 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
         // Exact counts (emulated) need no reps to decide: their changes are named, and
         // the times, which under the emulator are the emulator's, get no claim.
         let exact: Vec<String> = h.changes.iter().filter(|c| c.exact).map(change).collect();
+        let reps = format!("{n} rep{}", if n == 1 { "" } else { "s" });
         let second = if exact.is_empty() {
             format!(
-                "{} no claim of significance at {n} rep{} a side (a claim needs {min}); {sep}",
+                "{} no claim of significance at {reps} a side (a claim needs {min}); {sep}",
                 label("Significant changes"),
-                if n == 1 { "" } else { "s" }
             )
         } else {
             let mut s = format!(
-                "{} {} (exact counts: one rep a side decides); times: no claim at {n} rep{} a \
-                 side (a claim needs {min})",
+                "{} {} (exact counts: one rep a side decides); times: no claim at {reps} a side \
+                 (a claim needs {min})",
                 label("Significant changes"),
                 exact.join("; "),
-                if n == 1 { "" } else { "s" }
             );
             if h.more_changes > 0 {
                 let _ = write!(s, "; {} more in the tables", h.more_changes);

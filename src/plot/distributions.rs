@@ -55,7 +55,7 @@ const MAX_PANELS: usize = 48;
 
 /// The panels drawn and how many span times were left out.
 fn shown_metrics(input: &RunView) -> (Vec<Metric>, usize) {
-    let mut ms = metrics(input);
+    let ms = metrics(input);
     if ms.len() <= MAX_PANELS {
         return (ms, 0);
     }
@@ -69,12 +69,13 @@ fn shown_metrics(input: &RunView) -> (Vec<Metric>, usize) {
     order.sort_by(|&a, &b| size(&ms[b]).total_cmp(&size(&ms[a])));
     let keep: std::collections::BTreeSet<usize> = order[..MAX_PANELS].iter().copied().collect();
     let left = ms.len() - MAX_PANELS;
-    let mut i = 0;
-    ms.retain(|_| {
-        i += 1;
-        keep.contains(&(i - 1))
-    });
-    (ms, left)
+    let shown = ms
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, m)| m)
+        .collect();
+    (shown, left)
 }
 
 fn metrics(input: &RunView) -> Vec<Metric> {

@@ -175,11 +175,11 @@ fn panels(input: &RunView) -> Vec<Panel<'_>> {
         .collect()
 }
 
-/// Names drawn, in tree order, for the legend.
 /// Most span names the legend lists; beyond, the first of them in span order and one
 /// "+N other names" entry, so that a run with thousands of names keeps a fixed legend.
 const MAX_LEGEND_NAMES: usize = 60;
 
+/// Names drawn, in tree order, for the legend.
 fn legend_names(input: &RunView, panels: &[Panel]) -> Vec<String> {
     let mut names: Vec<String> = input
         .span_order()

@@ -208,13 +208,7 @@ impl Row {
 /// then the spans on other threads.
 pub(crate) fn table_rows(crit: &[Seg], other: &[Seg]) -> Vec<Row> {
     let mut rows = Vec::new();
-    let mut names: Vec<&String> = Vec::new();
-    for seg in crit {
-        if !names.contains(&&seg.name) {
-            names.push(&seg.name);
-        }
-    }
-    for name in names {
+    for name in names_in_order(crit) {
         rows.push(Row::Critical(name.clone()));
         let parts: Vec<&Seg> = crit.iter().filter(|s| s.name == *name).collect();
         if parts.len() > 1 {
@@ -231,7 +225,7 @@ pub(crate) fn table_rows(crit: &[Seg], other: &[Seg]) -> Vec<Row> {
 pub(crate) const MAX_NAMES: usize = 40;
 
 /// Keeps the [`MAX_NAMES`] − 1 names with the most time on the critical path (in any
-/// variant) and the as many largest segments off it, in their order, and sums the
+/// variant) and as many of the largest segments off it, in their order, and sums the
 /// rest of each into one segment named "+N other names" (of every variant's medians:
 /// a sum of medians, as the bar is).
 pub(crate) fn fold_rest(
@@ -239,27 +233,16 @@ pub(crate) fn fold_rest(
     crit: Vec<Seg>,
     other: Vec<Seg>,
 ) -> (Vec<Seg>, Vec<Seg>) {
-    let mut names: Vec<&String> = Vec::new();
-    for s in &crit {
-        if !names.contains(&&s.name) {
-            names.push(&s.name);
-        }
-    }
+    let names: Vec<String> = names_in_order(&crit).into_iter().cloned().collect();
     let crit = if names.len() <= MAX_NAMES {
         crit
     } else {
-        let size = |n: &String| {
+        let kept = largest(&names, |n| {
             phases
                 .iter()
                 .filter_map(|p| p.critical_self.get(n).copied())
                 .fold(0.0, f64::max)
-        };
-        let mut ranked: Vec<&String> = names.clone();
-        ranked.sort_by(|a, b| size(b).total_cmp(&size(a)));
-        let kept: BTreeSet<String> = ranked[..MAX_NAMES - 1]
-            .iter()
-            .map(|n| n.to_string())
-            .collect();
+        });
         let rest = names.len() - kept.len();
         let agg = Seg {
             name: format!("+{rest} other names"),
@@ -281,18 +264,12 @@ pub(crate) fn fold_rest(
     let other = if other.len() <= MAX_NAMES {
         other
     } else {
-        let size = |s: &Seg| {
+        let kept = largest(&other, |s| {
             phases
                 .iter()
                 .filter_map(|p| p.other.get(s).copied())
                 .fold(0.0, f64::max)
-        };
-        let mut ranked: Vec<&Seg> = other.iter().collect();
-        ranked.sort_by(|a, b| size(b).total_cmp(&size(a)));
-        let kept: BTreeSet<Seg> = ranked[..MAX_NAMES - 1]
-            .iter()
-            .map(|s| (*s).clone())
-            .collect();
+        });
         let agg = Seg {
             name: format!("+{} other names", other.len() - kept.len()),
             part: Part::Own,
@@ -306,6 +283,27 @@ pub(crate) fn fold_rest(
         out
     };
     (crit, other)
+}
+
+/// Each name of `segs` once, in the order it first appears.
+fn names_in_order(segs: &[Seg]) -> Vec<&String> {
+    let mut names: Vec<&String> = Vec::new();
+    for seg in segs {
+        if !names.contains(&&seg.name) {
+            names.push(&seg.name);
+        }
+    }
+    names
+}
+
+/// The [`MAX_NAMES`] − 1 items of `items` with the largest `size`.
+fn largest<T: Ord + Clone>(items: &[T], size: impl Fn(&T) -> f64) -> BTreeSet<T> {
+    let mut ranked: Vec<&T> = items.iter().collect();
+    ranked.sort_by(|a, b| size(b).total_cmp(&size(a)));
+    ranked[..MAX_NAMES - 1]
+        .iter()
+        .map(|t| (*t).clone())
+        .collect()
 }
 
 /// Removes the entries of `map` that `keep` refuses, and returns the sum of their values.
