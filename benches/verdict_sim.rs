@@ -1202,6 +1202,21 @@ fn run_cell(
                                         t => format!("{t:?}"),
                                     }
                                 );
+                                if std::env::var_os("VERDICT_SIM_VALUES").is_some() {
+                                    let r = &d.rows[si];
+                                    let ln = |v: &[f64]| -> Vec<String> {
+                                        v.iter().map(|x| format!("{:.3}", x.ln())).collect()
+                                    };
+                                    eprintln!(
+                                        "  base {:?}\n  cand {:?}\n  tests {:?}",
+                                        ln(&r.base),
+                                        ln(&r.cand),
+                                        c.tests.as_ref().map(|t| (
+                                            t.unpaired.p_value,
+                                            t.trimmed.map(|x| x.p_value)
+                                        ))
+                                    );
+                                }
                             }
                         }
                     }

@@ -230,8 +230,8 @@ pub(super) fn far_out_note(metrics: &[super::compare::Comparison]) -> Option<Str
     };
     Some(format!(
         "far-out reps: {} of the rows named had a rep more than {} robust spreads from its \
-         side's median; for them the two-sample test without it joined the tests (Simes), \
-         and the change is the typical rep's: {}{more}",
+         side's median; for them the two-sample test without it replaced the test on every \
+         rep, and the change is the typical rep's: {}{more}",
         rows.len(),
         super::compare::FAR_OUT_SPREADS,
         rows[..rows.len().min(SHOWN)].join(", ")
