@@ -26,6 +26,9 @@ pub struct Limits {
     /// ([`super::sequential::Position::against_good`]), leaving the bad end, for a
     /// regression the slower one, unmeasured. `None`: both ends in every iteration.
     pub half_gap: Option<f64>,
+    /// The ends' spread, taken as known for a step's commit where its values spread no
+    /// more ([`super::sequential::KnownSpread`]); `None`: the steps' own spread alone.
+    pub known_spread: Option<super::sequential::KnownSpread>,
 }
 
 /// One measurement of a commit between the ends.

@@ -114,6 +114,7 @@ fn a_commit_is_labelled_by_its_place_between_the_ends_with_a_note_when_it_differ
         max_reps: 6,
         rep_timeout_s: Some(10),
         half_gap: None,
+        known_spread: None,
     };
     let judge = |m: &mut Scripted, c: &str| judge_step(m, 1, c, &limits).unwrap();
     let r = judge(&mut m, "a");

@@ -178,6 +178,7 @@ pub fn bisect(
         max_reps: ends_cap,
         rep_timeout_s: None,
         half_gap: None,
+        known_spread: None,
     };
     let ends = m.measure_pair(good, bad, &limits)?;
     check_ends(&ends.comparison, good, bad, threshold)?;
@@ -189,7 +190,17 @@ pub fn bisect(
         max_reps: k,
         rep_timeout_s: Some(timeout),
         half_gap: sequential::good_end_only(&ends.comparison),
+        known_spread: sequential::KnownSpread::from_ends(&ends.comparison),
     };
+    if let Some(k) = &limits.known_spread {
+        progress(&format!(
+            "steps are also judged with the ends' spread taken as known: {:.1}% per \
+             iteration in their {} iterations, at most {:.1}% (97.5% bound)",
+            k.ends_sd * 100.0,
+            k.ends_iterations,
+            k.sd * 100.0
+        ));
+    }
     let (steps, found) = run_steps(commits, m, &limits, progress)?;
     let outcome = answer(commits, m, &found, &limits, progress)?;
     Ok(BisectReport {

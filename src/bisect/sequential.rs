@@ -8,8 +8,9 @@
 //! commit is nearer the bad end; below, nearer the good one (values past twice the
 //! half gap are clipped there: see [`Position::of`]). A 200× slowdown is told
 //! from its midpoint at the first iteration where the sequence bounds a mean at all
-//! ([`first_decidable`]: 5 at 95%); a commit halfway between the ends is never decided
-//! and runs to the cap.
+//! ([`first_decidable`]: 5 at 95%), or from the first iteration on a second sequence
+//! that takes the ends' own spread as known ([`KnownSpread`]); a commit halfway between
+//! the ends is never decided and runs to the cap.
 //!
 //! The runs of two commits (the ends, the first bad commit against its parent) stop the
 //! same way on the per-iteration log ratio once its sequence lies beyond the noise floor
@@ -62,8 +63,18 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    /// The sequence of the mean of `x` at level 1 − [`ALPHA`]; `None` below 2 values.
+    /// The sequence of the mean of `x` at level 1 − [`ALPHA`]; `None` without a value,
+    /// no bounds (and a spread of 0) at one.
     pub fn of(x: &[f64]) -> Option<Sequence> {
+        if let [v] = x {
+            return v.is_finite().then_some(Sequence {
+                iterations: 1,
+                mean: *v,
+                sd: 0.0,
+                lo: None,
+                hi: None,
+            });
+        }
         let (lo, hi) = stats::mean_confidence_sequence(x, ALPHA)?;
         let n = x.len() as f64;
         let mean = x.iter().sum::<f64>() / n;
@@ -91,8 +102,98 @@ impl Sequence {
     /// Iterations after which a sequence at this spread would lie on one side of a
     /// value `distance` away from its mean (at least the iterations it has).
     pub fn iterations_to_clear(&self, distance: f64) -> Option<usize> {
+        if self.iterations < 2 {
+            return None;
+        }
         iterations_for(distance, self.sd, 0.0).map(|n| n.max(self.iterations))
     }
+}
+
+/// The level at which [`KnownSpread`] bounds the spread from above.
+const SPREAD_ALPHA: f64 = 0.025;
+
+/// The standard normal quantile at 1 − [`SPREAD_ALPHA`].
+const Z_SPREAD: f64 = 1.959_964;
+
+/// The normal mixture's precision, in iterations, of [`known_sd_half_width`]: small, so
+/// that the sequence is tightest at the first few iterations.
+const KNOWN_MIXTURE: f64 = 0.5;
+
+/// The fewest iterations of the ends behind a [`KnownSpread`].
+pub const KNOWN_FROM: usize = 4;
+
+/// How far one iteration's value of a step can spread, known from the ends' own run: an
+/// upper confidence bound (level 1 − [`SPREAD_ALPHA`]) on the standard deviation of
+/// their per-iteration log ratio. A step's value (its commit's log minus the good
+/// end's, or minus the ends' mean) spreads no more than that when its commit behaves
+/// as one of the ends, so a step can be told from the midpoint on a sequence with this
+/// spread taken as known: from the first iteration, where the sequence of an unknown
+/// spread needs [`first_decidable`] (5). A 200× slowdown is then labelled at the first
+/// iteration when the ends spread by up to about 20% per rep. The bound holds only for
+/// commits that spread like the ends: a step whose own values spread more (from its
+/// second iteration) is judged by the sequence of an unknown spread alone.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct KnownSpread {
+    /// The bound: the ends' standard deviation × √((n − 1) / χ²₍₀.₀₂₅, n − 1₎).
+    pub sd: f64,
+    /// The standard deviation of the ends' per-iteration log ratios, and their count.
+    pub ends_sd: f64,
+    pub ends_iterations: usize,
+}
+
+impl KnownSpread {
+    /// From the ends' comparison (its paired t test on the per-iteration log ratios);
+    /// `None` below [`KNOWN_FROM`] iterations or without spread.
+    pub fn from_ends(ends: &crate::analysis::Comparison) -> Option<KnownSpread> {
+        let t = ends.tests.as_ref()?.paired?;
+        let n = t.df + 1.0;
+        KnownSpread::of(t.se * n.sqrt(), n.round() as usize)
+    }
+
+    /// From a standard deviation `sd` of `n` values. The χ² quantile is Wilson and
+    /// Hilferty's (Proc. Natl. Acad. Sci. 17 (1931)), below the exact one from 3
+    /// degrees of freedom (4: 0.449 against 0.484), so the bound errs wide.
+    pub fn of(sd: f64, n: usize) -> Option<KnownSpread> {
+        if n < KNOWN_FROM || !(sd.is_finite() && sd > 0.0) {
+            return None;
+        }
+        let k = (n - 1) as f64;
+        let a = 2.0 / (9.0 * k);
+        let q = k * (1.0 - a - Z_SPREAD * a.sqrt()).powi(3);
+        (q > 0.0).then(|| KnownSpread {
+            sd: sd * (k / q).sqrt(),
+            ends_sd: sd,
+            ends_iterations: n,
+        })
+    }
+
+    /// Bounds of the mean of `s`'s values with this spread taken as known, at level
+    /// 1 − [`ALPHA`] over every number of values; `None` when the values' own spread
+    /// exceeds it.
+    pub fn bounds(&self, s: &Sequence) -> Option<(f64, f64)> {
+        if s.iterations == 0 || !s.mean.is_finite() || s.sd > self.sd {
+            return None;
+        }
+        let hw = known_sd_half_width(self.sd, s.iterations, ALPHA);
+        Some((s.mean - hw, s.mean + hw))
+    }
+
+    /// Iterations after which values of this spread lie `distance` from a point.
+    fn iterations_to_clear(&self, distance: f64) -> Option<usize> {
+        (distance > 0.0)
+            .then(|| (1..=100_000).find(|&n| known_sd_half_width(self.sd, n, ALPHA) < distance))
+            .flatten()
+    }
+}
+
+/// The half-width at `n` values of the confidence sequence of a mean of normal values
+/// whose standard deviation `sd` is known, valid at 1 − `alpha` over every `n`: the
+/// normal mixture boundary |S_n| ≤ sd·√((n + ρ)·ln((n + ρ)/(ρ·α²))) (Robbins, Ann.
+/// Math. Stat. 41 (1970); Howard, Ramdas, McAuliffe & Sekhon, Ann. Stat. 49 (2021)),
+/// divided by n, with ρ = [`KNOWN_MIXTURE`]: 3.26 sd at one value, 2.18 sd at two.
+pub fn known_sd_half_width(sd: f64, n: usize, alpha: f64) -> f64 {
+    let (t, r) = (n as f64, KNOWN_MIXTURE);
+    sd * ((t + r) * ((t + r) / (r * alpha * alpha)).ln()).sqrt() / t
 }
 
 /// Where a commit sits between the ends.
@@ -102,6 +203,13 @@ pub struct Position {
     pub midpoint: Sequence,
     /// Half the ends' distance in these iterations (the median of (ln bad − ln good) / 2).
     pub half_gap: f64,
+    /// The bounds of the midpoint's mean with the ends' spread taken as known
+    /// ([`KnownSpread::bounds`]), where it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known: Option<(f64, f64)>,
+    /// That spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<KnownSpread>,
 }
 
 impl Position {
@@ -136,6 +244,8 @@ impl Position {
         Some(Position {
             midpoint: Sequence::of(&mid)?,
             half_gap,
+            known: None,
+            spread: None,
         })
     }
 
@@ -159,17 +269,38 @@ impl Position {
         Some(Position {
             midpoint: Sequence::of(&mid)?,
             half_gap,
+            known: None,
+            spread: None,
         })
     }
 
-    /// Bad above the midpoint, good below; `None` while the sequence holds it.
+    /// The same position judged also with the ends' spread taken as known, where the
+    /// commit's own values spread no more ([`KnownSpread`]).
+    pub fn with_known(mut self, spread: Option<&KnownSpread>) -> Position {
+        self.spread = spread.copied();
+        self.known = spread.and_then(|k| k.bounds(&self.midpoint));
+        self
+    }
+
+    /// The bounds of the midpoint's mean: the sequence's, narrowed by the known
+    /// spread's where it applies.
+    pub fn bounds(&self) -> (Option<f64>, Option<f64>) {
+        let m = &self.midpoint;
+        match self.known {
+            Some((lo, hi)) => (
+                Some(m.lo.map_or(lo, |l| l.max(lo))),
+                Some(m.hi.map_or(hi, |h| h.min(hi))),
+            ),
+            None => (m.lo, m.hi),
+        }
+    }
+
+    /// Bad above the midpoint, good below; `None` while the bounds hold it.
     pub fn label(&self) -> Option<Nearer> {
-        if self.midpoint.above(0.0) {
-            Some(Nearer::Bad)
-        } else if self.midpoint.below(0.0) {
-            Some(Nearer::Good)
-        } else {
-            None
+        match self.bounds() {
+            (Some(lo), _) if lo > 0.0 => Some(Nearer::Bad),
+            (_, Some(hi)) if hi < 0.0 => Some(Nearer::Good),
+            _ => None,
         }
     }
 
@@ -185,21 +316,35 @@ impl Position {
     /// interval before the sequence bounds the mean.
     pub fn describe(&self) -> String {
         let m = &self.midpoint;
-        let interval = match (m.lo, m.hi) {
+        let interval = match self.bounds() {
             (Some(lo), Some(hi)) => {
                 format!("[{:.2}, {:.2}]", self.place(lo), self.place(hi))
             }
             _ => "[no bound yet]".into(),
         };
+        let known = if self.known.is_some() {
+            ", the ends' spread"
+        } else {
+            ""
+        };
         format!(
-            "{:.2} {interval} between the ends (good 0, bad 1)",
+            "{:.2} {interval} between the ends (good 0, bad 1{known})",
             self.place(m.mean)
         )
     }
 
-    /// Iterations after which the sequence would exclude the midpoint at this spread.
+    /// Iterations after which the sequence would exclude the midpoint at this spread
+    /// (or, sooner, the sequence of the known spread where it applies).
     pub fn iterations_to_decide(&self) -> Option<usize> {
-        self.midpoint.iterations_to_clear(self.midpoint.mean.abs())
+        let d = self.midpoint.mean.abs();
+        let unknown = self.midpoint.iterations_to_clear(d);
+        let known = (self.known.and(self.spread))
+            .and_then(|k| k.iterations_to_clear(d))
+            .map(|n| n.max(self.midpoint.iterations));
+        match (unknown, known) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

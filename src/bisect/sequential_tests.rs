@@ -177,3 +177,104 @@ fn a_stalled_rep_does_not_hold_a_step_open() {
         .expect("decided");
     assert!(first <= 8, "{first}");
 }
+
+/// The first iteration (from 1) at which the commit is labelled against the good end
+/// with the ends' spread `known` taken as known, and its label.
+fn first_label_known(
+    v: &[Vec<(u32, f64)>; 3],
+    gap: f64,
+    known: &KnownSpread,
+) -> Option<(usize, Nearer)> {
+    (1..=v[0].len()).find_map(|n| {
+        let p = Position::against_good(&v[0][..n], &v[1][..n], gap / 2.0)?;
+        Some((n, p.with_known(Some(known)).label()?))
+    })
+}
+
+/// The ends' spread as their own run of `n` iterations would measure it: the standard
+/// deviation of bad − good per iteration, each rep spread by `sd`.
+fn ends_spread(r: &mut Xoshiro, n: u32, gap: f64, sd: f64) -> KnownSpread {
+    let v = iterations(r, n, gap, 1.0, sd);
+    let d: Vec<f64> = v[0].iter().zip(&v[2]).map(|(g, b)| b.1 - g.1).collect();
+    let s = Sequence::of(&d).unwrap();
+    KnownSpread::of(s.sd, n as usize).unwrap()
+}
+
+#[test]
+fn the_known_spread_bounds_the_ends_spread_from_above() {
+    assert!(KnownSpread::of(0.1, KNOWN_FROM - 1).is_none());
+    assert!(KnownSpread::of(0.0, 10).is_none());
+    // Wilson–Hilferty at 4 degrees of freedom: χ²₀.₀₂₅ ≈ 0.449 (exact 0.484).
+    let k = KnownSpread::of(0.1, 5).unwrap();
+    assert!((k.sd / 0.1 - (4.0f64 / 0.449).sqrt()).abs() < 0.02, "{k:?}");
+    // Many iterations: the bound nears the spread.
+    let k = KnownSpread::of(0.1, 200).unwrap();
+    assert!(k.sd > 0.1 && k.sd < 0.112, "{k:?}");
+    // Over many draws of 5 iterations the bound lies below the true spread in about
+    // 2.5% of them.
+    let mut r = Xoshiro::seed(5);
+    let draws = 4000;
+    let under = (0..draws)
+        .filter(|_| {
+            let x: Vec<f64> = (0..5).map(|_| normal(&mut r)).collect();
+            KnownSpread::of(Sequence::of(&x).unwrap().sd, 5).unwrap().sd < 1.0
+        })
+        .count();
+    assert!(under < draws * 3 / 100, "{under} of {draws}");
+    // Half-widths of the known-spread sequence: 3.26 sd at one value, 2.18 at two.
+    assert!((known_sd_half_width(1.0, 1, ALPHA) - 3.26).abs() < 0.01);
+    assert!((known_sd_half_width(1.0, 2, ALPHA) - 2.18).abs() < 0.01);
+}
+
+#[test]
+fn a_200x_slowdown_is_labelled_at_the_first_iteration_with_the_ends_spread_known() {
+    let gap = 200f64.ln();
+    let mut r = Xoshiro::seed(13);
+    let mut at_first = 0;
+    for _ in 0..50 {
+        // The ends' own run: 5 iterations at 16% per rep.
+        let known = ends_spread(&mut r, 5, gap, 0.16);
+        for (place, want) in [(1.0, Nearer::Bad), (0.0, Nearer::Good)] {
+            let v = iterations(&mut r, 20, gap, place, 0.16);
+            let (n, label) = first_label_known(&v, gap, &known).unwrap();
+            assert_eq!(label, want);
+            // Ends whose 5 iterations happened to spread widely give a wide bound.
+            assert!(n <= 3, "{n} iterations ({known:?})");
+            at_first += (n == 1) as usize;
+        }
+    }
+    assert!(at_first >= 70, "{at_first} of 100 at the first iteration");
+    // Without it, none before the fifth.
+    let v = iterations(&mut r, 20, gap, 1.0, 0.16);
+    assert!(first_label_against_good(&v, gap).unwrap().0 >= first_decidable(ALPHA));
+}
+
+#[test]
+fn with_the_ends_spread_known_a_commit_halfway_is_rarely_labelled() {
+    // As the test without it: every label of a commit halfway is an error. The known
+    // spread comes from the ends' own 5 iterations, so its error is counted too.
+    let mut r = Xoshiro::seed(17);
+    let trials = 400;
+    let mut labelled = 0;
+    for _ in 0..trials {
+        let known = ends_spread(&mut r, 5, 0.08, 0.01);
+        let v = iterations(&mut r, 60, 0.08, 0.5, 0.01);
+        labelled += first_label_known(&v, 0.08, &known).is_some() as usize;
+    }
+    assert!(labelled < trials / 12, "{labelled} of {trials}");
+}
+
+#[test]
+fn a_commit_that_spreads_more_than_the_ends_is_judged_without_their_spread() {
+    let gap = 200f64.ln();
+    let mut r = Xoshiro::seed(19);
+    let known = ends_spread(&mut r, 5, gap, 0.02);
+    // Its reps spread by 100%: from its second iteration its own spread is over the
+    // bound, and the known spread is set aside.
+    let v = iterations(&mut r, 3, gap, 1.0, 1.0);
+    let p = Position::against_good(&v[0], &v[1], gap / 2.0)
+        .unwrap()
+        .with_known(Some(&known));
+    assert!(p.known.is_none(), "{p:?}");
+    assert_eq!(p.bounds(), (p.midpoint.lo, p.midpoint.hi));
+}

@@ -249,6 +249,7 @@ impl Measurer for ExperimentMeasurer {
             max_reps: 1,
             rep_timeout_s: None,
             half_gap: None,
+            known_spread: None,
         };
         let text = self.experiment_text(&[("good", good)], &limits, Some(0))?;
         let dir = self.run(
@@ -313,7 +314,7 @@ impl Measurer for ExperimentMeasurer {
             Some(Ok(c)) => Some(c),
             None => None,
         };
-        let position = self.position(&data, limits.half_gap);
+        let position = self.position(&data, limits);
         let names: Vec<&str> = roles.iter().map(|r| r.0).collect();
         Ok(StepRun::Measured {
             vs_good,
@@ -365,12 +366,13 @@ struct Seen {
 impl ExperimentMeasurer {
     /// Where the step's commit sits: against the good end and `half_gap`, or between
     /// both ends of each iteration.
-    fn position(&self, data: &RunData, half_gap: Option<f64>) -> Option<Position> {
+    fn position(&self, data: &RunData, limits: &Limits) -> Option<Position> {
         let logs = |n| self.logs(data, n);
-        match half_gap {
+        let p = match limits.half_gap {
             Some(h) => Position::against_good(&logs("good"), &logs("step"), h),
             None => Position::of(&logs("good"), &logs("step"), &logs("bad")),
-        }
+        };
+        p.map(|p| p.with_known(limits.known_spread.as_ref()))
     }
 
     /// Ends a step's run once its commit is labelled, at its first timed-out rep
@@ -378,8 +380,8 @@ impl ExperimentMeasurer {
     fn step_watch(&self, commit: &str, limits: &Limits) -> StopWhen {
         let me = self.clone_for_watch();
         let commit = commit.to_string();
-        let (max_reps, half_gap) = (limits.max_reps, limits.half_gap);
-        let names: &'static [&'static str] = match half_gap {
+        let (max_reps, limits) = (limits.max_reps, limits.clone());
+        let names: &'static [&'static str] = match limits.half_gap {
             Some(_) => &["good", "step"],
             None => &["good", "step", "bad"],
         };
@@ -398,7 +400,7 @@ impl ExperimentMeasurer {
             let Ok(data) = RunData::load(dir) else {
                 return false;
             };
-            let Some(p) = me.position(&data, half_gap) else {
+            let Some(p) = me.position(&data, &limits) else {
                 return false;
             };
             let left = p.iterations_to_decide().unwrap_or(max_reps as usize);

@@ -281,6 +281,7 @@ fn step(a: &StepArgs) -> Result<(StepLabel, String)> {
         max_reps: k,
         rep_timeout_s: None,
         half_gap: None,
+        known_spread: None,
     };
     let mut m = ExperimentMeasurer { s: settings };
     let mut r = judge::judge_step(&mut m, index.unwrap_or(0), &commit, &limits)?;

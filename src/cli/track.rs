@@ -314,6 +314,7 @@ fn confirm(
         max_reps: a.confirm_reps,
         rep_timeout_s: None,
         half_gap: None,
+        known_spread: None,
     };
     match m.measure_pair(&parent, head, &limits) {
         Ok(crate::bisect::PairRun {
