@@ -109,10 +109,8 @@ impl Sequence {
     }
 }
 
-/// The level at which [`KnownSpread`] bounds the spread from above.
-const SPREAD_ALPHA: f64 = 0.025;
-
-/// The standard normal quantile at 1 − [`SPREAD_ALPHA`].
+/// The standard normal quantile at 0.975: [`KnownSpread`] bounds the spread from above
+/// at 97.5%.
 const Z_SPREAD: f64 = 1.959_964;
 
 /// The normal mixture's precision, in iterations, of [`known_sd_half_width`]: small, so
@@ -123,7 +121,7 @@ const KNOWN_MIXTURE: f64 = 0.5;
 pub const KNOWN_FROM: usize = 4;
 
 /// How far one iteration's value of a step can spread, known from the ends' own run: an
-/// upper confidence bound (level 1 − [`SPREAD_ALPHA`]) on the standard deviation of
+/// upper confidence bound (level 97.5%, [`Z_SPREAD`]) on the standard deviation of
 /// their per-iteration log ratio. A step's value (its commit's log minus the good
 /// end's, or minus the ends' mean) spreads no more than that when its commit behaves
 /// as one of the ends, so a step can be told from the midpoint on a sequence with this
