@@ -114,6 +114,7 @@ impl TryFrom<WorkloadFile> for Workload {
                     tracing_names: f.tracing_names,
                 },
                 max_spans_per_rep: f.max_spans_per_rep,
+                trace_file: f.trace_file,
             };
             external.check()?;
             return Ok(Workload {
@@ -134,10 +135,11 @@ impl TryFrom<WorkloadFile> for Workload {
             || f.max_spans_per_rep.is_some()
             || !f.name_map.is_empty()
             || f.tracing_names.is_some()
+            || f.trace_file.is_some()
         {
             return Err(
-                "workload: build, prepare, dir, nvtx, cupti, log_spans, name_map, tracing_names \
-                 and max_spans_per_rep go \
+                "workload: build, prepare, dir, nvtx, cupti, log_spans, name_map, tracing_names, \
+                 trace_file and max_spans_per_rep go \
                         with command = [\"prog\", \"args\"]; add command, or remove them \
                         (gapscope's own provers record CUPTI with telemetry = true or \"cupti\")"
                     .into(),
@@ -178,6 +180,7 @@ impl From<Workload> for WorkloadFile {
                 name_map: e.capture.name_map,
                 tracing_names: e.capture.tracing_names,
                 max_spans_per_rep: e.max_spans_per_rep,
+                trace_file: e.trace_file,
                 ..WorkloadFile::default()
             },
             None => WorkloadFile {

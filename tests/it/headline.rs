@@ -190,8 +190,8 @@ fn the_recorded_quickstart_run() {
     assert_eq!(
         h[1..],
         [
-            "End to end: prove (total) medians 1.123 s → 1.157 s; geometric mean of per-pair ratios +70.78 ms +5.5% [-9.0%, +22.3%]: inconclusive (p=0.652)",
-            "Significant changes: none (q < 0.05 over 65 comparisons; 3.2 would pass p < 0.05 by chance alone, 3 did)",
+            "End to end: prove (total) medians 1.123 s → 1.157 s; geometric mean of per-pair ratios +70.78 ms +5.5% [-6.6%, +19.2%]: inconclusive (p=0.326)",
+            "Significant changes: none (q < 0.05 over 65 comparisons; 3.2 would pass p < 0.05 by chance alone, 5 did)",
             "Critical path: drop left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -33.16 µs of self time, under the verdict rule), drop_assignments left it (on it in 5 of 5 baseline reps, 0 of 5 candidate reps; -7.951 µs of self time, under the verdict rule); no self time on it changed significantly",
         ]
     );

@@ -51,4 +51,5 @@ mod soak;
 mod sweep_cli;
 mod sweep_slurm;
 mod telemetry_cli;
+mod trace_file;
 mod until_decided;

@@ -26,6 +26,7 @@ pub mod programs;
 pub mod rows;
 pub mod shell;
 pub mod streams;
+pub mod trace_file;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -99,6 +100,10 @@ pub fn run_rep(
         }
     };
     let counters = v.counters != CounterMode::Off;
+    let trace_before = ext
+        .trace_file
+        .as_deref()
+        .map(|p| trace_file::before(&dir, p));
     let mut run = child::run_once(
         command,
         &dir,
@@ -138,10 +143,43 @@ pub fn run_rep(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
     let (mut spans, lines) = rows::rep_rows(&run, &program, root, slot.rep, &v.name);
+    let trace_note = trace_before.map(|b| {
+        let place = trace_file::RepPlace {
+            rep: slot.rep,
+            variant: &v.name,
+            iteration: slot.iteration,
+            start_ns: run.start_ns,
+            end_ns: run.end_ns,
+            realtime_offset_ns: clock::realtime_offset_ns(),
+            root_thread: spans.first().map_or(0, |r| r.thread_id),
+            root_id: rows::ROOT_ID,
+            last_id: spans.iter().map(|r| r.span_id).max().unwrap_or(0),
+        };
+        let names = match ext.capture.names() {
+            Ok(n) => n,
+            Err(why) => return Some(why),
+        };
+        match trace_file::read(&b, &place, &names, trace_file::MAX_BYTES) {
+            Ok(t) => {
+                let note = t.note.clone();
+                let activity = trace_file::merge(&mut spans, t);
+                if !activity.is_empty() {
+                    gpu.activity.extend(activity);
+                    gpu.collected = true;
+                }
+                note
+            }
+            Err(why) => Some(why),
+        }
+    });
     let gpu_activity = gpu_rows(&run, &capture, slot.rep, &v.name, &mut gpu, &mut spans);
+    if gpu.collected && gpu_activity.is_none() {
+        crate::telemetry::activity::annotate_gpu_busy(&mut spans, &gpu.activity);
+    }
     let root_notes = [
         (clock::ATTR, clock_note),
         ("gpu_activity", gpu_activity.clone()),
+        ("trace_file", trace_note.flatten()),
     ];
     if let Some(root) = spans.first_mut() {
         // On the root span, so that `gapscope run` says it at the end (and it stays).

@@ -61,6 +61,10 @@ pub struct WorkloadFile {
     /// whose program sends more fails, with its first spans.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_spans_per_rep: Option<u64>,
+    /// A trace the program writes in each rep (relative paths: from the subject's
+    /// folder), read after the rep and filed under it (`super::trace_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_file: Option<PathBuf>,
 }
 
 /// A program gapscope did not build: spawned once per rep in its folder, reporting its
@@ -85,6 +89,9 @@ pub struct ExternalWorkload {
     /// The most spans a rep keeps; `None`: [`super::rows::MAX_SPANS_PER_REP`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_spans_per_rep: Option<u64>,
+    /// A trace the program writes in each rep, read after it ([`super::trace_file`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_file: Option<PathBuf>,
 }
 
 impl ExternalWorkload {
@@ -125,6 +132,17 @@ impl ExternalWorkload {
                      of spans a rep keeps (or leave it out for {max})"
                 ));
             }
+        }
+        if self
+            .trace_file
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty() || p.ends_with(".."))
+        {
+            return Err(
+                "workload.trace_file must name the file the program writes each rep, e.g. \
+                 trace_file = \"out/trace.json\", or be left out"
+                    .into(),
+            );
         }
         self.capture.check()
     }
