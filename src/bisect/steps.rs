@@ -380,7 +380,7 @@ impl ExperimentMeasurer {
     fn step_watch(&self, commit: &str, limits: &Limits) -> StopWhen {
         let me = self.clone_for_watch();
         let commit = commit.to_string();
-        let (max_reps, limits) = (limits.max_reps, limits.clone());
+        let (max_reps, limits) = (limits.max_reps, *limits);
         let names: &'static [&'static str] = match limits.half_gap {
             Some(_) => &["good", "step"],
             None => &["good", "step", "bad"],
