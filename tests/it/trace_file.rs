@@ -133,3 +133,22 @@ fn a_rep_that_writes_no_trace_stands_and_says_why() {
         .count();
     assert_eq!(stale, 3, "{roots:?}");
 }
+
+#[test]
+fn a_trace_beyond_the_span_cap_is_not_taken_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = setup(
+        tmp.path(),
+        "[[variant]]\nname = \"a\"\ncommand = [\"sh\", \"prog.sh\", \"5\", \"own\"]\n",
+    );
+    // The program's root and the trace's four spans do not fit in 3.
+    let text = std::fs::read_to_string(&exp).unwrap();
+    let text = text.replace("[run]", "max_spans_per_rep = 3\n[run]");
+    std::fs::write(&exp, text).unwrap();
+    let run = run_ok(tmp.path(), &exp, &[]);
+    let d = RunData::load(&run).unwrap();
+    assert!(d.runs.iter().all(|r| r.status == RepStatus::Ok));
+    assert!(!d.spans.iter().any(|s| s.name == "aten::mm"));
+    let root = d.spans.iter().find(|s| s.parent_id.is_none()).unwrap();
+    assert!(root.attrs.contains("none taken"), "{}", root.attrs);
+}

@@ -160,6 +160,13 @@ pub fn run_rep(
             Err(why) => return Some(why),
         };
         match trace_file::read(&b, &place, &names, trace_file::MAX_BYTES) {
+            Ok(t) if spans.len() + t.spans.len() > ext.span_cap() => Some(format!(
+                "trace_file: {} spans, more than a rep keeps with the program's {} \
+                 (max_spans_per_rep = {}): none taken; trace fewer steps per rep",
+                t.spans.len(),
+                spans.len(),
+                ext.span_cap()
+            )),
             Ok(t) => {
                 let note = t.note.clone();
                 let activity = trace_file::merge(&mut spans, t);
