@@ -201,11 +201,8 @@ pub struct Position {
     pub midpoint: Sequence,
     /// Half the ends' distance in these iterations (the median of (ln bad − ln good) / 2).
     pub half_gap: f64,
-    /// The bounds of the midpoint's mean with the ends' spread taken as known
-    /// ([`KnownSpread::bounds`]), where it applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub known: Option<(f64, f64)>,
-    /// That spread.
+    /// The ends' spread, taken as known where the commit's own values spread no more
+    /// ([`Position::known`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<KnownSpread>,
 }
@@ -242,7 +239,6 @@ impl Position {
         Some(Position {
             midpoint: Sequence::of(&mid)?,
             half_gap,
-            known: None,
             spread: None,
         })
     }
@@ -267,7 +263,6 @@ impl Position {
         Some(Position {
             midpoint: Sequence::of(&mid)?,
             half_gap,
-            known: None,
             spread: None,
         })
     }
@@ -276,15 +271,20 @@ impl Position {
     /// commit's own values spread no more ([`KnownSpread`]).
     pub fn with_known(mut self, spread: Option<&KnownSpread>) -> Position {
         self.spread = spread.copied();
-        self.known = spread.and_then(|k| k.bounds(&self.midpoint));
         self
+    }
+
+    /// The bounds of the midpoint's mean with the ends' spread taken as known
+    /// ([`KnownSpread::bounds`]), where it applies.
+    pub fn known(&self) -> Option<(f64, f64)> {
+        self.spread.and_then(|k| k.bounds(&self.midpoint))
     }
 
     /// The bounds of the midpoint's mean: the sequence's, narrowed by the known
     /// spread's where it applies.
     pub fn bounds(&self) -> (Option<f64>, Option<f64>) {
         let m = &self.midpoint;
-        match self.known {
+        match self.known() {
             Some((lo, hi)) => (
                 Some(m.lo.map_or(lo, |l| l.max(lo))),
                 Some(m.hi.map_or(hi, |h| h.min(hi))),
@@ -320,7 +320,7 @@ impl Position {
             }
             _ => "[no bound yet]".into(),
         };
-        let known = if self.known.is_some() {
+        let known = if self.known().is_some() {
             ", the ends' spread"
         } else {
             ""
@@ -336,7 +336,7 @@ impl Position {
     pub fn iterations_to_decide(&self) -> Option<usize> {
         let d = self.midpoint.mean.abs();
         let unknown = self.midpoint.iterations_to_clear(d);
-        let known = (self.known.and(self.spread))
+        let known = (self.known().and(self.spread))
             .and_then(|k| k.iterations_to_clear(d))
             .map(|n| n.max(self.midpoint.iterations));
         match (unknown, known) {

@@ -275,6 +275,6 @@ fn a_commit_that_spreads_more_than_the_ends_is_judged_without_their_spread() {
     let p = Position::against_good(&v[0], &v[1], gap / 2.0)
         .unwrap()
         .with_known(Some(&known));
-    assert!(p.known.is_none(), "{p:?}");
+    assert!(p.known().is_none(), "{p:?}");
     assert_eq!(p.bounds(), (p.midpoint.lo, p.midpoint.hi));
 }

@@ -179,8 +179,9 @@ pub fn run_rep(
             Err(why) => Some(why),
         }
     });
-    let gpu_activity = gpu_rows(&run, &capture, slot.rep, &v.name, &mut gpu, &mut spans);
-    if gpu.collected && gpu_activity.is_none() {
+    let gpu_activity = gpu_rows(&run, &capture, slot.rep, &v.name, &mut gpu);
+    // Once, over the program's own records and its trace's alike.
+    if gpu.collected {
         crate::telemetry::activity::annotate_gpu_busy(&mut spans, &gpu.activity);
     }
     let root_notes = [
@@ -234,16 +235,15 @@ pub fn run_rep(
     }
 }
 
-/// The program's GPU activity into the rep's rows (`gpu`), its spans annotated with
-/// their GPU-busy time when a collector ran; returns where the rows came from (`None`
-/// when nothing was asked and nothing came).
+/// The program's GPU activity into the rep's rows (`gpu`), marked collected when a
+/// collector ran; returns where the rows came from (`None` when nothing was asked and
+/// nothing came).
 fn gpu_rows(
     run: &child::ChildRun,
     capture: &crate::capture::ChildCapture,
     rep: u32,
     variant: &str,
     gpu: &mut RepTelemetry,
-    spans: &mut [crate::store::SpanRow],
 ) -> Option<String> {
     let own = run.gpu.activity.len();
     let library = match (&capture.cupti, own) {
@@ -269,7 +269,6 @@ fn gpu_rows(
     gpu.activity.extend(g.rows);
     if collected {
         gpu.collected = true;
-        crate::telemetry::activity::annotate_gpu_busy(spans, &gpu.activity);
     }
     Some(status)
 }

@@ -133,19 +133,15 @@ pub fn read(
             g
         })
         .collect();
-    let mut note = clock;
-    let warned: Vec<&String> = trace.warnings.kept.iter().take(3).collect();
-    if !warned.is_empty() {
-        let w = warned
-            .iter()
-            .map(|w| w.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        note = Some(match note {
-            Some(n) => format!("{n}; trace_file: {w}"),
-            None => format!("trace_file: {w}"),
-        });
-    }
+    let warned = (trace.warnings.kept.iter().take(3))
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let note = match (clock, warned.is_empty()) {
+        (clock, true) => clock,
+        (Some(n), false) => Some(format!("{n}; trace_file: {warned}")),
+        (None, false) => Some(format!("trace_file: {warned}")),
+    };
     Ok(TraceRows { spans, gpu, note })
 }
 
