@@ -322,20 +322,20 @@ fn header(out: &mut String, d: &Diff, md: bool) {
     let o = &d.options;
     let two_runs = d.baseline.run_dir != d.candidate.run_dir && o.between_runs > 0.0;
     let base = format!(
-        "the two-sample t test on logs ({})",
+        "the two-sample t test on logs ({}; where a rep is far out, the same test without \
+         it in its place)",
         super::compare::two_sample_words(o.welch)
     );
-    let far = "and, where a rep is far out, the same test without it, combined by Simes,";
-    let alone = format!("{base} {far}");
+    let alone = base.clone();
     let across = format!(
-        "{base}, with a between-runs spread of ±{}% a run added (two run folders), {far}",
+        "{base}, with a between-runs spread of ±{}% a run added (two run folders),",
         o.between_runs * 100.0
     );
-    let short = format!("{base} (the paired test joins from 8 pairs) {far}");
+    let short = format!("{base} (the paired test joins from 8 pairs)");
     let (change, test) = match d.pairs {
         Some(n) if n >= super::compare::PAIRED_FROM => (
             "geometric mean of per-pair ratios",
-            "the paired t test on logs (the signed-rank test where a pair is far out) and the two-sample t test, combined by Simes,",
+            "the paired t test on logs (the signed-rank test where a pair is far out) and the two-sample t test (without a far-out rep where one is), combined by Simes,",
         ),
         Some(_) => ("geometric mean of per-pair ratios", short.as_str()),
         None if two_runs => ("ratio of geometric means", across.as_str()),

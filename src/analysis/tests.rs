@@ -1031,7 +1031,7 @@ fn candidate_run(f: impl FnOnce(SyntheticVariant) -> SyntheticVariant) -> Synthe
 
 /// One rep of ten three times slower (preempted as a whole) hides a change of eight
 /// spreads from the two-sample t test on all reps; the same test without the far-out
-/// rep, combined by Simes, names it, and its estimate is the typical rep's change.
+/// rep, in its place, names it, and its estimate is the typical rep's change.
 #[test]
 fn a_far_out_rep_does_not_hide_a_change_from_the_two_sample_test() {
     let opts = DiffOptions::default();

@@ -419,14 +419,14 @@ fn options_change_the_verdict_rule() {
         "every change is the geometric mean of per-pair ratios; regressed/improved: its 95% interval lies outside ±5% and outside the absolute floor"
     ));
     assert!(out.contains(
-        "(the signed-rank test where a pair is far out) and the two-sample t test, combined by Simes, gives its weighted Benjamini–Hochberg q-value over the diff's"
+        "(the signed-rank test where a pair is far out) and the two-sample t test (without a far-out rep where one is), combined by Simes, gives its weighted Benjamini–Hochberg q-value over the diff's"
     ));
     let out = stdout_of(&["diff".as_ref(), dir.as_os_str(), "--unpaired".as_ref()]);
     assert!(out.contains(
         "every change is the ratio of geometric means; regressed/improved: its 95% interval lies outside ±1%"
     ));
     assert!(out.contains(
-        "the two-sample t test on logs (Student's where the sides have as many reps, else Welch's) and, where a rep is far out, the same test without it, combined by Simes, gives its weighted Benjamini–Hochberg q-value"
+        "the two-sample t test on logs (Student's where the sides have as many reps, else Welch's; where a rep is far out, the same test without it in its place) gives its weighted Benjamini–Hochberg q-value"
     ));
     assert!(!out.contains("paired by iteration"));
     let out = stdout_of(&[
@@ -436,7 +436,7 @@ fn options_change_the_verdict_rule() {
         "--welch".as_ref(),
     ]);
     assert!(out.contains(
-        "the two-sample t test on logs (Welch's, as --welch asks) and, where a rep is far out"
+        "the two-sample t test on logs (Welch's, as --welch asks; where a rep is far out"
     ));
 }
 
