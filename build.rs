@@ -1,8 +1,6 @@
 //! Builds the native side.
 //!
-//! - Always: the C++ span-ABI self-test (cuda/trace_selftest.cpp), with the host compiler,
-//!   and callgrind's client requests (cuda/callgrind_requests.c) over valgrind's headers
-//!   where they are installed; the span emitter's two test programs
+//! - Always: the span emitter's two test programs
 //!   (cuda/emit_demo.c, cuda/emit_scope_demo.cpp) as executables in OUT_DIR, their paths
 //!   in `GAPSCOPE_EMIT_DEMO` and `GAPSCOPE_EMIT_SCOPE_DEMO` for the tests; and the stack
 //!   sampler's self-test (cuda/profile_selftest.c).
@@ -46,23 +44,8 @@ fn main() {
     build_profile_dir();
     println!("cargo:rerun-if-changed=cuda/gapscope_trace.h");
     println!("cargo:rerun-if-changed=cuda/gapscope_emit.h");
-    println!("cargo:rerun-if-changed=cuda/trace_selftest.cpp");
-    cc::Build::new()
-        .cpp(true)
-        .file("cuda/trace_selftest.cpp")
-        .include("cuda")
-        .flag_if_supported("-std=c++17")
-        .warnings(true)
-        .compile("gapscope_trace_selftest");
     emit_demos();
     nvtx_injection();
-    // Callgrind's client requests (emulated counters). Uses valgrind's headers where
-    // installed; without them the functions are no-ops that say so at run time.
-    println!("cargo:rerun-if-changed=cuda/callgrind_requests.c");
-    cc::Build::new()
-        .file("cuda/callgrind_requests.c")
-        .warnings(true)
-        .compile("gapscope_callgrind");
     // The stack sampler's self-test: a busy thread started from C (src/profile/tests.rs).
     println!("cargo:rerun-if-changed=cuda/profile_selftest.c");
     cc::Build::new()

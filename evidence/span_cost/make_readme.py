@@ -39,6 +39,7 @@ def host_line(folder):
 
 
 BENCH_COLS = [
+    ("minimal_tsc_recorder", "minimal TSC recorder"),
     ("clock_pair_floor", "span clock pair"),
     ("clock_gettime_pair", "clock_gettime pair"),
     ("process_cpu_clock_pair", "process-CPU clock pair"),
@@ -64,6 +65,14 @@ def targets(rows):
     out = []
     for _, s in rows:
         span, cabi = s["ns"].get("no_counters"), s["ns"].get("c_abi_no_counters")
+        floor = s["ns"].get("minimal_tsc_recorder")
+        if floor and span:
+            r, rc = span / floor, cabi / floor if cabi else None
+            out.append(
+                f"- {s['machine']} (`{s['revision']}`): span {fmt_ns(span)} = **{r:.2f}×** the minimal TSC "
+                f"recorder's {fmt_ns(floor)} ({'meets' if r <= 1.3 else 'misses'} ≤ 1.3×); C ABI span "
+                f"{fmt_ns(cabi)} = {rc:.2f}× it" if rc else "")
+            continue
         out.append(
             f"- {s['machine']} (`{s['revision']}`): span {fmt_ns(span)} "
             f"({'meets' if span is not None and span <= 20 else 'misses'} ≤ 20 ns), C ABI span {fmt_ns(cabi)} "
@@ -123,7 +132,11 @@ the clock pair it is built from), not with an idle host's. Each row's folder has
 
 {bench_table(bench)}
 
-Against the targets (≤ 20 ns per span, ≤ 25 ns through the C ABI, on the H200 host):
+Against the target: a span without counters costs at most 1.3× the minimal TSC recorder
+measured in the same run (`rdtsc` at both ends and one (name, start, end) record pushed at
+exit; `minimal_tsc_recorder` in the bench). Runs from before that recorder was in the bench
+are held to the absolute targets they were measured against (≤ 20 ns per span, ≤ 25 ns
+through the C ABI, on the H200 host):
 
 {targets(bench)}
 

@@ -175,11 +175,37 @@ pub fn synthesis_only_notice(variant: &str, backend: &str) -> String {
     )
 }
 
+/// Largest callgrind dump read (a rep's dumps hold per-function costs: megabytes).
+const MAX_DUMP_BYTES: u64 = 512 << 20;
+
+/// Every dump callgrind wrote for process `pid` under `dir` (files
+/// `callgrind.out.<pid>.<part>-<thread>`, as the worker's `--callgrind-out-file` names
+/// them), read as every run-folder file is ([`crate::fsx`]).
+pub fn read_dumps(dir: &Path, pid: u32) -> Result<Vec<emulated::Dump>, String> {
+    let prefix = format!("callgrind.out.{pid}.");
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot list callgrind's output in {}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        // Inside the run folder: never through a link, only a regular file, capped.
+        let bytes = crate::fsx::read_no_follow(&e.path(), MAX_DUMP_BYTES)
+            .map_err(|err| format!("cannot read callgrind's output: {err}"))?;
+        let text = String::from_utf8_lossy(&bytes);
+        out.push(emulated::parse_dump(&text).map_err(|err| format!("{name}: {err}"))?);
+    }
+    out.sort_by_key(|d| d.part);
+    Ok(out)
+}
+
 /// Fills `instructions` and `branches` of the rows from the dumps the emulator wrote for
 /// this process into `dump_dir`. Every other counter stays empty: under the emulator,
 /// time-based and kernel counters measure the emulator, not the program.
 pub fn fill_counts(rows: &mut [SpanRow], dump_dir: &Path) -> Result<(), String> {
-    let dumps = emulated::read_dumps(dump_dir, std::process::id())?;
+    let dumps = read_dumps(dump_dir, std::process::id())?;
     let counts = emulated::span_counts(&dumps)?;
     let mut missing = Vec::new();
     for r in rows.iter_mut() {

@@ -177,7 +177,7 @@ fn span_around_a_known_loop_gets_the_emulators_count() {
                 .ok()
         })
         .expect("callgrind wrote files");
-    let dumps = emulated::read_dumps(dir.path(), pid).unwrap();
+    let dumps = gapscope::experiment::emulation::read_dumps(dir.path(), pid).unwrap();
     let counts = emulated::span_counts(&dumps).unwrap();
     // The emulator's own count of the loop function inside each span: the span's end
     // dump holds exactly the span (nothing nests inside it).

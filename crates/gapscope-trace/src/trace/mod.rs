@@ -32,12 +32,12 @@ pub mod process_cpu;
 pub mod selftime;
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use buffer::{Finished, OpenSpan, NO_CPU, NO_PARENT, STATE};
+use buffer::{with_state, Extra, Finished, OpenSpan, NO_CPU, NO_PARENT};
 
 use crate::counters::{self, emulated, CounterValues};
+use crate::hot;
 pub use process_cpu::{CpuSource, ProcessCpuMode};
 
 /// Nanoseconds on CLOCK_MONOTONIC (the clock behind `Instant`), from the TSC where it
@@ -174,8 +174,6 @@ pub struct SpanContext {
     pub trace: u64,
 }
 
-static COUNTERS_ON: AtomicBool = AtomicBool::new(false);
-
 /// Mirrors span enters and exits into an outside tool (NVTX ranges for Nsight Systems).
 /// Called on the span's own thread, after the span opens and after it closes.
 pub trait SpanMirror: Send + Sync {
@@ -183,22 +181,22 @@ pub trait SpanMirror: Send + Sync {
     fn exit(&self, name: &'static str);
 }
 
-static MIRROR_ON: AtomicBool = AtomicBool::new(false);
 static MIRROR: OnceLock<Box<dyn SpanMirror>> = OnceLock::new();
 
 /// Installs the process's span mirror (once; a second call is refused and returns
-/// false) and switches it on. With no mirror on, the recorder's cost is one relaxed load.
+/// false) and switches it on. With no mirror on, it costs a span nothing (its bit in the
+/// word the hot path reads anyway, [`crate::hot`]).
 pub fn set_mirror(mirror: Box<dyn SpanMirror>) -> bool {
     let installed = MIRROR.set(mirror).is_ok();
     if installed {
-        MIRROR_ON.store(true, Ordering::Release);
+        hot::set(hot::MIRROR, true);
     }
     installed
 }
 
 /// Pauses or resumes the installed mirror.
 pub fn set_mirror_enabled(on: bool) {
-    MIRROR_ON.store(on && MIRROR.get().is_some(), Ordering::Release);
+    hot::set(hot::MIRROR, on && MIRROR.get().is_some());
 }
 
 /// Sends one range named `name` to the mirror, if it is on, without recording a span
@@ -212,7 +210,7 @@ pub fn mirror_mark(name: &'static str) {
 
 #[inline]
 fn mirror() -> Option<&'static dyn SpanMirror> {
-    if MIRROR_ON.load(Ordering::Relaxed) {
+    if hot::get() & hot::MIRROR != 0 {
         MIRROR.get().map(|m| m.as_ref())
     } else {
         None
@@ -221,11 +219,11 @@ fn mirror() -> Option<&'static dyn SpanMirror> {
 
 /// Switch per-span counter collection on or off for the whole process.
 pub fn set_counters_enabled(on: bool) {
-    COUNTERS_ON.store(on, Ordering::Relaxed);
+    hot::set(hot::COUNTERS, on);
 }
 
 pub fn counters_enabled() -> bool {
-    COUNTERS_ON.load(Ordering::Relaxed)
+    hot::get() & hot::COUNTERS != 0
 }
 
 /// Interns a name so that spans can hold `&'static str` (names are few: span and
@@ -245,7 +243,7 @@ pub fn intern(name: &str) -> &'static str {
 }
 
 fn read_counters() -> Option<CounterValues> {
-    if COUNTERS_ON.load(Ordering::Relaxed) {
+    if counters_enabled() {
         counters::read_thread()
     } else {
         None
@@ -265,14 +263,15 @@ pub fn enter_with_parent(name: &'static str, parent: Option<SpanContext>) -> u64
 
 #[inline]
 fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
-    let counters_start = read_counters().map(Box::new);
-    let process_cpu_start = if process_cpu::exact() {
-        process_cpu_ns().unwrap_or(NO_CPU)
+    // Counters and exact process CPU are read before the span's start time, so the
+    // span holds as little of their reads as it can.
+    let hot = hot::get();
+    let extra = if hot & hot::EXTRAS != 0 {
+        open_extra()
     } else {
-        NO_CPU
+        None
     };
-    let (ctx, start_ns) = STATE.with(|s| {
-        let mut s = s.borrow_mut();
+    let (ctx, start_ns) = with_state(|s| {
         let id = s.new_id();
         let (parent, trace) = match parent {
             Some(ctx) => (ctx.id, ctx.trace),
@@ -282,7 +281,11 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
             },
         };
         let start_ns = now_ns();
-        let slot = s.local.len();
+        s.stack.push(OpenSpan {
+            id,
+            trace,
+            slot: s.local.len(),
+        });
         s.local.push(Finished {
             id,
             parent,
@@ -290,32 +293,68 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
             name,
             start_ns,
             end_ns: buffer::OPEN,
-            attrs: None,
-            counters: counters_start,
-            process_cpu_ns: process_cpu_start,
+            extra,
         });
-        s.stack.push(OpenSpan { id, trace, slot });
         (SpanContext { id, trace }, start_ns)
     });
     process_cpu::refresh_if_stale(start_ns);
+    if hot & (hot::MIRROR | hot::EMULATED) != 0 {
+        open_hooks(name, ctx.id);
+    }
+    ctx
+}
+
+/// What a span's opening tells the mirror and the emulator.
+#[cold]
+#[inline(never)]
+fn open_hooks(name: &'static str, id: u64) {
     if let Some(m) = mirror() {
         m.enter(name);
     }
     // Last, so that an emulated count holds as little of the recorder as possible.
     if emulated::active() {
-        emulated::boundary(ctx.id, emulated::Edge::Start);
+        emulated::boundary(id, emulated::Edge::Start);
     }
-    ctx
+}
+
+/// A span's readings at its start, where counters or exact process CPU are on.
+#[cold]
+#[inline(never)]
+fn open_extra() -> Option<Box<Extra>> {
+    let counters = read_counters();
+    let process_cpu_ns = if process_cpu::exact() {
+        process_cpu_ns().unwrap_or(NO_CPU)
+    } else {
+        NO_CPU
+    };
+    Some(Box::new(Extra {
+        attrs: Vec::new(),
+        counters,
+        process_cpu_ns,
+    }))
 }
 
 /// Closes span `id` on this thread. Spans closed out of order are still closed; an id
 /// that is not open on this thread is ignored (and reported as `false`).
 #[inline]
 pub fn exit(id: u64) -> bool {
-    if emulated::active() {
+    let hot = hot::get();
+    if hot & hot::EMULATED != 0 {
         emulated::boundary(id, emulated::Edge::End);
     }
     let end_ns = now_ns();
+    if hot & hot::EXTRAS != 0 {
+        return exit_with_extras(id, end_ns);
+    }
+    process_cpu::refresh_if_stale(end_ns);
+    close(id, end_ns, hot, |_| {})
+}
+
+/// [`exit`] where counters or exact process CPU are on: their readings at the end, and
+/// the span's differences.
+#[cold]
+#[inline(never)]
+fn exit_with_extras(id: u64, end_ns: u64) -> bool {
     let end_counters = read_counters();
     let end_cpu = if process_cpu::exact() {
         process_cpu_ns()
@@ -323,44 +362,67 @@ pub fn exit(id: u64) -> bool {
         None
     };
     process_cpu::refresh_if_stale(end_ns);
-    STATE.with(|s| {
-        let mut s = s.borrow_mut();
-        let open = if s.stack.last().is_some_and(|o| o.id == id) {
-            s.stack.pop().expect("checked")
-        } else {
-            match s.stack.iter().rposition(|o| o.id == id) {
-                Some(p) => s.stack.remove(p),
-                None => return false,
-            }
-        };
-        let f = &mut s.local[open.slot];
-        f.end_ns = end_ns;
-        f.counters = match (f.counters.take(), end_counters) {
-            (Some(a), Some(b)) => Some(Box::new(b.delta_since(&a))),
+    close(id, end_ns, hot::get(), |x| {
+        x.counters = match (x.counters.take(), end_counters) {
+            (Some(a), Some(b)) => Some(b.delta_since(&a)),
             _ => None,
         };
-        f.process_cpu_ns = match end_cpu {
-            Some(b) if f.process_cpu_ns != NO_CPU => b.saturating_sub(f.process_cpu_ns),
+        x.process_cpu_ns = match end_cpu {
+            Some(b) if x.process_cpu_ns != NO_CPU => b.saturating_sub(x.process_cpu_ns),
             _ => NO_CPU,
         };
-        let name = f.name;
-        if s.stack.is_empty() {
-            s.publish();
-        }
-        if let Some(m) = mirror() {
-            m.exit(name);
-        }
-        true
     })
+}
+
+/// Finishes the record of span `id` at `end_ns` (`finish` completes its extras, if it
+/// has any), publishing the thread's records when it was the outermost open span.
+#[inline(always)]
+fn close(id: u64, end_ns: u64, hot: u8, finish: impl FnOnce(&mut Extra)) -> bool {
+    let closed = with_state(
+        #[inline(always)]
+        |s| {
+            let slot = match s.stack.last() {
+                Some(top) if top.id == id => {
+                    let slot = top.slot;
+                    s.stack.pop();
+                    slot
+                }
+                _ => match s.stack.iter().rposition(|o| o.id == id) {
+                    Some(p) => s.stack.remove(p).slot,
+                    None => return None,
+                },
+            };
+            let f = &mut s.local[slot];
+            f.end_ns = end_ns;
+            if let Some(x) = f.extra.as_deref_mut() {
+                finish(x);
+            }
+            let name = f.name;
+            if s.stack.is_empty() {
+                s.publish();
+            }
+            Some(name)
+        },
+    );
+    match closed {
+        Some(name) => {
+            if hot & hot::MIRROR != 0 {
+                if let Some(m) = mirror() {
+                    m.exit(name);
+                }
+            }
+            true
+        }
+        None => false,
+    }
 }
 
 /// Sets an attribute on an open span of this thread; `false` if it is not open here.
 pub fn set_attr(id: u64, key: &'static str, value: AttrValue) -> bool {
-    STATE.with(|s| {
-        let mut s = s.borrow_mut();
-        match s.stack.iter().rev().find(|o| o.id == id).map(|o| o.slot) {
+    with_state(
+        |s| match s.stack.iter().rev().find(|o| o.id == id).map(|o| o.slot) {
             Some(slot) => {
-                let attrs = s.local[slot].attrs.get_or_insert_with(Default::default);
+                let attrs = &mut s.local[slot].extra_mut().attrs;
                 match attrs.iter_mut().find(|(k, _)| *k == key) {
                     Some(slot) => slot.1 = value,
                     None => attrs.push((key, value)),
@@ -368,14 +430,14 @@ pub fn set_attr(id: u64, key: &'static str, value: AttrValue) -> bool {
                 true
             }
             None => false,
-        }
-    })
+        },
+    )
 }
 
 /// The innermost open span of this thread.
 pub fn current() -> Option<SpanContext> {
-    STATE.with(|s| {
-        s.borrow().stack.last().map(|o| SpanContext {
+    with_state(|s| {
+        s.stack.last().map(|o| SpanContext {
             id: o.id,
             trace: o.trace,
         })
@@ -387,25 +449,28 @@ pub fn current() -> Option<SpanContext> {
 /// trace's spans are complete once its root has closed and its workers are idle).
 pub fn drain_trace(trace: u64) -> Vec<SpanRecord> {
     // This thread may hold unpublished spans under a still-open outer span.
-    STATE.with(|s| s.borrow_mut().publish());
+    with_state(|s| s.publish());
     let mut out = Vec::new();
     let mut reg = buffer::registry().lock().unwrap_or_else(|e| e.into_inner());
     for buf in reg.iter() {
         let mine = buffer::take_trace(buf, trace);
-        out.extend(mine.into_iter().map(|f| SpanRecord {
-            id: f.id,
-            parent: (f.parent != NO_PARENT).then_some(f.parent),
-            trace: f.trace,
-            name: f.name,
-            thread_id: buf.thread_id,
-            thread_name: buf.thread_name.clone(),
-            start_ns: f.start_ns,
-            end_ns: f.end_ns,
-            attrs: f.attrs.map(|a| *a).unwrap_or_default(),
-            counters: f.counters.map(|c| *c),
-            process_cpu_ns: (f.process_cpu_ns != NO_CPU).then_some(f.process_cpu_ns),
-            process_cpu_source: None,
-            process_cpu_interpolated_ns: None,
+        out.extend(mine.into_iter().map(|f| {
+            let x = f.extra.map(|x| *x).unwrap_or_else(Extra::empty);
+            SpanRecord {
+                id: f.id,
+                parent: (f.parent != NO_PARENT).then_some(f.parent),
+                trace: f.trace,
+                name: f.name,
+                thread_id: buf.thread_id,
+                thread_name: buf.thread_name.clone(),
+                start_ns: f.start_ns,
+                end_ns: f.end_ns,
+                attrs: x.attrs,
+                counters: x.counters,
+                process_cpu_ns: (x.process_cpu_ns != NO_CPU).then_some(x.process_cpu_ns),
+                process_cpu_source: None,
+                process_cpu_interpolated_ns: None,
+            }
         }));
     }
     // Buffers of exited threads that hold nothing are no longer needed.

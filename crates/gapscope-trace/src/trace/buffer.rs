@@ -1,16 +1,16 @@
 //! The recorder's storage: each thread's stack of open spans, its finished spans, and
 //! the per-thread buffers that [`super::drain_trace`] empties.
 //!
-//! The layout serves the hot path ([`super::open`], [`super::exit`]): a span's 80-byte
+//! The layout serves the hot path ([`super::open`], [`super::exit`]): a span's 64-byte
 //! record is appended once, when it opens, to a vector that keeps its capacity across
-//! publications, and finished in place when it closes; the stack of open spans holds 24
-//! bytes per span (its id, trace and the record's place), and draining removes a trace's
-//! spans in place, so that a thread that records steadily stops allocating (and stops
-//! touching fresh pages) after its first traces. Absent values are sentinels rather than
-//! `Option`s (ids start at [`ID_BLOCK`], so 0 is never a span), attributes and counter
-//! starts live behind one pointer each, since most spans have neither.
+//! publications, and finished in place when it closes; the stack of open spans holds
+//! each one's place in that vector, and draining removes a trace's spans in place, so
+//! that a thread that records steadily stops allocating (and stops touching fresh pages)
+//! after its first traces. Absent values are sentinels rather than `Option`s (ids start
+//! at [`ID_BLOCK`], so 0 is never a span); attributes, counters and exact process CPU
+//! live behind one pointer ([`Extra`]), null for the spans that have none.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -22,10 +22,11 @@ pub(super) const NO_PARENT: u64 = 0;
 /// No process CPU reading.
 pub(super) const NO_CPU: u64 = u64::MAX;
 
-pub(super) type Attrs = Option<Box<Vec<(&'static str, AttrValue)>>>;
+/// `end_ns` of a record whose span is still open.
+pub(super) const OPEN: u64 = u64::MAX;
 
-/// An open span on a thread's stack: where its record is in [`ThreadState::local`]. The
-/// record itself is written once, when the span opens, and finished in place.
+/// An open span on a thread's stack (what a child and the span's exit need without
+/// reading its record).
 #[derive(Clone, Copy)]
 pub(super) struct OpenSpan {
     pub id: u64,
@@ -33,11 +34,30 @@ pub(super) struct OpenSpan {
     pub slot: usize,
 }
 
-/// `end_ns` of a record whose span is still open.
-pub(super) const OPEN: u64 = u64::MAX;
+/// What a span carries beyond its times: attributes, counters, exact process CPU. Most
+/// spans have none of it, so it lives behind one pointer that stays null for them.
+#[derive(Default)]
+pub(super) struct Extra {
+    pub attrs: Vec<(&'static str, AttrValue)>,
+    /// While open: the counters at the start (counters on); then their delta.
+    pub counters: Option<CounterValues>,
+    /// Exact mode only, while open: the reading at the start; then the two reads'
+    /// difference. [`NO_CPU`] otherwise.
+    pub process_cpu_ns: u64,
+}
 
-/// A span's record, written when it opens and finished in place when it closes; thread
-/// information is attached at drain time.
+impl Extra {
+    pub fn empty() -> Extra {
+        Extra {
+            attrs: Vec::new(),
+            counters: None,
+            process_cpu_ns: NO_CPU,
+        }
+    }
+}
+
+/// A span's 64-byte record, written when it opens and finished in place when it closes;
+/// thread information is attached at drain time.
 pub(super) struct Finished {
     pub id: u64,
     pub parent: u64,
@@ -46,12 +66,14 @@ pub(super) struct Finished {
     pub start_ns: u64,
     /// [`OPEN`] while the span is open.
     pub end_ns: u64,
-    pub attrs: Attrs,
-    /// While open: the counters at the start (counters on); then their delta.
-    pub counters: Option<Box<CounterValues>>,
-    /// Exact mode only, while open: the reading at the start; then the two reads'
-    /// difference. [`NO_CPU`] otherwise.
-    pub process_cpu_ns: u64,
+    pub extra: Option<Box<Extra>>,
+}
+
+impl Finished {
+    /// The span's extras, made on first use.
+    pub fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(|| Box::new(Extra::empty()))
+    }
 }
 
 /// Finished spans of one thread, visible to [`super::drain_trace`].
@@ -64,7 +86,8 @@ pub(super) struct SharedBuffer {
 pub(super) type Buffer = Arc<SharedBuffer>;
 
 pub(super) struct ThreadState {
-    /// Open spans, innermost last; their `slot`s increase from bottom to top.
+    /// The open spans, innermost last: their ids, traces and where their records are in
+    /// `local` (increasing).
     pub stack: Vec<OpenSpan>,
     /// Records of this thread's spans not yet published, open ones included; moved to
     /// `shared` whenever the stack empties, so the hot path takes no lock while spans
@@ -85,7 +108,45 @@ pub(super) fn registry() -> &'static Mutex<Vec<Buffer>> {
 }
 
 thread_local! {
-    pub(super) static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
+    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
+    /// Where this thread's [`STATE`] lives once it exists: read with no lazy-init check
+    /// and no call (a constant-initialised thread-local without a destructor is a plain
+    /// load from the thread's block), so a span's two visits to its thread's state cost
+    /// what a minimal recorder's one does. Cleared when the state is destroyed.
+    static STATE_PTR: Cell<*const RefCell<ThreadState>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` on this thread's recorder state.
+///
+/// # Panics
+/// During or after the destruction of the thread's locals, like any thread-local.
+#[inline(always)]
+pub(super) fn with_state<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
+    let mut p = STATE_PTR.get();
+    if p.is_null() {
+        p = state_slow();
+    }
+    // SAFETY: a non-null STATE_PTR points at this thread's STATE, which lives until the
+    // thread's locals are destroyed; its Drop clears STATE_PTR first. The RefCell still
+    // guards against a second borrow.
+    let cell = unsafe { &*p };
+    f(&mut cell.borrow_mut())
+}
+
+#[cold]
+#[inline(never)]
+fn state_slow() -> *const RefCell<ThreadState> {
+    STATE.with(|s| {
+        let p: *const RefCell<ThreadState> = s;
+        STATE_PTR.set(p);
+        p
+    })
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        STATE_PTR.set(std::ptr::null());
+    }
 }
 
 impl ThreadState {

@@ -1,5 +1,5 @@
 /* valgrind's callgrind client requests, behind plain functions the Rust side calls
- * (src/counters/emulated.rs). The requests are the macros of valgrind's own headers
+ * (src/counters/emulated.rs of this crate). The requests are the macros of valgrind's own headers
  * (valgrind/valgrind.h, valgrind/callgrind.h), found on the build machine; without them
  * every function here is a no-op and gapscope_cg_built() says 0, so emulated counters
  * are reported unavailable with an install hint instead of silently reading zero.

@@ -25,7 +25,9 @@
 //! no interpolated value. A span whose start fell out of it gets no value.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::hot;
 use std::sync::Mutex;
 
 /// A span boundary this long after the last sample takes a sample itself: twice the
@@ -73,10 +75,6 @@ impl CpuSource {
     }
 }
 
-static EXACT: AtomicBool = AtomicBool::new(false);
-/// Set when the keeper could not start: then no samples come, and spans read exactly.
-static NO_SAMPLES: AtomicBool = AtomicBool::new(false);
-
 /// Samples kept: 35 minutes at 1 kHz.
 pub const MAX_SAMPLES: usize = 1 << 21;
 
@@ -85,7 +83,7 @@ static SERIES: Mutex<VecDeque<(u64, u64)>> = Mutex::new(VecDeque::new());
 
 /// Chooses how spans opened from now on get their process CPU time.
 pub fn set_mode(mode: ProcessCpuMode) {
-    EXACT.store(mode == ProcessCpuMode::Exact, Ordering::Relaxed);
+    hot::set(hot::EXACT_CPU, mode == ProcessCpuMode::Exact);
 }
 
 /// The mode spans opened now use.
@@ -99,11 +97,11 @@ pub fn mode() -> ProcessCpuMode {
 
 #[inline]
 pub(super) fn exact() -> bool {
-    EXACT.load(Ordering::Relaxed) || NO_SAMPLES.load(Ordering::Relaxed)
+    hot::get() & (hot::EXACT_CPU | hot::NO_SAMPLES) != 0
 }
 
 pub(super) fn keeper_missing() {
-    NO_SAMPLES.store(true, Ordering::Relaxed);
+    hot::set(hot::NO_SAMPLES, true);
 }
 
 /// Reads the process CPU clock once into the series, at the midpoint of two span-clock

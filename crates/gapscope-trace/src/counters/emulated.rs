@@ -17,8 +17,9 @@
 //! nothing; a build without valgrind's headers says so through [`built`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::hot;
 
 extern "C" {
     fn gapscope_cg_built() -> i32;
@@ -31,7 +32,6 @@ extern "C" {
 pub const LABEL_PREFIX: &str = "gapscope-span";
 
 static ARMED: AtomicBool = AtomicBool::new(false);
-static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// Whether this build carries callgrind's client requests (valgrind's headers were found
 /// when it was compiled).
@@ -78,7 +78,7 @@ pub const INSTALL_HINT: &str =
 /// Whether span boundaries are being sent to the emulator now.
 #[inline]
 pub fn active() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
+    hot::get() & hot::EMULATED != 0
 }
 
 /// Which end of a span a dump marks.
@@ -140,7 +140,7 @@ impl RepWindow {
         if on {
             // SAFETY: a client request; valgrind is running (checked by `arm`).
             unsafe { gapscope_cg_instrument(1) };
-            ACTIVE.store(true, Ordering::Release);
+            hot::set(hot::EMULATED, true);
         }
         RepWindow { on }
     }
@@ -149,7 +149,7 @@ impl RepWindow {
 impl Drop for RepWindow {
     fn drop(&mut self) {
         if self.on {
-            ACTIVE.store(false, Ordering::Release);
+            hot::set(hot::EMULATED, false);
             // SAFETY: as in `open`.
             unsafe { gapscope_cg_instrument(0) };
         }
@@ -230,32 +230,6 @@ pub fn parse_dump(text: &str) -> Result<Dump, String> {
         trigger,
         totals: events.into_iter().zip(totals).collect(),
     })
-}
-
-/// Largest callgrind dump read (a rep's dumps hold per-function costs: megabytes).
-const MAX_DUMP_BYTES: u64 = 512 << 20;
-
-/// Every dump callgrind wrote for process `pid` under `dir` (files
-/// `callgrind.out.<pid>.<part>-<thread>`, as the worker's `--callgrind-out-file` names
-/// them).
-pub fn read_dumps(dir: &Path, pid: u32) -> Result<Vec<Dump>, String> {
-    let prefix = format!("callgrind.out.{pid}.");
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot list callgrind's output in {}: {e}", dir.display()))?;
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(&prefix) {
-            continue;
-        }
-        // Inside the run folder: never through a link, only a regular file, capped.
-        let bytes = crate::fsx::read_no_follow(&e.path(), MAX_DUMP_BYTES)
-            .map_err(|err| format!("cannot read callgrind's output: {err}"))?;
-        let text = String::from_utf8_lossy(&bytes);
-        out.push(parse_dump(&text).map_err(|err| format!("{name}: {err}"))?);
-    }
-    out.sort_by_key(|d| d.part);
-    Ok(out)
 }
 
 /// Instructions and branches a span executed on its own thread.
