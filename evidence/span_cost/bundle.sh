@@ -11,7 +11,7 @@ rev=$(git rev-parse --short=12 HEAD)
 if ! git diff --quiet HEAD -- src benches crates Cargo.toml Cargo.lock build.rs; then
     rev="$rev-dirty"
 fi
-exes=$(cargo bench --bench span_overhead --bench clock_check --no-run --message-format=json \
+exes=$(cargo bench -p gapscope-trace --bench span_overhead -p gapscope --bench clock_check --no-run --message-format=json \
     | python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -18,7 +18,7 @@ use assert_cmd::cargo::CommandCargoExt;
 use gapscope::counters::emulated;
 
 extern "C" {
-    /// cuda/trace_selftest.cpp: spans `known_loop_empty` around the loop of 0 iterations
+    /// crates/gapscope-trace/native/trace_selftest.cpp: spans `known_loop_empty` around the loop of 0 iterations
     /// and `known_loop` around the loop of `n` iterations.
     fn gapscope_selftest_loop_spans(n: u64) -> u64;
 }

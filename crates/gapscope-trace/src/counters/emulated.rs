@@ -13,7 +13,7 @@
 //! and indirect branches executed) for branches.
 //!
 //! The client requests are valgrind's own macros, compiled by build.rs into
-//! cuda/callgrind_requests.c. Outside valgrind they cost a few instructions and do
+//! native/callgrind_requests.c. Outside valgrind they cost a few instructions and do
 //! nothing; a build without valgrind's headers says so through [`built`].
 
 use std::collections::BTreeMap;

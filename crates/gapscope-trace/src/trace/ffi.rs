@@ -181,10 +181,10 @@ mod tests {
     use super::super::{drain_trace, Span, SpanRecord};
 
     extern "C" {
-        /// In `cuda/trace_selftest.cpp`: opens `cpp_outer`, calls back into Rust (which
+        /// In `native/trace_selftest.cpp`: opens `cpp_outer`, calls back into Rust (which
         /// opens `rust_callback`), opens `cpp_inner` inside the callback's span, returns.
         fn gapscope_selftest_nested(cb: extern "C" fn()) -> i32;
-        /// In `cuda/trace_selftest.cpp`: opens `cpp_parent`, and `cpp_worker` under it on
+        /// In `native/trace_selftest.cpp`: opens `cpp_parent`, and `cpp_worker` under it on
         /// a thread of its own.
         fn gapscope_selftest_thread() -> i32;
     }
