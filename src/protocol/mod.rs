@@ -222,13 +222,33 @@ impl Parser {
         self.budget.as_ref().is_some_and(|b| b.exhausted())
     }
 
-    /// Feeds one line (without its newline). Returns whether it was a protocol line
+    /// Feeds one line (without its newline). Returns whether it held a protocol line
     /// (well-formed or not); other lines are the program's own output.
+    ///
+    /// Threads that write a line and its newline in two writes (Python's `print` does)
+    /// can run two lines together (`@gapscope1 X …a@gapscope1 X …b`), or put one after
+    /// output of their own; so every occurrence of [`PREFIX`] starts a protocol line,
+    /// ended by the next one or by the newline.
     pub fn feed(&mut self, line: &[u8]) -> bool {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(rest) = line.strip_prefix(PREFIX) else {
-            return false;
-        };
+        let mut starts = line
+            .windows(PREFIX.len())
+            .enumerate()
+            .filter(|(_, w)| *w == PREFIX)
+            .map(|(i, _)| i)
+            .peekable();
+        let mut any = false;
+        while let Some(at) = starts.next() {
+            let end = starts.peek().copied().unwrap_or(line.len());
+            self.feed_one(&line[at..end]);
+            any = true;
+        }
+        any
+    }
+
+    /// One protocol line, [`PREFIX`] first.
+    fn feed_one(&mut self, line: &[u8]) {
+        let rest = &line[PREFIX.len()..];
         self.seq += 1;
         match std::str::from_utf8(rest)
             .map_err(|_| "not UTF-8".to_string())
@@ -237,7 +257,6 @@ impl Parser {
             Ok(l) => self.apply(l),
             Err(why) => self.unparseable(line, &why),
         }
-        true
     }
 
     /// A line longer than [`MAX_LINE`] was cut short; `head` is its beginning.

@@ -40,6 +40,31 @@ fn ordinary_output_is_ignored_and_garbage_after_the_prefix_is_counted() {
 }
 
 #[test]
+fn lines_run_together_by_two_threads_or_after_output_are_each_read() {
+    // Two threads that each write a line and then its newline (Python's print) can put
+    // both lines on one; a line can also follow output that had no newline yet.
+    let input = b"@gapscope1 X 7 100 30 work_thread@gapscope1 X 8 90 20 main_part\n\n\
+        step 3 of 5 ...@gapscope1 X 8 200 5 tail n=2\n\
+        no protocol here\n";
+    let (spans, c, _) = parse_all(input, 1000);
+    assert_eq!(c.unparseable, 0);
+    assert_eq!(c.protocol_lines, 3);
+    let mut names: Vec<_> = spans
+        .iter()
+        .map(|s| (s.name.as_str(), s.start_ns, s.end_ns))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("main_part", 90, 110),
+            ("tail", 200, 205),
+            ("work_thread", 100, 130)
+        ]
+    );
+}
+
+#[test]
 fn interleaved_threads_nest_per_thread() {
     let input = b"@gapscope1 B 1 10 outer\n\
         @gapscope1 B 2 11 worker\n\
