@@ -11,11 +11,21 @@
  *   still open when the program exits is written then, marked nvtx_open_at_exit=1.
  * - marks: a zero-length X line.
  *
- * Times are CLOCK_MONOTONIC (gapscope's span clock), thread ids gettid(); B and E lines
- * carry the process's CPU time (process_cpu_at_ns). A domain range has attribute
- * nvtx_domain, a payload attribute payload, a category attribute category. Each line is
- * one write(2) of at most 4096 bytes. In a forked child, the parent's open ranges are
- * forgotten (the child's own are reported with its thread ids).
+ * Times are CLOCK_MONOTONIC (gapscope's span clock), thread ids gettid(). With
+ * GAPSCOPE_NVTX_CPU=exact, B and E lines carry the process's CPU time
+ * (process_cpu_at_ns); by default they do not (the clock is a system call, two per
+ * range) and gapscope interpolates each range's CPU time from its own readings of the
+ * program's CPU clock. A domain range has attribute nvtx_domain, a payload attribute
+ * payload, a category attribute category.
+ *
+ * Lines are kept per thread and written in batches (one write(2) of at most 4096 bytes,
+ * whole lines only, so threads' lines never mix): when the next line would not fit, when
+ * the batch's first line is 50 ms old at the next line, when the thread exits, and at
+ * process exit (atexit). Their times are taken when the range opens and closes, so a
+ * batch's delay moves no span. Lines still kept when the process dies by a signal,
+ * `_exit`s or `exec`s are lost. In a forked child, the parent's open ranges and kept
+ * lines are forgotten (the child's own are reported with its thread ids), and the
+ * child writes each line at once, since a child commonly leaves by `_exit`.
  *
  * The ABI used is NVTX v3's injection interface: the exported InitializeInjectionNvtx2
  * receives a function that hands out export tables; table 1 (callbacks) gives each
@@ -122,7 +132,28 @@ typedef struct {
     char attrs[256];
 } gs_range;
 
+/* One thread's kept lines; every buffer is on gs_bufs so that exit can write them. */
+typedef struct gs_buf {
+    pthread_mutex_t lock; /* the owner's appends against exit's flush */
+    struct gs_buf *next;
+    uint64_t first_ns; /* when the oldest kept line was made */
+    size_t len;
+    char data[GS_MAX_LINE];
+} gs_buf;
+
+/* A batch this old is written with its thread's next line. */
+#define GS_BATCH_AGE_NS 50000000ull
+
 static int gs_fd = -1;
+static int gs_exact_cpu;
+/* Lines written one by one, unbatched: in a forked child, which commonly leaves by
+ * _exit and would lose a batch. */
+static int gs_unbatched;
+static pthread_mutex_t gs_bufs_lock = PTHREAD_MUTEX_INITIALIZER;
+static gs_buf *gs_bufs;
+static pthread_key_t gs_buf_key;
+static __thread gs_buf *gs_my_buf;
+static __thread uint64_t gs_my_tid;
 static _Atomic uint64_t gs_next_range = 1;
 static pthread_mutex_t gs_ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 static gs_range gs_ranges[GS_OPEN_RANGES];
@@ -135,14 +166,90 @@ static uint64_t gs_clock(clockid_t c) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t gs_tid(void) { return (uint64_t)syscall(SYS_gettid); }
+/* The calling thread's id, asked of the kernel once per thread. */
+static uint64_t gs_tid(void) {
+    if (!gs_my_tid) gs_my_tid = (uint64_t)syscall(SYS_gettid);
+    return gs_my_tid;
+}
 
-static void gs_write(const char *line, size_t len) {
+/* Writes a buffer's lines (its lock held). One write of whole lines: lines of different
+ * threads never mix. Errors are ignored (measuring must never break the program). */
+static void gs_flush_locked(gs_buf *b) {
+    if (b->len) {
+        ssize_t w = write(gs_fd, b->data, b->len);
+        (void)w;
+        b->len = 0;
+    }
+}
+
+/* A thread's end (its key's destructor): its lines out, its buffer gone. */
+static void gs_thread_done(void *p) {
+    gs_buf *b = p;
+    pthread_mutex_lock(&gs_bufs_lock);
+    for (gs_buf **q = &gs_bufs; *q; q = &(*q)->next)
+        if (*q == b) {
+            *q = b->next;
+            break;
+        }
+    pthread_mutex_unlock(&gs_bufs_lock);
+    pthread_mutex_lock(&b->lock);
+    gs_flush_locked(b);
+    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+    gs_my_buf = NULL;
+}
+
+/* The calling thread's buffer, made on its first line; NULL without memory. */
+static gs_buf *gs_buffer(void) {
+    if (gs_my_buf) return gs_my_buf;
+    gs_buf *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_mutex_lock(&gs_bufs_lock);
+    b->next = gs_bufs;
+    gs_bufs = b;
+    pthread_mutex_unlock(&gs_bufs_lock);
+    pthread_setspecific(gs_buf_key, b);
+    gs_my_buf = b;
+    return b;
+}
+
+/* Keeps one line (made at `now_ns`) in the thread's batch, writing the batch first
+ * where the line would not fit and after where the batch has grown old. */
+static void gs_write(const char *line, size_t len, uint64_t now_ns) {
     if (gs_fd < 0 || len == 0 || len > GS_MAX_LINE) return;
-    /* One write: lines of different threads never mix. Errors are ignored (measuring
-     * must never break the program). */
-    ssize_t w = write(gs_fd, line, len);
-    (void)w;
+    gs_buf *b = gs_unbatched ? NULL : gs_buffer();
+    if (!b) {
+        ssize_t w = write(gs_fd, line, len);
+        (void)w;
+        return;
+    }
+    pthread_mutex_lock(&b->lock);
+    if (b->len + len > sizeof b->data) gs_flush_locked(b);
+    if (b->len == 0) b->first_ns = now_ns;
+    memcpy(b->data + b->len, line, len);
+    b->len += len;
+    if (now_ns - b->first_ns >= GS_BATCH_AGE_NS) gs_flush_locked(b);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Every thread's kept lines, written now (at exit). */
+static void gs_flush_all(void) {
+    pthread_mutex_lock(&gs_bufs_lock);
+    for (gs_buf *b = gs_bufs; b; b = b->next) {
+        pthread_mutex_lock(&b->lock);
+        gs_flush_locked(b);
+        pthread_mutex_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&gs_bufs_lock);
+}
+
+/* " process_cpu_at_ns=N" where exact process CPU was asked for, else nothing. */
+static void gs_cpu_field(char *out, size_t cap) {
+    out[0] = 0;
+    if (gs_exact_cpu)
+        snprintf(out, cap, " process_cpu_at_ns=%llu", (unsigned long long)gs_clock(CLOCK_PROCESS_CPUTIME_ID));
 }
 
 /* Copies `s` as a protocol word: spaces, controls and '=' become '_'. */
@@ -196,11 +303,13 @@ static void gs_describe(const gs_event_attributes *a, const gs_name *domain, cha
 /* ---- push / pop */
 
 static int gs_push(const char *name, const char *attrs, const gs_name *domain) {
-    char line[GS_MAX_LINE];
-    uint64_t tid = gs_tid(), t = gs_clock(CLOCK_MONOTONIC), cpu = gs_clock(CLOCK_PROCESS_CPUTIME_ID);
-    int n = snprintf(line, sizeof line, "@gapscope1 B %llu %llu %s process_cpu_at_ns=%llu%s\n",
-                     (unsigned long long)tid, (unsigned long long)t, name, (unsigned long long)cpu, attrs);
-    if (n > 0 && n < (int)sizeof line) gs_write(line, (size_t)n);
+    char line[GS_MAX_LINE], cpu[48];
+    uint64_t tid = gs_tid();
+    gs_cpu_field(cpu, sizeof cpu);
+    uint64_t t = gs_clock(CLOCK_MONOTONIC);
+    int n = snprintf(line, sizeof line, "@gapscope1 B %llu %llu %s%s%s\n", (unsigned long long)tid,
+                     (unsigned long long)t, name, cpu, attrs);
+    if (n > 0 && n < (int)sizeof line) gs_write(line, (size_t)n, t);
     if (gs_depth < GS_DEPTH) {
         snprintf(gs_stack[gs_depth].name, sizeof gs_stack[gs_depth].name, "%s", name);
         snprintf(gs_stack[gs_depth].domain, sizeof gs_stack[gs_depth].domain, "%s", domain ? domain->text : "");
@@ -213,13 +322,12 @@ static int gs_pop(const gs_name *domain) {
     if (gs_depth <= 0) return -1;
     gs_depth--;
     if (gs_depth >= GS_DEPTH) return gs_depth; /* deeper than we keep: no name to close */
-    char line[GS_MAX_LINE];
-    uint64_t cpu = gs_clock(CLOCK_PROCESS_CPUTIME_ID);
-    uint64_t tid = gs_tid(), t = gs_clock(CLOCK_MONOTONIC);
-    int n = snprintf(line, sizeof line, "@gapscope1 E %llu %llu %s process_cpu_at_ns=%llu\n",
-                     (unsigned long long)tid, (unsigned long long)t, gs_stack[gs_depth].name,
-                     (unsigned long long)cpu);
-    if (n > 0 && n < (int)sizeof line) gs_write(line, (size_t)n);
+    char line[GS_MAX_LINE], cpu[48];
+    uint64_t t = gs_clock(CLOCK_MONOTONIC);
+    gs_cpu_field(cpu, sizeof cpu);
+    int n = snprintf(line, sizeof line, "@gapscope1 E %llu %llu %s%s\n", (unsigned long long)gs_tid(),
+                     (unsigned long long)t, gs_stack[gs_depth].name, cpu);
+    if (n > 0 && n < (int)sizeof line) gs_write(line, (size_t)n, t);
     return gs_depth;
 }
 
@@ -253,7 +361,7 @@ static void gs_range_line(const gs_range *r, uint64_t end_ns, const char *extra)
     int n = snprintf(line, sizeof line, "@gapscope1 X %llu %llu %llu %s%s%s\n", (unsigned long long)r->tid,
                      (unsigned long long)r->start_ns, (unsigned long long)(end_ns - r->start_ns), r->name,
                      r->attrs, extra);
-    if (n > 0 && n < (int)sizeof line) gs_write(line, (size_t)n);
+    if (n > 0 && n < (int)sizeof line) gs_write(line, (size_t)n, end_ns);
 }
 
 static uint64_t gs_start(const char *name, const char *attrs) {
@@ -369,13 +477,22 @@ static void gs_at_exit(void) {
         }
     }
     pthread_mutex_unlock(&gs_ranges_lock);
+    gs_flush_all();
 }
 
 static void gs_in_forked_child(void) {
-    /* The parent's ranges are the parent's: the child reports only its own. */
+    /* The parent's ranges and kept lines are the parent's (it writes them): the child
+     * reports only its own. The buffers of the parent's other threads are not the
+     * child's to free; the list starts again. */
     gs_depth = 0;
     pthread_mutex_init(&gs_ranges_lock, NULL);
     memset(gs_ranges, 0, sizeof gs_ranges);
+    pthread_mutex_init(&gs_bufs_lock, NULL);
+    gs_bufs = NULL;
+    gs_my_buf = NULL;
+    gs_my_tid = 0;
+    pthread_setspecific(gs_buf_key, NULL);
+    gs_unbatched = 1;
 }
 
 static void gs_set(gs_table t, unsigned int size, unsigned int slot, gs_fn f) {
@@ -386,6 +503,9 @@ __attribute__((visibility("default"))) int InitializeInjectionNvtx2(gs_get_expor
     const char *fd = getenv("GAPSCOPE_SPAN_FD");
     if (!fd || atoi(fd) <= 2 || !get) return 0; /* not under gapscope: NVTX stays off */
     gs_fd = atoi(fd);
+    const char *cpu = getenv("GAPSCOPE_NVTX_CPU");
+    gs_exact_cpu = cpu && strcmp(cpu, "exact") == 0;
+    if (pthread_key_create(&gs_buf_key, gs_thread_done) != 0) return 0;
     const gs_callbacks_table *cb = (const gs_callbacks_table *)get(GS_ETID_CALLBACKS);
     if (!cb || cb->struct_size < sizeof(gs_callbacks_table) || !cb->get_module_function_table) return 0;
     gs_table t = NULL;

@@ -5,7 +5,7 @@
 //!
 //! The native recorder measures itself at the start of every run (meta.json's
 //! `recorder.span_cost_ns`); the other paths' costs are benchmark results, given here
-//! with the machine and the command they came from, or marked unmeasured.
+//! with the machine and the command they came from.
 
 /// How a span reached gapscope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +66,8 @@ impl Via {
             .unwrap_or(Via::Native)
     }
 
-    /// The measured cost of one span on this path; `None` where it was not measured
-    /// (and [`Via::Native`], whose cost each run measures itself).
+    /// The measured cost of one span on this path; `None` for [`Via::Native`], whose
+    /// cost each run measures itself.
     pub fn measured_cost(self) -> Option<PathCost> {
         match self {
             // evidence/tracing_overhead: CPU time of the process per span, registry
@@ -84,7 +84,22 @@ impl Via {
                 measured: "CPU time per gapscope-emit Scope on the 2-core VM, `cargo bench -p \
                            gapscope-tracing --bench layer_overhead` (cpu/emit_scope)",
             }),
-            Via::Native | Via::Nvtx | Via::LogLines => None,
+            // evidence/capture_cost: a push and a pop through gapscope's injection
+            // library, lines batched per thread, process CPU interpolated (the default).
+            Via::Nvtx => Some(PathCost {
+                per_span_ns: 670.0,
+                measured: "CPU time per NVTX push and pop on the 2-core VM, lines batched, \
+                           `evidence/capture_cost/run.sh` (nvtx_gapscope; 2.29 µs with \
+                           GAPSCOPE_NVTX_CPU=exact)",
+            }),
+            // evidence/capture_cost: a begin and an end line with a time of day, printed
+            // line-buffered to a pipe, what a program's own timing lines cost it.
+            Via::LogLines => Some(PathCost {
+                per_span_ns: 1843.2,
+                measured: "CPU time per pair of timed log lines printed line-buffered on the \
+                           2-core VM, `evidence/capture_cost/run.sh` (log_lines)",
+            }),
+            Via::Native => None,
         }
     }
 }
@@ -107,6 +122,8 @@ mod tests {
         assert_eq!(Via::of_row_attrs(r#"{"via":"other"}"#), Via::Native);
         assert!(Via::Tracing.measured_cost().is_some());
         assert!(Via::Protocol.measured_cost().is_some());
-        assert!(Via::Nvtx.measured_cost().is_none());
+        assert!(Via::Nvtx.measured_cost().is_some());
+        assert!(Via::LogLines.measured_cost().is_some());
+        assert!(Via::Native.measured_cost().is_none());
     }
 }

@@ -161,6 +161,38 @@ fn nvtx_ranges_of_an_unmodified_program_become_nested_spans() {
     );
 }
 
+/// By default a range's process CPU is interpolated from gapscope's readings of the
+/// program's CPU clock (its lines carry none: the clock is a system call per end);
+/// `GAPSCOPE_NVTX_CPU=exact` makes every B and E line carry the clock's reading, and
+/// then the range's CPU is their difference.
+#[test]
+fn process_cpu_is_interpolated_unless_exact_is_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = demo(tmp.path());
+    for (env, exact) in [
+        (&[][..], false),
+        (&[("GAPSCOPE_NVTX_CPU", "exact")][..], true),
+    ] {
+        let dir = tmp.path().join(if exact { "exact" } else { "default" });
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = run(&dir, &exe, env);
+        let inner = d
+            .spans
+            .iter()
+            .find(|s| s.variant == "plain" && s.name == "inner")
+            .unwrap();
+        assert!(inner.process_cpu_ns.is_some(), "{inner:?}");
+        assert_eq!(
+            inner.attrs.contains("interpolated"),
+            !exact,
+            "exact {exact}: {}",
+            inner.attrs
+        );
+        // The inner range busy-waits 20 ms on one thread: most of it is CPU.
+        assert!(inner.process_cpu_ns.unwrap() >= 5_000_000, "{inner:?}");
+    }
+}
+
 #[test]
 fn a_missing_injection_library_fails_the_reps_with_what_to_do() {
     let tmp = tempfile::tempdir().unwrap();
