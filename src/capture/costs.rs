@@ -87,15 +87,15 @@ impl Via {
             // evidence/capture_cost: a push and a pop through gapscope's injection
             // library, lines batched per thread, process CPU interpolated (the default).
             Via::Nvtx => Some(PathCost {
-                per_span_ns: 670.0,
+                per_span_ns: 665.4,
                 measured: "CPU time per NVTX push and pop on the 2-core VM, lines batched, \
-                           `evidence/capture_cost/run.sh` (nvtx_gapscope; 2.29 µs with \
+                           `evidence/capture_cost/run.sh` (nvtx_gapscope; 2.63 µs with \
                            GAPSCOPE_NVTX_CPU=exact)",
             }),
             // evidence/capture_cost: a begin and an end line with a time of day, printed
             // line-buffered to a pipe, what a program's own timing lines cost it.
             Via::LogLines => Some(PathCost {
-                per_span_ns: 1843.2,
+                per_span_ns: 2170.9,
                 measured: "CPU time per pair of timed log lines printed line-buffered on the \
                            2-core VM, `evidence/capture_cost/run.sh` (log_lines)",
             }),
