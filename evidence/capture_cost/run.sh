@@ -6,6 +6,9 @@
 # usage: evidence/capture_cost/run.sh [SPANS] [ROUNDS]   (defaults 200000, 7)
 # needs: cc; NVTX_INCLUDE (a folder holding nvtx3/) or pip to fetch nvidia-nvtx; a
 #        gapscope build (debug or release) for libgapscope_nvtx.so
+# On a host without the tree (the GPU host): CAPTURE_COST_BIN (a built probe),
+# NVTX_LIB (libgapscope_nvtx.so), REVISION and RESULTS (the output file) say what the
+# tree would.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -14,18 +17,29 @@ rounds=${2:-7}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 inc=${NVTX_INCLUDE:-}
+if [ -n "${CAPTURE_COST_BIN:-}" ]; then
+    inc=unused
+fi
 if [ -z "$inc" ]; then
     python3 -m pip download --no-deps -q -d "$work/wheel" nvidia-nvtx
     python3 -c "import glob,zipfile,sys; zipfile.ZipFile(glob.glob(sys.argv[1]+'/*.whl')[0]).extractall(sys.argv[1])" "$work/wheel"
     inc="$work/wheel/nvidia/cu13/include"
 fi
-lib=$(ls -t "$root"/target/{release,debug}/build/gapscope-*/out/libgapscope_nvtx.so 2>/dev/null | head -1)
+lib=${NVTX_LIB:-$(ls -t "$root"/target/{release,debug}/build/gapscope-*/out/libgapscope_nvtx.so 2>/dev/null | head -1)}
 [ -n "$lib" ] || { echo "error: no libgapscope_nvtx.so: build gapscope first (cargo build)" >&2; exit 1; }
-cc -O2 -I "$inc" -o "$work/capture_cost" "$here/capture_cost.c" -ldl
-out="$here/results.jsonl"
+if [ -n "${CAPTURE_COST_BIN:-}" ]; then
+    cp "$CAPTURE_COST_BIN" "$work/capture_cost"
+else
+    cc -O2 -I "$inc" -o "$work/capture_cost" "$here/capture_cost.c" -ldl
+fi
+out=${RESULTS:-$here/results.jsonl}
 : > "$out"
-rev=$(git -C "$root" rev-parse --short=12 HEAD)
-git -C "$root" diff --quiet HEAD -- cuda/nvtx_inject.c evidence/capture_cost || rev="$rev-dirty"
+if [ -n "${REVISION:-}" ]; then
+    rev=$REVISION
+else
+    rev=$(git -C "$root" rev-parse --short=12 HEAD)
+    git -C "$root" diff --quiet HEAD -- cuda/nvtx_inject.c evidence/capture_cost || rev="$rev-dirty"
+fi
 echo "{\"revision\": \"$rev\", \"host\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores\", \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"spans\": $spans, \"rounds\": $rounds}" >> "$out"
 for r in $(seq "$rounds"); do
     # Each case's JSON goes to stderr; its span lines (nvtx) or log lines (log) go to
