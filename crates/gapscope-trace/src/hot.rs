@@ -1,6 +1,7 @@
 //! The one word a span's hot path reads to learn whether it has more to do than read
-//! the clock and write its record: counters, exact process CPU, a mirror, the emulator.
-//! With every bit clear (the default) a span's enter and exit each test this word once;
+//! the TSC and write its record: counters, exact process CPU, a mirror, the emulator, a
+//! span clock that is not the TSC. With every bit clear (the default once the clock is
+//! calibrated) a span's enter and exit each test this word once;
 //! each feature sets its bit when it is switched on and re-checks its own state on the
 //! slow path, so a bit is a hint, never the feature's truth.
 
@@ -16,10 +17,13 @@ pub const NO_SAMPLES: u8 = 4;
 pub const MIRROR: u8 = 8;
 /// Span boundaries go to the emulator (callgrind).
 pub const EMULATED: u8 = 16;
+/// The span clock is not (yet, or no longer) the calibrated TSC: spans read it through
+/// [`crate::trace::now_ns`]'s general path. Set until the start-up calibration ends.
+pub const CLOCK_NOT_TSC: u8 = 32;
 /// Bits that make a span read more than the clock at its ends.
 pub const EXTRAS: u8 = COUNTERS | EXACT_CPU | NO_SAMPLES;
 
-static HOT: AtomicU8 = AtomicU8::new(0);
+static HOT: AtomicU8 = AtomicU8::new(CLOCK_NOT_TSC);
 
 /// The bits set now.
 #[inline(always)]

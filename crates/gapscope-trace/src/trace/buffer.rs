@@ -10,7 +10,7 @@
 //! at [`ID_BLOCK`], so 0 is never a span); attributes, counters and exact process CPU
 //! live behind one pointer ([`Extra`]), null for the spans that have none.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -108,15 +108,18 @@ pub(super) fn registry() -> &'static Mutex<Vec<Buffer>> {
 }
 
 thread_local! {
-    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState::new());
+    static STATE: UnsafeCell<ThreadState> = UnsafeCell::new(ThreadState::new());
     /// Where this thread's [`STATE`] lives once it exists: read with no lazy-init check
     /// and no call (a constant-initialised thread-local without a destructor is a plain
     /// load from the thread's block), so a span's two visits to its thread's state cost
     /// what a minimal recorder's one does. Cleared when the state is destroyed.
-    static STATE_PTR: Cell<*const RefCell<ThreadState>> = const { Cell::new(std::ptr::null()) };
+    static STATE_PTR: Cell<*mut ThreadState> = const { Cell::new(std::ptr::null_mut()) };
+    /// Set while [`with_state`] runs (debug builds): a nested call is a bug.
+    static IN_STATE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f` on this thread's recorder state.
+/// Runs `f` on this thread's recorder state. `f` must not call back into the recorder
+/// (no span, no drain): nothing in this module does, and debug builds check it.
 ///
 /// # Panics
 /// During or after the destruction of the thread's locals, like any thread-local.
@@ -126,18 +129,26 @@ pub(super) fn with_state<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
     if p.is_null() {
         p = state_slow();
     }
+    debug_assert!(
+        !IN_STATE.replace(true),
+        "the recorder's state entered twice"
+    );
     // SAFETY: a non-null STATE_PTR points at this thread's STATE, which lives until the
-    // thread's locals are destroyed; its Drop clears STATE_PTR first. The RefCell still
-    // guards against a second borrow.
-    let cell = unsafe { &*p };
-    f(&mut cell.borrow_mut())
+    // thread's locals are destroyed; its Drop clears STATE_PTR first. Only this thread
+    // reaches it, and never twice at once: `f` does not call back into the recorder
+    // (checked above in debug builds), and the recorder's callbacks (mirror, emulator)
+    // run outside this function.
+    let r = f(unsafe { &mut *p });
+    #[cfg(debug_assertions)]
+    IN_STATE.set(false);
+    r
 }
 
 #[cold]
 #[inline(never)]
-fn state_slow() -> *const RefCell<ThreadState> {
+fn state_slow() -> *mut ThreadState {
     STATE.with(|s| {
-        let p: *const RefCell<ThreadState> = s;
+        let p = s.get();
         STATE_PTR.set(p);
         p
     })
@@ -145,7 +156,7 @@ fn state_slow() -> *const RefCell<ThreadState> {
 
 impl Drop for ThreadState {
     fn drop(&mut self) {
-        STATE_PTR.set(std::ptr::null());
+        STATE_PTR.set(std::ptr::null_mut());
     }
 }
 

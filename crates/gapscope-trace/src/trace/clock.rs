@@ -93,6 +93,14 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The TSC on the current line, in CLOCK_MONOTONIC nanoseconds: what [`read`] returns
+/// once the clock is the TSC, for callers that already know it is
+/// (`crate::hot::CLOCK_NOT_TSC` clear).
+#[inline]
+pub(super) fn tsc_now() -> u64 {
+    tsc_ns(read_tsc())
+}
+
 /// Nanoseconds on CLOCK_MONOTONIC, from the TSC where it is calibrated; `None` before
 /// the first read has started the keeper ([`super::now_ns`] does).
 #[inline]
@@ -278,9 +286,11 @@ pub(super) fn calibrate() {
         i.reason = None;
     }
     SOURCE.store(TSC, Ordering::Relaxed);
+    crate::hot::set(crate::hot::CLOCK_NOT_TSC, false);
 }
 
 pub(super) fn give_up(reason: String) {
+    crate::hot::set(crate::hot::CLOCK_NOT_TSC, true);
     SOURCE.store(GETTIME, Ordering::Relaxed);
     let mut i = INFO.lock().unwrap_or_else(|e| e.into_inner());
     i.source = "clock_gettime";

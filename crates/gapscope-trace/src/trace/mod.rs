@@ -40,6 +40,17 @@ use crate::counters::{self, emulated, CounterValues};
 use crate::hot;
 pub use process_cpu::{CpuSource, ProcessCpuMode};
 
+/// The span clock for a span's hot path, which has read [`hot`]'s word already: the TSC
+/// straight away where it is the clock.
+#[inline(always)]
+fn span_now(hot: u8) -> u64 {
+    if hot & hot::CLOCK_NOT_TSC == 0 {
+        clock::tsc_now()
+    } else {
+        now_ns()
+    }
+}
+
 /// Nanoseconds on CLOCK_MONOTONIC (the clock behind `Instant`), from the TSC where it
 /// is calibrated ([`clock`]).
 #[inline]
@@ -280,7 +291,7 @@ fn open(name: &'static str, parent: Option<SpanContext>) -> SpanContext {
                 None => (NO_PARENT, id),
             },
         };
-        let start_ns = now_ns();
+        let start_ns = span_now(hot);
         s.stack.push(OpenSpan {
             id,
             trace,
@@ -342,7 +353,7 @@ pub fn exit(id: u64) -> bool {
     if hot & hot::EMULATED != 0 {
         emulated::boundary(id, emulated::Edge::End);
     }
-    let end_ns = now_ns();
+    let end_ns = span_now(hot);
     if hot & hot::EXTRAS != 0 {
         return exit_with_extras(id, end_ns);
     }
