@@ -76,6 +76,12 @@ pub const MAX_JSON_BYTES: u64 = 16 << 20;
 /// written), so that one line without end cannot fill the memory.
 pub const MAX_FOLDED_BYTES: u64 = 256 << 20;
 
+/// Most samples one rep's files may count: each count of its json file, and its folded
+/// rows' counts summed. 2^40 samples are over three years of one thread's CPU time at
+/// the highest rate ([`super::MAX_HZ`]), so no sampler writes more; an edited or damaged
+/// file that does is refused, and sums over reps stay far inside 64 bits.
+pub const MAX_REP_SAMPLES: u64 = 1 << 40;
+
 /// Writes a rep's files; returns the folded file's path.
 pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
     let d = dir(run_dir);
@@ -140,6 +146,17 @@ pub fn read_rep_with(run_dir: &Path, rep: u32, rows: bool) -> Result<Option<RepP
     };
     let mut p: RepProfile =
         serde_json::from_slice(&bytes).with_context(|| format!("reading {}", json.display()))?;
+    let c = &p.counts;
+    if [c.samples, c.own, c.foreign, c.outside, p.lost]
+        .iter()
+        .any(|&n| n > MAX_REP_SAMPLES)
+    {
+        bail!(
+            "{} counts more than {MAX_REP_SAMPLES} samples, more than a rep can hold: the \
+             file was edited or damaged",
+            json.display()
+        );
+    }
     if !rows {
         return Ok(Some(p));
     }
@@ -156,12 +173,22 @@ pub fn read_rep_with(run_dir: &Path, rep: u32, rows: bool) -> Result<Option<RepP
     };
     let text = std::str::from_utf8(&text)
         .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+    let mut samples = 0u64;
     for (i, l) in text.lines().enumerate() {
         if l.is_empty() {
             continue;
         }
-        p.rows
-            .push(parse_line(l).with_context(|| format!("stacks of rep {rep}, line {}", i + 1))?);
+        let row = parse_line(l).with_context(|| format!("stacks of rep {rep}, line {}", i + 1))?;
+        samples = samples.saturating_add(row.count);
+        if samples > MAX_REP_SAMPLES {
+            bail!(
+                "stacks of rep {rep}, line {}: more than {MAX_REP_SAMPLES} samples counted by \
+                 there, more than a rep can hold: {} was edited or damaged",
+                i + 1,
+                path.display()
+            );
+        }
+        p.rows.push(row);
     }
     Ok(Some(p))
 }

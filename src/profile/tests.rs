@@ -175,6 +175,23 @@ fn folded_files_round_trip_plain_and_gzipped() {
 }
 
 #[test]
+fn sample_counts_past_what_a_rep_can_hold_are_refused_not_summed_past_64_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = sample_profile(3);
+    p.rows[1].count = folded::MAX_REP_SAMPLES;
+    write_rep(dir.path(), &p).unwrap();
+    let e = format!("{:#}", read_rep(dir.path(), 3).unwrap_err());
+    assert!(e.contains("stacks of rep 3, line 2: more than"), "{e}");
+    // Without the rows, the rep's json file is read as it was written.
+    assert!(folded::read_rep_with(dir.path(), 3, false).is_ok());
+    p.rows[1].count = 1;
+    p.counts.own = u64::MAX;
+    write_rep(dir.path(), &p).unwrap();
+    let e = format!("{:#}", folded::read_run(dir.path(), false).unwrap_err());
+    assert!(e.contains("rep3.json counts more than"), "{e}");
+}
+
+#[test]
 fn a_reps_stacks_are_not_written_through_a_planted_link() {
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");

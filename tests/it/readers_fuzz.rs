@@ -7,13 +7,14 @@
 //! that hangs (a parent loop walked forever, a table read without end) fails its case
 //! instead of stalling the suite; crafted span trees (repeated ids, loops, impossible
 //! times) are a property of their own, and so are GPU tables of any values (only rows a
-//! run could write are kept, every other is named by its line).
+//! run could write are kept, every other is named by its line). crate::fuzz runs the
+//! cases: a few seconds of them in `cargo test`, or `GAPSCOPE_FUZZ_SECONDS` of them.
 
 use crate::fixture;
+use crate::fuzz::{apply, edit, fuzz, raw, Edit};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use gapscope::experiment::Experiment;
 use gapscope::export::{ExportFormat, RepSelection};
@@ -29,7 +30,7 @@ const FILES: [&str; 5] = [
 ];
 
 /// A real run folder with GPU files, written once; each case edits a copy.
-fn original() -> &'static (tempfile::TempDir, PathBuf) {
+pub fn original() -> &'static (tempfile::TempDir, PathBuf) {
     static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     DIR.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap();
@@ -42,113 +43,6 @@ fn original() -> &'static (tempfile::TempDir, PathBuf) {
         );
         (tmp, dir)
     })
-}
-
-/// One edit of a file's bytes.
-#[derive(Debug, Clone)]
-enum Edit {
-    /// Keep this share (per mille) of the file.
-    Truncate(u16),
-    /// Overwrite bytes at a position (per mille of the length).
-    Overwrite(u16, Vec<u8>),
-    /// Insert bytes at a position.
-    Insert(u16, Vec<u8>),
-    /// Remove line `i` (modulo the line count).
-    DeleteLine(usize),
-    /// Repeat line `i`.
-    DuplicateLine(usize),
-    /// Replace field `j` of line `i` (CSV: between commas; JSON: a value) with a string.
-    Field(usize, usize, String),
-}
-
-/// Values a field may be replaced with: empty, signs, overflow, floats, quotes, brackets
-/// (span families), separators and line breaks.
-fn odd_value() -> impl Strategy<Value = String> {
-    prop_oneof![
-        Just(String::new()),
-        Just("-1".to_string()),
-        Just("18446744073709551615".to_string()),
-        Just("18446744073709551616".to_string()),
-        Just("9223372036854775808".to_string()),
-        Just("4294967296".to_string()),
-        Just("1e400".to_string()),
-        Just("NaN".to_string()),
-        Just("\"".to_string()),
-        Just("x[".to_string()),
-        Just("[".to_string()),
-        Just("]".to_string()),
-        Just("a[]".to_string()),
-        Just("true".to_string()),
-        Just("null".to_string()),
-        Just("ok".to_string()),
-        Just("failed".to_string()),
-        Just("{".to_string()),
-        Just(",".to_string()),
-        Just("\n".to_string()),
-        Just("0".to_string()),
-        "[0-9]{1,20}",
-        any::<String>(),
-    ]
-}
-
-fn edit() -> impl Strategy<Value = Edit> {
-    prop_oneof![
-        (0u16..=1000).prop_map(Edit::Truncate),
-        (0u16..=1000, prop::collection::vec(any::<u8>(), 1..16))
-            .prop_map(|(p, b)| Edit::Overwrite(p, b)),
-        (0u16..=1000, prop::collection::vec(any::<u8>(), 1..16))
-            .prop_map(|(p, b)| Edit::Insert(p, b)),
-        any::<usize>().prop_map(Edit::DeleteLine),
-        any::<usize>().prop_map(Edit::DuplicateLine),
-        (any::<usize>(), any::<usize>(), odd_value()).prop_map(|(i, j, v)| Edit::Field(i, j, v)),
-        (any::<usize>(), any::<usize>(), odd_value()).prop_map(|(i, j, v)| Edit::Field(i, j, v)),
-    ]
-}
-
-fn at(len: usize, per_mille: u16) -> usize {
-    len * per_mille as usize / 1000
-}
-
-fn apply(bytes: &mut Vec<u8>, e: &Edit) {
-    let lines = || -> Vec<Vec<u8>> { bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect() };
-    match e {
-        Edit::Truncate(p) => bytes.truncate(at(bytes.len(), *p)),
-        Edit::Overwrite(p, b) => {
-            let start = at(bytes.len(), *p);
-            for (i, x) in b.iter().enumerate() {
-                if let Some(slot) = bytes.get_mut(start + i) {
-                    *slot = *x;
-                }
-            }
-        }
-        Edit::Insert(p, b) => {
-            let start = at(bytes.len(), *p);
-            bytes.splice(start..start, b.iter().copied());
-        }
-        Edit::DeleteLine(i) => {
-            let mut l = lines();
-            let i = i % l.len();
-            l.remove(i);
-            *bytes = l.join(&b'\n');
-        }
-        Edit::DuplicateLine(i) => {
-            let mut l = lines();
-            let i = i % l.len();
-            let dup = l[i].clone();
-            l.insert(i, dup);
-            *bytes = l.join(&b'\n');
-        }
-        Edit::Field(i, j, v) => {
-            let mut l = lines();
-            let i = i % l.len();
-            let sep = if l[i].contains(&b',') { b',' } else { b':' };
-            let mut fields: Vec<Vec<u8>> = l[i].split(|&b| b == sep).map(<[u8]>::to_vec).collect();
-            let j = j % fields.len();
-            fields[j] = v.as_bytes().to_vec();
-            l[i] = fields.join(&sep);
-            *bytes = l.join(&b'\n');
-        }
-    }
 }
 
 /// A copy of the original folder with `edits` applied to `file`.
@@ -173,7 +67,7 @@ fn edited(file: &str, edits: &[Edit], replace: Option<&[u8]>) -> (tempfile::Temp
 }
 
 /// Every reader, and what they hand on; errors are fine, panics fail the case.
-fn read_everything(dir: &Path) {
+pub fn read_everything(dir: &Path) {
     let _ = store::read_meta(dir);
     let Ok(data) = RunData::load(dir) else {
         return;
@@ -190,29 +84,6 @@ fn read_everything(dir: &Path) {
     let _ = gapscope::report::sections::spans_section(&view, &Default::default());
     let _ = gapscope::report::sections::counters_section(&view);
     let _ = gapscope::report::phase_section(&gapscope::report::diffs(&view.data));
-}
-
-/// Longest one case may take (a debug build reads the fixture in well under a second).
-const CASE_LIMIT: Duration = Duration::from_secs(30);
-
-/// [`read_everything`] on its own thread, failing the case when it panics or has not
-/// returned within [`CASE_LIMIT`] (a hang). The folder lives until the thread is done.
-fn read_within_limit(tmp: tempfile::TempDir, dir: PathBuf) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        read_everything(&dir);
-        let _ = tx.send(());
-        drop(tmp);
-    });
-    match rx.recv_timeout(CASE_LIMIT) {
-        Ok(()) => {}
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the readers did not return within {CASE_LIMIT:?}: a hang")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("a reader panicked (its message is above)")
-        }
-    }
 }
 
 /// A copy of the original folder whose spans.csv has, per row, its span id and parent
@@ -238,25 +109,6 @@ fn crafted_tree(edits: &[(u8, Option<u8>, u8)]) -> (tempfile::TempDir, PathBuf) 
     }
     w.flush().unwrap();
     (tmp, dir)
-}
-
-/// `f` on its own thread, failing the case when it panics or has not returned within
-/// [`CASE_LIMIT`].
-fn within_limit(f: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        f();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(CASE_LIMIT) {
-        Ok(()) => {}
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the reader did not return within {CASE_LIMIT:?}: a hang")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("the reader or a check panicked (its message is above)")
-        }
-    }
 }
 
 /// A copy of the original folder whose telemetry.csv and gpu_activity.csv are rows
@@ -350,85 +202,90 @@ fn check_gpu_tables(dir: &Path, n_tel: usize, n_act: usize) {
     let _ = gapscope::report::sections::spans_section(&view, &Default::default());
 }
 
-/// 96 cases per property (a few seconds in a debug build), or `PROPTEST_CASES`.
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(96);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
+/// Cases per target in a plain `cargo test` (a few seconds in a debug build).
+const QUICK: u32 = 96;
+
+#[test]
+fn edited_results_files_give_values_or_clean_errors() {
+    let files = prop::sample::select(FILES.to_vec());
+    fuzz(
+        QUICK,
+        (files, prop::collection::vec(edit(), 1..5)),
+        |(file, edits)| {
+            let (_tmp, dir) = edited(file, &edits, None);
+            read_everything(&dir);
+        },
+    );
 }
 
-proptest! {
-    #![proptest_config(config())]
+#[test]
+fn crafted_span_trees_give_values_or_clean_errors() {
+    let edit = (0u8..8, prop::option::of(0u8..8), 0u8..12);
+    fuzz(QUICK, prop::collection::vec(edit, 1..64), |edits| {
+        let (_tmp, dir) = crafted_tree(&edits);
+        read_everything(&dir);
+    });
+}
 
-    #[test]
-    fn edited_results_files_give_values_or_clean_errors(
-        file in prop::sample::select(FILES.to_vec()),
-        edits in prop::collection::vec(edit(), 1..5),
-    ) {
-        let (tmp, dir) = edited(file, &edits, None);
-        read_within_limit(tmp, dir);
-    }
+#[test]
+fn random_bytes_as_a_results_file_give_clean_errors() {
+    let files = prop::sample::select(FILES.to_vec());
+    fuzz(QUICK, (files, raw(512)), |(file, bytes)| {
+        let (_tmp, dir) = edited(file, &[], Some(&bytes.0));
+        read_everything(&dir);
+    });
+}
 
-    #[test]
-    fn crafted_span_trees_give_values_or_clean_errors(
-        edits in prop::collection::vec((0u8..8, prop::option::of(0u8..8), 0u8..12), 1..64),
-    ) {
-        let (tmp, dir) = crafted_tree(&edits);
-        read_within_limit(tmp, dir);
-    }
-
-    #[test]
-    fn random_bytes_as_a_results_file_give_clean_errors(
-        file in prop::sample::select(FILES.to_vec()),
-        bytes in prop::collection::vec(any::<u8>(), 0..512),
-    ) {
-        let (tmp, dir) = edited(file, &[], Some(&bytes));
-        read_within_limit(tmp, dir);
-    }
-
-    #[test]
-    fn gpu_rows_with_any_values_are_kept_only_when_possible_and_named_when_not(
-        tel in prop::collection::vec(
-            (
-                0u32..8,
-                any::<u64>(),
-                any::<bool>(),
-                prop::option::of(prop_oneof![0u32..=100, any::<u32>()]),
-                prop::option::of(0u32..=120),
-                prop::option::of(prop_oneof![0u32..=100, any::<u32>()]),
-            ),
-            1..48,
+#[test]
+fn gpu_rows_with_any_values_are_kept_only_when_possible_and_named_when_not() {
+    let percent = || prop::option::of(prop_oneof![0u32..=100, any::<u32>()]);
+    let tel = (
+        0u32..8,
+        any::<u64>(),
+        any::<bool>(),
+        percent(),
+        prop::option::of(0u32..=120),
+        percent(),
+    );
+    let act = (
+        0u32..8,
+        any::<u64>(),
+        any::<bool>(),
+        any::<u64>(),
+        any::<u64>(),
+    );
+    fuzz(
+        QUICK,
+        (
+            prop::collection::vec(tel, 1..48),
+            prop::collection::vec(act, 1..48),
         ),
-        act in prop::collection::vec(
-            (0u32..8, any::<u64>(), any::<bool>(), any::<u64>(), any::<u64>()),
-            1..48,
-        ),
-    ) {
-        let (tmp, dir) = gpu_tables(&tel, &act);
-        let (n_tel, n_act) = (tel.len(), act.len());
-        within_limit(move || {
-            check_gpu_tables(&dir, n_tel, n_act);
-            drop(tmp);
-        });
-    }
+        |(tel, act)| {
+            let (_tmp, dir) = gpu_tables(&tel, &act);
+            check_gpu_tables(&dir, tel.len(), act.len());
+        },
+    );
+}
 
-    #[test]
-    fn edited_or_random_experiment_files_give_clean_errors(
-        edits in prop::collection::vec(edit(), 0..5),
-        random in prop::option::of(prop::collection::vec(any::<u8>(), 0..512)),
-    ) {
-        let mut bytes = random.unwrap_or_else(|| {
-            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/quickstart.toml")).unwrap()
-        });
-        for e in &edits {
-            apply(&mut bytes, e);
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let _ = Experiment::parse(&text, Path::new("fuzz.toml"));
-    }
+#[test]
+fn edited_or_random_experiment_files_give_clean_errors() {
+    let random = prop::option::of(raw(512));
+    fuzz(
+        QUICK,
+        (prop::collection::vec(edit(), 0..5), random),
+        |(edits, random)| {
+            let mut bytes = random.map(|r| r.0).unwrap_or_else(|| {
+                std::fs::read(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/experiments/quickstart.toml"
+                ))
+                .unwrap()
+            });
+            for e in &edits {
+                apply(&mut bytes, e);
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = Experiment::parse(&text, Path::new("fuzz.toml"));
+        },
+    );
 }

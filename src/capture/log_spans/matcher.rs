@@ -223,7 +223,9 @@ impl LogMatcher {
                     self.found.push(Found {
                         rule: i,
                         span,
-                        start_precision_ns: end.precision_ns + dur_precision,
+                        // A number printed as `0e300` is known to no better than
+                        // past u64's range: the sum saturates.
+                        start_precision_ns: end.precision_ns.saturating_add(dur_precision),
                         end_precision_ns: end.precision_ns,
                         read: end.read,
                         duration: true,
@@ -441,8 +443,8 @@ impl ByStart {
 
 /// Whether `p` holds `c`: each end within the sum of their precisions at that end.
 fn holds(p: &Found, c: &Found) -> bool {
-    let start_slack = p.start_precision_ns + c.start_precision_ns;
-    let end_slack = p.end_precision_ns + c.end_precision_ns;
+    let start_slack = p.start_precision_ns.saturating_add(c.start_precision_ns);
+    let end_slack = p.end_precision_ns.saturating_add(c.end_precision_ns);
     p.span.start_ns <= c.span.start_ns.saturating_add(start_slack)
         && p.span.end_ns.saturating_add(end_slack) >= c.span.end_ns
 }

@@ -369,6 +369,36 @@ fn the_incidents_log_with_its_own_times_nests_at_full_pace() {
     assert_eq!(gap, 10_180_000_000);
 }
 
+/// A duration printed with a huge exponent (`0e300`) is known to no better than past
+/// u64's range of ns: added to its line's time precision, and to its parent's
+/// precision when nesting, the sums saturate instead of overflowing.
+#[test]
+fn precisions_past_u64s_range_saturate() {
+    let ts = |re: &str| format!(r"^(?P<ts>\S+ \S+) {re}");
+    let utc = |r: LogSpanRule| LogSpanRule {
+        tz: Some("UTC".into()),
+        ..r
+    };
+    let p = LogPatterns::new(&rules(&[
+        ("outer", utc(duration(&ts(r"outer (?P<s>\S+)s"), None))),
+        (
+            "inner",
+            utc(duration(&ts(r"inner (?P<s>\S+)s"), Some("outer"))),
+        ),
+    ]))
+    .unwrap();
+    // The span clock's zero is 2024-03-14 00:00:00 UTC.
+    let day = 1_710_374_400_000_000_000i128;
+    let hour = 3_600_000_000_000u64;
+    let mut m = LogMatcher::new(Arc::new(p), 1, day);
+    m.feed(b"2024-03-14 01:00:00 inner 0e300s", hour);
+    m.feed(b"2024-03-14 01:00:01 outer 0e300s", hour + 1_000_000_000);
+    let out = m.finish(hour - 1_000_000_000, hour + 2_000_000_000);
+    assert_eq!(out.spans.len(), 2, "{:?} {:?}", out.spans, out.samples);
+    let (outer, inner) = (one(&out.spans, "outer"), one(&out.spans, "inner"));
+    assert_eq!(attr(inner, GS_PARENT), attr(outer, GS_ID));
+}
+
 /// 100,000 children in 1,000 parents, each child a line before its parent's: every child
 /// finds its parent, and the search for it is not a scan of every span (which took 69 s
 /// for 40,000 lines).

@@ -248,13 +248,23 @@ pub fn span_counts(dumps: &[Dump]) -> Result<BTreeMap<u64, SpanCounts>, String> 
     let mut out = BTreeMap::new();
     for seq in by_thread.values_mut() {
         seq.sort_by_key(|d| d.part);
-        // Running sums over this thread's dumps: prefix[i] = costs of dumps 0..i.
+        // Running sums over this thread's dumps: prefix[i] = costs of dumps 0..i. A sum
+        // past 64 bits is no rep's count: the dumps were damaged or made up.
         let mut prefix = vec![SpanCounts::default()];
         for d in seq.iter() {
             let last = *prefix.last().expect("non-empty");
+            let add = |a: u64, b: u64| {
+                a.checked_add(b).ok_or_else(|| {
+                    format!(
+                        "the costs of thread {} pass 2^64 at dump {}: these are not the \
+                         dumps of one rep",
+                        d.thread, d.part
+                    )
+                })
+            };
             prefix.push(SpanCounts {
-                instructions: last.instructions + d.event("Ir"),
-                branches: last.branches + d.event("Bc") + d.event("Bi"),
+                instructions: add(last.instructions, d.event("Ir"))?,
+                branches: add(add(last.branches, d.event("Bc"))?, d.event("Bi"))?,
             });
         }
         let mut starts: BTreeMap<u64, usize> = BTreeMap::new();
@@ -371,6 +381,21 @@ mod tests {
         assert!(span_counts(&orphan)
             .unwrap_err()
             .contains("without a start"));
+    }
+
+    #[test]
+    fn costs_past_64_bits_are_an_error_not_an_overflow() {
+        let big = u64::MAX - 1;
+        let texts = [
+            dump(1, 1, "gapscope-span 10 s", big, 0, 0),
+            dump(2, 1, "gapscope-span 10 e", 2, 0, 0),
+        ];
+        let dumps: Vec<Dump> = texts.iter().map(|t| parse_dump(t).unwrap()).collect();
+        let e = span_counts(&dumps).unwrap_err();
+        assert!(e.contains("pass 2^64 at dump 2"), "{e}");
+        let texts = [dump(1, 1, "gapscope-span 10 s", 0, big, 2)];
+        let dumps: Vec<Dump> = texts.iter().map(|t| parse_dump(t).unwrap()).collect();
+        assert!(span_counts(&dumps).unwrap_err().contains("thread 1"));
     }
 
     #[test]
