@@ -357,7 +357,7 @@ pub fn analyse(series: Series, opts: &DetectOptions) -> Analysed {
                 first_after: a.sha.clone(),
                 last_before_position: b.position,
                 first_after_position: a.position,
-                unmeasured: a.position - b.position - 1,
+                unmeasured: a.position.saturating_sub(b.position).saturating_sub(1),
                 first_after_subject: a.subject.clone(),
                 step: s.clone(),
             }
