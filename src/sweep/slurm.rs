@@ -171,6 +171,10 @@ pub fn submit(
     write_only: bool,
 ) -> Result<Vec<Job>> {
     check_values(sweep, manifest, opts)?;
+    one_line(
+        "the gapscope binary ([slurm] gapscope)",
+        &gapscope.display().to_string(),
+    )?;
     if !write_only {
         check_sbatch(sbatch)?;
     }

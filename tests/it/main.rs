@@ -34,6 +34,7 @@ mod hostile;
 mod hostile_outputs;
 mod hostile_readers;
 mod hostile_runs;
+mod hostile_spawn;
 mod import_cli;
 mod lanes;
 mod leak_watch;
