@@ -487,3 +487,37 @@ fn a_k8s_sweep_passes_every_value_as_one_argument_without_a_shell() {
         );
     }
 }
+
+#[test]
+fn a_sweep_whose_name_is_shell_code_or_an_option_is_refused_before_a_script_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pwned = tmp.path().join("pwned");
+    let sbatch_log = tmp.path().join("sbatch-args");
+    let sbatch = tmp.path().join("fake-sbatch");
+    recorder(&sbatch, &sbatch_log, "4242");
+    for name in [
+        "s$(touch pwned)",
+        "s`touch pwned`",
+        "s';touch pwned;'",
+        "s\ntouch pwned",
+        "s\0x",
+        "--output=pwned",
+        "-h",
+    ] {
+        sweep(tmp.path(), name, "");
+        for how in ["--slurm", "--k8s"] {
+            let a = gapscope(tmp.path())
+                .args(["sweep", "run", "s.toml", how, "--sbatch"])
+                .arg(&sbatch)
+                .assert()
+                .failure();
+            let t = text(&a);
+            assert!(t.contains("is not allowed"), "{name:?} {how}: {t}");
+            assert!(!tmp.path().join("root").exists(), "{name:?} {how}: {t}");
+            assert!(!pwned.exists(), "{name:?} {how}: {t}");
+        }
+    }
+    // sbatch, asked at most its version, was given no script.
+    let args = std::fs::read_to_string(&sbatch_log).unwrap_or_default();
+    assert!(args.lines().all(|l| l == "--version"), "{args}");
+}
