@@ -521,3 +521,108 @@ fn a_sweep_whose_name_is_shell_code_or_an_option_is_refused_before_a_script_is_w
     let args = std::fs::read_to_string(&sbatch_log).unwrap_or_default();
     assert!(args.lines().all(|l| l == "--version"), "{args}");
 }
+
+/// A synthetic run folder of commit `sha` whose `prove` grows with `scale`.
+fn step_folder(dir: &Path, sha: &str, scale: f64, seed: u64) {
+    let mut r = SyntheticRun::new();
+    r.experiment = "hist".into();
+    r.reps = 3;
+    r.noise = 0.01;
+    r.seed = seed;
+    r.variants.truncate(1);
+    let name = r.variants[0].name.clone();
+    r.variant_mut(&name).gpu_gap_ns = ((scale - 1.0) * 1e9) as u64;
+    r.write(dir).unwrap();
+    let mut meta = store::read_meta(dir).unwrap();
+    meta.git.revision = Some(sha.into());
+    meta.run_id = format!("{seed:03}");
+    store::write_meta(dir, &meta).unwrap();
+}
+
+#[test]
+fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, shas) = repo(tmp.path(), 14);
+    let pwned = tmp.path().join("pwned");
+    let runs = tmp.path().join("runs");
+    for (i, sha) in shas.iter().enumerate() {
+        let scale = if i >= 8 { 1.3 } else { 1.0 };
+        step_folder(&runs.join(format!("r{i:02}")), sha, scale, i as u64);
+    }
+    let clean = tmp.path().join("clean.sqlite");
+    gapscope(tmp.path())
+        .args(["history", "import"])
+        .arg(&runs)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--db")
+        .arg(&clean)
+        .assert()
+        .success();
+    let exp = rev_experiment(tmp.path(), &repo, "main");
+    // The step's side before (commit 7), then its side after (commit 8), rewritten.
+    for (i, bad) in [
+        (7, format!("--output={}", pwned.display())),
+        (8, format!("--upload-pack=touch {}", pwned.display())),
+        (7, "-h".to_string()),
+    ] {
+        let db = tmp.path().join(format!("h{i}-{}.sqlite", bad.len()));
+        std::fs::copy(&clean, &db).unwrap();
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        c.execute(
+            "UPDATE samples SET commit_sha = ?2 WHERE commit_sha = ?1",
+            [&shas[i], &bad],
+        )
+        .unwrap();
+        c.execute(
+            "UPDATE commits SET sha = ?2 WHERE sha = ?1",
+            [&shas[i], &bad],
+        )
+        .unwrap();
+        drop(c);
+        let out = gapscope(tmp.path())
+            .args([
+                "history",
+                "show",
+                "--metric",
+                "prove.total",
+                "--format",
+                "json",
+            ])
+            .arg("--db")
+            .arg(&db)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let step = j[0]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"]["verdict"] == "regressed")
+            .unwrap_or_else(|| panic!("no step: {j}"))
+            .clone();
+        let side = if i == 7 { "last_before" } else { "first_after" };
+        assert_eq!(step[side], bad.as_str(), "{step}");
+        let id = step["id"].as_str().unwrap_or_else(|| panic!("{step}"));
+        let a = gapscope(tmp.path())
+            .args(["history", "bisect", id])
+            .arg("--db")
+            .arg(&db)
+            .arg("--experiment")
+            .arg(&exp)
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--results-dir")
+            .arg(tmp.path().join("results"))
+            .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+            .assert()
+            .failure();
+        let t = text(&a);
+        assert!(t.contains("may not start with '-'"), "{bad:?}: {t}");
+        assert!(!pwned.exists(), "{bad:?} ran as an option: {t}");
+    }
+}
