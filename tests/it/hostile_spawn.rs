@@ -217,6 +217,24 @@ fn bisect_refuses_an_end_that_looks_like_an_option() {
             assert!(t.contains("may not start with '-'"), "{v:?}: {t}");
             assert!(!pwned.exists(), "{v:?} ran as an option: {t}");
         }
+        // bisect-step's commit under test; 128 tells `git bisect run` to stop.
+        let a = gapscope(tmp.path())
+            .args(["bisect-step", "--good", "main~2", "--bad", "main"])
+            .arg(format!("--rev={v}"))
+            .arg("--experiment")
+            .arg(&exp)
+            .args(["--metric", "prove.total"])
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--results-dir")
+            .arg(tmp.path().join("results"))
+            .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+            .timeout(std::time::Duration::from_secs(120))
+            .assert()
+            .code(128);
+        let t = text(&a);
+        assert!(t.contains("may not start with '-'"), "{v:?}: {t}");
+        assert!(!pwned.exists(), "{v:?} ran as an option: {t}");
     }
 }
 
