@@ -130,7 +130,10 @@ pub(crate) fn headline(
         .chain(contributions.items.iter().map(|i| &i.comparison))
         .filter(|c| c.verdict.is_change() && c.span != total.span)
         .collect();
-    let wrapper_total = |c: &&Comparison| c.measure == Measure::Total && !leaves.contains(&c.span);
+    // A set, not the slice: a run of many span names has as many leaves as comparisons.
+    let leaves: std::collections::HashSet<&str> = leaves.iter().map(String::as_str).collect();
+    let wrapper_total =
+        |c: &&Comparison| c.measure == Measure::Total && !leaves.contains(c.span.as_str());
     let mut significant: Vec<&Comparison> =
         all.iter().copied().filter(|c| !wrapper_total(c)).collect();
     if significant.is_empty() {

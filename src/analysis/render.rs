@@ -435,7 +435,9 @@ fn gaps(out: &mut String, d: &Diff, md: bool, level: usize) {
 
 fn metrics(out: &mut String, d: &Diff, md: bool, level: usize) {
     heading(out, md, level, "All metrics (median, MAD)");
-    let leaf = |c: &Comparison| d.leaf_spans.contains(&c.span);
+    // A set, not the list: a run of many span names has as many leaves as rows.
+    let leaves: std::collections::HashSet<&str> = d.leaf_spans.iter().map(String::as_str).collect();
+    let leaf = |c: &Comparison| leaves.contains(c.span.as_str());
     let rows: Vec<Vec<String>> = d
         .metrics
         .iter()

@@ -181,16 +181,17 @@ const MAX_LEGEND_NAMES: usize = 60;
 
 /// Names drawn, in tree order, for the legend.
 fn legend_names(input: &RunView, panels: &[Panel]) -> Vec<String> {
+    // The families drawn, once: scanning every span for every name was quadratic.
+    let drawn: std::collections::HashSet<String> = panels
+        .iter()
+        .flat_map(|p| p.threads.iter())
+        .flat_map(|t| t.spans.iter())
+        .map(|s| family(&s.span.name).to_string())
+        .collect();
     let mut names: Vec<String> = input
         .span_order()
         .into_iter()
-        .filter(|n| {
-            panels.iter().any(|p| {
-                p.threads
-                    .iter()
-                    .any(|t| t.spans.iter().any(|s| family(&s.span.name) == *n))
-            })
-        })
+        .filter(|n| drawn.contains(n.as_str()))
         .collect();
     if names.len() > MAX_LEGEND_NAMES {
         let rest = names.len() - (MAX_LEGEND_NAMES - 1);

@@ -13,7 +13,7 @@
 
 mod model;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use plotters::prelude::*;
 
@@ -66,9 +66,11 @@ impl Phases {
                 })
                 .filter(|seg| shown(seg))
                 .collect();
+            // A set beside the list: a run of many span names has as many segments.
+            let mut have: BTreeSet<Seg> = segs.iter().cloned().collect();
             for p in &phases {
                 for seg in f(p).keys() {
-                    if shown(seg) && !segs.contains(seg) {
+                    if shown(seg) && have.insert(seg.clone()) {
                         segs.push(seg.clone());
                     }
                 }

@@ -287,13 +287,11 @@ pub(crate) fn fold_rest(
 
 /// Each name of `segs` once, in the order it first appears.
 fn names_in_order(segs: &[Seg]) -> Vec<&String> {
-    let mut names: Vec<&String> = Vec::new();
-    for seg in segs {
-        if !names.contains(&&seg.name) {
-            names.push(&seg.name);
-        }
-    }
-    names
+    let mut seen = std::collections::HashSet::new();
+    segs.iter()
+        .map(|seg| &seg.name)
+        .filter(|n| seen.insert(*n))
+        .collect()
 }
 
 /// The [`MAX_NAMES`] − 1 items of `items` with the largest `size`.
