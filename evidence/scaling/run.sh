@@ -24,7 +24,7 @@ timed() { # SHAPE N STEP CMD...: one timed command, a JSON line
     /usr/bin/time -f '%e %U %S %M' -o "$work/t" "$@" > "$work/o" 2>&1
     local rc=$?
     read -r el us sy rss < <(tail -1 "$work/t")
-    echo "{\"shape\": \"$shape\", \"spans\": $n, \"step\": \"$step\", \"exit\": $rc, \"wall_s\": $el, \"cpu_s\": $(echo "$us + $sy" | bc), \"peak_rss_kib\": $rss}" | tee -a "$out"
+    echo "{\"shape\": \"$shape\", \"spans\": $n, \"step\": \"$step\", \"exit\": $rc, \"wall_s\": $el, \"cpu_s\": $(printf "%.2f" "$(echo "$us + $sy" | bc)"), \"peak_rss_kib\": $rss}" | tee -a "$out"
     [ $rc = 0 ] || tail -5 "$work/o" >&2
 }
 for shape in deep names log; do
