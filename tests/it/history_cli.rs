@@ -37,8 +37,9 @@ fn repo(tmp: &Path, n: usize) -> (PathBuf, Vec<String>) {
     (r, shas)
 }
 
-/// A synthetic run folder of commit `sha` whose `prove` grows with `scale`.
-fn folder(dir: &Path, sha: &str, scale: f64, seed: u64) {
+/// A synthetic run folder of commit `sha` whose `prove` grows with `scale` (also the
+/// hostile-input tests' history).
+pub(crate) fn folder(dir: &Path, sha: &str, scale: f64, seed: u64) {
     let mut r = SyntheticRun::new();
     r.experiment = "hist".into();
     r.reps = 3;

@@ -540,23 +540,6 @@ fn a_sweep_whose_name_is_shell_code_or_an_option_is_refused_before_a_script_is_w
     assert!(args.lines().all(|l| l == "--version"), "{args}");
 }
 
-/// A synthetic run folder of commit `sha` whose `prove` grows with `scale`.
-fn step_folder(dir: &Path, sha: &str, scale: f64, seed: u64) {
-    let mut r = SyntheticRun::new();
-    r.experiment = "hist".into();
-    r.reps = 3;
-    r.noise = 0.01;
-    r.seed = seed;
-    r.variants.truncate(1);
-    let name = r.variants[0].name.clone();
-    r.variant_mut(&name).gpu_gap_ns = ((scale - 1.0) * 1e9) as u64;
-    r.write(dir).unwrap();
-    let mut meta = store::read_meta(dir).unwrap();
-    meta.git.revision = Some(sha.into());
-    meta.run_id = format!("{seed:03}");
-    store::write_meta(dir, &meta).unwrap();
-}
-
 #[test]
 fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option() {
     let tmp = tempfile::tempdir().unwrap();
@@ -565,7 +548,7 @@ fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option()
     let runs = tmp.path().join("runs");
     for (i, sha) in shas.iter().enumerate() {
         let scale = if i >= 8 { 1.3 } else { 1.0 };
-        step_folder(&runs.join(format!("r{i:02}")), sha, scale, i as u64);
+        crate::history_cli::folder(&runs.join(format!("r{i:02}")), sha, scale, i as u64);
     }
     let clean = tmp.path().join("clean.sqlite");
     gapscope(tmp.path())
