@@ -13,8 +13,9 @@ use gapscope::store;
 use crate::common;
 use common::{gapscope, git};
 
-/// A repository of `n` empty commits; their shas, oldest first.
-fn repo(tmp: &Path, n: usize) -> (PathBuf, Vec<String>) {
+/// A repository of `n` empty commits; their shas, oldest first (also the hostile-input
+/// tests' repository).
+pub(crate) fn repo(tmp: &Path, n: usize) -> (PathBuf, Vec<String>) {
     let r = tmp.join("repo");
     std::fs::create_dir_all(&r).unwrap();
     git(&r, &["init", "-q", "-b", "main"]);

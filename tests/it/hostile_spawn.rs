@@ -11,25 +11,8 @@ use gapscope::analysis::synthetic::SyntheticRun;
 use gapscope::store;
 
 use crate::common;
-use common::{gapscope, git};
-
-/// A repository of `n` empty commits; their shas, oldest first.
-fn repo(tmp: &Path, n: usize) -> (PathBuf, Vec<String>) {
-    let r = tmp.join("repo");
-    std::fs::create_dir_all(&r).unwrap();
-    git(&r, &["init", "-q", "-b", "main"]);
-    for i in 0..n {
-        git(
-            &r,
-            &["commit", "-q", "--allow-empty", "-m", &format!("c{i}")],
-        );
-    }
-    let shas = git(&r, &["rev-list", "--reverse", "main"])
-        .lines()
-        .map(String::from)
-        .collect();
-    (r, shas)
-}
+use crate::history_cli::repo;
+use common::gapscope;
 
 /// Option-looking values that would write `pwned` if git or a shell took them as
 /// options or code.
