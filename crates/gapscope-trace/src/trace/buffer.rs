@@ -36,7 +36,6 @@ pub(super) struct OpenSpan {
 
 /// What a span carries beyond its times: attributes, counters, exact process CPU. Most
 /// spans have none of it, so it lives behind one pointer that stays null for them.
-#[derive(Default)]
 pub(super) struct Extra {
     pub attrs: Vec<(&'static str, AttrValue)>,
     /// While open: the counters at the start (counters on); then their delta.

@@ -339,9 +339,9 @@ fn open_extra() -> Option<Box<Extra>> {
         NO_CPU
     };
     Some(Box::new(Extra {
-        attrs: Vec::new(),
         counters,
         process_cpu_ns,
+        ..Extra::empty()
     }))
 }
 
@@ -355,7 +355,7 @@ pub fn exit(id: u64) -> bool {
     }
     let end_ns = span_now(hot);
     if hot & hot::EXTRAS != 0 {
-        return exit_with_extras(id, end_ns);
+        return exit_with_extras(id, end_ns, hot);
     }
     process_cpu::refresh_if_stale(end_ns);
     close(id, end_ns, hot, |_| {})
@@ -365,7 +365,7 @@ pub fn exit(id: u64) -> bool {
 /// the span's differences.
 #[cold]
 #[inline(never)]
-fn exit_with_extras(id: u64, end_ns: u64) -> bool {
+fn exit_with_extras(id: u64, end_ns: u64, hot: u8) -> bool {
     let end_counters = read_counters();
     let end_cpu = if process_cpu::exact() {
         process_cpu_ns()
@@ -373,7 +373,7 @@ fn exit_with_extras(id: u64, end_ns: u64) -> bool {
         None
     };
     process_cpu::refresh_if_stale(end_ns);
-    close(id, end_ns, hot::get(), |x| {
+    close(id, end_ns, hot, |x| {
         x.counters = match (x.counters.take(), end_counters) {
             (Some(a), Some(b)) => Some(b.delta_since(&a)),
             _ => None,
