@@ -12,14 +12,13 @@
 //! is left out with a warning that names it; a `B` never closed is closed at the last
 //! time the file reached, marked `unclosed`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, Visitor};
 use serde::Deserialize;
 
-use super::chrome_args::Args;
+use super::chrome_args::{Args, Text};
 use super::model::{GpuKind, GpuRecord, Span, Trace};
 
 /// A pid, tid or async id: a number or a string, as producers write them.
@@ -79,11 +78,11 @@ impl<'de> Deserialize<'de> for Id {
 #[derive(Debug, Deserialize)]
 pub struct Event<'a> {
     #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
+    name: Option<Text<'a>>,
     #[serde(default, borrow)]
-    cat: Option<Cow<'a, str>>,
+    cat: Option<Text<'a>>,
     #[serde(default, borrow)]
-    ph: Option<Cow<'a, str>>,
+    ph: Option<Text<'a>>,
     #[serde(default)]
     ts: Option<f64>,
     #[serde(default)]
@@ -96,6 +95,25 @@ pub struct Event<'a> {
     id: Option<Id>,
     #[serde(default)]
     args: Option<Args>,
+    /// A complete span's attributes, made by [`Event::prepare`] where the events are
+    /// parsed (on every core) rather than where they are taken in file order.
+    #[serde(skip)]
+    attrs: Option<Box<str>>,
+}
+
+impl Event<'_> {
+    /// What can be made of the event on its own, before it is taken in file order:
+    /// a complete span's attributes text.
+    pub fn prepare(&mut self) {
+        if self.ph.as_deref() != Some("X") || self.cat.as_deref().and_then(gpu_kind).is_some() {
+            return;
+        }
+        if let Some(a) = self.args.as_mut() {
+            self.attrs = a.take_attrs(self.cat.as_deref());
+        } else if let Some(c) = self.cat.as_deref() {
+            self.attrs = Args::default().into_attrs(Some(c));
+        }
+    }
 }
 
 /// A `B`/`E` (or async `b`/`e`) as read: matched per lane once the file ended, in
@@ -113,6 +131,8 @@ struct Mark {
 pub struct ChromeSink {
     pub trace: Trace,
     threads: HashMap<(Id, Id), u32>,
+    /// The last thread looked up, and its lane.
+    last_thread: Option<((Id, Id), u32)>,
     marks: HashMap<u32, Vec<Mark>>,
     /// Latest time any event reached, ns: where an unclosed `B` is closed.
     last_ns: u64,
@@ -125,18 +145,30 @@ impl ChromeSink {
         ChromeSink {
             trace,
             threads: HashMap::new(),
+            last_thread: None,
             marks: HashMap::new(),
             last_ns: 0,
         }
     }
 
     fn thread(&mut self, pid: &Id, tid: &Id) -> u32 {
-        if let Some(&t) = self.threads.get(&(pid.clone(), tid.clone())) {
-            return t;
+        // Most events are on the thread of the one before.
+        if let Some(((p, t), lane)) = &self.last_thread {
+            if p == pid && t == tid {
+                return *lane;
+            }
         }
-        let t = self.trace.thread(&pid.to_string(), &tid.to_string());
-        self.threads.insert((pid.clone(), tid.clone()), t);
-        t
+        let key = (pid.clone(), tid.clone());
+        let lane = match self.threads.get(&key) {
+            Some(&t) => t,
+            None => {
+                let t = self.trace.thread(&pid.to_string(), &tid.to_string());
+                self.threads.insert(key.clone(), t);
+                t
+            }
+        };
+        self.last_thread = Some((key, lane));
+        lane
     }
 
     /// Takes one event.
@@ -216,9 +248,14 @@ impl ChromeSink {
             ev.tid.as_ref().unwrap_or(&NO_ID),
         );
         let name = self.trace.names.id(ev.name.as_deref().unwrap_or(""));
-        let args = ev.args.unwrap_or_default();
-        let correlation = args.correlation.unwrap_or(0);
-        let attrs = args.into_attrs(ev.cat.as_deref());
+        let (correlation, attrs) = match ev.attrs {
+            Some(attrs) => (ev.args.and_then(|a| a.correlation), Some(attrs)),
+            None => {
+                let args = ev.args.unwrap_or_default();
+                (args.correlation, args.into_attrs(ev.cat.as_deref()))
+            }
+        };
+        let correlation = correlation.unwrap_or(0);
         self.trace.spans.push(Span {
             name,
             thread,
@@ -297,7 +334,7 @@ impl ChromeSink {
             ts_us: ev.ts.unwrap_or(0.0),
             end,
             name,
-            cat: ev.cat.filter(|_| !end).map(Cow::into_owned),
+            cat: ev.cat.filter(|_| !end).map(|c| c.0.into_owned()),
             args: ev.args.unwrap_or_default(),
         });
     }
@@ -409,11 +446,15 @@ pub fn us_to_ns(us: f64) -> Option<u64> {
 
 /// The GPU interval kind of a Kineto event category.
 fn gpu_kind(cat: &str) -> Option<GpuKind> {
-    match cat.to_ascii_lowercase().as_str() {
-        "kernel" => Some(GpuKind::Kernel),
-        "gpu_memcpy" | "memcpy" => Some(GpuKind::Memcpy),
-        "gpu_memset" | "memset" => Some(GpuKind::Memset),
-        _ => None,
+    let is = |names: &[&str]| names.iter().any(|n| cat.eq_ignore_ascii_case(n));
+    if is(&["kernel"]) {
+        Some(GpuKind::Kernel)
+    } else if is(&["gpu_memcpy", "memcpy"]) {
+        Some(GpuKind::Memcpy)
+    } else if is(&["gpu_memset", "memset"]) {
+        Some(GpuKind::Memset)
+    } else {
+        None
     }
 }
 

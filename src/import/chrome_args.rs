@@ -5,20 +5,24 @@
 //! dozen arguments and a profile millions of ops: a map of values per event was most of
 //! the reading time.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Most attributes one span keeps (Kineto's ops carry a dozen; shapes are the big ones).
 pub const MAX_ATTRS: usize = 24;
 /// Longest attribute value kept as written; longer ones are cut and say so.
 pub const MAX_ATTR_CHARS: usize = 256;
+/// Bytes reserved for an event's attribute text at its first member.
+const TYPICAL_ATTRS_BYTES: usize = 192;
 
 /// What the importer keeps of an event's `args`.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Args {
-    /// The scalar arguments as JSON object members (`"k":v` joined by commas).
-    members: String,
+    /// The scalar arguments as JSON object members (`"k":v` joined by commas), written
+    /// by serde_json (so valid UTF-8 JSON text).
+    members: Vec<u8>,
     kept: usize,
     pub correlation: Option<u64>,
     pub device: Option<u64>,
@@ -33,122 +37,258 @@ pub struct Args {
 impl Args {
     /// Adds a member (its value already JSON text), up to [`MAX_ATTRS`].
     pub fn push(&mut self, key: &str, json_value: &str) {
+        if self.member(key) {
+            self.members.extend_from_slice(json_value.as_bytes());
+        }
+    }
+
+    /// Starts a member `"key":` when there is room for one; whether there was.
+    fn member(&mut self, key: &str) -> bool {
         if self.kept >= MAX_ATTRS {
+            return false;
+        }
+        if self.members.is_empty() {
+            // Room for a Kineto op's members and the `{"cat":…,` and `}` that
+            // [`Args::take_attrs`] adds around them, so that they are made in one
+            // allocation.
+            self.members.reserve(TYPICAL_ATTRS_BYTES);
+        } else {
+            self.members.push(b',');
+        }
+        json_into(&mut self.members, key);
+        self.members.push(b':');
+        self.kept += 1;
+        true
+    }
+
+    /// A number argument: kept as text, and as the value of the fields read by name.
+    fn number(&mut self, key: &str, text: &str, n: Option<u64>) {
+        match key {
+            "correlation" => self.correlation = n,
+            "device" => self.device = n,
+            "stream" => self.stream = n,
+            "bytes" => self.bytes = n,
+            _ => {}
+        }
+        if self.member(key) {
+            self.members.extend_from_slice(text.as_bytes());
+        }
+    }
+
+    /// A string argument: kept as JSON text (cut past [`MAX_ATTR_CHARS`]).
+    fn string(&mut self, key: &str, v: &str) {
+        if key == "name" {
+            self.name = Some(v.to_string());
+        }
+        if !self.member(key) {
             return;
         }
-        if !self.members.is_empty() {
-            self.members.push(',');
+        // A string of at most MAX_ATTR_CHARS bytes has at most as many chars.
+        if v.len() <= MAX_ATTR_CHARS || v.chars().count() <= MAX_ATTR_CHARS {
+            json_into(&mut self.members, v);
+        } else {
+            let cut: String = v.chars().take(MAX_ATTR_CHARS).collect();
+            json_into(&mut self.members, &format!("{cut}…"));
         }
-        self.members
-            .push_str(&serde_json::Value::from(key).to_string());
-        self.members.push(':');
-        self.members.push_str(json_value);
-        self.kept += 1;
     }
 
     /// The attributes as a JSON object's text, `cat` first; None when there are none.
-    pub fn into_attrs(self, cat: Option<&str>) -> Option<Box<str>> {
-        let cat = cat.map(|c| format!("\"cat\":{}", serde_json::Value::from(c)));
-        match (cat, self.members.is_empty()) {
-            (None, true) => None,
-            (None, false) => Some(format!("{{{}}}", self.members).into()),
-            (Some(c), true) => Some(format!("{{{c}}}").into()),
-            (Some(c), false) => Some(format!("{{{c},{}}}", self.members).into()),
+    pub fn into_attrs(mut self, cat: Option<&str>) -> Option<Box<str>> {
+        self.take_attrs(cat)
+    }
+
+    /// [`Args::into_attrs`], leaving the fields read by name (and no members). The
+    /// text is made in the members' own buffer.
+    pub fn take_attrs(&mut self, cat: Option<&str>) -> Option<Box<str>> {
+        let mut out = std::mem::take(&mut self.members);
+        let had_members = !out.is_empty();
+        self.kept = 0;
+        if cat.is_none() && !had_members {
+            return None;
         }
+        // The head (`{"cat":…,`) is written after the members, then turned to the front.
+        let members_len = out.len();
+        out.push(b'{');
+        if let Some(c) = cat {
+            out.extend_from_slice(b"\"cat\":");
+            json_into(&mut out, c);
+            if had_members {
+                out.push(b',');
+            }
+        }
+        let head_len = out.len() - members_len;
+        out.rotate_right(head_len);
+        out.push(b'}');
+        // Every byte was written from `&str`s by serde_json or is ASCII.
+        Some(
+            String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+                .into_boxed_str(),
+        )
     }
 }
 
-/// One argument's value: JSON text where it is a scalar (strings cut at
-/// [`MAX_ATTR_CHARS`]), its number where it is one, three numbers where it is an
-/// array of three; nothing for other arrays and objects (skipped unread).
-#[derive(Debug, Default)]
-struct Scalar {
-    text: Option<String>,
-    number: Option<u64>,
-    triple: Option<[u32; 3]>,
-    string: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for Scalar {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
-        d.deserialize_any(ScalarVisitor)
+/// `s` as a JSON string, appended to `out` (as it is where nothing in it needs an
+/// escape, as most names do not).
+fn json_into(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string serialises into memory");
     }
 }
 
-struct ScalarVisitor;
+/// A string of an event (its name, category or phase, an argument's key): borrowed
+/// from the event's text where it holds no escapes. (serde borrows a `Cow` field only
+/// where it is not inside an `Option`.)
+#[derive(Debug)]
+pub struct Text<'de>(pub Cow<'de, str>);
 
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar;
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Text<'a>, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+/// One argument's value, written straight into its [`Args`]: JSON text where it is a
+/// scalar (strings cut at [`MAX_ATTR_CHARS`]), its number where it is one, three
+/// numbers where it is an array of three (`grid`, `block`); other arrays and objects
+/// are skipped unread.
+struct Value<'a> {
+    args: &'a mut Args,
+    key: &'a str,
+}
+
+impl<'de> DeserializeSeed<'de> for Value<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Value<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an argument value")
     }
-    fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
-        Ok(Scalar {
-            text: Some(v.to_string()),
-            ..Default::default()
-        })
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.args.push(self.key, if v { "true" } else { "false" });
+        Ok(())
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
-        Ok(Scalar {
-            text: Some(v.to_string()),
-            number: Some(v),
-            ..Default::default()
-        })
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.args
+            .number(self.key, itoa::Buffer::new().format(v), Some(v));
+        Ok(())
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
-        Ok(Scalar {
-            text: Some(v.to_string()),
-            number: u64::try_from(v).ok(),
-            ..Default::default()
-        })
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        let n = u64::try_from(v).ok();
+        self.args.number(self.key, itoa::Buffer::new().format(v), n);
+        Ok(())
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
-        Ok(Scalar {
-            text: Some(serde_json::Value::from(v).to_string()),
-            ..Default::default()
-        })
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        if self.args.member(self.key) {
+            serde_json::to_writer(&mut self.args.members, &v).expect("a number serialises");
+        }
+        Ok(())
     }
-    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
-        let shown = if v.chars().count() > MAX_ATTR_CHARS {
-            let cut: String = v.chars().take(MAX_ATTR_CHARS).collect();
-            format!("{cut}…")
-        } else {
-            v.to_string()
-        };
-        Ok(Scalar {
-            text: Some(serde_json::Value::from(shown).to_string()),
-            string: Some(v.to_string()),
-            ..Default::default()
-        })
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.args.string(self.key, v);
+        Ok(())
     }
-    fn visit_unit<E>(self) -> Result<Scalar, E> {
-        Ok(Scalar {
-            text: Some("null".into()),
-            ..Default::default()
-        })
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.args.push(self.key, "null");
+        Ok(())
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         // Kineto's grid and block: three numbers. Anything else is skipped.
-        let mut v = Vec::new();
-        let mut numeric = true;
+        let mut v = [0u32; 3];
+        let (mut n, mut numeric) = (0usize, true);
         while numeric {
-            match seq.next_element::<serde_json::Value>()? {
-                Some(x) => match x.as_u64() {
-                    Some(n) if v.len() < 3 => v.push(n as u32),
-                    _ => numeric = false,
-                },
+            match seq.next_element::<Whole>()? {
+                Some(Whole(Some(x))) if n < 3 => {
+                    v[n] = x as u32;
+                    n += 1;
+                }
+                Some(_) => numeric = false,
                 None => break,
             }
         }
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar {
-            triple: (numeric && v.len() == 3).then(|| [v[0], v[1], v[2]]),
-            ..Default::default()
-        })
+        let triple = (numeric && n == 3).then_some(v);
+        match self.key {
+            "grid" => self.args.grid = triple,
+            "block" => self.args.block = triple,
+            _ => {}
+        }
+        Ok(())
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar::default())
+        Ok(())
+    }
+}
+
+/// An array element: its value where it is a whole number ≥ 0, else None (read past).
+struct Whole(Option<u64>);
+
+impl<'de> Deserialize<'de> for Whole {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Whole, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Whole;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Whole, E> {
+                Ok(Whole(Some(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Whole, E> {
+                Ok(Whole(u64::try_from(v).ok()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Whole, E> {
+                Ok(Whole(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Whole, E> {
+                Ok(Whole(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Whole, E> {
+                Ok(Whole(None))
+            }
+            fn visit_unit<E>(self) -> Result<Whole, E> {
+                Ok(Whole(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Whole, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Whole(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Whole, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Whole(None))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -162,21 +302,11 @@ impl<'de> Deserialize<'de> for Args {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Args, A::Error> {
                 let mut a = Args::default();
-                while let Some(key) = map.next_key::<String>()? {
-                    let v: Scalar = map.next_value()?;
-                    match key.as_str() {
-                        "correlation" => a.correlation = v.number,
-                        "device" => a.device = v.number,
-                        "stream" => a.stream = v.number,
-                        "bytes" => a.bytes = v.number,
-                        "grid" => a.grid = v.triple,
-                        "block" => a.block = v.triple,
-                        "name" => a.name.clone_from(&v.string),
-                        _ => {}
-                    }
-                    if let Some(t) = &v.text {
-                        a.push(&key, t);
-                    }
+                while let Some(Text(key)) = map.next_key::<Text>()? {
+                    map.next_value_seed(Value {
+                        args: &mut a,
+                        key: &key,
+                    })?;
                 }
                 Ok(a)
             }

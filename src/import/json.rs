@@ -11,6 +11,7 @@
 
 use std::io::BufRead;
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, SyncSender};
 
 use rayon::prelude::*;
 
@@ -84,6 +85,8 @@ impl Scanner<'_> {
 
     /// Appends the next JSON value's bytes to `out` (or only skips it when `out` is
     /// None), without parsing it: strings, nesting and scalars are only delimited.
+    /// Strings are skipped to their next quote or backslash at once (most of an event's
+    /// bytes are in its strings), and lines are counted over each piece taken.
     fn value(&mut self, mut out: Option<&mut Vec<u8>>) -> Result<(), Stop> {
         let first = self.peek()?.ok_or(Stop::Eof)?;
         let nested = matches!(first, b'{' | b'[');
@@ -98,25 +101,32 @@ impl Scanner<'_> {
                 };
             }
             let mut end = None;
-            for (i, &b) in buf.iter().enumerate() {
-                if b == b'\n' {
-                    self.line += 1;
-                }
+            let mut i = 0;
+            while i < buf.len() {
                 if in_str {
-                    match (esc, b) {
-                        (true, _) => esc = false,
-                        (false, b'\\') => esc = true,
-                        (false, b'"') => {
+                    if esc {
+                        esc = false;
+                        i += 1;
+                        continue;
+                    }
+                    match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+                        None => i = buf.len(),
+                        Some(k) if buf[i + k] == b'\\' => {
+                            esc = true;
+                            i += k + 1;
+                        }
+                        Some(k) => {
                             in_str = false;
+                            i += k + 1;
                             if !nested {
-                                end = Some(i + 1);
+                                end = Some(i);
                                 break;
                             }
                         }
-                        _ => {}
                     }
                     continue;
                 }
+                let b = buf[i];
                 match b {
                     b'"' if started && !nested => {
                         return Err(Stop::Bad("a string right after a value".into()))
@@ -137,8 +147,10 @@ impl Scanner<'_> {
                     _ => {}
                 }
                 started = true;
+                i += 1;
             }
             let take = end.unwrap_or(buf.len());
+            self.line += memchr::memchr_iter(b'\n', &buf[..take]).count();
             if let Some(o) = out.as_deref_mut() {
                 o.extend_from_slice(&buf[..take]);
             }
@@ -189,89 +201,29 @@ struct Reader<'a, 'b> {
 }
 
 impl Reader<'_, '_> {
-    /// The elements of the array that starts here, parsed batch by batch.
+    /// The elements of the array that starts here, parsed batch by batch: this thread
+    /// cuts the batches out while another parses the one before (on every core) and
+    /// hands its pieces to the sink in file order.
     fn array(&mut self, format: Format) -> Result<(), Stop> {
         self.s.expect(b'[')?;
-        let mut batch = Batch::default();
-        let mut first = true;
-        loop {
-            match self.s.peek()? {
-                Some(b']') => {
-                    self.s.r.consume(1);
-                    break;
+        let (tx, rx) = sync_channel::<Batch>(1);
+        let sink = &mut self.sink;
+        let scanner = &mut self.s;
+        std::thread::scope(|scope| {
+            let parser = scope.spawn(move || -> Result<(), Stop> {
+                for batch in rx {
+                    parse(sink, format, &batch)?;
                 }
-                Some(b',') if !first => self.s.r.consume(1),
-                Some(_) if first => {}
-                Some(b) => {
-                    let why = format!("expected ',' or ']', found {:?}", b as char);
-                    return Err(Stop::Bad(why));
-                }
-                None => {
-                    self.flush(format, &mut batch)?;
-                    return Err(Stop::Eof);
-                }
-            }
-            first = false;
-            // White space before the element: its line is where it starts.
-            if self.s.peek()?.is_none() {
-                self.flush(format, &mut batch)?;
-                return Err(Stop::Eof);
-            }
-            let line = self.s.line;
-            let r = self.s.value(Some(&mut batch.bytes));
-            if let Err(e) = r {
-                self.flush(format, &mut batch)?;
-                return Err(e);
-            }
-            batch.ends.push((batch.bytes.len(), line));
-            if batch.bytes.len() >= BATCH_BYTES {
-                self.flush(format, &mut batch)?;
-            }
-        }
-        self.flush(format, &mut batch)
-    }
-
-    /// Parses a batch on every core and hands it over in order; a piece that does not
-    /// parse is an error naming its line and number.
-    fn flush(&mut self, format: Format, batch: &mut Batch) -> Result<(), Stop> {
-        let spans: Vec<(usize, usize, usize)> = batch
-            .ends
-            .iter()
-            .scan(0, |start, &(end, line)| {
-                let s = *start;
-                *start = end;
-                Some((s, end, line))
-            })
-            .collect();
-        let bytes = &batch.bytes;
-        let before = self.sink.events();
-        match format {
-            Format::Chrome => {
-                let parsed: Vec<_> = spans
-                    .par_iter()
-                    .map(|&(a, b, _)| serde_json::from_slice::<Event>(&bytes[a..b]))
-                    .collect();
-                let Sink::Chrome(c) = &mut self.sink else {
-                    unreachable!("chrome batch")
-                };
-                for (i, ev) in parsed.into_iter().enumerate() {
-                    let ev = ev.map_err(|e| bad_piece(&e, spans[i].2, before + i as u64))?;
-                    c.add(ev);
-                }
-            }
-            _ => {
-                let Sink::Otlp(o) = &mut self.sink else {
-                    unreachable!("otlp batch")
-                };
-                for (i, &(a, b, line)) in spans.iter().enumerate() {
-                    let r = serde_json::from_slice::<ResourceSpans>(&bytes[a..b]);
-                    o.add(r.map_err(|e| bad_piece(&e, line, before + i as u64))?);
-                }
-            }
-        }
-        batch.bytes.clear();
-        batch.ends.clear();
-        Ok(())
+                Ok(())
+            });
+            let cut = elements(scanner, &tx);
+            drop(tx);
+            // A piece that did not parse lies before where the cutting stopped.
+            let parsed = parser
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            parsed.and(cut)
+        })
     }
 
     /// The top level: an array of events, or objects (one per line for OTLP).
@@ -334,6 +286,95 @@ impl Reader<'_, '_> {
             }
         }
     }
+}
+
+/// Cuts the elements of an array (its `[` consumed) into batches sent to `tx`; the
+/// last batch goes before an error or the end is returned.
+fn elements(s: &mut Scanner, tx: &SyncSender<Batch>) -> Result<(), Stop> {
+    let mut batch = Batch::default();
+    let mut first = true;
+    let stop = loop {
+        match s.peek() {
+            Err(e) => break Err(e),
+            Ok(Some(b']')) => {
+                s.r.consume(1);
+                break Ok(());
+            }
+            Ok(Some(b',')) if !first => s.r.consume(1),
+            Ok(Some(_)) if first => {}
+            Ok(Some(b)) => {
+                break Err(Stop::Bad(format!(
+                    "expected ',' or ']', found {:?}",
+                    b as char
+                )))
+            }
+            Ok(None) => break Err(Stop::Eof),
+        }
+        first = false;
+        // White space before the element: its line is where it starts.
+        match s.peek() {
+            Err(e) => break Err(e),
+            Ok(None) => break Err(Stop::Eof),
+            Ok(Some(_)) => {}
+        }
+        let line = s.line;
+        if let Err(e) = s.value(Some(&mut batch.bytes)) {
+            break Err(e);
+        }
+        batch.ends.push((batch.bytes.len(), line));
+        if batch.bytes.len() >= BATCH_BYTES {
+            let full = std::mem::take(&mut batch);
+            if tx.send(full).is_err() {
+                // The parser stopped at a piece that did not parse: its error stands.
+                return Ok(());
+            }
+        }
+    };
+    if !batch.ends.is_empty() {
+        let _ = tx.send(batch);
+    }
+    stop
+}
+
+/// Parses a batch on every core and hands it to `sink` in order; a piece that does not
+/// parse is an error naming its line and number.
+fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
+    let spans: Vec<(usize, usize, usize)> = batch
+        .ends
+        .iter()
+        .scan(0, |start, &(end, line)| {
+            let s = *start;
+            *start = end;
+            Some((s, end, line))
+        })
+        .collect();
+    let bytes = &batch.bytes;
+    let before = sink.events();
+    match sink {
+        Sink::Chrome(c) => {
+            let parsed: Vec<_> = spans
+                .par_iter()
+                .map(|&(a, b, _)| {
+                    serde_json::from_slice::<Event>(&bytes[a..b]).map(|mut ev| {
+                        ev.prepare();
+                        ev
+                    })
+                })
+                .collect();
+            for (i, ev) in parsed.into_iter().enumerate() {
+                let ev = ev.map_err(|e| bad_piece(&e, spans[i].2, before + i as u64))?;
+                c.add(ev);
+            }
+        }
+        Sink::Otlp(o) => {
+            for (i, &(a, b, line)) in spans.iter().enumerate() {
+                let r = serde_json::from_slice::<ResourceSpans>(&bytes[a..b]);
+                o.add(r.map_err(|e| bad_piece(&e, line, before + i as u64))?);
+            }
+        }
+        Sink::None => unreachable!("{} batch before its sink", format.as_str()),
+    }
+    Ok(())
 }
 
 /// A piece that did not parse: the line is the file's (the piece's first line plus the

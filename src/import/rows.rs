@@ -97,17 +97,75 @@ pub struct RepCtx<'a> {
     pub root: &'a str,
 }
 
+/// A rep's span rows, made one at a time into a row that is reused ([`Rows::fill`]):
+/// an imported trace of millions of spans is never held as rows all at once, and its
+/// rows are made on every core.
+pub struct Rows<'a> {
+    ctx: &'a RepCtx<'a>,
+    members: Vec<&'a Span>,
+    tree: tree::Tree,
+    busy: Option<Coverage>,
+    root_attrs: String,
+}
+
+impl Rows<'_> {
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Sets every field of `row` to span `i`'s (the root first).
+    pub fn fill(&self, i: usize, row: &mut SpanRow) {
+        let (ctx, s) = (self.ctx, self.members[i]);
+        row.rep = ctx.rep;
+        set(&mut row.variant, ctx.variant);
+        row.span_id = i as u64 + 1;
+        row.parent_id = (self.tree.parent[i] != ROOT).then(|| self.tree.parent[i] as u64 + 1);
+        if i == 0 {
+            set(&mut row.name, ctx.root);
+            set(&mut row.attrs, &self.root_attrs);
+        } else {
+            let written = ctx.trace.names.name(s.name);
+            let mapped = &ctx.names[s.name as usize].0;
+            if **mapped == *written && written != ctx.root {
+                set(&mut row.name, written);
+                set(&mut row.attrs, s.attrs.as_deref().unwrap_or("{}"));
+            } else {
+                (row.name, row.attrs) = named(ctx, s);
+            }
+        }
+        row.thread_id = ctx.threads.ids[s.thread as usize];
+        set(&mut row.thread_name, &ctx.threads.names[s.thread as usize]);
+        row.start_ns = s.start_ns;
+        row.end_ns = s.end_ns;
+        row.duration_ns = s.end_ns - s.start_ns;
+        row.self_ns = self.tree.self_ns[i];
+        row.gpu_busy_ns = self.busy.as_ref().map(|c| c.within(s.start_ns, s.end_ns));
+        row.instructions = None;
+        row.branches = None;
+        row.cycles = None;
+        row.task_clock_ns = None;
+        row.page_faults = None;
+        row.context_switches = None;
+        row.process_cpu_ns = None;
+    }
+}
+
+/// `to` holds `from`, in the room it already has.
+fn set(to: &mut String, from: &str) {
+    to.clear();
+    to.push_str(from);
+}
+
 /// The rep's runs.csv row, its span rows (made as they are written), its GPU rows, and
 /// warnings about its tree.
 pub fn rep_rows<'a>(
     ctx: &'a RepCtx<'a>,
     rep: &'a Rep,
-) -> (
-    RunRow,
-    impl Iterator<Item = SpanRow> + 'a,
-    Vec<GpuActivityRow>,
-    Vec<String>,
-) {
+) -> (RunRow, Rows<'a>, Vec<GpuActivityRow>, Vec<String>) {
     let trace = ctx.trace;
     let root = rep.root_span(trace);
     let mut members: Vec<&Span> = Vec::with_capacity(rep.spans.len() + 1);
@@ -125,30 +183,14 @@ pub fn rep_rows<'a>(
     });
     let run = run_row(ctx, root);
     let root_attrs = root_attrs(ctx, rep);
-    let spans = (0..members.len()).map(move |i| {
-        let s = members[i];
-        let mut row = SpanRow::sample();
-        row.rep = ctx.rep;
-        row.variant = ctx.variant.to_string();
-        row.span_id = i as u64 + 1;
-        row.parent_id = (tree.parent[i] != ROOT).then(|| tree.parent[i] as u64 + 1);
-        let (name, attrs) = if i == 0 {
-            (ctx.root.to_string(), root_attrs.clone())
-        } else {
-            named(ctx, s)
-        };
-        row.name = name;
-        row.attrs = attrs;
-        row.thread_id = ctx.threads.ids[s.thread as usize];
-        row.thread_name = ctx.threads.names[s.thread as usize].clone();
-        row.start_ns = s.start_ns;
-        row.end_ns = s.end_ns;
-        row.duration_ns = s.end_ns - s.start_ns;
-        row.self_ns = tree.self_ns[i];
-        row.gpu_busy_ns = busy.as_ref().map(|c| c.within(s.start_ns, s.end_ns));
-        row
-    });
-    (run, spans, gpu, notes)
+    let rows = Rows {
+        ctx,
+        members,
+        tree,
+        busy,
+        root_attrs,
+    };
+    (run, rows, gpu, notes)
 }
 
 /// What the tree of rep `rep` says of its file's parent links.

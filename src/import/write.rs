@@ -213,7 +213,8 @@ impl Progress<'_> {
             let (run, spans, gpu, n) = rows::rep_rows(&ctx, rep);
             self.any_gpu |= !gpu.is_empty();
             self.writer.append_gpu(&[], &gpu)?;
-            self.writer.append_rep_iter(&run, spans)?;
+            self.writer
+                .append_rep_with(&run, spans.len(), |i, row| spans.fill(i, row))?;
             notes.extend(n);
             self.next_rep += 1;
             *iteration += 1;

@@ -33,6 +33,7 @@ mod new_run;
 pub mod paths;
 mod resume;
 pub mod schema;
+mod span_text;
 mod view;
 
 use std::fs::{self, File, OpenOptions};
@@ -197,8 +198,20 @@ impl Appender {
     }
 
     fn write<T: serde::Serialize>(&mut self, row: &T) -> Result<(), StoreError> {
-        let path = self.path.clone();
-        self.writer()?.serialize(row).map_err(|e| csv_io(&path, e))
+        let r = self.writer()?.serialize(row);
+        r.map_err(|e| csv_io(&self.path, e))
+    }
+
+    /// Appends rows already written as CSV text (whole lines, as [`Appender::write`]
+    /// writes them).
+    fn write_text(&mut self, text: &[u8]) -> Result<(), StoreError> {
+        use std::io::Write;
+        let w = self.writer()?;
+        let r = w.flush().and_then(|()| {
+            let mut file: &File = w.get_ref();
+            file.write_all(text)
+        });
+        r.map_err(io(&self.path))
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -353,9 +366,45 @@ impl RunWriter {
                 .write(std::borrow::Borrow::<SpanRow>::borrow(&s))?;
             n += 1;
         }
+        self.end_rep(run, n)
+    }
+
+    /// [`RunWriter::append_rep`] with `n` span rows that `fill(i, row)` makes (setting
+    /// every field of a row that is reused): the rows are written as text on every core,
+    /// a window of them at a time, and appended in order.
+    pub fn append_rep_with<F>(&mut self, run: &RunRow, n: usize, fill: F) -> Result<(), StoreError>
+    where
+        F: Fn(usize, &mut SpanRow) + Sync,
+    {
+        use rayon::prelude::*;
+        let window = ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
+        for at in (0..n).step_by(window) {
+            let end = (at + window).min(n);
+            let starts: Vec<usize> = (at..end).step_by(ROWS_PER_CHUNK).collect();
+            let texts: Vec<Vec<u8>> = starts
+                .into_par_iter()
+                .map(|a| {
+                    let mut text = Vec::new();
+                    let mut row = SpanRow::sample();
+                    for i in a..(a + ROWS_PER_CHUNK).min(end) {
+                        fill(i, &mut row);
+                        row.write_csv_line(&mut text);
+                    }
+                    text
+                })
+                .collect();
+            for t in &texts {
+                self.spans.write_text(t)?;
+            }
+        }
+        self.end_rep(run, n as u32)
+    }
+
+    /// Flushes a rep's span rows and appends its run row (with how many span rows it has).
+    fn end_rep(&mut self, run: &RunRow, span_rows: u32) -> Result<(), StoreError> {
         self.spans.flush()?;
         let mut run = run.clone();
-        run.span_rows = Some(n);
+        run.span_rows = Some(span_rows);
         if let Some(p) = &self.paths {
             run.error = p.text(&run.error);
         }
@@ -363,6 +412,11 @@ impl RunWriter {
         self.runs.flush()
     }
 }
+
+/// Span rows written as text at once by one thread of [`RunWriter::append_rep_with`],
+/// and chunks of them made at once (on every core) before they are appended.
+const ROWS_PER_CHUNK: usize = 4096;
+const CHUNKS_PER_WINDOW: usize = 16;
 
 /// A new run folder's files, written under its hidden name.
 fn fill_new(partial: &Path, meta: &Meta, experiment_text: &str) -> Result<(), StoreError> {

@@ -110,8 +110,10 @@ pub fn read(
     };
     let (_, spans, gpu, _) = import_rows::rep_rows(&ctx, &rep);
     let moved = |t: u64| (t as i128 + shift).max(0) as u64;
-    let spans = spans
-        .map(|mut s| {
+    let spans = (0..spans.len())
+        .map(|i| {
+            let mut s = SpanRow::sample();
+            spans.fill(i, &mut s);
             s.start_ns = moved(s.start_ns);
             s.end_ns = moved(s.end_ns).max(s.start_ns);
             s.duration_ns = s.end_ns - s.start_ns;
