@@ -1,6 +1,8 @@
 //! Results on disk: `results/<experiment>/<UTC time>-<id>/` holding the experiment copy,
-//! `meta.json`, `runs.csv`, `spans.csv` (counter columns included), `telemetry.csv`
-//! (NVML samples) and `gpu_activity.csv` (CUPTI kernels and copies).
+//! `meta.json`, `runs.csv`, `spans.csv` (counter columns included; a long run goes on in
+//! `spans.2.csv`, `spans.3.csv`, … before a file passes [`MAX_TABLE_BYTES`], see
+//! `parts`), `telemetry.csv` (NVML samples) and `gpu_activity.csv` (CUPTI kernels and
+//! copies).
 //!
 //! CSV files are appended and flushed rep by rep: a rep's spans, telemetry and activity
 //! first, then its row in runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
@@ -30,6 +32,7 @@ pub(crate) mod gpu_lanes;
 mod integrity;
 pub mod lane_series;
 mod new_run;
+mod parts;
 pub mod paths;
 mod resume;
 pub mod schema;
@@ -43,10 +46,11 @@ pub mod host;
 pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
-pub use files::{RunFile, RUN_FILES, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
+pub use files::{RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
+pub use parts::{part_name, MAX_PARTS, PART_BYTES_VAR};
 pub use schema::*;
 pub use view::{covered_ns, family, RunView, SpanTime};
 
@@ -201,6 +205,24 @@ impl Appender {
         self.writer()?.serialize(row).map_err(|e| csv_io(&path, e))
     }
 
+    /// Appends rows already written as CSV (complete lines).
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        use std::io::Write;
+        let path = self.path.clone();
+        let w = self.writer()?;
+        w.flush().map_err(io(&path))?;
+        let mut f: &File = w.get_ref();
+        f.write_all(bytes).map_err(io(&path))
+    }
+
+    /// Cuts the file back to `len` bytes (appends go on from there).
+    fn truncate(&mut self, len: u64) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let w = self.writer()?;
+        w.flush().map_err(io(&path))?;
+        w.get_ref().set_len(len).map_err(io(&path))
+    }
+
     fn flush(&mut self) -> Result<(), StoreError> {
         let Some(w) = self.w.as_mut() else {
             return Ok(());
@@ -254,7 +276,7 @@ fn header_of<T: serde::Serialize>(sample: &T) -> Vec<String> {
 pub struct RunWriter {
     pub dir: PathBuf,
     runs: Appender,
-    spans: Appender,
+    spans: parts::PartWriter,
     telemetry: Appender,
     activity: Appender,
     /// Exclusive lock on the run folder, held while this writer lives.
@@ -263,6 +285,8 @@ pub struct RunWriter {
     notes: Vec<String>,
     /// How the paths of a rep's error are written (`meta.paths`; none: as they are).
     paths: Option<paths::PathBases>,
+    /// Why the last rep appended kept none of its spans (see [`RunWriter::take_capped`]).
+    capped: Option<String>,
 }
 
 impl RunWriter {
@@ -296,11 +320,19 @@ impl RunWriter {
         Ok(RunWriter {
             dir: dir.to_path_buf(),
             runs: Appender::append_existing(&dir.join(RUNS))?,
-            spans: Appender::append_existing(&dir.join(SPANS))?,
+            spans: parts::PartWriter::new(
+                dir,
+                SPANS,
+                header_of(&SpanRow::sample()),
+                1,
+                Appender::append_existing(&dir.join(SPANS))?,
+                fs::metadata(dir.join(SPANS)).map_err(io(dir))?.len(),
+            ),
             telemetry: Appender::append_existing(&dir.join(TELEMETRY))?,
             activity: Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
             _lock: lock,
             notes: Vec::new(),
+            capped: None,
             paths: meta
                 .paths
                 .as_ref()
@@ -333,9 +365,32 @@ impl RunWriter {
         self.activity.flush()
     }
 
+    /// Sets the size past which spans.csv goes on in a next part (at most, and by
+    /// default, [`MAX_TABLE_BYTES`]; the `GAPSCOPE_TABLE_PART_BYTES` setting lowers it
+    /// for every writer of a process).
+    #[doc(hidden)]
+    pub fn set_part_bytes(&mut self, n: u64) {
+        self.spans.set_part_bytes(n);
+    }
+
+    /// Sets the most bytes a part of spans.csv holds below [`MAX_TABLE_BYTES`].
+    #[cfg(test)]
+    fn set_table_cap(&mut self, n: u64) {
+        self.spans.set_cap(n);
+    }
+
+    /// Why the rep appended last kept none of its spans, once: its rows would have
+    /// taken a table file past [`MAX_TABLE_BYTES`], so it was recorded as failed with
+    /// this reason (its row says so). `None` for a rep written whole.
+    pub fn take_capped(&mut self) -> Option<String> {
+        self.capped.take()
+    }
+
     /// Appends one rep (spans, then its run row) and flushes both. The row records how
     /// many span rows the rep has (`span_rows`), so that a reader or a resume can tell a
-    /// rep whose spans were cut off from a complete one.
+    /// rep whose spans were cut off from a complete one. The spans go to spans.csv or to
+    /// its next part, never split across two ([`parts`]); a rep whose spans alone would
+    /// pass the cap keeps none and is recorded as failed ([`RunWriter::take_capped`]).
     pub fn append_rep(&mut self, run: &RunRow, spans: &[SpanRow]) -> Result<(), StoreError> {
         self.append_rep_iter(run, spans)
     }
@@ -347,15 +402,21 @@ impl RunWriter {
         I: IntoIterator,
         I::Item: std::borrow::Borrow<SpanRow>,
     {
-        let mut n = 0u32;
-        for s in spans {
-            self.spans
-                .write(std::borrow::Borrow::<SpanRow>::borrow(&s))?;
-            n += 1;
-        }
-        self.spans.flush()?;
         let mut run = run.clone();
-        run.span_rows = Some(n);
+        self.capped = None;
+        match self.spans.write_rep(spans)? {
+            parts::Written::Rows(n) => run.span_rows = Some(n),
+            parts::Written::Capped(why) => {
+                run.status = RepStatus::Failed;
+                run.error = if run.error.is_empty() {
+                    why.clone()
+                } else {
+                    format!("{}; {why}", run.error)
+                };
+                run.span_rows = Some(0);
+                self.capped = Some(why);
+            }
+        }
         if let Some(p) = &self.paths {
             run.error = p.text(&run.error);
         }
@@ -525,8 +586,8 @@ impl RunData {
         }
         let meta = read_meta(dir)?;
         let runs = read_csv_complete(&dir.join(RUNS))?;
-        let spans = read_csv_complete(&dir.join(SPANS))?;
-        integrity::check_loaded(dir, &runs, &spans)?;
+        let (spans, parts) = parts::read_parts_complete(dir, SPANS)?;
+        integrity::check_loaded(dir, &runs, &spans, &parts)?;
         Ok(RunData {
             dir: dir.to_path_buf(),
             meta,
