@@ -50,7 +50,7 @@ pub use files::{RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STA
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
-pub use parts::{part_name, MAX_PARTS, PART_BYTES_VAR};
+pub use parts::{part_name, PART_BYTES_VAR};
 pub use schema::*;
 pub use view::{covered_ns, family, RunView, SpanTime};
 
@@ -366,10 +366,9 @@ impl RunWriter {
     }
 
     /// Sets the size past which spans.csv goes on in a next part (at most, and by
-    /// default, [`MAX_TABLE_BYTES`]; the `GAPSCOPE_TABLE_PART_BYTES` setting lowers it
-    /// for every writer of a process).
-    #[doc(hidden)]
-    pub fn set_part_bytes(&mut self, n: u64) {
+    /// default, [`MAX_TABLE_BYTES`]; [`PART_BYTES_VAR`] lowers it for a whole process).
+    #[cfg(test)]
+    fn set_part_bytes(&mut self, n: u64) {
         self.spans.set_part_bytes(n);
     }
 
@@ -389,7 +388,7 @@ impl RunWriter {
     /// Appends one rep (spans, then its run row) and flushes both. The row records how
     /// many span rows the rep has (`span_rows`), so that a reader or a resume can tell a
     /// rep whose spans were cut off from a complete one. The spans go to spans.csv or to
-    /// its next part, never split across two ([`parts`]); a rep whose spans alone would
+    /// its next part, never split across two (`parts`); a rep whose spans alone would
     /// pass the cap keeps none and is recorded as failed ([`RunWriter::take_capped`]).
     pub fn append_rep(&mut self, run: &RunRow, spans: &[SpanRow]) -> Result<(), StoreError> {
         self.append_rep_iter(run, spans)

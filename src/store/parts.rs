@@ -201,6 +201,7 @@ impl PartWriter {
     }
 
     /// Sets the part size (at most the cap), in place of [`PART_BYTES_VAR`]'s.
+    #[cfg(test)]
     pub(super) fn set_part_bytes(&mut self, n: u64) {
         self.part_bytes = n.clamp(1, self.cap);
     }
