@@ -461,8 +461,8 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             if slot.warmup { " (warm-up)" } else { "" }
         ));
         let RepOutput {
-            run: row,
-            spans,
+            run: mut row,
+            mut spans,
             gpu,
             setup_ns,
             profile,
@@ -584,6 +584,17 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
         w.append_rep(&row, &spans)
             .with_context(|| write_failed(&dir, slot.rep))?;
+        if let Some(why) = w.take_capped() {
+            // Recorded failed, without its spans: what runs.csv now says of it.
+            row.status = RepStatus::Failed;
+            row.error = if row.error.is_empty() {
+                why
+            } else {
+                format!("{}; {why}", row.error)
+            };
+            row.span_rows = Some(0);
+            spans.clear();
+        }
         drop(w);
         if row.status == RepStatus::Failed {
             let line = format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error);

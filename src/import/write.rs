@@ -215,6 +215,9 @@ impl Progress<'_> {
             self.writer.append_gpu(&[], &gpu)?;
             self.writer
                 .append_rep_with(&run, spans.len(), |i, row| spans.fill(i, row))?;
+            if let Some(why) = self.writer.take_capped() {
+                notes.push(format!("rep {}: {why}", self.next_rep));
+            }
             notes.extend(n);
             self.next_rep += 1;
             *iteration += 1;

@@ -3,6 +3,10 @@
 
 use super::{EXPERIMENT_COPY, GPU_ACTIVITY, META, RUNS, SPANS, TELEMETRY};
 
+/// The second part of spans.csv ([`super::part_name`]), which a run writes once
+/// spans.csv reaches the part size.
+pub const SPANS_PART_2: &str = "spans.2.csv";
+
 /// The folder of a run's sampled stacks ([`STACKS_JSON`], [`STACKS_FOLDED`]).
 pub const STACKS_DIR: &str = "stacks";
 
@@ -55,6 +59,11 @@ pub const RUN_FILES: &[RunFile] = &[
     },
     RunFile {
         name: SPANS,
+        gzip: true,
+    },
+    // The next parts of spans.csv (`spans.3.csv`, …) are named and read as this one.
+    RunFile {
+        name: SPANS_PART_2,
         gzip: true,
     },
     RunFile {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use super::parts::{locate, PartStart};
 use super::{Meta, RepStatus, RunData, RunRow, SpanRow, StoreError, META};
 
 /// Takes the run folder's exclusive lock (flock on the folder itself, released when the
@@ -70,13 +71,17 @@ pub(super) fn check_unique_reps(path: &Path, rows: &[RunRow]) -> Result<(), Stor
 pub const MAX_CLOCK_NS: u64 = i64::MAX as u64;
 
 /// Refuses rows no run writes: a time past [`MAX_CLOCK_NS`], self time longer than the
-/// span, a span id twice in one rep, a parent chain that loops. Each error names the file and line.
-/// Linear in the rows: a crafted table cannot make the readers after it spin.
-pub(super) fn check_spans(path: &Path, spans: &[SpanRow]) -> Result<(), StoreError> {
-    let bad = |i: usize, message: String| StoreError::Parse {
-        path: path.to_path_buf(),
-        line: i as u64 + 2,
-        message: format!("{message}; no run writes this: the file was edited or damaged"),
+/// span, a span id twice in one rep, a parent chain that loops. Each error names the
+/// file (the part of spans.csv, `parts`) and line. Linear in the rows: a crafted table
+/// cannot make the readers after it spin.
+pub(super) fn check_spans(parts: &[PartStart], spans: &[SpanRow]) -> Result<(), StoreError> {
+    let bad = |i: usize, message: String| {
+        let (path, line) = locate(parts, i);
+        StoreError::Parse {
+            path,
+            line,
+            message: format!("{message}; no run writes this: the file was edited or damaged"),
+        }
     };
     let mut first: HashMap<(u32, u64), usize> = HashMap::with_capacity(spans.len());
     for (i, s) in spans.iter().enumerate() {
@@ -106,10 +111,10 @@ pub(super) fn check_spans(path: &Path, spans: &[SpanRow]) -> Result<(), StoreErr
             return Err(bad(
                 i,
                 format!(
-                    "span id {} of rep {} is already the id of line {}",
+                    "span id {} of rep {} is already the id of {}",
                     s.span_id,
                     s.rep,
-                    j + 2
+                    line_of(parts, j, i)
                 ),
             ));
         }
@@ -149,6 +154,18 @@ pub(super) fn check_spans(path: &Path, spans: &[SpanRow]) -> Result<(), StoreErr
     Ok(())
 }
 
+/// `line N` of row `j`, with its part's name where row `i` (the one it is told beside)
+/// is in another part.
+fn line_of(parts: &[PartStart], j: usize, i: usize) -> String {
+    let (path, line) = locate(parts, j);
+    if path == locate(parts, i).0 {
+        format!("line {line}")
+    } else {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        format!("line {line} of {name}")
+    }
+}
+
 /// Refuses runs.csv rows with times past [`MAX_CLOCK_NS`].
 fn check_run_values(path: &Path, runs: &[RunRow]) -> Result<(), StoreError> {
     for (i, r) in runs.iter().enumerate() {
@@ -175,10 +192,11 @@ pub(super) fn check_loaded(
     dir: &Path,
     runs: &[RunRow],
     spans: &[SpanRow],
+    parts: &[PartStart],
 ) -> Result<(), StoreError> {
     check_unique_reps(&dir.join(super::RUNS), runs)?;
     check_run_values(&dir.join(super::RUNS), runs)?;
-    check_spans(&dir.join(super::SPANS), spans)?;
+    check_spans(parts, spans)?;
     let mut counts: HashMap<u32, usize> = HashMap::new();
     for s in spans {
         *counts.entry(s.rep).or_default() += 1;

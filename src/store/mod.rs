@@ -1,6 +1,8 @@
 //! Results on disk: `results/<experiment>/<UTC time>-<id>/` holding the experiment copy,
-//! `meta.json`, `runs.csv`, `spans.csv` (counter columns included), `telemetry.csv`
-//! (NVML samples) and `gpu_activity.csv` (CUPTI kernels and copies).
+//! `meta.json`, `runs.csv`, `spans.csv` (counter columns included; a long run goes on in
+//! `spans.2.csv`, `spans.3.csv`, … before a file passes [`MAX_TABLE_BYTES`], see
+//! `parts`), `telemetry.csv` (NVML samples) and `gpu_activity.csv` (CUPTI kernels and
+//! copies).
 //!
 //! CSV files are appended and flushed rep by rep: a rep's spans, telemetry and activity
 //! first, then its row in runs.csv, which is the commit marker. A run killed mid-rep therefore leaves at most
@@ -30,6 +32,7 @@ pub(crate) mod gpu_lanes;
 mod integrity;
 pub mod lane_series;
 mod new_run;
+mod parts;
 pub mod paths;
 mod resume;
 pub mod schema;
@@ -44,10 +47,11 @@ pub mod host;
 pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
-pub use files::{RunFile, RUN_FILES, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
+pub use files::{RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
+pub use parts::{part_name, PART_BYTES_VAR};
 pub use schema::*;
 pub use view::{covered_ns, family, RunView, SpanTime};
 
@@ -202,16 +206,23 @@ impl Appender {
         r.map_err(|e| csv_io(&self.path, e))
     }
 
-    /// Appends rows already written as CSV text (whole lines, as [`Appender::write`]
-    /// writes them).
-    fn write_text(&mut self, text: &[u8]) -> Result<(), StoreError> {
+    /// Appends rows already written as CSV (complete lines).
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         use std::io::Write;
         let w = self.writer()?;
         let r = w.flush().and_then(|()| {
             let mut file: &File = w.get_ref();
-            file.write_all(text)
+            file.write_all(bytes)
         });
         r.map_err(io(&self.path))
+    }
+
+    /// Cuts the file back to `len` bytes (appends go on from there).
+    fn truncate(&mut self, len: u64) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let w = self.writer()?;
+        w.flush().map_err(io(&path))?;
+        w.get_ref().set_len(len).map_err(io(&path))
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -267,7 +278,7 @@ fn header_of<T: serde::Serialize>(sample: &T) -> Vec<String> {
 pub struct RunWriter {
     pub dir: PathBuf,
     runs: Appender,
-    spans: Appender,
+    spans: parts::PartWriter,
     telemetry: Appender,
     activity: Appender,
     /// Exclusive lock on the run folder, held while this writer lives.
@@ -276,6 +287,8 @@ pub struct RunWriter {
     notes: Vec<String>,
     /// How the paths of a rep's error are written (`meta.paths`; none: as they are).
     paths: Option<paths::PathBases>,
+    /// Why the last rep appended kept none of its spans (see [`RunWriter::take_capped`]).
+    capped: Option<String>,
 }
 
 impl RunWriter {
@@ -309,11 +322,19 @@ impl RunWriter {
         Ok(RunWriter {
             dir: dir.to_path_buf(),
             runs: Appender::append_existing(&dir.join(RUNS))?,
-            spans: Appender::append_existing(&dir.join(SPANS))?,
+            spans: parts::PartWriter::new(
+                dir,
+                SPANS,
+                header_of(&SpanRow::sample()),
+                1,
+                Appender::append_existing(&dir.join(SPANS))?,
+                fs::metadata(dir.join(SPANS)).map_err(io(dir))?.len(),
+            ),
             telemetry: Appender::append_existing(&dir.join(TELEMETRY))?,
             activity: Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
             _lock: lock,
             notes: Vec::new(),
+            capped: None,
             paths: meta
                 .paths
                 .as_ref()
@@ -346,9 +367,31 @@ impl RunWriter {
         self.activity.flush()
     }
 
+    /// Sets the size past which spans.csv goes on in a next part (at most, and by
+    /// default, [`MAX_TABLE_BYTES`]; [`PART_BYTES_VAR`] lowers it for a whole process).
+    #[cfg(test)]
+    fn set_part_bytes(&mut self, n: u64) {
+        self.spans.set_part_bytes(n);
+    }
+
+    /// Sets the most bytes a part of spans.csv holds below [`MAX_TABLE_BYTES`].
+    #[cfg(test)]
+    fn set_table_cap(&mut self, n: u64) {
+        self.spans.set_cap(n);
+    }
+
+    /// Why the rep appended last kept none of its spans, once: its rows would have
+    /// taken a table file past [`MAX_TABLE_BYTES`], so it was recorded as failed with
+    /// this reason (its row says so). `None` for a rep written whole.
+    pub fn take_capped(&mut self) -> Option<String> {
+        self.capped.take()
+    }
+
     /// Appends one rep (spans, then its run row) and flushes both. The row records how
     /// many span rows the rep has (`span_rows`), so that a reader or a resume can tell a
-    /// rep whose spans were cut off from a complete one.
+    /// rep whose spans were cut off from a complete one. The spans go to spans.csv or to
+    /// its next part, never split across two (`parts`); a rep whose spans alone would
+    /// pass the cap keeps none and is recorded as failed ([`RunWriter::take_capped`]).
     pub fn append_rep(&mut self, run: &RunRow, spans: &[SpanRow]) -> Result<(), StoreError> {
         self.append_rep_iter(run, spans)
     }
@@ -360,13 +403,13 @@ impl RunWriter {
         I: IntoIterator,
         I::Item: std::borrow::Borrow<SpanRow>,
     {
-        let mut n = 0u32;
-        for s in spans {
-            self.spans
-                .write(std::borrow::Borrow::<SpanRow>::borrow(&s))?;
-            n += 1;
-        }
-        self.end_rep(run, n)
+        let mut rows = spans.into_iter();
+        let written = self.spans.write_rep(|buf| {
+            let row = rows.next()?;
+            std::borrow::Borrow::<SpanRow>::borrow(&row).write_csv_line(buf);
+            Some(1)
+        })?;
+        self.end_rep(run, written)
     }
 
     /// [`RunWriter::append_rep`] with `n` span rows that `fill(i, row)` makes (setting
@@ -378,33 +421,52 @@ impl RunWriter {
     {
         use rayon::prelude::*;
         let window = ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
-        for at in (0..n).step_by(window) {
-            let end = (at + window).min(n);
-            let starts: Vec<usize> = (at..end).step_by(ROWS_PER_CHUNK).collect();
-            let texts: Vec<Vec<u8>> = starts
-                .into_par_iter()
-                .map(|a| {
-                    let mut text = Vec::new();
-                    let mut row = SpanRow::sample();
-                    for i in a..(a + ROWS_PER_CHUNK).min(end) {
-                        fill(i, &mut row);
-                        row.write_csv_line(&mut text);
-                    }
-                    text
-                })
-                .collect();
-            for t in &texts {
-                self.spans.write_text(t)?;
+        let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
+        let mut at = 0;
+        let written = self.spans.write_rep(|buf| {
+            if ready.is_empty() && at < n {
+                let end = (at + window).min(n);
+                let starts: Vec<usize> = (at..end).step_by(ROWS_PER_CHUNK).collect();
+                ready = starts
+                    .into_par_iter()
+                    .map(|a| {
+                        let (mut text, mut row) = (Vec::new(), SpanRow::sample());
+                        let b = (a + ROWS_PER_CHUNK).min(end);
+                        for i in a..b {
+                            fill(i, &mut row);
+                            row.write_csv_line(&mut text);
+                        }
+                        (text, (b - a) as u32)
+                    })
+                    .collect::<Vec<_>>()
+                    .into();
+                at = end;
             }
-        }
-        self.end_rep(run, n as u32)
+            let (text, rows) = ready.pop_front()?;
+            buf.extend_from_slice(&text);
+            Some(rows)
+        })?;
+        self.end_rep(run, written)
     }
 
-    /// Flushes a rep's span rows and appends its run row (with how many span rows it has).
-    fn end_rep(&mut self, run: &RunRow, span_rows: u32) -> Result<(), StoreError> {
-        self.spans.flush()?;
+    /// Appends a rep's run row once its span rows are written (with how many it has), or
+    /// as failed where its rows were too many for a table file.
+    fn end_rep(&mut self, run: &RunRow, written: parts::Written) -> Result<(), StoreError> {
         let mut run = run.clone();
-        run.span_rows = Some(span_rows);
+        self.capped = None;
+        match written {
+            parts::Written::Rows(n) => run.span_rows = Some(n),
+            parts::Written::Capped(why) => {
+                run.status = RepStatus::Failed;
+                run.error = if run.error.is_empty() {
+                    why.clone()
+                } else {
+                    format!("{}; {why}", run.error)
+                };
+                run.span_rows = Some(0);
+                self.capped = Some(why);
+            }
+        }
         if let Some(p) = &self.paths {
             run.error = p.text(&run.error);
         }
@@ -579,8 +641,8 @@ impl RunData {
         }
         let meta = read_meta(dir)?;
         let runs = read_csv_complete(&dir.join(RUNS))?;
-        let spans = read_csv_complete(&dir.join(SPANS))?;
-        integrity::check_loaded(dir, &runs, &spans)?;
+        let (spans, parts) = parts::read_parts_complete(dir, SPANS)?;
+        integrity::check_loaded(dir, &runs, &spans, &parts)?;
         Ok(RunData {
             dir: dir.to_path_buf(),
             meta,

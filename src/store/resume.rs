@@ -2,17 +2,18 @@
 //! lock, cut what a kill left half-written, drop reps that are not wholly committed, and
 //! reopen the CSV files for appending under today's headers.
 //!
-//! A rep is committed when its runs.csv row is there and spans.csv holds as many of its
-//! rows as that row says (`span_rows`). A rep whose spans were cut off (a spans.csv cut
+//! A rep is committed when its runs.csv row is there and spans.csv (with its next parts,
+//! `spans.2.csv`, …) holds as many of its rows as that row says (`span_rows`). A rep whose spans were cut off (a spans.csv cut
 //! mid-file, as the truncation error once advised) loses its row here and runs again,
 //! rather than entering comparisons with no spans.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Seek;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
+use super::parts::{part_paths, PartWriter};
 use super::{
     csv_io, gz_path, header_of, io, parse_csv, present, read_csv, read_text, strs, Appender,
     GpuActivityRow, RunRow, RunWriter, SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY,
@@ -43,11 +44,17 @@ rep_row!(RunRow, SpanRow, TelemetryRow, GpuActivityRow);
 /// rows of reps not in `done`, and creates the file (header only) where an older run
 /// folder has none. A file whose first line is not today's header (an older gapscope's,
 /// or none at all in an emptied file) is rewritten under it, so that appended rows line
-/// up with it.
-fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Appender, StoreError> {
+/// up with it. Returns the file's appender and its length (plain, where it stays
+/// gzipped).
+fn resume_rep_file<T: RepRow>(
+    path: &Path,
+    done: &HashSet<u32>,
+) -> Result<(Appender, u64), StoreError> {
     let gzipped = !present(path) && present(&gz_path(path));
     if !present(path) && !gzipped {
-        return Appender::create(path, &strs(&T::header()));
+        let header = T::header();
+        let len = header.join(",").len() as u64 + 1;
+        return Ok((Appender::create(path, &strs(&header))?, len));
     }
     if !gzipped {
         truncate_partial_line(path)?;
@@ -75,11 +82,12 @@ fn resume_rep_file<T: RepRow>(path: &Path, done: &HashSet<u32>) -> Result<Append
             let gz = gz_path(path);
             std::fs::remove_file(&gz).map_err(io(&gz))?;
         }
+        return Ok((Appender::append_existing(path)?, bytes.len() as u64));
     } else if gzipped {
         // Kept gzipped until a row is added (a complete run resumes as a no-op).
-        return Ok(Appender::gzipped(path));
+        return Ok((Appender::gzipped(path), keep as u64));
     }
-    Appender::append_existing(path)
+    Ok((Appender::append_existing(path)?, keep as u64))
 }
 
 /// Cuts a file back to its last complete line (a kill mid-write leaves a partial one).
@@ -154,18 +162,17 @@ fn refuse_links(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Span rows per rep in spans.csv (or spans.csv.gz). A folder whose runs.csv commits
-/// reps with spans and that has no spans table at all is refused: measuring those reps
-/// again would drop their rows, when the table is only missing (not yet copied back,
-/// say).
+/// Span rows per rep in spans.csv and its next parts (any of them gzipped), each part
+/// cut back to its last complete line. A folder whose runs.csv commits reps with spans
+/// and that has no spans table at all is refused: measuring those reps again would drop
+/// their rows, when the table is only missing (not yet copied back, say).
 fn committed_span_counts(
-    spans_path: &Path,
+    parts: &[PathBuf],
     rows: &[RunRow],
 ) -> Result<HashMap<u32, usize>, StoreError> {
     let mut counts: HashMap<u32, usize> = HashMap::new();
-    if present(spans_path) {
-        truncate_partial_line(spans_path)?;
-    } else if !present(&gz_path(spans_path)) {
+    let spans_path = &parts[0];
+    if !present(spans_path) && !present(&gz_path(spans_path)) {
         if rows.iter().any(|r| r.span_rows.unwrap_or(0) > 0) {
             return Err(StoreError::Invalid {
                 path: spans_path.to_path_buf(),
@@ -178,8 +185,13 @@ fn committed_span_counts(
         }
         return Ok(counts);
     }
-    for s in read_csv::<SpanRow>(spans_path)? {
-        *counts.entry(s.rep).or_default() += 1;
+    for p in parts {
+        if present(p) {
+            truncate_partial_line(p)?;
+        }
+        for s in read_csv::<SpanRow>(p)? {
+            *counts.entry(s.rep).or_default() += 1;
+        }
     }
     Ok(counts)
 }
@@ -205,8 +217,8 @@ impl RunWriter {
         }
         let rows: Vec<RunRow> = read_csv(&runs_path)?;
         check_unique_reps(&runs_path, &rows)?;
-        let spans_path = dir.join(SPANS);
-        let span_counts = committed_span_counts(&spans_path, &rows)?;
+        let span_parts = part_paths(dir, SPANS)?;
+        let span_counts = committed_span_counts(&span_parts, &rows)?;
         let mut notes = Vec::new();
         let rows: Vec<RunRow> = rows
             .into_iter()
@@ -222,10 +234,23 @@ impl RunWriter {
             })
             .collect();
         let done: HashSet<u32> = rows.iter().map(|r| r.rep).collect();
-        let runs = resume_rep_file::<RunRow>(&runs_path, &done)?;
-        let spans = resume_rep_file::<SpanRow>(&spans_path, &done)?;
-        let telemetry = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
-        let activity = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
+        let (runs, _) = resume_rep_file::<RunRow>(&runs_path, &done)?;
+        // Every part loses the rows of reps that run again; the last part is appended to.
+        let mut spans = None;
+        for p in &span_parts {
+            spans = Some(resume_rep_file::<SpanRow>(p, &done)?);
+        }
+        let (spans, spans_len) = spans.expect("spans.csv is the first part");
+        let spans = PartWriter::new(
+            dir,
+            SPANS,
+            SpanRow::header(),
+            span_parts.len() as u32,
+            spans,
+            spans_len,
+        );
+        let (telemetry, _) = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
+        let (activity, _) = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
         let paths = super::read_meta(dir)?.paths;
         Ok((
             RunWriter {
@@ -236,6 +261,7 @@ impl RunWriter {
                 activity,
                 _lock: lock,
                 notes,
+                capped: None,
                 paths: paths.map(|p| super::paths::PathBases::of_meta(dir, &p)),
             },
             rows,

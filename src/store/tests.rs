@@ -420,3 +420,213 @@ fn a_resume_of_a_folder_whose_spans_table_is_missing_is_refused() {
     assert!(e.to_string().contains("put the table back"), "{e}");
     assert_eq!(std::fs::read(dir.join(RUNS)).unwrap(), runs);
 }
+
+/// The reps whose rows each part of spans.csv holds, in order (plain parts).
+fn reps_by_part(dir: &Path) -> Vec<Vec<u32>> {
+    let mut out = Vec::new();
+    for n in 1.. {
+        let p = dir.join(part_name(SPANS, n));
+        if !present(&p) {
+            break;
+        }
+        let rows: Vec<SpanRow> = read_csv(&p).unwrap();
+        let mut reps: Vec<u32> = rows.iter().map(|s| s.rep).collect();
+        reps.dedup();
+        out.push(reps);
+    }
+    out
+}
+
+/// Bytes of one rep's rows ([`rep`]) in spans.csv.
+fn rep_bytes() -> u64 {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    for s in rep(0).1 {
+        w.serialize(&s).unwrap();
+    }
+    w.into_inner().unwrap().len() as u64
+}
+
+fn header_bytes() -> u64 {
+    header_of(&SpanRow::sample()).join(",").len() as u64 + 1
+}
+
+#[test]
+fn spans_roll_into_parts_at_rep_boundaries_and_read_back_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    // Room for two reps and a half: the third starts the next part.
+    w.set_part_bytes(header_bytes() + rep_bytes() * 5 / 2);
+    for i in 0..5 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+        assert_eq!(w.take_capped(), None);
+    }
+    drop(w);
+    assert_eq!(reps_by_part(&dir), [vec![0, 1], vec![2, 3], vec![4]]);
+    let header = std::fs::read_to_string(dir.join(SPANS)).unwrap();
+    let header = header.lines().next().unwrap();
+    for n in 2..=3 {
+        let text = std::fs::read_to_string(dir.join(part_name(SPANS, n))).unwrap();
+        assert_eq!(text.lines().next(), Some(header), "part {n} has the header");
+    }
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!((data.runs.len(), data.spans.len()), (5, 10));
+    let reps: Vec<u32> = data.spans.iter().map(|s| s.rep).collect();
+    assert_eq!(reps, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4], "parts read in order");
+}
+
+#[test]
+fn a_rep_larger_than_a_part_gets_a_part_of_its_own_and_one_past_the_cap_keeps_no_spans() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    w.set_table_cap(header_bytes() + rep_bytes() * 3 + 64);
+    w.set_part_bytes(1);
+    let big = |i: u32| {
+        let (r, s) = rep(i);
+        let more: Vec<SpanRow> = (0..2)
+            .flat_map(|k| {
+                s.iter().cloned().map(move |mut x| {
+                    x.span_id += 10 * k + 10;
+                    x.parent_id = None;
+                    x
+                })
+            })
+            .collect();
+        (r, [s, more].concat())
+    };
+    for i in 0..2 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    // Three reps' worth of rows fit under the cap, in a part of their own.
+    let (r, s) = big(2);
+    w.append_rep(&r, &s).unwrap();
+    assert_eq!(w.take_capped(), None);
+    // Four do not: the rep keeps none and fails, saying why.
+    let (r, mut s) = big(3);
+    s.extend(rep(3).1.into_iter().map(|mut x| {
+        x.span_id += 100;
+        x
+    }));
+    w.append_rep(&r, &s).unwrap();
+    let why = w.take_capped().expect("capped");
+    assert!(why.contains("its 8 span rows take more than"), "{why}");
+    let (r, s) = rep(4);
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    // Rep 3's part was cut back to its header, and rep 4 took it.
+    assert_eq!(reps_by_part(&dir), [vec![0], vec![1], vec![2], vec![4]]);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(data.spans.len(), 2 + 2 + 6 + 2);
+    let failed = data.runs.iter().find(|r| r.rep == 3).unwrap();
+    assert_eq!(failed.status, RepStatus::Failed);
+    assert_eq!(failed.span_rows, Some(0));
+    assert!(failed.error.contains(&why), "{}", failed.error);
+}
+
+#[test]
+fn a_resume_appends_to_the_last_part_and_drops_a_killed_reps_rows_there() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    w.set_part_bytes(header_bytes() + rep_bytes() * 2);
+    for i in 0..3 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    drop(w);
+    // A kill during rep 3: one of its rows and half of the next, no runs.csv row.
+    let last = dir.join(part_name(SPANS, 2));
+    let mut extra = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    extra.serialize(&rep(3).1[0]).unwrap();
+    let line = extra.into_inner().unwrap();
+    let mut bytes = std::fs::read(&last).unwrap();
+    bytes.extend_from_slice(&line);
+    bytes.extend_from_slice(&line[..line.len() / 2]);
+    std::fs::write(&last, bytes).unwrap();
+    let (mut w, rows) = RunWriter::open_resume(&dir).unwrap();
+    w.set_part_bytes(header_bytes() + rep_bytes() * 2);
+    assert_eq!(rows.len(), 3);
+    for i in 3..5 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    drop(w);
+    assert_eq!(reps_by_part(&dir), [vec![0, 1], vec![2, 3], vec![4]]);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!((data.runs.len(), data.spans.len()), (5, 10));
+}
+
+#[test]
+fn gzipped_parts_are_read_and_a_complete_folder_resumes_as_a_no_op() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    w.set_part_bytes(1);
+    for i in 0..3 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    drop(w);
+    for n in 1..=3 {
+        gzip_in_two_members(&dir.join(part_name(SPANS, n)));
+    }
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(data.spans.len(), 6);
+    let before = snapshot(&dir);
+    let (w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert_eq!(rows.len(), 3);
+    drop(w);
+    assert_eq!(snapshot(&dir), before, "a resume with nothing to add");
+    let (mut w, _) = RunWriter::open_resume(&dir).unwrap();
+    w.set_part_bytes(MAX_TABLE_BYTES);
+    let (r, s) = rep(3);
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    // The last part was made plain and appended to; the others stay gzipped.
+    assert!(present(&dir.join(part_name(SPANS, 3))));
+    assert!(!present(&dir.join(part_name(SPANS, 4))));
+    for n in 1..=2 {
+        assert!(present(&gz_path(&dir.join(part_name(SPANS, n)))));
+    }
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!((data.runs.len(), data.spans.len()), (4, 8));
+}
+
+#[test]
+fn a_missing_part_is_refused_and_a_bad_row_is_named_by_its_part_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    w.set_part_bytes(1);
+    for i in 0..3 {
+        let (r, s) = rep(i);
+        w.append_rep(&r, &s).unwrap();
+    }
+    drop(w);
+    let second = dir.join(part_name(SPANS, 2));
+    let kept = std::fs::read(&second).unwrap();
+    std::fs::remove_file(&second).unwrap();
+    let e = RunData::load(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("spans.2.csv: missing") && e.contains("spans.3.csv"),
+        "{e}"
+    );
+    assert!(RunWriter::open_resume(&dir).is_err());
+    // Rep 1's second row given rep 1's first id.
+    let text = String::from_utf8(kept).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[2] = lines[2].replacen(",1,", ",0,", 1);
+    std::fs::write(&second, lines.join("\n") + "\n").unwrap();
+    let e = RunData::load(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("spans.2.csv, line 3") && e.contains("already the id of line 2"),
+        "{e}"
+    );
+}

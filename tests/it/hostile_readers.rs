@@ -164,6 +164,7 @@ fn readers(file: &RunFile) -> Vec<&'static [&'static str]> {
         store::META,
         store::RUNS,
         store::SPANS,
+        store::SPANS_PART_2,
         store::EXPERIMENT_COPY,
     ]
     .contains(&file.name)

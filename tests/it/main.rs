@@ -55,6 +55,7 @@ mod run_cli;
 mod soak;
 mod sweep_cli;
 mod sweep_slurm;
+mod table_parts;
 mod telemetry_cli;
 mod trace_file;
 mod until_decided;
