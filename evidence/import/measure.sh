@@ -2,20 +2,26 @@
 # Streaming import of a large generated Chrome trace: wall time, events per second and
 # peak RSS, with /usr/bin/time -v. Usage: evidence/import/measure.sh GAPSCOPE STEPS [REPEATS]
 # (STEPS = 5000 makes about 1 million events and 200 MB). Writes the generated file and the
-# run folders under $TMPDIR (default /tmp), prints one line per repeat.
+# run folders under $TMPDIR (default /tmp), prints one line per repeat. CORES=N runs every
+# timed command on the first N cores only (taskset), so that a larger host measures what
+# an N-core machine would; REUSE=1 keeps the file an earlier call generated.
 set -euo pipefail
 bin=${1:?gapscope binary}
 steps=${2:?steps}
 repeats=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=${TMPDIR:-/tmp}/gapscope-import-scale
-rm -rf "$tmp" && mkdir -p "$tmp"
-python3 "$here/gen_big_chrome.py" "$tmp/big.json" --steps "$steps" > "$tmp/gen.txt"
+pin=()
+[ -n "${CORES:-}" ] && pin=(taskset -c "0-$((CORES - 1))")
+mkdir -p "$tmp" && rm -rf "$tmp"/results-*
+if [ -z "${REUSE:-}" ] || [ ! -s "$tmp/gen.txt" ]; then
+  python3 "$here/gen_big_chrome.py" "$tmp/big.json" --steps "$steps" > "$tmp/gen.txt"
+fi
 events=$(awk '{print $2}' "$tmp/gen.txt")
 bytes=$(stat -c %s "$tmp/big.json")
-echo "file: $bytes bytes, $events events ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "file: $bytes bytes, $events events ($(nproc) cores, ${CORES:-all} used, load $(cut -d' ' -f1-3 /proc/loadavg))"
 for i in $(seq 1 "$repeats"); do
-  /usr/bin/time -v "$bin" import --name scale --variant a "$tmp/big.json" \
+  "${pin[@]}" /usr/bin/time -v "$bin" import --name scale --variant a "$tmp/big.json" \
     --results-dir "$tmp/results-$i" > /dev/null 2> "$tmp/time-$i.txt"
   wall=$(grep 'Elapsed (wall clock)' "$tmp/time-$i.txt" | awk '{print $NF}')
   rss=$(grep 'Maximum resident set size' "$tmp/time-$i.txt" | awk '{print $NF}')
@@ -27,6 +33,6 @@ for i in $(seq 1 "$repeats"); do
 done
 # References on the same file and machine, in the same run: hashing it, and Python's
 # json.load (which builds a tree and nothing else).
-/usr/bin/time -f "reference: sha256sum %e s wall" sha256sum "$tmp/big.json" 2>&1 >/dev/null
-/usr/bin/time -f "reference: python3 json.load %e s wall, peak RSS %M KB" \
+"${pin[@]}" /usr/bin/time -f "reference: sha256sum %e s wall" sha256sum "$tmp/big.json" 2>&1 >/dev/null
+"${pin[@]}" /usr/bin/time -f "reference: python3 json.load %e s wall, peak RSS %M KB" \
   python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$tmp/big.json" 2>&1

@@ -11,7 +11,7 @@
 
 use std::io::BufRead;
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use rayon::prelude::*;
 
@@ -207,16 +207,22 @@ impl Reader<'_, '_> {
     fn array(&mut self, format: Format) -> Result<(), Stop> {
         self.s.expect(b'[')?;
         let (tx, rx) = sync_channel::<Batch>(1);
+        // Parsed batches go back to be filled again: their memory is reused, not
+        // grown and paged in anew for every batch.
+        let (back, spare) = sync_channel::<Batch>(2);
         let sink = &mut self.sink;
         let scanner = &mut self.s;
         std::thread::scope(|scope| {
             let parser = scope.spawn(move || -> Result<(), Stop> {
-                for batch in rx {
+                for mut batch in rx {
                     parse(sink, format, &batch)?;
+                    batch.bytes.clear();
+                    batch.ends.clear();
+                    let _ = back.try_send(batch);
                 }
                 Ok(())
             });
-            let cut = elements(scanner, &tx);
+            let cut = elements(scanner, &tx, &spare);
             drop(tx);
             // A piece that did not parse lies before where the cutting stopped.
             let parsed = parser
@@ -290,8 +296,14 @@ impl Reader<'_, '_> {
 
 /// Cuts the elements of an array (its `[` consumed) into batches sent to `tx`; the
 /// last batch goes before an error or the end is returned.
-fn elements(s: &mut Scanner, tx: &SyncSender<Batch>) -> Result<(), Stop> {
-    let mut batch = Batch::default();
+fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) -> Result<(), Stop> {
+    let fresh = || {
+        spare.try_recv().unwrap_or_else(|_| Batch {
+            bytes: Vec::with_capacity(BATCH_BYTES + (BATCH_BYTES >> 3)),
+            ends: Vec::new(),
+        })
+    };
+    let mut batch = fresh();
     let mut first = true;
     let stop = loop {
         match s.peek() {
@@ -323,7 +335,7 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>) -> Result<(), Stop> {
         }
         batch.ends.push((batch.bytes.len(), line));
         if batch.bytes.len() >= BATCH_BYTES {
-            let full = std::mem::take(&mut batch);
+            let full = std::mem::replace(&mut batch, fresh());
             if tx.send(full).is_err() {
                 // The parser stopped at a piece that did not parse: its error stands.
                 return Ok(());
