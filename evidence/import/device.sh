@@ -5,17 +5,18 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${3:?out dir}
-mkdir -p "$out" /tmp/gs-bin
+bins=${TMPDIR:-/tmp}/gs-bin
+mkdir -p "$out" "$bins"
 for b in before after; do
   src=$1; [ $b = after ] && src=$2
-  gunzip -c "$src" > /tmp/gs-bin/$b && chmod +x /tmp/gs-bin/$b
+  gunzip -c "$src" > "$bins/$b" && chmod +x "$bins/$b"
 done
 {
   echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
   for cores in 2 ""; do
     for b in before after; do
       echo "== $b build, cores: ${cores:-all}"
-      CORES=$cores REUSE=1 "$here/measure.sh" /tmp/gs-bin/$b 5000 3
+      CORES=$cores REUSE=1 "$here/measure.sh" "$bins/$b" 5000 3
     done
   done
 } 2>&1 | tee "$out/scale-h200-host.txt"
