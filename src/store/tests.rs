@@ -563,17 +563,22 @@ fn a_resume_appends_to_the_last_part_and_drops_a_killed_reps_rows_there() {
     assert_eq!((data.runs.len(), data.spans.len()), (5, 10));
 }
 
-#[test]
-fn gzipped_parts_are_read_and_a_complete_folder_resumes_as_a_no_op() {
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("run");
+/// A run folder `run` under `under` of three reps of two spans, a part each.
+fn three_reps_in_three_parts(under: &Path) -> PathBuf {
+    let dir = under.join("run");
     let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
     w.set_part_bytes(1);
     for i in 0..3 {
         let (r, s) = rep(i);
         w.append_rep(&r, &s).unwrap();
     }
-    drop(w);
+    dir
+}
+
+#[test]
+fn gzipped_parts_are_read_and_a_complete_folder_resumes_as_a_no_op() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = three_reps_in_three_parts(d.path());
     for n in 1..=3 {
         gzip_in_two_members(&dir.join(part_name(SPANS, n)));
     }
@@ -602,14 +607,7 @@ fn gzipped_parts_are_read_and_a_complete_folder_resumes_as_a_no_op() {
 #[test]
 fn a_missing_part_is_refused_and_a_bad_row_is_named_by_its_part_and_line() {
     let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("run");
-    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
-    w.set_part_bytes(1);
-    for i in 0..3 {
-        let (r, s) = rep(i);
-        w.append_rep(&r, &s).unwrap();
-    }
-    drop(w);
+    let dir = three_reps_in_three_parts(d.path());
     let second = dir.join(part_name(SPANS, 2));
     let kept = std::fs::read(&second).unwrap();
     std::fs::remove_file(&second).unwrap();

@@ -106,15 +106,12 @@ fn answer(t: &Path, args: &[&str], dir: &Path) -> String {
     text.replace(&dir.display().to_string(), "RUN")
 }
 
-#[test]
-fn a_run_goes_on_in_parts_that_summary_diff_and_report_read_whole() {
-    let tmp = tempfile::tempdir().unwrap();
-    let t = tmp.path();
-    let exp = experiment(t, 3, 1);
-    // One byte: each rep after the first starts a part of its own.
+/// A finished run of `exp` under `t/results` with parts of one byte (a part per rep);
+/// its folder.
+fn run_in_parts(t: &Path, exp: &Path) -> PathBuf {
     let out = gapscope(t, 1)
         .arg("run")
-        .arg(&exp)
+        .arg(exp)
         .arg("--results-dir")
         .arg(t.join("results"))
         .arg("--quiet")
@@ -123,7 +120,16 @@ fn a_run_goes_on_in_parts_that_summary_diff_and_report_read_whole() {
         .get_output()
         .stdout
         .clone();
-    let dir = common::run_dir_of(&out);
+    common::run_dir_of(&out)
+}
+
+#[test]
+fn a_run_goes_on_in_parts_that_summary_diff_and_report_read_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let exp = experiment(t, 3, 1);
+    // One byte: each rep after the first starts a part of its own.
+    let dir = run_in_parts(t, &exp);
     let data = every_rep_whole_in_one_part(&dir);
     assert_eq!(data.runs.len(), 6);
     assert_eq!(parts(&dir).len(), 6, "a part per rep");
@@ -214,18 +220,7 @@ fn a_link_named_as_a_later_part_is_refused_like_the_first_part() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let exp = experiment(t, 1, 1);
-    let out = gapscope(t, 1)
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(t.join("results"))
-        .arg("--quiet")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let dir = common::run_dir_of(&out);
+    let dir = run_in_parts(t, &exp);
     let second = dir.join(store::SPANS_PART_2);
     let secret = t.join("secret.csv");
     std::fs::copy(&second, &secret).unwrap();
