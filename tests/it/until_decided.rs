@@ -148,37 +148,48 @@ fn a_clear_slowdown_stops_well_before_the_cap_with_end_to_end_regressed() {
 #[test]
 fn an_aa_twin_names_no_change() {
     let _t = timing_lock();
-    let tmp = tempfile::tempdir().unwrap();
     let cmd = busy(300_000);
-    let (code, out, err) = run(
-        tmp.path(),
-        &[
-            "--cmd",
-            &cmd,
-            "--cmd",
-            &cmd,
-            "--until-decided",
-            "--max-reps",
-            "8",
-        ],
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    let line = stop_line(&out);
-    let pairs = pairs_in(line);
-    assert!(pairs <= 8, "{line}");
-    assert!(
-        line.starts_with("decided after ") || line.starts_with("stopped at --max-reps 8 after 8"),
-        "{line}"
-    );
-    let dir = run_dir_of(out.as_bytes());
-    let p = progress(&dir);
-    for r in &p.rows {
-        assert!(
-            matches!(r.verdict, Verdict::Equivalent | Verdict::Inconclusive),
-            "an A/A run named a change: {}\n{err}",
-            p.line()
+    // The sequence names a change in an A/A at the rate it allows (and more where a
+    // loaded host drifts between reps): a first run that names one is run once more, and
+    // the two must not both name one.
+    let mut named = Vec::new();
+    let (_tmp, dir) = loop {
+        let tmp = tempfile::tempdir().unwrap();
+        let (code, out, err) = run(
+            tmp.path(),
+            &[
+                "--cmd",
+                &cmd,
+                "--cmd",
+                &cmd,
+                "--until-decided",
+                "--max-reps",
+                "8",
+            ],
         );
-    }
+        assert_eq!(code, 0, "{out}\n{err}");
+        let line = stop_line(&out);
+        let pairs = pairs_in(line);
+        assert!(pairs <= 8, "{line}");
+        assert!(
+            line.starts_with("decided after ")
+                || line.starts_with("stopped at --max-reps 8 after 8"),
+            "{line}"
+        );
+        let dir = run_dir_of(out.as_bytes());
+        let p = progress(&dir);
+        let quiet = (p.rows.iter())
+            .all(|r| matches!(r.verdict, Verdict::Equivalent | Verdict::Inconclusive));
+        if quiet {
+            break (tmp, dir);
+        }
+        named.push(format!("{}\n{err}", p.line()));
+        assert!(
+            named.len() < 2,
+            "two A/A runs named a change:\n{}",
+            named.join("\n")
+        );
+    };
     // --cmd with --until-decided runs its pairs counterbalanced.
     let data = RunData::load(&dir).unwrap();
     assert_eq!(data.meta.order, "counterbalanced");
