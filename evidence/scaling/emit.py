@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """One rep's worth of spans of a given shape, printed as gapscope protocol lines (or as
-log lines for [workload.log_spans]), for evidence/scaling/run.sh.
+log lines for [workload.log_spans]), for evidence/scaling/run.sh and
+evidence/memory/run.sh.
 
 usage: emit.py SHAPE N
   deep   N spans nested one inside the other (B lines 1..N, then E lines N..1)
   names  N sibling spans under one parent, each with its own name
+  flat   N sibling spans under one parent, named from a set of 16 (the cheapest shape
+         to print and to read, for evidence/memory/run.sh)
   log    N pairs of log lines "stage K begin" / "stage K end", each stage nested under
          the one before it by the experiment's `parent =` (one chain N deep)
 """
@@ -27,6 +30,11 @@ elif shape == "names":
     w.append(f"@gapscope1 B {tid} {t} parent\n")
     for k in range(n):
         w.append(f"@gapscope1 X {tid} {t + 1 + 2 * k} 1 name_{k}\n")
+    w.append(f"@gapscope1 E {tid} {t + 2 * n + 2} parent\n")
+elif shape == "flat":
+    w.append(f"@gapscope1 B {tid} {t} parent\n")
+    for k in range(n):
+        w.append(f"@gapscope1 X {tid} {t + 1 + 2 * k} 1 s{k % 16}\n")
     w.append(f"@gapscope1 E {tid} {t + 2 * n + 2} parent\n")
 elif shape == "log":
     for k in range(n):

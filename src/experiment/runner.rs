@@ -22,7 +22,7 @@ use super::until_decided::{Plan, Stop, UntilDecided};
 use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::prover;
-use crate::store::{self, RepStatus, RunRow, RunWriter, SpanRow};
+use crate::store::{self, RepStatus, RunRow, RunWriter};
 use crate::telemetry::{Telemetry, TelemetryConfig};
 use crate::trace;
 
@@ -62,12 +62,12 @@ impl std::fmt::Debug for StopWhen {
     }
 }
 
-/// What a finished run reports.
+/// What a finished run reports. Its spans are in the run folder only: each rep's are
+/// written when it ends and dropped, so that a run holds one rep's spans at a time.
 #[derive(Debug)]
 pub struct RunOutcome {
     pub dir: PathBuf,
     pub rows: Vec<RunRow>,
-    pub spans: Vec<SpanRow>,
     pub failed: usize,
     /// Why a run of `--until-decided` stopped.
     pub stopped: Option<Stop>,
@@ -440,7 +440,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let mut pool = super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout)
         .rotate(exp.run.reps_per_worker, exp.run.warmups);
     let mut rows = done_rows;
-    let mut all_spans = Vec::new();
     let mut interrupted = false;
     let mut stopped = None;
     for slot in todo {
@@ -462,7 +461,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         ));
         let RepOutput {
             run: mut row,
-            mut spans,
+            spans,
             gpu,
             setup_ns,
             profile,
@@ -593,9 +592,9 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 format!("{}; {why}", row.error)
             };
             row.span_rows = Some(0);
-            spans.clear();
         }
         drop(w);
+        drop(spans);
         if row.status == RepStatus::Failed {
             let line = format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error);
             if opts.progress && bar.is_hidden() {
@@ -606,7 +605,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             }
         }
         rows.push(row);
-        all_spans.extend(spans);
         bar.inc(1);
     }
     if !interrupted {
@@ -639,7 +637,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     Ok(RunOutcome {
         dir,
         rows,
-        spans: all_spans,
         failed,
         stopped,
     })

@@ -566,26 +566,107 @@ pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, S
 pub fn read_csv_complete<T: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> Result<Vec<T>, StoreError> {
-    let (path, bytes) = read_text(path)?;
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-    parse_csv(&path, &bytes[..keep])
+    let mut out = Vec::new();
+    read_complete_into(path, &mut out)?;
+    Ok(out)
+}
+
+/// [`read_csv_complete`] appending to `out`; returns the path read (`NAME.csv`, or
+/// `NAME.csv.gz` where only that exists). A plain file is parsed as it is read, a buffer
+/// at a time, so that a table of millions of rows is never held as text beside its rows;
+/// a gzipped one is decompressed whole first.
+fn read_complete_into<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    out: &mut Vec<T>,
+) -> Result<PathBuf, StoreError> {
+    use std::io::{Read, Seek, SeekFrom};
+    if !present(path) && present(&gz_path(path)) {
+        let (path, bytes) = read_text(path)?;
+        let text = &bytes[..complete_len(&bytes)];
+        parse_csv_into(&path, text, || text.lines().count() as u64, out)?;
+        return Ok(path);
+    }
+    let mut f = crate::fsx::read::open_no_follow(path)?;
+    let len = f.metadata().map_err(io(path))?.len();
+    if len > MAX_TABLE_BYTES {
+        return Err(crate::fsx::ReadError::TooLarge {
+            path: path.to_path_buf(),
+            cap_bytes: MAX_TABLE_BYTES,
+            decompressed: "",
+        }
+        .into());
+    }
+    // Up to the last line end the file had when opened: a run appending meanwhile adds
+    // only lines past it.
+    let keep = last_line_end(&mut f, len).map_err(io(path))?;
+    f.seek(SeekFrom::Start(0)).map_err(io(path))?;
+    let text = std::io::BufReader::with_capacity(1 << 20, f.take(keep));
+    let lines = || {
+        // Counted only to word an error, from the file again (its text ends a line).
+        let mut text = match crate::fsx::read::open_no_follow(path) {
+            Ok(f) => f.take(keep),
+            Err(_) => return 0,
+        };
+        let (mut buf, mut n) = (vec![0u8; 64 << 10], 0);
+        while let Ok(k @ 1..) = text.read(&mut buf) {
+            n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+        }
+        n
+    };
+    parse_csv_into(path, text, lines, out)?;
+    Ok(path.to_path_buf())
+}
+
+/// Bytes of `text` up to and with its last line end.
+fn complete_len(text: &[u8]) -> usize {
+    text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+}
+
+/// Bytes of the first `len` of `f` up to and with its last line end, read from the end
+/// back.
+fn last_line_end(f: &mut File, len: u64) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut buf = vec![0u8; 64 << 10];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(chunk)?;
+        if let Some(p) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + p as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 fn parse_csv<T: serde::de::DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
 ) -> Result<Vec<T>, StoreError> {
-    let total_lines = bytes.lines().count() as u64;
+    let mut out = Vec::new();
+    parse_csv_into(path, bytes, || bytes.lines().count() as u64, &mut out)?;
+    Ok(out)
+}
+
+/// Parses CSV text (header first) into `out`; `total_lines` counts the text's lines
+/// when a record is bad, to say whether it is the last one (a truncated file).
+fn parse_csv_into<T: serde::de::DeserializeOwned, R: std::io::Read>(
+    path: &Path,
+    text: R,
+    total_lines: impl FnOnce() -> u64,
+    out: &mut Vec<T>,
+) -> Result<(), StoreError> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_reader(bytes);
-    let mut out = Vec::new();
+        .from_reader(text);
     for rec in rdr.deserialize() {
         match rec {
             Ok(r) => out.push(r),
             Err(e) => {
                 let line = e.position().map(|p| p.line()).unwrap_or(0);
-                let hint = if line >= total_lines {
+                let hint = if line >= total_lines() {
                     " (the file looks truncated: was the run killed? `gapscope run --resume DIR` repairs it)"
                 } else {
                     ""
@@ -598,7 +679,7 @@ fn parse_csv<T: serde::de::DeserializeOwned>(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 trait KindMessage {

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{io, present, read_text, Appender, StoreError, MAX_TABLE_BYTES};
+use super::{io, present, Appender, StoreError, MAX_TABLE_BYTES};
 
 /// Setting (environment) that lowers the size of a part below [`MAX_TABLE_BYTES`], so
 /// that parts can be seen without writing gigabytes. Read when a run folder is opened
@@ -133,13 +133,10 @@ pub(super) fn read_parts_complete<T: serde::de::DeserializeOwned>(
     let mut rows = Vec::new();
     let mut starts = Vec::new();
     for p in part_paths(dir, table)? {
-        let (path, bytes) = read_text(&p)?;
-        let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-        starts.push(PartStart {
-            path: path.clone(),
-            first: rows.len(),
-        });
-        rows.extend(super::parse_csv::<T>(&path, &bytes[..keep])?);
+        // Parsed straight onto the rows of the parts before.
+        let first = rows.len();
+        let path = super::read_complete_into(&p, &mut rows)?;
+        starts.push(PartStart { path, first });
     }
     Ok((rows, starts))
 }

@@ -628,3 +628,49 @@ fn a_missing_part_is_refused_and_a_bad_row_is_named_by_its_part_and_line() {
         "{e}"
     );
 }
+
+#[test]
+fn a_table_read_a_buffer_at_a_time_keeps_complete_lines_and_names_a_bad_line() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join(SPANS);
+    let mut text = Vec::new();
+    let mut w = csv::WriterBuilder::new().from_writer(&mut text);
+    // Past the reader's buffer (1 MiB) and its look-back for the last line end (64 KiB).
+    let n = 60_000;
+    for i in 0..n {
+        let mut s = SpanRow::sample();
+        s.span_id = i;
+        s.name = format!("span_{i}");
+        w.serialize(&s).unwrap();
+    }
+    drop(w);
+    assert!(text.len() > 2 << 20, "{}", text.len());
+    // A line cut short, longer than the look-back: left out.
+    let mut cut = text.clone();
+    cut.extend(std::iter::repeat_n(b'x', 100 << 10));
+    std::fs::write(&path, &cut).unwrap();
+    let rows: Vec<SpanRow> = read_csv_complete(&path).unwrap();
+    assert_eq!(rows.len(), n as usize);
+    assert_eq!(rows[n as usize - 1].name, format!("span_{}", n - 1));
+    // A bad field in the middle is named by its line, not taken for a cut last line.
+    let at = text.len() / 2;
+    let start = text[..at].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let mut bad = text.clone();
+    bad[start] = b'x';
+    std::fs::write(&path, &bad).unwrap();
+    let line = bad[..start].iter().filter(|&&b| b == b'\n').count() + 1;
+    let e = read_csv_complete::<SpanRow>(&path).unwrap_err().to_string();
+    assert!(e.contains(&format!("line {line}")), "{e}");
+    assert!(!e.contains("truncated"), "{e}");
+    // The same in the last line: the file looks truncated.
+    let last = text[..text.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    let mut bad = text.clone();
+    bad[last] = b'x';
+    std::fs::write(&path, &bad).unwrap();
+    let e = read_csv_complete::<SpanRow>(&path).unwrap_err().to_string();
+    assert!(e.contains("looks truncated"), "{e}");
+}

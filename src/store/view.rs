@@ -75,17 +75,20 @@ impl RunView {
                 .or_default()
                 .push(i);
         }
-        let names: HashMap<(u32, u64), &str> = data
+        // The spans that some span names as its parent: a set of the parents only, not
+        // a map of every span, which would hold more than the rows' own indices.
+        let parents: HashSet<(u32, u64)> = data
             .spans
             .iter()
-            .map(|s| ((s.rep, s.span_id), s.name.as_str()))
+            .filter_map(|s| Some((s.rep, s.parent_id?)))
             .collect();
         let wrappers = data
             .spans
             .iter()
-            .filter_map(|s| s.parent_id.and_then(|p| names.get(&(s.rep, p))))
-            .map(|n| family(n).into_owned())
+            .filter(|s| parents.contains(&(s.rep, s.span_id)))
+            .map(|s| family(&s.name).into_owned())
             .collect();
+        drop(parents);
         let mut children: HashMap<(u32, u64), Vec<(u64, u64)>> = HashMap::new();
         for s in &data.spans {
             if let Some(p) = s.parent_id {
