@@ -6,6 +6,9 @@ use super::{EXPERIMENT_COPY, GPU_ACTIVITY, META, RUNS, SPANS, TELEMETRY};
 /// The second part of spans.csv ([`super::part_name`]), which a run writes once
 /// spans.csv reaches the part size.
 pub const SPANS_PART_2: &str = "spans.2.csv";
+/// The second parts of the GPU tables (their next parts are named and read alike).
+pub const TELEMETRY_PART_2: &str = "telemetry.2.csv";
+pub const GPU_ACTIVITY_PART_2: &str = "gpu_activity.2.csv";
 
 /// The folder of a run's sampled stacks ([`STACKS_JSON`], [`STACKS_FOLDED`]).
 pub const STACKS_DIR: &str = "stacks";
@@ -71,7 +74,15 @@ pub const RUN_FILES: &[RunFile] = &[
         gzip: true,
     },
     RunFile {
+        name: TELEMETRY_PART_2,
+        gzip: true,
+    },
+    RunFile {
         name: GPU_ACTIVITY,
+        gzip: true,
+    },
+    RunFile {
+        name: GPU_ACTIVITY_PART_2,
         gzip: true,
     },
     STACKS_JSON,

@@ -57,6 +57,49 @@ fn telemetry_and_activity_round_trip() {
 }
 
 #[test]
+fn gpu_tables_go_on_in_parts_that_the_readers_and_a_resume_read_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("run");
+    let mut w = RunWriter::create(&dir, &meta(), "").unwrap();
+    w.set_part_bytes(1);
+    for rep in 0..3 {
+        commit(&mut w, rep);
+    }
+    // Killed during rep 3: its GPU rows are in a fourth part, not its runs row.
+    let (t, a) = gpu_rows(3);
+    w.append_gpu(&t, &a).unwrap();
+    drop(w);
+    for table in [TELEMETRY, GPU_ACTIVITY] {
+        for n in 1..=4 {
+            assert!(present(&dir.join(part_name(table, n))), "{table} part {n}");
+        }
+    }
+    let (mut w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert_eq!(rows.len(), 3);
+    let data = RunData::load(&dir).unwrap();
+    let reps = |t: &[TelemetryRow]| t.iter().map(|r| r.rep).collect::<Vec<_>>();
+    assert_eq!(reps(&data.load_telemetry().unwrap()), [0, 0, 1, 1, 2, 2]);
+    commit(&mut w, 3);
+    drop(w);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(
+        reps(&data.load_telemetry().unwrap()),
+        [0, 0, 1, 1, 2, 2, 3, 3]
+    );
+    let a: Vec<u32> = data
+        .load_gpu_activity()
+        .unwrap()
+        .iter()
+        .map(|r| r.rep)
+        .collect();
+    assert_eq!(a, [0, 1, 2, 3]);
+    // A part missing between two others is refused, naming it.
+    std::fs::remove_file(dir.join(part_name(TELEMETRY, 2))).unwrap();
+    let err = RunData::load(&dir).unwrap().load_telemetry().unwrap_err();
+    assert!(err.to_string().contains("telemetry.2.csv"), "{err}");
+}
+
+#[test]
 fn resume_drops_gpu_rows_of_an_unfinished_rep() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("run");

@@ -279,8 +279,8 @@ pub struct RunWriter {
     pub dir: PathBuf,
     runs: Appender,
     spans: parts::PartWriter,
-    telemetry: Appender,
-    activity: Appender,
+    telemetry: parts::PartWriter,
+    activity: parts::PartWriter,
     /// Exclusive lock on the run folder, held while this writer lives.
     _lock: File,
     /// What a resume repaired (reps it found uncommitted), for the user.
@@ -330,8 +330,22 @@ impl RunWriter {
                 Appender::append_existing(&dir.join(SPANS))?,
                 fs::metadata(dir.join(SPANS)).map_err(io(dir))?.len(),
             ),
-            telemetry: Appender::append_existing(&dir.join(TELEMETRY))?,
-            activity: Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
+            telemetry: parts::PartWriter::new(
+                dir,
+                TELEMETRY,
+                header_of(&TelemetryRow::sample()),
+                1,
+                Appender::append_existing(&dir.join(TELEMETRY))?,
+                fs::metadata(dir.join(TELEMETRY)).map_err(io(dir))?.len(),
+            ),
+            activity: parts::PartWriter::new(
+                dir,
+                GPU_ACTIVITY,
+                header_of(&GpuActivityRow::sample()),
+                1,
+                Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
+                fs::metadata(dir.join(GPU_ACTIVITY)).map_err(io(dir))?.len(),
+            ),
             _lock: lock,
             notes: Vec::new(),
             capped: None,
@@ -357,14 +371,8 @@ impl RunWriter {
         telemetry: &[TelemetryRow],
         activity: &[GpuActivityRow],
     ) -> Result<(), StoreError> {
-        for t in telemetry {
-            self.telemetry.write(t)?;
-        }
-        self.telemetry.flush()?;
-        for a in activity {
-            self.activity.write(a)?;
-        }
-        self.activity.flush()
+        gpu_rows(&mut self.telemetry, TELEMETRY, telemetry)?;
+        gpu_rows(&mut self.activity, GPU_ACTIVITY, activity)
     }
 
     /// Sets the size past which spans.csv goes on in a next part (at most, and by
@@ -372,6 +380,8 @@ impl RunWriter {
     #[cfg(test)]
     fn set_part_bytes(&mut self, n: u64) {
         self.spans.set_part_bytes(n);
+        self.telemetry.set_part_bytes(n);
+        self.activity.set_part_bytes(n);
     }
 
     /// Sets the most bytes a part of spans.csv holds below [`MAX_TABLE_BYTES`].
@@ -472,6 +482,38 @@ impl RunWriter {
         }
         self.runs.write(&run)?;
         self.runs.flush()
+    }
+}
+
+/// Appends one rep's rows of a GPU table (`table`), in one part of it like a rep's spans;
+/// rows of one rep past a table file's cap (no NVML or CUPTI rate makes them) are an error
+/// that says so, with the reps before it kept.
+fn gpu_rows<T: serde::Serialize>(
+    w: &mut parts::PartWriter,
+    table: &str,
+    rows: &[T],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut chunks = rows.chunks(1024);
+    let written = w.write_rep(|buf| {
+        let chunk = chunks.next()?;
+        let mut c = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(std::mem::take(buf));
+        for r in chunk {
+            c.serialize(r).expect("a row is written into memory");
+        }
+        *buf = c.into_inner().expect("rows written into memory");
+        Some(chunk.len() as u32)
+    })?;
+    match written {
+        parts::Written::Rows(_) => Ok(()),
+        parts::Written::Capped(why) => Err(StoreError::Invalid {
+            path: PathBuf::from(table),
+            message: format!("one rep's {} rows of {table}: {why}", rows.len()),
+        }),
     }
 }
 
@@ -743,7 +785,7 @@ impl RunData {
     /// [`Self::load_telemetry`], and one line per reason a row was left out
     /// ([`gpu_checks`]: a percentage above 100, a time an hour outside its rep, …).
     pub fn load_telemetry_checked(&self) -> Result<(Vec<TelemetryRow>, Vec<String>), StoreError> {
-        let rows = read_optional_csv(&self.dir.join(TELEMETRY))?;
+        let rows = parts::read_optional_parts(&self.dir, TELEMETRY)?;
         Ok(gpu_checks::check_telemetry(rows, &self.runs))
     }
 
@@ -758,7 +800,7 @@ impl RunData {
     pub fn load_gpu_activity_checked(
         &self,
     ) -> Result<(Vec<GpuActivityRow>, Vec<String>), StoreError> {
-        let rows = read_optional_csv(&self.dir.join(GPU_ACTIVITY))?;
+        let rows = parts::read_optional_parts(&self.dir, GPU_ACTIVITY)?;
         Ok(gpu_checks::check_activity(rows, &self.runs))
     }
 }
@@ -780,14 +822,6 @@ fn gz_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".gz");
     PathBuf::from(p)
-}
-
-fn read_optional_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
-    if present(path) || present(&gz_path(path)) {
-        read_csv_complete(path)
-    } else {
-        Ok(Vec::new())
-    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
-//! spans.csv in parts. A reader refuses a table file past [`MAX_TABLE_BYTES`], so the
+//! spans.csv (and telemetry.csv, gpu_activity.csv) in parts. A reader refuses a table file past [`MAX_TABLE_BYTES`], so the
 //! writer never makes one: before a rep's rows would take the part it writes past the
 //! part size (the cap, unless `GAPSCOPE_TABLE_PART_BYTES` lowers it), it starts the next
 //! part. spans.csv is the first part, `spans.2.csv`, `spans.3.csv`, … the next ones,
 //! each with the header; any of them may be stored gzipped (`NAME.gz`). A rep's rows
 //! stay in one part: a rep starts a part of its own when its rows do not fit in what is
 //! left of the current one (or pass [`REP_BUFFER`]), and a rep whose rows alone pass the
-//! cap keeps none of them and is recorded as failed, saying so.
+//! cap keeps none of them and is recorded as failed, saying so (for a GPU table, an
+//! error of the run).
 //!
 //! Readers read every part, in order, each through the same hardened reader as the
 //! first (never through a link, only a regular file, under the cap); a part missing
@@ -139,6 +140,19 @@ pub(super) fn read_parts_complete<T: serde::de::DeserializeOwned>(
         starts.push(PartStart { path, first });
     }
     Ok((rows, starts))
+}
+
+/// [`read_parts_complete`]'s rows for a table a run folder may lack (telemetry.csv and
+/// gpu_activity.csv of folders from before them): none where its first part is not there.
+pub(super) fn read_optional_parts<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    table: &str,
+) -> Result<Vec<T>, StoreError> {
+    let first = dir.join(table);
+    if !super::present(&first) && !super::present(&super::gz_path(&first)) {
+        return Ok(Vec::new());
+    }
+    Ok(read_parts_complete(dir, table)?.0)
 }
 
 /// What became of a rep's rows.

@@ -46,6 +46,29 @@ rep_row!(RunRow, SpanRow, TelemetryRow, GpuActivityRow);
 /// or none at all in an emptied file) is rewritten under it, so that appended rows line
 /// up with it. Returns the file's appender and its length (plain, where it stays
 /// gzipped).
+/// The writer of a table in parts (`parts`, from [`part_paths`]) once every part lost
+/// the rows of reps that run again; the last part is appended to.
+fn resume_parts<T: RepRow>(
+    dir: &Path,
+    table: &'static str,
+    parts: &[std::path::PathBuf],
+    done: &HashSet<u32>,
+) -> Result<PartWriter, StoreError> {
+    let mut last = None;
+    for p in parts {
+        last = Some(resume_rep_file::<T>(p, done)?);
+    }
+    let (out, len) = last.expect("a table's first part is always listed");
+    Ok(PartWriter::new(
+        dir,
+        table,
+        T::header(),
+        parts.len() as u32,
+        out,
+        len,
+    ))
+}
+
 fn resume_rep_file<T: RepRow>(
     path: &Path,
     done: &HashSet<u32>,
@@ -235,22 +258,11 @@ impl RunWriter {
             .collect();
         let done: HashSet<u32> = rows.iter().map(|r| r.rep).collect();
         let (runs, _) = resume_rep_file::<RunRow>(&runs_path, &done)?;
-        // Every part loses the rows of reps that run again; the last part is appended to.
-        let mut spans = None;
-        for p in &span_parts {
-            spans = Some(resume_rep_file::<SpanRow>(p, &done)?);
-        }
-        let (spans, spans_len) = spans.expect("spans.csv is the first part");
-        let spans = PartWriter::new(
-            dir,
-            SPANS,
-            SpanRow::header(),
-            span_parts.len() as u32,
-            spans,
-            spans_len,
-        );
-        let (telemetry, _) = resume_rep_file::<TelemetryRow>(&dir.join(TELEMETRY), &done)?;
-        let (activity, _) = resume_rep_file::<GpuActivityRow>(&dir.join(GPU_ACTIVITY), &done)?;
+        let spans = resume_parts::<SpanRow>(dir, SPANS, &span_parts, &done)?;
+        let telemetry_parts = part_paths(dir, TELEMETRY)?;
+        let telemetry = resume_parts::<TelemetryRow>(dir, TELEMETRY, &telemetry_parts, &done)?;
+        let activity_parts = part_paths(dir, GPU_ACTIVITY)?;
+        let activity = resume_parts::<GpuActivityRow>(dir, GPU_ACTIVITY, &activity_parts, &done)?;
         let paths = super::read_meta(dir)?.paths;
         Ok((
             RunWriter {
