@@ -186,7 +186,6 @@ fn progress_bar(progress: bool, total: usize, done: usize) -> indicatif::Progres
     b
 }
 
-/// Runs the experiment at `exp_path` (or resumes `opts.resume`).
 /// Whether a run folder holds a variant's build log (`build-<variant>.log`).
 fn has_build_log(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|entries| {
@@ -198,6 +197,12 @@ fn has_build_log(dir: &Path) -> bool {
     })
 }
 
+/// Runs the experiment at `exp_path` (or resumes `opts.resume`).
+///
+/// Long because one function still holds the whole rep lifecycle of every workload kind
+/// (in-process, per-rep and served workers, external programs): opening or resuming the
+/// folder, building subjects, the schedule, each rep's output, and the end of the run.
+/// Splitting it behind one executor seam is the workload split's open item.
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // `gapscope run` from the experiment to the finished folder, in order: the experiment
     // loaded (or resumed), revisions prepared, telemetry and the run folder started, params
@@ -585,13 +590,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             .with_context(|| write_failed(&dir, slot.rep))?;
         if let Some(why) = w.take_capped() {
             // Recorded failed, without its spans: what runs.csv now says of it.
-            row.status = RepStatus::Failed;
-            row.error = if row.error.is_empty() {
-                why
-            } else {
-                format!("{}; {why}", row.error)
-            };
-            row.span_rows = Some(0);
+            row.mark_capped(&why);
         }
         drop(w);
         drop(spans);

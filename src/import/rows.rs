@@ -128,14 +128,7 @@ impl Rows<'_> {
             set(&mut row.name, ctx.root);
             set(&mut row.attrs, &self.root_attrs);
         } else {
-            let written = ctx.trace.names.name(s.name);
-            let mapped = &ctx.names[s.name as usize].0;
-            if **mapped == *written && written != ctx.root {
-                set(&mut row.name, written);
-                set(&mut row.attrs, s.attrs.as_deref().unwrap_or("{}"));
-            } else {
-                (row.name, row.attrs) = named(ctx, s);
-            }
+            name_row(ctx, s, row);
         }
         row.thread_id = ctx.threads.ids[s.thread as usize];
         set(&mut row.thread_name, &ctx.threads.names[s.thread as usize]);
@@ -239,18 +232,20 @@ fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
     }
 }
 
-/// A span's row name and attributes: its name as imported, the name it had in the file
-/// where the two differ (or where it is named like the root and so renamed).
-fn named(ctx: &RepCtx, s: &Span) -> (String, String) {
+/// Sets a span's row name and attributes: its name as imported, the name it had in the
+/// file where the two differ (or where it is named like the root and so renamed).
+fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
     let written = ctx.trace.names.name(s.name);
     let (mapped, kept) = &ctx.names[s.name as usize];
-    let mut name = mapped.to_string();
-    if name == ctx.root {
-        name = format!("{} (span of the trace)", ctx.root);
+    if **mapped == *ctx.root {
+        row.name = format!("{} (span of the trace)", ctx.root);
+    } else {
+        set(&mut row.name, mapped);
     }
     let attrs = s.attrs.as_deref().unwrap_or("{}");
-    if name == written {
-        return (name, attrs.to_string());
+    if row.name == written {
+        set(&mut row.attrs, attrs);
+        return;
     }
     let mut m: Map<String, Value> = serde_json::from_str(attrs).unwrap_or_default();
     m.insert("name_in_trace".into(), written.into());
@@ -262,7 +257,7 @@ fn named(ctx: &RepCtx, s: &Span) -> (String, String) {
         };
         m.entry(k.clone()).or_insert(v);
     }
-    (name, Value::Object(m).to_string())
+    row.attrs = Value::Object(m).to_string();
 }
 
 /// The root's attributes: the file it came from and its format (and the rep span's own).

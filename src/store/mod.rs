@@ -467,13 +467,7 @@ impl RunWriter {
         match written {
             parts::Written::Rows(n) => run.span_rows = Some(n),
             parts::Written::Capped(why) => {
-                run.status = RepStatus::Failed;
-                run.error = if run.error.is_empty() {
-                    why.clone()
-                } else {
-                    format!("{}; {why}", run.error)
-                };
-                run.span_rows = Some(0);
+                run.mark_capped(&why);
                 self.capped = Some(why);
             }
         }
@@ -482,6 +476,20 @@ impl RunWriter {
         }
         self.runs.write(&run)?;
         self.runs.flush()
+    }
+}
+
+impl RunRow {
+    /// The row of a rep whose span rows were too many for a table file, as runs.csv
+    /// records it: failed, `why` after any error it had, no span rows.
+    pub fn mark_capped(&mut self, why: &str) {
+        self.status = RepStatus::Failed;
+        self.error = if self.error.is_empty() {
+            why.to_string()
+        } else {
+            format!("{}; {why}", self.error)
+        };
+        self.span_rows = Some(0);
     }
 }
 
