@@ -14,6 +14,19 @@ use crate::common;
 use crate::history_cli::repo;
 use common::gapscope;
 
+/// A command's run folders and revision builds kept under the test's folder.
+trait Isolated {
+    fn isolated(&mut self, tmp: &Path) -> &mut Self;
+}
+
+impl Isolated for assert_cmd::Command {
+    fn isolated(&mut self, tmp: &Path) -> &mut Self {
+        self.arg("--results-dir")
+            .arg(tmp.join("results"))
+            .env("GAPSCOPE_REV_CACHE", tmp.join("cache"))
+    }
+}
+
 /// Option-looking values that would write `pwned` if git or a shell took them as
 /// options or code.
 fn hostile(pwned: &Path) -> Vec<String> {
@@ -160,9 +173,7 @@ fn a_rev_variant_naming_an_option_is_refused_before_git_runs_it() {
         let a = gapscope(tmp.path())
             .arg("run")
             .arg(&exp)
-            .arg("--results-dir")
-            .arg(tmp.path().join("results"))
-            .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+            .isolated(tmp.path())
             .assert()
             .failure();
         let t = text(&a);
@@ -191,9 +202,7 @@ fn bisect_refuses_an_end_that_looks_like_an_option() {
                 .args(["--metric", "prove.total"])
                 .arg("--repo")
                 .arg(&repo)
-                .arg("--results-dir")
-                .arg(tmp.path().join("results"))
-                .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+                .isolated(tmp.path())
                 .assert()
                 .failure();
             let t = text(&a);
@@ -209,9 +218,7 @@ fn bisect_refuses_an_end_that_looks_like_an_option() {
             .args(["--metric", "prove.total"])
             .arg("--repo")
             .arg(&repo)
-            .arg("--results-dir")
-            .arg(tmp.path().join("results"))
-            .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+            .isolated(tmp.path())
             .timeout(std::time::Duration::from_secs(120))
             .assert()
             .code(128);
@@ -252,9 +259,7 @@ fn a_patch_variant_naming_an_option_never_reaches_git_or_cargo_as_one() {
         let a = gapscope(tmp.path())
             .arg("run")
             .arg(&exp)
-            .arg("--results-dir")
-            .arg(tmp.path().join("results"))
-            .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+            .isolated(tmp.path())
             .env("CARGO_NET_OFFLINE", "true")
             .assert();
         let t = text(&a);
@@ -600,9 +605,7 @@ fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option()
             .arg(&exp)
             .arg("--repo")
             .arg(&repo)
-            .arg("--results-dir")
-            .arg(tmp.path().join("results"))
-            .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+            .isolated(tmp.path())
             .assert()
             .failure();
         let t = text(&a);
