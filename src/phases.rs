@@ -191,8 +191,19 @@ impl PhaseSpec {
             Ok(())
         };
         name("root", &self.root)?;
+        let mut above = 0;
         for (i, p) in self.summary.iter().enumerate() {
             name(&format!("summary[{i}].span"), &p.span)?;
+            // An outline: each phase at most one level below the one above it (the
+            // table indents by depth, so a depth is also a width).
+            if p.depth > above + 1 {
+                return Err(format!(
+                    "phases.summary[{i}]: {:?} at depth {} lies more than one level below \
+                     the phase above it (depth {above})",
+                    p.span, p.depth
+                ));
+            }
+            above = p.depth;
             if (p.depth == 0) != (p.span == self.root) {
                 return Err(format!(
                     "phases.summary[{i}]: depth 0 is the root {:?} alone ({:?} at depth {})",
@@ -288,6 +299,10 @@ mod tests {
             (
                 r#"{"root": "a", "summary": [{"span": "a", "depth": 1}]}"#,
                 "depth 0 is the root",
+            ),
+            (
+                r#"{"root": "a", "summary": [{"span": "a", "depth": 0}, {"span": "b", "depth": 18446744073709551615}]}"#,
+                "more than one level below",
             ),
         ] {
             let p: PhaseSpec = serde_json::from_str(edit).unwrap();
