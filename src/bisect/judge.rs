@@ -59,6 +59,8 @@ pub enum StepRun {
 #[derive(Debug, Clone)]
 pub struct PairRun {
     pub comparison: Comparison,
+    /// The sequence it stopped on (see [`super::sequential::PairSequence`]).
+    pub sequence: Option<super::sequential::PairSequence>,
     pub run_dir: PathBuf,
     /// The longest measured or warm-up rep of either commit.
     pub slowest_rep: Duration,

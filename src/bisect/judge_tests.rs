@@ -50,6 +50,7 @@ impl Measurer for Scripted {
     fn measure_pair(&mut self, _: &str, _: &str, _: &Limits) -> Result<PairRun> {
         Ok(PairRun {
             comparison: cmp(Verdict::Regressed, 0.05),
+            sequence: None,
             run_dir: "ends".into(),
             slowest_rep: Duration::ZERO,
         })

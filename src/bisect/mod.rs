@@ -120,6 +120,10 @@ pub enum Outcome {
         commit: String,
         parent: String,
         diff: Comparison,
+        /// The sequence the run against the parent stopped on: its verdict is the
+        /// answer's (the diff's tests beside it may need more pairs than it took).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sequence: Option<sequential::PairSequence>,
         run_dir: PathBuf,
     },
     /// Commits that could not be judged leave more than one candidate.
@@ -240,6 +244,7 @@ fn answer(
                 commit: commit.clone(),
                 parent: parent.clone(),
                 diff: pair.comparison,
+                sequence: pair.sequence,
                 run_dir: pair.run_dir,
             }
         }

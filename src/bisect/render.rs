@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::sequential::PairSequence;
 use super::{BisectReport, Outcome, StepLabel, StepReport};
 use crate::analysis::{Comparison, Unit};
 use crate::revisions::short;
@@ -51,6 +52,29 @@ pub fn change(c: &Comparison) -> String {
         );
     }
     s
+}
+
+/// `medians 4.4 ms → 900 ms; per-iteration log ratio +20278.2% [+19792.1%, +20776.2%]
+/// (the ends' spread) regressed (anytime p<0.001, 1 iteration)`: the verdict of the
+/// sequence a pair run stopped on, against half the threshold.
+fn pair_line(c: &Comparison, seq: &PairSequence, threshold: f64) -> String {
+    let med = |m: Option<f64>| m.map_or("-".to_string(), |v| value(c.unit, v));
+    let verdict = seq
+        .verdict(threshold / 2.0)
+        .map_or("not decided".to_string(), |v| v.to_string());
+    let mut extra = Vec::new();
+    if seq.p_value.is_some() {
+        extra.push(format!("anytime {}", crate::analysis::fmt_p(seq.p_value)));
+    }
+    let n = seq.ratios.iterations;
+    extra.push(format!("{n} iteration{}", if n == 1 { "" } else { "s" }));
+    format!(
+        "medians {} → {}; per-iteration log ratio {} {verdict} ({})",
+        med(c.baseline.median),
+        med(c.candidate.median),
+        seq.describe(),
+        extra.join(", ")
+    )
 }
 
 /// "5 reps, decided (at most 10)", "10 reps, the cap: not decided".
@@ -147,16 +171,20 @@ pub fn render_text(r: &BisectReport) -> String {
             commit,
             parent,
             diff,
+            sequence,
             run_dir,
         } => {
             let _ = writeln!(out, "first bad commit: {commit}");
-            let _ = writeln!(
-                out,
-                "  {} against its parent {}: {}",
-                r.metric,
-                short(parent),
-                change(diff)
-            );
+            let head = format!("  {} against its parent {}: ", r.metric, short(parent));
+            match sequence {
+                Some(seq) => {
+                    let _ = writeln!(out, "{head}{}", pair_line(diff, seq, r.threshold));
+                    let _ = writeln!(out, "  the diff's tests on its reps: {}", change(diff));
+                }
+                None => {
+                    let _ = writeln!(out, "{head}{}", change(diff));
+                }
+            }
             let _ = writeln!(out, "  run: {}", run_dir.display());
         }
         Outcome::Candidates { last_good, commits } => {
@@ -255,6 +283,7 @@ mod tests {
             wall_ns: 1,
             log: "/r/build-step.log".into(),
             status: "exit status: 2".into(),
+            reused: false,
         };
         let ext = failed(&format!(
             "revision 0123456 did not build\n{}",

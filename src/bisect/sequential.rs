@@ -283,14 +283,7 @@ impl Position {
     /// The bounds of the midpoint's mean: the sequence's, narrowed by the known
     /// spread's where it applies.
     pub fn bounds(&self) -> (Option<f64>, Option<f64>) {
-        let m = &self.midpoint;
-        match self.known() {
-            Some((lo, hi)) => (
-                Some(m.lo.map_or(lo, |l| l.max(lo))),
-                Some(m.hi.map_or(hi, |h| h.min(hi))),
-            ),
-            None => (m.lo, m.hi),
-        }
+        narrow(&self.midpoint, self.known())
     }
 
     /// Bad above the midpoint, good below; `None` while the bounds hold it.
@@ -346,19 +339,159 @@ impl Position {
     }
 }
 
+/// A sequence's bounds narrowed by those of the known spread, where it applies.
+fn narrow(m: &Sequence, known: Option<(f64, f64)>) -> (Option<f64>, Option<f64>) {
+    match known {
+        Some((lo, hi)) => (
+            Some(m.lo.map_or(lo, |l| l.max(lo))),
+            Some(m.hi.map_or(hi, |h| h.min(hi))),
+        ),
+        None => (m.lo, m.hi),
+    }
+}
+
+/// How a run of two commits (the ends; the first bad commit against its parent) stands:
+/// the sequence of its per-iteration log ratios (candidate − baseline), narrowed by the
+/// ends' spread taken as known where its own values spread no more
+/// ([`KnownSpread::bounds`]), with an anytime-valid p-value against no change. A 200×
+/// change is then decided at the first iteration, as a step is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairSequence {
+    pub ratios: Sequence,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<KnownSpread>,
+    /// Against a mean log ratio of 0, valid at whatever iteration the run stopped:
+    /// 1 / the largest mixture likelihood ratio so far of each sequence, the smaller
+    /// doubled where both apply (Bonferroni); `None` before either bounds anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+}
+
+impl PairSequence {
+    /// Of the per-iteration log ratios `r`; `None` without a finite one.
+    pub fn of(r: &[f64], spread: Option<&KnownSpread>) -> Option<PairSequence> {
+        let ratios = Sequence::of(r)?;
+        let spread = spread.copied();
+        let known = spread
+            .filter(|k| k.bounds(&ratios).is_some())
+            .map(|k| known_sd_p_value(r, k.sd));
+        let unknown = (r.len() >= 2).then(|| unknown_sd_p_value(r));
+        let p_value = match (known, unknown) {
+            (Some(a), Some(b)) => Some((2.0 * a.min(b)).min(1.0)),
+            (a, b) => a.or(b),
+        };
+        Some(PairSequence {
+            ratios,
+            spread,
+            p_value,
+        })
+    }
+
+    /// The known spread's bounds, where they apply.
+    pub fn known(&self) -> Option<(f64, f64)> {
+        self.spread.and_then(|k| k.bounds(&self.ratios))
+    }
+
+    /// The bounds of the mean log ratio, narrowed by the known spread's where it applies.
+    pub fn bounds(&self) -> (Option<f64>, Option<f64>) {
+        narrow(&self.ratios, self.known())
+    }
+
+    /// Beyond ±`floor` (a fraction): a change; inside it: none; `None`: not decided.
+    pub fn verdict(&self, floor: f64) -> Option<crate::analysis::Verdict> {
+        use crate::analysis::Verdict;
+        let f = (1.0 + floor).ln();
+        match self.bounds() {
+            (Some(lo), _) if lo > f => Some(Verdict::Regressed),
+            (_, Some(hi)) if hi < -f => Some(Verdict::Improved),
+            (Some(lo), Some(hi)) if lo > -f && hi < f => Some(Verdict::Equivalent),
+            _ => None,
+        }
+    }
+
+    /// Iterations after which the bounds would clear the floor at this spread.
+    pub fn iterations_to_decide(&self, floor: f64) -> Option<usize> {
+        let f = (1.0 + floor).ln();
+        let d = (self.ratios.mean.abs() - f).abs();
+        let unknown = self.ratios.iterations_to_clear(d);
+        let known = (self.known().and(self.spread))
+            .and_then(|k| k.iterations_to_clear(d))
+            .map(|n| n.max(self.ratios.iterations));
+        match (unknown, known) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// "+8.1% [+6.0%, +10.3%]" (", the ends' spread" where it narrowed them), or
+    /// "[no bound yet]" in place of the interval.
+    pub fn describe(&self) -> String {
+        let pct = |v: f64| format!("{:+.1}%", (v.exp() - 1.0) * 100.0);
+        let known = if self.known().is_some() {
+            " (the ends' spread)"
+        } else {
+            ""
+        };
+        match self.bounds() {
+            (Some(lo), Some(hi)) => format!(
+                "{} [{}, {}]{known}",
+                pct(self.ratios.mean),
+                pct(lo),
+                pct(hi)
+            ),
+            _ => format!("{} [no bound yet]", pct(self.ratios.mean)),
+        }
+    }
+}
+
+/// 1 / the largest over n of the normal mixture's likelihood ratio against mean 0 with
+/// the standard deviation `sd` known: E_n = √(ρ/(n + ρ))·exp(S_n² / (2·sd²·(n + ρ))),
+/// the martingale whose boundary E_n = 1/α is [`known_sd_half_width`]'s. By Ville's
+/// inequality P(sup E_n ≥ 1/p) ≤ p under no change, so it holds at any stopping time.
+pub fn known_sd_p_value(x: &[f64], sd: f64) -> f64 {
+    let r = KNOWN_MIXTURE;
+    let mut sum = 0.0;
+    let mut best = f64::NEG_INFINITY;
+    for (i, v) in x.iter().enumerate() {
+        sum += v;
+        let t = (i + 1) as f64 + r;
+        let log_e = 0.5 * (r / t).ln() + sum * sum / (2.0 * sd * sd * t);
+        best = best.max(log_e);
+    }
+    (-best).exp().min(1.0)
+}
+
+/// The same for [`stats::mean_confidence_sequence`]'s mixture (the standard deviation
+/// unknown), from 2 values: M_n = (1 + nc²)^(−1/2)·(Q/(Q − c²S²/(1 + nc²)))^(n/2) with
+/// S and Q the sum and sum of squares of the values.
+pub fn unknown_sd_p_value(x: &[f64]) -> f64 {
+    let c2 = stats::SEQUENCE_MIXTURE;
+    let (mut s, mut q) = (0.0, 0.0);
+    let mut best = f64::NEG_INFINITY;
+    for (i, v) in x.iter().enumerate() {
+        s += v;
+        q += v * v;
+        let n = (i + 1) as f64;
+        if n < 2.0 {
+            continue;
+        }
+        let rest = q - c2 * s * s / (1.0 + n * c2);
+        let log_m = if rest <= 0.0 {
+            f64::INFINITY
+        } else {
+            -0.5 * (1.0 + n * c2).ln() + 0.5 * n * (q / rest).ln()
+        };
+        best = best.max(log_m);
+    }
+    (-best).exp().min(1.0)
+}
+
 /// The per-iteration log ratios (candidate − baseline) of two variants' reps.
 pub fn ratios(base: &[(u32, f64)], cand: &[(u32, f64)]) -> Vec<f64> {
     let b: HashMap<u32, f64> = base.iter().copied().collect();
     cand.iter()
         .filter_map(|(it, c)| Some(c - b.get(it)?))
         .collect()
-}
-
-/// Whether a two-commit run may stop: the sequence of its log ratios lies beyond
-/// ±`floor` (a fraction) or inside it.
-pub fn pair_decided(s: &Sequence, floor: f64) -> bool {
-    let f = (1.0 + floor).ln();
-    s.above(f) || s.below(-f) || (s.above(-f) && s.below(f))
 }
 
 /// The fewest iterations at which a sequence at level 1 − `alpha` bounds a mean at all:

@@ -131,14 +131,22 @@ fn the_cap_says_whether_it_was_derived_or_capped() {
 
 #[test]
 fn pairs_stop_beyond_or_inside_the_floor_and_timeouts_scale_with_the_slowest_end() {
-    let seq = |x: &[f64]| Sequence::of(x).unwrap();
-    let up = seq(&[0.10, 0.11, 0.09, 0.10, 0.105]);
-    assert!(pair_decided(&up, 0.025));
-    let flat = seq(&[0.001, -0.001, 0.0, 0.0005, -0.0005]);
-    assert!(pair_decided(&flat, 0.025));
-    let open = seq(&[0.03, -0.01, 0.05, 0.0, 0.02]);
-    assert!(!pair_decided(&open, 0.025));
-    assert!(!pair_decided(&seq(&[0.1, 0.1, 0.1]), 0.025));
+    use crate::analysis::Verdict;
+    let verdict = |x: &[f64]| PairSequence::of(x, None).unwrap().verdict(0.025);
+    assert_eq!(
+        verdict(&[0.10, 0.11, 0.09, 0.10, 0.105]),
+        Some(Verdict::Regressed)
+    );
+    assert_eq!(
+        verdict(&[-0.10, -0.11, -0.09, -0.10, -0.105]),
+        Some(Verdict::Improved)
+    );
+    assert_eq!(
+        verdict(&[0.001, -0.001, 0.0, 0.0005, -0.0005]),
+        Some(Verdict::Equivalent)
+    );
+    assert_eq!(verdict(&[0.03, -0.01, 0.05, 0.0, 0.02]), None);
+    assert_eq!(verdict(&[0.1, 0.1, 0.1]), None);
     assert_eq!(rep_timeout_s(Duration::from_millis(3)), MIN_TIMEOUT_S);
     assert_eq!(rep_timeout_s(Duration::from_millis(3_210)), 33);
     assert_eq!(
@@ -277,4 +285,76 @@ fn a_commit_that_spreads_more_than_the_ends_is_judged_without_their_spread() {
         .with_known(Some(&known));
     assert!(p.known().is_none(), "{p:?}");
     assert_eq!(p.bounds(), (p.midpoint.lo, p.midpoint.hi));
+}
+
+#[test]
+fn a_pair_far_apart_is_decided_at_its_first_iteration_with_the_ends_spread_known() {
+    use crate::analysis::Verdict;
+    let k = KnownSpread::of(0.015, 5).unwrap();
+    // 200× slower, one iteration: decided, with a tiny p-value.
+    let p = PairSequence::of(&[200f64.ln()], Some(&k)).unwrap();
+    assert_eq!(p.verdict(0.025), Some(Verdict::Regressed));
+    assert!(p.p_value.unwrap() < 1e-9, "{p:?}");
+    assert!(
+        p.describe().contains("(the ends' spread)"),
+        "{}",
+        p.describe()
+    );
+    // Without the ends' spread one value bounds nothing.
+    let alone = PairSequence::of(&[200f64.ln()], None).unwrap();
+    assert_eq!(alone.verdict(0.025), None);
+    assert_eq!(alone.p_value, None);
+    assert!(alone.describe().contains("[no bound yet]"));
+    // Values that spread more than the bound are judged without it.
+    let wide = PairSequence::of(&[0.5, 0.0, 0.6], Some(&k)).unwrap();
+    assert_eq!(wide.known(), None);
+    assert_eq!(wide.bounds(), (wide.ratios.lo, wide.ratios.hi));
+}
+
+#[test]
+fn pair_p_values_fall_below_alpha_where_their_sequences_exclude_zero() {
+    // The known spread: p < α exactly where the half-width is below |mean|.
+    for n in 1..=8 {
+        for step in 1..60 {
+            let mean = step as f64 * 0.002;
+            let x = vec![mean; n];
+            let hw = known_sd_half_width(0.01, n, ALPHA);
+            let p = known_sd_p_value(&x, 0.01);
+            // The largest ratio may come at an earlier n: p is at most the last one's.
+            if hw < mean * 0.999 {
+                assert!(p < ALPHA, "n {n} mean {mean} hw {hw} p {p}");
+            }
+        }
+    }
+    // The unknown spread: p < α at the n where the sequence first excludes 0.
+    let mut r = Xoshiro::seed(7);
+    for _ in 0..200 {
+        let x: Vec<f64> = (0..8).map(|_| 0.05 + 0.03 * normal(&mut r)).collect();
+        let (lo, hi) = stats::mean_confidence_sequence(&x, ALPHA).unwrap();
+        if lo > 0.0 || hi < 0.0 {
+            assert!(unknown_sd_p_value(&x) < ALPHA, "{x:?}");
+        }
+    }
+}
+
+#[test]
+fn pair_p_values_stay_valid_under_no_change_whenever_the_run_stops() {
+    // 2,000 runs of 30 iterations with no change; a run "stops" the first time its p
+    // falls below α, so the rate at which any look gives p < α is the error of looking
+    // after every iteration. It stays below α (with room for the simulation's error).
+    let mut r = Xoshiro::seed(11);
+    let k = KnownSpread::of(0.02, 30).unwrap();
+    let (runs, mut known_false, mut unknown_false) = (2_000, 0, 0);
+    for _ in 0..runs {
+        let x: Vec<f64> = (0..30).map(|_| 0.02 * normal(&mut r)).collect();
+        known_false += (1..=x.len()).any(|n| known_sd_p_value(&x[..n], k.sd) < ALPHA) as u32;
+        unknown_false += (2..=x.len()).any(|n| unknown_sd_p_value(&x[..n]) < ALPHA) as u32;
+    }
+    let rate = |f: u32| f as f64 / runs as f64;
+    assert!(rate(known_false) < ALPHA + 0.015, "{}", rate(known_false));
+    assert!(
+        rate(unknown_false) < ALPHA + 0.015,
+        "{}",
+        rate(unknown_false)
+    );
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use super::judge::{Limits, Measurer, PairRun, StepRun};
-use super::sequential::{self, Position, Sequence};
+use super::sequential::{self, KnownSpread, PairSequence, Position};
 use super::Metric;
 use crate::analysis::{self, Comparison, DiffOptions};
 use crate::experiment::{self, RunOptions, StopWhen};
@@ -56,9 +56,27 @@ pub struct StepSettings {
 
 pub struct ExperimentMeasurer {
     pub s: StepSettings,
+    /// Commits measured by this bisect so far (a rep of theirs ran): a run of a command
+    /// workload's commits that all ran before needs no warm-up (each rep is a process of
+    /// its own; what a warm-up warms, the files and caches of the machine, the earlier
+    /// run warmed).
+    ran: std::collections::HashSet<String>,
 }
 
 impl ExperimentMeasurer {
+    pub fn new(s: StepSettings) -> ExperimentMeasurer {
+        ExperimentMeasurer {
+            s,
+            ran: Default::default(),
+        }
+    }
+
+    /// The experiment measures a command (`[workload] command`), not gapscope's prover.
+    fn command_workload(&self) -> bool {
+        toml::from_str::<toml::Table>(&self.s.experiment_text)
+            .is_ok_and(|doc| doc.get("workload").and_then(|w| w.get("command")).is_some())
+    }
+
     /// Folder of this bisect's run folders.
     fn name(&self) -> String {
         let base: String = self.s.experiment_name.chars().take(40).collect();
@@ -264,6 +282,7 @@ impl Measurer for ExperimentMeasurer {
         if self.logs(&data, "good").is_empty() {
             bail!("{}", missing_metric(&data, &self.s.metric));
         }
+        self.ran.insert(good.to_string());
         Ok(())
     }
 
@@ -315,6 +334,7 @@ impl Measurer for ExperimentMeasurer {
             None => None,
         };
         let position = self.position(&data, limits);
+        self.ran.extend(roles.iter().map(|r| r.1.to_string()));
         let names: Vec<&str> = roles.iter().map(|r| r.0).collect();
         Ok(StepRun::Measured {
             vs_good,
@@ -326,12 +346,19 @@ impl Measurer for ExperimentMeasurer {
     }
 
     fn measure_pair(&mut self, base: &str, cand: &str, limits: &Limits) -> Result<PairRun> {
-        let text = self.experiment_text(&[("base", base), ("cand", cand)], limits, None)?;
+        let warm = self.command_workload() && self.ran.contains(base) && self.ran.contains(cand);
+        let warmups = warm.then_some(0);
+        let text = self.experiment_text(&[("base", base), ("cand", cand)], limits, warmups)?;
         let what = format!(
-            "{} → {} (at most {} reps)",
+            "{} → {} (at most {} reps{})",
             short(base),
             short(cand),
-            limits.max_reps
+            limits.max_reps,
+            if warm {
+                "; no warm-up: both ran earlier in this bisect"
+            } else {
+                ""
+            }
         );
         let watch = self.pair_watch(&format!("{} → {}", short(base), short(cand)), limits);
         let dir = self.run(&text, &what, Some(watch))?;
@@ -344,6 +371,7 @@ impl Measurer for ExperimentMeasurer {
         let comparison = self
             .compare(&data, "base", "cand")
             .map_err(anyhow::Error::msg)?;
+        self.ran.extend([base.to_string(), cand.to_string()]);
         let slowest = (data.runs.iter())
             .filter(|r| r.status == RepStatus::Ok)
             .map(|r| r.wall_ns)
@@ -351,6 +379,7 @@ impl Measurer for ExperimentMeasurer {
             .unwrap_or(0);
         Ok(PairRun {
             comparison,
+            sequence: self.pair_sequence(&data, limits.known_spread.as_ref()),
             run_dir: dir,
             slowest_rep: Duration::from_nanos(slowest),
         })
@@ -418,7 +447,7 @@ impl ExperimentMeasurer {
     fn pair_watch(&self, what: &str, limits: &Limits) -> StopWhen {
         let me = self.clone_for_watch();
         let what = what.to_string();
-        let max_reps = limits.max_reps;
+        let (max_reps, known) = (limits.max_reps, limits.known_spread);
         let floor = self.s.threshold / 2.0;
         let seen = Mutex::new(Seen {
             started: Instant::now(),
@@ -431,36 +460,28 @@ impl ExperimentMeasurer {
             let Ok(data) = RunData::load(dir) else {
                 return false;
             };
-            let r = sequential::ratios(&me.logs(&data, "base"), &me.logs(&data, "cand"));
-            let Some(seq) = Sequence::of(&r) else {
+            let Some(seq) = me.pair_sequence(&data, known.as_ref()) else {
                 return false;
             };
-            let f = (1.0 + floor).ln();
-            let to_clear = (seq.mean.abs() - f).abs();
-            let left = seq
-                .iterations_to_clear(to_clear)
-                .unwrap_or(max_reps as usize);
+            let left = seq.iterations_to_decide(floor).unwrap_or(max_reps as usize);
             me.say(&format!(
                 "  {what}: {n}/{max_reps} reps: {}{}",
-                describe_ratio(&seq),
+                seq.describe(),
                 time_left(elapsed, n, left, max_reps)
             ));
-            sequential::pair_decided(&seq, floor)
+            seq.verdict(floor).is_some()
         }))
+    }
+
+    /// The sequence of a pair run's per-iteration log ratios (cand − base).
+    fn pair_sequence(&self, data: &RunData, known: Option<&KnownSpread>) -> Option<PairSequence> {
+        let r = sequential::ratios(&self.logs(data, "base"), &self.logs(data, "cand"));
+        PairSequence::of(&r, known)
     }
 
     /// What a watch needs of the measurer (it outlives no run, but is `'static`).
     fn clone_for_watch(&self) -> ExperimentMeasurer {
-        ExperimentMeasurer { s: self.s.clone() }
-    }
-}
-
-/// "+8.1% [+6.0%, +10.3%]" of a log-ratio sequence.
-fn describe_ratio(s: &Sequence) -> String {
-    let pct = |v: f64| format!("{:+.1}%", (v.exp() - 1.0) * 100.0);
-    match (s.lo, s.hi) {
-        (Some(lo), Some(hi)) => format!("{} [{}, {}]", pct(s.mean), pct(lo), pct(hi)),
-        _ => format!("{} [no bound yet]", pct(s.mean)),
+        ExperimentMeasurer::new(self.s.clone())
     }
 }
 

@@ -124,6 +124,10 @@ impl Measurer for Model {
         let (b, c) = (self.levels[index(base)], self.levels[index(cand)]);
         Ok(PairRun {
             comparison: comparison(b, c, false),
+            sequence: crate::bisect::sequential::PairSequence::of(
+                &[(c / b).ln(); 5],
+                limits.known_spread.as_ref(),
+            ),
             run_dir: PathBuf::from("runs/pair"),
             slowest_rep: Duration::from_millis(2_500),
         })
@@ -169,10 +173,13 @@ fn the_first_bad_commit_is_named_with_its_change_against_its_parent() {
     assert_eq!(m.runs.last().unwrap(), "c5-c6x7");
     let text = render_text(&r);
     assert!(text.starts_with("first bad commit: c6\n"), "{text}");
+    // The answer is the sequence's the run stopped on; the diff's tests beside it.
     assert!(
         text.contains(
-            "against its parent c5: medians 100 ns → 105 ns; geometric mean of per-pair \
-             ratios +5.0% regressed"
+            "against its parent c5: medians 100 ns → 105 ns; per-iteration log ratio +5.0% \
+             [+5.0%, +5.0%] regressed (anytime p=0.028, 5 iterations)\n  the diff's tests on \
+             its reps: medians 100 ns → 105 ns; geometric mean of per-pair ratios +5.0% \
+             regressed"
         ),
         "{text}"
     );

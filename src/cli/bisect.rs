@@ -177,7 +177,7 @@ pub fn run(a: BisectArgs) -> Result<()> {
         );
     }
     let threshold = settings.threshold;
-    let mut m = ExperimentMeasurer { s: settings };
+    let mut m = ExperimentMeasurer::new(settings);
     let report = bisect::bisect(&commits, &mut m, threshold, reps, &mut |line| {
         if !quiet {
             eprintln!("{line}")
@@ -283,7 +283,7 @@ fn step(a: &StepArgs) -> Result<(StepLabel, String)> {
         half_gap: None,
         known_spread: None,
     };
-    let mut m = ExperimentMeasurer { s: settings };
+    let mut m = ExperimentMeasurer::new(settings);
     let mut r = judge::judge_step(&mut m, index.unwrap_or(0), &commit, &limits)?;
     if index.is_none() {
         r.note = Some("not on --bad's first-parent history: its place (#0) is not its own".into());

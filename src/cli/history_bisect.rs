@@ -105,7 +105,7 @@ pub(super) fn bisect_step(
         &good[..8],
         &bad[..8]
     ));
-    let mut m = ExperimentMeasurer { s: settings };
+    let mut m = ExperimentMeasurer::new(settings);
     let reps = reps.map_or(Reps::Derived, Reps::Given);
     let report = bisect::bisect(&commits, &mut m, threshold / 100.0, reps, &mut |line| {
         eprintln!("{line}")

@@ -309,7 +309,7 @@ fn confirm(
         quiet: false,
         retry_timeouts: false,
     };
-    let mut m = crate::bisect::ExperimentMeasurer { s: settings };
+    let mut m = crate::bisect::ExperimentMeasurer::new(settings);
     let limits = crate::bisect::Limits {
         max_reps: a.confirm_reps,
         rep_timeout_s: None,

@@ -52,6 +52,11 @@ pub struct BuildMeta {
     pub log: String,
     /// The exit status, or why it could not run.
     pub status: String,
+    /// This run did not build: a revision's worktree was built by an earlier run of the
+    /// same gapscope process (a bisect's steps), the same command on the same commit;
+    /// `wall_ns`, `status` and the log are that build's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// `workload.circuit` and `workload.backend` in meta.json of a command workload in run

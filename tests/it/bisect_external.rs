@@ -96,6 +96,36 @@ fn bisect_names_the_commit_that_slowed_the_span() {
         assert!(!revs.join(c).join("tree").exists(), "{c}");
     }
     assert!(revs.join(&commits[0]).is_dir());
+    // Each commit built once, though the good end ran in every step: later runs of a
+    // worktree in the same process reuse its build (meta.json says so).
+    let mut builds: std::collections::HashMap<String, (u32, u32)> = Default::default();
+    let bisect_dir = std::fs::read_dir(tmp.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .contains("-bisect-")
+        })
+        .unwrap();
+    for run in std::fs::read_dir(&bisect_dir).unwrap() {
+        let run = run.unwrap().path();
+        if !run.is_dir() {
+            continue;
+        }
+        let meta = gapscope::store::read_meta(&run).unwrap();
+        for (_, v) in meta.external.unwrap().variants {
+            let b = v.build.unwrap();
+            let e = builds.entry(v.dir).or_default();
+            match b.reused {
+                true => e.1 += 1,
+                false => e.0 += 1,
+            }
+        }
+    }
+    assert!(builds.values().all(|&(built, _)| built == 1), "{builds:?}");
+    assert!(builds.values().any(|&(_, reused)| reused > 0), "{builds:?}");
     // Reps derived from the ends' spread.
     assert!(
         stdout.contains("reps per step: ") && stdout.contains("(derived: "),
@@ -115,6 +145,9 @@ fn bisect_names_the_commit_that_slowed_the_span() {
         diff["verdict"] == "regressed" || diff["verdict"] == "inconclusive",
         "{diff}"
     );
+    // The answer is the sequence the run against the parent stopped on.
+    let seq = &j["outcome"]["sequence"];
+    assert!(seq["ratios"]["iterations"].as_u64().unwrap() >= 1, "{seq}");
     let r = j["outcome"]["diff"]["relative"].as_f64().unwrap();
     assert!((0.2..0.45).contains(&r), "{r}");
     let failed = j["steps"]

@@ -29,10 +29,11 @@ pub mod streams;
 pub mod trace_file;
 pub mod workload;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 pub use workload::{ExternalWorkload, WorkloadFile};
 
@@ -416,7 +417,47 @@ pub fn build_in(build: &[String], dir: &Path, log: &Path) -> BuildMeta {
         wall_ns: started.elapsed().as_nanos() as u64,
         log: log.display().to_string(),
         status,
+        reused: false,
     }
+}
+
+/// Builds of revisions' worktrees done by this process, by (worktree, build command):
+/// the worktree's `.git` file as it was when built (a worktree made again has a new one,
+/// and its build outputs are gone), the outcome, and the log's text.
+type Builds = HashMap<(PathBuf, Vec<String>), (Option<SystemTime>, BuildMeta, Vec<u8>)>;
+static REV_BUILDS: Mutex<Option<Builds>> = Mutex::new(None);
+
+fn worktree_stamp(dir: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(dir.join(".git"))
+        .and_then(|m| m.modified())
+        .ok()
+}
+
+/// The outcome of this process's earlier `build` in a revision's worktree `dir`, its
+/// log copied to `log`: a commit's files do not change, so a bisect builds each commit
+/// once however many of its steps run it (the good end is in every step). `None` when
+/// there was none, or the worktree was made again since (its `.git` file is new).
+fn earlier_build(build: &[String], dir: &Path, log: &Path) -> Option<BuildMeta> {
+    let builds = REV_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    let (at, meta, text) = builds.as_ref()?.get(&(dir.to_path_buf(), build.to_vec()))?;
+    let stamp = worktree_stamp(dir);
+    (stamp.is_some() && *at == stamp && crate::fsx::write_file(log, text).is_ok()).then(|| {
+        BuildMeta {
+            log: log.display().to_string(),
+            reused: true,
+            ..meta.clone()
+        }
+    })
+}
+
+/// Keeps a revision's build for [`earlier_build`].
+fn remember_build(build: &[String], dir: &Path, meta: &BuildMeta, log: &Path) {
+    let text = std::fs::read(log).unwrap_or_default();
+    let mut builds = REV_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    builds.get_or_insert_with(HashMap::new).insert(
+        (dir.to_path_buf(), build.to_vec()),
+        (worktree_stamp(dir), meta.clone(), text),
+    );
 }
 
 /// Rewrites build log `log` with its paths as the run folder's are written. A log that
@@ -482,13 +523,24 @@ pub fn build_subjects(
         let build = match (&ext.build, &failure) {
             (Some(b), None) => {
                 let m = built.entry(dir.clone()).or_insert_with(|| {
-                    if progress {
-                        eprintln!("building {} in {}", b.join(" "), dir.display());
-                    }
                     let log = run_dir.join(format!("build-{}.log", v.name));
+                    let revision = v.rev.is_some() && v.subject_dir.is_some();
+                    let shown = || format!("{} in {}", b.join(" "), dir.display());
+                    if let Some(m) = revision.then(|| earlier_build(b, &dir, &log)).flatten() {
+                        if progress {
+                            eprintln!("{}: built earlier by this process", shown());
+                        }
+                        return m;
+                    }
+                    if progress {
+                        eprintln!("building {}", shown());
+                    }
                     let m = build_in(b, &dir, &log);
                     if let Some(p) = paths {
                         portable_log(&log, p);
+                    }
+                    if revision {
+                        remember_build(b, &dir, &m, &log);
                     }
                     m
                 });
