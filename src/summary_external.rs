@@ -65,7 +65,7 @@ pub fn rows(data: &RunData) -> Vec<(String, String, bool)> {
                 continue;
             }
             out.push((
-                s.name.clone(),
+                s.name.to_string(),
                 format!("{}{}", "  ".repeat(depth - 1), s.name),
                 false,
             ));

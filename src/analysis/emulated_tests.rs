@@ -38,7 +38,7 @@ fn run(sources: [&str; 2], per_circuit: [u64; 2]) -> RunData {
         let span = |id: u64, parent: Option<u64>, label: &str, thread: u64, ins: u64| {
             let mut s = SpanRow::sample();
             s.rep = rep as u32;
-            s.variant = name.to_string();
+            s.variant = name.to_string().into();
             s.span_id = id;
             s.parent_id = parent;
             s.name = label.into();

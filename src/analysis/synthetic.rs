@@ -351,15 +351,15 @@ impl SyntheticRun {
                 let hw = |per_ns: f64| self.hardware_counters.then_some((d as f64 * per_ns) as u64);
                 SpanRow {
                     rep,
-                    variant: v.name.clone(),
+                    variant: v.name.clone().into(),
                     span_id: iv.id,
                     parent_id: iv.parent,
-                    name,
+                    name: name.into(),
                     thread_id: iv.thread_id,
                     thread_name: match iv.thread_id {
                         MAIN => "main".into(),
                         DROP_THREAD => "gapscope-drop".into(),
-                        t => format!("thread-{t}"),
+                        t => format!("thread-{t}").into(),
                     },
                     start_ns: iv.start_ns,
                     end_ns: iv.end_ns,

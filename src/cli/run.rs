@@ -339,7 +339,7 @@ fn clock_notes(data: &RunData) -> Vec<(String, String)> {
         }
         let attrs: serde_json::Value = serde_json::from_str(&root.attrs).unwrap_or_default();
         if let Some(n) = attrs.get(key).and_then(|n| n.as_str()) {
-            out.push((root.variant.clone(), format!("rep {}: {n}", root.rep)));
+            out.push((root.variant.to_string(), format!("rep {}: {n}", root.rep)));
         }
     }
     out

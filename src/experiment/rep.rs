@@ -145,10 +145,10 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     });
     let mut rows = store::span_rows(slot.rep, &v.name, &spans);
     if let (Some(h), Some(root)) = (heap, rows.iter_mut().find(|r| r.span_id == trace_id)) {
-        root.attrs = store::merge_attrs(&root.attrs, &h);
+        root.attrs = store::merge_attrs(&root.attrs, &h).into();
     }
     if let (Some(l), Some(root)) = (late, rows.iter_mut().find(|r| r.span_id == trace_id)) {
-        root.attrs = store::merge_attrs(&root.attrs, &l);
+        root.attrs = store::merge_attrs(&root.attrs, &l).into();
     }
     // Only a rep with telemetry collects activity.
     if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {

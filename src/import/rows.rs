@@ -11,7 +11,7 @@ use super::model::{Span, Trace};
 use super::reps::{Rep, Root};
 use super::tree::{self, ROOT};
 use crate::capture::names::NameMap;
-use crate::store::{GpuActivityRow, RepStatus, RunRow, SpanRow};
+use crate::store::{GpuActivityRow, RepStatus, RunRow, Shared, SpanRow};
 use crate::trace::selftime::Coverage;
 
 /// The rows' thread ids and names of a trace's threads.
@@ -147,10 +147,11 @@ impl Rows<'_> {
     }
 }
 
-/// `to` holds `from`, in the room it already has.
-fn set(to: &mut String, from: &str) {
-    to.clear();
-    to.push_str(from);
+/// `to` holds `from` (a text the rows before had is shared with them).
+fn set(to: &mut Shared, from: &str) {
+    if *to != from {
+        *to = from.into();
+    }
 }
 
 /// The rep's runs.csv row, its span rows (made as they are written), its GPU rows, and
@@ -238,7 +239,7 @@ fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
     let written = ctx.trace.names.name(s.name);
     let (mapped, kept) = &ctx.names[s.name as usize];
     if **mapped == *ctx.root {
-        row.name = format!("{} (span of the trace)", ctx.root);
+        row.name = format!("{} (span of the trace)", ctx.root).into();
     } else {
         set(&mut row.name, mapped);
     }
@@ -257,7 +258,7 @@ fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
         };
         m.entry(k.clone()).or_insert(v);
     }
-    row.attrs = Value::Object(m).to_string();
+    row.attrs = Value::Object(m).to_string().into();
 }
 
 /// The root's attributes: the file it came from and its format (and the rep span's own).

@@ -154,7 +154,7 @@ pub fn rep_gaps_of(input: &RunView, variant: &str, names: &GapNames) -> Vec<RepG
                 .filter(|s| s.end_ns > lo && s.start_ns < hi)
                 .map(|s| {
                     (
-                        s.name.clone(),
+                        s.name.to_string(),
                         s.start_ns.max(lo) - lo,
                         s.end_ns.min(hi) - lo,
                     )
@@ -295,7 +295,7 @@ fn rep_fill(spans: &[&SpanRow], wrapper: &SpanRow, gap: &[(u64, u64)]) -> BTreeM
             .collect();
         let ns = overlap(&own, gap);
         if ns > 0 {
-            *fill.entry(s.name.clone()).or_insert(0) += ns;
+            *fill.entry(s.name.to_string()).or_insert(0) += ns;
         }
     }
     fill

@@ -125,7 +125,7 @@ fn panels(input: &RunView) -> Vec<Panel<'_>> {
                     let label = if name.is_empty() {
                         format!("thread {tid}")
                     } else if name.contains(&tid.to_string()) {
-                        name
+                        name.to_string()
                     } else {
                         format!("{name} ({tid})")
                     };

@@ -36,6 +36,7 @@ mod parts;
 pub mod paths;
 mod resume;
 pub mod schema;
+mod shared;
 mod span_text;
 mod view;
 
@@ -53,6 +54,7 @@ pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunPr
 pub use new_run::{run_id, span_rows, NewRun};
 pub use parts::{part_name, PART_BYTES_VAR};
 pub use schema::*;
+pub use shared::Shared;
 pub use view::{covered_ns, family, RunView, SpanTime};
 
 #[derive(Debug, thiserror::Error)]

@@ -106,12 +106,12 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
             }
             SpanRow {
                 rep,
-                variant: variant.to_string(),
+                variant: variant.to_string().into(),
                 span_id: s.id,
                 parent_id: s.parent,
-                name: s.name.to_string(),
+                name: s.name.to_string().into(),
                 thread_id: s.thread_id,
-                thread_name: s.thread_name.to_string(),
+                thread_name: s.thread_name.to_string().into(),
                 start_ns: s.start_ns,
                 end_ns: s.end_ns,
                 duration_ns: s.duration_ns(),
@@ -122,7 +122,7 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
                 task_clock_ns: c(CounterKind::TaskClockNs),
                 page_faults: c(CounterKind::PageFaults),
                 context_switches: c(CounterKind::ContextSwitches),
-                attrs: serde_json::Value::Object(attrs).to_string(),
+                attrs: serde_json::Value::Object(attrs).to_string().into(),
                 gpu_busy_ns: None,
                 process_cpu_ns: s.process_cpu_ns,
             }

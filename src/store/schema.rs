@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::Shared;
 use crate::counters::Availability;
 use crate::phases::{PhaseSpec, WorkloadKind};
 
@@ -88,12 +89,12 @@ impl RunRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpanRow {
     pub rep: u32,
-    pub variant: String,
+    pub variant: Shared,
     pub span_id: u64,
     pub parent_id: Option<u64>,
-    pub name: String,
+    pub name: Shared,
     pub thread_id: u64,
-    pub thread_name: String,
+    pub thread_name: Shared,
     pub start_ns: u64,
     pub end_ns: u64,
     pub duration_ns: u64,
@@ -106,7 +107,7 @@ pub struct SpanRow {
     pub page_faults: Option<u64>,
     pub context_switches: Option<u64>,
     /// Span attributes as a JSON object (bytes, sizes, gpu_ms, …).
-    pub attrs: String,
+    pub attrs: Shared,
     /// Time inside the span during which at least one GPU kernel ran (union of the CUPTI
     /// kernel intervals of the rep, clipped to the span). Empty where no activity was
     /// collected.
@@ -181,12 +182,12 @@ impl SpanRow {
     pub fn sample() -> Self {
         SpanRow {
             rep: 0,
-            variant: String::new(),
+            variant: String::new().into(),
             span_id: 0,
             parent_id: None,
-            name: String::new(),
+            name: String::new().into(),
             thread_id: 0,
-            thread_name: String::new(),
+            thread_name: String::new().into(),
             start_ns: 0,
             end_ns: 0,
             duration_ns: 0,

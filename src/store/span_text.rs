@@ -113,12 +113,12 @@ mod tests {
                  attrs in text_field(), tail in (opt(), opt())) -> SpanRow {
             SpanRow {
                 rep,
-                variant,
+                variant: variant.into(),
                 span_id: ids.0,
                 parent_id: parent,
-                name,
+                name: name.into(),
                 thread_id: ids.1,
-                thread_name,
+                thread_name: thread_name.into(),
                 start_ns: times[0],
                 end_ns: times[1],
                 duration_ns: times[2],
@@ -129,7 +129,7 @@ mod tests {
                 task_clock_ns: counters[3],
                 page_faults: counters[4],
                 context_switches: counters[5],
-                attrs,
+                attrs: attrs.into(),
                 gpu_busy_ns: tail.0,
                 process_cpu_ns: tail.1,
             }
@@ -149,7 +149,7 @@ mod tests {
         let mut r = SpanRow::sample();
         r.name = "a,\"b\"\r\nc".into();
         r.attrs = r#"{"k":"v"}"#.into();
-        r.thread_name = String::new();
+        r.thread_name = String::new().into();
         assert_eq!(mine(&r), by_csv(&r));
         r.variant = "\"".into();
         assert_eq!(mine(&r), by_csv(&r));

@@ -640,7 +640,7 @@ fn a_table_read_a_buffer_at_a_time_keeps_complete_lines_and_names_a_bad_line() {
     for i in 0..n {
         let mut s = SpanRow::sample();
         s.span_id = i;
-        s.name = format!("span_{i}");
+        s.name = format!("span_{i}").into();
         w.serialize(&s).unwrap();
     }
     drop(w);

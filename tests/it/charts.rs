@@ -264,7 +264,7 @@ fn many_spans(n: u64) -> RunView {
         data.spans.push(SpanRow {
             span_id: first + i,
             parent_id: Some(root.span_id),
-            name: format!("item{}", i % 3),
+            name: format!("item{}", i % 3).into(),
             start_ns: start,
             end_ns: start + 1_000,
             duration_ns: 1_000,

@@ -405,7 +405,10 @@ fn a_gpu_backend_under_the_emulator_counts_synthesis_alone_and_says_so() {
                 r.name
             );
         }
-        synth.insert((r.variant.clone(), r.name.clone()), r.instructions.unwrap());
+        synth.insert(
+            (r.variant.to_string(), r.name.to_string()),
+            r.instructions.unwrap(),
+        );
     }
     // The same synthesis code, counted on both: equal to within a few instructions of
     // thread-pool bookkeeping.

@@ -206,7 +206,7 @@ fn deep_run(t: &Path, depth: u64) -> std::path::PathBuf {
             .map(|i| {
                 let mut s = SpanRow::sample();
                 s.rep = r.rep;
-                s.variant = r.variant.clone();
+                s.variant = r.variant.clone().into();
                 s.span_id = i + 1;
                 s.parent_id = (i > 0).then_some(i);
                 s.name = if i == 0 { "prove" } else { "level" }.into();

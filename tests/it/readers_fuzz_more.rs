@@ -59,7 +59,7 @@ fn profiled() -> &'static (tempfile::TempDir, PathBuf) {
                 .enumerate()
                 .map(|(i, s)| FoldedRow {
                     span_id: s.span_id,
-                    span: s.name.clone(),
+                    span: s.name.to_string(),
                     foreign: i % 3 == 2,
                     frames: vec!["main".into(), format!("work_{i}"), "inner".into()],
                     count: 1 + i as u64 * 7,

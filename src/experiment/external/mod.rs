@@ -198,7 +198,7 @@ pub fn run_rep(
                     m.insert(k.into(), note.into());
                 }
             }
-            root.attrs = serde_json::Value::Object(m).to_string();
+            root.attrs = serde_json::Value::Object(m).to_string().into();
         }
     }
     let profile = run.sampled.take().map(|s| {
@@ -206,7 +206,7 @@ pub fn run_rep(
             .iter()
             .map(|r| crate::profile::SpanInterval {
                 id: r.span_id,
-                name: r.name.clone(),
+                name: r.name.to_string(),
                 thread_id: r.thread_id,
                 start_ns: r.start_ns,
                 end_ns: r.end_ns,
@@ -658,7 +658,7 @@ pub fn keep_line_counts(
             v.reps = 0;
         }
         for root in data.spans.iter().filter(|s| s.parent_id.is_none()) {
-            if let Some(v) = m.variants.get_mut(&root.variant) {
+            if let Some(v) = m.variants.get_mut(root.variant.as_str()) {
                 v.lines.add(&rows::counts_of_root(&root.attrs));
                 v.reps += 1;
             }

@@ -309,12 +309,12 @@ pub fn rep_rows(
     }
     let mut rows = vec![SpanRow {
         rep,
-        variant: variant.to_string(),
+        variant: variant.to_string().into(),
         span_id: ROOT_ID,
         parent_id: None,
-        name: root.to_string(),
+        name: root.to_string().into(),
         thread_id: main_tid,
-        thread_name: program.to_string(),
+        thread_name: program.to_string().into(),
         start_ns: run.start_ns,
         end_ns: run.end_ns,
         duration_ns: run.end_ns - run.start_ns,
@@ -325,7 +325,7 @@ pub fn rep_rows(
         task_clock_ns: c(CounterKind::TaskClockNs),
         page_faults: c(CounterKind::PageFaults),
         context_switches: c(CounterKind::ContextSwitches),
-        attrs: serde_json::Value::Object(root_attrs).to_string(),
+        attrs: serde_json::Value::Object(root_attrs).to_string().into(),
         gpu_busy_ns: None,
         // Both ends are readings: exact.
         process_cpu_ns: run
@@ -389,17 +389,17 @@ pub fn rep_rows(
         });
         let mut row = crate::store::SpanRow::sample();
         row.rep = rep;
-        row.variant = variant.to_string();
+        row.variant = variant.to_string().into();
         row.span_id = ivs[i + 1].id;
         row.parent_id = ivs[i + 1].parent;
-        row.name = name;
+        row.name = name.into();
         row.thread_id = s.tid;
-        row.thread_name = thread_name(s.tid);
+        row.thread_name = thread_name(s.tid).into();
         row.start_ns = s.start_ns;
         row.end_ns = s.end_ns;
         row.duration_ns = s.end_ns - s.start_ns;
         row.self_ns = selfs[i + 1];
-        row.attrs = serde_json::Value::Object(attrs).to_string();
+        row.attrs = serde_json::Value::Object(attrs).to_string().into();
         row.process_cpu_ns = process_cpu_ns;
         rows.push(row);
     }

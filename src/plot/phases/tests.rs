@@ -56,7 +56,7 @@ fn many_names() -> (RunView, usize) {
         for l in &leaves {
             let mut c = l.clone();
             c.span_id += j << 40;
-            c.name = format!("{}_{j}", l.name);
+            c.name = format!("{}_{j}", l.name).into();
             data.spans.push(c);
         }
     }
