@@ -444,8 +444,13 @@ pub struct Separation {
 }
 
 /// `base` and `cand` with their sides' MADs (`SideStats::mad`, none below 2 values).
+/// `None` below 2 values a side: one value against one is apart whenever the two differ
+/// at all, which says nothing of the variants.
 fn separation(base: (&[f64], Option<f64>), cand: (&[f64], Option<f64>)) -> Option<Separation> {
     let ((base, base_mad), (cand, cand_mad)) = (base, cand);
+    if base.len() < 2 || cand.len() < 2 {
+        return None;
+    }
     let (bmin, bmax) = min_max(base)?;
     let (cmin, cmax) = min_max(cand)?;
     let (direction, gap) = if cmin > bmax {
@@ -946,9 +951,21 @@ mod exact_tests {
         assert_eq!((c.verdict, c.relative), (Verdict::Regressed, None));
         let c = compare_exact("s", m(), Unit::Count, &[], &[3.0], &o);
         assert_eq!(c.verdict, Verdict::New);
-        // The statistical rule makes no claim on one rep per side.
+        // The statistical rule makes no claim on one rep per side, nor calls one value
+        // against one apart in every rep; two a side that do not overlap are.
         let s = compare("s", m(), Unit::Count, &[1000.0], &[2000.0], None, &o);
         assert!(s.verdict == Verdict::Inconclusive && !s.exact && s.why.is_some());
+        assert_eq!(s.separation, None);
+        let s = compare(
+            "s",
+            m(),
+            Unit::Count,
+            &[1000.0, 1010.0],
+            &[2000.0, 2030.0],
+            None,
+            &o,
+        );
+        assert_eq!(s.separation.map(|p| p.direction), Some(1));
     }
 }
 

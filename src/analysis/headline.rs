@@ -349,7 +349,10 @@ pub(super) fn lines(h: &Headline, md: bool) -> Vec<String> {
     let min = crate::stats::MIN_REPS_FOR_CLAIM;
     let n = t.baseline.reps.min(t.candidate.reps);
     if n < min {
-        let sep = if h.separated.is_empty() {
+        let sep = if n < 2 {
+            "one rep a side shows no time apart from the other (every rep apart needs 2)"
+                .to_string()
+        } else if h.separated.is_empty() {
             "no span time separated in every rep".to_string()
         } else {
             let named: Vec<String> = h
