@@ -13,7 +13,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 GAPSCOPE=${GAPSCOPE:-target/release/gapscope}
-RUN=evidence/quickstart/20261202T112912Z-2cba3a
+RUN=evidence/quickstart/20261203T161316Z-e9b50a
 BEGIN='<!-- readme-samples begin: scripts/readme-samples.sh --write rewrites this -->'
 END='<!-- readme-samples end -->'
 
