@@ -327,15 +327,21 @@ impl Position {
     /// Iterations after which the sequence would exclude the midpoint at this spread
     /// (or, sooner, the sequence of the known spread where it applies).
     pub fn iterations_to_decide(&self) -> Option<usize> {
-        let d = self.midpoint.mean.abs();
-        let unknown = self.midpoint.iterations_to_clear(d);
-        let known = (self.known().and(self.spread))
-            .and_then(|k| k.iterations_to_clear(d))
-            .map(|n| n.max(self.midpoint.iterations));
-        match (unknown, known) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let known = self.known().and(self.spread);
+        iterations_to_clear(&self.midpoint, known, self.midpoint.mean.abs())
+    }
+}
+
+/// Iterations after which `s` would lie `distance` from a point: the sooner of its own
+/// sequence and that of the `known` spread (where it applies).
+fn iterations_to_clear(s: &Sequence, known: Option<KnownSpread>, distance: f64) -> Option<usize> {
+    let unknown = s.iterations_to_clear(distance);
+    let known = known
+        .and_then(|k| k.iterations_to_clear(distance))
+        .map(|n| n.max(s.iterations));
+    match (unknown, known) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -412,15 +418,8 @@ impl PairSequence {
     /// Iterations after which the bounds would clear the floor at this spread.
     pub fn iterations_to_decide(&self, floor: f64) -> Option<usize> {
         let f = (1.0 + floor).ln();
-        let d = (self.ratios.mean.abs() - f).abs();
-        let unknown = self.ratios.iterations_to_clear(d);
-        let known = (self.known().and(self.spread))
-            .and_then(|k| k.iterations_to_clear(d))
-            .map(|n| n.max(self.ratios.iterations));
-        match (unknown, known) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let known = self.known().and(self.spread);
+        iterations_to_clear(&self.ratios, known, (self.ratios.mean.abs() - f).abs())
     }
 
     /// "+8.1% [+6.0%, +10.3%]" (", the ends' spread" where it narrowed them), or
