@@ -274,8 +274,16 @@ impl RunView {
                 continue;
             }
             let spans = self.spans_of(rep);
-            let mut children: BTreeMap<Option<u64>, Vec<&SpanRow>> = BTreeMap::new();
-            let ids: BTreeSet<u64> = spans.iter().map(|s| s.span_id).collect();
+            // A rep whose every name is known adds nothing: its tree is not walked (the
+            // reps after the representative ones mostly repeat their names).
+            if spans
+                .iter()
+                .all(|s| known.contains(family(&s.name).as_ref()))
+            {
+                continue;
+            }
+            let mut children: HashMap<Option<u64>, Vec<&SpanRow>> = HashMap::new();
+            let ids: HashSet<u64> = spans.iter().map(|s| s.span_id).collect();
             for s in &spans {
                 let parent = s.parent_id.filter(|p| ids.contains(p));
                 children.entry(parent).or_default().push(s);
