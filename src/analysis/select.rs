@@ -187,13 +187,13 @@ impl<'a> Side<'a> {
             let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));
             if s.parent_id.is_none() {
                 side.roots.insert(s.name.as_str());
-                side.root_total_ns[i] += s.duration_ns;
+                side.root_total_ns[i] = side.root_total_ns[i].saturating_add(s.duration_ns);
             }
             if parent.is_none_or(|p| p.thread_id != s.thread_id) {
                 for (k, total) in side.thread_totals.iter_mut().enumerate() {
                     total[i] = total[i]
                         .zip(s.counter(COUNTERS[k].column()))
-                        .map(|(a, b)| a + b);
+                        .map(|(a, b)| a.saturating_add(b));
                 }
             }
             let kids = children.get_mut(&(i, s.span_id));
@@ -211,10 +211,16 @@ impl<'a> Side<'a> {
             let values = COUNTERS.map(|k| s.counter(k.column()));
             if a.present {
                 for (acc, v) in a.counters.iter_mut().zip(values) {
-                    *acc = acc.zip(v).map(|(x, y)| x + y);
+                    *acc = acc.zip(v).map(|(x, y)| x.saturating_add(y));
                 }
-                a.gpu_busy_ns = a.gpu_busy_ns.zip(s.gpu_busy_ns).map(|(x, y)| x + y);
-                a.process_cpu_ns = a.process_cpu_ns.zip(s.process_cpu_ns).map(|(x, y)| x + y);
+                a.gpu_busy_ns = a
+                    .gpu_busy_ns
+                    .zip(s.gpu_busy_ns)
+                    .map(|(x, y)| x.saturating_add(y));
+                a.process_cpu_ns = a
+                    .process_cpu_ns
+                    .zip(s.process_cpu_ns)
+                    .map(|(x, y)| x.saturating_add(y));
             } else {
                 a.present = true;
                 a.counters = values;
@@ -223,11 +229,11 @@ impl<'a> Side<'a> {
             }
             add_counts(&mut a.tree_counters, values);
 
-            a.total_ns += s.duration_ns;
-            a.self_ns += s.self_ns;
-            a.unattributed_ns += unattributed;
+            a.total_ns = a.total_ns.saturating_add(s.duration_ns);
+            a.self_ns = a.self_ns.saturating_add(s.self_ns);
+            a.unattributed_ns = a.unattributed_ns.saturating_add(unattributed);
             if critical {
-                a.critical_self_ns += s.self_ns;
+                a.critical_self_ns = a.critical_self_ns.saturating_add(s.self_ns);
             }
             // An outermost span of its thread counts into every ancestor on other threads,
             // up to the first on its own thread (whose count holds it already).
@@ -344,7 +350,7 @@ impl<'a> Side<'a> {
 fn add_counts(acc: &mut [Option<u64>; 6], values: [Option<u64>; 6]) {
     for (a, v) in acc.iter_mut().zip(values) {
         *a = match (*a, v) {
-            (Some(x), Some(y)) => Some(x + y),
+            (Some(x), Some(y)) => Some(x.saturating_add(y)),
             (None, v) => v,
             (Some(_), None) => None,
         };
