@@ -190,11 +190,14 @@ pub fn bisect(
     let (timeout, rep_timeout_reason) = rep_timeout(m.given_rep_timeout(), &ends);
     progress(&format!("reps per step: at most {k} ({reps_reason})"));
     progress(&format!("rep timeout: {timeout} s ({rep_timeout_reason})"));
+    let half_gap = sequential::good_end_only(&ends.comparison);
     let limits = Limits {
         max_reps: k,
         rep_timeout_s: Some(timeout),
-        half_gap: sequential::good_end_only(&ends.comparison),
-        known_spread: sequential::KnownSpread::from_ends(&ends.comparison),
+        half_gap,
+        // From the first iteration only where a stalled rep cannot cross half the gap.
+        known_spread: sequential::KnownSpread::from_ends(&ends.comparison)
+            .map(|k| k.judging_from(if half_gap.is_some() { 1 } else { 2 })),
     };
     if let Some(k) = &limits.known_spread {
         progress(&format!(

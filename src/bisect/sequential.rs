@@ -137,6 +137,13 @@ pub struct KnownSpread {
     /// The standard deviation of the ends' per-iteration log ratios, and their count.
     pub ends_sd: f64,
     pub ends_iterations: usize,
+    /// The fewest iterations of a step it judges ([`KnownSpread::judging_from`]).
+    #[serde(default = "one")]
+    pub from: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl KnownSpread {
@@ -162,14 +169,25 @@ impl KnownSpread {
             sd: sd * (k / q).sqrt(),
             ends_sd: sd,
             ends_iterations: n,
+            from: 1,
         })
+    }
+
+    /// Judges from `n` iterations on. One iteration cannot show that a commit's values
+    /// spread like the ends': where the ends are nearer than [`GOOD_END_ONLY_RATIO`], a
+    /// single stalled rep can carry a commit across their midpoint (seen: a rep +48%
+    /// with the ends 31% apart, labelled bad at its first iteration), so the bisect
+    /// judges from 2 there, when the commit's own spread is checked against the bound.
+    pub fn judging_from(mut self, n: usize) -> KnownSpread {
+        self.from = n.max(1);
+        self
     }
 
     /// Bounds of the mean of `s`'s values with this spread taken as known, at level
     /// 1 − [`ALPHA`] over every number of values; `None` when the values' own spread
     /// exceeds it.
     pub fn bounds(&self, s: &Sequence) -> Option<(f64, f64)> {
-        if s.iterations == 0 || !s.mean.is_finite() || s.sd > self.sd {
+        if s.iterations < self.from.max(1) || !s.mean.is_finite() || s.sd > self.sd {
             return None;
         }
         let hw = known_sd_half_width(self.sd, s.iterations, ALPHA);
@@ -179,7 +197,10 @@ impl KnownSpread {
     /// Iterations after which values of this spread lie `distance` from a point.
     fn iterations_to_clear(&self, distance: f64) -> Option<usize> {
         (distance > 0.0)
-            .then(|| (1..=100_000).find(|&n| known_sd_half_width(self.sd, n, ALPHA) < distance))
+            .then(|| {
+                (self.from.max(1)..=100_000)
+                    .find(|&n| known_sd_half_width(self.sd, n, ALPHA) < distance)
+            })
             .flatten()
     }
 }

@@ -358,3 +358,26 @@ fn pair_p_values_stay_valid_under_no_change_whenever_the_run_stops() {
         rate(unknown_false)
     );
 }
+
+#[test]
+fn a_known_spread_judging_from_two_iterations_ignores_one_stalled_rep() {
+    // Ends 31% apart at 1.7% per iteration; a good commit's first rep stalled by +48%.
+    let k = KnownSpread::of(0.017, 5).unwrap().judging_from(2);
+    let half = 1.31f64.ln() / 2.0;
+    let p = Position::against_good(&[(0, 0.0)], &[(0, 1.48f64.ln())], half)
+        .unwrap()
+        .with_known(Some(&k));
+    assert_eq!(p.label(), None, "{}", p.describe());
+    // From one iteration the same rep would have labelled it bad.
+    let eager = Position::against_good(&[(0, 0.0)], &[(0, 1.48f64.ln())], half)
+        .unwrap()
+        .with_known(Some(&KnownSpread::of(0.017, 5).unwrap()));
+    assert_eq!(eager.label(), Some(Nearer::Bad));
+    // A second rep at the good end: its own spread exceeds the bound, so the ends'
+    // spread does not judge it, and the sequence of its own spread cannot yet.
+    let p = Position::against_good(&[(0, 0.0), (1, 0.0)], &[(0, 1.48f64.ln()), (1, 0.0)], half)
+        .unwrap()
+        .with_known(Some(&k));
+    assert_eq!(p.known(), None);
+    assert_eq!(p.label(), None);
+}
