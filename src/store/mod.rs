@@ -324,30 +324,17 @@ impl RunWriter {
         Ok(RunWriter {
             dir: dir.to_path_buf(),
             runs: Appender::append_existing(&dir.join(RUNS))?,
-            spans: parts::PartWriter::new(
-                dir,
-                SPANS,
-                header_of(&SpanRow::sample()),
-                1,
-                Appender::append_existing(&dir.join(SPANS))?,
-                fs::metadata(dir.join(SPANS)).map_err(io(dir))?.len(),
-            ),
-            telemetry: parts::PartWriter::new(
+            spans: parts::PartWriter::first(dir, SPANS, header_of(&SpanRow::sample()))?,
+            telemetry: parts::PartWriter::first(
                 dir,
                 TELEMETRY,
                 header_of(&TelemetryRow::sample()),
-                1,
-                Appender::append_existing(&dir.join(TELEMETRY))?,
-                fs::metadata(dir.join(TELEMETRY)).map_err(io(dir))?.len(),
-            ),
-            activity: parts::PartWriter::new(
+            )?,
+            activity: parts::PartWriter::first(
                 dir,
                 GPU_ACTIVITY,
                 header_of(&GpuActivityRow::sample()),
-                1,
-                Appender::append_existing(&dir.join(GPU_ACTIVITY))?,
-                fs::metadata(dir.join(GPU_ACTIVITY)).map_err(io(dir))?.len(),
-            ),
+            )?,
             _lock: lock,
             notes: Vec::new(),
             capped: None,

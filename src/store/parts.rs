@@ -184,6 +184,18 @@ pub(super) struct PartWriter {
 impl PartWriter {
     /// A writer appending to part `n` of `table`, which holds `len` bytes (a gzipped
     /// part counts its plain bytes).
+    /// The writer of table `table`'s first part, just made in `dir` with `header`.
+    pub(super) fn first(
+        dir: &Path,
+        table: &'static str,
+        header: Vec<String>,
+    ) -> Result<Self, StoreError> {
+        let path = dir.join(table);
+        let out = Appender::append_existing(&path)?;
+        let len = std::fs::metadata(&path).map_err(io(dir))?.len();
+        Ok(PartWriter::new(dir, table, header, 1, out, len))
+    }
+
     pub(super) fn new(
         dir: &Path,
         table: &'static str,
