@@ -16,16 +16,21 @@ fn value(unit: Unit, v: f64) -> String {
     }
 }
 
+/// `medians 1.234 ms → 1.296 ms`: a comparison's two medians in its unit.
+fn medians(c: &Comparison) -> String {
+    let med = |m: Option<f64>| m.map_or("-".to_string(), |v| value(c.unit, v));
+    format!(
+        "medians {} → {}",
+        med(c.baseline.median),
+        med(c.candidate.median)
+    )
+}
+
 /// `medians 1.234 ms → 1.296 ms; geometric mean of per-pair ratios +5.0% [+3.9%,
 /// +6.1%] regressed (p=0.004, 9 pairs)`, with a note when the medians moved the other
 /// way than the change statistic (as the diff's headline says it).
 pub fn change(c: &Comparison) -> String {
-    let med = |m: Option<f64>| m.map_or("-".to_string(), |v| value(c.unit, v));
-    let mut s = format!(
-        "medians {} → {}",
-        med(c.baseline.median),
-        med(c.candidate.median)
-    );
+    let mut s = medians(c);
     if let Some(r) = c.relative {
         let _ = write!(s, "; {} {:+.1}%", c.statistic(), r * 100.0);
     }
@@ -58,7 +63,6 @@ pub fn change(c: &Comparison) -> String {
 /// (the ends' spread) regressed (anytime p<0.001, 1 iteration)`: the verdict of the
 /// sequence a pair run stopped on, against half the threshold.
 fn pair_line(c: &Comparison, seq: &PairSequence, threshold: f64) -> String {
-    let med = |m: Option<f64>| m.map_or("-".to_string(), |v| value(c.unit, v));
     let verdict = seq
         .verdict(threshold / 2.0)
         .map_or("not decided".to_string(), |v| v.to_string());
@@ -69,9 +73,8 @@ fn pair_line(c: &Comparison, seq: &PairSequence, threshold: f64) -> String {
     let n = seq.ratios.iterations;
     extra.push(format!("{n} iteration{}", if n == 1 { "" } else { "s" }));
     format!(
-        "medians {} → {}; per-iteration log ratio {} {verdict} ({})",
-        med(c.baseline.median),
-        med(c.candidate.median),
+        "{}; per-iteration log ratio {} {verdict} ({})",
+        medians(c),
         seq.describe(),
         extra.join(", ")
     )
