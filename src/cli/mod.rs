@@ -4,12 +4,14 @@
 
 mod bisect;
 mod completions;
+#[cfg(feature = "groth16")]
 mod cuda_check;
 mod diff;
 mod export;
 mod history;
 mod import;
 mod now;
+#[cfg(feature = "groth16")]
 mod params;
 mod prepare;
 pub mod renamed;
@@ -21,6 +23,7 @@ mod selftest;
 mod summary;
 mod sweep;
 mod track;
+#[cfg(feature = "groth16")]
 mod upstream;
 mod worker;
 
@@ -83,6 +86,7 @@ pub enum Command {
     /// Print a shell completion script (bash, zsh or fish) on stdout.
     Completions(completions::CompletionsArgs),
     /// Generates params into the cache (a run's child process: see obtain_params).
+    #[cfg(feature = "groth16")]
     #[command(name = "__params", hide = true)]
     Params(params::ParamsArgs),
     /// Runs one rep of a run folder and prints its result line (process = "per_rep").
@@ -92,11 +96,13 @@ pub enum Command {
     /// SRS loader) on the circuit and params file `backend = "supraseal"` uses, and
     /// verify every proof: the control that tells upstream's behaviour from ours. Needs a
     /// build with `--features supraseal` and a GPU.
+    #[cfg(feature = "groth16")]
     #[command(name = "upstream-reference")]
     UpstreamReference(upstream::UpstreamArgs),
     /// Check the native prover's GPU MSMs (G1, G2) and NTTs against the CPU on random
     /// inputs and on all-zero, all-one and 0/1 scalars; one line per check, all of them
     /// as JSON with --json. Needs a build with `--features cuda` and a GPU.
+    #[cfg(feature = "groth16")]
     #[command(name = "cuda-check")]
     CudaCheck(cuda_check::CudaCheckArgs),
     /// Check GPU telemetry on this machine with real kernels and copies (no prover
@@ -269,6 +275,7 @@ fn command_line() -> Vec<String> {
 
 /// An enum value given by its snake_case name; serde's error names the valid ones (as
 /// experiment files get them).
+#[cfg(feature = "groth16")]
 fn parse_name<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> Result<T> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
         .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}"))
@@ -304,9 +311,12 @@ pub fn run() -> Result<()> {
         Command::Diff(a) => diff::run(a),
         Command::Import(a) => import::run(a),
         Command::Completions(a) => completions::run(a),
+        #[cfg(feature = "groth16")]
         Command::Params(a) => params::run(a),
         Command::Worker(a) => worker::run(a),
+        #[cfg(feature = "groth16")]
         Command::UpstreamReference(a) => upstream::run(a),
+        #[cfg(feature = "groth16")]
         Command::CudaCheck(a) => cuda_check::run(a),
         Command::GpuSelftest(a) => selftest::run(a),
         Command::Bisect(a) => bisect::run(a),

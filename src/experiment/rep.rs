@@ -5,16 +5,22 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result};
+#[cfg(feature = "groth16")]
+use anyhow::Context;
+use anyhow::Result;
 
 use super::debug::DebugHooks;
 use super::schedule::Slot;
 use super::setup::ParamsByGadget;
 use super::spec::{Experiment, ResolvedVariant};
+#[cfg(feature = "groth16")]
 use crate::prover::{self, CircuitInstance, ProveOptions};
-use crate::store::{self, RepStatus, RunRow, SpanRow};
-use crate::telemetry::{self, RepTelemetry, Telemetry};
-use crate::trace;
+use crate::store::{RepStatus, RunRow, SpanRow};
+#[cfg(feature = "groth16")]
+use crate::store;
+use crate::telemetry::{RepTelemetry, Telemetry};
+#[cfg(feature = "groth16")]
+use crate::{telemetry, trace};
 
 /// Everything one rep needs that is shared across reps.
 pub struct RepContext<'a> {
@@ -52,8 +58,17 @@ impl RepOutput {
     }
 }
 
+/// Runs one rep in this process: in a build without the prover, says so (the runner has
+/// refused a prover experiment before: [`super::setup::check_workload_built`]).
+#[cfg(not(feature = "groth16"))]
+pub fn run_rep_here(ctx: &RepContext, _v: &ResolvedVariant, _slot: Slot) -> Result<RepOutput> {
+    super::setup::check_workload_built(ctx.exp)?;
+    anyhow::bail!("a command workload's reps are not run in this process")
+}
+
 /// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
 /// waits for background drops, verifies outside the spans.
+#[cfg(feature = "groth16")]
 pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
     // One rep of the prover in the order it must happen: inputs made, telemetry, the
     // emulator's window and the sampler opened, the proof, background drops awaited, the
@@ -223,8 +238,9 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
 }
 
 /// What a rep made: proofs, or assignments where synthesis ran alone.
+#[cfg(feature = "groth16")]
 enum Made {
-    Proofs(Result<Vec<bellperson::groth16::Proof<blstrs::Bls12>>, prover::ProverError>),
+    Proofs(Result<Vec<prover::Groth16Proof>, prover::ProverError>),
     Assignments(Result<Vec<prover::Assignment>, prover::ProverError>),
 }
 
@@ -261,6 +277,7 @@ pub struct LateSpans {
 }
 
 /// The trace of the rep before in this process, and which rep it was.
+#[cfg(feature = "groth16")]
 static PREVIOUS: std::sync::Mutex<Option<(u64, u32, String)>> = std::sync::Mutex::new(None);
 
 /// A span of a rep can close after the rep was collected: code the rep ran left a thread
@@ -271,6 +288,7 @@ static PREVIOUS: std::sync::Mutex<Option<(u64, u32, String)>> = std::sync::Mutex
 /// is written already), but they are counted on this rep's root span (`late_spans`,
 /// `late_spans_rep`, `late_span_names`) and said on stderr, and their memory is freed.
 /// Spans closing later than the next rep's end are not looked for.
+#[cfg(feature = "groth16")]
 pub(crate) fn late_spans(trace_id: u64, rep: u32, variant: &str) -> Option<LateSpans> {
     let mut prev = PREVIOUS.lock().unwrap_or_else(|e| e.into_inner());
     let found = prev.take().and_then(|(t, r, v)| {

@@ -10,7 +10,9 @@ use anyhow::{bail, Result};
 
 use super::schedule::Slot;
 use super::spec::Experiment;
-use crate::prover::params::{self, ParamsOrigin};
+#[cfg(feature = "groth16")]
+use crate::prover::params;
+use super::setup::ParamsOrigin;
 use crate::store::{self, Meta, RunRow};
 
 /// The experiment to run (with its text, as copied into the run folder) and the run
@@ -73,6 +75,7 @@ pub fn check_experiment(dir: &Path, stored: &Meta, fresh: &Meta) -> Result<()> {
 }
 
 /// The params meta.json recorded for the run.
+#[cfg(feature = "groth16")]
 fn recorded(meta: &Meta) -> Vec<ParamsOrigin> {
     meta.params
         .iter()
@@ -83,6 +86,18 @@ fn recorded(meta: &Meta) -> Vec<ParamsOrigin> {
 /// Refuses a resume whose params are not in `params_dir`: a resume never makes params,
 /// since new ones (random) would not be those the run's first reps were proved with.
 pub fn check_params_cached(dir: &Path, meta: &Meta, params_dir: &Path) -> Result<()> {
+    // Params are the prover's: a run that recorded some ran it, and this build cannot.
+    #[cfg(not(feature = "groth16"))]
+    if !meta.params.is_empty() {
+        let _ = params_dir;
+        bail!(
+            "{} cannot be resumed by this gapscope: the run proved with the built-in \
+             Groth16 prover, which this build lacks (cargo feature `groth16`); rebuild \
+             with default features (`cargo install --path .`)",
+            dir.display()
+        );
+    }
+    #[cfg(feature = "groth16")]
     for o in recorded(meta) {
         if !params::cached(params_dir, &o.key) {
             bail!(
@@ -105,6 +120,10 @@ pub fn check_params_cached(dir: &Path, meta: &Meta, params_dir: &Path) -> Result
 /// Refuses params that were not loaded from the cache, or whose sha256 differs from the
 /// one meta.json recorded.
 pub fn check_params_match(dir: &Path, meta: &Meta, loaded: &[ParamsOrigin]) -> Result<()> {
+    // No params can have been loaded without the prover.
+    #[cfg(not(feature = "groth16"))]
+    let _ = (dir, meta, loaded);
+    #[cfg(feature = "groth16")]
     for o in recorded(meta) {
         let Some(now) = loaded
             .iter()

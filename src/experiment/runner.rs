@@ -21,6 +21,7 @@ use super::spec::{ProcessPolicy, ResolvedVariant};
 use super::until_decided::{Plan, Stop, UntilDecided};
 use super::watchdog::{self, Watchdog};
 use super::worker;
+#[cfg(feature = "groth16")]
 use crate::prover;
 use crate::store::{self, RepStatus, RunRow, RunWriter};
 use crate::telemetry::{Telemetry, TelemetryConfig};
@@ -217,6 +218,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     let mut variants = exp.resolved_variants();
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
+    super::setup::check_workload_built(&exp)?;
     for (v, s) in variants.iter().zip(&sources) {
         if emulation::synthesis_only(v.backend, s.emulator().is_some()) {
             eprintln!(
@@ -224,6 +226,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
                 emulation::synthesis_only_notice(&v.name, v.backend.as_str())
             );
         } else {
+            #[cfg(feature = "groth16")]
             prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
         }
     }

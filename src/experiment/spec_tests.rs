@@ -229,3 +229,37 @@ fn names_are_limited_to_a_safe_set_and_the_error_names_it() {
     assert!(parse(&GOOD.replace("name = \"b\"", &format!("name = {long:?}"))).is_err());
     parse(&GOOD.replace("name = \"b\"", "name = \"v1.2_x-y\"")).unwrap();
 }
+
+/// The supraseal evidence's experiments (run by its device script) still parse as it
+/// expects.
+#[cfg(feature = "supraseal")]
+#[test]
+fn gpu_experiments_compare_cpu_and_supraseal_one_process_per_rep() {
+    use crate::experiment::spec::ProcessPolicy;
+    use crate::experiment::Experiment;
+    use crate::prover::BackendKind;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence/supraseal");
+    for (file, log2, batch) in [
+        ("supraseal_vs_cpu_2e16.toml", 16, 1),
+        ("supraseal_vs_cpu_2e20.toml", 20, 4),
+    ] {
+        let (e, _) = Experiment::load(&root.join(file)).unwrap();
+        assert_eq!(
+            (e.workload.log2_constraints, e.workload.batch),
+            (log2, batch),
+            "{file}"
+        );
+        assert_eq!(e.run.process, ProcessPolicy::PerRep, "{file}");
+        let backends: Vec<BackendKind> = e.resolved_variants().iter().map(|v| v.backend).collect();
+        assert_eq!(
+            backends,
+            [BackendKind::Cpu, BackendKind::Supraseal],
+            "{file}"
+        );
+        assert_eq!(
+            e.name,
+            file.trim_end_matches(".toml"),
+            "device-run.sh finds runs by name"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 use blstrs::{G1Affine, G2Affine, Scalar};
 
 use super::ffi;
-use crate::prover::paramgen::fixed_base::FixedBase;
+use crate::paramgen::fixed_base::FixedBase;
 
 /// [`FixedBase`] on GPU 0 of `gpus` usable ones.
 pub struct CudaFixedBase {

@@ -112,7 +112,7 @@ impl PhaseSpec {
 
     /// The Groth16 prover's phases as every run folder of meta.json schema 1 was read:
     /// what a folder without `phases` reads as (also a command's, whose root was
-    /// renamed `prove`). The prover's own ([`crate::prover::spans::phase_spec`]) are
+    /// renamed `prove`). The prover's own (`gapscope::prover::spans::phase_spec`) are
     /// checked against these.
     pub fn groth16() -> PhaseSpec {
         let label = |label: &str, cpu: &str, mixed: &str| PhaseLabel {

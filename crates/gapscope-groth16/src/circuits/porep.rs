@@ -15,8 +15,6 @@ use super::gadgets::{self, Gadget};
 const PER_CHALLENGE: usize = 2 * 256 + 254 + 1 + 3;
 /// Inputs: ONE and the sum; constraints: the sum check + one per input.
 const FIXED: usize = 1 + 2;
-pub(super) const MIN_LOG2: u32 = 10;
-
 #[derive(Debug, Clone)]
 pub struct PorepCircuit {
     log2: u32,

@@ -1,5 +1,7 @@
 use super::*;
 use crate::trace::drain_trace;
+use blstrs::{Bls12, Scalar};
+use ff::Field;
 
 fn params_for(c: &CircuitInstance) -> Groth16Params {
     let mut rng = rand::rngs::OsRng;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use super::*;
-use crate::prover::paramgen::ParamGen;
-use crate::prover::params::{self, ParamsKey};
-use crate::prover::{CircuitKind, Gadget};
+use crate::paramgen::ParamGen;
+use crate::params::{self, ParamsKey};
+use crate::{CircuitKind, Gadget};
 use crate::trace;
 
 /// Params for the smallest PoRep circuit, generated once per test process.
@@ -249,36 +249,6 @@ fn setup_checks_the_file_before_the_gpu() {
 
 #[test]
 fn the_factory_builds_it() {
-    let b = crate::prover::backend(BackendKind::Supraseal).unwrap();
+    let b = crate::backend(BackendKind::Supraseal).unwrap();
     assert_eq!(b.kind(), BackendKind::Supraseal);
-}
-
-#[test]
-fn gpu_experiments_compare_cpu_and_supraseal_one_process_per_rep() {
-    use crate::experiment::spec::ProcessPolicy;
-    use crate::experiment::Experiment;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence/supraseal");
-    for (file, log2, batch) in [
-        ("supraseal_vs_cpu_2e16.toml", 16, 1),
-        ("supraseal_vs_cpu_2e20.toml", 20, 4),
-    ] {
-        let (e, _) = Experiment::load(&root.join(file)).unwrap();
-        assert_eq!(
-            (e.workload.log2_constraints, e.workload.batch),
-            (log2, batch),
-            "{file}"
-        );
-        assert_eq!(e.run.process, ProcessPolicy::PerRep, "{file}");
-        let backends: Vec<BackendKind> = e.resolved_variants().iter().map(|v| v.backend).collect();
-        assert_eq!(
-            backends,
-            [BackendKind::Cpu, BackendKind::Supraseal],
-            "{file}"
-        );
-        assert_eq!(
-            e.name,
-            file.trim_end_matches(".toml"),
-            "device-run.sh finds runs by name"
-        );
-    }
 }

@@ -13,7 +13,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rand::RngCore;
 
-pub(super) const MIN_LOG2: u32 = 15;
+pub(super) const MIN_LOG2: u32 = crate::knobs::CircuitKind::Sha256.min_log2();
 /// ONE + two digest inputs; each input also costs the prover one constraint.
 const INPUTS: usize = 3;
 

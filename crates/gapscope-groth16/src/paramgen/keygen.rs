@@ -8,7 +8,7 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::Scalar;
 use ff::Field;
 
-use crate::prover::cs::synthesize_groth16;
+use crate::cs::synthesize_groth16;
 
 /// Marks a term's variable as an input (otherwise aux).
 const INPUT_BIT: u32 = 1 << 31;

@@ -12,41 +12,10 @@ use blstrs::Scalar;
 use ff::Field;
 
 pub use chain::ChainCircuit;
+pub use crate::knobs::CircuitKind;
 pub use gadgets::Gadget;
 pub use porep::PorepCircuit;
 pub use sha256::Sha256Circuit;
-
-/// Which circuit a workload proves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CircuitKind {
-    /// SHA-256 over a preimage (bellperson's gadget), digest packed into public inputs.
-    Sha256,
-    /// PoRep-shaped: node labels decomposed into bits, XOR-mixed, re-packed and
-    /// compressed (x^5), summed into one public input; uses our packing gadgets.
-    Porep,
-    /// Dense squaring chain over the whole domain, one public input (no booleans).
-    Chain,
-}
-
-impl CircuitKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CircuitKind::Sha256 => "sha256",
-            CircuitKind::Porep => "porep",
-            CircuitKind::Chain => "chain",
-        }
-    }
-
-    /// Smallest supported log2 size.
-    pub fn min_log2(self) -> u32 {
-        match self {
-            CircuitKind::Sha256 => sha256::MIN_LOG2,
-            CircuitKind::Porep => porep::MIN_LOG2,
-            CircuitKind::Chain => chain::MIN_LOG2,
-        }
-    }
-}
 
 /// One circuit instance (shape + witness) ready to synthesise.
 #[derive(Debug, Clone)]

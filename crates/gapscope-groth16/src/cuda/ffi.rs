@@ -12,7 +12,7 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::prime::PrimeCurveAffine;
 use group::Group;
 
-use crate::prover::{Assignment, Groth16Params};
+use crate::{Assignment, Groth16Params};
 
 // sppark is linked for `select_gpu` and `ngpus`, which only the C++ side calls.
 extern crate sppark as _;

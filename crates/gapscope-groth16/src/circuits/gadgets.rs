@@ -15,22 +15,7 @@ use bellperson::{ConstraintSystem, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
-/// How bit-packing linear combinations are built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Gadget {
-    Lc,
-    AddToLc,
-}
-
-impl Gadget {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Gadget::Lc => "lc",
-            Gadget::AddToLc => "add_to_lc",
-        }
-    }
-}
+pub use crate::knobs::Gadget;
 
 /// 2^i for i < 256, computed once.
 pub fn powers_of_two() -> &'static [Scalar] {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::prover::cs::{Assignment, ShapeHasher};
+use crate::cs::{Assignment, ShapeHasher};
 use bellperson::util_cs::test_cs::TestConstraintSystem;
 
 #[test]

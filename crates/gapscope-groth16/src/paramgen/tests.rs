@@ -6,7 +6,8 @@ use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 
 use super::*;
-use crate::prover::{self, CircuitInstance, CircuitKind, Gadget};
+use crate as prover;
+use crate::{CircuitInstance, CircuitKind, Gadget};
 
 fn bellperson_params<C: Circuit<Scalar>>(
     c: C,

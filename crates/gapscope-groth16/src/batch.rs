@@ -1,62 +1,25 @@
-//! The prover under test: synthesis on the CPU, then a backend behind the `gpu_prove`
-//! wrapper, with the canonical span tree every backend shares:
-//!
-//! ```text
-//! prove
-//! ├─ synthesis            (synthesis[i] per circuit, on worker threads)
-//! ├─ gpu_prove            the backend call
-//! │  ├─ entry, prep, split_vectors_alloc, kernels (ntt_h, msm_*), b_g2_msm, assemble
-//! │  └─ drop              backend-side buffers (on a background thread when async)
-//! └─ drop_assignments     the Rust-side assignments (same policy)
-//! ```
-
-pub mod assemble;
-pub mod circuits;
-pub mod cpu;
-pub mod cs;
-#[cfg(feature = "cuda")]
-pub mod cuda;
-pub mod dropper;
-pub mod gpu_probe;
-pub mod paramgen;
-pub mod params;
-#[cfg(feature = "supraseal")]
-pub mod reference;
-pub mod spans;
-#[cfg(feature = "supraseal")]
-pub mod supraseal;
-#[cfg(any(feature = "cuda", feature = "supraseal"))]
-pub mod warmup;
+//! The measured batch: synthesis of every circuit, the backend's proof behind the
+//! `gpu_prove` wrapper, the assignments' drop; its backends, their one-time setup, and the
+//! verification of what they made.
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use blstrs::{Bls12, Scalar};
 use ff::Field;
 use rayon::prelude::*;
 
+use crate::circuits::CircuitInstance;
+use crate::cs::Assignment;
+use crate::knobs::{BackendKind, ProveOptions};
+use crate::params::Groth16Params;
 use crate::trace::{intern, Span};
-pub use circuits::{CircuitInstance, CircuitKind, Gadget};
-pub use cs::Assignment;
-pub use dropper::DropPolicy;
-pub use params::Groth16Params;
+use crate::{cpu, dropper, spans};
+#[cfg(feature = "cuda")]
+use crate::cuda;
+#[cfg(feature = "supraseal")]
+use crate::supraseal;
 
-/// The backends gapscope knows (not all are compiled into every build).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BackendKind {
-    Cpu,
-    Cuda,
-    Supraseal,
-}
-
-impl BackendKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendKind::Cpu => "cpu",
-            BackendKind::Cuda => "cuda",
-            BackendKind::Supraseal => "supraseal",
-        }
-    }
-}
+/// A proof as the prover makes and verifies it.
+pub type Groth16Proof = Proof<Bls12>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProverError {
@@ -72,81 +35,6 @@ pub enum ProverError {
     },
     #[error("backend {0} is not compiled into this build: {1}")]
     Unavailable(&'static str, String),
-}
-
-/// Where a GPU backend stages host data before copying it to the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostMemory {
-    /// Copies straight from the Rust vectors (the driver stages pageable memory itself).
-    Pageable,
-    /// a/b/c copied into pinned buffers kept for the process, then to the GPU.
-    Pinned,
-}
-
-impl HostMemory {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HostMemory::Pageable => "pageable",
-            HostMemory::Pinned => "pinned",
-        }
-    }
-}
-
-/// cuda: when the NTTs that make H's scalars run against the MSMs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NttSchedule {
-    /// Every circuit's NTTs first, then the MSMs.
-    First,
-    /// The NTTs on their own host thread, circuit by circuit, each circuit's H MSM
-    /// starting as soon as its NTTs are done: the staging of later circuits' a/b/c
-    /// overlaps earlier circuits' MSMs.
-    Overlap,
-}
-
-impl NttSchedule {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NttSchedule::First => "first",
-            NttSchedule::Overlap => "overlap",
-        }
-    }
-}
-
-/// Per-call options a backend honours (those that do not apply to it are ignored).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProveOptions {
-    pub drop: DropPolicy,
-    /// cuda: how a/b/c reach the GPU.
-    pub host_memory: HostMemory,
-    /// cuda: streams for the NTTs of a, b and c (1 or 2).
-    pub streams: u32,
-    /// cuda: GPUs a batch is split over (0: every GPU the SRS is on).
-    pub gpus: u32,
-    /// cuda: host threads for the split MSMs (1, 4 or 8).
-    pub msm_threads: u32,
-    /// cuda: NTTs before the MSMs, or overlapping them.
-    pub ntt: NttSchedule,
-    /// cuda: host threads for the H MSMs (1 or 2).
-    pub h_threads: u32,
-    /// cuda: prep's worker threads (0: half the cores).
-    pub prep_threads: u32,
-}
-
-impl Default for ProveOptions {
-    fn default() -> Self {
-        ProveOptions {
-            drop: DropPolicy::Sync,
-            host_memory: HostMemory::Pageable,
-            streams: 2,
-            gpus: 0,
-            msm_threads: 1,
-            ntt: NttSchedule::First,
-            h_threads: 1,
-            prep_threads: 0,
-        }
-    }
 }
 
 /// A Groth16 backend: everything after synthesis. Implementations open the children of
@@ -385,10 +273,3 @@ pub fn verify_all(
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests;
-
-#[cfg(test)]
-#[path = "params_tests.rs"]
-mod params_tests;

@@ -8,8 +8,6 @@ use bellperson::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use ff::Field;
 
-pub(super) const MIN_LOG2: u32 = 2;
-
 #[derive(Debug, Clone)]
 pub struct ChainCircuit {
     steps: usize,

@@ -9,7 +9,7 @@ use bellperson::groth16::VerifyingKey;
 use blstrs::Bls12;
 
 use super::err;
-use crate::prover::{Groth16Params, ProverError};
+use crate::{Groth16Params, ProverError};
 
 /// Point counts of a params file, section by section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -5,8 +5,8 @@
 use super::check::{fixed_base_checks, msm_checks, ntt_checks};
 use super::ffi;
 use super::*;
-use crate::prover::circuits::{CircuitKind, Gadget};
-use crate::prover::{prove_batch, verify_all};
+use crate::circuits::{CircuitKind, Gadget};
+use crate::{prove_batch, verify_all};
 use crate::trace::drain_trace;
 
 /// `Some(n)` GPUs, or `None` after checking the error says there is no GPU.
@@ -111,9 +111,9 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
                 msm_threads: if pinned { 4 } else { 1 },
                 h_threads: if pinned { 2 } else { 1 },
                 ntt: if pinned {
-                    crate::prover::NttSchedule::Overlap
+                    crate::NttSchedule::Overlap
                 } else {
-                    crate::prover::NttSchedule::First
+                    crate::NttSchedule::First
                 },
                 ..ProveOptions::default()
             };
@@ -126,7 +126,7 @@ fn proofs_verify_with_inner_spans_under_gpu_prove() {
             );
             let proofs = out.result.unwrap();
             verify_all(&params, &proofs, &inputs).unwrap();
-            crate::prover::dropper::wait_idle();
+            crate::dropper::wait_idle();
             let spans = drain_trace(out.trace);
             let named = |name: &str| {
                 spans

@@ -7,22 +7,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 
 use crate::trace::{self, Span};
 
-/// When buffers are freed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DropPolicy {
-    Sync,
-    Async,
-}
-
-impl DropPolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropPolicy::Sync => "sync",
-            DropPolicy::Async => "async",
-        }
-    }
-}
+pub use crate::knobs::DropPolicy;
 
 type Job = Box<dyn FnOnce() + Send>;
 

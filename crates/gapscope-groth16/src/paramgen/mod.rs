@@ -36,7 +36,7 @@ pub const ENV: &str = "GAPSCOPE_PARAMGEN";
 pub fn default_fixed_base() -> Box<dyn FixedBase> {
     #[cfg(gapscope_prover)]
     {
-        if let Some(fb) = crate::prover::cuda::fixed_base() {
+        if let Some(fb) = crate::cuda::fixed_base() {
             return fb;
         }
         eprintln!("no GPU: params generated on the CPU");
@@ -158,7 +158,7 @@ pub const BELLPERSON: &str = "bellperson 0.27 generate_random_parameters";
 
 #[cfg(gapscope_prover)]
 fn cuda_fixed_base() -> anyhow::Result<Box<dyn FixedBase>> {
-    crate::prover::cuda::fixed_base().ok_or_else(|| {
+    crate::cuda::fixed_base().ok_or_else(|| {
         anyhow::anyhow!("no usable GPU for params generation: use {ENV}=cpu or auto")
     })
 }

@@ -1,0 +1,18 @@
+//! What gapscope asks of a workload, in a crate of its own so that a workload (the
+//! built-in Groth16 prover in `gapscope-groth16`, or any other) depends on it and not on
+//! the harness:
+//!
+//! - [`phases`]: what a workload calls the parts of its span tree ([`phases::PhaseSpec`])
+//!   and what kind of workload a run measured ([`phases::WorkloadKind`]), both written
+//!   into every run folder's meta.json;
+//! - [`fsx`]: files as a hostile world hands them over (whole-file writes that never
+//!   follow a link, capped reads that never leave their folder), for a workload's caches
+//!   and the harness's run folders alike;
+//! - [`units`]: times for people (s / ms / µs / ns picked in one place).
+//!
+//! The harness (`gapscope`) re-exports the three as `gapscope::phases`, `gapscope::fsx`
+//! and `gapscope::units`.
+
+pub mod fsx;
+pub mod phases;
+pub mod units;
