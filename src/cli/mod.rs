@@ -39,7 +39,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "gapscope",
     version,
-    about = "Find where a Groth16 prover's time went: run, diff, report."
+    about = "Find where a program's time went (yours, or the built-in Groth16 prover): run, diff, report."
 )]
 pub struct Cli {
     #[command(subcommand)]

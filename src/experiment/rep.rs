@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 #[cfg(feature = "groth16")]
 use anyhow::Context;
 use anyhow::Result;
+#[cfg(feature = "groth16")]
+use gapscope_workload::Checked;
+use gapscope_workload::{Rep, Workload as _};
 
 use super::debug::DebugHooks;
 use super::schedule::Slot;
@@ -15,12 +18,9 @@ use super::setup::ParamsByGadget;
 use super::spec::{Experiment, ResolvedVariant};
 #[cfg(feature = "groth16")]
 use crate::prover::{self, CircuitInstance, ProveOptions};
-use crate::store::{RepStatus, RunRow, SpanRow};
-#[cfg(feature = "groth16")]
-use crate::store;
-use crate::telemetry::{RepTelemetry, Telemetry};
-#[cfg(feature = "groth16")]
-use crate::{telemetry, trace};
+use crate::store::{self, RepStatus, RunRow, SpanRow};
+use crate::telemetry::{self, RepTelemetry, Telemetry};
+use crate::trace;
 
 /// Everything one rep needs that is shared across reps.
 pub struct RepContext<'a> {
@@ -58,51 +58,36 @@ impl RepOutput {
     }
 }
 
-/// Runs one rep in this process: in a build without the prover, says so (the runner has
-/// refused a prover experiment before: [`super::setup::check_workload_built`]).
-#[cfg(not(feature = "groth16"))]
-pub fn run_rep_here(ctx: &RepContext, _v: &ResolvedVariant, _slot: Slot) -> Result<RepOutput> {
-    super::setup::check_workload_built(ctx.exp)?;
-    anyhow::bail!("a command workload's reps are not run in this process")
+/// Runs one rep of the experiment's in-process workload in this process: its inputs made
+/// by the workload outside every window, then [`run_prepared`].
+pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
+    ctx.debug.release_late();
+    let rep = match &ctx.exp.workload.hash {
+        Some(h) => h
+            .prepare(&v.workload_knobs, u64::from(slot.rep))
+            .map_err(anyhow::Error::msg)?,
+        None => groth16_rep(ctx, v)?,
+    };
+    run_prepared(ctx, v, slot, rep)
 }
 
-/// Runs one rep in this process: proves (spans recorded, GPU telemetry collected),
-/// waits for background drops, verifies outside the spans.
-#[cfg(feature = "groth16")]
-pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
-    // One rep of the prover in the order it must happen: inputs made, telemetry, the
-    // emulator's window and the sampler opened, the proof, background drops awaited, the
-    // windows closed, then spans, telemetry and the verification into the rep's rows. The
-    // windows bracket the proof, so their opening and closing stay in one function.
-    ctx.debug.release_late();
-    let w = &ctx.exp.workload;
-    // Under the emulator a GPU backend runs synthesis alone (CUDA does not run there).
-    let synthesis_only =
-        super::emulation::synthesis_only(v.backend, crate::counters::emulated::armed());
-    let backend = if synthesis_only {
-        None
-    } else {
-        Some(prover::backend(v.backend)?)
-    };
-    let params = ctx
-        .params
-        .get(&v.gadget)
-        .context("params missing for this gadget")?;
-    let circuits: Vec<CircuitInstance> = (0..w.batch as u64)
-        .map(|i| CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, i))
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let inputs: Vec<_> = circuits
-        .iter()
-        .map(CircuitInstance::public_inputs)
-        .collect();
+/// One rep of a workload, its inputs made, in the order it must happen: telemetry, the
+/// emulator's window and the sampler opened, the workload's run, what it left running
+/// awaited, the windows closed, then spans, telemetry and the workload's check into the
+/// rep's rows. The windows bracket the run, so their opening and closing stay in one
+/// function; every in-process workload goes through it.
+pub fn run_prepared(
+    ctx: &RepContext,
+    v: &ResolvedVariant,
+    slot: Slot,
+    mut rep: Box<dyn Rep>,
+) -> Result<RepOutput> {
     let started_utc = chrono::Utc::now().to_rfc3339();
-    let mut rng = rand::rngs::OsRng;
     if ctx.exp.run.heap_trim {
         crate::counters::heap::trim();
     }
     let heap = crate::counters::heap::HeapStats::read();
-    // --- GPU telemetry: on for exactly the proving and its background drops.
+    // --- GPU telemetry: on for exactly the run and what it left running.
     let tel_notes = ctx
         .telemetry
         .map(|t| t.begin_rep(v.telemetry))
@@ -113,32 +98,8 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
     let sampling = v
         .profile
         .map(|hz| crate::profile::RepSampling::begin(hz, ctx.debug.profile_opener()));
-    let (trace_id, outcome) = match &backend {
-        Some(backend) => {
-            let out = prover::prove_batch(
-                backend.as_ref(),
-                params,
-                circuits,
-                ProveOptions {
-                    drop: v.drop,
-                    host_memory: v.host_memory,
-                    streams: v.streams,
-                    gpus: v.gpus,
-                    msm_threads: v.msm_threads,
-                    ntt: v.ntt,
-                    h_threads: v.h_threads,
-                    prep_threads: v.prep_threads,
-                },
-                &mut rng,
-            );
-            (out.trace, Made::Proofs(out.result))
-        }
-        None => {
-            let out = prover::synthesize_batch(v.backend, circuits);
-            (out.trace, Made::Assignments(out.result))
-        }
-    };
-    prover::dropper::wait_idle();
+    let trace_id = rep.run();
+    rep.settle();
     drop(emulation);
     let mut gpu = ctx
         .telemetry
@@ -170,42 +131,12 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         t.on_thread(|| telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity));
     }
     // --- end GPU telemetry.
-    let prove = spans.iter().find(|s| s.id == trace_id);
-    let (status, verified, error, proofs) = match outcome {
-        // No proof to verify: every constraint of every assignment is checked instead.
-        Made::Assignments(Ok(assignments)) => {
-            match assignments.iter().enumerate().find_map(|(i, a)| {
-                a.check_satisfied()
-                    .err()
-                    .map(|e| format!("circuit {i}: {e}"))
-            }) {
-                None => (RepStatus::Ok, true, String::new(), 0),
-                Some(e) => (
-                    RepStatus::Failed,
-                    false,
-                    format!("synthesis check failed: {e}"),
-                    0,
-                ),
-            }
-        }
-        Made::Assignments(Err(e)) => (RepStatus::Failed, false, e.to_string(), 0),
-        Made::Proofs(Ok(mut proofs)) => {
-            if ctx.debug.corrupts(&v.name) {
-                for p in proofs.iter_mut() {
-                    p.a = p.c;
-                }
-            }
-            match prover::verify_all(params, &proofs, &inputs) {
-                Ok(()) => (RepStatus::Ok, true, String::new(), proofs.len()),
-                Err(e) => (
-                    RepStatus::Failed,
-                    false,
-                    format!("verification failed: {e}"),
-                    proofs.len(),
-                ),
-            }
-        }
-        Made::Proofs(Err(e)) => (RepStatus::Failed, false, e.to_string(), 0),
+    let root = spans.iter().find(|s| s.id == trace_id);
+    let checked = rep.check();
+    let status = if checked.ok {
+        RepStatus::Ok
+    } else {
+        RepStatus::Failed
     };
     let row = RunRow {
         rep: slot.rep,
@@ -213,11 +144,11 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         iteration: slot.iteration,
         warmup: slot.warmup,
         status,
-        checked: verified,
-        outputs: proofs as u32,
-        start_ns: prove.map(|p| p.start_ns).unwrap_or(0),
+        checked: checked.checked,
+        outputs: checked.outputs,
+        start_ns: root.map(|p| p.start_ns).unwrap_or(0),
         wall_ns: if status == RepStatus::Ok {
-            prove.map(|p| p.duration_ns()).unwrap_or(0)
+            root.map(|p| p.duration_ns()).unwrap_or(0)
         } else {
             0
         },
@@ -225,7 +156,7 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         pid: std::process::id(),
         rss_end_bytes: crate::store::envinfo::rss_bytes(),
         gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
-        error,
+        error: checked.error,
         span_rows: None,
     };
     Ok(RepOutput {
@@ -235,6 +166,142 @@ pub fn run_rep_here(ctx: &RepContext, v: &ResolvedVariant, slot: Slot) -> Result
         setup_ns: BTreeMap::new(),
         profile,
     })
+}
+
+/// A build without the prover has no Groth16 rep (the runner has refused a prover
+/// experiment before: [`super::setup::check_workload_built`]).
+#[cfg(not(feature = "groth16"))]
+fn groth16_rep(ctx: &RepContext, _v: &ResolvedVariant) -> Result<Box<dyn Rep>> {
+    super::setup::check_workload_built(ctx.exp)?;
+    anyhow::bail!("a command workload's reps are not run in this process")
+}
+
+/// The prover's rep for variant `v`: its backend (none where a GPU backend runs
+/// synthesis alone under the emulator, which CUDA does not run under), params, circuits
+/// and their public inputs.
+#[cfg(feature = "groth16")]
+fn groth16_rep(ctx: &RepContext, v: &ResolvedVariant) -> Result<Box<dyn Rep>> {
+    let w = &ctx.exp.workload;
+    let synthesis_only =
+        super::emulation::synthesis_only(v.backend, crate::counters::emulated::armed());
+    let backend = if synthesis_only {
+        None
+    } else {
+        Some(prover::backend(v.backend)?)
+    };
+    let params = ctx
+        .params
+        .get(&v.gadget)
+        .context("params missing for this gadget")?
+        .clone();
+    let circuits: Vec<CircuitInstance> = (0..w.batch as u64)
+        .map(|i| CircuitInstance::new(w.circuit, w.log2_constraints, v.gadget, i))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let inputs: Vec<_> = circuits
+        .iter()
+        .map(CircuitInstance::public_inputs)
+        .collect();
+    Ok(Box::new(Groth16Rep {
+        backend,
+        backend_kind: v.backend,
+        params,
+        circuits,
+        inputs,
+        options: ProveOptions {
+            drop: v.drop,
+            host_memory: v.host_memory,
+            streams: v.streams,
+            gpus: v.gpus,
+            msm_threads: v.msm_threads,
+            ntt: v.ntt,
+            h_threads: v.h_threads,
+            prep_threads: v.prep_threads,
+        },
+        corrupt: ctx.debug.corrupts(&v.name),
+        made: None,
+    }))
+}
+
+/// One rep of the prover: a batch proved (or synthesised alone), background drops
+/// awaited, then every proof verified (every constraint checked where no proof was
+/// made).
+#[cfg(feature = "groth16")]
+struct Groth16Rep {
+    backend: Option<Box<dyn prover::Backend>>,
+    backend_kind: prover::BackendKind,
+    params: std::sync::Arc<prover::Groth16Params>,
+    circuits: Vec<CircuitInstance>,
+    inputs: Vec<Vec<prover::Scalar>>,
+    options: ProveOptions,
+    /// Debug hook: the proofs are corrupted after proving, so the rep fails its check.
+    corrupt: bool,
+    made: Option<Made>,
+}
+
+#[cfg(feature = "groth16")]
+impl Rep for Groth16Rep {
+    fn run(&mut self) -> u64 {
+        let circuits = std::mem::take(&mut self.circuits);
+        let (trace, made) = match &self.backend {
+            Some(backend) => {
+                let out = prover::prove_batch(
+                    backend.as_ref(),
+                    &self.params,
+                    circuits,
+                    self.options,
+                    &mut rand::rngs::OsRng,
+                );
+                (out.trace, Made::Proofs(out.result))
+            }
+            None => {
+                let out = prover::synthesize_batch(self.backend_kind, circuits);
+                (out.trace, Made::Assignments(out.result))
+            }
+        };
+        self.made = Some(made);
+        trace
+    }
+
+    fn settle(&mut self) {
+        prover::dropper::wait_idle();
+    }
+
+    fn check(self: Box<Self>) -> Checked {
+        match self.made {
+            None => Checked::failed(0, "the rep made nothing"),
+            // No proof to verify: every constraint of every assignment is checked instead.
+            Some(Made::Assignments(Ok(assignments))) => {
+                match assignments.iter().enumerate().find_map(|(i, a)| {
+                    a.check_satisfied()
+                        .err()
+                        .map(|e| format!("circuit {i}: {e}"))
+                }) {
+                    None => Checked {
+                        ok: true,
+                        checked: true,
+                        outputs: 0,
+                        error: String::new(),
+                    },
+                    Some(e) => Checked::failed(0, format!("synthesis check failed: {e}")),
+                }
+            }
+            Some(Made::Assignments(Err(e))) => Checked::failed(0, e.to_string()),
+            Some(Made::Proofs(Ok(mut proofs))) => {
+                if self.corrupt {
+                    for p in proofs.iter_mut() {
+                        p.a = p.c;
+                    }
+                }
+                let n = proofs.len() as u32;
+                match prover::verify_all(&self.params, &proofs, &self.inputs) {
+                    Ok(()) => Checked::passed(n),
+                    Err(e) => Checked::failed(n, format!("verification failed: {e}")),
+                }
+            }
+            Some(Made::Proofs(Err(e))) => Checked::failed(0, e.to_string()),
+        }
+    }
 }
 
 /// What a rep made: proofs, or assignments where synthesis ran alone.
@@ -277,7 +344,6 @@ pub struct LateSpans {
 }
 
 /// The trace of the rep before in this process, and which rep it was.
-#[cfg(feature = "groth16")]
 static PREVIOUS: std::sync::Mutex<Option<(u64, u32, String)>> = std::sync::Mutex::new(None);
 
 /// A span of a rep can close after the rep was collected: code the rep ran left a thread
@@ -288,7 +354,6 @@ static PREVIOUS: std::sync::Mutex<Option<(u64, u32, String)>> = std::sync::Mutex
 /// is written already), but they are counted on this rep's root span (`late_spans`,
 /// `late_spans_rep`, `late_span_names`) and said on stderr, and their memory is freed.
 /// Spans closing later than the next rep's end are not looked for.
-#[cfg(feature = "groth16")]
 pub(crate) fn late_spans(trace_id: u64, rep: u32, variant: &str) -> Option<LateSpans> {
     let mut prev = PREVIOUS.lock().unwrap_or_else(|e| e.into_inner());
     let found = prev.take().and_then(|(t, r, v)| {

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use super::schedule::Slot;
+use super::setup::ParamsOrigin;
 use super::spec::Experiment;
 #[cfg(feature = "groth16")]
 use crate::prover::params;
-use super::setup::ParamsOrigin;
 use crate::store::{self, Meta, RunRow};
 
 /// The experiment to run (with its text, as copied into the run folder) and the run

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use super::emulation::{self, Source};
 use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
 use crate::counters::Availability;
+use crate::phases::WorkloadKind;
 use crate::store::{self, NewRun, VariantMeta, WorkloadMeta};
 use crate::telemetry::RepTelemetry;
+use gapscope_workload::Workload as _;
 
 /// meta.json of a new run of `exp` started by `command`, before params and setup are
 /// known.
@@ -25,18 +27,23 @@ pub(super) fn new_run_meta(
         command: command.to_vec(),
         counters,
         gpu,
-        workload: match external {
-            Some(_) => WorkloadMeta::command(),
-            None => WorkloadMeta::groth16(
+        workload: match (external, &exp.workload.hash) {
+            (Some(_), _) => WorkloadMeta::command(),
+            (None, Some(_)) => WorkloadMeta {
+                kind: Some(WorkloadKind::Hash),
+                circuit: None,
+            },
+            (None, None) => WorkloadMeta::groth16(
                 exp.workload.circuit.as_str(),
                 exp.workload.log2_constraints,
                 exp.workload.batch,
                 exp.workload.backend.as_str(),
             ),
         },
-        phases: match external {
-            Some(_) => super::external::phase_spec(exp.workload.gaps.as_ref()),
-            None => crate::prover::spans::phase_spec(),
+        phases: match (external, &exp.workload.hash) {
+            (Some(_), _) => super::external::phase_spec(exp.workload.gaps.as_ref()),
+            (None, Some(h)) => h.phases(),
+            (None, None) => crate::prover::spans::phase_spec(),
         },
         variants: variants
             .iter()
@@ -45,8 +52,14 @@ pub(super) fn new_run_meta(
                 Some(ext) => super::external::variant_meta(v, ext, s.label()),
                 None => VariantMeta {
                     name: v.name.clone(),
-                    backend: v.backend.as_str().into(),
-                    knobs: v.knobs(),
+                    backend: match &exp.workload.hash {
+                        Some(h) => h.kind().as_str().into(),
+                        None => v.backend.as_str().into(),
+                    },
+                    knobs: match &exp.workload.hash {
+                        Some(h) => v.workload_knob_set(h),
+                        None => v.knobs(),
+                    },
                     counters: Some(s.label()),
                     scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
                         .then(|| "synthesis".to_string()),

@@ -34,7 +34,8 @@ pub use absent::ParamsOrigin;
 /// Refuses, before anything is built or measured, an experiment of the built-in prover
 /// in a build of gapscope without it (`--no-default-features`), with the two ways on.
 pub fn check_workload_built(exp: &Experiment) -> Result<()> {
-    if cfg!(feature = "groth16") || exp.workload.external.is_some() {
+    let w = &exp.workload;
+    if cfg!(feature = "groth16") || w.external.is_some() || w.hash.is_some() {
         return Ok(());
     }
     anyhow::bail!(
@@ -76,6 +77,13 @@ pub fn obtain_params(
     Ok(Default::default())
 }
 
+/// Whether the experiment's workload is the prover, which alone needs params and
+/// backend setup.
+#[cfg(feature = "groth16")]
+fn proves(exp: &Experiment) -> bool {
+    exp.workload.external.is_none() && exp.workload.hash.is_none()
+}
+
 #[cfg(not(feature = "groth16"))]
 pub fn setup_backends(
     _exp: &Experiment,
@@ -101,6 +109,9 @@ pub fn obtain_params(
     progress: bool,
     in_child: bool,
 ) -> Result<(ParamsByGadget, Vec<params::ParamsOrigin>)> {
+    if !proves(exp) {
+        return Ok(Default::default());
+    }
     let w = &exp.workload;
     let generator = ParamGen::from_env().map_err(anyhow::Error::msg)?;
     let mut by_gadget = HashMap::new();

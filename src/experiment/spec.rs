@@ -70,9 +70,15 @@ pub struct Workload {
     pub external: Option<ExternalWorkload>,
     /// `gaps = { wrapper, inner }`: the gaps chart's spans (default: the prover's).
     pub gaps: Option<crate::store::GapsSpec>,
+    /// `kind = "hash"`: the hash workload instead of the prover (whose fields above are
+    /// then unused).
+    pub hash: Option<gapscope_hash::HashWorkload>,
 }
 
-pub use super::external::workload::{ExternalWorkload, WorkloadFile};
+/// Largest `bytes` of the hash workload (4 GiB): a rep's buffer is made in memory.
+pub const MAX_HASH_BYTES: u64 = 1 << 32;
+
+pub use super::external::workload::{ExternalWorkload, InProcessKind, WorkloadFile};
 
 impl TryFrom<WorkloadFile> for Workload {
     type Error = String;
@@ -85,6 +91,12 @@ impl TryFrom<WorkloadFile> for Workload {
             g.check()?;
         }
         let gaps = f.gaps.clone();
+        if f.kind == Some(InProcessKind::Hash) {
+            return hash_workload(f);
+        }
+        if f.bytes.is_some() {
+            return Err("workload.bytes goes with kind = \"hash\"; add it, or remove bytes".into());
+        }
         if let Some(command) = f.command {
             if f.circuit.is_some() || f.log2_constraints.is_some() || f.batch.is_some() {
                 return Err(
@@ -124,6 +136,7 @@ impl TryFrom<WorkloadFile> for Workload {
                 backend: BackendKind::Cpu,
                 external: Some(external),
                 gaps,
+                hash: None,
             });
         }
         if f.build.is_some()
@@ -161,13 +174,58 @@ impl TryFrom<WorkloadFile> for Workload {
             backend: f.backend.unwrap_or(BackendKind::Cpu),
             external: None,
             gaps,
+            hash: None,
         })
     }
+}
+
+/// `[workload] kind = "hash"`: `bytes` (default 16 MiB) and `gaps`, nothing of the
+/// prover's or a command's.
+fn hash_workload(f: WorkloadFile) -> Result<Workload, String> {
+    let other = WorkloadFile {
+        kind: None,
+        bytes: None,
+        gaps: None,
+        ..f.clone()
+    };
+    if other != WorkloadFile::default() {
+        return Err(
+            "workload: kind = \"hash\" takes bytes (and gaps) only; circuit, log2_constraints, \
+             batch and backend belong to the built-in prover, command and its keys to a program \
+             of your own: remove them"
+                .into(),
+        );
+    }
+    let bytes = f.bytes.unwrap_or(16 << 20);
+    if bytes == 0 || bytes > MAX_HASH_BYTES {
+        return Err(format!(
+            "workload.bytes = {bytes}: give 1 to {MAX_HASH_BYTES} (a rep's buffer is made in memory)"
+        ));
+    }
+    Ok(Workload {
+        circuit: CircuitKind::Porep,
+        log2_constraints: 0,
+        batch: 1,
+        backend: BackendKind::Cpu,
+        external: None,
+        gaps: f.gaps,
+        hash: Some(gapscope_hash::HashWorkload {
+            bytes: bytes as usize,
+        }),
+    })
 }
 
 impl From<Workload> for WorkloadFile {
     fn from(w: Workload) -> WorkloadFile {
         let gaps = w.gaps.clone();
+        if let Some(h) = w.hash {
+            return WorkloadFile {
+                kind: Some(InProcessKind::Hash),
+                bytes: Some(h.bytes as u64),
+                gaps,
+                ..WorkloadFile::default()
+            };
+        }
         let file = match w.external {
             Some(e) => WorkloadFile {
                 command: Some(e.command),
@@ -274,6 +332,10 @@ pub struct Variant {
     /// then 1000).
     #[serde(default)]
     pub profile_hz: Option<u32>,
+    /// The knobs of a workload other than the built-in prover (`kind = "hash"`:
+    /// `knobs = { algorithm = "sha512", chunk_kib = 64, threads = 2 }`), checked by it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knobs: BTreeMap<String, toml::Value>,
 }
 
 /// A variant with every knob resolved.
@@ -312,9 +374,28 @@ pub struct ResolvedVariant {
     pub patch: Option<crate::patches::PatchSet>,
     /// Sampled stacks at this rate (Hz), or none.
     pub profile: Option<u32>,
+    /// The knobs of a workload other than the prover, as text (`Variant::knobs`).
+    pub workload_knobs: gapscope_workload::Knobs,
 }
 
 impl ResolvedVariant {
+    /// The knobs of a variant of a workload other than the prover, as meta.json records
+    /// them: the workload's own with its defaults filled in, and the tool's.
+    pub fn workload_knob_set(
+        &self,
+        w: &dyn gapscope_workload::Workload,
+    ) -> BTreeMap<String, String> {
+        let mut m = w
+            .resolve_knobs(&self.workload_knobs)
+            .unwrap_or_else(|_| self.workload_knobs.clone());
+        m.insert("telemetry".into(), self.telemetry.as_str().into());
+        if let Some(hz) = self.profile {
+            m.insert("profile".into(), format!("{hz} Hz"));
+        }
+        m
+    }
+
+    /// The prover's knobs of a variant, as meta.json records them.
     pub fn knobs(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         m.insert("drop".into(), self.drop.as_str().into());
@@ -432,7 +513,10 @@ impl Experiment {
         check_name("name", &self.name, "it names the results folder")?;
         let w = &self.workload;
         let min = w.circuit.min_log2();
-        if w.external.is_none() && (w.log2_constraints < min || w.log2_constraints > 28) {
+        if w.external.is_none()
+            && w.hash.is_none()
+            && (w.log2_constraints < min || w.log2_constraints > 28)
+        {
             return Err(format!(
                 "workload.log2_constraints = {} is out of range for circuit {}: use {min}..=28",
                 w.log2_constraints,
@@ -505,6 +589,18 @@ impl Experiment {
                         v.name
                     ));
                 }
+            }
+            if let Some(h) = &self.workload.hash {
+                check_hash_variant(v, h, &r)?;
+                continue;
+            }
+            if !v.knobs.is_empty() {
+                return Err(format!(
+                    "variant {:?}: knobs = {{ … }} are the knobs of a workload other than the \
+                     built-in prover ([workload] kind = \"hash\"); the prover's are keys of the \
+                     variant itself (drop, gadget, host_memory, backend, …)",
+                    v.name
+                ));
             }
             if self.workload.external.is_some() {
                 let prover_knobs = [
@@ -588,12 +684,57 @@ impl Experiment {
                     .or(self.run.profile_hz)
                     .unwrap_or(crate::profile::DEFAULT_HZ)
             }),
+            workload_knobs: v
+                .knobs
+                .iter()
+                .map(|(k, value)| {
+                    let text = match value {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), text)
+                })
+                .collect(),
         }
     }
 
     pub fn resolved_variants(&self) -> Vec<ResolvedVariant> {
         self.variants.iter().map(|v| self.resolve(v)).collect()
     }
+}
+
+/// A variant of the hash workload: its knobs checked by the workload, and none of the
+/// prover's or a command's.
+fn check_hash_variant(
+    v: &Variant,
+    h: &gapscope_hash::HashWorkload,
+    r: &ResolvedVariant,
+) -> Result<(), String> {
+    use gapscope_workload::Workload as _;
+    let prover = [
+        ("drop", v.drop.is_some()),
+        ("gadget", v.gadget.is_some()),
+        ("host_memory", v.host_memory.is_some()),
+        ("backend", v.backend.is_some()),
+        ("streams", v.streams.is_some()),
+        ("gpus", v.gpus.is_some()),
+        ("msm_threads", v.msm_threads.is_some()),
+        ("ntt", v.ntt.is_some()),
+        ("h_threads", v.h_threads.is_some()),
+        ("prep_threads", v.prep_threads.is_some()),
+        ("command", v.command.is_some()),
+        ("patch", v.patch.is_some()),
+    ];
+    if let Some((k, _)) = prover.iter().find(|(_, set)| *set) {
+        return Err(format!(
+            "variant {:?}: {k} is not a knob of the hash workload; its knobs go in \
+             knobs = {{ algorithm = \"sha512\", chunk_kib = 64, threads = 2 }}",
+            v.name
+        ));
+    }
+    h.resolve_knobs(&r.workload_knobs)
+        .map(|_| ())
+        .map_err(|e| format!("variant {:?}: {e}", v.name))
 }
 
 #[cfg(test)]

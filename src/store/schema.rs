@@ -525,6 +525,7 @@ impl WorkloadMeta {
                 c.circuit, c.log2_constraints, c.batch, c.backend
             ),
             _ if self.kind() == WorkloadKind::Import => "imported traces".into(),
+            _ if self.kind() == WorkloadKind::Hash => "the hash workload".into(),
             _ => "an external command".into(),
         }
     }

@@ -26,6 +26,7 @@ mod external;
 mod external_profile;
 mod faults;
 mod fuzz;
+mod hash_workload;
 mod headline;
 mod history_cli;
 mod history_detector;

@@ -9,14 +9,14 @@ use rayon::prelude::*;
 
 use crate::circuits::CircuitInstance;
 use crate::cs::Assignment;
-use crate::knobs::{BackendKind, ProveOptions};
-use crate::params::Groth16Params;
-use crate::trace::{intern, Span};
-use crate::{cpu, dropper, spans};
 #[cfg(feature = "cuda")]
 use crate::cuda;
+use crate::knobs::{BackendKind, ProveOptions};
+use crate::params::Groth16Params;
 #[cfg(feature = "supraseal")]
 use crate::supraseal;
+use crate::trace::{intern, Span};
+use crate::{cpu, dropper, spans};
 
 /// A proof as the prover makes and verifies it.
 pub type Groth16Proof = Proof<Bls12>;

@@ -88,7 +88,6 @@ impl BackendKind {
     }
 }
 
-
 /// Where a GPU backend stages host data before copying it to the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

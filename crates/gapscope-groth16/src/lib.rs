@@ -20,9 +20,9 @@
 // The recorder and the workload's support, under the names the prover's modules use.
 #[cfg(feature = "prove")]
 use gapscope_trace::trace;
+use gapscope_workload::phases;
 #[cfg(feature = "prove")]
 use gapscope_workload::{fsx, units};
-use gapscope_workload::phases;
 
 // Always built: what an experiment names (knobs) and what a run folder records (spans).
 pub mod knobs;
@@ -56,10 +56,15 @@ pub mod supraseal;
 #[cfg(any(feature = "cuda", feature = "supraseal"))]
 pub mod warmup;
 
-pub use knobs::{BackendKind, CircuitKind, DropPolicy, Gadget, HostMemory, NttSchedule, ProveOptions};
+pub use knobs::{
+    BackendKind, CircuitKind, DropPolicy, Gadget, HostMemory, NttSchedule, ProveOptions,
+};
 
 #[cfg(feature = "prove")]
 pub use batch::*;
+/// The field of the circuits' public inputs.
+#[cfg(feature = "prove")]
+pub use blstrs::Scalar;
 #[cfg(feature = "prove")]
 pub use circuits::CircuitInstance;
 #[cfg(feature = "prove")]

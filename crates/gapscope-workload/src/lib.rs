@@ -8,7 +8,9 @@
 //! - [`fsx`]: files as a hostile world hands them over (whole-file writes that never
 //!   follow a link, capped reads that never leave their folder), for a workload's caches
 //!   and the harness's run folders alike;
-//! - [`units`]: times for people (s / ms / µs / ns picked in one place).
+//! - [`units`]: times for people (s / ms / µs / ns picked in one place);
+//! - [`workload`]: the [`Workload`] and [`Rep`] traits, the seam between the harness's
+//!   rep lifecycle and an in-process workload (the built-in prover, `gapscope-hash`).
 //!
 //! The harness (`gapscope`) re-exports the three as `gapscope::phases`, `gapscope::fsx`
 //! and `gapscope::units`.
@@ -16,3 +18,6 @@
 pub mod fsx;
 pub mod phases;
 pub mod units;
+pub mod workload;
+
+pub use workload::{Checked, Knobs, Rep, Workload};

@@ -22,6 +22,8 @@ pub enum WorkloadKind {
     Command,
     GpuSelftest,
     Import,
+    /// `gapscope-hash`: digests of a buffer, the second in-process workload.
+    Hash,
 }
 
 impl WorkloadKind {
@@ -31,6 +33,7 @@ impl WorkloadKind {
             WorkloadKind::Command => "command",
             WorkloadKind::GpuSelftest => "gpu_selftest",
             WorkloadKind::Import => "import",
+            WorkloadKind::Hash => "hash",
         }
     }
 }

@@ -17,6 +17,13 @@ use crate::prover::{BackendKind, CircuitKind};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadFile {
+    /// Which in-process workload: the built-in prover (default, with `circuit`) or
+    /// `"hash"` (`gapscope-hash`, with `bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<InProcessKind>,
+    /// kind = "hash": bytes digested per rep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub circuit: Option<CircuitKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +72,16 @@ pub struct WorkloadFile {
     /// folder), read after the rep and filed under it (`super::trace_file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_file: Option<PathBuf>,
+}
+
+/// `[workload] kind`: the in-process workloads gapscope is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InProcessKind {
+    /// The built-in Groth16 prover (`circuit`, `log2_constraints`, …).
+    Groth16,
+    /// SHA-2 digests of a buffer (`gapscope-hash`; `bytes`, and knobs per variant).
+    Hash,
 }
 
 /// A program gapscope did not build: spawned once per rep in its folder, reporting its

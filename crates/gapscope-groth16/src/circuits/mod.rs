@@ -11,8 +11,8 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use ff::Field;
 
-pub use chain::ChainCircuit;
 pub use crate::knobs::CircuitKind;
+pub use chain::ChainCircuit;
 pub use gadgets::Gadget;
 pub use porep::PorepCircuit;
 pub use sha256::Sha256Circuit;

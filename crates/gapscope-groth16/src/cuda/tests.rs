@@ -6,8 +6,8 @@ use super::check::{fixed_base_checks, msm_checks, ntt_checks};
 use super::ffi;
 use super::*;
 use crate::circuits::{CircuitKind, Gadget};
-use crate::{prove_batch, verify_all};
 use crate::trace::drain_trace;
+use crate::{prove_batch, verify_all};
 
 /// `Some(n)` GPUs, or `None` after checking the error says there is no GPU.
 fn gpus() -> Option<u32> {

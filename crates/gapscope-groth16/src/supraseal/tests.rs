@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use super::*;
 use crate::paramgen::ParamGen;
 use crate::params::{self, ParamsKey};
-use crate::{CircuitKind, Gadget};
 use crate::trace;
+use crate::{CircuitKind, Gadget};
 
 /// Params for the smallest PoRep circuit, generated once per test process.
 fn small() -> &'static (tempfile::TempDir, Groth16Params, PathBuf) {
