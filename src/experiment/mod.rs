@@ -8,6 +8,7 @@
 
 pub mod debug;
 pub mod emulation;
+mod executor;
 pub mod external;
 pub mod interrupt;
 pub(crate) mod lifeline;

@@ -9,18 +9,18 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::debug::DebugHooks;
-use super::emulation;
+use super::emulation::{self, Source};
+use super::executor::{Executor, Executors};
 use super::interrupt::{self, Interrupted};
-use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
+use super::rep::{failed_row, RepContext, RepOutput};
 use super::resume;
 use super::revs::RevVariants;
 use super::run_meta::{new_run_meta, record_gpu_meta};
 use super::schedule::{schedule, Slot};
 use super::setup::{obtain_params, setup_backends};
-use super::spec::{ProcessPolicy, ResolvedVariant};
+use super::spec::{Experiment, ProcessPolicy, ResolvedVariant};
 use super::until_decided::{Plan, Stop, UntilDecided};
 use super::watchdog::{self, Watchdog};
-use super::worker;
 #[cfg(feature = "groth16")]
 use crate::prover;
 use crate::store::{self, RepStatus, RunRow, RunWriter};
@@ -100,7 +100,7 @@ pub const EXIT_TIMED_OUT: i32 = 3;
 
 /// The watchdog's action for a rep of a shared process: the rep is recorded as failed
 /// (finished reps are on disk already), then the process ends.
-fn timed_out(
+pub(super) fn timed_out(
     writer: &Arc<Mutex<RunWriter>>,
     dir: &Path,
     v: &ResolvedVariant,
@@ -161,7 +161,7 @@ fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Result<(), Strin
 }
 
 /// What to tell the user when a rep cannot be written (a full disk, most often).
-fn write_failed(dir: &Path, rep: u32) -> String {
+pub(super) fn write_failed(dir: &Path, rep: u32) -> String {
     format!(
         "rep {rep} could not be written to {dir} (is the disk full?); every rep before it is \
          kept: free some space, then `gapscope run --resume {dir}` goes on from there",
@@ -198,19 +198,123 @@ fn has_build_log(dir: &Path) -> bool {
     })
 }
 
-/// Runs the experiment at `exp_path` (or resumes `opts.resume`).
-///
-/// Long because one function still holds the whole rep lifecycle of every workload kind
-/// (in-process, per-rep and served workers, external programs): opening or resuming the
-/// folder, building subjects, the schedule, each rep's output, and the end of the run.
-/// Splitting it behind one executor seam is the workload split's open item.
+/// Runs the experiment at `exp_path` (or resumes `opts.resume`): everything that can
+/// fail cheaply checked first ([`begin`]), params and backends set up ([`set_up`]), the
+/// run folder opened and command subjects built ([`open_folder`]), then one loop over
+/// the scheduled slots ([`rep_loop`]) that runs each rep through an [`Executor`] and
+/// writes its rows ([`record`]), and the end of the run ([`finish`]).
 pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
-    // `gapscope run` from the experiment to the finished folder, in order: the experiment
-    // loaded (or resumed), revisions prepared, telemetry and the run folder started, params
-    // made, command subjects built, then one loop over the scheduled slots that runs each
-    // rep where its variant runs (here, in a worker, a serving worker, as a program) and
-    // writes its rows. Every part shares the writer, meta.json, the progress bar and the
-    // interrupt state.
+    let (mut r, writer, done_rows) = begin(exp_path, opts)?;
+    let (params, watchdog) = set_up(&mut r, opts)?;
+    // Ctrl-C or SIGTERM during setup: stop before a run folder is made.
+    if interrupt::requested() {
+        return Err(Interrupted {
+            dir: r.resume.as_ref().map(|d| d.display().to_string()),
+            kept: done_rows.len(),
+        }
+        .into());
+    }
+    let (dir, writer, unbuilt) = open_folder(&mut r, writer, opts)?;
+    let Run {
+        exp,
+        text: _,
+        resume: _,
+        mut until,
+        variants,
+        sources,
+        revs,
+        telemetry,
+        mut meta,
+    } = r;
+    let slots = schedule(
+        variants.len(),
+        exp.run.warmups,
+        exp.run.reps,
+        exp.run.order,
+        exp.run.block_size(),
+    );
+    let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
+    let external = exp.workload.external.as_ref();
+    let todo: Vec<Slot> = resume::remaining(
+        &slots,
+        &done_rows,
+        &names,
+        // Every rep of a command workload is a fresh process: no warm-up to redo.
+        exp.run.process != ProcessPolicy::PerRep && external.is_none(),
+    );
+    let rep_timeout = exp.run.rep_timeout_s.map(Duration::from_secs);
+    let mut exec = Executors {
+        ctx: RepContext {
+            exp: &exp,
+            params: &params,
+            telemetry: Some(&telemetry),
+            debug: &opts.debug,
+        },
+        process: exp.run.process,
+        external,
+        sources: &sources,
+        revs: &revs,
+        dir: dir.clone(),
+        writer: writer.clone(),
+        params_dir: &opts.params_dir,
+        nvtx: opts.nvtx,
+        rep_timeout,
+        watchdog,
+        unbuilt,
+        // The worker of this build's variants with process = "per_variant".
+        own_exe: (exp.run.process == ProcessPolicy::PerVariant)
+            .then(std::env::current_exe)
+            .transpose()
+            .context("cannot locate the gapscope executable")?,
+        pool: super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout)
+            .rotate(exp.run.reps_per_worker, exp.run.warmups),
+        telemetry: &telemetry,
+    };
+    let mut rec = Recorder {
+        dir,
+        writer,
+        meta: &mut meta,
+        telemetry: &telemetry,
+        process: exp.run.process,
+        command: external.is_some(),
+        progress: opts.progress,
+        bar: progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len()),
+    };
+    let kept = done_rows.len();
+    let ends = Ends {
+        until: until.as_mut(),
+        stop_when: opts.stop_when.as_ref(),
+        interrupted: &interrupt::requested,
+    };
+    let end = rep_loop(&mut rec, &mut exec, &variants, todo, done_rows, ends)?;
+    let (dir, bar) = (rec.dir.clone(), rec.bar.clone());
+    drop(exec);
+    finish(end, kept, &dir, &bar, &mut meta, &telemetry)
+}
+
+/// What [`begin`] settled: the experiment, its variants as they will run, telemetry and
+/// meta.json (a new run's, or the resumed folder's).
+struct Run {
+    exp: Experiment,
+    /// The experiment file's text (the run folder's copy).
+    text: String,
+    /// The folder resumed (none: a new run).
+    resume: Option<PathBuf>,
+    until: Option<Plan>,
+    variants: Vec<ResolvedVariant>,
+    sources: Vec<Source>,
+    revs: RevVariants,
+    telemetry: Telemetry,
+    meta: store::Meta,
+}
+
+/// The experiment loaded (or resumed), every check that needs no params, `rev`
+/// variants built, telemetry started, and meta.json made (or read back with the resumed
+/// folder's writer and rows).
+fn begin(
+    exp_path: Option<&Path>,
+    opts: &RunOptions,
+) -> Result<(Run, Option<RunWriter>, Vec<RunRow>)> {
     let (mut exp, text, resume) = resume::load_experiment(exp_path, opts.resume.as_deref())?;
     let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
     // `tracing` spans of the code in-process reps run are recorded with their spans.
@@ -237,7 +341,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         .unwrap_or(&opts.results_dir);
     let revs = RevVariants::prepare(&exp, &text, &variants, results_dir, opts.progress)?;
     revs.apply(&mut variants);
-    let variants = variants;
     // Ctrl-C or SIGTERM from here on: stop after the rep in progress (see interrupt).
     interrupt::install();
     // --- GPU telemetry for the run. With per_rep processes each worker collects its own
@@ -254,7 +357,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     // Before meta.json, which measures the recorder as the reps will use it.
     trace::process_cpu::set_mode(exp.run.process_cpu);
     // Everything that can fail cheaply fails before params are made.
-    let (mut writer, done_rows, mut meta) = match &resume {
+    let (writer, done_rows, mut meta) = match &resume {
         Some(dir) => {
             let meta = store::read_meta(dir)?;
             let mut fresh = new_run_meta(
@@ -299,16 +402,38 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     if let Some(u) = until.as_mut() {
         u.record(&mut exp, &mut meta, opts.progress);
     }
+    let run = Run {
+        exp,
+        text,
+        resume,
+        until,
+        variants,
+        sources,
+        revs,
+        telemetry,
+        meta,
+    };
+    Ok((run, writer, done_rows))
+}
+
+/// Params made (the prover's), recorded in meta.json of a new run and checked against
+/// those of a resumed one, and backends set up in a shared process under the watchdog;
+/// returns the params and the watchdog the reps of a shared process run under.
+fn set_up(
+    r: &mut Run,
+    opts: &RunOptions,
+) -> Result<(super::setup::ParamsByGadget, Option<(Watchdog, Duration)>)> {
+    let (exp, meta) = (&r.exp, &mut r.meta);
     let external = exp.workload.external.as_ref();
     let (params, origins) = match external {
         // A program of the user's needs no params.
         Some(_) => Default::default(),
-        None => obtain_params(&exp, &opts.params_dir, opts.progress, true)?,
+        None => obtain_params(exp, &opts.params_dir, opts.progress, true)?,
     };
-    if let Some(dir) = &resume {
-        resume::check_params_match(dir, &meta, &origins)?;
+    if let Some(dir) = &r.resume {
+        resume::check_params_match(dir, meta, &origins)?;
     }
-    if resume.is_none() {
+    if r.resume.is_none() {
         meta.params = origins
             .iter()
             .map(|o| serde_json::to_value(o.for_meta(&opts.params_dir)).unwrap_or_default())
@@ -340,31 +465,36 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         });
         // Synthesis-only variants (emulated, GPU backend) need no backend; `rev` variants
         // run in their own revision's workers, which set up for themselves.
-        let local: Vec<ResolvedVariant> = (variants.iter().enumerate())
-            .zip(&sources)
+        let local: Vec<ResolvedVariant> = (r.variants.iter().enumerate())
+            .zip(&r.sources)
             .filter(|((i, v), s)| {
-                !revs.is_rev(*i) && !emulation::synthesis_only(v.backend, s.emulator().is_some())
+                !r.revs.is_rev(*i) && !emulation::synthesis_only(v.backend, s.emulator().is_some())
             })
             .map(|((_, v), _)| v.clone())
             .collect();
-        let setup = setup_backends(&exp, &local, &params, &origins, opts.progress);
-        if resume.is_none() {
+        let setup = setup_backends(exp, &local, &params, &origins, opts.progress);
+        if r.resume.is_none() {
             meta.setup_ns.extend(setup);
         }
     }
-    // Ctrl-C or SIGTERM during setup: stop before a run folder is made.
-    if interrupt::requested() {
-        return Err(Interrupted {
-            dir: resume.as_ref().map(|d| d.display().to_string()),
-            kept: done_rows.len(),
-        }
-        .into());
-    }
-    let writer = match writer.take() {
+    Ok((params, watchdog))
+}
+
+/// The run folder made (or the resumed one's writer kept), and a command workload's
+/// subjects built, each variant's folder once; returns the folder, its writer and why
+/// each variant's subject did not build. A program that does not exist fails here, not
+/// once per rep, and a fresh run refused so leaves no folder behind.
+fn open_folder(
+    r: &mut Run,
+    writer: Option<RunWriter>,
+    opts: &RunOptions,
+) -> Result<(PathBuf, SharedWriter, Vec<Option<String>>)> {
+    let meta = &mut r.meta;
+    let writer = match writer {
         Some(w) => w,
         None => {
-            let dir = opts.results_dir.join(&exp.name).join(&meta.run_id);
-            RunWriter::create(&dir, &meta, &text)?
+            let dir = opts.results_dir.join(&r.exp.name).join(&meta.run_id);
+            RunWriter::create(&dir, meta, &r.text)?
         }
     };
     let dir = writer.dir.clone();
@@ -377,241 +507,206 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
     if opts.progress {
         eprintln!("results: {}", dir.display());
     }
-    // External subjects: each variant's folder is built once, before the reps.
-    let unbuilt = match external {
-        Some(ext) => {
-            let paths = meta
-                .paths
-                .as_ref()
-                .map(|p| store::paths::PathBases::of_meta(&dir, p));
-            let (m, unbuilt) = super::external::build_subjects(
-                ext,
-                &variants,
-                &dir,
-                opts.progress,
-                paths.as_ref(),
-            );
-            let kept = meta.external.take().unwrap_or_default().variants;
-            meta.external = Some(m);
-            super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
-            store::write_meta(&dir, &meta)?;
-            // A program that does not exist fails here, not once per rep. A fresh run
-            // refused so, with no build log to keep, leaves no folder behind.
-            if let Err(e) = super::external::check_programs(ext, &variants, &unbuilt) {
-                let keep = resume.is_some() || has_build_log(&dir);
-                drop(writer);
-                if !keep && std::fs::remove_dir_all(&dir).is_ok() {
-                    // The experiment's folder too, where this run was its only one.
-                    if let Some(parent) = dir.parent() {
-                        let _ = std::fs::remove_dir(parent);
-                    }
-                    if opts.progress {
-                        eprintln!("removed {}: no rep ran", dir.display());
-                    }
-                }
-                return Err(e.into());
+    let Some(ext) = r.exp.workload.external.as_ref() else {
+        return Ok((dir, writer, Vec::new()));
+    };
+    let paths = meta
+        .paths
+        .as_ref()
+        .map(|p| store::paths::PathBases::of_meta(&dir, p));
+    let (m, unbuilt) =
+        super::external::build_subjects(ext, &r.variants, &dir, opts.progress, paths.as_ref());
+    let kept = meta.external.take().unwrap_or_default().variants;
+    meta.external = Some(m);
+    super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
+    store::write_meta(&dir, meta)?;
+    if let Err(e) = super::external::check_programs(ext, &r.variants, &unbuilt) {
+        let keep = r.resume.is_some() || has_build_log(&dir);
+        drop(writer);
+        if !keep && std::fs::remove_dir_all(&dir).is_ok() {
+            // The experiment's folder too, where this run was its only one.
+            if let Some(parent) = dir.parent() {
+                let _ = std::fs::remove_dir(parent);
             }
-            unbuilt
+            if opts.progress {
+                eprintln!("removed {}: no rep ran", dir.display());
+            }
         }
-        None => Vec::new(),
-    };
+        return Err(e.into());
+    }
+    Ok((dir, writer, unbuilt))
+}
 
-    let slots = schedule(
-        variants.len(),
-        exp.run.warmups,
-        exp.run.reps,
-        exp.run.order,
-        exp.run.block_size(),
-    );
-    let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
-    let todo: Vec<Slot> = resume::remaining(
-        &slots,
-        &done_rows,
-        &names,
-        // Every rep of a command workload is a fresh process: no warm-up to redo.
-        exp.run.process != ProcessPolicy::PerRep && external.is_none(),
-    );
-    let bar = progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len());
-    let ctx = RepContext {
-        exp: &exp,
-        params: &params,
-        telemetry: Some(&telemetry),
-        debug: &opts.debug,
-    };
-    let kept = done_rows.len();
-    // The worker of this build's variants with process = "per_variant".
-    let own_exe = (exp.run.process == ProcessPolicy::PerVariant)
-        .then(std::env::current_exe)
-        .transpose()
-        .context("cannot locate the gapscope executable")?;
-    let rep_timeout = exp.run.rep_timeout_s.map(Duration::from_secs);
-    let mut pool = super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout)
-        .rotate(exp.run.reps_per_worker, exp.run.warmups);
-    let mut rows = done_rows;
-    let mut interrupted = false;
+/// The run folder's writer, shared with a shared process's watchdog.
+type SharedWriter = Arc<Mutex<RunWriter>>;
+
+/// What the rep loop writes each rep into: the run folder's writer and meta.json, with
+/// the progress bar it reports on.
+struct Recorder<'a> {
+    dir: PathBuf,
+    writer: SharedWriter,
+    meta: &'a mut store::Meta,
+    telemetry: &'a Telemetry,
+    process: ProcessPolicy,
+    /// A command workload (meta.json changes with every rep: its line counts).
+    command: bool,
+    progress: bool,
+    bar: indicatif::ProgressBar,
+}
+
+/// How the rep loop ended.
+struct LoopEnd {
+    rows: Vec<RunRow>,
+    interrupted: bool,
+    stopped: Option<Stop>,
+}
+
+/// What ends the rep loop besides its schedule.
+struct Ends<'a> {
+    /// `--until-decided`'s plan.
+    until: Option<&'a mut Plan>,
+    /// The caller's rule (`gapscope bisect`'s step).
+    stop_when: Option<&'a StopWhen>,
+    /// Whether Ctrl-C or SIGTERM asked for a stop ([`interrupt::requested`]).
+    interrupted: &'a dyn Fn() -> bool,
+}
+
+/// The scheduled slots still to run, in order: each one's rep run by `exec` and written
+/// by [`record`], until the schedule runs out or one of `ends` ends it. `rows` holds a
+/// resumed run's rows on entry.
+fn rep_loop(
+    rec: &mut Recorder,
+    exec: &mut dyn Executor,
+    variants: &[ResolvedVariant],
+    todo: Vec<Slot>,
+    mut rows: Vec<RunRow>,
+    ends: Ends,
+) -> Result<LoopEnd> {
+    let Ends {
+        mut until,
+        stop_when,
+        interrupted,
+    } = ends;
     let mut stopped = None;
     for slot in todo {
-        if interrupt::requested() {
-            interrupted = true;
-            break;
+        if interrupted() {
+            return Ok(LoopEnd {
+                rows,
+                interrupted: true,
+                stopped,
+            });
         }
         stopped = until
             .as_mut()
-            .and_then(|u| u.before_slot(&rows, &dir, &bar));
-        if stopped.is_some() || opts.stop_when.as_ref().is_some_and(|s| (s.0)(&dir, &rows)) {
+            .and_then(|u| u.before_slot(&rows, &rec.dir, &rec.bar));
+        if stopped.is_some() || stop_when.is_some_and(|s| (s.0)(&rec.dir, &rows)) {
             break;
         }
         let v = &variants[slot.variant];
-        bar.set_message(format!(
+        rec.bar.set_message(format!(
             "{}{}",
             v.name,
             if slot.warmup { " (warm-up)" } else { "" }
         ));
-        let RepOutput {
-            run: mut row,
-            spans,
-            gpu,
-            setup_ns,
-            profile,
-        } = match (external, exp.run.process, sources[slot.variant].emulator()) {
-            _ if revs.failed(slot.variant).is_some() => {
-                RepOutput::failed(v, slot, revs.failed(slot.variant).unwrap_or("").into())
-            }
-            // One serving worker per variant, of this build or of its `rev`/`patch` build;
-            // a build too old to serve runs a worker per rep.
-            (None, ProcessPolicy::PerVariant, None) => {
-                let (exe, run_dir) = match revs.worker(slot.variant) {
-                    Some(w) => w,
-                    None => (
-                        own_exe.as_deref().expect("looked up for per_variant"),
-                        dir.as_path(),
-                    ),
-                };
-                let src = super::served::WorkerSource { exe, run_dir };
-                pool.run(&src, v, slot, &opts.debug, |l| {
-                    bar.suspend(|| eprintln!("{l}"))
-                })?
-            }
-            // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
-            (None, _, emulator) if revs.worker(slot.variant).is_some() => {
-                let (exe, exp_dir) = revs.worker(slot.variant).expect("checked");
-                worker::run_rep_with(
-                    exe,
-                    exp_dir,
-                    &opts.params_dir,
-                    v,
-                    slot,
-                    opts.nvtx,
-                    rep_timeout,
-                    &opts.debug,
-                    emulator,
-                )?
-            }
-            (Some(ext), _, _) => {
-                // The root as the run folder names it (a resumed folder keeps its own).
-                let root = meta.phases().root.clone();
-                let rep = match &unbuilt[slot.variant] {
-                    Some(why) => super::external::unbuilt_rep(v, slot, why),
-                    None => super::external::run_rep(
-                        ext,
-                        &root,
-                        v,
-                        slot,
-                        rep_timeout,
-                        Some(&telemetry),
-                        opts.debug.profile_opener(),
-                    ),
-                };
-                super::external::record_lines(meta.external.as_mut(), v, &rep);
-                if let Some(p) = &rep.out.profile {
-                    crate::profile::folded::write_rep(&dir, p)
-                        .with_context(|| write_failed(&dir, slot.rep))?;
-                }
-                rep.out
-            }
-            (None, ProcessPolicy::Shared, None) => {
-                trace::set_counters_enabled(sources[slot.variant].perf_events());
-                let _deadline = watchdog
-                    .as_ref()
-                    .map(|(dog, limit)| dog.arm(*limit, timed_out(&writer, &dir, v, slot, *limit)));
-                let out = run_rep_here(&ctx, v, slot)?;
-                // (A per_rep worker writes its rep's stacks itself.)
-                if let Some(p) = &out.profile {
-                    crate::profile::folded::write_rep(&dir, p)
-                        .with_context(|| write_failed(&dir, slot.rep))?;
-                }
-                out
-            }
-            // An emulated rep always runs in a worker: the emulator wraps a process.
-            (None, ProcessPolicy::PerRep | ProcessPolicy::PerVariant, _) | (None, _, Some(_)) => {
-                worker::run_rep_in_child(
-                    &dir,
-                    &opts.params_dir,
-                    v,
-                    slot,
-                    opts.nvtx,
-                    rep_timeout,
-                    &opts.debug,
-                    sources[slot.variant].emulator(),
-                )?
-            }
-        };
-        // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
-        let mut meta_changed = !setup_ns.is_empty() || external.is_some();
-        for (k, ns) in setup_ns {
-            meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
-        }
-        if let Some(p) = &profile {
-            let status = p.status();
-            if meta.profile.get(&v.name) != Some(&status) {
-                if p.unavailable.is_some() {
-                    bar.println(format!("rep {} ({}): {}", slot.rep, v.name, p.describe()));
-                }
-                meta.profile.insert(v.name.clone(), status);
-                meta_changed = true;
-            }
-        }
-        // --- GPU telemetry rows first: the runs.csv row commits the rep. On telemetry's
-        // thread, so that only what every variant does runs (and allocates) here.
-        telemetry.on_thread(|| -> Result<()> {
-            let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-            w.append_gpu(&gpu.samples, &gpu.activity)
-                .with_context(|| write_failed(&dir, slot.rep))?;
-            meta_changed |=
-                record_gpu_meta(&mut meta.gpu, &gpu, exp.run.process, v.telemetry.cupti);
-            if meta_changed {
-                // A killed run keeps the calibration and setup times of every finished rep.
-                store::write_meta(&dir, &meta)?;
-            }
-            Ok(())
-        })?;
-        for n in &gpu.notes {
-            bar.println(format!("rep {} ({}): {n}", slot.rep, v.name));
-        }
-        let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.append_rep(&row, &spans)
-            .with_context(|| write_failed(&dir, slot.rep))?;
-        if let Some(why) = w.take_capped() {
-            // Recorded failed, without its spans: what runs.csv now says of it.
-            row.mark_capped(&why);
-        }
-        drop(w);
-        drop(spans);
-        if row.status == RepStatus::Failed {
-            let line = format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error);
-            if opts.progress && bar.is_hidden() {
-                // No bar to print above (stderr is not a terminal): said all the same.
-                eprintln!("{line}");
-            } else {
-                bar.println(line);
-            }
-        }
-        rows.push(row);
-        bar.inc(1);
+        let bar = rec.bar.clone();
+        let out = exec.run_rep(v, slot, rec.meta, &|l| bar.suspend(|| eprintln!("{l}")))?;
+        rows.push(record(rec, v, slot, out)?);
+        rec.bar.inc(1);
     }
-    if !interrupted {
-        stopped = stopped.or_else(|| Some(until.as_mut()?.at_end(&rows, &dir, &bar)));
+    if let Some(u) = until {
+        stopped = stopped.or_else(|| Some(u.at_end(&rows, &rec.dir, &rec.bar)));
     }
+    Ok(LoopEnd {
+        rows,
+        interrupted: false,
+        stopped,
+    })
+}
+
+/// Writes one rep: its GPU rows and what it adds to meta.json first, then its runs.csv
+/// row and spans (the row commits the rep); says a failure above the bar; returns the
+/// row as written (a rep past the span cap is recorded failed).
+fn record(rec: &mut Recorder, v: &ResolvedVariant, slot: Slot, out: RepOutput) -> Result<RunRow> {
+    let RepOutput {
+        run: mut row,
+        spans,
+        gpu,
+        setup_ns,
+        profile,
+    } = out;
+    let dir = rec.dir.as_path();
+    let meta = &mut *rec.meta;
+    // Each per_rep worker's own setup, outside its rep: "<backend>/<variant>/rep<N>".
+    let mut meta_changed = !setup_ns.is_empty() || rec.command;
+    for (k, ns) in setup_ns {
+        meta.setup_ns.insert(format!("{k}/rep{}", slot.rep), ns);
+    }
+    if let Some(p) = &profile {
+        let status = p.status();
+        if meta.profile.get(&v.name) != Some(&status) {
+            if p.unavailable.is_some() {
+                rec.bar
+                    .println(format!("rep {} ({}): {}", slot.rep, v.name, p.describe()));
+            }
+            meta.profile.insert(v.name.clone(), status);
+            meta_changed = true;
+        }
+    }
+    // --- GPU telemetry rows first: the runs.csv row commits the rep. On telemetry's
+    // thread, so that only what every variant does runs (and allocates) here.
+    let process = rec.process;
+    rec.telemetry.on_thread(|| -> Result<()> {
+        let mut w = rec.writer.lock().unwrap_or_else(|e| e.into_inner());
+        w.append_gpu(&gpu.samples, &gpu.activity)
+            .with_context(|| write_failed(dir, slot.rep))?;
+        meta_changed |= record_gpu_meta(&mut meta.gpu, &gpu, process, v.telemetry.cupti);
+        if meta_changed {
+            // A killed run keeps the calibration and setup times of every finished rep.
+            store::write_meta(dir, meta)?;
+        }
+        Ok(())
+    })?;
+    for n in &gpu.notes {
+        rec.bar
+            .println(format!("rep {} ({}): {n}", slot.rep, v.name));
+    }
+    let mut w = rec.writer.lock().unwrap_or_else(|e| e.into_inner());
+    w.append_rep(&row, &spans)
+        .with_context(|| write_failed(dir, slot.rep))?;
+    if let Some(why) = w.take_capped() {
+        // Recorded failed, without its spans: what runs.csv now says of it.
+        row.mark_capped(&why);
+    }
+    drop(w);
+    drop(spans);
+    if row.status == RepStatus::Failed {
+        let line = format!("rep {} ({}) failed: {}", row.rep, row.variant, row.error);
+        if rec.progress && rec.bar.is_hidden() {
+            // No bar to print above (stderr is not a terminal): said all the same.
+            eprintln!("{line}");
+        } else {
+            rec.bar.println(line);
+        }
+    }
+    Ok(row)
+}
+
+/// The end of a run: an interrupt said with what is kept, else meta.json completed (a
+/// resume with nothing left to run leaves it as it was: the run completed when it
+/// completed, not when it was looked at again).
+fn finish(
+    end: LoopEnd,
+    kept: usize,
+    dir: &Path,
+    bar: &indicatif::ProgressBar,
+    meta: &mut store::Meta,
+    telemetry: &Telemetry,
+) -> Result<RunOutcome> {
+    let LoopEnd {
+        rows,
+        interrupted,
+        stopped,
+    } = end;
     bar.finish_and_clear();
     if interrupted {
         return Err(Interrupted {
@@ -620,8 +715,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         }
         .into());
     }
-    // A resume with nothing left to run leaves meta.json as it was: the run completed
-    // when it completed, not when it was looked at again.
     if !(rows.len() == kept && meta.completed_utc.is_some()) {
         if let (Some(s), Some(u)) = (&stopped, meta.until_decided.as_mut()) {
             u.stopped = Some(s.to_string());
@@ -630,14 +723,14 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         if let Some(d) = meta.drift.as_mut() {
             d.end = Some(store::envinfo::machine_state(telemetry.gpu_clocks()));
         }
-        store::write_meta(&dir, &meta)?;
+        store::write_meta(dir, meta)?;
     }
     let failed = rows
         .iter()
         .filter(|r| r.status == RepStatus::Failed)
         .count();
     Ok(RunOutcome {
-        dir,
+        dir: dir.to_path_buf(),
         rows,
         failed,
         stopped,

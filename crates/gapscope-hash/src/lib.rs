@@ -71,9 +71,11 @@ fn settings(knobs: &Knobs) -> Result<Settings, String> {
     let algorithm = match knobs.get("algorithm").map(String::as_str) {
         None | Some("sha256") => Algorithm::Sha256,
         Some("sha512") => Algorithm::Sha512,
-        Some(other) => return Err(format!(
+        Some(other) => {
+            return Err(format!(
             "knob algorithm = {other:?}: the hash workload digests with \"sha256\" or \"sha512\""
-        )),
+        ))
+        }
     };
     let number = |name: &str, default: usize, max: usize| -> Result<usize, String> {
         match knobs.get(name) {

@@ -1,0 +1,160 @@
+//! Where a rep runs, behind one seam: [`Executor`] runs one rep of one variant and
+//! returns its rows; the runner's loop ([`super::runner`]) owns the schedule, the
+//! stopping rules and the writing, and never asks where the rep ran. [`Executors`] is
+//! the real one: this process (the in-process workloads, through
+//! [`super::rep::run_rep_here`]), a worker per rep, a serving worker per variant, a
+//! worker of another revision's build, or a program of the user's. Tests put a mock
+//! in its place to drive the loop without spawning anything.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::emulation::Source;
+use super::rep::{run_rep_here, RepContext, RepOutput};
+use super::revs::RevVariants;
+use super::schedule::Slot;
+use super::served::{Pool, WorkerSource};
+use super::spec::{ExternalWorkload, ProcessPolicy, ResolvedVariant};
+use super::watchdog::Watchdog;
+use super::worker;
+use crate::store::{self, RunWriter};
+use crate::telemetry::Telemetry;
+use crate::trace;
+
+/// Runs one rep of one variant wherever that variant's reps run.
+pub trait Executor {
+    /// Rep `slot` of variant `v`; `meta` is the run's meta.json, for what an executor
+    /// keeps there (a program's line counts); `say` prints a line above the progress bar.
+    fn run_rep(
+        &mut self,
+        v: &ResolvedVariant,
+        slot: Slot,
+        meta: &mut store::Meta,
+        say: &dyn Fn(&str),
+    ) -> Result<RepOutput>;
+}
+
+/// The real executor: one place that knows every way a rep runs.
+pub struct Executors<'a> {
+    pub ctx: RepContext<'a>,
+    pub process: ProcessPolicy,
+    pub external: Option<&'a ExternalWorkload>,
+    pub sources: &'a [Source],
+    pub revs: &'a RevVariants,
+    /// The run folder (the experiment copy workers read, the stacks written here).
+    pub dir: PathBuf,
+    pub writer: Arc<Mutex<RunWriter>>,
+    pub params_dir: &'a Path,
+    pub nvtx: bool,
+    pub rep_timeout: Option<Duration>,
+    /// A shared process's watchdog and its limit (`rep_timeout_s`).
+    pub watchdog: Option<(Watchdog, Duration)>,
+    /// Command workloads: why a variant's subject did not build, by variant.
+    pub unbuilt: Vec<Option<String>>,
+    /// This build's executable, for its serving workers (`process = "per_variant"`).
+    pub own_exe: Option<PathBuf>,
+    pub pool: Pool,
+    pub telemetry: &'a Telemetry,
+}
+
+impl Executor for Executors<'_> {
+    fn run_rep(
+        &mut self,
+        v: &ResolvedVariant,
+        slot: Slot,
+        meta: &mut store::Meta,
+        say: &dyn Fn(&str),
+    ) -> Result<RepOutput> {
+        let i = slot.variant;
+        let emulator = self.sources[i].emulator();
+        let dir = self.dir.as_path();
+        let debug = self.ctx.debug;
+        Ok(match (self.external, self.process, emulator) {
+            _ if self.revs.failed(i).is_some() => {
+                RepOutput::failed(v, slot, self.revs.failed(i).unwrap_or("").into())
+            }
+            // One serving worker per variant, of this build or of its `rev`/`patch` build;
+            // a build too old to serve runs a worker per rep.
+            (None, ProcessPolicy::PerVariant, None) => {
+                let (exe, run_dir) = match self.revs.worker(i) {
+                    Some(w) => w,
+                    None => (
+                        self.own_exe.as_deref().expect("looked up for per_variant"),
+                        dir,
+                    ),
+                };
+                let src = WorkerSource { exe, run_dir };
+                self.pool.run(&src, v, slot, debug, |l| say(&l))?
+            }
+            // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
+            (None, _, emulator) if self.revs.worker(i).is_some() => {
+                let (exe, exp_dir) = self.revs.worker(i).expect("checked");
+                worker::run_rep_with(
+                    exe,
+                    exp_dir,
+                    self.params_dir,
+                    v,
+                    slot,
+                    self.nvtx,
+                    self.rep_timeout,
+                    debug,
+                    emulator,
+                )?
+            }
+            (Some(ext), _, _) => {
+                // The root as the run folder names it (a resumed folder keeps its own).
+                let root = meta.phases().root.clone();
+                let rep = match &self.unbuilt[i] {
+                    Some(why) => super::external::unbuilt_rep(v, slot, why),
+                    None => super::external::run_rep(
+                        ext,
+                        &root,
+                        v,
+                        slot,
+                        self.rep_timeout,
+                        Some(self.telemetry),
+                        debug.profile_opener(),
+                    ),
+                };
+                super::external::record_lines(meta.external.as_mut(), v, &rep);
+                if let Some(p) = &rep.out.profile {
+                    crate::profile::folded::write_rep(dir, p)
+                        .with_context(|| super::runner::write_failed(dir, slot.rep))?;
+                }
+                rep.out
+            }
+            (None, ProcessPolicy::Shared, None) => {
+                trace::set_counters_enabled(self.sources[i].perf_events());
+                let _deadline = self.watchdog.as_ref().map(|(dog, limit)| {
+                    dog.arm(
+                        *limit,
+                        super::runner::timed_out(&self.writer, dir, v, slot, *limit),
+                    )
+                });
+                let out = run_rep_here(&self.ctx, v, slot)?;
+                // (A per_rep worker writes its rep's stacks itself.)
+                if let Some(p) = &out.profile {
+                    crate::profile::folded::write_rep(dir, p)
+                        .with_context(|| super::runner::write_failed(dir, slot.rep))?;
+                }
+                out
+            }
+            // An emulated rep always runs in a worker: the emulator wraps a process.
+            (None, ProcessPolicy::PerRep | ProcessPolicy::PerVariant, _) | (None, _, Some(_)) => {
+                worker::run_rep_in_child(
+                    dir,
+                    self.params_dir,
+                    v,
+                    slot,
+                    self.nvtx,
+                    self.rep_timeout,
+                    debug,
+                    emulator,
+                )?
+            }
+        })
+    }
+}
