@@ -1,6 +1,7 @@
 //! Baseline against candidate on one metric: the [`Comparison`] record, what it measures
 //! ([`Measure`], [`Unit`]) and the verdict rule ([`compare`]). Everything else in
-//! analysis builds on this file; it depends only on the statistics.
+//! analysis builds on this file; it depends on the statistics and the diff's options
+//! (`DiffOptions`) alone.
 
 use std::fmt;
 

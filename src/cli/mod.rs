@@ -4,15 +4,11 @@
 
 mod bisect;
 mod completions;
-#[cfg(feature = "groth16")]
-mod cuda_check;
 mod diff;
 mod export;
 mod history;
 mod import;
 mod now;
-#[cfg(feature = "groth16")]
-mod params;
 mod prepare;
 pub mod renamed;
 mod report;
@@ -23,8 +19,6 @@ mod selftest;
 mod summary;
 mod sweep;
 mod track;
-#[cfg(feature = "groth16")]
-mod upstream;
 mod worker;
 
 #[cfg(test)]
@@ -88,7 +82,7 @@ pub enum Command {
     /// Generates params into the cache (a run's child process: see obtain_params).
     #[cfg(feature = "groth16")]
     #[command(name = "__params", hide = true)]
-    Params(params::ParamsArgs),
+    Params(crate::prover::commands::params::ParamsArgs),
     /// Runs one rep of a run folder and prints its result line (process = "per_rep").
     #[command(name = "__worker", hide = true)]
     Worker(worker::WorkerArgs),
@@ -98,13 +92,13 @@ pub enum Command {
     /// build with `--features supraseal` and a GPU.
     #[cfg(feature = "groth16")]
     #[command(name = "upstream-reference")]
-    UpstreamReference(upstream::UpstreamArgs),
+    UpstreamReference(crate::prover::commands::upstream::UpstreamArgs),
     /// Check the native prover's GPU MSMs (G1, G2) and NTTs against the CPU on random
     /// inputs and on all-zero, all-one and 0/1 scalars; one line per check, all of them
     /// as JSON with --json. Needs a build with `--features cuda` and a GPU.
     #[cfg(feature = "groth16")]
     #[command(name = "cuda-check")]
-    CudaCheck(cuda_check::CudaCheckArgs),
+    CudaCheck(crate::prover::commands::cuda_check::CudaCheckArgs),
     /// Check GPU telemetry on this machine with real kernels and copies (no prover
     /// backend needed); writes <out>/gpu-selftest/<run>/ and prints PASS/FAIL per check.
     ///
@@ -273,14 +267,6 @@ fn command_line() -> Vec<String> {
     std::env::args().collect()
 }
 
-/// An enum value given by its snake_case name; serde's error names the valid ones (as
-/// experiment files get them).
-#[cfg(feature = "groth16")]
-fn parse_name<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> Result<T> {
-    serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}"))
-}
-
 /// Parses the command line and runs the subcommand.
 pub fn run() -> Result<()> {
     let cli = match Cli::try_parse() {
@@ -312,12 +298,12 @@ pub fn run() -> Result<()> {
         Command::Import(a) => import::run(a),
         Command::Completions(a) => completions::run(a),
         #[cfg(feature = "groth16")]
-        Command::Params(a) => params::run(a),
+        Command::Params(a) => crate::prover::commands::params::run(a),
         Command::Worker(a) => worker::run(a),
         #[cfg(feature = "groth16")]
-        Command::UpstreamReference(a) => upstream::run(a),
+        Command::UpstreamReference(a) => crate::prover::commands::upstream::run(a),
         #[cfg(feature = "groth16")]
-        Command::CudaCheck(a) => cuda_check::run(a),
+        Command::CudaCheck(a) => crate::prover::commands::cuda_check::run(a),
         Command::GpuSelftest(a) => selftest::run(a),
         Command::Bisect(a) => bisect::run(a),
         Command::Sweep(a) => sweep::run(a),

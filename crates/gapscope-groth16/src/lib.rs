@@ -36,6 +36,8 @@ mod batch;
 #[cfg(feature = "prove")]
 pub mod circuits;
 #[cfg(feature = "prove")]
+pub mod commands;
+#[cfg(feature = "prove")]
 pub mod cpu;
 #[cfg(feature = "prove")]
 pub mod cs;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::prover::{CircuitKind, Gadget};
+use crate::{CircuitKind, Gadget};
 
 #[derive(clap::Args, Debug)]
 pub struct UpstreamArgs {
@@ -55,7 +55,7 @@ fn reference(
     params_dir: &std::path::Path,
 ) -> Result<()> {
     let r =
-        crate::prover::reference::run(kind, log2, gadget, batch, calls, params_dir, &mut |m| {
+        crate::reference::run(kind, log2, gadget, batch, calls, params_dir, &mut |m| {
             eprintln!("upstream-reference: {m}")
         })?;
     println!("{}", serde_json::to_string_pretty(&r)?);

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::prover::paramgen::{GenReport, ParamGen};
-use crate::prover::{params, CircuitInstance, CircuitKind, Gadget};
+use crate::paramgen::{GenReport, ParamGen};
+use crate::{params, CircuitInstance, CircuitKind, Gadget};
 
 #[derive(clap::Args, Debug)]
 pub struct ParamsArgs {

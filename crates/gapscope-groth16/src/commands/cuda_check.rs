@@ -28,7 +28,7 @@ pub fn run(a: CudaCheckArgs) -> Result<()> {
 
 #[cfg(feature = "cuda")]
 pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Result<()> {
-    use crate::prover::cuda::check;
+    use crate::cuda::check;
     anyhow::ensure!(
         sizes.iter().all(|&l| (1..=24).contains(&l)),
         "--log2-sizes must be within 1..=24"
@@ -52,7 +52,7 @@ pub fn run_check(sizes: &[u32], seed: u64, json: Option<&std::path::Path>) -> Re
             );
         }
     };
-    type Group = fn(u32, u64) -> Result<Vec<check::Check>, crate::prover::cuda::ffi::NativeError>;
+    type Group = fn(u32, u64) -> Result<Vec<check::Check>, crate::cuda::ffi::NativeError>;
     let groups: [(&str, Group); 3] = [
         ("MSM", check::msm_checks),
         ("NTT", check::ntt_checks),
