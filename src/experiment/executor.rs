@@ -13,14 +13,14 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::emulation::Source;
-use super::rep::{run_rep_here, RepContext, RepOutput};
+use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::revs::RevVariants;
 use super::schedule::Slot;
 use super::served::{Pool, WorkerSource};
 use super::spec::{ExternalWorkload, ProcessPolicy, ResolvedVariant};
-use super::watchdog::Watchdog;
+use super::watchdog::{self, Watchdog};
 use super::worker;
-use crate::store::{self, RunWriter};
+use crate::store::{self, RunRow, RunWriter};
 use crate::telemetry::Telemetry;
 use crate::trace;
 
@@ -122,23 +122,20 @@ impl Executor for Executors<'_> {
                 super::external::record_lines(meta.external.as_mut(), v, &rep);
                 if let Some(p) = &rep.out.profile {
                     crate::profile::folded::write_rep(dir, p)
-                        .with_context(|| super::runner::write_failed(dir, slot.rep))?;
+                        .with_context(|| write_failed(dir, slot.rep))?;
                 }
                 rep.out
             }
             (None, ProcessPolicy::Shared, None) => {
                 trace::set_counters_enabled(self.sources[i].perf_events());
                 let _deadline = self.watchdog.as_ref().map(|(dog, limit)| {
-                    dog.arm(
-                        *limit,
-                        super::runner::timed_out(&self.writer, dir, v, slot, *limit),
-                    )
+                    dog.arm(*limit, timed_out(&self.writer, dir, v, slot, *limit))
                 });
                 let out = run_rep_here(&self.ctx, v, slot)?;
                 // (A per_rep worker writes its rep's stacks itself.)
                 if let Some(p) = &out.profile {
                     crate::profile::folded::write_rep(dir, p)
-                        .with_context(|| super::runner::write_failed(dir, slot.rep))?;
+                        .with_context(|| write_failed(dir, slot.rep))?;
                 }
                 out
             }
@@ -157,4 +154,75 @@ impl Executor for Executors<'_> {
             }
         })
     }
+}
+
+/// The watchdog's action for a rep of a shared process: the rep is recorded as failed
+/// (finished reps are on disk already), then the process ends.
+pub(super) fn timed_out(
+    writer: &Arc<Mutex<RunWriter>>,
+    dir: &Path,
+    v: &ResolvedVariant,
+    slot: Slot,
+    limit: Duration,
+) -> impl FnOnce() + Send + 'static {
+    let writer = writer.clone();
+    let dir = dir.to_path_buf();
+    let row = failed_row(
+        v,
+        slot,
+        format!(
+            "rep did not finish in {} s (rep_timeout_s) in a shared process, which cannot \
+             abandon the call; the run was stopped",
+            limit.as_secs()
+        ),
+    );
+    move || {
+        match record_timed_out(&writer, &row) {
+            Ok(()) => eprintln!(
+                "error: rep {} ({}) did not finish in {} s (run.rep_timeout_s); it is recorded \
+                 as failed in {}. gapscope stopped: a call that never returns cannot be abandoned \
+                 in a shared process. Every finished rep is kept; `gapscope run --resume {}` goes \
+                 on with the next rep, and process = \"per_rep\" kills such a rep and continues.",
+                row.rep,
+                row.variant,
+                limit.as_secs(),
+                dir.display(),
+                dir.display()
+            ),
+            Err(e) => eprintln!(
+                "error: rep {} ({}) did not finish in {} s (run.rep_timeout_s), and could not be \
+                 recorded as failed ({e}); gapscope stopped. Finished reps are kept in {}.",
+                row.rep,
+                row.variant,
+                limit.as_secs(),
+                dir.display()
+            ),
+        }
+        watchdog::exit_now(watchdog::EXIT_TIMED_OUT)
+    }
+}
+
+/// Appends the failed row of a rep that outlived its limit. The rep's own thread is stuck
+/// outside any append, so the lock is free unless it was stuck in the store itself; then
+/// the row cannot be written, and the caller says so.
+pub(super) fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Result<(), String> {
+    match writer.try_lock() {
+        Ok(mut w) => w.append_rep(row, &[]).map_err(|e| e.to_string()),
+        Err(std::sync::TryLockError::Poisoned(p)) => p
+            .into_inner()
+            .append_rep(row, &[])
+            .map_err(|e| e.to_string()),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            Err("the results writer is busy (stuck in a write)".into())
+        }
+    }
+}
+
+/// What to tell the user when a rep cannot be written (a full disk, most often).
+pub(super) fn write_failed(dir: &Path, rep: u32) -> String {
+    format!(
+        "rep {rep} could not be written to {dir} (is the disk full?); every rep before it is \
+         kept: free some space, then `gapscope run --resume {dir}` goes on from there",
+        dir = dir.display()
+    )
 }

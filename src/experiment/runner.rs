@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 
 use super::debug::DebugHooks;
 use super::emulation::{self, Source};
-use super::executor::{Executor, Executors};
+use super::executor::{write_failed, Executor, Executors};
 use super::interrupt::{self, Interrupted};
-use super::rep::{failed_row, RepContext, RepOutput};
+use super::rep::{RepContext, RepOutput};
 use super::resume;
 use super::revs::RevVariants;
 use super::run_meta::{new_run_meta, record_gpu_meta};
@@ -96,78 +96,7 @@ fn check_writable(dir: &Path) -> Result<()> {
 }
 
 /// Exit status of `gapscope run` stopped by its watchdog (`rep_timeout_s`, shared process).
-pub const EXIT_TIMED_OUT: i32 = 3;
-
-/// The watchdog's action for a rep of a shared process: the rep is recorded as failed
-/// (finished reps are on disk already), then the process ends.
-pub(super) fn timed_out(
-    writer: &Arc<Mutex<RunWriter>>,
-    dir: &Path,
-    v: &ResolvedVariant,
-    slot: Slot,
-    limit: Duration,
-) -> impl FnOnce() + Send + 'static {
-    let writer = writer.clone();
-    let dir = dir.to_path_buf();
-    let row = failed_row(
-        v,
-        slot,
-        format!(
-            "rep did not finish in {} s (rep_timeout_s) in a shared process, which cannot \
-             abandon the call; the run was stopped",
-            limit.as_secs()
-        ),
-    );
-    move || {
-        match record_timed_out(&writer, &row) {
-            Ok(()) => eprintln!(
-                "error: rep {} ({}) did not finish in {} s (run.rep_timeout_s); it is recorded \
-                 as failed in {}. gapscope stopped: a call that never returns cannot be abandoned \
-                 in a shared process. Every finished rep is kept; `gapscope run --resume {}` goes \
-                 on with the next rep, and process = \"per_rep\" kills such a rep and continues.",
-                row.rep,
-                row.variant,
-                limit.as_secs(),
-                dir.display(),
-                dir.display()
-            ),
-            Err(e) => eprintln!(
-                "error: rep {} ({}) did not finish in {} s (run.rep_timeout_s), and could not be \
-                 recorded as failed ({e}); gapscope stopped. Finished reps are kept in {}.",
-                row.rep,
-                row.variant,
-                limit.as_secs(),
-                dir.display()
-            ),
-        }
-        watchdog::exit_now(EXIT_TIMED_OUT)
-    }
-}
-
-/// Appends the failed row of a rep that outlived its limit. The rep's own thread is stuck
-/// outside any append, so the lock is free unless it was stuck in the store itself; then
-/// the row cannot be written, and the caller says so.
-fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Result<(), String> {
-    match writer.try_lock() {
-        Ok(mut w) => w.append_rep(row, &[]).map_err(|e| e.to_string()),
-        Err(std::sync::TryLockError::Poisoned(p)) => p
-            .into_inner()
-            .append_rep(row, &[])
-            .map_err(|e| e.to_string()),
-        Err(std::sync::TryLockError::WouldBlock) => {
-            Err("the results writer is busy (stuck in a write)".into())
-        }
-    }
-}
-
-/// What to tell the user when a rep cannot be written (a full disk, most often).
-pub(super) fn write_failed(dir: &Path, rep: u32) -> String {
-    format!(
-        "rep {rep} could not be written to {dir} (is the disk full?); every rep before it is \
-         kept: free some space, then `gapscope run --resume {dir}` goes on from there",
-        dir = dir.display()
-    )
-}
+pub use super::watchdog::EXIT_TIMED_OUT;
 
 /// The run's progress bar over `total` reps, `done` of them finished; hidden without
 /// `progress`.

@@ -1,6 +1,7 @@
 //! Tests of the runner's helpers, kept beside runner.rs.
 
 use super::*;
+use crate::experiment::rep::failed_row;
 use crate::store::Meta;
 use crate::telemetry::TelemetryConfig;
 
@@ -22,7 +23,7 @@ fn a_timed_out_rep_is_committed_as_failed_and_resume_skips_it() {
         warmup: false,
     };
     let row = failed_row(v, slot, "did not finish in 7 s".into());
-    record_timed_out(&Mutex::new(w), &row).unwrap();
+    super::super::executor::record_timed_out(&Mutex::new(w), &row).unwrap();
     let (_, rows) = RunWriter::open_resume(&dir).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].rep, 4);

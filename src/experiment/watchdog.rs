@@ -14,6 +14,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Exit status of `gapscope run` stopped by its watchdog (`rep_timeout_s`, shared process).
+pub const EXIT_TIMED_OUT: i32 = 3;
+
 type Action = Box<dyn FnOnce() + Send>;
 
 struct Pending {

@@ -54,10 +54,9 @@ fn reference(
     calls: u32,
     params_dir: &std::path::Path,
 ) -> Result<()> {
-    let r =
-        crate::reference::run(kind, log2, gadget, batch, calls, params_dir, &mut |m| {
-            eprintln!("upstream-reference: {m}")
-        })?;
+    let r = crate::reference::run(kind, log2, gadget, batch, calls, params_dir, &mut |m| {
+        eprintln!("upstream-reference: {m}")
+    })?;
     println!("{}", serde_json::to_string_pretty(&r)?);
     let failed: Vec<String> = r
         .calls
