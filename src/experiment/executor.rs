@@ -120,10 +120,7 @@ impl Executor for Executors<'_> {
                     ),
                 };
                 super::external::record_lines(meta.external.as_mut(), v, &rep);
-                if let Some(p) = &rep.out.profile {
-                    crate::profile::folded::write_rep(dir, p)
-                        .with_context(|| write_failed(dir, slot.rep))?;
-                }
+                write_stacks(dir, slot, &rep.out)?;
                 rep.out
             }
             (None, ProcessPolicy::Shared, None) => {
@@ -133,10 +130,7 @@ impl Executor for Executors<'_> {
                 });
                 let out = run_rep_here(&self.ctx, v, slot)?;
                 // (A per_rep worker writes its rep's stacks itself.)
-                if let Some(p) = &out.profile {
-                    crate::profile::folded::write_rep(dir, p)
-                        .with_context(|| write_failed(dir, slot.rep))?;
-                }
+                write_stacks(dir, slot, &out)?;
                 out
             }
             // An emulated rep always runs in a worker: the emulator wraps a process.
@@ -216,6 +210,14 @@ pub(super) fn record_timed_out(writer: &Mutex<RunWriter>, row: &RunRow) -> Resul
             Err("the results writer is busy (stuck in a write)".into())
         }
     }
+}
+
+/// A rep's sampled stacks into the run folder (`stacks/`), where it has some.
+fn write_stacks(dir: &Path, slot: Slot, out: &RepOutput) -> Result<()> {
+    if let Some(p) = &out.profile {
+        crate::profile::folded::write_rep(dir, p).with_context(|| write_failed(dir, slot.rep))?;
+    }
+    Ok(())
 }
 
 /// What to tell the user when a rep cannot be written (a full disk, most often).

@@ -208,16 +208,7 @@ fn groth16_rep(ctx: &RepContext, v: &ResolvedVariant) -> Result<Box<dyn Rep>> {
         params,
         circuits,
         inputs,
-        options: ProveOptions {
-            drop: v.drop,
-            host_memory: v.host_memory,
-            streams: v.streams,
-            gpus: v.gpus,
-            msm_threads: v.msm_threads,
-            ntt: v.ntt,
-            h_threads: v.h_threads,
-            prep_threads: v.prep_threads,
-        },
+        options: v.prove,
         corrupt: ctx.debug.corrupts(&v.name),
         made: None,
     }))

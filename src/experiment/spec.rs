@@ -40,7 +40,7 @@ use super::spec_checks::{
     describe_toml_error, CudaKnobs,
 };
 use crate::counters::CounterMode;
-use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget};
+use crate::prover::{BackendKind, CircuitKind, DropPolicy, Gadget, ProveOptions};
 use crate::telemetry::TelemetryParts;
 
 #[derive(Debug, thiserror::Error)]
@@ -338,26 +338,34 @@ pub struct Variant {
     pub knobs: BTreeMap<String, toml::Value>,
 }
 
+impl Variant {
+    /// The prover's knobs, each with whether this variant sets it (refused on variants of
+    /// other workloads, by name).
+    pub fn prover_knobs(&self) -> [(&'static str, bool); 10] {
+        [
+            ("drop", self.drop.is_some()),
+            ("gadget", self.gadget.is_some()),
+            ("host_memory", self.host_memory.is_some()),
+            ("backend", self.backend.is_some()),
+            ("streams", self.streams.is_some()),
+            ("gpus", self.gpus.is_some()),
+            ("msm_threads", self.msm_threads.is_some()),
+            ("ntt", self.ntt.is_some()),
+            ("h_threads", self.h_threads.is_some()),
+            ("prep_threads", self.prep_threads.is_some()),
+        ]
+    }
+}
+
 /// A variant with every knob resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedVariant {
     pub name: String,
-    pub drop: DropPolicy,
     pub gadget: Gadget,
-    pub host_memory: HostMemory,
     pub backend: BackendKind,
-    /// cuda: NTT streams (1 or 2).
-    pub streams: u32,
-    /// cuda: GPUs per batch (0: all).
-    pub gpus: u32,
-    /// cuda: host threads for the split MSMs (1, 4 or 8).
-    pub msm_threads: u32,
-    /// cuda: NTTs first, or overlapping the MSMs.
-    pub ntt: NttSchedule,
-    /// cuda: host threads for the H MSMs (1 or 2).
-    pub h_threads: u32,
-    /// cuda: prep's worker threads (0: half the cores).
-    pub prep_threads: u32,
+    /// The options the prover's backend honours (drop policy, host memory and the cuda
+    /// backend's knobs), declared once, in the prover's `ProveOptions`.
+    pub prove: ProveOptions,
     pub telemetry: TelemetryParts,
     pub counters: CounterMode,
     /// External subjects (`command = […]`): the folder the variant's `build` and
@@ -398,25 +406,25 @@ impl ResolvedVariant {
     /// The prover's knobs of a variant, as meta.json records them.
     pub fn knobs(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
-        m.insert("drop".into(), self.drop.as_str().into());
+        m.insert("drop".into(), self.prove.drop.as_str().into());
         m.insert("gadget".into(), self.gadget.as_str().into());
-        m.insert("host_memory".into(), self.host_memory.as_str().into());
+        m.insert("host_memory".into(), self.prove.host_memory.as_str().into());
         // Recorded only where they apply, so runs of other backends keep their knob sets.
         if self.backend == BackendKind::Cuda {
-            m.insert("streams".into(), self.streams.to_string());
-            m.insert("msm_threads".into(), self.msm_threads.to_string());
-            m.insert("ntt".into(), self.ntt.as_str().into());
-            m.insert("h_threads".into(), self.h_threads.to_string());
+            m.insert("streams".into(), self.prove.streams.to_string());
+            m.insert("msm_threads".into(), self.prove.msm_threads.to_string());
+            m.insert("ntt".into(), self.prove.ntt.as_str().into());
+            m.insert("h_threads".into(), self.prove.h_threads.to_string());
             m.insert(
                 "prep_threads".into(),
-                match self.prep_threads {
+                match self.prove.prep_threads {
                     0 => "half the cores".to_string(),
                     n => n.to_string(),
                 },
             );
             m.insert(
                 "gpus".into(),
-                match self.gpus {
+                match self.prove.gpus {
                     0 => "all".to_string(),
                     n => n.to_string(),
                 },
@@ -603,18 +611,7 @@ impl Experiment {
                 ));
             }
             if self.workload.external.is_some() {
-                let prover_knobs = [
-                    ("drop", v.drop.is_some()),
-                    ("gadget", v.gadget.is_some()),
-                    ("host_memory", v.host_memory.is_some()),
-                    ("backend", v.backend.is_some()),
-                    ("streams", v.streams.is_some()),
-                    ("gpus", v.gpus.is_some()),
-                    ("msm_threads", v.msm_threads.is_some()),
-                    ("ntt", v.ntt.is_some()),
-                    ("h_threads", v.h_threads.is_some()),
-                    ("prep_threads", v.prep_threads.is_some()),
-                ];
+                let prover_knobs = v.prover_knobs();
                 check_external_variant(&v.name, &prover_knobs, r.command.as_deref(), r.counters)?;
                 continue;
             }
@@ -636,11 +633,11 @@ impl Experiment {
                         || v.prep_threads.is_some(),
                     backend: r.backend.as_str(),
                     cuda: r.backend == BackendKind::Cuda,
-                    streams: r.streams,
-                    msm_threads: r.msm_threads,
-                    h_threads: r.h_threads,
-                    prep_threads: (v.prep_threads != Some(0)).then_some(r.prep_threads),
-                    gpus: (v.gpus != Some(0)).then_some(r.gpus),
+                    streams: r.prove.streams,
+                    msm_threads: r.prove.msm_threads,
+                    h_threads: r.prove.h_threads,
+                    prep_threads: (v.prep_threads != Some(0)).then_some(r.prove.prep_threads),
+                    gpus: (v.gpus != Some(0)).then_some(r.prove.gpus),
                 },
             )?;
             check_profile(
@@ -649,7 +646,7 @@ impl Experiment {
                 v.profile_hz,
                 v.profile.unwrap_or(self.run.profile),
             )?;
-            if r.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
+            if r.prove.host_memory == HostMemory::Pinned && r.backend == BackendKind::Cpu {
                 return Err(format!(
                     "variant {:?}: host_memory = \"pinned\" needs a GPU backend (cuda or supraseal); the cpu backend has no host-device copies",
                     v.name
@@ -662,16 +659,18 @@ impl Experiment {
     pub fn resolve(&self, v: &Variant) -> ResolvedVariant {
         ResolvedVariant {
             name: v.name.clone(),
-            drop: v.drop.unwrap_or(DropPolicy::Sync),
             gadget: v.gadget.unwrap_or(Gadget::AddToLc),
-            host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
             backend: v.backend.unwrap_or(self.workload.backend),
-            streams: v.streams.unwrap_or(2),
-            gpus: v.gpus.unwrap_or(0),
-            msm_threads: v.msm_threads.unwrap_or(1),
-            ntt: v.ntt.unwrap_or(NttSchedule::First),
-            h_threads: v.h_threads.unwrap_or(1),
-            prep_threads: v.prep_threads.unwrap_or(0),
+            prove: ProveOptions {
+                drop: v.drop.unwrap_or(DropPolicy::Sync),
+                host_memory: v.host_memory.unwrap_or(HostMemory::Pageable),
+                streams: v.streams.unwrap_or(2),
+                gpus: v.gpus.unwrap_or(0),
+                msm_threads: v.msm_threads.unwrap_or(1),
+                ntt: v.ntt.unwrap_or(NttSchedule::First),
+                h_threads: v.h_threads.unwrap_or(1),
+                prep_threads: v.prep_threads.unwrap_or(0),
+            },
             telemetry: v.telemetry.unwrap_or(TelemetryParts::ALL),
             counters: v.counters.unwrap_or(self.run.counters),
             subject_dir: None,
@@ -711,21 +710,11 @@ fn check_hash_variant(
     r: &ResolvedVariant,
 ) -> Result<(), String> {
     use gapscope_workload::Workload as _;
-    let prover = [
-        ("drop", v.drop.is_some()),
-        ("gadget", v.gadget.is_some()),
-        ("host_memory", v.host_memory.is_some()),
-        ("backend", v.backend.is_some()),
-        ("streams", v.streams.is_some()),
-        ("gpus", v.gpus.is_some()),
-        ("msm_threads", v.msm_threads.is_some()),
-        ("ntt", v.ntt.is_some()),
-        ("h_threads", v.h_threads.is_some()),
-        ("prep_threads", v.prep_threads.is_some()),
+    let others = [
         ("command", v.command.is_some()),
         ("patch", v.patch.is_some()),
     ];
-    if let Some((k, _)) = prover.iter().find(|(_, set)| *set) {
+    if let Some((k, _)) = (v.prover_knobs().iter().chain(&others)).find(|(_, set)| *set) {
         return Err(format!(
             "variant {:?}: {k} is not a knob of the hash workload; its knobs go in \
              knobs = {{ algorithm = \"sha512\", chunk_kib = 64, threads = 2 }}",

@@ -27,7 +27,7 @@ fn parse(s: &str) -> Result<Experiment, SpecError> {
 fn parses_and_resolves_defaults() {
     let e = parse(GOOD).unwrap();
     let v = e.resolved_variants();
-    assert_eq!(v[0].drop, DropPolicy::Sync);
+    assert_eq!(v[0].prove.drop, DropPolicy::Sync);
     assert_eq!(v[0].gadget, Gadget::AddToLc);
     assert_eq!(v[1].gadget, Gadget::Lc);
     assert_eq!(v[1].backend, BackendKind::Cpu);
@@ -173,7 +173,7 @@ fn cuda_knobs_are_checked() {
     let cuda = GOOD.replace("batch = 2", "batch = 2\nbackend = \"cuda\"");
     let e = parse(&cuda.replace("drop = \"sync\"", "msm_threads = 4")).unwrap();
     let v = e.resolved_variants();
-    assert_eq!((v[0].msm_threads, v[1].msm_threads), (4, 1));
+    assert_eq!((v[0].prove.msm_threads, v[1].prove.msm_threads), (4, 1));
     assert_eq!(v[0].knobs()["msm_threads"], "4");
     let m = parse(&cuda.replace("drop = \"sync\"", "msm_threads = 3"))
         .unwrap_err()

@@ -339,7 +339,7 @@ fn describe(index: usize, values: Vec<(String, String)>, text: String, exp: &Exp
     } else {
         gpu_variants
             .iter()
-            .map(|v| v.gpus)
+            .map(|v| v.prove.gpus)
             .max()
             .unwrap_or(1)
             .max(1)

@@ -59,8 +59,8 @@ fn the_product_varies_the_last_axis_fastest_and_each_cell_is_its_experiment() {
     assert_eq!(e.workload.log2_constraints, 11);
     assert_eq!(e.run.reps, 3);
     let v = e.resolved_variants();
-    assert_eq!(v[1].drop.as_str(), "sync");
-    assert_eq!(v[0].drop.as_str(), "sync");
+    assert_eq!(v[1].prove.drop.as_str(), "sync");
+    assert_eq!(v[0].prove.drop.as_str(), "sync");
     assert_eq!(cells[0].gpus, 0, "the CPU backend needs no GPU");
     assert_eq!(cells[0].reps, 4, "3 reps + 1 warm-up per variant");
 }

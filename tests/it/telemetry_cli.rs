@@ -207,7 +207,7 @@ fn experiment_files_load_and_telemetry_ones_differ_only_in_telemetry() {
             assert!(
                 v.iter().all(|x| x.backend == v[0].backend
                     && x.gadget == v[0].gadget
-                    && x.drop == v[0].drop),
+                    && x.prove.drop == v[0].prove.drop),
                 "{name}: variants differ only in telemetry"
             );
         }
