@@ -1,7 +1,9 @@
-//! One rep, in whichever process runs it: prove with spans and GPU telemetry on, wait
-//! for background drops, verify outside the spans, and return the rows the store
-//! writes. The runner calls it in its own process; a `__worker` child calls it for
-//! `process = "per_rep"`.
+//! One rep of an in-process workload, in whichever process runs it: the workload's
+//! inputs made ([`gapscope_workload::Workload::prepare`]; the prover's in
+//! `Groth16Rep`), then one lifecycle for every such workload ([`run_prepared`]): its
+//! run with spans and GPU telemetry on, what it left running awaited, its check outside
+//! the spans, and the rows the store writes. The runner calls it in its own process; a
+//! `__worker` child calls it for `process = "per_rep"` and `"per_variant"`.
 
 use std::collections::BTreeMap;
 
