@@ -89,12 +89,52 @@ pub struct Pool {
     serves: HashMap<PathBuf, bool>,
     /// Variants told that their build's worker serves one rep only.
     told: HashSet<usize>,
+    rotation: Rotation,
+}
+
+/// When a variant's serving worker is let go and what its replacement runs first
+/// (`reps_per_worker`): the rotation's rule, apart from the processes it starts, so
+/// that it is tested without any.
+#[derive(Debug, Default)]
+struct Rotation {
     /// Measured reps per worker before it is replaced (`reps_per_worker`).
     reps_per_worker: Option<u32>,
     /// Warm-ups a replacement worker runs before its first measured rep.
     warmups: u32,
     /// Variants that have had a worker: the next one is a replacement.
     had_worker: HashSet<usize>,
+}
+
+/// What to do before a rep, by [`Rotation::before`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Step {
+    /// Let the variant's worker go (it has run its share of measured reps).
+    let_go: bool,
+    /// Start a worker for the variant (it has none, or it was let go).
+    start: bool,
+    /// Unrecorded warm-ups the new worker runs before the rep.
+    warmups: u32,
+}
+
+impl Rotation {
+    /// Before rep `slot` of a variant whose worker has run `measured` measured reps
+    /// (`None`: the variant has no worker).
+    fn before(&mut self, measured: Option<u32>, slot: Slot) -> Step {
+        let let_go =
+            measured.is_some_and(|m| !slot.warmup && self.reps_per_worker.is_some_and(|k| m >= k));
+        let start = measured.is_none() || let_go;
+        // A replacement's warm-ups; the first worker's are the schedule's own.
+        let replacement = start && !self.had_worker.insert(slot.variant);
+        Step {
+            let_go,
+            start,
+            warmups: if replacement && !slot.warmup {
+                self.warmups
+            } else {
+                0
+            },
+        }
+    }
 }
 
 const POLL: Duration = Duration::from_millis(5);
@@ -108,22 +148,17 @@ impl Pool {
             workers: HashMap::new(),
             serves: HashMap::new(),
             told: HashSet::new(),
-            reps_per_worker: None,
-            warmups: 0,
-            had_worker: HashSet::new(),
+            rotation: Rotation::default(),
         }
     }
 
     /// Replace each variant's worker after `reps` measured reps; a replacement first
     /// runs `warmups` unrecorded warm-ups.
     pub fn rotate(mut self, reps: Option<u32>, warmups: u32) -> Pool {
-        self.reps_per_worker = reps.filter(|&r| r > 0);
+        let reps = reps.filter(|&r| r > 0);
         // Without rotation a new worker (after a crash) starts cold, as documented.
-        self.warmups = if self.reps_per_worker.is_some() {
-            warmups
-        } else {
-            0
-        };
+        self.rotation.warmups = if reps.is_some() { warmups } else { 0 };
+        self.rotation.reps_per_worker = reps;
         self
     }
 
@@ -221,37 +256,31 @@ impl Pool {
         debug: &DebugHooks,
     ) -> RepOutput {
         let failed = |why: String| RepOutput::failed(v, slot, why);
-        let spent = self
-            .workers
-            .get(&slot.variant)
-            .is_some_and(|w| !slot.warmup && self.reps_per_worker.is_some_and(|k| w.measured >= k));
-        if spent {
+        let measured = self.workers.get(&slot.variant).map(|w| w.measured);
+        let step = self.rotation.before(measured, slot);
+        if step.let_go {
             // Let go (closing its stdin ends it): the next worker starts afresh.
             self.workers.remove(&slot.variant);
         }
-        if !self.workers.contains_key(&slot.variant) {
-            let replacement = !self.had_worker.insert(slot.variant);
+        if step.start {
             match self.start(src, v, debug) {
                 Ok(w) => {
                     self.workers.insert(slot.variant, w);
                 }
                 Err(e) => return failed(e.to_string()),
             }
-            // A replacement's warm-ups; the first worker's are the schedule's own.
-            if replacement && !slot.warmup {
-                for _ in 0..self.warmups {
-                    let warm = Slot {
-                        warmup: true,
-                        ..slot
-                    };
-                    let out = self.ask(v, warm);
-                    if out.run.status == RepStatus::Failed {
-                        self.kill(slot.variant);
-                        return failed(format!(
-                            "the new worker's warm-up failed: {}",
-                            out.run.error
-                        ));
-                    }
+            for _ in 0..step.warmups {
+                let warm = Slot {
+                    warmup: true,
+                    ..slot
+                };
+                let out = self.ask(v, warm);
+                if out.run.status == RepStatus::Failed {
+                    self.kill(slot.variant);
+                    return failed(format!(
+                        "the new worker's warm-up failed: {}",
+                        out.run.error
+                    ));
                 }
             }
         }
@@ -362,6 +391,76 @@ fn write_to_worker(w: &mut impl std::io::Write, bytes: &[u8]) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rotation over a run's slots, as the pool would run them with workers that
+    /// never crash: per slot, (variant, rep, a worker started, warm-ups it ran first).
+    fn walk(rotation: &mut Rotation, slots: &[Slot]) -> Vec<(usize, u32, bool, u32)> {
+        let mut measured: HashMap<usize, u32> = HashMap::new();
+        slots
+            .iter()
+            .map(|&slot| {
+                let step = rotation.before(measured.get(&slot.variant).copied(), slot);
+                if step.start {
+                    measured.insert(slot.variant, 0);
+                }
+                *measured.get_mut(&slot.variant).expect("started") += u32::from(!slot.warmup);
+                (slot.variant, slot.rep, step.start, step.warmups)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_worker_is_replaced_after_its_share_and_the_replacement_warms_up_first() {
+        // Two variants, one warm-up, five reps each, interleaved; a new worker every two
+        // measured reps, each replacement first running the run's one warm-up.
+        let slots = crate::experiment::schedule::schedule(
+            2,
+            1,
+            5,
+            crate::experiment::spec::Order::Interleaved,
+            1,
+        );
+        let mut r = Rotation {
+            reps_per_worker: Some(2),
+            warmups: 1,
+            had_worker: HashSet::new(),
+        };
+        let steps = walk(&mut r, &slots);
+        let starts: Vec<(usize, u32)> = steps.iter().filter(|s| s.2).map(|s| (s.0, s.3)).collect();
+        // Per variant: the first worker (its warm-up is the schedule's), then two
+        // replacements, each after two measured reps and with one warm-up of its own:
+        // 2 + 2 + 1 measured reps, three workers a variant.
+        assert_eq!(starts, [(0, 0), (1, 0), (0, 1), (1, 1), (0, 1), (1, 1)]);
+        for (variant, _, start, warmups) in &steps {
+            assert!(
+                *start || *warmups == 0,
+                "variant {variant}: warm-ups only when starting"
+            );
+        }
+    }
+
+    #[test]
+    fn without_rotation_one_worker_serves_every_rep() {
+        let slots = crate::experiment::schedule::schedule(
+            2,
+            2,
+            6,
+            crate::experiment::spec::Order::Interleaved,
+            1,
+        );
+        let steps = walk(&mut Rotation::default(), &slots);
+        assert_eq!(
+            steps.iter().filter(|s| s.2).count(),
+            2,
+            "one start per variant"
+        );
+        // A worker started after a crash is the variant's second: without rotation it
+        // starts cold (no warm-ups), as documented.
+        let mut r = Rotation::default();
+        r.before(None, slots[0]);
+        let again = r.before(None, slots[4]);
+        assert_eq!((again.start, again.warmups), (true, 0));
+    }
 
     #[test]
     fn a_request_to_a_worker_that_has_died_is_an_error_not_a_sigpipe() {
