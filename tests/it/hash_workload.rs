@@ -1,6 +1,6 @@
 //! The second in-process workload (`[workload] kind = "hash"`, crates/gapscope-hash)
-//! through the whole pipeline: run (in the runner's process and in per-rep workers),
-//! the run folder's kind and phases, summary, diff.
+//! through the whole pipeline: run (in the runner's process, in per-rep workers and in
+//! serving workers), the run folder's kind and phases, summary, diff.
 
 use std::path::Path;
 
@@ -32,7 +32,7 @@ fn write(dir: &Path, body: &str) -> std::path::PathBuf {
 #[test]
 fn a_hash_ab_runs_checks_every_digest_and_diffs_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();
-    for process in ["shared", "per_rep"] {
+    for process in ["shared", "per_rep", "per_variant"] {
         let body = HASH.replace(
             "warmups = 1",
             &format!("warmups = 1\nprocess = \"{process}\""),
