@@ -92,17 +92,7 @@ impl Executor for Executors<'_> {
             // A `rev` variant of gapscope: a worker of that revision's gapscope, always.
             (None, _, emulator) if self.revs.worker(i).is_some() => {
                 let (exe, exp_dir) = self.revs.worker(i).expect("checked");
-                worker::run_rep_with(
-                    exe,
-                    exp_dir,
-                    self.params_dir,
-                    v,
-                    slot,
-                    self.nvtx,
-                    self.rep_timeout,
-                    debug,
-                    emulator,
-                )?
+                self.in_worker(exe, exp_dir, v, slot, emulator)?
             }
             (Some(ext), _, _) => {
                 // The root as the run folder names it (a resumed folder keeps its own).
@@ -135,18 +125,36 @@ impl Executor for Executors<'_> {
             }
             // An emulated rep always runs in a worker: the emulator wraps a process.
             (None, ProcessPolicy::PerRep | ProcessPolicy::PerVariant, _) | (None, _, Some(_)) => {
-                worker::run_rep_in_child(
-                    dir,
-                    self.params_dir,
-                    v,
-                    slot,
-                    self.nvtx,
-                    self.rep_timeout,
-                    debug,
-                    emulator,
-                )?
+                let exe =
+                    std::env::current_exe().context("cannot locate the gapscope executable")?;
+                self.in_worker(&exe, dir, v, slot, emulator)?
             }
         })
+    }
+}
+
+impl Executors<'_> {
+    /// Rep `slot` of `v` in a worker of its own: the executable `exe` (this build's, or
+    /// a revision's), reading the experiment copy of `run_dir`, under `emulator` if any.
+    fn in_worker(
+        &self,
+        exe: &Path,
+        run_dir: &Path,
+        v: &ResolvedVariant,
+        slot: Slot,
+        emulator: Option<&super::emulation::Emulator>,
+    ) -> Result<RepOutput> {
+        worker::run_rep_with(
+            exe,
+            run_dir,
+            self.params_dir,
+            v,
+            slot,
+            self.nvtx,
+            self.rep_timeout,
+            self.ctx.debug,
+            emulator,
+        )
     }
 }
 

@@ -270,25 +270,6 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
     ))
 }
 
-/// Runs one rep in a child process of this same binary; with `emulator`, under callgrind
-/// (its dumps in a folder of the run folder, removed once the worker is done).
-#[allow(clippy::too_many_arguments)]
-pub fn run_rep_in_child(
-    run_dir: &Path,
-    params_dir: &Path,
-    v: &ResolvedVariant,
-    slot: Slot,
-    nvtx: bool,
-    timeout: Option<std::time::Duration>,
-    debug: &DebugHooks,
-    emulator: Option<&Emulator>,
-) -> Result<RepOutput> {
-    let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
-    run_rep_with(
-        &exe, run_dir, params_dir, v, slot, nvtx, timeout, debug, emulator,
-    )
-}
-
 /// The arguments every worker gets (a serving one with `slot` 0), in its own process
 /// group, so that a kill reaches whatever the worker started too (nothing may keep its
 /// pipes open after it is gone), and killed with its parent.
@@ -327,8 +308,10 @@ pub(super) fn worker_args(
     super::interrupt::die_with_parent(cmd);
 }
 
-/// [`run_rep_in_child`] with another gapscope `exe` (a `rev` variant's build), whose
-/// worker reads the experiment copy in `run_dir`.
+/// Runs one rep in a worker process of gapscope `exe` (this binary, or a `rev`
+/// variant's build), which reads the experiment copy in `run_dir`; with `emulator`,
+/// under callgrind (its dumps in a folder of the run folder, removed once the worker is
+/// done).
 #[allow(clippy::too_many_arguments)]
 pub fn run_rep_with(
     exe: &Path,
