@@ -21,7 +21,6 @@ use super::spec::{ExternalWorkload, ProcessPolicy, ResolvedVariant};
 use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::store::{self, RunRow, RunWriter};
-use crate::telemetry::Telemetry;
 use crate::trace;
 
 /// Runs one rep of one variant wherever that variant's reps run.
@@ -57,7 +56,6 @@ pub struct Executors<'a> {
     /// This build's executable, for its serving workers (`process = "per_variant"`).
     pub own_exe: Option<PathBuf>,
     pub pool: Pool,
-    pub telemetry: &'a Telemetry,
 }
 
 impl Executor for Executors<'_> {
@@ -68,6 +66,9 @@ impl Executor for Executors<'_> {
         meta: &mut store::Meta,
         say: &dyn Fn(&str),
     ) -> Result<RepOutput> {
+        // Long because it is the one match over every way a rep runs (the table this
+        // module exists for); each arm is a call, and splitting the arms apart would
+        // only scatter that table.
         let i = slot.variant;
         let emulator = self.sources[i].emulator();
         let dir = self.dir.as_path();
@@ -105,7 +106,7 @@ impl Executor for Executors<'_> {
                         v,
                         slot,
                         self.rep_timeout,
-                        Some(self.telemetry),
+                        self.ctx.telemetry,
                         debug.profile_opener(),
                     ),
                 };

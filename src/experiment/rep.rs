@@ -270,12 +270,7 @@ impl Rep for Groth16Rep {
                         .err()
                         .map(|e| format!("circuit {i}: {e}"))
                 }) {
-                    None => Checked {
-                        ok: true,
-                        checked: true,
-                        outputs: 0,
-                        error: String::new(),
-                    },
+                    None => Checked::passed(0),
                     Some(e) => Checked::failed(0, format!("synthesis check failed: {e}")),
                 }
             }

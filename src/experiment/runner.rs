@@ -197,7 +197,6 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             .context("cannot locate the gapscope executable")?,
         pool: super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout)
             .rotate(exp.run.reps_per_worker, exp.run.warmups),
-        telemetry: &telemetry,
     };
     let mut rec = Recorder {
         dir,
@@ -244,6 +243,10 @@ fn begin(
     exp_path: Option<&Path>,
     opts: &RunOptions,
 ) -> Result<(Run, Option<RunWriter>, Vec<RunRow>)> {
+    // Long because every check that can fail before params are made runs here, in the
+    // order each needs the one before (the experiment, its variants and backends, the
+    // revisions built, telemetry, then meta.json against the resumed folder or a new
+    // one): split further, each part would hand most of this state to the next.
     let (mut exp, text, resume) = resume::load_experiment(exp_path, opts.resume.as_deref())?;
     let mut until = Plan::new(&mut exp, opts.until_decided.as_ref(), resume.as_deref())?;
     // `tracing` spans of the code in-process reps run are recorded with their spans.
@@ -354,11 +357,8 @@ fn set_up(
 ) -> Result<(super::setup::ParamsByGadget, Option<(Watchdog, Duration)>)> {
     let (exp, meta) = (&r.exp, &mut r.meta);
     let external = exp.workload.external.as_ref();
-    let (params, origins) = match external {
-        // A program of the user's needs no params.
-        Some(_) => Default::default(),
-        None => obtain_params(exp, &opts.params_dir, opts.progress, true)?,
-    };
+    // None for a workload other than the prover.
+    let (params, origins) = obtain_params(exp, &opts.params_dir, opts.progress, true)?;
     if let Some(dir) = &r.resume {
         resume::check_params_match(dir, meta, &origins)?;
     }

@@ -34,8 +34,7 @@ pub use absent::ParamsOrigin;
 /// Refuses, before anything is built or measured, an experiment of the built-in prover
 /// in a build of gapscope without it (`--no-default-features`), with the two ways on.
 pub fn check_workload_built(exp: &Experiment) -> Result<()> {
-    let w = &exp.workload;
-    if cfg!(feature = "groth16") || w.external.is_some() || w.hash.is_some() {
+    if cfg!(feature = "groth16") || !exp.workload.runs_prover() {
         return Ok(());
     }
     anyhow::bail!(
@@ -77,13 +76,6 @@ pub fn obtain_params(
     Ok(Default::default())
 }
 
-/// Whether the experiment's workload is the prover, which alone needs params and
-/// backend setup.
-#[cfg(feature = "groth16")]
-fn proves(exp: &Experiment) -> bool {
-    exp.workload.external.is_none() && exp.workload.hash.is_none()
-}
-
 #[cfg(not(feature = "groth16"))]
 pub fn setup_backends(
     _exp: &Experiment,
@@ -109,7 +101,8 @@ pub fn obtain_params(
     progress: bool,
     in_child: bool,
 ) -> Result<(ParamsByGadget, Vec<params::ParamsOrigin>)> {
-    if !proves(exp) {
+    // Only the prover needs params.
+    if !exp.workload.runs_prover() {
         return Ok(Default::default());
     }
     let w = &exp.workload;

@@ -75,6 +75,14 @@ pub struct Workload {
     pub hash: Option<gapscope_hash::HashWorkload>,
 }
 
+impl Workload {
+    /// Whether the variants run the built-in prover (not a program of the user's, not
+    /// another in-process workload): the one that needs params, backends and circuits.
+    pub fn runs_prover(&self) -> bool {
+        self.external.is_none() && self.hash.is_none()
+    }
+}
+
 /// Largest `bytes` of the hash workload (4 GiB): a rep's buffer is made in memory.
 pub const MAX_HASH_BYTES: u64 = 1 << 32;
 
@@ -396,11 +404,18 @@ impl ResolvedVariant {
         let mut m = w
             .resolve_knobs(&self.workload_knobs)
             .unwrap_or_else(|_| self.workload_knobs.clone());
+        self.insert_telemetry_and_profile(&mut m);
+        m
+    }
+
+    /// The tool's knobs every workload's variants record: telemetry, and the sampling
+    /// rate where stacks are sampled (recorded only when on, so that runs without
+    /// sampling keep their knob sets).
+    fn insert_telemetry_and_profile(&self, m: &mut BTreeMap<String, String>) {
         m.insert("telemetry".into(), self.telemetry.as_str().into());
         if let Some(hz) = self.profile {
             m.insert("profile".into(), format!("{hz} Hz"));
         }
-        m
     }
 
     /// The prover's knobs of a variant, as meta.json records them.
@@ -430,11 +445,7 @@ impl ResolvedVariant {
                 },
             );
         }
-        m.insert("telemetry".into(), self.telemetry.as_str().into());
-        // Recorded only when on, so runs without sampling keep their knob sets.
-        if let Some(hz) = self.profile {
-            m.insert("profile".into(), format!("{hz} Hz"));
-        }
+        self.insert_telemetry_and_profile(&mut m);
         if let Some(rev) = &self.rev {
             m.insert("rev".into(), rev.clone());
         }
@@ -521,10 +532,7 @@ impl Experiment {
         check_name("name", &self.name, "it names the results folder")?;
         let w = &self.workload;
         let min = w.circuit.min_log2();
-        if w.external.is_none()
-            && w.hash.is_none()
-            && (w.log2_constraints < min || w.log2_constraints > 28)
-        {
+        if w.runs_prover() && (w.log2_constraints < min || w.log2_constraints > 28) {
             return Err(format!(
                 "workload.log2_constraints = {} is out of range for circuit {}: use {min}..=28",
                 w.log2_constraints,
