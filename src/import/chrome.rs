@@ -323,10 +323,12 @@ impl ChromeSink {
             return;
         };
         let lane = self.lane_of(&ev, is_async);
-        // An `E` closes the innermost open `B` of its thread whatever its name; an async
-        // `e` the innermost of its id with its name.
+        // An `E` closes the innermost open `B` of its thread whatever its name (u32::MAX:
+        // any); an async `e` the innermost of its id with its name. A begin without a
+        // name is named "", as an `X` without one is: u32::MAX names no span.
         let name = match ev.name.as_deref() {
-            Some(n) if !end || (is_async && !n.is_empty()) => self.trace.names.id(n),
+            _ if !end => self.trace.names.id(ev.name.as_deref().unwrap_or("")),
+            Some(n) if is_async && !n.is_empty() => self.trace.names.id(n),
             _ => u32::MAX,
         };
         self.marks.entry(lane).or_default().push(Mark {

@@ -63,6 +63,22 @@ fn chrome_complete_begin_end_async_and_metadata_events_become_spans() {
 }
 
 #[test]
+fn a_begin_without_a_name_is_a_span_named_empty_like_a_complete_event_without_one() {
+    // (A begin without a name once became a span naming no name, and the rows that
+    // import writes panicked on it; found by the trace fuzz target.)
+    let t = read(
+        r#"{"traceEvents": [
+        {"ph": "B", "pid": 1, "tid": 2, "ts": 20},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 25},
+        {"ph": "b", "cat": "net", "id": "0x1", "pid": 1, "ts": 1},
+        {"ph": "e", "cat": "net", "id": "0x1", "pid": 1, "ts": 30},
+        {"ph": "X", "pid": 1, "tid": 2, "ts": 21, "dur": 1}
+    ]}"#,
+    );
+    assert_eq!(names(&t), ["", "", ""]);
+}
+
+#[test]
 fn bad_events_are_left_out_with_a_warning_naming_them() {
     let t = read(
         r#"[
