@@ -46,8 +46,8 @@ fn run(sources: [&str; 2], per_circuit: [u64; 2]) -> RunData {
             (s.start_ns, s.end_ns) = (id * 10, 1000 - id * 10);
             s.duration_ns = s.end_ns - s.start_ns;
             s.self_ns = s.duration_ns;
-            s.instructions = Some(ins);
-            s.branches = Some(ins / 10);
+            s.instructions = Some(ins).into();
+            s.branches = Some(ins / 10).into();
             s
         };
         spans.push(span(1, None, "prove", 1, 200));

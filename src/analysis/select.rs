@@ -215,17 +215,17 @@ impl<'a> Side<'a> {
                 }
                 a.gpu_busy_ns = a
                     .gpu_busy_ns
-                    .zip(s.gpu_busy_ns)
+                    .zip(s.gpu_busy_ns.get())
                     .map(|(x, y)| x.saturating_add(y));
                 a.process_cpu_ns = a
                     .process_cpu_ns
-                    .zip(s.process_cpu_ns)
+                    .zip(s.process_cpu_ns.get())
                     .map(|(x, y)| x.saturating_add(y));
             } else {
                 a.present = true;
                 a.counters = values;
-                a.gpu_busy_ns = s.gpu_busy_ns;
-                a.process_cpu_ns = s.process_cpu_ns;
+                a.gpu_busy_ns = s.gpu_busy_ns.get();
+                a.process_cpu_ns = s.process_cpu_ns.get();
             }
             add_counts(&mut a.tree_counters, values);
 

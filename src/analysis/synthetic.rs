@@ -365,16 +365,16 @@ impl SyntheticRun {
                     end_ns: iv.end_ns,
                     duration_ns: d,
                     self_ns,
-                    instructions: hw(2.0),
-                    branches: hw(0.25),
-                    cycles: hw(3.0),
-                    task_clock_ns: Some(d * 19 / 20),
-                    page_faults: Some(d / 1_000_000),
-                    context_switches: Some(d / 50_000_000),
+                    instructions: hw(2.0).into(),
+                    branches: hw(0.25).into(),
+                    cycles: hw(3.0).into(),
+                    task_clock_ns: Some(d * 19 / 20).into(),
+                    page_faults: Some(d / 1_000_000).into(),
+                    context_switches: Some(d / 50_000_000).into(),
                     attrs: "{}".into(),
-                    gpu_busy_ns,
+                    gpu_busy_ns: gpu_busy_ns.into(),
                     // A host that keeps about three cores busy throughout.
-                    process_cpu_ns: Some(d * 3),
+                    process_cpu_ns: Some(d * 3).into(),
                 }
             })
             .collect()

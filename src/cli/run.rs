@@ -284,6 +284,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     check_usage(&a)?;
     let (file, _guard) = experiment_file(&a)?;
     let out = experiment::run(file.as_deref(), &a.options())?;
+    // The reps' memory is free but held by the allocator (in the arenas of the threads
+    // that read the program's lines); returned before the run folder is read back, so
+    // that the end's table and headline do not stack on top of it.
+    crate::counters::heap::trim();
     let data = RunData::load(&out.dir)?;
     if !a.quiet {
         print!("{}", crate::summary::phase_table(&data));

@@ -211,8 +211,8 @@ pub fn fill_counts(rows: &mut [SpanRow], dump_dir: &Path) -> Result<(), String> 
     for r in rows.iter_mut() {
         match counts.get(&r.span_id) {
             Some(c) => {
-                r.instructions = Some(c.instructions);
-                r.branches = Some(c.branches);
+                r.instructions = Some(c.instructions).into();
+                r.branches = Some(c.branches).into();
             }
             None => missing.push(r.name.clone()),
         }

@@ -12,9 +12,10 @@
 //! - the process's busy cores (CPU time / wall between the sampler's reads) are the
 //!   counter track "process busy cores", on machines without a GPU too.
 //!
-//! The events are written one by one as they are serialised (only a small record per
-//! event is held, to sort them), so that a run of a million spans is exported in a few
-//! hundred MB rather than a JSON tree of several GB.
+//! The events are written one by one as they are serialised, a rep at a time (only a
+//! small record per event of one rep is held, to sort them), so that a run of millions
+//! of spans is exported in the memory of one rep's records rather than a JSON tree of
+//! several GB.
 
 use std::collections::BTreeMap;
 
@@ -84,7 +85,7 @@ pub fn trace(input: &RunView, reps: &[u32]) -> Result<Value, ExportError> {
     Ok(serde_json::from_slice(&bytes).expect("the trace is JSON"))
 }
 
-/// What one trace event is made of, held until the events are sorted and written.
+/// What one trace event is made of, held until the rep's events are sorted and written.
 enum What<'a> {
     Span(&'a SpanRow),
     Gpu(&'a GpuActivityRow),
@@ -101,24 +102,30 @@ struct Event<'a> {
     what: What<'a>,
 }
 
-/// A trace ready to write: its metadata events, and the other events sorted.
-struct Prepared<'a> {
+/// A trace ready to write: its metadata events and, per rep, where its times count from.
+/// The events themselves are made, sorted and written one rep at a time (a rep is one
+/// pid and pids grow with the rep, so the file's order is the one a sort of every event
+/// would give), so the memory held is one rep's records, not the run's.
+struct Prepared {
     meta_events: Vec<Value>,
-    events: Vec<Event<'a>>,
+    /// (rep, the rep's origin), in rep order.
+    reps: Vec<(u32, u64)>,
     origins: Map<String, Value>,
 }
 
-fn prepare<'a>(input: &'a RunView, reps: &[u32]) -> Result<Prepared<'a>, ExportError> {
-    // One pass over the reps: each rep is a process of the trace, with its metadata (name,
-    // order, threads, GPU lanes) and its events (spans, GPU activity, counters) timed from
-    // the rep's origin. The origin, the pid and the lane numbers are the rep's and used by
-    // every part.
+fn prepare(input: &RunView, reps: &[u32]) -> Result<Prepared, ExportError> {
+    // One pass over the reps for what is written before the events: each rep is a process
+    // of the trace, with its metadata (name, order, threads, GPU lanes) and its origin
+    // (used by every event of the rep).
     let variants = input.variants();
+    let mut reps = reps.to_vec();
+    reps.sort_unstable();
+    reps.dedup();
     let mut meta_events = Vec::new();
-    let mut events = Vec::new();
     let mut origins = Map::new();
+    let mut planned = Vec::with_capacity(reps.len());
     let mut any_span = false;
-    for &rep in reps {
+    for rep in reps {
         let spans = input.spans_of(rep);
         let run = input.run_row(rep);
         let acts = input.gpu.activity_of(rep);
@@ -133,6 +140,7 @@ fn prepare<'a>(input: &'a RunView, reps: &[u32]) -> Result<Prepared<'a>, ExportE
             .or(run.map(|r| r.start_ns))
             .unwrap_or(0);
         origins.insert(rep.to_string(), Value::String(origin.to_string()));
+        planned.push((rep, origin));
         any_span |= !spans.is_empty();
         let pid = rep_pid(rep);
         let (label, sort) = match run {
@@ -179,59 +187,11 @@ fn prepare<'a>(input: &'a RunView, reps: &[u32]) -> Result<Prepared<'a>, ExportE
             meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
             meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": i}}));
         }
-        for s in &spans {
-            events.push(Event {
-                pid,
-                tid: s.thread_id,
-                ts: us(s.start_ns, origin),
-                dur: s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0,
-                what: What::Span(s),
-            });
-        }
         // GPU lanes, after the threads.
-        let mut lanes: Vec<GpuLane> = acts.iter().map(|a| GpuLane::of(a)).collect();
-        lanes.sort_unstable();
-        lanes.dedup();
-        for (i, lane) in lanes.iter().enumerate() {
+        for (i, lane) in gpu_lanes_of(&acts).iter().enumerate() {
             let tid = GPU_LANE_TID_BASE + i as u64;
             meta_events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": lane.to_string()}}));
             meta_events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": order.len() + i}}));
-        }
-        for a in acts {
-            let i = lanes.binary_search(&GpuLane::of(a)).unwrap_or(0);
-            events.push(Event {
-                pid,
-                tid: GPU_LANE_TID_BASE + i as u64,
-                ts: us(a.start_ns, origin),
-                dur: a.end_ns.saturating_sub(a.start_ns) as f64 / 1000.0,
-                what: What::Gpu(a),
-            });
-        }
-        for t in telemetry.iter().filter(|t| is_gpu_row(t)) {
-            let placed = if t.source == SOURCE_DRIVER_SAMPLES {
-                " (driver samples)"
-            } else {
-                ""
-            };
-            for (series, v) in series(t) {
-                events.push(Event {
-                    pid,
-                    tid: 0,
-                    ts: us(counter_time(t), origin),
-                    dur: 0.0,
-                    what: What::Counter(format!("GPU {} {series}{placed}", t.gpu), "nvml", v),
-                });
-            }
-        }
-        // The CPU lane: the process's busy cores from each sample to the next.
-        for (start, _, cores) in busy_cores(&telemetry) {
-            events.push(Event {
-                pid,
-                tid: 0,
-                ts: us(start, origin),
-                dur: 0.0,
-                what: What::Counter("process busy cores".into(), "cpu", cores),
-            });
         }
     }
     if !any_span {
@@ -239,22 +199,86 @@ fn prepare<'a>(input: &'a RunView, reps: &[u32]) -> Result<Prepared<'a>, ExportE
             dir: input.data.dir.clone(),
         });
     }
-    // Parents before children at equal start times, so viewers nest them (a stable
-    // sort: equal keys keep the order above).
-    events.sort_by(|a, b| {
-        (a.pid, a.tid)
-            .cmp(&(b.pid, b.tid))
-            .then(a.ts.total_cmp(&b.ts))
-            .then(b.dur.total_cmp(&a.dur))
-    });
     Ok(Prepared {
         meta_events,
-        events,
+        reps: planned,
         origins,
     })
 }
 
-impl Prepared<'_> {
+/// A rep's GPU lanes in track order.
+fn gpu_lanes_of(acts: &[&GpuActivityRow]) -> Vec<GpuLane> {
+    let mut lanes: Vec<GpuLane> = acts.iter().map(|a| GpuLane::of(a)).collect();
+    lanes.sort_unstable();
+    lanes.dedup();
+    lanes
+}
+
+/// The events of one rep (spans, GPU activity, counters), timed from its origin and
+/// sorted: by track, then time, parents before children at equal start times so that
+/// viewers nest them (a stable sort: equal keys keep the order made here).
+fn rep_events<'a>(input: &'a RunView, rep: u32, origin: u64) -> Vec<Event<'a>> {
+    let pid = rep_pid(rep);
+    let spans = input.spans_of(rep);
+    let acts = input.gpu.activity_of(rep);
+    let telemetry = input.gpu.telemetry_of(rep);
+    let mut events = Vec::with_capacity(spans.len() + acts.len());
+    for s in spans {
+        events.push(Event {
+            pid,
+            tid: s.thread_id,
+            ts: us(s.start_ns, origin),
+            dur: s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0,
+            what: What::Span(s),
+        });
+    }
+    let lanes = gpu_lanes_of(&acts);
+    for a in acts {
+        let i = lanes.binary_search(&GpuLane::of(a)).unwrap_or(0);
+        events.push(Event {
+            pid,
+            tid: GPU_LANE_TID_BASE + i as u64,
+            ts: us(a.start_ns, origin),
+            dur: a.end_ns.saturating_sub(a.start_ns) as f64 / 1000.0,
+            what: What::Gpu(a),
+        });
+    }
+    for t in telemetry.iter().filter(|t| is_gpu_row(t)) {
+        let placed = if t.source == SOURCE_DRIVER_SAMPLES {
+            " (driver samples)"
+        } else {
+            ""
+        };
+        for (series, v) in series(t) {
+            events.push(Event {
+                pid,
+                tid: 0,
+                ts: us(counter_time(t), origin),
+                dur: 0.0,
+                what: What::Counter(format!("GPU {} {series}{placed}", t.gpu), "nvml", v),
+            });
+        }
+    }
+    // The CPU lane: the process's busy cores from each sample to the next.
+    for (start, _, cores) in busy_cores(&telemetry) {
+        events.push(Event {
+            pid,
+            tid: 0,
+            ts: us(start, origin),
+            dur: 0.0,
+            what: What::Counter("process busy cores".into(), "cpu", cores),
+        });
+    }
+    events.sort_by(|a, b| {
+        a.tid
+            .cmp(&b.tid)
+            .then(a.ts.total_cmp(&b.ts))
+            .then(b.dur.total_cmp(&a.dur))
+    });
+    events
+}
+
+impl Prepared {
     /// Writes the trace: `{"traceEvents": [...], "displayTimeUnit", "otherData"}`.
     fn write(&self, input: &RunView, w: &mut dyn Write) -> std::io::Result<()> {
         w.write_all(b"{\"traceEvents\":[")?;
@@ -270,9 +294,14 @@ impl Prepared<'_> {
             sep(w)?;
             serde_json::to_writer(&mut *w, e)?;
         }
-        for e in &self.events {
-            sep(w)?;
-            serde_json::to_writer(&mut *w, &event_value(e))?;
+        for &(rep, origin) in &self.reps {
+            for e in &rep_events(input, rep, origin) {
+                sep(w)?;
+                match &e.what {
+                    What::Span(s) => serde_json::to_writer(&mut *w, &SpanEvent { e, s })?,
+                    _ => serde_json::to_writer(&mut *w, &event_value(e))?,
+                }
+            }
         }
         let m = &input.data.meta;
         let other = json!({
@@ -286,6 +315,66 @@ impl Prepared<'_> {
         serde_json::to_writer(&mut *w, &other)?;
         w.write_all(b"}")?;
         w.flush()
+    }
+}
+
+/// A span's event, serialised straight from its row: the text [`event_value`] gives
+/// (keys in the order a JSON object map sorts them), without building a tree per span,
+/// which a run of millions of spans pays for in time.
+struct SpanEvent<'e, 'a> {
+    e: &'e Event<'a>,
+    s: &'a SpanRow,
+}
+
+impl serde::Serialize for SpanEvent<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = ser.serialize_map(Some(8))?;
+        m.serialize_entry("args", &SpanArgs(self.s))?;
+        m.serialize_entry("cat", "span")?;
+        m.serialize_entry("dur", &Value::from(self.e.dur))?;
+        m.serialize_entry("name", self.s.name.as_str())?;
+        m.serialize_entry("ph", "X")?;
+        m.serialize_entry("pid", &self.e.pid)?;
+        m.serialize_entry("tid", &self.e.tid)?;
+        m.serialize_entry("ts", &Value::from(self.e.ts))?;
+        m.end()
+    }
+}
+
+/// A span event's `args`, keys sorted as [`event_value`]'s map sorts them.
+struct SpanArgs<'a>(&'a SpanRow);
+
+impl serde::Serialize for SpanArgs<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let s = self.0;
+        let attrs = match s.attrs.as_str() {
+            "" | "{}" => None,
+            text => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(a)) if !a.is_empty() => Some(a),
+                _ => None,
+            },
+        };
+        let mut m = ser.serialize_map(None)?;
+        if let Some(a) = &attrs {
+            m.serialize_entry("attrs", a)?;
+        }
+        let counted = |m: &mut S::SerializeMap, key: &str, v: Option<u64>| match v {
+            Some(v) => m.serialize_entry(key, &v),
+            None => Ok(()),
+        };
+        counted(&mut m, "branches", s.counter("branches"))?;
+        counted(&mut m, "context_switches", s.counter("context_switches"))?;
+        counted(&mut m, "cycles", s.counter("cycles"))?;
+        counted(&mut m, "instructions", s.counter("instructions"))?;
+        counted(&mut m, "page_faults", s.counter("page_faults"))?;
+        m.serialize_entry("parent_id", &s.parent_id)?;
+        counted(&mut m, "process_cpu_ns", s.process_cpu_ns.get())?;
+        m.serialize_entry("self_ns", &s.self_ns)?;
+        m.serialize_entry("span_id", &s.span_id)?;
+        counted(&mut m, "task_clock_ns", s.counter("task_clock_ns"))?;
+        m.end()
     }
 }
 
@@ -309,7 +398,7 @@ fn event_value(e: &Event) -> Value {
                     args.insert(column.into(), json!(v));
                 }
             }
-            if let Some(v) = s.process_cpu_ns {
+            if let Some(v) = s.process_cpu_ns.get() {
                 args.insert("process_cpu_ns".into(), json!(v));
             }
             if let Ok(Value::Object(attrs)) = serde_json::from_str::<Value>(&s.attrs) {

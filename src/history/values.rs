@@ -87,7 +87,7 @@ pub fn of_run(run: &RunData) -> Vec<RepValues> {
                 optional
                     .entry((s.name.as_str(), "process_cpu"))
                     .or_default(),
-                s.process_cpu_ns,
+                s.process_cpu_ns.get(),
             );
             for c in COUNTER_COLUMNS {
                 add(

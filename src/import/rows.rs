@@ -136,14 +136,18 @@ impl Rows<'_> {
         row.end_ns = s.end_ns;
         row.duration_ns = s.end_ns - s.start_ns;
         row.self_ns = self.tree.self_ns[i];
-        row.gpu_busy_ns = self.busy.as_ref().map(|c| c.within(s.start_ns, s.end_ns));
-        row.instructions = None;
-        row.branches = None;
-        row.cycles = None;
-        row.task_clock_ns = None;
-        row.page_faults = None;
-        row.context_switches = None;
-        row.process_cpu_ns = None;
+        row.gpu_busy_ns = self
+            .busy
+            .as_ref()
+            .map(|c| c.within(s.start_ns, s.end_ns))
+            .into();
+        row.instructions = crate::store::Count::NONE;
+        row.branches = crate::store::Count::NONE;
+        row.cycles = crate::store::Count::NONE;
+        row.task_clock_ns = crate::store::Count::NONE;
+        row.page_faults = crate::store::Count::NONE;
+        row.context_switches = crate::store::Count::NONE;
+        row.process_cpu_ns = crate::store::Count::NONE;
     }
 }
 

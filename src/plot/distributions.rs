@@ -24,6 +24,7 @@ const PANEL_W: i32 = 295;
 const PANEL_H: i32 = 230;
 
 /// One panel: a metric and each variant's per-rep values (ns).
+#[derive(Clone)]
 struct Metric {
     /// The span (family) name and which of its times.
     name: String,
@@ -55,7 +56,8 @@ const MAX_PANELS: usize = 48;
 
 /// The panels drawn and how many span times were left out.
 fn shown_metrics(input: &RunView) -> (Vec<Metric>, usize) {
-    let ms = metrics(input);
+    // Made once per view: the chart is asked for its size, then drawn once per format.
+    let ms = (*input.memo("distributions metrics", || metrics(input))).clone();
     if ms.len() <= MAX_PANELS {
         return (ms, 0);
     }

@@ -157,7 +157,7 @@ pub fn cpu_check(
         let [one] = occ.as_slice() else {
             return None;
         };
-        recorded_s += one.process_cpu_ns? as f64 / 1e9;
+        recorded_s += one.process_cpu_ns.get()? as f64 / 1e9;
         let n: u64 = p
             .rows
             .iter()

@@ -33,8 +33,8 @@ fn commit(w: &mut RunWriter, rep: u32) {
     r.rep = rep;
     let mut s = SpanRow::sample();
     s.rep = rep;
-    s.gpu_busy_ns = Some(20);
-    s.process_cpu_ns = Some(30);
+    s.gpu_busy_ns = Some(20).into();
+    s.process_cpu_ns = Some(30).into();
     w.append_rep(&r, &[s]).unwrap();
 }
 

@@ -22,6 +22,7 @@
 //! runs.csv, or a committed rep whose spans are not all there.
 
 mod attrs;
+mod count;
 pub mod drift;
 pub mod envinfo;
 pub mod external;
@@ -47,6 +48,7 @@ use std::path::{Path, PathBuf};
 pub mod host;
 pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
+pub use count::Count;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use files::{RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
 pub use gaps_spec::GapsSpec;

@@ -116,15 +116,15 @@ pub fn span_rows(rep: u32, variant: &str, spans: &[trace::SpanRecord]) -> Vec<Sp
                 end_ns: s.end_ns,
                 duration_ns: s.duration_ns(),
                 self_ns,
-                instructions: c(CounterKind::Instructions),
-                branches: c(CounterKind::Branches),
-                cycles: c(CounterKind::Cycles),
-                task_clock_ns: c(CounterKind::TaskClockNs),
-                page_faults: c(CounterKind::PageFaults),
-                context_switches: c(CounterKind::ContextSwitches),
+                instructions: c(CounterKind::Instructions).into(),
+                branches: c(CounterKind::Branches).into(),
+                cycles: c(CounterKind::Cycles).into(),
+                task_clock_ns: c(CounterKind::TaskClockNs).into(),
+                page_faults: c(CounterKind::PageFaults).into(),
+                context_switches: c(CounterKind::ContextSwitches).into(),
                 attrs: serde_json::Value::Object(attrs).to_string().into(),
-                gpu_busy_ns: None,
-                process_cpu_ns: s.process_cpu_ns,
+                gpu_busy_ns: None.into(),
+                process_cpu_ns: s.process_cpu_ns.into(),
             }
         })
         .collect()

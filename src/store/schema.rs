@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Shared;
+use super::{Count, Shared};
 use crate::counters::Availability;
 use crate::phases::{PhaseSpec, WorkloadKind};
 
@@ -100,23 +100,23 @@ pub struct SpanRow {
     pub duration_ns: u64,
     /// Duration minus the union of its children's intervals on the same thread.
     pub self_ns: u64,
-    pub instructions: Option<u64>,
-    pub branches: Option<u64>,
-    pub cycles: Option<u64>,
-    pub task_clock_ns: Option<u64>,
-    pub page_faults: Option<u64>,
-    pub context_switches: Option<u64>,
+    pub instructions: Count,
+    pub branches: Count,
+    pub cycles: Count,
+    pub task_clock_ns: Count,
+    pub page_faults: Count,
+    pub context_switches: Count,
     /// Span attributes as a JSON object (bytes, sizes, gpu_ms, …).
     pub attrs: Shared,
     /// Time inside the span during which at least one GPU kernel ran (union of the CUPTI
     /// kernel intervals of the rep, clipped to the span). Empty where no activity was
     /// collected.
     #[serde(default)]
-    pub gpu_busy_ns: Option<u64>,
+    pub gpu_busy_ns: Count,
     /// CPU time of the whole process (every thread, including a library's own) over the
     /// span, CLOCK_PROCESS_CPUTIME_ID. Empty in run folders from before this column.
     #[serde(default)]
-    pub process_cpu_ns: Option<u64>,
+    pub process_cpu_ns: Count,
 }
 
 impl SpanRow {
@@ -192,15 +192,15 @@ impl SpanRow {
             end_ns: 0,
             duration_ns: 0,
             self_ns: 0,
-            instructions: None,
-            branches: None,
-            cycles: None,
-            task_clock_ns: None,
-            page_faults: None,
-            context_switches: None,
+            instructions: None.into(),
+            branches: None.into(),
+            cycles: None.into(),
+            task_clock_ns: None.into(),
+            page_faults: None.into(),
+            context_switches: None.into(),
             attrs: "{}".into(),
-            gpu_busy_ns: None,
-            process_cpu_ns: None,
+            gpu_busy_ns: None.into(),
+            process_cpu_ns: None.into(),
         }
     }
 
@@ -220,12 +220,12 @@ impl SpanRow {
     /// Value of a counter column by its name in meta.json / CounterKind::column.
     pub fn counter(&self, column: &str) -> Option<u64> {
         match column {
-            "instructions" => self.instructions,
-            "branches" => self.branches,
-            "cycles" => self.cycles,
-            "task_clock_ns" => self.task_clock_ns,
-            "page_faults" => self.page_faults,
-            "context_switches" => self.context_switches,
+            "instructions" => self.instructions.get(),
+            "branches" => self.branches.get(),
+            "cycles" => self.cycles.get(),
+            "task_clock_ns" => self.task_clock_ns.get(),
+            "page_faults" => self.page_faults.get(),
+            "context_switches" => self.context_switches.get(),
             _ => None,
         }
     }

@@ -39,7 +39,7 @@ impl SpanRow {
             self.context_switches,
         ] {
             out.push(b',');
-            if let Some(v) = v {
+            if let Some(v) = v.get() {
                 n(out, v);
             }
         }
@@ -47,7 +47,7 @@ impl SpanRow {
         text(out, &self.attrs);
         for v in [self.gpu_busy_ns, self.process_cpu_ns] {
             out.push(b',');
-            if let Some(v) = v {
+            if let Some(v) = v.get() {
                 n(out, v);
             }
         }
@@ -123,15 +123,15 @@ mod tests {
                 end_ns: times[1],
                 duration_ns: times[2],
                 self_ns: times[3],
-                instructions: counters[0],
-                branches: counters[1],
-                cycles: counters[2],
-                task_clock_ns: counters[3],
-                page_faults: counters[4],
-                context_switches: counters[5],
+                instructions: counters[0].into(),
+                branches: counters[1].into(),
+                cycles: counters[2].into(),
+                task_clock_ns: counters[3].into(),
+                page_faults: counters[4].into(),
+                context_switches: counters[5].into(),
                 attrs: attrs.into(),
-                gpu_busy_ns: tail.0,
-                process_cpu_ns: tail.1,
+                gpu_busy_ns: tail.0.into(),
+                process_cpu_ns: tail.1.into(),
             }
         }
     }

@@ -12,7 +12,7 @@ fn rep(rep: u32) -> (RunRow, Vec<SpanRow>) {
     s.rep = rep;
     s.name = "prove".into();
     s.duration_ns = 1000 + rep as u64;
-    s.page_faults = Some(3);
+    s.page_faults = Some(3).into();
     // Two spans of one rep have two ids: the reader refuses an id twice.
     let mut child = s.clone();
     child.span_id = 1;
@@ -673,4 +673,34 @@ fn a_table_read_a_buffer_at_a_time_keeps_complete_lines_and_names_a_bad_line() {
     std::fs::write(&path, &bad).unwrap();
     let e = read_csv_complete::<SpanRow>(&path).unwrap_err().to_string();
     assert!(e.contains("looks truncated"), "{e}");
+}
+
+#[test]
+fn a_view_makes_each_memo_once_and_keys_it_by_name_and_type() {
+    let view = RunView::new(crate::analysis::synthetic::SyntheticRun::new().build());
+    let made = std::cell::Cell::new(0);
+    let a = view.memo("k", || {
+        made.set(made.get() + 1);
+        vec![1u64, 2]
+    });
+    let b = view.memo("k", || {
+        made.set(made.get() + 1);
+        vec![9u64]
+    });
+    assert_eq!(made.get(), 1);
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    // Another type under the same name is another value.
+    assert_eq!(*view.memo("k", || "text".to_string()), "text");
+    // A memo made while making another (the span order inside a chart's model).
+    let outer = view.memo("outer", || view.memo("inner", || 3u32).to_string());
+    assert_eq!(*outer, "3");
+    // The span order and per-rep sums asked twice give the same answers.
+    assert_eq!(view.span_order(), view.span_order());
+    let name = view.span_order()[0].clone();
+    let v = view.variants()[0].clone();
+    assert_eq!(
+        view.per_rep(&v, &name, SpanTime::Total),
+        view.per_rep(&v, &name, SpanTime::Total)
+    );
+    assert!(!view.per_rep(&v, &name, SpanTime::Total).is_empty());
 }

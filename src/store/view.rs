@@ -2,9 +2,11 @@
 //! loaded once with its GPU lanes, and the selections they share (measured verified reps,
 //! the median-wall rep of a variant, per-rep sums of a span's time).
 
+use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use super::gpu_lanes::GpuRecords;
 use super::{RepStatus, RunData, RunRow, SpanRow, StoreError};
@@ -35,6 +37,20 @@ pub struct RunView {
     wrappers: BTreeSet<String>,
     /// Unattributed time of every span with children, by (rep, span id).
     unattributed: HashMap<(u32, u64), u64>,
+    memo: Memo,
+}
+
+/// What the view's readers derive from it more than once (a chart is asked for its size
+/// and then drawn once per image format; several report sections and charts ask for the
+/// same span order and per-rep sums), computed once per view. On a run of millions of
+/// spans each of these is a pass over every span.
+#[derive(Default)]
+struct Memo(std::sync::Mutex<HashMap<(TypeId, String), Arc<dyn Any + Send + Sync>>>);
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 /// `synthesis[3]` → `synthesis[*]`: per-item spans are grouped under one name.
@@ -114,7 +130,23 @@ impl RunView {
             by_family,
             wrappers,
             unattributed,
+            memo: Memo::default(),
         }
+    }
+
+    /// `make()`'s value for `key`, made the first time it is asked for and kept with the
+    /// view (the view's data does not change). `key` names what is made and from what
+    /// besides the view; values of different types never share a key.
+    pub fn memo<T: Any + Send + Sync>(&self, key: &str, make: impl FnOnce() -> T) -> Arc<T> {
+        let id = (TypeId::of::<T>(), key.to_string());
+        let lock = || self.memo.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = lock().get(&id) {
+            return Arc::clone(v).downcast::<T>().expect("keyed by its type");
+        }
+        // Made without the lock held: making one value may ask for another.
+        let v = Arc::new(make());
+        lock().insert(id, v.clone() as Arc<dyn Any + Send + Sync>);
+        v
     }
 
     /// A span's time under `measure`.
@@ -221,19 +253,26 @@ impl RunView {
     /// Reps without such a span are left out.
     /// Reads only the spans of that family, so a table of every family stays linear.
     pub fn per_rep(&self, variant: &str, name: &str, measure: SpanTime) -> Vec<(u32, u64)> {
-        let Some(ix) = self.by_family.get(name) else {
+        if !self.by_family.contains_key(name) {
             return Vec::new();
-        };
-        let mut sums: HashMap<u32, u64> = HashMap::new();
-        for &i in ix {
-            let s = &self.data.spans[i];
-            let e = sums.entry(s.rep).or_default();
-            *e = e.saturating_add(self.measure(s, measure));
         }
+        let sums = self.rep_sums(name, measure);
         self.measured_reps(variant)
             .iter()
             .filter_map(|r| sums.get(&r.rep).map(|&ns| (r.rep, ns)))
             .collect()
+    }
+
+    /// Per rep (every variant's): the sum of `measure` over spans of family `name`.
+    fn rep_sums(&self, name: &str, measure: SpanTime) -> Arc<HashMap<u32, u64>> {
+        self.memo(&format!("rep_sums {measure:?} {name}"), || {
+            let mut sums: HashMap<u32, u64> = HashMap::new();
+            for s in self.family_spans(name) {
+                let e = sums.entry(s.rep).or_default();
+                *e = e.saturating_add(self.measure(s, measure));
+            }
+            sums
+        })
     }
 
     /// Spans of family `name` (every rep), in file order.
@@ -259,6 +298,10 @@ impl RunView {
     /// over the representative rep of each variant (then any other rep), so names come
     /// in the order the prover reaches them.
     pub fn span_order(&self) -> Vec<String> {
+        self.memo("span_order", || self.walk_span_order()).to_vec()
+    }
+
+    fn walk_span_order(&self) -> Vec<String> {
         let mut reps: Vec<u32> = self
             .variants()
             .iter()

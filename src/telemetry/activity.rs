@@ -97,7 +97,7 @@ pub fn annotate_gpu_busy(spans: &mut [SpanRow], activity: &[GpuActivityRow]) {
             .map(|a| (a.start_ns, a.end_ns)),
     );
     for s in spans {
-        s.gpu_busy_ns = Some(cov.within(s.start_ns, s.end_ns));
+        s.gpu_busy_ns = Some(cov.within(s.start_ns, s.end_ns)).into();
     }
 }
 

@@ -135,7 +135,7 @@ fn gpu_activity_lines_of_a_program_become_rows_and_bad_ones_are_counted() {
         .iter()
         .find(|s| s.variant == "lines" && s.name == "wrap")
         .unwrap();
-    let busy = wrap.gpu_busy_ns.expect("annotated");
+    let busy = wrap.gpu_busy_ns.get().expect("annotated");
     assert!(
         busy >= 2_000_000 && busy < wrap.duration_ns,
         "{busy} of {}",

@@ -189,7 +189,10 @@ fn process_cpu_is_interpolated_unless_exact_is_asked_for() {
             inner.attrs
         );
         // The inner range busy-waits 20 ms on one thread: most of it is CPU.
-        assert!(inner.process_cpu_ns.unwrap() >= 5_000_000, "{inner:?}");
+        assert!(
+            inner.process_cpu_ns.get().unwrap() >= 5_000_000,
+            "{inner:?}"
+        );
     }
 }
 

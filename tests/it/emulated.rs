@@ -308,10 +308,15 @@ fn one_emulated_rep_counts_every_span_and_is_never_compared_with_hardware_counts
             continue;
         }
         emulated_spans += 1;
-        assert!(r.instructions.unwrap() > 0, "{}", r.name);
+        assert!(r.instructions.get().unwrap() > 0, "{}", r.name);
         assert!(r.branches.is_some(), "{}", r.name);
         // Under the emulator perf events would count the emulator: none are recorded.
-        assert_eq!((r.task_clock_ns, r.page_faults), (None, None), "{}", r.name);
+        assert_eq!(
+            (r.task_clock_ns.get(), r.page_faults.get()),
+            (None, None),
+            "{}",
+            r.name
+        );
     }
     assert!(emulated_spans >= 5, "{emulated_spans} spans");
     assert!(
@@ -407,7 +412,7 @@ fn a_gpu_backend_under_the_emulator_counts_synthesis_alone_and_says_so() {
         }
         synth.insert(
             (r.variant.to_string(), r.name.to_string()),
-            r.instructions.unwrap(),
+            r.instructions.get().unwrap(),
         );
     }
     // The same synthesis code, counted on both: equal to within a few instructions of

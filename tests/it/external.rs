@@ -109,13 +109,13 @@ fn spans_of_a_c_program_nest_per_thread_inside_the_rep() {
         let cores = std::thread::available_parallelism().unwrap().get() as u64;
         for r in &d.runs {
             let rt = root(&d, r.rep);
-            let tc = rt.task_clock_ns.expect("task clock of the program");
+            let tc = rt.task_clock_ns.get().expect("task clock of the program");
             let run = d
                 .spans
                 .iter()
                 .find(|s| s.rep == r.rep && s.name == "run")
                 .unwrap();
-            let cpu = run.process_cpu_ns.expect("reported by the program");
+            let cpu = run.process_cpu_ns.get().expect("reported by the program");
             // Where kernel time is not counted (perf_event_paranoid > 1 without
             // privileges), task-clock is user time only: allow for the page faults'.
             let kernel_counted = unsafe { libc::geteuid() } == 0

@@ -97,7 +97,7 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
         for (name, expect_label) in [("worker_burn", true), ("foreign_phase", true)] {
             let s = span(&d, r.rep, name);
             let burn = attr_u64(s, "burn_cpu_ns") as f64;
-            let cpu = s.process_cpu_ns.expect("interpolated process CPU") as f64;
+            let cpu = s.process_cpu_ns.get().expect("interpolated process CPU") as f64;
             // Off by at most the program's CPU in one 5 ms reading period at each end
             // (one busy thread), plus what the rest of the program did meanwhile.
             assert!(
@@ -115,7 +115,7 @@ fn a_c_programs_threads_are_sampled_into_its_spans_and_every_span_gets_its_cpu_t
         }
         let both = attr_u64(span(&d, r.rep, "worker_burn"), "burn_cpu_ns")
             + attr_u64(span(&d, r.rep, "foreign_phase"), "burn_cpu_ns");
-        let root_cpu = root.process_cpu_ns.expect("the root's CPU time");
+        let root_cpu = root.process_cpu_ns.get().expect("the root's CPU time");
         assert!(
             root_cpu >= both && root_cpu < both + 60_000_000,
             "root {root_cpu} vs burns {both}"
@@ -213,7 +213,7 @@ fn a_program_without_span_lines_gets_its_cpu_time_on_the_root_span() {
     for r in &d.runs {
         assert_eq!(r.status, RepStatus::Ok, "{}", r.error);
         let root = span(&d, r.rep, "program");
-        let cpu = root.process_cpu_ns.expect("the root's CPU time");
+        let cpu = root.process_cpu_ns.get().expect("the root's CPU time");
         assert!((200_000_000..260_000_000).contains(&cpu), "{cpu}");
         assert!(cpu <= root.duration_ns, "{root:?}");
     }
@@ -266,7 +266,7 @@ fn the_emitters_cpu_readings_on_begin_and_end_give_the_exact_cpu_time() {
         for name in ["worker_burn", "foreign_phase"] {
             let s = span(&d, r.rep, name);
             let burn = attr_u64(s, "burn_cpu_ns");
-            let cpu = s.process_cpu_ns.expect("exact process CPU");
+            let cpu = s.process_cpu_ns.get().expect("exact process CPU");
             // Exact: the busy thread's own CPU time plus the little the rest did.
             assert!(
                 cpu >= burn && cpu < burn + 2_000_000,

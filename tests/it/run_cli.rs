@@ -153,7 +153,7 @@ fn tiny_experiment_end_to_end() {
             "{c} missing"
         );
     }
-    assert!(d.spans.iter().any(|s| s.task_clock_ns.unwrap() > 0));
+    assert!(d.spans.iter().any(|s| s.task_clock_ns.get().unwrap() > 0));
     // Every rep's prove span carries the heap it started from (glibc).
     for p in d.spans.iter().filter(|s| s.name == "prove") {
         let attrs: serde_json::Value = serde_json::from_str(&p.attrs).unwrap();

@@ -319,19 +319,20 @@ pub fn rep_rows(
         end_ns: run.end_ns,
         duration_ns: run.end_ns - run.start_ns,
         self_ns: selfs[0],
-        instructions: c(CounterKind::Instructions),
-        branches: c(CounterKind::Branches),
-        cycles: c(CounterKind::Cycles),
-        task_clock_ns: c(CounterKind::TaskClockNs),
-        page_faults: c(CounterKind::PageFaults),
-        context_switches: c(CounterKind::ContextSwitches),
+        instructions: c(CounterKind::Instructions).into(),
+        branches: c(CounterKind::Branches).into(),
+        cycles: c(CounterKind::Cycles).into(),
+        task_clock_ns: c(CounterKind::TaskClockNs).into(),
+        page_faults: c(CounterKind::PageFaults).into(),
+        context_switches: c(CounterKind::ContextSwitches).into(),
         attrs: serde_json::Value::Object(root_attrs).to_string().into(),
-        gpu_busy_ns: None,
+        gpu_busy_ns: None.into(),
         // Both ends are readings: exact.
         process_cpu_ns: run
             .cpu
             .measured()
-            .then(|| run.cpu.over(run.start_ns, run.end_ns)),
+            .then(|| run.cpu.over(run.start_ns, run.end_ns))
+            .into(),
     }];
     for (i, s) in kept.iter().enumerate() {
         let mut attrs: serde_json::Map<String, serde_json::Value> = s
@@ -400,7 +401,7 @@ pub fn rep_rows(
         row.duration_ns = s.end_ns - s.start_ns;
         row.self_ns = selfs[i + 1];
         row.attrs = serde_json::Value::Object(attrs).to_string().into();
-        row.process_cpu_ns = process_cpu_ns;
+        row.process_cpu_ns = process_cpu_ns.into();
         rows.push(row);
     }
     (rows, counts)

@@ -37,7 +37,14 @@ const OTHER_H: i32 = 16;
 const ROW_H: i32 = 22;
 
 impl Phases {
+    /// The bars and the table's segments, made once per view (the chart is asked for its
+    /// size, then drawn once per image format).
     fn model(&self, input: &RunView) -> (Vec<VariantPhases>, Vec<Seg>, Vec<Seg>) {
+        let key = format!("phases model, baseline {:?}", self.changes.baseline);
+        (*input.memo(&key, || self.make_model(input))).clone()
+    }
+
+    fn make_model(&self, input: &RunView) -> (Vec<VariantPhases>, Vec<Seg>, Vec<Seg>) {
         // The diffs' baseline first: every Δ is against it.
         let mut variants = input.variants();
         if let Some(b) = &self.changes.baseline {
