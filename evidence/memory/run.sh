@@ -29,7 +29,7 @@ timed() { # N REPS STEP CMD...: one timed command, a JSON line
     /usr/bin/time -f '%e %U %S %M' -o "$work/t" "$@" > "$work/o" 2>&1
     local rc=$?
     read -r el us sy rss < <(tail -1 "$work/t")
-    echo "{\"revision\": \"$rev\", \"spans\": $n, \"reps\": $reps, \"step\": \"$step\", \"exit\": $rc, \"wall_s\": $el, \"cpu_s\": $(printf "%.2f" "$(echo "$us + $sy" | bc)"), \"peak_rss_kib\": $rss, \"load\": \"$(cut -d' ' -f1 /proc/loadavg)\"}" | tee -a "$out"
+    echo "{\"revision\": \"$rev\", \"spans\": $n, \"reps\": $reps, \"step\": \"$step\", \"exit\": $rc, \"wall_s\": $el, \"cpu_s\": $(awk -v u="$us" -v s="$sy" 'BEGIN {printf "%.2f", u + s}'), \"peak_rss_kib\": $rss, \"load\": \"$(cut -d' ' -f1 /proc/loadavg)\"}" | tee -a "$out"
     [ $rc = 0 ] || tail -5 "$work/o" >&2
 }
 experiment() { # N VARIANTS REPS: an experiment file on stdout

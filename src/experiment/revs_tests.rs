@@ -84,3 +84,25 @@ fn a_gapscope_older_than_the_worker_protocol_is_refused() {
     let e = probe_protocol(&tmp.path().join("missing")).unwrap_err();
     assert!(e.contains("cannot run"), "{e}");
 }
+
+#[test]
+fn a_variant_of_another_workload_records_its_revision_among_its_knobs() {
+    let text = r#"name = "h"
+[workload]
+kind = "hash"
+bytes = 1048576
+[[variant]]
+name = "old"
+rev = "v1"
+repo = "../elsewhere"
+[[variant]]
+name = "new"
+knobs = { algorithm = "sha512" }
+"#;
+    let e = Experiment::parse(text, Path::new("h.toml")).unwrap();
+    let w = gapscope_hash::HashWorkload { bytes: 1 << 20 };
+    let r = e.resolved_variants();
+    assert_eq!(r[0].workload_knob_set(&w)["rev"], "v1");
+    assert!(!r[1].workload_knob_set(&w).contains_key("rev"));
+    assert_eq!(r[1].workload_knob_set(&w)["algorithm"], "sha512");
+}

@@ -404,17 +404,20 @@ impl ResolvedVariant {
         let mut m = w
             .resolve_knobs(&self.workload_knobs)
             .unwrap_or_else(|_| self.workload_knobs.clone());
-        self.insert_telemetry_and_profile(&mut m);
+        self.insert_tool_knobs(&mut m);
         m
     }
 
-    /// The tool's knobs every workload's variants record: telemetry, and the sampling
-    /// rate where stacks are sampled (recorded only when on, so that runs without
-    /// sampling keep their knob sets).
-    fn insert_telemetry_and_profile(&self, m: &mut BTreeMap<String, String>) {
+    /// The tool's knobs every workload's variants record: telemetry, the sampling rate
+    /// where stacks are sampled and the revision of a variant that runs another one
+    /// (each recorded only when on or set, so that other runs keep their knob sets).
+    fn insert_tool_knobs(&self, m: &mut BTreeMap<String, String>) {
         m.insert("telemetry".into(), self.telemetry.as_str().into());
         if let Some(hz) = self.profile {
             m.insert("profile".into(), format!("{hz} Hz"));
+        }
+        if let Some(rev) = &self.rev {
+            m.insert("rev".into(), rev.clone());
         }
     }
 
@@ -445,10 +448,7 @@ impl ResolvedVariant {
                 },
             );
         }
-        self.insert_telemetry_and_profile(&mut m);
-        if let Some(rev) = &self.rev {
-            m.insert("rev".into(), rev.clone());
-        }
+        self.insert_tool_knobs(&mut m);
         if let Some(set) = &self.patch {
             let text: Vec<String> = set
                 .iter()
