@@ -21,53 +21,48 @@ pub(super) fn new_run_meta(
     counters: BTreeMap<String, Availability>,
     gpu: store::GpuMeta,
 ) -> store::Meta {
-    let external = exp.workload.external.as_ref();
+    // The one place that tells the kinds apart: each gives its workload fields, its
+    // phases and how a variant of it is described.
+    type Describe<'a> = Box<dyn Fn(&ResolvedVariant, &Source) -> VariantMeta + 'a>;
+    let (workload, phases, describe): (WorkloadMeta, _, Describe) =
+        match (exp.workload.external.as_ref(), exp.workload.hash.as_ref()) {
+            (Some(ext), _) => (
+                WorkloadMeta::command(),
+                super::external::phase_spec(exp.workload.gaps.as_ref()),
+                Box::new(move |v, s| super::external::variant_meta(v, ext, s.label())),
+            ),
+            (None, Some(h)) => (
+                WorkloadMeta {
+                    kind: Some(WorkloadKind::Hash),
+                    circuit: None,
+                },
+                h.phases(),
+                Box::new(move |v, s| {
+                    in_process_variant(v, s, h.kind().as_str(), v.workload_knob_set(h))
+                }),
+            ),
+            (None, None) => (
+                WorkloadMeta::groth16(
+                    exp.workload.circuit.as_str(),
+                    exp.workload.log2_constraints,
+                    exp.workload.batch,
+                    exp.workload.backend.as_str(),
+                ),
+                crate::prover::spans::phase_spec(),
+                Box::new(|v, s| in_process_variant(v, s, v.backend.as_str(), v.knobs())),
+            ),
+        };
     NewRun {
         experiment: exp.name.clone(),
         command: command.to_vec(),
         counters,
         gpu,
-        workload: match (external, &exp.workload.hash) {
-            (Some(_), _) => WorkloadMeta::command(),
-            (None, Some(_)) => WorkloadMeta {
-                kind: Some(WorkloadKind::Hash),
-                circuit: None,
-            },
-            (None, None) => WorkloadMeta::groth16(
-                exp.workload.circuit.as_str(),
-                exp.workload.log2_constraints,
-                exp.workload.batch,
-                exp.workload.backend.as_str(),
-            ),
-        },
-        phases: match (external, &exp.workload.hash) {
-            (Some(_), _) => super::external::phase_spec(exp.workload.gaps.as_ref()),
-            (None, Some(h)) => h.phases(),
-            (None, None) => crate::prover::spans::phase_spec(),
-        },
+        workload,
+        phases,
         variants: variants
             .iter()
             .zip(sources)
-            .map(|(v, s)| match external {
-                Some(ext) => super::external::variant_meta(v, ext, s.label()),
-                None => VariantMeta {
-                    name: v.name.clone(),
-                    backend: match &exp.workload.hash {
-                        Some(h) => h.kind().as_str().into(),
-                        None => v.backend.as_str().into(),
-                    },
-                    knobs: match &exp.workload.hash {
-                        Some(h) => v.workload_knob_set(h),
-                        None => v.knobs(),
-                    },
-                    counters: Some(s.label()),
-                    scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
-                        .then(|| "synthesis".to_string()),
-                    revision: None,
-                    patches: Vec::new(),
-                    patch_failed: None,
-                },
-            })
+            .map(|(v, s)| describe(v, s))
             .collect(),
         reps: exp.run.reps,
         warmups: exp.run.warmups,
@@ -81,6 +76,26 @@ pub(super) fn new_run_meta(
     .meta()
     .with_gaps(exp.workload.gaps.clone())
     .with_absolute_paths(exp.run.absolute_paths)
+}
+
+/// A variant of a workload that runs in gapscope's processes, as meta.json records it.
+fn in_process_variant(
+    v: &ResolvedVariant,
+    s: &Source,
+    backend: &str,
+    knobs: BTreeMap<String, String>,
+) -> VariantMeta {
+    VariantMeta {
+        name: v.name.clone(),
+        backend: backend.into(),
+        knobs,
+        counters: Some(s.label()),
+        scope: emulation::synthesis_only(v.backend, s.emulator().is_some())
+            .then(|| "synthesis".to_string()),
+        revision: None,
+        patches: Vec::new(),
+        patch_failed: None,
+    }
 }
 
 /// Keeps what a rep says about the GPU in meta.json: its clock calibration, and, for
