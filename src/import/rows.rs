@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::model::{Span, Trace};
+use super::model::{GpuKind, Span, Trace};
 use super::reps::{Rep, Root};
 use super::tree::{self, ROOT};
 use crate::capture::names::NameMap;
@@ -154,12 +154,12 @@ fn set(to: &mut Shared, from: &str) {
     }
 }
 
-/// The rep's runs.csv row, its span rows (made as they are written), its GPU rows, and
+/// The rep's runs.csv row, its span rows and GPU rows (both made as they are written), and
 /// warnings about its tree.
 pub fn rep_rows<'a>(
     ctx: &'a RepCtx<'a>,
     rep: &'a Rep,
-) -> (RunRow, Rows<'a>, Vec<GpuActivityRow>, Vec<String>) {
+) -> (RunRow, Rows<'a>, GpuRows<'a>, Vec<String>) {
     let trace = ctx.trace;
     let root = rep.root_span(trace);
     let mut members: Vec<&Span> = Vec::with_capacity(rep.spans.len() + 1);
@@ -170,8 +170,10 @@ pub fn rep_rows<'a>(
     let gpu = gpu_rows(ctx, rep);
     let busy = (!gpu.is_empty()).then(|| {
         Coverage::new(
-            gpu.iter()
-                .filter(|g| g.kind == "kernel")
+            gpu.order
+                .iter()
+                .map(|&g| &trace.gpu[g as usize])
+                .filter(|g| g.kind == GpuKind::Kernel)
                 .map(|g| (g.start_ns, g.end_ns)),
         )
     });
@@ -279,33 +281,55 @@ fn root_attrs(ctx: &RepCtx, rep: &Rep) -> String {
     Value::Object(m).to_string()
 }
 
-fn gpu_rows(ctx: &RepCtx, rep: &Rep) -> Vec<GpuActivityRow> {
-    let mut rows: Vec<GpuActivityRow> = rep
-        .gpu
-        .iter()
-        .map(|&g| {
-            let r = &ctx.trace.gpu[g as usize];
-            GpuActivityRow {
-                rep: ctx.rep,
-                variant: ctx.variant.to_string(),
-                kind: r.kind.as_str().into(),
-                name: ctx.names[r.name as usize].0.to_string(),
-                device: r.device,
-                stream: r.stream,
-                correlation_id: r.correlation as u32,
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
-                duration_ns: r.end_ns - r.start_ns,
-                grid_x: r.grid.map(|v| v[0]),
-                grid_y: r.grid.map(|v| v[1]),
-                grid_z: r.grid.map(|v| v[2]),
-                block_x: r.block.map(|v| v[0]),
-                block_y: r.block.map(|v| v[1]),
-                block_z: r.block.map(|v| v[2]),
-                bytes: r.bytes,
-            }
-        })
-        .collect();
-    rows.sort_by_key(|r| (r.start_ns, r.correlation_id));
-    rows
+/// A rep's GPU rows in time order (then correlation id), made as they are written
+/// ([`GpuRows::row`]): a trace of millions of kernels is never held as rows.
+pub struct GpuRows<'a> {
+    ctx: &'a RepCtx<'a>,
+    /// The trace's GPU records of the rep, in the rows' order.
+    order: Vec<u32>,
+}
+
+impl GpuRows<'_> {
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The `i`-th row.
+    pub fn row(&self, i: usize) -> GpuActivityRow {
+        let ctx = self.ctx;
+        let r = &ctx.trace.gpu[self.order[i] as usize];
+        GpuActivityRow {
+            rep: ctx.rep,
+            variant: ctx.variant.to_string(),
+            kind: r.kind.as_str().into(),
+            name: ctx.names[r.name as usize].0.to_string(),
+            device: r.device,
+            stream: r.stream,
+            correlation_id: r.correlation as u32,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            duration_ns: r.end_ns - r.start_ns,
+            grid_x: r.grid.map(|v| v[0]),
+            grid_y: r.grid.map(|v| v[1]),
+            grid_z: r.grid.map(|v| v[2]),
+            block_x: r.block.map(|v| v[0]),
+            block_y: r.block.map(|v| v[1]),
+            block_z: r.block.map(|v| v[2]),
+            bytes: r.bytes,
+        }
+    }
+}
+
+fn gpu_rows<'a>(ctx: &'a RepCtx<'a>, rep: &Rep) -> GpuRows<'a> {
+    let mut order = rep.gpu.clone();
+    // Stable, as the rows were sorted: ties keep the rep's order.
+    order.sort_by_key(|&g| {
+        let r = &ctx.trace.gpu[g as usize];
+        (r.start_ns, r.correlation as u32)
+    });
+    GpuRows { ctx, order }
 }
