@@ -3,6 +3,7 @@
 //! root row is named as meta.json's `phases.root` says; a span of the file named like
 //! the root is recorded as "`root` (span of the trace)" so the two are never summed.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
@@ -119,17 +120,31 @@ impl Rows<'_> {
 
     /// Sets every field of `row` to span `i`'s (the root first).
     pub fn fill(&self, i: usize, row: &mut SpanRow) {
+        let attrs = self.fill_but_attrs(i, row);
+        set(&mut row.attrs, &attrs);
+    }
+
+    /// Appends span `i`'s spans.csv line to `out`, `row` (reused) holding its fields
+    /// but the attributes: their text, different in nearly every row, is written as it
+    /// is, not made a shared text first.
+    pub fn line(&self, i: usize, row: &mut SpanRow, out: &mut Vec<u8>) {
+        let attrs = self.fill_but_attrs(i, row);
+        row.write_csv_line_attrs(&attrs, out);
+    }
+
+    /// [`Rows::fill`] but for the attributes, which it returns.
+    fn fill_but_attrs(&self, i: usize, row: &mut SpanRow) -> Cow<'_, str> {
         let (ctx, s) = (self.ctx, self.members[i]);
         row.rep = ctx.rep;
         set(&mut row.variant, ctx.variant);
         row.span_id = i as u64 + 1;
         row.parent_id = (self.tree.parent[i] != ROOT).then(|| self.tree.parent[i] as u64 + 1);
-        if i == 0 {
+        let attrs = if i == 0 {
             set(&mut row.name, ctx.root);
-            set(&mut row.attrs, &self.root_attrs);
+            Cow::Borrowed(self.root_attrs.as_str())
         } else {
-            name_row(ctx, s, row);
-        }
+            name_row(ctx, s, row)
+        };
         row.thread_id = ctx.threads.ids[s.thread as usize];
         set(&mut row.thread_name, &ctx.threads.names[s.thread as usize]);
         row.start_ns = s.start_ns;
@@ -144,6 +159,7 @@ impl Rows<'_> {
         row.page_faults = None;
         row.context_switches = None;
         row.process_cpu_ns = None;
+        attrs
     }
 }
 
@@ -235,9 +251,10 @@ fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
     }
 }
 
-/// Sets a span's row name and attributes: its name as imported, the name it had in the
-/// file where the two differ (or where it is named like the root and so renamed).
-fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
+/// Sets a span's row name and returns its attributes: its name as imported, the name it
+/// had in the file where the two differ (or where it is named like the root and so
+/// renamed).
+fn name_row<'a>(ctx: &RepCtx, s: &'a Span, row: &mut SpanRow) -> Cow<'a, str> {
     let written = ctx.trace.names.name(s.name);
     let (mapped, kept) = &ctx.names[s.name as usize];
     if **mapped == *ctx.root {
@@ -247,8 +264,7 @@ fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
     }
     let attrs = s.attrs.as_deref().unwrap_or("{}");
     if row.name == written {
-        set(&mut row.attrs, attrs);
-        return;
+        return Cow::Borrowed(attrs);
     }
     let mut m: Map<String, Value> = serde_json::from_str(attrs).unwrap_or_default();
     m.insert("name_in_trace".into(), written.into());
@@ -260,7 +276,7 @@ fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
         };
         m.entry(k.clone()).or_insert(v);
     }
-    row.attrs = Value::Object(m).to_string().into();
+    Cow::Owned(Value::Object(m).to_string())
 }
 
 /// The root's attributes: the file it came from and its format (and the rep span's own).

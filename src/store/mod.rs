@@ -466,6 +466,19 @@ impl RunWriter {
     where
         F: Fn(usize, &mut SpanRow) + Sync,
     {
+        self.append_rep_lines(run, n, |i, row, text| {
+            fill(i, row);
+            row.write_csv_line(text);
+        })
+    }
+
+    /// [`RunWriter::append_rep_with`] with each row's spans.csv line written by
+    /// `line(i, row, text)` (appending it to `text`, `row` being reused): for a caller
+    /// that writes a field as it has it rather than through the row.
+    pub fn append_rep_lines<F>(&mut self, run: &RunRow, n: usize, line: F) -> Result<(), StoreError>
+    where
+        F: Fn(usize, &mut SpanRow, &mut Vec<u8>) + Sync,
+    {
         use rayon::prelude::*;
         let window = ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
         let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
@@ -480,8 +493,7 @@ impl RunWriter {
                         let (mut text, mut row) = (Vec::new(), SpanRow::sample());
                         let b = (a + ROWS_PER_CHUNK).min(end);
                         for i in a..b {
-                            fill(i, &mut row);
-                            row.write_csv_line(&mut text);
+                            line(i, &mut row, &mut text);
                         }
                         (text, (b - a) as u32)
                     })
