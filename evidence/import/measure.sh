@@ -4,7 +4,8 @@
 # (STEPS = 5000 makes about 1 million events and 200 MB). Writes the generated file and the
 # run folders under $TMPDIR (default /tmp), prints one line per repeat. CORES=N runs every
 # timed command on the first N cores only (taskset), so that a larger host measures what
-# an N-core machine would; REUSE=1 keeps the file an earlier call generated.
+# an N-core machine would; REUSE=1 keeps the file an earlier call generated; REFS=0 leaves
+# out the two references (for calls interleaved with another build's on the same file).
 set -euo pipefail
 bin=${1:?gapscope binary}
 steps=${2:?steps}
@@ -33,6 +34,7 @@ for i in $(seq 1 "$repeats"); do
 done
 # References on the same file and machine, in the same run: hashing it, and Python's
 # json.load (which builds a tree and nothing else).
+[ "${REFS:-1}" = 0 ] && exit 0
 "${pin[@]}" /usr/bin/time -f "reference: sha256sum %e s wall" sha256sum "$tmp/big.json" 2>&1 >/dev/null
 "${pin[@]}" /usr/bin/time -f "reference: python3 json.load %e s wall, peak RSS %M KB" \
   python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$tmp/big.json" 2>&1

@@ -75,26 +75,26 @@ impl<'de> Deserialize<'de> for Id {
 
 /// One trace event, with the fields gapscope reads (others are skipped unread); its
 /// strings borrow from the event's text where they hold no escapes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct Event<'a> {
     #[serde(default, borrow)]
-    name: Option<Text<'a>>,
+    pub(super) name: Option<Text<'a>>,
     #[serde(default, borrow)]
-    cat: Option<Text<'a>>,
+    pub(super) cat: Option<Text<'a>>,
     #[serde(default, borrow)]
-    ph: Option<Text<'a>>,
+    pub(super) ph: Option<Text<'a>>,
     #[serde(default)]
-    ts: Option<f64>,
+    pub(super) ts: Option<f64>,
     #[serde(default)]
-    dur: Option<f64>,
+    pub(super) dur: Option<f64>,
     #[serde(default)]
-    pid: Option<Id>,
+    pub(super) pid: Option<Id>,
     #[serde(default)]
-    tid: Option<Id>,
+    pub(super) tid: Option<Id>,
     #[serde(default)]
-    id: Option<Id>,
+    pub(super) id: Option<Id>,
     #[serde(default)]
-    args: Option<Args>,
+    pub(super) args: Option<Args>,
     /// A complete span's attributes, made by [`Event::prepare`] where the events are
     /// parsed (on every core) rather than where they are taken in file order.
     #[serde(skip)]

@@ -62,7 +62,7 @@ impl Args {
     }
 
     /// A number argument: kept as text, and as the value of the fields read by name.
-    fn number(&mut self, key: &str, text: &str, n: Option<u64>) {
+    pub(super) fn number(&mut self, key: &str, text: &str, n: Option<u64>) {
         match key {
             "correlation" => self.correlation = n,
             "device" => self.device = n,
@@ -76,7 +76,7 @@ impl Args {
     }
 
     /// A string argument: kept as JSON text (cut past [`MAX_ATTR_CHARS`]).
-    fn string(&mut self, key: &str, v: &str) {
+    pub(super) fn string(&mut self, key: &str, v: &str) {
         if key == "name" {
             self.name = Some(v.to_string());
         }
@@ -172,11 +172,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
+/// The reader of one argument's value into `args` (serde's, as inside an event), for
+/// [`super::chrome_scan`]'s values it does not read itself.
+pub(super) fn value_seed<'a>(args: &'a mut Args, key: &'a str) -> Value<'a> {
+    Value { args, key }
+}
+
 /// One argument's value, written straight into its [`Args`]: JSON text where it is a
 /// scalar (strings cut at [`MAX_ATTR_CHARS`]), its number where it is one, three
 /// numbers where it is an array of three (`grid`, `block`); other arrays and objects
 /// are skipped unread.
-struct Value<'a> {
+pub(super) struct Value<'a> {
     args: &'a mut Args,
     key: &'a str,
 }

@@ -16,6 +16,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use rayon::prelude::*;
 
 use super::chrome::{ChromeSink, Event};
+use super::chrome_scan;
 use super::model::{Format, Trace};
 use super::otlp::{OtlpSink, ResourceSpans};
 use super::source::Stream;
@@ -367,10 +368,14 @@ fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
             let parsed: Vec<_> = spans
                 .par_iter()
                 .map(|&(a, b, _)| {
-                    serde_json::from_slice::<Event>(&bytes[a..b]).map(|mut ev| {
-                        ev.prepare();
-                        ev
-                    })
+                    let piece = &bytes[a..b];
+                    chrome_scan::event(piece)
+                        .map(Ok)
+                        .unwrap_or_else(|| serde_json::from_slice::<Event>(piece))
+                        .map(|mut ev| {
+                            ev.prepare();
+                            ev
+                        })
                 })
                 .collect();
             for (i, ev) in parsed.into_iter().enumerate() {

@@ -11,6 +11,7 @@
 
 pub mod chrome;
 pub mod chrome_args;
+pub mod chrome_scan;
 pub mod json;
 pub mod model;
 pub mod nsys;

@@ -3,11 +3,12 @@
 //! root row is named as meta.json's `phases.root` says; a span of the file named like
 //! the root is recorded as "`root` (span of the trace)" so the two are never summed.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::model::{Span, Trace};
+use super::model::{GpuKind, Span, Trace};
 use super::reps::{Rep, Root};
 use super::tree::{self, ROOT};
 use crate::capture::names::NameMap;
@@ -119,17 +120,31 @@ impl Rows<'_> {
 
     /// Sets every field of `row` to span `i`'s (the root first).
     pub fn fill(&self, i: usize, row: &mut SpanRow) {
+        let attrs = self.fill_but_attrs(i, row);
+        set(&mut row.attrs, &attrs);
+    }
+
+    /// Appends span `i`'s spans.csv line to `out`, `row` (reused) holding its fields
+    /// but the attributes: their text, different in nearly every row, is written as it
+    /// is, not made a shared text first.
+    pub fn line(&self, i: usize, row: &mut SpanRow, out: &mut Vec<u8>) {
+        let attrs = self.fill_but_attrs(i, row);
+        row.write_csv_line_attrs(&attrs, out);
+    }
+
+    /// [`Rows::fill`] but for the attributes, which it returns.
+    fn fill_but_attrs(&self, i: usize, row: &mut SpanRow) -> Cow<'_, str> {
         let (ctx, s) = (self.ctx, self.members[i]);
         row.rep = ctx.rep;
         set(&mut row.variant, ctx.variant);
         row.span_id = i as u64 + 1;
         row.parent_id = (self.tree.parent[i] != ROOT).then(|| self.tree.parent[i] as u64 + 1);
-        if i == 0 {
+        let attrs = if i == 0 {
             set(&mut row.name, ctx.root);
-            set(&mut row.attrs, &self.root_attrs);
+            Cow::Borrowed(self.root_attrs.as_str())
         } else {
-            name_row(ctx, s, row);
-        }
+            name_row(ctx, s, row)
+        };
         row.thread_id = ctx.threads.ids[s.thread as usize];
         set(&mut row.thread_name, &ctx.threads.names[s.thread as usize]);
         row.start_ns = s.start_ns;
@@ -148,6 +163,7 @@ impl Rows<'_> {
         row.page_faults = crate::store::Count::NONE;
         row.context_switches = crate::store::Count::NONE;
         row.process_cpu_ns = crate::store::Count::NONE;
+        attrs
     }
 }
 
@@ -158,12 +174,12 @@ fn set(to: &mut Shared, from: &str) {
     }
 }
 
-/// The rep's runs.csv row, its span rows (made as they are written), its GPU rows, and
+/// The rep's runs.csv row, its span rows and GPU rows (both made as they are written), and
 /// warnings about its tree.
 pub fn rep_rows<'a>(
     ctx: &'a RepCtx<'a>,
     rep: &'a Rep,
-) -> (RunRow, Rows<'a>, Vec<GpuActivityRow>, Vec<String>) {
+) -> (RunRow, Rows<'a>, GpuRows<'a>, Vec<String>) {
     let trace = ctx.trace;
     let root = rep.root_span(trace);
     let mut members: Vec<&Span> = Vec::with_capacity(rep.spans.len() + 1);
@@ -174,8 +190,10 @@ pub fn rep_rows<'a>(
     let gpu = gpu_rows(ctx, rep);
     let busy = (!gpu.is_empty()).then(|| {
         Coverage::new(
-            gpu.iter()
-                .filter(|g| g.kind == "kernel")
+            gpu.order
+                .iter()
+                .map(|&g| &trace.gpu[g as usize])
+                .filter(|g| g.kind == GpuKind::Kernel)
                 .map(|g| (g.start_ns, g.end_ns)),
         )
     });
@@ -237,9 +255,10 @@ fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
     }
 }
 
-/// Sets a span's row name and attributes: its name as imported, the name it had in the
-/// file where the two differ (or where it is named like the root and so renamed).
-fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
+/// Sets a span's row name and returns its attributes: its name as imported, the name it
+/// had in the file where the two differ (or where it is named like the root and so
+/// renamed).
+fn name_row<'a>(ctx: &RepCtx, s: &'a Span, row: &mut SpanRow) -> Cow<'a, str> {
     let written = ctx.trace.names.name(s.name);
     let (mapped, kept) = &ctx.names[s.name as usize];
     if **mapped == *ctx.root {
@@ -249,8 +268,7 @@ fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
     }
     let attrs = s.attrs.as_deref().unwrap_or("{}");
     if row.name == written {
-        set(&mut row.attrs, attrs);
-        return;
+        return Cow::Borrowed(attrs);
     }
     let mut m: Map<String, Value> = serde_json::from_str(attrs).unwrap_or_default();
     m.insert("name_in_trace".into(), written.into());
@@ -262,7 +280,7 @@ fn name_row(ctx: &RepCtx, s: &Span, row: &mut SpanRow) {
         };
         m.entry(k.clone()).or_insert(v);
     }
-    row.attrs = Value::Object(m).to_string().into();
+    Cow::Owned(Value::Object(m).to_string())
 }
 
 /// The root's attributes: the file it came from and its format (and the rep span's own).
@@ -283,33 +301,55 @@ fn root_attrs(ctx: &RepCtx, rep: &Rep) -> String {
     Value::Object(m).to_string()
 }
 
-fn gpu_rows(ctx: &RepCtx, rep: &Rep) -> Vec<GpuActivityRow> {
-    let mut rows: Vec<GpuActivityRow> = rep
-        .gpu
-        .iter()
-        .map(|&g| {
-            let r = &ctx.trace.gpu[g as usize];
-            GpuActivityRow {
-                rep: ctx.rep,
-                variant: ctx.variant.to_string(),
-                kind: r.kind.as_str().into(),
-                name: ctx.names[r.name as usize].0.to_string(),
-                device: r.device,
-                stream: r.stream,
-                correlation_id: r.correlation as u32,
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
-                duration_ns: r.end_ns - r.start_ns,
-                grid_x: r.grid.map(|v| v[0]),
-                grid_y: r.grid.map(|v| v[1]),
-                grid_z: r.grid.map(|v| v[2]),
-                block_x: r.block.map(|v| v[0]),
-                block_y: r.block.map(|v| v[1]),
-                block_z: r.block.map(|v| v[2]),
-                bytes: r.bytes,
-            }
-        })
-        .collect();
-    rows.sort_by_key(|r| (r.start_ns, r.correlation_id));
-    rows
+/// A rep's GPU rows in time order (then correlation id), made as they are written
+/// ([`GpuRows::row`]): a trace of millions of kernels is never held as rows.
+pub struct GpuRows<'a> {
+    ctx: &'a RepCtx<'a>,
+    /// The trace's GPU records of the rep, in the rows' order.
+    order: Vec<u32>,
+}
+
+impl GpuRows<'_> {
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The `i`-th row.
+    pub fn row(&self, i: usize) -> GpuActivityRow {
+        let ctx = self.ctx;
+        let r = &ctx.trace.gpu[self.order[i] as usize];
+        GpuActivityRow {
+            rep: ctx.rep,
+            variant: ctx.variant.to_string(),
+            kind: r.kind.as_str().into(),
+            name: ctx.names[r.name as usize].0.to_string(),
+            device: r.device,
+            stream: r.stream,
+            correlation_id: r.correlation as u32,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            duration_ns: r.end_ns - r.start_ns,
+            grid_x: r.grid.map(|v| v[0]),
+            grid_y: r.grid.map(|v| v[1]),
+            grid_z: r.grid.map(|v| v[2]),
+            block_x: r.block.map(|v| v[0]),
+            block_y: r.block.map(|v| v[1]),
+            block_z: r.block.map(|v| v[2]),
+            bytes: r.bytes,
+        }
+    }
+}
+
+fn gpu_rows<'a>(ctx: &'a RepCtx<'a>, rep: &Rep) -> GpuRows<'a> {
+    let mut order = rep.gpu.clone();
+    // Stable, as the rows were sorted: ties keep the rep's order.
+    order.sort_by_key(|&g| {
+        let r = &ctx.trace.gpu[g as usize];
+        (r.start_ns, r.correlation as u32)
+    });
+    GpuRows { ctx, order }
 }

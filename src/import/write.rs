@@ -212,9 +212,9 @@ impl Progress<'_> {
             };
             let (run, spans, gpu, n) = rows::rep_rows(&ctx, rep);
             self.any_gpu |= !gpu.is_empty();
-            self.writer.append_gpu(&[], &gpu)?;
+            self.writer.append_gpu_with(gpu.len(), |i| gpu.row(i))?;
             self.writer
-                .append_rep_with(&run, spans.len(), |i, row| spans.fill(i, row))?;
+                .append_rep_lines(&run, spans.len(), |i, row, out| spans.line(i, row, out))?;
             if let Some(why) = self.writer.take_capped() {
                 notes.push(format!("rep {}: {why}", self.next_rep));
             }

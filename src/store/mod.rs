@@ -366,6 +366,54 @@ impl RunWriter {
         gpu_rows(&mut self.activity, GPU_ACTIVITY, activity)
     }
 
+    /// [`RunWriter::append_gpu`] of `n` GPU activity rows (and no NVML samples) that
+    /// `row(i)` makes: made and written as text on every core, a window of them at a
+    /// time, so that a rep of millions of GPU records is never held as rows.
+    pub fn append_gpu_with<F>(&mut self, n: usize, row: F) -> Result<(), StoreError>
+    where
+        F: Fn(usize) -> GpuActivityRow + Sync,
+    {
+        use rayon::prelude::*;
+        if n == 0 {
+            return Ok(());
+        }
+        let window = GPU_ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
+        let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
+        let mut at = 0;
+        let written = self.activity.write_rep(|buf| {
+            if ready.is_empty() && at < n {
+                let end = (at + window).min(n);
+                let starts: Vec<usize> = (at..end).step_by(GPU_ROWS_PER_CHUNK).collect();
+                ready = starts
+                    .into_par_iter()
+                    .map(|a| {
+                        let b = (a + GPU_ROWS_PER_CHUNK).min(end);
+                        let mut c = csv::WriterBuilder::new()
+                            .has_headers(false)
+                            .from_writer(Vec::new());
+                        for i in a..b {
+                            c.serialize(row(i)).expect("a row is written into memory");
+                        }
+                        let text = c.into_inner().expect("rows written into memory");
+                        (text, (b - a) as u32)
+                    })
+                    .collect::<Vec<_>>()
+                    .into();
+                at = end;
+            }
+            let (text, rows) = ready.pop_front()?;
+            buf.extend_from_slice(&text);
+            Some(rows)
+        })?;
+        match written {
+            parts::Written::Rows(_) => Ok(()),
+            parts::Written::Capped(why) => Err(StoreError::Invalid {
+                path: PathBuf::from(GPU_ACTIVITY),
+                message: format!("one rep's {n} rows of {GPU_ACTIVITY}: {why}"),
+            }),
+        }
+    }
+
     /// Sets the size past which spans.csv goes on in a next part (at most, and by
     /// default, [`MAX_TABLE_BYTES`]; [`PART_BYTES_VAR`] lowers it for a whole process).
     #[cfg(test)]
@@ -420,6 +468,19 @@ impl RunWriter {
     where
         F: Fn(usize, &mut SpanRow) + Sync,
     {
+        self.append_rep_lines(run, n, |i, row, text| {
+            fill(i, row);
+            row.write_csv_line(text);
+        })
+    }
+
+    /// [`RunWriter::append_rep_with`] with each row's spans.csv line written by
+    /// `line(i, row, text)` (appending it to `text`, `row` being reused): for a caller
+    /// that writes a field as it has it rather than through the row.
+    pub fn append_rep_lines<F>(&mut self, run: &RunRow, n: usize, line: F) -> Result<(), StoreError>
+    where
+        F: Fn(usize, &mut SpanRow, &mut Vec<u8>) + Sync,
+    {
         use rayon::prelude::*;
         let window = ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
         let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
@@ -434,8 +495,7 @@ impl RunWriter {
                         let (mut text, mut row) = (Vec::new(), SpanRow::sample());
                         let b = (a + ROWS_PER_CHUNK).min(end);
                         for i in a..b {
-                            fill(i, &mut row);
-                            row.write_csv_line(&mut text);
+                            line(i, &mut row, &mut text);
                         }
                         (text, (b - a) as u32)
                     })
@@ -520,6 +580,9 @@ fn gpu_rows<T: serde::Serialize>(
 /// and chunks of them made at once (on every core) before they are appended.
 const ROWS_PER_CHUNK: usize = 4096;
 const CHUNKS_PER_WINDOW: usize = 16;
+/// GPU activity rows written as text at once by one thread of
+/// [`RunWriter::append_gpu_with`] (as [`gpu_rows`] writes them, 1024 at a time).
+const GPU_ROWS_PER_CHUNK: usize = 1024;
 
 /// A new run folder's files, written under its hidden name.
 fn fill_new(partial: &Path, meta: &Meta, experiment_text: &str) -> Result<(), StoreError> {

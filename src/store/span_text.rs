@@ -9,6 +9,11 @@ use super::SpanRow;
 impl SpanRow {
     /// Appends the row's spans.csv line (with its `\n`) to `out`.
     pub fn write_csv_line(&self, out: &mut Vec<u8>) {
+        self.write_csv_line_attrs(&self.attrs, out);
+    }
+
+    /// [`SpanRow::write_csv_line`] with `attrs` in place of the row's attributes.
+    pub fn write_csv_line_attrs(&self, attrs: &str, out: &mut Vec<u8>) {
         let mut num = itoa::Buffer::new();
         let mut n = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(num.format(v).as_bytes());
         n(out, self.rep.into());
@@ -44,7 +49,7 @@ impl SpanRow {
             }
         }
         out.push(b',');
-        text(out, &self.attrs);
+        text(out, attrs);
         for v in [self.gpu_busy_ns, self.process_cpu_ns] {
             out.push(b',');
             if let Some(v) = v.get() {

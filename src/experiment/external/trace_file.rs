@@ -126,9 +126,9 @@ pub fn read(
             s
         })
         .collect();
-    let gpu = gpu
-        .into_iter()
-        .map(|mut g| {
+    let gpu = (0..gpu.len())
+        .map(|i| {
+            let mut g = gpu.row(i);
             g.start_ns = moved(g.start_ns);
             g.end_ns = moved(g.end_ns).max(g.start_ns);
             g.duration_ns = g.end_ns - g.start_ns;
