@@ -295,6 +295,39 @@ pub struct RunWriter {
     capped: Option<String>,
 }
 
+/// Writes `n` rows into `table` as one rep's, their text made on every core `chunk` rows
+/// a task and a window of tasks at a time (`text(a, b)` is the text of rows `a..b`), so
+/// that a rep of millions of rows is never held whole, as rows or as text.
+fn write_in_windows(
+    table: &mut parts::PartWriter,
+    n: usize,
+    chunk: usize,
+    text: impl Fn(usize, usize) -> Vec<u8> + Sync,
+) -> Result<parts::Written, StoreError> {
+    use rayon::prelude::*;
+    let window = chunk * CHUNKS_PER_WINDOW;
+    let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
+    let mut at = 0;
+    table.write_rep(|buf| {
+        if ready.is_empty() && at < n {
+            let end = (at + window).min(n);
+            let starts: Vec<usize> = (at..end).step_by(chunk).collect();
+            ready = starts
+                .into_par_iter()
+                .map(|a| {
+                    let b = (a + chunk).min(end);
+                    (text(a, b), (b - a) as u32)
+                })
+                .collect::<Vec<_>>()
+                .into();
+            at = end;
+        }
+        let (text, rows) = ready.pop_front()?;
+        buf.extend_from_slice(&text);
+        Some(rows)
+    })
+}
+
 impl RunWriter {
     /// Creates a new run folder (never reuses an existing one) with its meta and the
     /// experiment copy. The folder is made whole under a hidden name
@@ -373,37 +406,17 @@ impl RunWriter {
     where
         F: Fn(usize) -> GpuActivityRow + Sync,
     {
-        use rayon::prelude::*;
         if n == 0 {
             return Ok(());
         }
-        let window = GPU_ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
-        let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
-        let mut at = 0;
-        let written = self.activity.write_rep(|buf| {
-            if ready.is_empty() && at < n {
-                let end = (at + window).min(n);
-                let starts: Vec<usize> = (at..end).step_by(GPU_ROWS_PER_CHUNK).collect();
-                ready = starts
-                    .into_par_iter()
-                    .map(|a| {
-                        let b = (a + GPU_ROWS_PER_CHUNK).min(end);
-                        let mut c = csv::WriterBuilder::new()
-                            .has_headers(false)
-                            .from_writer(Vec::new());
-                        for i in a..b {
-                            c.serialize(row(i)).expect("a row is written into memory");
-                        }
-                        let text = c.into_inner().expect("rows written into memory");
-                        (text, (b - a) as u32)
-                    })
-                    .collect::<Vec<_>>()
-                    .into();
-                at = end;
+        let written = write_in_windows(&mut self.activity, n, GPU_ROWS_PER_CHUNK, |a, b| {
+            let mut c = csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(Vec::new());
+            for i in a..b {
+                c.serialize(row(i)).expect("a row is written into memory");
             }
-            let (text, rows) = ready.pop_front()?;
-            buf.extend_from_slice(&text);
-            Some(rows)
+            c.into_inner().expect("rows written into memory")
         })?;
         match written {
             parts::Written::Rows(_) => Ok(()),
@@ -481,31 +494,12 @@ impl RunWriter {
     where
         F: Fn(usize, &mut SpanRow, &mut Vec<u8>) + Sync,
     {
-        use rayon::prelude::*;
-        let window = ROWS_PER_CHUNK * CHUNKS_PER_WINDOW;
-        let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
-        let mut at = 0;
-        let written = self.spans.write_rep(|buf| {
-            if ready.is_empty() && at < n {
-                let end = (at + window).min(n);
-                let starts: Vec<usize> = (at..end).step_by(ROWS_PER_CHUNK).collect();
-                ready = starts
-                    .into_par_iter()
-                    .map(|a| {
-                        let (mut text, mut row) = (Vec::new(), SpanRow::sample());
-                        let b = (a + ROWS_PER_CHUNK).min(end);
-                        for i in a..b {
-                            line(i, &mut row, &mut text);
-                        }
-                        (text, (b - a) as u32)
-                    })
-                    .collect::<Vec<_>>()
-                    .into();
-                at = end;
+        let written = write_in_windows(&mut self.spans, n, ROWS_PER_CHUNK, |a, b| {
+            let (mut text, mut row) = (Vec::new(), SpanRow::sample());
+            for i in a..b {
+                line(i, &mut row, &mut text);
             }
-            let (text, rows) = ready.pop_front()?;
-            buf.extend_from_slice(&text);
-            Some(rows)
+            text
         })?;
         self.end_rep(run, written)
     }
