@@ -209,7 +209,6 @@ pub(super) fn remove_worktree(repo: &Path, tree: &Path) -> Result<bool, GitError
     Ok(git(repo, &["worktree", "remove", "--force", &path])?.is_ok())
 }
 
-/// Tracked files differ from the checked-out commit.
 /// The files git tracks in `tree`, as paths inside it.
 pub fn tracked_files(tree: &Path) -> Result<Vec<PathBuf>, GitError> {
     Ok(git_ok(tree, &["ls-files", "-z"])?
@@ -221,4 +220,41 @@ pub fn tracked_files(tree: &Path) -> Result<Vec<PathBuf>, GitError> {
 
 pub fn is_dirty(tree: &Path) -> Result<bool, GitError> {
     Ok(!git_ok(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty())
+}
+
+/// Paths (inside the repository) whose content differs between `commit` and the
+/// commit checked out at `tree`.
+pub(super) fn changed_between(tree: &Path, commit: &str) -> Result<Vec<String>, GitError> {
+    Ok(split_z(&git_ok(
+        tree,
+        &["diff", "--name-only", "--no-renames", "-z", commit, "HEAD"],
+    )?))
+}
+
+/// Tracked files of `tree` whose working copy differs from its commit.
+pub(super) fn modified_files(tree: &Path) -> Result<Vec<String>, GitError> {
+    Ok(split_z(&git_ok(
+        tree,
+        &["diff", "--name-only", "--no-renames", "-z", "HEAD"],
+    )?))
+}
+
+/// Untracked files of `tree`, ignored ones included (a nested repository is left out).
+pub(super) fn untracked_files(tree: &Path) -> Result<Vec<String>, GitError> {
+    Ok(split_z(&git_ok(tree, &["ls-files", "-z", "--others"])?)
+        .into_iter()
+        .filter(|f| !f.ends_with('/'))
+        .collect())
+}
+
+/// Removes every untracked and ignored file of `tree`.
+pub(super) fn clean(tree: &Path) -> Result<(), GitError> {
+    git_ok(tree, &["clean", "-q", "-f", "-d", "-x"]).map(|_| ())
+}
+
+fn split_z(s: &str) -> Vec<String> {
+    s.split('\0')
+        .filter(|f| !f.is_empty())
+        .map(String::from)
+        .collect()
 }

@@ -21,6 +21,7 @@
 //! This module knows nothing of experiments: it runs git and a build command.
 
 mod git;
+mod seed;
 
 #[cfg(test)]
 mod tests;
@@ -31,6 +32,7 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 pub use git::{first_parent_path, is_ancestor, is_dirty, resolve, short, toplevel, GitError};
+pub use seed::{clean_worktree, seed_worktree, Seeded};
 
 /// Lines of a failed build's log kept in its error (and shown to the user).
 pub const LOG_TAIL_LINES: usize = 20;

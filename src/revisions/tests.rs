@@ -261,3 +261,68 @@ fn a_worktree_checked_out_before_another_commit_was_built_builds_its_own_code() 
     // Marking the files changes no content: the worktree is clean.
     assert!(!a.dirty);
 }
+
+/// A file's modification time.
+fn mtime(p: &Path) -> std::time::SystemTime {
+    std::fs::metadata(p).unwrap().modified().unwrap()
+}
+
+#[test]
+fn a_seeded_worktree_gets_the_earlier_outputs_and_only_the_changed_files_are_new() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    std::fs::create_dir(&r).unwrap();
+    git(&r, &["init", "-q", "-b", "main"]);
+    std::fs::write(r.join(".gitignore"), "*.o\n").unwrap();
+    std::fs::write(r.join("a.c"), "int a;\n").unwrap();
+    std::fs::write(r.join("b.c"), "int b;\n").unwrap();
+    git(&r, &["add", "."]);
+    git(&r, &["commit", "-q", "-m", "one"]);
+    let one = git(&r, &["rev-parse", "HEAD"]);
+    std::fs::write(r.join("b.c"), "int b2;\n").unwrap();
+    git(&r, &["commit", "-q", "-am", "two"]);
+    let two = git(&r, &["rev-parse", "HEAD"]);
+    let cache = RevCache {
+        root: tmp.path().join("cache"),
+    };
+    let first = checkout(&cache, &r, &one).unwrap().worktree;
+    // The first commit's "build": an ignored object, an untracked file in a folder.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for f in ["a.c", "b.c"] {
+        let h = std::fs::OpenOptions::new()
+            .write(true)
+            .open(first.join(f))
+            .unwrap();
+        h.set_modified(old).unwrap();
+    }
+    std::fs::write(first.join("a.o"), "A").unwrap();
+    std::fs::create_dir(first.join("out")).unwrap();
+    std::fs::write(first.join("out/prog"), "P").unwrap();
+    let built = mtime(&first.join("a.o"));
+    let second = checkout(&cache, &r, &two).unwrap().worktree;
+    let s = seed_worktree(&first, &second).unwrap();
+    assert_eq!((s.copied, s.changed), (2, 1), "{s:?}");
+    assert_eq!(
+        std::fs::read_to_string(second.join("out/prog")).unwrap(),
+        "P"
+    );
+    assert_eq!(mtime(&second.join("a.o")), built, "outputs keep their time");
+    assert_eq!(
+        mtime(&second.join("a.c")),
+        old,
+        "a file both commits share is as old"
+    );
+    assert!(
+        mtime(&second.join("b.c")) > built,
+        "a changed file is newer than the outputs"
+    );
+    assert_eq!(
+        std::fs::read_to_string(second.join("b.c")).unwrap(),
+        "int b2;\n"
+    );
+    assert!(!is_dirty(&second).unwrap());
+    // Cleaning removes what seeding brought.
+    clean_worktree(&second).unwrap();
+    assert!(!second.join("a.o").exists() && !second.join("out").exists());
+    assert!(second.join("a.c").exists());
+}

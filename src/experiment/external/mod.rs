@@ -450,6 +450,26 @@ fn earlier_build(build: &[String], dir: &Path, log: &Path) -> Option<BuildMeta> 
     })
 }
 
+/// The revision's worktree this process built last with success, and its build
+/// command: the next revision's worktree is seeded from it ([`seed_from_last`]).
+static LAST_BUILT: Mutex<Option<(PathBuf, Vec<String>)>> = Mutex::new(None);
+
+/// Seeds the new worktree `dir` from the one built last with the same `build`
+/// ([`crate::revisions::seed_worktree`]): its outputs, and the times of the files the two
+/// commits share, so that the build redoes only what the commits' difference touches,
+/// as after `git checkout` in one folder. `None`: nothing to seed from (or it failed).
+fn seed_from_last(build: &[String], dir: &Path) -> Option<(PathBuf, crate::revisions::Seeded)> {
+    let (from, cmd) = LAST_BUILT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()?;
+    if cmd != build || from == dir || !from.is_dir() {
+        return None;
+    }
+    let seeded = crate::revisions::seed_worktree(&from, dir).ok()?;
+    Some((from, seeded))
+}
+
 /// Keeps a revision's build for [`earlier_build`].
 fn remember_build(build: &[String], dir: &Path, meta: &BuildMeta, log: &Path) {
     let text = std::fs::read(log).unwrap_or_default();
@@ -535,7 +555,29 @@ pub fn build_subjects(
                     if progress {
                         eprintln!("building {}", shown());
                     }
-                    let m = build_in(b, &dir, &log);
+                    let seeded = revision.then(|| seed_from_last(b, &dir)).flatten();
+                    if let (true, Some((from, s))) = (progress, &seeded) {
+                        eprintln!(
+                            "  seeded from {}: {} outputs copied, {} files differ",
+                            from.display(),
+                            s.copied,
+                            s.changed
+                        );
+                    }
+                    let mut m = build_in(b, &dir, &log);
+                    if !m.ok && seeded.is_some() {
+                        // Outputs of another commit can fail a build that a clean tree
+                        // passes (a build folder that records its path): once more, clean.
+                        let first = m.wall_ns;
+                        if crate::revisions::clean_worktree(&dir).is_ok() {
+                            m = build_in(b, &dir, &log);
+                            m.wall_ns += first;
+                        }
+                    }
+                    if revision && m.ok {
+                        *LAST_BUILT.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((dir.clone(), b.to_vec()));
+                    }
                     if let Some(p) = paths {
                         portable_log(&log, p);
                     }
