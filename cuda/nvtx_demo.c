@@ -1,7 +1,7 @@
 /*
  * A program instrumented with NVTX v3 only (the header-only API, no gapscope code):
  * gapscope's NVTX tests run it with `nvtx = true`. Its work is real (a busy loop over
- * a measured time), its ranges are the kinds NVTX has:
+ * a measured CPU time), its ranges are the kinds NVTX has:
  *   outer (push)  > inner (push), a domain range with a payload (push, domain "gs_demo")
  *   handoff (start here, end on another thread)
  * Arguments: "open" leaves a push range and a start range open at exit; "fork" makes a
@@ -21,10 +21,19 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy for `ms` of this thread's CPU time and at least as long on the clock, so that a
+ * range holds that much CPU however loaded the machine is. */
 static volatile uint64_t sink;
 static void spin_ms(unsigned ms) {
-    uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
-    while (now_ns() < end) sink++;
+    uint64_t span = (uint64_t)ms * 1000000ull;
+    uint64_t wall_end = now_ns() + span, cpu_end = thread_cpu_ns() + span;
+    while (now_ns() < wall_end || thread_cpu_ns() < cpu_end) sink++;
 }
 
 static void *ender(void *arg) {

@@ -188,7 +188,7 @@ fn process_cpu_is_interpolated_unless_exact_is_asked_for() {
             "exact {exact}: {}",
             inner.attrs
         );
-        // The inner range busy-waits 20 ms on one thread: most of it is CPU.
+        // The inner range busy-waits 20 ms of its thread's CPU time: at least that is CPU.
         assert!(
             inner.process_cpu_ns.get().unwrap() >= 5_000_000,
             "{inner:?}"
