@@ -126,23 +126,15 @@ impl<'a> Side<'a> {
         }
         counts.used = rep_index.len();
         let reps = counts.used;
-        let spans: Vec<(usize, &SpanRow)> = data
+        let mut spans: Vec<(usize, &SpanRow)> = data
             .spans
             .iter()
             .filter(|s| s.variant == variant)
             .filter_map(|s| rep_index.get(&s.rep).map(|&i| (i, s)))
             .collect();
-        let by_id: HashMap<(usize, u64), &SpanRow> =
-            spans.iter().map(|&(i, s)| ((i, s.span_id), s)).collect();
-        let mut children: HashMap<(usize, u64), Vec<(u64, u64)>> = HashMap::new();
-        for &(i, s) in &spans {
-            if let Some(p) = s.parent_id {
-                children
-                    .entry((i, p))
-                    .or_default()
-                    .push((s.start_ns, s.end_ns));
-            }
-        }
+        // Rep by rep (a stable sort: each rep's spans stay in file order), so that the
+        // maps below hold one rep's spans at a time, not the side's.
+        spans.sort_by_key(|&(i, _)| i);
 
         let counter_source = data
             .meta
@@ -182,8 +174,29 @@ impl<'a> Side<'a> {
             cpu_cores: data.meta.host.cpu_cores,
             reps: rep_ids,
         };
-        let mut critical_memo: Vec<HashMap<u64, bool>> = vec![HashMap::new(); reps];
-        for &(i, s) in &spans {
+        for rep_spans in spans.chunk_by(|a, b| a.0 == b.0) {
+            side.add_rep(rep_spans);
+        }
+        side
+    }
+
+    /// Adds one rep's spans (`(rep index, span)`, in file order) to the side's tables.
+    fn add_rep(&mut self, spans: &[(usize, &'a SpanRow)]) {
+        let side = self;
+        let by_id: HashMap<(usize, u64), &SpanRow> =
+            spans.iter().map(|&(i, s)| ((i, s.span_id), s)).collect();
+        let mut children: HashMap<(usize, u64), Vec<(u64, u64)>> = HashMap::new();
+        for &(i, s) in spans {
+            if let Some(p) = s.parent_id {
+                children
+                    .entry((i, p))
+                    .or_default()
+                    .push((s.start_ns, s.end_ns));
+            }
+        }
+        let reps = side.root_total_ns.len();
+        let mut critical_memo: HashMap<u64, bool> = HashMap::new();
+        for &(i, s) in spans {
             let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));
             if s.parent_id.is_none() {
                 side.roots.insert(s.name.as_str());
@@ -202,7 +215,7 @@ impl<'a> Side<'a> {
             }
             let unattributed =
                 unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
-            let critical = on_critical_path(i, s, &by_id, &mut critical_memo[i]);
+            let critical = on_critical_path(i, s, &by_id, &mut critical_memo);
             let per_rep = side.per_name.entry(s.name.as_str()).or_insert_with(|| {
                 side.names.push(s.name.as_str());
                 vec![Agg::default(); reps]
@@ -247,7 +260,6 @@ impl<'a> Side<'a> {
                 }
             }
         }
-        side
     }
 
     /// Per-rep values of `name` under `f`, None for reps without the span; empty when
