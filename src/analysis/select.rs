@@ -126,15 +126,6 @@ impl<'a> Side<'a> {
         }
         counts.used = rep_index.len();
         let reps = counts.used;
-        let mut spans: Vec<(usize, &SpanRow)> = data
-            .spans
-            .iter()
-            .filter(|s| s.variant == variant)
-            .filter_map(|s| rep_index.get(&s.rep).map(|&i| (i, s)))
-            .collect();
-        // Rep by rep (a stable sort: each rep's spans stay in file order), so that the
-        // maps below hold one rep's spans at a time, not the side's.
-        spans.sort_by_key(|&(i, _)| i);
 
         let counter_source = data
             .meta
@@ -174,30 +165,39 @@ impl<'a> Side<'a> {
             cpu_cores: data.meta.host.cpu_cores,
             reps: rep_ids,
         };
-        for rep_spans in spans.chunk_by(|a, b| a.0 == b.0) {
-            side.add_rep(rep_spans);
+        // Rep by rep, each rep's spans in file order: the maps of a rep's spans are held
+        // while that rep is added, never the side's. (Row numbers as u32: a run folder's
+        // tables hold far fewer rows.)
+        let mut rows_of: Vec<Vec<u32>> = vec![Vec::new(); reps];
+        for (k, s) in data.spans.iter().enumerate() {
+            if s.variant == variant {
+                if let Some(&i) = rep_index.get(&s.rep) {
+                    rows_of[i].push(k as u32);
+                }
+            }
+        }
+        for (i, rows) in rows_of.into_iter().enumerate() {
+            let spans: Vec<&SpanRow> = rows.iter().map(|&k| &data.spans[k as usize]).collect();
+            drop(rows);
+            side.add_rep(i, &spans);
         }
         side
     }
 
-    /// Adds one rep's spans (`(rep index, span)`, in file order) to the side's tables.
-    fn add_rep(&mut self, spans: &[(usize, &'a SpanRow)]) {
+    /// Adds the spans of the rep at index `i` (in file order) to the side's tables.
+    fn add_rep(&mut self, i: usize, spans: &[&'a SpanRow]) {
         let side = self;
-        let by_id: HashMap<(usize, u64), &SpanRow> =
-            spans.iter().map(|&(i, s)| ((i, s.span_id), s)).collect();
-        let mut children: HashMap<(usize, u64), Vec<(u64, u64)>> = HashMap::new();
-        for &(i, s) in spans {
+        let by_id: HashMap<u64, &SpanRow> = spans.iter().map(|&s| (s.span_id, s)).collect();
+        let mut children: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+        for &s in spans {
             if let Some(p) = s.parent_id {
-                children
-                    .entry((i, p))
-                    .or_default()
-                    .push((s.start_ns, s.end_ns));
+                children.entry(p).or_default().push((s.start_ns, s.end_ns));
             }
         }
         let reps = side.root_total_ns.len();
         let mut critical_memo: HashMap<u64, bool> = HashMap::new();
-        for &(i, s) in spans {
-            let parent = s.parent_id.and_then(|p| by_id.get(&(i, p)));
+        for &s in spans {
+            let parent = s.parent_id.and_then(|p| by_id.get(&p));
             if s.parent_id.is_none() {
                 side.roots.insert(s.name.as_str());
                 side.root_total_ns[i] = side.root_total_ns[i].saturating_add(s.duration_ns);
@@ -209,13 +209,13 @@ impl<'a> Side<'a> {
                         .map(|(a, b)| a.saturating_add(b));
                 }
             }
-            let kids = children.get_mut(&(i, s.span_id));
+            let kids = children.get_mut(&s.span_id);
             if kids.is_some() {
                 side.wrappers.insert(s.name.as_str());
             }
             let unattributed =
                 unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
-            let critical = on_critical_path(i, s, &by_id, &mut critical_memo);
+            let critical = on_critical_path(s, &by_id, &mut critical_memo);
             let per_rep = side.per_name.entry(s.name.as_str()).or_insert_with(|| {
                 side.names.push(s.name.as_str());
                 vec![Agg::default(); reps]
@@ -256,7 +256,7 @@ impl<'a> Side<'a> {
                     if let Some(agg) = side.per_name.get_mut(p.name.as_str()) {
                         add_counts(&mut agg[i].tree_counters, values);
                     }
-                    up = p.parent_id.and_then(|q| by_id.get(&(i, q))).copied();
+                    up = p.parent_id.and_then(|q| by_id.get(&q)).copied();
                 }
             }
         }
@@ -431,14 +431,14 @@ pub(crate) fn unattributed_ns(s: &SpanRow, children: &mut [(u64, u64)]) -> u64 {
 
 /// A span is on the critical path when it and every ancestor up to the root ran on the
 /// root's thread (the thread whose duration is the end-to-end time). `memo` holds the
-/// answers found so far in rep `rep`, so that a deep tree is walked once.
+/// answers found so far in the rep whose spans `by_id` holds, so that a deep tree is
+/// walked once.
 fn on_critical_path(
-    rep: usize,
     s: &SpanRow,
-    by_id: &HashMap<(usize, u64), &SpanRow>,
+    by_id: &HashMap<u64, &SpanRow>,
     memo: &mut HashMap<u64, bool>,
 ) -> bool {
-    s.on_critical_path_memo(|id| by_id.get(&(rep, id)).copied(), by_id.len(), memo)
+    s.on_critical_path_memo(|id| by_id.get(&id).copied(), by_id.len(), memo)
 }
 
 /// Default variants: for one run, `baseline` and `candidate` when so named, otherwise
