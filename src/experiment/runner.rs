@@ -540,6 +540,12 @@ fn rep_loop(
         let bar = rec.bar.clone();
         let out = exec.run_rep(v, slot, rec.meta, &|l| bar.suspend(|| eprintln!("{l}")))?;
         rows.push(record(rec, v, slot, out)?);
+        if rec.command {
+            // The program's rep was read here (its lines, on reader threads) and is now
+            // written: its memory goes back to the kernel, so that the next rep's does not
+            // come on top of it. The program's own heap is its own; nothing measured moves.
+            crate::counters::heap::trim();
+        }
         rec.bar.inc(1);
     }
     if let Some(u) = until {
