@@ -1,11 +1,12 @@
 //! The end-of-run table: median phase times per variant (measured, verified reps only).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use crate::phases::PhaseSpec;
 use crate::stats::median;
-use crate::store::{RepStatus, RunData};
+use crate::store::{RepStatus, RunData, Shared, SpanRow, StoreError};
+use crate::summary_external::Walks;
 
 /// Rows shown: (span, label, self time rather than total). The summary's phases of the
 /// run's span tree, indented by depth and labelled for `backend` (None: variants of
@@ -26,39 +27,55 @@ fn rows(phases: &PhaseSpec, backend: Option<&str>) -> Vec<(String, String, bool)
     out
 }
 
-/// Median over reps of the per-rep sum of each summary phase's time (total, and self
-/// time of the wrapper), whichever thread it ran on.
-pub fn phase_medians(data: &RunData, variant: &str) -> BTreeMap<(String, bool), f64> {
-    medians_of(data, variant, &rows(data.meta.phases(), None))
-}
+/// Per variant, per span name, per rep: the summed total and self time.
+type Sums = Vec<HashMap<Shared, BTreeMap<u32, (u64, u64)>>>;
 
-fn medians_of(
+/// One reading of the spans, a rep at a time (a folder's spans may be left in it): per
+/// variant of `variants`, per span name, per measured ok rep, the summed total and self
+/// time of its occurrences, whichever thread they ran on; the walks of the reps in
+/// `walk`; and each rep's spans handed to `also`.
+fn read_sums(
     data: &RunData,
-    variant: &str,
-    rows: &[(String, String, bool)],
-) -> BTreeMap<(String, bool), f64> {
-    let ok: std::collections::HashSet<u32> = data
-        .runs
-        .iter()
-        .filter(|r| r.variant == variant && !r.warmup && r.status == RepStatus::Ok)
-        .map(|r| r.rep)
+    variants: &[String],
+    walk: &[u32],
+    mut also: impl FnMut(&[&SpanRow]),
+) -> Result<(Sums, Walks), StoreError> {
+    // Per measured ok rep, its variant's column.
+    let column: HashMap<u32, usize> = (data.runs.iter())
+        .filter(|r| !r.warmup && r.status == RepStatus::Ok)
+        .filter_map(|r| Some((r.rep, variants.iter().position(|v| *v == r.variant)?)))
         .collect();
-    // One pass over the spans (a program may send a million, under a hundred names):
-    // per name asked for, per rep, the summed total and self time.
-    let mut per_name: std::collections::HashMap<&str, BTreeMap<u32, (u64, u64)>> = rows
-        .iter()
-        .map(|(name, ..)| (name.as_str(), BTreeMap::new()))
-        .collect();
-    for s in data.spans.iter().filter(|s| ok.contains(&s.rep)) {
-        if let Some(per_rep) = per_name.get_mut(s.name.as_str()) {
+    let mut sums: Sums = vec![HashMap::new(); variants.len()];
+    let mut walks = Walks::new();
+    data.for_each_rep(|spans| {
+        if let Some(rep) = spans.first().map(|s| s.rep).filter(|r| walk.contains(r)) {
+            walks.insert(rep, crate::summary_external::walk(spans));
+        }
+        for s in spans {
+            let Some(&c) = column.get(&s.rep) else {
+                continue;
+            };
+            if !sums[c].contains_key(s.name.as_str()) {
+                sums[c].insert(s.name.clone(), BTreeMap::new());
+            }
+            let per_rep = sums[c].get_mut(s.name.as_str()).expect("just added");
             let e = per_rep.entry(s.rep).or_default();
             e.0 = e.0.saturating_add(s.duration_ns);
             e.1 = e.1.saturating_add(s.self_ns);
         }
-    }
+        also(spans);
+    })?;
+    Ok((sums, walks))
+}
+
+/// Median over reps of the per-rep sum of each row's time (total, or self time).
+fn medians_of(
+    sums: &HashMap<Shared, BTreeMap<u32, (u64, u64)>>,
+    rows: &[(String, String, bool)],
+) -> BTreeMap<(String, bool), f64> {
     let mut out = BTreeMap::new();
     for (name, _, selft) in rows {
-        let Some(per_rep) = per_name.get(name.as_str()) else {
+        let Some(per_rep) = sums.get(name.as_str()) else {
             continue;
         };
         let v: Vec<f64> = per_rep
@@ -74,15 +91,26 @@ fn medians_of(
 
 /// Phase medians in ms, one column per variant, plus rep counts.
 pub fn phase_table(data: &RunData) -> String {
+    phase_table_and(data, |_| {}).unwrap_or_else(|e| format!("{e}\n"))
+}
+
+/// [`phase_table`], each rep's spans also handed to `also` on the way (one reading of a
+/// folder whose spans were left in it serves both); the reading's error where it stops.
+pub fn phase_table_and(
+    data: &RunData,
+    also: impl FnMut(&[&SpanRow]),
+) -> Result<String, StoreError> {
     let variants: Vec<String> = data.meta.variants.iter().map(|v| v.name.clone()).collect();
+    let firsts = match &data.meta.external {
+        Some(_) => crate::summary_external::first_reps(data),
+        None => Vec::new(),
+    };
+    let (sums, mut walks) = read_sums(data, &variants, &firsts, also)?;
     let rows = match &data.meta.external {
-        Some(_) => crate::summary_external::rows(data),
+        Some(_) => crate::summary_external::rows(data, &mut walks),
         None => rows(data.meta.phases(), backend_of(data)),
     };
-    let cols: Vec<_> = variants
-        .iter()
-        .map(|v| medians_of(data, v, &rows))
-        .collect();
+    let cols: Vec<_> = sums.iter().map(|c| medians_of(c, &rows)).collect();
     let width = rows
         .iter()
         .map(|(_, l, _)| l.chars().count())
@@ -150,7 +178,7 @@ pub fn phase_table(data: &RunData) -> String {
     for l in crate::profile::summary_lines(&data.dir, &data.meta.profile) {
         let _ = writeln!(s, "{l}");
     }
-    s
+    Ok(s)
 }
 
 /// The backend of every variant, or `None` when they differ.

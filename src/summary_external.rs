@@ -16,59 +16,77 @@ const MAX_ROWS: usize = 24;
 /// Rows of the table: (span name, label, self time rather than total), the run's root
 /// first (the program's wall time, spawn to exit), its main thread's time
 /// outside any span, then the program's spans depth first, siblings by start, over the
-/// first measured ok rep of each variant.
-pub fn rows(data: &RunData) -> Vec<(String, String, bool)> {
+/// first measured ok rep of each variant ([`first_reps`], walked into `walks`).
+pub fn rows(data: &RunData, walks: &mut Walks) -> Vec<(String, String, bool)> {
     let root = data.meta.phases().root.clone();
     let mut out = vec![
         (root.clone(), format!("total ({root})"), false),
         (root, "  outside spans (main thread)".to_string(), true),
     ];
     let mut seen = BTreeSet::new();
-    for v in &data.meta.variants {
-        let Some(rep) = data
-            .runs
-            .iter()
-            .find(|r| r.variant == v.name && !r.warmup && r.status == RepStatus::Ok)
-        else {
-            continue;
-        };
-        let mine: Vec<&SpanRow> = data.spans.iter().filter(|s| s.rep == rep.rep).collect();
-        let by_id: HashMap<u64, &SpanRow> = mine.iter().map(|s| (s.span_id, *s)).collect();
-        let mut children: HashMap<Option<u64>, Vec<&SpanRow>> = HashMap::new();
-        for s in &mine {
-            children.entry(s.parent_id).or_default().push(s);
-        }
-        for c in children.values_mut() {
-            c.sort_by_key(|s| s.start_ns);
-        }
-        let roots: Vec<u64> = mine
-            .iter()
-            .filter(|s| s.parent_id.is_none())
-            .map(|s| s.span_id)
-            .collect();
-        let mut stack: Vec<(u64, usize)> = roots.into_iter().rev().map(|id| (id, 0)).collect();
-        // Each span is looked up by its id and visited once (the store refuses repeated
-        // ids and loops), and the walk ends with the table: linear in the spans.
-        while let Some((id, depth)) = stack.pop() {
+    for rep in first_reps(data) {
+        for (name, depth) in walks.remove(&rep).unwrap_or_default() {
             if out.len() >= MAX_ROWS {
                 break;
             }
-            if depth < MAX_DEPTH {
-                for c in children.get(&Some(id)).into_iter().flatten().rev() {
-                    stack.push((c.span_id, depth + 1));
-                }
+            if seen.insert(name.clone()) {
+                let label = format!("{}{}", "  ".repeat(depth - 1), name);
+                out.push((name, label, false));
             }
-            let Some(s) = by_id.get(&id) else {
-                continue;
-            };
-            if depth == 0 || !seen.insert(s.name.clone()) || out.len() >= MAX_ROWS {
-                continue;
+        }
+    }
+    out
+}
+
+/// Per rep walked ([`walk`]): its span names in table order, each with its depth.
+pub type Walks = HashMap<u32, Vec<(String, usize)>>;
+
+/// The first measured ok rep of each variant (in the variants' order): the reps whose
+/// spans [`rows`] shows.
+pub fn first_reps(data: &RunData) -> Vec<u32> {
+    (data.meta.variants.iter())
+        .filter_map(|v| {
+            (data.runs.iter())
+                .find(|r| r.variant == v.name && !r.warmup && r.status == RepStatus::Ok)
+                .map(|r| r.rep)
+        })
+        .collect()
+}
+
+/// The spans of one rep below its roots, depth first, siblings by start, each name once
+/// (with its depth where first met), at most [`MAX_ROWS`] of them.
+pub fn walk(mine: &[&SpanRow]) -> Vec<(String, usize)> {
+    let by_id: HashMap<u64, &SpanRow> = mine.iter().map(|s| (s.span_id, *s)).collect();
+    let mut children: HashMap<Option<u64>, Vec<&SpanRow>> = HashMap::new();
+    for s in mine {
+        children.entry(s.parent_id).or_default().push(s);
+    }
+    for c in children.values_mut() {
+        c.sort_by_key(|s| s.start_ns);
+    }
+    let roots: Vec<u64> = mine
+        .iter()
+        .filter(|s| s.parent_id.is_none())
+        .map(|s| s.span_id)
+        .collect();
+    let mut stack: Vec<(u64, usize)> = roots.into_iter().rev().map(|id| (id, 0)).collect();
+    let (mut out, mut seen) = (Vec::new(), BTreeSet::new());
+    // Each span is looked up by its id and visited once (the store refuses repeated
+    // ids and loops), and the walk ends with the list: linear in the spans.
+    while let Some((id, depth)) = stack.pop() {
+        if out.len() >= MAX_ROWS {
+            break;
+        }
+        if depth < MAX_DEPTH {
+            for c in children.get(&Some(id)).into_iter().flatten().rev() {
+                stack.push((c.span_id, depth + 1));
             }
-            out.push((
-                s.name.to_string(),
-                format!("{}{}", "  ".repeat(depth - 1), s.name),
-                false,
-            ));
+        }
+        let Some(s) = by_id.get(&id) else {
+            continue;
+        };
+        if depth > 0 && seen.insert(s.name.clone()) {
+            out.push((s.name.to_string(), depth));
         }
     }
     out

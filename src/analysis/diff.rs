@@ -19,7 +19,7 @@ use super::{Diff, DiffError, DiffOptions, DiffSide, Excluded, PhaseRow, SideInfo
 use crate::counters::CounterKind;
 use crate::phases::PhaseSpec;
 use crate::stats;
-use crate::store::{RunData, VariantMeta};
+use crate::store::{RunData, Shared, VariantMeta};
 
 /// Suffix of a counter measure that adds a span's descendants on other threads.
 pub const WITH_THREADS: &str = " (with threads)";
@@ -107,12 +107,23 @@ pub fn diff_runs(
     }
     // Each side's build holds maps of its spans (by id, children, the critical-path
     // memo) until it ends: for runs of millions of spans the two are built one after
-    // the other, so that only one side's maps are held beside the rows at a time.
+    // the other, so that only one side's maps are held beside the rows at a time (and,
+    // where the spans are read from the folder a rep at a time, one rep's rows).
     let rows = match std::ptr::eq(base, cand) {
         true => base.spans.len(),
         false => base.spans.len() + cand.spans.len(),
     };
-    let (sb, sc) = if rows > SIDES_IN_TURN_SPANS {
+    let on_disk = base.spans_on_disk || cand.spans_on_disk;
+    let mut recorder = None;
+    let (sb, sc) = if on_disk && same_run(base, cand) {
+        // Both sides and the recorder's cost from one reading of the folder.
+        let mut cost = super::diff_notes::RecorderCost::default();
+        let (sb, sc) = Side::build_pair(base, base_variant, cand_variant, |spans| {
+            cost.add_rep(base, spans)
+        })?;
+        recorder = Some(cost.note());
+        (Ok(sb), Ok(sc))
+    } else if rows > SIDES_IN_TURN_SPANS || on_disk {
         (
             Side::build(base, base_variant),
             Side::build(cand, cand_variant),
@@ -123,6 +134,7 @@ pub fn diff_runs(
             || Side::build(cand, cand_variant),
         )
     };
+    let (sb, sc) = (sb?, sc?);
     for (data, v, s) in [(base, base_variant, &sb), (cand, cand_variant, &sc)] {
         if s.counts.used == 0 {
             return Err(DiffError::NoReps {
@@ -134,9 +146,9 @@ pub fn diff_runs(
         }
     }
 
-    let mut names: Vec<&str> = sb.names.clone();
+    let mut names: Vec<&str> = sb.names.iter().map(Shared::as_str).collect();
     let known: HashSet<&str> = names.iter().copied().collect();
-    names.extend(sc.names.iter().copied().filter(|n| !known.contains(n)));
+    names.extend((sc.names.iter().map(Shared::as_str)).filter(|n| !known.contains(n)));
     // Counts of different sources (emulated against hardware, or two emulator versions)
     // are never compared.
     let same_source = sb.counter_source == sc.counter_source;
@@ -333,6 +345,7 @@ pub fn diff_runs(
         &workload_differences,
         pairs.as_ref(),
         few_pairs,
+        recorder.unwrap_or_else(|| super::diff_notes::recorder_cost_note([base, cand])),
         opts,
     );
     notes.extend(super::diff_notes::far_out_note(&metrics));

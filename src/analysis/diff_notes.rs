@@ -6,7 +6,7 @@ use super::select::{same_run, Pairs, Side, COUNTERS};
 use super::{DiffOptions, WorkloadDifference};
 use crate::stats;
 use crate::store::envinfo::MachineState;
-use crate::store::RunData;
+use crate::store::{RunData, SpanRow};
 use crate::units::fmt_ns;
 
 /// One side's end-to-end times in two groups ([`stats::bimodal`]): which reps are in
@@ -42,7 +42,7 @@ fn bimodal_note(label: &str, side: &Side) -> Option<String> {
 fn busy_cores_note(sb: &Side, sc: &Side) -> Option<String> {
     let (mut short, mut over, mut spans) = (0usize, 0usize, Vec::new());
     for side in [sb, sc] {
-        for &name in &side.names {
+        for name in side.names.iter().map(|n| n.as_str()) {
             let (_, w) = side.busy_cores_of(name);
             short += w.too_short;
             over += w.over_cores;
@@ -245,6 +245,7 @@ pub(super) fn notes(
     differences: &[WorkloadDifference],
     pairs: Option<&Pairs>,
     few_pairs: Option<usize>,
+    recorder: Option<String>,
     opts: &DiffOptions,
 ) -> Vec<String> {
     // One note after another in the order the diff prints them; each is a few lines reading
@@ -304,7 +305,7 @@ pub(super) fn notes(
     if let Some(n) = params_origin_note(data) {
         notes.push(n);
     }
-    notes.extend(recorder_cost_note(data));
+    notes.extend(recorder);
     let needed = stats::MIN_REPS_FOR_CLAIM;
     if sb.counts.used < needed || sc.counts.used < needed {
         notes.push(format!(
@@ -392,17 +393,32 @@ const RECORDER_NOTE_SHARE: f64 = 0.01;
 /// (`tracing`, protocol lines, NVTX, log lines) as its benchmark measured it. Notes the
 /// parent where that share is largest, when it reaches [`RECORDER_NOTE_SHARE`]: many
 /// children, or a short parent.
-fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
-    use crate::capture::costs::Via;
-    let mut worst: Option<(f64, String)> = None;
+pub(super) fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
+    let mut cost = RecorderCost::default();
     for (i, d) in data.iter().enumerate() {
         if i == 1 && d.dir == data[0].dir {
             continue;
         }
+        // Its sides were read before, so this read finds what they found.
+        d.for_each_rep(|spans| cost.add_rep(d, spans)).ok()?;
+    }
+    cost.note()
+}
+
+/// [`recorder_cost_note`] a rep at a time: the parent with the largest share so far.
+#[derive(Default)]
+pub(super) struct RecorderCost {
+    worst: Option<(f64, String)>,
+}
+
+impl RecorderCost {
+    /// Adds the spans of one rep of the run `d` (parents and children are of one rep).
+    pub(super) fn add_rep(&mut self, d: &RunData, spans: &[&SpanRow]) {
+        use crate::capture::costs::Via;
         // Per parent: children per path, and whether a native child read counters.
         type Kids = std::collections::BTreeMap<&'static str, (u64, bool)>;
         let mut children: std::collections::HashMap<(u32, &str, u64), Kids> = Default::default();
-        for s in &d.spans {
+        for &s in spans {
             if let Some(p) = s.parent_id {
                 let via = Via::of_row_attrs(&s.attrs).as_str();
                 let e = children
@@ -414,7 +430,7 @@ fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
                 e.1 |= s.task_clock_ns.is_some() || s.instructions.is_some();
             }
         }
-        for s in d.spans.iter().filter(|s| s.self_ns > 0) {
+        for s in spans.iter().filter(|s| s.self_ns > 0) {
             let Some(kids) = children.get(&(s.rep, s.variant.as_str(), s.span_id)) else {
                 continue;
             };
@@ -447,8 +463,8 @@ fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
                 ));
             }
             let share = cost / s.self_ns as f64;
-            if share >= RECORDER_NOTE_SHARE && worst.as_ref().is_none_or(|w| share > w.0) {
-                worst = Some((
+            if share >= RECORDER_NOTE_SHARE && self.worst.as_ref().is_none_or(|w| share > w.0) {
+                self.worst = Some((
                     share,
                     format!(
                         "recorder cost: about {:.1}% of `{}`'s self time ({} of {}, variant \
@@ -466,7 +482,10 @@ fn recorder_cost_note(data: [&RunData; 2]) -> Option<String> {
             }
         }
     }
-    worst.map(|w| w.1)
+
+    pub(super) fn note(self) -> Option<String> {
+        self.worst.map(|w| w.1)
+    }
 }
 
 /// A run's machine state at its start and at its end, where it recorded them.
@@ -628,6 +647,7 @@ mod recorder_cost_tests {
             meta,
             runs: vec![],
             spans: std::iter::once(parent).chain(kids).collect(),
+            spans_on_disk: false,
         }
     }
 

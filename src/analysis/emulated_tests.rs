@@ -60,6 +60,7 @@ fn run(sources: [&str; 2], per_circuit: [u64; 2]) -> RunData {
         meta,
         runs,
         spans,
+        spans_on_disk: false,
     }
 }
 

@@ -200,8 +200,8 @@ fn root_name(side: &Side) -> Option<String> {
     let roots: Vec<&str> = side
         .names
         .iter()
-        .copied()
-        .filter(|n| side.roots.contains(n))
+        .map(|n| n.as_str())
+        .filter(|n| side.roots.contains(*n))
         .collect();
     match roots.as_slice() {
         [one] => Some(one.to_string()),

@@ -394,4 +394,7 @@ pub enum DiffError {
     },
     #[error("invalid option: {0}")]
     InvalidOptions(String),
+    /// The spans of a folder read a rep at a time ([`crate::store::RunData::for_each_rep`]).
+    #[error(transparent)]
+    Spans(#[from] crate::store::StoreError),
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{DiffError, WorkloadDifference};
 use crate::counters::CounterKind;
-use crate::store::{Meta, RepStatus, RunData, SpanRow, VariantMeta};
+use crate::store::{Meta, RepStatus, RunData, Shared, SpanRow, StoreError, VariantMeta};
 use crate::trace::selftime::union_within;
 
 /// Counter columns in spans.csv order.
@@ -54,16 +54,16 @@ pub(crate) struct Agg {
 }
 
 /// The measured reps of one variant, aggregated.
-pub(crate) struct Side<'a> {
+pub(crate) struct Side {
     pub counts: RepCounts,
     /// Span names in order of first appearance (the order of the span tree).
-    pub names: Vec<&'a str>,
+    pub names: Vec<Shared>,
     /// Per span name, one entry per used rep.
-    pub per_name: HashMap<&'a str, Vec<Agg>>,
+    pub per_name: HashMap<Shared, Vec<Agg>>,
     /// Span names that had children in at least one rep.
-    pub wrappers: HashSet<&'a str>,
+    pub wrappers: HashSet<Shared>,
     /// Names of root spans (no parent).
-    pub roots: HashSet<&'a str>,
+    pub roots: HashSet<Shared>,
     /// Per rep: duration of the root span(s), the end-to-end time.
     pub root_total_ns: Vec<u64>,
     /// Per counter, per rep: the count over every thread that recorded spans (sum over each
@@ -101,8 +101,49 @@ pub struct BusyWithheld {
     pub over_cores: usize,
 }
 
-impl<'a> Side<'a> {
-    pub fn build(data: &'a RunData, variant: &str) -> Side<'a> {
+impl Side {
+    pub fn build(data: &RunData, variant: &str) -> Result<Side, StoreError> {
+        let (mut side, rep_index) = Side::empty(data, variant);
+        // Rep by rep, each rep's spans in file order: the maps of a rep's spans are held
+        // while that rep is added, never the side's (nor, where the folder's spans were
+        // left in it, more than that rep's rows).
+        data.for_each_rep(|spans| side.add_if_used(&rep_index, variant, spans))?;
+        Ok(side)
+    }
+
+    /// [`Side::build`] of two variants of one run, read once, each rep's spans also
+    /// handed to `also`.
+    pub fn build_pair(
+        data: &RunData,
+        a: &str,
+        b: &str,
+        mut also: impl FnMut(&[&SpanRow]),
+    ) -> Result<(Side, Side), StoreError> {
+        let (mut sa, ia) = Side::empty(data, a);
+        let (mut sb, ib) = Side::empty(data, b);
+        data.for_each_rep(|spans| {
+            sa.add_if_used(&ia, a, spans);
+            sb.add_if_used(&ib, b, spans);
+            also(spans);
+        })?;
+        Ok((sa, sb))
+    }
+
+    /// Adds a rep's spans of `variant` where the rep is one of the side's (`rep_index`).
+    fn add_if_used(&mut self, rep_index: &HashMap<u32, usize>, variant: &str, spans: &[&SpanRow]) {
+        let mine: Vec<&SpanRow> = spans
+            .iter()
+            .copied()
+            .filter(|s| s.variant == variant)
+            .collect();
+        if let Some(&i) = mine.first().and_then(|s| rep_index.get(&s.rep)) {
+            self.add_rep(i, &mine);
+        }
+    }
+
+    /// The side of `variant` with its reps' tables sized and no span added yet, and the
+    /// index of each used rep.
+    fn empty(data: &RunData, variant: &str) -> (Side, HashMap<u32, usize>) {
         // One pass over the run's rows builds every per-rep table the comparisons read (counts,
         // iterations, totals, counters, busy cores), so the rows are read once and the tables
         // agree on which reps they hold.
@@ -145,7 +186,7 @@ impl<'a> Side<'a> {
                     .is_some_and(|a| a.available)
             }
         });
-        let mut side = Side {
+        let side = Side {
             counts,
             names: Vec::new(),
             per_name: HashMap::new(),
@@ -165,27 +206,11 @@ impl<'a> Side<'a> {
             cpu_cores: data.meta.host.cpu_cores,
             reps: rep_ids,
         };
-        // Rep by rep, each rep's spans in file order: the maps of a rep's spans are held
-        // while that rep is added, never the side's. (Row numbers as u32: a run folder's
-        // tables hold far fewer rows.)
-        let mut rows_of: Vec<Vec<u32>> = vec![Vec::new(); reps];
-        for (k, s) in data.spans.iter().enumerate() {
-            if s.variant == variant {
-                if let Some(&i) = rep_index.get(&s.rep) {
-                    rows_of[i].push(k as u32);
-                }
-            }
-        }
-        for (i, rows) in rows_of.into_iter().enumerate() {
-            let spans: Vec<&SpanRow> = rows.iter().map(|&k| &data.spans[k as usize]).collect();
-            drop(rows);
-            side.add_rep(i, &spans);
-        }
-        side
+        (side, rep_index)
     }
 
     /// Adds the spans of the rep at index `i` (in file order) to the side's tables.
-    fn add_rep(&mut self, i: usize, spans: &[&'a SpanRow]) {
+    fn add_rep(&mut self, i: usize, spans: &[&SpanRow]) {
         let side = self;
         let by_id: HashMap<u64, &SpanRow> = spans.iter().map(|&s| (s.span_id, s)).collect();
         let mut children: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
@@ -199,7 +224,7 @@ impl<'a> Side<'a> {
         for &s in spans {
             let parent = s.parent_id.and_then(|p| by_id.get(&p));
             if s.parent_id.is_none() {
-                side.roots.insert(s.name.as_str());
+                side.roots.insert(s.name.clone());
                 side.root_total_ns[i] = side.root_total_ns[i].saturating_add(s.duration_ns);
             }
             if parent.is_none_or(|p| p.thread_id != s.thread_id) {
@@ -210,16 +235,17 @@ impl<'a> Side<'a> {
                 }
             }
             let kids = children.get_mut(&s.span_id);
-            if kids.is_some() {
-                side.wrappers.insert(s.name.as_str());
+            if kids.is_some() && !side.wrappers.contains(s.name.as_str()) {
+                side.wrappers.insert(s.name.clone());
             }
             let unattributed =
                 unattributed_ns(s, kids.map(|k| k.as_mut_slice()).unwrap_or_default());
             let critical = on_critical_path(s, &by_id, &mut critical_memo);
-            let per_rep = side.per_name.entry(s.name.as_str()).or_insert_with(|| {
-                side.names.push(s.name.as_str());
-                vec![Agg::default(); reps]
-            });
+            if !side.per_name.contains_key(s.name.as_str()) {
+                side.names.push(s.name.clone());
+                (side.per_name).insert(s.name.clone(), vec![Agg::default(); reps]);
+            }
+            let per_rep = (side.per_name.get_mut(s.name.as_str())).expect("just added");
             let a = &mut per_rep[i];
             let values = COUNTERS.map(|k| s.counter(k.column()));
             if a.present {

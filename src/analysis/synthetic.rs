@@ -391,6 +391,7 @@ impl SyntheticRun {
             meta: self.meta(),
             runs,
             spans: spans.into_iter().flatten().collect(),
+            spans_on_disk: false,
         }
     }
 

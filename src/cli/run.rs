@@ -288,9 +288,13 @@ pub fn run(a: RunArgs) -> Result<()> {
     // that read the program's lines); returned before the run folder is read back, so
     // that the end's table and headline do not stack on top of it.
     crate::counters::heap::trim();
-    let data = RunData::load(&out.dir)?;
+    // The table and the headline reduce each rep to a few numbers: read a rep at a time,
+    // the end of a run holds one rep's rows, not the run's.
+    let data = RunData::load_spans_by_rep(&out.dir)?;
+    let mut clock = ClockNotes::default();
+    let table = crate::summary::phase_table_and(&data, |spans| clock.add_rep(spans))?;
     if !a.quiet {
-        print!("{}", crate::summary::phase_table(&data));
+        print!("{table}");
         print!("{}", headline(&data));
     }
     if let Some(s) = &out.stopped {
@@ -301,7 +305,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             println!("until decided: {s}");
         }
     }
-    for (variant, note) in clock_notes(&data) {
+    for (variant, note) in clock.0 {
         eprintln!("{variant}: {note}");
     }
     for f in crate::telemetry::leak_flags(&data) {
@@ -333,20 +337,23 @@ pub fn run(a: RunArgs) -> Result<()> {
 }
 
 /// Per variant of a command workload, the first rep's note on spans timed on another
-/// clock (the root span's `clock` attribute).
-fn clock_notes(data: &RunData) -> Vec<(String, String)> {
-    let key = crate::experiment::external::clock::ATTR;
-    let mut out: Vec<(String, String)> = Vec::new();
-    for root in data.spans.iter().filter(|s| s.parent_id.is_none()) {
-        if out.iter().any(|(v, _)| *v == root.variant) || !root.attrs.contains(key) {
-            continue;
-        }
-        let attrs: serde_json::Value = serde_json::from_str(&root.attrs).unwrap_or_default();
-        if let Some(n) = attrs.get(key).and_then(|n| n.as_str()) {
-            out.push((root.variant.to_string(), format!("rep {}: {n}", root.rep)));
+/// clock (the root span's `clock` attribute), gathered a rep at a time.
+#[derive(Default)]
+struct ClockNotes(Vec<(String, String)>);
+
+impl ClockNotes {
+    fn add_rep(&mut self, spans: &[&crate::store::SpanRow]) {
+        let key = crate::experiment::external::clock::ATTR;
+        for root in spans.iter().filter(|s| s.parent_id.is_none()) {
+            if self.0.iter().any(|(v, _)| *v == root.variant) || !root.attrs.contains(key) {
+                continue;
+            }
+            let attrs: serde_json::Value = serde_json::from_str(&root.attrs).unwrap_or_default();
+            if let Some(n) = attrs.get(key).and_then(|n| n.as_str()) {
+                (self.0).push((root.variant.to_string(), format!("rep {}: {n}", root.rep)));
+            }
         }
     }
-    out
 }
 
 /// For a run of two or more variants, the title and headline of `gapscope diff RUN_DIR`

@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(b.kept(), 5);
         assert_eq!(b.over(), 1001);
         assert!(b.exhausted());
-        assert_eq!(qs[0].name, "a");
+        assert_eq!(&*qs[0].name, "a");
         assert_eq!(pc.unmatched_ends + qc.unmatched_ends, 0, "{pc:?} {qc:?}");
     }
 }

@@ -67,7 +67,9 @@ const SAMPLES: usize = 3;
 /// A span as the program reported it, on its CLOCK_MONOTONIC.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedSpan {
-    pub name: String,
+    /// Shared by the spans of one name a parser made (a program sends a million spans
+    /// under a few names: one text each, not a million).
+    pub name: std::sync::Arc<str>,
     pub tid: u64,
     pub start_ns: u64,
     pub end_ns: u64,
@@ -76,6 +78,10 @@ pub struct ParsedSpan {
     pub seq: u64,
     /// A `B` never ended, closed at the end of the rep.
     pub unmatched: bool,
+    /// The capture path it came through (the row's `via` attribute), once known: a
+    /// static word rather than an attribute of its own, which would cost each of a
+    /// million spans two allocations.
+    pub via: Option<&'static str>,
 }
 
 /// What a stream of lines held besides spans.
@@ -164,7 +170,7 @@ impl GpuLines {
 }
 
 struct Open {
-    name: String,
+    name: std::sync::Arc<str>,
     start_ns: u64,
     attrs: Vec<(String, AttrValue)>,
     seq: u64,
@@ -181,7 +187,13 @@ pub struct Parser {
     gpu: GpuLines,
     threads: ThreadNames,
     budget: Option<std::sync::Arc<budget::SpanBudget>>,
+    /// The span names met so far, each text once (up to [`MAX_SHARED_NAMES`]).
+    names: std::collections::HashSet<std::sync::Arc<str>>,
 }
+
+/// Distinct span names a parser shares between its spans; past it (a program naming
+/// every span apart) each span keeps a text of its own.
+const MAX_SHARED_NAMES: usize = 65_536;
 
 /// Thread names from `T` lines: thread id → name.
 pub type ThreadNames = std::collections::BTreeMap<u64, String>;
@@ -201,6 +213,18 @@ enum Line<'a> {
 impl Parser {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// `name`'s shared text ([`ParsedSpan::name`]).
+    fn name(&mut self, name: &str) -> std::sync::Arc<str> {
+        if let Some(n) = self.names.get(name) {
+            return n.clone();
+        }
+        let n: std::sync::Arc<str> = name.into();
+        if self.names.len() < MAX_SHARED_NAMES {
+            self.names.insert(n.clone());
+        }
+        n
     }
 
     /// A parser whose spans take their room from `budget` (shared with the parsers of
@@ -287,8 +311,9 @@ impl Parser {
                 if !self.take() {
                     return;
                 }
+                let name = self.name(name);
                 self.open.entry(tid).or_default().push(Open {
-                    name: name.to_string(),
+                    name,
                     start_ns: t,
                     attrs,
                     seq,
@@ -296,7 +321,7 @@ impl Parser {
             }
             Line::End(tid, t, name, attrs) => {
                 let stack = self.open.entry(tid).or_default();
-                let Some(i) = stack.iter().rposition(|o| o.name == name) else {
+                let Some(i) = stack.iter().rposition(|o| *o.name == *name) else {
                     if self.over_cap() {
                         // Most likely the end of a begin past the cap, not kept.
                         self.counts.protocol_lines += 1;
@@ -320,6 +345,7 @@ impl Parser {
                     attrs: o.attrs,
                     seq: o.seq,
                     unmatched: false,
+                    via: None,
                 });
             }
             Line::Complete(tid, start, dur, name, attrs) => {
@@ -331,14 +357,16 @@ impl Parser {
                 if !self.take() {
                     return;
                 }
+                let name = self.name(name);
                 self.spans.push(ParsedSpan {
-                    name: name.to_string(),
+                    name,
                     tid,
                     start_ns: start,
                     end_ns: end,
                     attrs,
                     seq,
                     unmatched: false,
+                    via: None,
                 });
             }
             Line::Gpu(a) => {
@@ -410,6 +438,7 @@ impl Parser {
                 attrs: o.attrs,
                 seq: o.seq,
                 unmatched: true,
+                via: None,
             });
         }
         (self.spans, self.counts, self.samples)

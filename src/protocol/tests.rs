@@ -29,7 +29,7 @@ fn ordinary_output_is_ignored_and_garbage_after_the_prefix_is_counted() {
         @gapscope1\n";
     let (spans, c, samples) = parse_all(input, 1000);
     assert_eq!(spans.len(), 1);
-    assert_eq!(spans[0].name, "load");
+    assert_eq!(&*spans[0].name, "load");
     assert_eq!((spans[0].start_ns, spans[0].end_ns), (100, 250));
     assert_eq!(spans[0].attrs, vec![("bytes".into(), AttrValue::U64(4096))]);
     // "@gapscope1" without its space is not the prefix: ordinary output.
@@ -51,7 +51,7 @@ fn lines_run_together_by_two_threads_or_after_output_are_each_read() {
     assert_eq!(c.protocol_lines, 3);
     let mut names: Vec<_> = spans
         .iter()
-        .map(|s| (s.name.as_str(), s.start_ns, s.end_ns))
+        .map(|s| (&*s.name, s.start_ns, s.end_ns))
         .collect();
     names.sort();
     assert_eq!(
@@ -79,7 +79,7 @@ fn interleaved_threads_nest_per_thread() {
     let get = |tid: u64, name: &str| {
         spans
             .iter()
-            .find(|s| s.tid == tid && s.name == name)
+            .find(|s| s.tid == tid && &*s.name == name)
             .map(|s| (s.start_ns, s.end_ns))
             .unwrap()
     };
@@ -100,10 +100,10 @@ fn unmatched_ends_are_dropped_and_unmatched_begins_closed_at_the_end() {
     let (spans, c, _) = parse_all(input, 99);
     assert_eq!(c.unmatched_ends, 3, "{c:?}");
     assert_eq!(c.unmatched_begins, 1);
-    let open = spans.iter().find(|s| s.name == "left_open").unwrap();
+    let open = spans.iter().find(|s| &*s.name == "left_open").unwrap();
     assert!(open.unmatched);
     assert_eq!((open.start_ns, open.end_ns), (11, 99));
-    let a = spans.iter().find(|s| s.name == "a").unwrap();
+    let a = spans.iter().find(|s| &*s.name == "a").unwrap();
     assert_eq!((a.start_ns, a.end_ns, a.unmatched), (10, 20, false));
 }
 
@@ -117,7 +117,7 @@ fn complete_spans_and_attribute_lines() {
         @gapscope1 X 3 18446744073709551615 2 overflow\n";
     let (spans, c, _) = parse_all(input, 1000);
     assert_eq!(c.unparseable, 2, "{c:?}");
-    let phase = spans.iter().find(|s| s.name == "phase").unwrap();
+    let phase = spans.iter().find(|s| &*s.name == "phase").unwrap();
     assert_eq!(
         phase.attrs,
         vec![
@@ -127,7 +127,7 @@ fn complete_spans_and_attribute_lines() {
             ("delta".into(), AttrValue::I64(-4)),
         ]
     );
-    let k = spans.iter().find(|s| s.name == "kernel").unwrap();
+    let k = spans.iter().find(|s| &*s.name == "kernel").unwrap();
     assert_eq!((k.start_ns, k.end_ns), (110, 150));
 }
 
@@ -157,7 +157,7 @@ fn binary_junk_is_ignored_or_counted_never_fatal() {
     let (spans, c, _) = parse_all(&input, 100);
     assert_eq!(c.unparseable, 1);
     assert_eq!(spans.len(), 1);
-    assert_eq!(spans[0].name, "fine");
+    assert_eq!(&*spans[0].name, "fine");
 }
 
 #[test]

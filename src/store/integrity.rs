@@ -75,8 +75,18 @@ pub const MAX_CLOCK_NS: u64 = i64::MAX as u64;
 /// file (the part of spans.csv, `parts`) and line. Linear in the rows: a crafted table
 /// cannot make the readers after it spin.
 pub(super) fn check_spans(parts: &[PartStart], spans: &[SpanRow]) -> Result<(), StoreError> {
+    check_spans_from(parts, 0, spans)
+}
+
+/// [`check_spans`] of rows read together that begin at row `at` of the parts (a rep's
+/// rows read on their own).
+pub(super) fn check_spans_from(
+    parts: &[PartStart],
+    at: usize,
+    spans: &[SpanRow],
+) -> Result<(), StoreError> {
     let bad = |i: usize, message: String| {
-        let (path, line) = locate(parts, i);
+        let (path, line) = locate(parts, at + i);
         StoreError::Parse {
             path,
             line,
@@ -114,7 +124,7 @@ pub(super) fn check_spans(parts: &[PartStart], spans: &[SpanRow]) -> Result<(), 
                     "span id {} of rep {} is already the id of {}",
                     s.span_id,
                     s.rep,
-                    line_of(parts, j, i)
+                    line_of(parts, at + j, at + i)
                 ),
             ));
         }
@@ -167,7 +177,7 @@ fn line_of(parts: &[PartStart], j: usize, i: usize) -> String {
 }
 
 /// Refuses runs.csv rows with times past [`MAX_CLOCK_NS`].
-fn check_run_values(path: &Path, runs: &[RunRow]) -> Result<(), StoreError> {
+pub(super) fn check_run_values(path: &Path, runs: &[RunRow]) -> Result<(), StoreError> {
     for (i, r) in runs.iter().enumerate() {
         for (what, v) in [("start_ns", r.start_ns), ("wall_ns", r.wall_ns)] {
             if v > MAX_CLOCK_NS {
@@ -203,20 +213,25 @@ pub(super) fn check_loaded(
     }
     for r in runs {
         if let Some(why) = uncommitted_reason(r, counts.get(&r.rep).copied().unwrap_or(0)) {
-            return Err(StoreError::Invalid {
-                path: dir.join(super::SPANS),
-                message: format!(
-                    "rep {} ({}) is recorded in runs.csv but {why}: the file was cut or \
-                     edited after the rep was written. `gapscope run --resume {}` runs such \
-                     reps again",
-                    r.rep,
-                    r.variant,
-                    dir.display()
-                ),
-            });
+            return Err(uncommitted(dir, r, &why));
         }
     }
     Ok(())
+}
+
+/// The error for rep `r` of the folder `dir`, recorded in runs.csv without all of its
+/// spans (`why`: [`uncommitted_reason`]).
+pub(super) fn uncommitted(dir: &Path, r: &RunRow, why: &str) -> StoreError {
+    StoreError::Invalid {
+        path: dir.join(super::SPANS),
+        message: format!(
+            "rep {} ({}) is recorded in runs.csv but {why}: the file was cut or edited after \
+             the rep was written. `gapscope run --resume {}` runs such reps again",
+            r.rep,
+            r.variant,
+            dir.display()
+        ),
+    }
 }
 
 /// sha256 (hex) of an experiment file's text, as meta.json keeps it.

@@ -22,6 +22,7 @@
 //! runs.csv, or a committed rep whose spans are not all there.
 
 mod attrs;
+mod by_rep;
 mod count;
 pub mod drift;
 pub mod envinfo;
@@ -677,11 +678,22 @@ fn read_complete_into<T: serde::de::DeserializeOwned>(
     path: &Path,
     out: &mut Vec<T>,
 ) -> Result<PathBuf, StoreError> {
+    read_complete_each(path, |r| {
+        out.push(r);
+        Ok(())
+    })
+}
+
+/// [`read_complete_into`] handing each row to `each` as it is parsed.
+fn read_complete_each<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    each: impl FnMut(T) -> Result<(), StoreError>,
+) -> Result<PathBuf, StoreError> {
     use std::io::{Read, Seek, SeekFrom};
     if !present(path) && present(&gz_path(path)) {
         let (path, bytes) = read_text(path)?;
         let text = &bytes[..complete_len(&bytes)];
-        parse_csv_into(&path, text, || text.lines().count() as u64, out)?;
+        parse_csv_each(&path, text, || text.lines().count() as u64, each)?;
         return Ok(path);
     }
     let mut f = crate::fsx::read::open_no_follow(path)?;
@@ -711,7 +723,7 @@ fn read_complete_into<T: serde::de::DeserializeOwned>(
         }
         n
     };
-    parse_csv_into(path, text, lines, out)?;
+    parse_csv_each(path, text, lines, each)?;
     Ok(path.to_path_buf())
 }
 
@@ -756,12 +768,26 @@ fn parse_csv_into<T: serde::de::DeserializeOwned, R: std::io::Read>(
     total_lines: impl FnOnce() -> u64,
     out: &mut Vec<T>,
 ) -> Result<(), StoreError> {
+    parse_csv_each(path, text, total_lines, |r| {
+        out.push(r);
+        Ok(())
+    })
+}
+
+/// [`parse_csv_into`] handing each row to `each` as it is parsed (which may stop the
+/// reading with an error of its own).
+fn parse_csv_each<T: serde::de::DeserializeOwned, R: std::io::Read>(
+    path: &Path,
+    text: R,
+    total_lines: impl FnOnce() -> u64,
+    mut each: impl FnMut(T) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(text);
     for rec in rdr.deserialize() {
         match rec {
-            Ok(r) => out.push(r),
+            Ok(r) => each(r)?,
             Err(e) => {
                 let line = e.position().map(|p| p.line()).unwrap_or(0);
                 let hint = if line >= total_lines() {
@@ -807,7 +833,12 @@ pub struct RunData {
     pub dir: PathBuf,
     pub meta: Meta,
     pub runs: Vec<RunRow>,
+    /// Every span of the folder; empty where they were left in it
+    /// ([`RunData::load_spans_by_rep`]).
     pub spans: Vec<SpanRow>,
+    /// The spans were left in the folder: [`RunData::for_each_rep`] reads them a rep at
+    /// a time, and only readers written with it may be given this folder.
+    pub spans_on_disk: bool,
 }
 
 impl RunData {
@@ -827,6 +858,7 @@ impl RunData {
             meta,
             runs,
             spans,
+            spans_on_disk: false,
         })
     }
 }

@@ -26,8 +26,10 @@ pub const MAX_PARTS: u32 = 4096;
 
 /// Most bytes of a rep's rows held in memory while the writer decides where the rep
 /// goes: a rep longer than this, after earlier reps in the current part, starts a part
-/// of its own (a rep is never split, and never held whole past this).
-const REP_BUFFER: u64 = 64 << 20;
+/// of its own (a rep is never split, and never held whole past this). Small beside a
+/// rep of a million spans (about 180 MB of text), so that writing a run's later reps
+/// takes about the memory of writing its first (which goes straight to its part).
+const REP_BUFFER: u64 = 16 << 20;
 
 /// Rows are written to the file in batches of about this many bytes.
 const WRITE_BATCH: usize = 1 << 20;
@@ -246,6 +248,10 @@ impl PartWriter {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         let out = self.write_rows(next, &mut buf);
+        // Kept for the next rep up to a write batch: what a rep held while its part was
+        // decided is given back, not carried through the run.
+        buf.clear();
+        buf.shrink_to(2 * WRITE_BATCH);
         self.buf = buf;
         let written = out?;
         self.out.flush()?;

@@ -346,6 +346,7 @@ mod tests {
             },
             runs: rows,
             spans: vec![],
+            spans_on_disk: false,
         }
     }
 

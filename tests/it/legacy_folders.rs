@@ -24,7 +24,7 @@ fn root() -> PathBuf {
 }
 
 /// Run folders under `dir` (relative to the repository root), sorted.
-fn run_folders(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn run_folders(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(root().join(dir)) else {
         return;
     };

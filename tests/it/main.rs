@@ -11,6 +11,7 @@ mod fixture;
 mod bisect_external;
 mod bisect_gapscope;
 mod build_profile;
+mod by_rep;
 mod capture_cupti;
 mod capture_log_spans;
 mod capture_nvtx;

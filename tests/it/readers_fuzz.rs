@@ -69,6 +69,10 @@ fn edited(file: &str, edits: &[Edit], replace: Option<&[u8]>) -> (tempfile::Temp
 /// Every reader, and what they hand on; errors are fine, panics fail the case.
 pub fn read_everything(dir: &Path) {
     let _ = store::read_meta(dir);
+    // The end of a run's reading, a rep at a time (also of folders a whole load refuses).
+    if let Ok(by_rep) = RunData::load_spans_by_rep(dir) {
+        let _ = gapscope::summary::phase_table_and(&by_rep, |_| {});
+    }
     let Ok(data) = RunData::load(dir) else {
         return;
     };
@@ -76,7 +80,6 @@ pub fn read_everything(dir: &Path) {
     let _ = data.load_gpu_activity();
     let _ = gapscope::summary::phase_table(&data);
     let _ = gapscope::telemetry::leak_flags(&data);
-    let _ = gapscope::summary_external::rows(&data);
     let view = RunView::new(data);
     let _ = ExportFormat::Chrome
         .exporter()

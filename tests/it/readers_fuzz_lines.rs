@@ -174,7 +174,7 @@ fn random_streams_never_panic_and_keep_every_well_formed_span() {
             let tid = 1000 + i as u64 * 10 + g.tid;
             assert!(
                 spans.iter().any(|s| s.tid == tid
-                    && s.name == g.name
+                    && *s.name == *g.name
                     && s.start_ns == g.start
                     && s.end_ns == g.start + g.dur
                     && !s.unmatched),
@@ -248,7 +248,7 @@ fn interleaved_nested_threads_lose_no_span() {
         for (tid, name, start, end) in &expected {
             assert!(
                 spans.iter().any(|s| s.tid == *tid
-                    && &s.name == name
+                    && &*s.name == name
                     && s.start_ns == *start
                     && s.end_ns == *end),
                 "lost {tid} {name} {start}..{end}"
@@ -418,7 +418,7 @@ fn log_lines_give_spans_inside_the_rep_or_counted_problems() {
         );
     }
     let out = m.finish(REP_START_NS, REP_START_NS + REP_NS);
-    let mut names: Vec<&str> = out.spans.iter().map(|s| s.name.as_str()).collect();
+    let mut names: Vec<&str> = out.spans.iter().map(|s| &*s.name).collect();
     names.sort_unstable();
     assert_eq!(
         names,

@@ -281,13 +281,14 @@ impl LogMatcher {
 
     fn span(&self, rule: &Rule, start: u64, end: u64, attrs: Attrs) -> ParsedSpan {
         ParsedSpan {
-            name: rule.name.clone(),
+            name: rule.name.as_str().into(),
             tid: self.tid,
             start_ns: start,
             end_ns: end,
             attrs,
             seq: self.seq,
             unmatched: false,
+            via: None,
         }
     }
 
@@ -402,12 +403,12 @@ impl LogMatcher {
 /// binary search instead of a scan of every span (quadratic in the lines: 69 s for
 /// 40,000 lines with `parent =`).
 struct ByStart {
-    names: HashMap<String, (Vec<usize>, u64)>,
+    names: HashMap<std::sync::Arc<str>, (Vec<usize>, u64)>,
 }
 
 impl ByStart {
     fn of(spans: &[Found]) -> ByStart {
-        let mut names: HashMap<String, (Vec<usize>, u64)> = HashMap::new();
+        let mut names: HashMap<std::sync::Arc<str>, (Vec<usize>, u64)> = HashMap::new();
         for (j, f) in spans.iter().enumerate() {
             let e = names.entry(f.span.name.clone()).or_default();
             e.0.push(j);

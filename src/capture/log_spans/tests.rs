@@ -53,8 +53,8 @@ fn the_wrappers_gap_is_what_its_inner_span_leaves() {
     } = m.finish(t0, t0 + 40_000_000_000);
     assert!(samples.is_empty(), "{samples:?}");
     assert_eq!(counts.protocol_lines, 2);
-    let w = spans.iter().find(|s| s.name == "gpu_prove").unwrap();
-    let k = spans.iter().find(|s| s.name == "kernels").unwrap();
+    let w = spans.iter().find(|s| &*s.name == "gpu_prove").unwrap();
+    let k = spans.iter().find(|s| &*s.name == "kernels").unwrap();
     assert_eq!(w.end_ns - w.start_ns, 35_961_000_000);
     assert_eq!(k.end_ns - k.start_ns, 25_786_289_234);
     assert_eq!(attr(k, GS_PARENT), attr(w, GS_ID));
@@ -177,7 +177,7 @@ fn motivating_rules() -> Arc<LogPatterns> {
 }
 
 fn one<'a>(spans: &'a [ParsedSpan], name: &str) -> &'a ParsedSpan {
-    let v: Vec<_> = spans.iter().filter(|s| s.name == name).collect();
+    let v: Vec<_> = spans.iter().filter(|s| &*s.name == name).collect();
     assert_eq!(v.len(), 1, "one {name}: {spans:?}");
     v[0]
 }
@@ -431,13 +431,13 @@ fn a_hundred_thousand_lines_with_a_parent_nest_without_a_scan_per_line() {
     let ids: std::collections::HashMap<u64, u64> = out
         .spans
         .iter()
-        .filter(|s| s.name == "outer")
+        .filter(|s| &*s.name == "outer")
         .map(|s| match attr(s, GS_ID) {
             Some(AttrValue::U64(id)) => (id, s.start_ns),
             other => panic!("outer without an id: {other:?}"),
         })
         .collect();
-    for s in out.spans.iter().filter(|s| s.name == "item") {
+    for s in out.spans.iter().filter(|s| &*s.name == "item") {
         let Some(AttrValue::U64(p)) = attr(s, GS_PARENT) else {
             panic!("an item without its parent: {s:?}");
         };

@@ -364,7 +364,7 @@ pub fn run_once(
         run.thread_names.extend(parser.take_threads());
         let (mut spans, counts, samples) = parser.finish(end_ns);
         tag_via(&mut spans, |s| via_of_line(s, capture));
-        run.spans.extend(spans);
+        append(&mut run.spans, spans);
         run.counts.add(&counts);
         run.samples.extend(samples);
         if i == 1 {
@@ -378,7 +378,7 @@ pub fn run_once(
         );
         let mut out = m.finish(start_ns, end_ns);
         tag_via(&mut out.spans, |_| Via::LogLines);
-        run.spans.extend(out.spans);
+        append(&mut run.spans, out.spans);
         run.counts.add(&out.counts);
         run.samples.extend(out.samples.iter().cloned());
         run.log = Some(LogLines {
@@ -409,9 +409,18 @@ pub const VIA: &str = "via";
 /// Records on each span the capture path it came through (attribute [`VIA`]).
 fn tag_via(spans: &mut [ParsedSpan], via: impl Fn(&ParsedSpan) -> Via) {
     for s in spans {
-        let v = via(s);
-        s.attrs
-            .push((VIA.into(), AttrValue::Str(v.as_str().into())));
+        s.via = Some(via(s).as_str());
+    }
+}
+
+/// Appends `more` to `spans`, taking `more` whole where `spans` is empty (the usual
+/// case: one stream sends every span) rather than copying a million spans into a new
+/// list beside the old.
+fn append(spans: &mut Vec<ParsedSpan>, mut more: Vec<ParsedSpan>) {
+    if spans.is_empty() {
+        std::mem::swap(spans, &mut more);
+    } else {
+        spans.append(&mut more);
     }
 }
 
@@ -431,8 +440,8 @@ fn via_of_line(s: &ParsedSpan, capture: &ChildCapture) -> Via {
 /// Renames spans whose names carry a per-call id ([`crate::capture::names`]), keeping
 /// the id as attributes (the rule's named groups); each distinct name is matched once.
 fn group_names(spans: &mut [ParsedSpan], names: &NameMap) {
-    type Mapped = Option<(String, Vec<(String, AttrValue)>)>;
-    let mut seen: std::collections::HashMap<String, Mapped> = Default::default();
+    type Mapped = Option<(std::sync::Arc<str>, Vec<(String, AttrValue)>)>;
+    let mut seen: std::collections::HashMap<std::sync::Arc<str>, Mapped> = Default::default();
     for s in spans {
         let m = seen.entry(s.name.clone()).or_insert_with(|| {
             names.apply(&s.name).map(|(n, attrs)| {
@@ -440,7 +449,7 @@ fn group_names(spans: &mut [ParsedSpan], names: &NameMap) {
                     .into_iter()
                     .map(|(k, v)| (k, crate::protocol::value(&v)))
                     .collect();
-                (n, attrs)
+                (n.into(), attrs)
             })
         });
         if let Some((n, attrs)) = m {

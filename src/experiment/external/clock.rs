@@ -93,6 +93,7 @@ mod tests {
             attrs: Vec::new(),
             seq: 0,
             unmatched: false,
+            via: None,
         }
     }
 

@@ -143,7 +143,7 @@ pub fn run_rep(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| command[0].clone());
-    let (mut spans, lines) = rows::rep_rows(&run, &program, root, slot.rep, &v.name);
+    let (mut spans, lines) = rows::rep_rows(&mut run, &program, root, slot.rep, &v.name);
     let trace_note = trace_before.map(|b| {
         let place = trace_file::RepPlace {
             rep: slot.rep,

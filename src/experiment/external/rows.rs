@@ -238,7 +238,7 @@ fn all_dropped(run: &ChildRun) -> Option<String> {
 /// The rows of one rep of variant `variant` from a run of the program `program`, under
 /// a root span named `root`.
 pub fn rep_rows(
-    run: &ChildRun,
+    run: &mut ChildRun,
     program: &str,
     root: &str,
     rep: u32,
@@ -251,13 +251,13 @@ pub fn rep_rows(
     // The program's clock is the span clock (both CLOCK_MONOTONIC): a span outside the
     // rep's window was timed on another clock, and is dropped with a count. The spans
     // are within the cap already: it applied while they were read.
-    let inside: Vec<&ParsedSpan> = run
-        .spans
-        .iter()
-        .filter(|s| s.start_ns >= run.start_ns && s.end_ns <= run.end_ns)
-        .collect();
-    counts.outside_rep += (run.spans.len() - inside.len()) as u64;
-    let kept: Vec<ParsedSpan> = inside.into_iter().cloned().collect();
+    // Taken from the run, not copied: a rep's spans are its largest list while its rows
+    // are made, and each is dropped once its row is.
+    let mut kept = std::mem::take(&mut run.spans);
+    let (start_ns, end_ns) = (run.start_ns, run.end_ns);
+    let sent = kept.len();
+    kept.retain(|s| s.start_ns >= start_ns && s.end_ns <= end_ns);
+    counts.outside_rep += (sent - kept.len()) as u64;
     let (parents, refused) = nest(&kept);
     counts.refused_ids += refused;
     let main_tid = run.pid as u64;
@@ -268,13 +268,14 @@ pub fn rep_rows(
         Some(n) => n.clone(),
         None => format!("thread {tid}"),
     };
-    let mut ivs = vec![Interval {
+    let mut ivs = Vec::with_capacity(kept.len() + 1);
+    ivs.push(Interval {
         id: ROOT_ID,
         parent: None,
         thread_id: main_tid,
         start_ns: run.start_ns,
         end_ns: run.end_ns,
-    }];
+    });
     for (i, s) in kept.iter().enumerate() {
         ivs.push(Interval {
             id: i as u64 + 2,
@@ -307,7 +308,8 @@ pub fn rep_rows(
             root_attrs.insert(k.to_string(), v.into());
         }
     }
-    let mut rows = vec![SpanRow {
+    let mut rows = Vec::with_capacity(kept.len() + 1);
+    rows.push(SpanRow {
         rep,
         variant: variant.to_string().into(),
         span_id: ROOT_ID,
@@ -333,21 +335,25 @@ pub fn rep_rows(
             .measured()
             .then(|| run.cpu.over(run.start_ns, run.end_ns))
             .into(),
-    }];
-    for (i, s) in kept.iter().enumerate() {
+    });
+    drop(parents);
+    for (i, s) in kept.into_iter().enumerate() {
         let mut attrs: serde_json::Map<String, serde_json::Value> = s
             .attrs
             .iter()
             .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
             .collect();
+        if let Some(via) = s.via {
+            attrs.insert(super::child::VIA.into(), via.into());
+        }
         if s.unmatched {
             attrs.insert("unmatched_begin".into(), true.into());
         }
-        let name = if s.name == root {
+        let name = if *s.name == *root {
             attrs.insert("name_sent".into(), root.into());
-            renamed(root)
+            renamed(root).into()
         } else {
-            s.name.clone()
+            crate::store::Shared::from(&*s.name)
         };
         // CPU time of the whole program over the span: where the program reports it,
         // that; else the difference of the readings on its begin and end lines (the
@@ -514,14 +520,15 @@ mod cap_tests {
             attrs: Vec::new(),
             seq,
             unmatched: false,
+            via: None,
         }
     }
 
     #[test]
     fn a_program_span_named_like_the_root_is_kept_apart_from_it() {
         for root in [ROOT, "prove"] {
-            let run = run_of(vec![span(root, 2_000, 3_000, 0)]);
-            let (rows, _) = rep_rows(&run, "p", root, 0, "v");
+            let mut run = run_of(vec![span(root, 2_000, 3_000, 0)]);
+            let (rows, _) = rep_rows(&mut run, "p", root, 0, "v");
             let roots: Vec<&SpanRow> = rows.iter().filter(|r| r.name == root).collect();
             assert_eq!(roots.len(), 1);
             assert_eq!(roots[0].span_id, ROOT_ID);
@@ -553,7 +560,7 @@ mod cap_tests {
             "{why}"
         );
         assert!(why.contains("Send fewer spans"), "{why}");
-        let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
+        let (rows, _) = rep_rows(&mut run, "p", ROOT, 0, "v");
         assert_eq!(rows.len(), cap + 1);
     }
 }

@@ -96,6 +96,7 @@ fn span(name: &str, tid: u64, start: u64, end: u64, seq: u64) -> ParsedSpan {
         attrs: Vec::new(),
         seq,
         unmatched: false,
+        via: None,
     }
 }
 
@@ -213,7 +214,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
 fn spans_on_another_clock_fall_outside_the_rep_and_are_dropped_with_a_count() {
     // CLOCK_MONOTONIC times inside the rep are kept as they are (the span clock is
     // CLOCK_MONOTONIC); wall-clock times (CLOCK_REALTIME, 1.7e18 ns) are not.
-    let run = child_run(vec![
+    let mut run = child_run(vec![
         span("mono", 1, 1_100, 1_900, 1),
         span(
             "realtime",
@@ -224,7 +225,7 @@ fn spans_on_another_clock_fall_outside_the_rep_and_are_dropped_with_a_count() {
         ),
         span("before_spawn", 1, 900, 1_500, 3),
     ]);
-    let (rows, counts) = rep_rows(&run, "prog", ROOT, 0, "a");
+    let (rows, counts) = rep_rows(&mut run, "prog", ROOT, 0, "a");
     assert_eq!(counts.outside_rep, 2);
     assert_eq!(
         super::rows::counts_of_root(&rows[0].attrs),
@@ -250,7 +251,7 @@ fn a_process_cpu_attribute_fills_the_process_cpu_column() {
     let mut s = span("phase", 1, 1_100, 1_900, 1);
     s.attrs
         .push(("process_cpu_ns".into(), crate::trace::AttrValue::U64(1_234)));
-    let (rows, _) = rep_rows(&child_run(vec![s]), "prog", ROOT, 0, "a");
+    let (rows, _) = rep_rows(&mut child_run(vec![s]), "prog", ROOT, 0, "a");
     assert_eq!(rows[1].process_cpu_ns, Some(1_234));
     assert_eq!(rows[0].process_cpu_ns, None);
 }
@@ -340,7 +341,7 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
         echo '@gapscope1 B 1 5' >&2; \
         echo '@gapscope1 E 1 9 nothing' >&$GAPSCOPE_SPAN_FD";
     // bash: the pipe's descriptor may be 10 or above, which dash cannot redirect to.
-    let run = super::child::run_once(
+    let mut run = super::child::run_once(
         &argv(&["bash", "-c", script]),
         Path::new("/"),
         None,
@@ -354,7 +355,7 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
     assert_eq!(run.spans.len(), 1);
     assert_eq!(run.counts.unparseable, 1);
     assert_eq!(run.counts.unmatched_ends, 1);
-    let (rows, counts) = rep_rows(&run, "sh", ROOT, 0, "a");
+    let (rows, counts) = rep_rows(&mut run, "sh", ROOT, 0, "a");
     assert_eq!((rows.len(), counts.outside_rep), (1, 1));
 }
 
@@ -382,7 +383,7 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
         &Default::default(),
         super::rows::MAX_SPANS_PER_REP,
     );
-    let mut names: Vec<&str> = run.spans.iter().map(|s| s.name.as_str()).collect();
+    let mut names: Vec<&str> = run.spans.iter().map(|s| &*s.name).collect();
     names.sort();
     assert_eq!(
         names,
@@ -420,7 +421,8 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     run.cpu = super::cpu::CpuSeries {
         points: vec![(1_000, 0), (1_500, 1_000), (2_000, 1_000)],
     };
-    let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
+    let sent = run.spans.clone();
+    let (rows, _) = rep_rows(&mut run, "p", ROOT, 0, "v");
     let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
     assert_eq!(get("reported").process_cpu_ns, Some(7));
     assert_eq!(get("readings").process_cpu_ns, Some(80));
@@ -439,7 +441,8 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     // A thread that is not the program's: its own readings still count, the program's
     // clock does not.
     run.outsiders.insert(1);
-    let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
+    run.spans = sent.clone();
+    let (rows, _) = rep_rows(&mut run, "p", ROOT, 0, "v");
     let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
     assert_eq!(get("readings").process_cpu_ns, Some(80));
     assert_eq!(get("nothing").process_cpu_ns, None);
@@ -447,7 +450,8 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
     run.outsiders.clear();
     // A program whose clock was never read gets no CPU time rather than a made-up one.
     run.cpu = Default::default();
-    let (rows, _) = rep_rows(&run, "p", ROOT, 0, "v");
+    run.spans = sent.clone();
+    let (rows, _) = rep_rows(&mut run, "p", ROOT, 0, "v");
     assert!(rows
         .iter()
         .filter(|r| r.name != "reported" && r.name != "readings")
