@@ -70,6 +70,21 @@ pub(super) fn bisect_step(
     };
     let threshold = threshold.unwrap_or_else(|| (step.step.change.abs() * 50.0).min(5.0));
     let repo = revisions::toplevel(repo)?;
+    // The database's commits reach git: only commit ids, never a name git would read as
+    // something else (a branch, `HEAD~1`, an option).
+    for (end, sha) in [
+        ("last good", &step.last_before),
+        ("first bad", &step.first_after),
+    ] {
+        if !crate::history::commits::is_commit_id(sha) {
+            anyhow::bail!(
+                "step {id}'s {end} commit in the history database is {:?}, not a commit id \
+                 (7 to 64 hex digits): the database was edited or damaged; rebuild it with \
+                 `gapscope history import`",
+                crate::markup::terminal_safe(sha)
+            );
+        }
+    }
     let good = revisions::resolve(&repo, &step.last_before)?;
     let bad = revisions::resolve(&repo, &step.first_after)?;
     let commits = revisions::first_parent_path(&repo, &good, &bad)?;

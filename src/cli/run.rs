@@ -293,9 +293,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let data = RunData::load_spans_by_rep(&out.dir)?;
     let mut clock = ClockNotes::default();
     let table = crate::summary::phase_table_and(&data, |spans| clock.add_rep(spans))?;
+    // Span names and a program's notes come from the run folder: shown, never obeyed by
+    // the terminal (as `summary` and `diff` print them).
+    let shown = crate::markup::terminal_text;
     if !a.quiet {
-        print!("{table}");
-        print!("{}", headline(&data));
+        print!("{}", shown(&table));
+        print!("{}", shown(&headline(&data)));
     }
     if let Some(s) = &out.stopped {
         // With the headline when it is printed; on stderr, as notes are, under --quiet.
@@ -306,10 +309,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     }
     for (variant, note) in clock.0 {
-        eprintln!("{variant}: {note}");
+        eprintln!("{}", shown(&format!("{variant}: {note}")));
     }
     for f in crate::telemetry::leak_flags(&data) {
-        eprintln!("leak watch: {f}");
+        eprintln!("{}", shown(&format!("leak watch: {f}")));
     }
     println!("{}", out.dir.display());
     if out.failed > 0 {

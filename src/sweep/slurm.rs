@@ -209,7 +209,7 @@ pub fn submit(
             let id = String::from_utf8_lossy(&out.stdout);
             // --parsable prints "jobid" or "jobid;cluster".
             job.job_id = id.trim().split(';').next().unwrap_or("").to_string();
-            if job.job_id.is_empty() || !job.job_id.chars().all(|c| c.is_ascii_digit()) {
+            if !is_job_id(&job.job_id) {
                 record(sweep, &jobs)?;
                 anyhow::bail!(
                     "sbatch printed no job id for {}: {:?}",
@@ -242,6 +242,11 @@ pub fn recorded(sweep: &SweepDir) -> Vec<Job> {
         .unwrap_or_default()
 }
 
+/// A Slurm job id as `sbatch --parsable` gives it: digits only.
+fn is_job_id(s: &str) -> bool {
+    (1..=20).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// A cell's scheduler state: `squeue`'s for a task still queued or running, else
 /// `sacct`'s where accounting is kept.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,8 +262,24 @@ pub fn task_states(sweep: &SweepDir) -> (Vec<TaskState>, Vec<String>) {
     let mut states = Vec::new();
     let mut notes = Vec::new();
     for job in recorded(sweep).iter().filter(|j| !j.job_id.is_empty()) {
+        // slurm-jobs.json is a file of the sweep folder: what it names reaches squeue and
+        // sacct only as a job id (digits), and as the value of their option.
+        if !is_job_id(&job.job_id) {
+            notes.push(format!(
+                "{JOBS} names job {:?}, which is not a Slurm job id (digits): left out; \
+                 the file was edited",
+                crate::markup::terminal_safe(&job.job_id)
+            ));
+            continue;
+        }
         let q = Command::new("squeue")
-            .args(["-h", "-r", "-j", &job.job_id, "-o", "%i|%T|%r"])
+            .args([
+                "-h",
+                "-r",
+                &format!("--jobs={}", job.job_id),
+                "-o",
+                "%i|%T|%r",
+            ])
             .output();
         let mut seen = std::collections::BTreeSet::new();
         match q {
@@ -278,7 +299,14 @@ pub fn task_states(sweep: &SweepDir) -> (Vec<TaskState>, Vec<String>) {
             Err(e) => notes.push(format!("squeue cannot be run ({e})")),
         }
         let a = Command::new("sacct")
-            .args(["-n", "-P", "-X", "-j", &job.job_id, "-o", "JobID,State"])
+            .args([
+                "-n",
+                "-P",
+                "-X",
+                &format!("--jobs={}", job.job_id),
+                "-o",
+                "JobID,State",
+            ])
             .output();
         match a {
             Ok(o) if o.status.success() => {

@@ -247,3 +247,32 @@ fn history_add_prints_folder_names_and_reasons_with_their_controls_shown() {
     assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
     assert!(text.contains("runs\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
 }
+
+#[test]
+fn run_prints_a_programs_span_names_with_their_controls_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // A span whose name sets the terminal's title and clears the screen.
+    let script = "import os, time; t = time.clock_gettime_ns(time.CLOCK_MONOTONIC); \
+                  print(f'@gapscope1 X {os.getpid()} {t} 10 evil\\x1b]0;owned\\x07\\x1b[2J')";
+    let exp = t.join("e.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"evil\"\n[workload]\ncommand = [\"python3\", \"-c\", {script:?}]\n[run]\n\
+             reps = 2\nwarmups = 0\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n"
+        ),
+    )
+    .unwrap();
+    let out = common::gapscope(t)
+        .timeout(LIMIT)
+        .arg("run")
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let text = [out.stdout, out.stderr].concat();
+    let text = String::from_utf8_lossy(&text);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("evil\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
+}

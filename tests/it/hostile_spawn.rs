@@ -529,7 +529,7 @@ fn a_sweep_whose_name_is_shell_code_or_an_option_is_refused_before_a_script_is_w
 }
 
 #[test]
-fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option() {
+fn history_bisect_refuses_a_damaged_databases_commit_that_is_no_commit_id() {
     let tmp = tempfile::tempdir().unwrap();
     let (repo, shas) = repo(tmp.path(), 14);
     let pwned = tmp.path().join("pwned");
@@ -554,6 +554,9 @@ fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option()
         (7, format!("--output={}", pwned.display())),
         (8, format!("--upload-pack=touch {}", pwned.display())),
         (7, "-h".to_string()),
+        // Names git would resolve to some other commit.
+        (8, "HEAD~1".to_string()),
+        (7, "main".to_string()),
     ] {
         let db = tmp.path().join(format!("h{i}-{}.sqlite", bad.len()));
         std::fs::copy(&clean, &db).unwrap();
@@ -609,7 +612,52 @@ fn history_bisect_refuses_a_damaged_databases_commit_that_looks_like_an_option()
             .assert()
             .failure();
         let t = text(&a);
-        assert!(t.contains("may not start with '-'"), "{bad:?}: {t}");
+        assert!(
+            t.contains("not a commit id (7 to 64 hex digits)"),
+            "{bad:?}: {t}"
+        );
         assert!(!pwned.exists(), "{bad:?} ran as an option: {t}");
     }
+}
+
+#[test]
+fn sweep_status_passes_squeue_and_sacct_only_the_job_ids_of_slurm_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pwned = tmp.path().join("pwned");
+    let sbatch = tmp.path().join("fake-sbatch");
+    recorder(&sbatch, &tmp.path().join("sbatch-args"), "4242");
+    sweep(tmp.path(), "s", "[slurm]\npartition = \"p\"\n");
+    gapscope(tmp.path())
+        .args(["sweep", "run", "s.toml", "--slurm", "--sbatch"])
+        .arg(&sbatch)
+        .assert()
+        .success();
+    // slurm.json edited: a second job whose id is an option and shell code.
+    let jobs_file = tmp.path().join("root/s/slurm.json");
+    let mut jobs: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&jobs_file).unwrap()).unwrap();
+    let mut evil = jobs[0].clone();
+    evil["job_id"] = format!("--help;touch {}", pwned.display()).into();
+    jobs.push(evil);
+    std::fs::write(&jobs_file, serde_json::to_vec(&jobs).unwrap()).unwrap();
+    // squeue and sacct: recorders first on PATH.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let asked = tmp.path().join("asked");
+    recorder(&bin.join("squeue"), &asked, "");
+    recorder(&bin.join("sacct"), &asked, "");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let a = gapscope(tmp.path())
+        .args(["sweep", "status", "root/s"])
+        .env("PATH", path)
+        .assert()
+        .success();
+    let t = text(&a);
+    assert!(
+        t.contains("which is not a Slurm job id (digits): left out"),
+        "{t}"
+    );
+    let args = std::fs::read_to_string(&asked).unwrap();
+    assert!(args.lines().any(|l| l == "--jobs=4242"), "{args}");
+    assert!(!args.contains("help") && !pwned.exists(), "{args}");
 }

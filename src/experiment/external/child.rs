@@ -77,6 +77,8 @@ pub struct ChildRun {
     /// while reading, never stored).
     pub span_cap: usize,
     pub spans_over_cap: u64,
+    /// Spans the rep's rows took from `spans` (0 before they are made).
+    pub spans_read: usize,
     /// What `[workload.log_spans]` made of the program's lines, when it has entries.
     pub log: Option<LogLines>,
 }
@@ -149,6 +151,7 @@ pub fn run_once(
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
+        spans_read: 0,
         log: None,
     };
     // Counters and the sampler open on the child between its fork and its exec.
@@ -357,6 +360,7 @@ pub fn run_once(
         gpu: GpuLines::default(),
         span_cap,
         spans_over_cap: 0,
+        spans_read: 0,
         log: None,
     };
     for (i, (mut parser, tail)) in streams {

@@ -495,8 +495,8 @@ fn portable_log(log: &Path, paths: &crate::store::paths::PathBases) {
 
 /// Why the reps of a variant whose build failed fail.
 pub fn build_failure(b: &BuildMeta) -> String {
-    let text = std::fs::read(&b.log).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
+    let text = build_log_tail(Path::new(&b.log)).unwrap_or_else(|e| e.to_string());
+    let text = crate::markup::terminal_text(&String::from_utf8_lossy(text.as_bytes()));
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = &lines[lines.len().saturating_sub(BUILD_TAIL)..];
     format!(
@@ -506,6 +506,29 @@ pub fn build_failure(b: &BuildMeta) -> String {
         tail.join(" | ")
     )
 }
+
+/// The last [`BUILD_LOG_TAIL_BYTES`] of a build log: a log a run folder names may be
+/// any file, so it is opened as every file of a run folder is (no link, only a regular
+/// file, never waiting on a FIFO) and never read whole.
+fn build_log_tail(path: &Path) -> Result<String, crate::fsx::ReadError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = crate::fsx::read::open_no_follow(path)?;
+    let io = |e: std::io::Error| crate::fsx::ReadError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let len = f.metadata().map_err(io)?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(BUILD_LOG_TAIL_BYTES)))
+        .map_err(io)?;
+    let mut bytes = Vec::new();
+    f.take(BUILD_LOG_TAIL_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The most of a failed build's log read for its tail.
+const BUILD_LOG_TAIL_BYTES: u64 = 64 << 10;
 
 /// Builds every variant's folder once (variants sharing a folder share its build), the
 /// logs in `run_dir` as `build-<variant>.log`, and says what the run's meta.json records

@@ -201,6 +201,8 @@ pub fn failure(run: &ChildRun) -> Option<String> {
 /// Why a rep that exited well still failed: it sent more spans than a rep keeps.
 fn over_cap(run: &ChildRun) -> Option<String> {
     let cap = run.span_cap;
+    // The spans are in `spans` until the rep's rows take them, then counted.
+    let kept = run.spans.len() + run.spans_read;
     (run.spans_over_cap > 0).then(|| {
         format!(
             "the program sent {} spans in this rep, more than the {cap} a rep keeps: the \
@@ -208,8 +210,8 @@ fn over_cap(run: &ChildRun) -> Option<String> {
              stored, and the rep counts as failed. Send fewer spans (one per phase or per \
              batch of items rather than per item), or raise workload.max_spans_per_rep \
              (at most {MAX_SPANS_PER_REP})",
-            run.spans.len() as u64 + run.spans_over_cap,
-            run.spans.len(),
+            kept as u64 + run.spans_over_cap,
+            kept,
             run.spans_over_cap
         )
     })
@@ -254,6 +256,7 @@ pub fn rep_rows(
     // Taken from the run, not copied: a rep's spans are its largest list while its rows
     // are made, and each is dropped once its row is.
     let mut kept = std::mem::take(&mut run.spans);
+    run.spans_read = kept.len();
     let (start_ns, end_ns) = (run.start_ns, run.end_ns);
     let sent = kept.len();
     kept.retain(|s| s.start_ns >= start_ns && s.end_ns <= end_ns);
@@ -507,6 +510,7 @@ mod cap_tests {
             gpu: Default::default(),
             span_cap: MAX_SPANS_PER_REP,
             spans_over_cap: 0,
+            spans_read: 0,
             log: None,
         }
     }

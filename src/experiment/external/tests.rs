@@ -206,6 +206,7 @@ fn child_run(spans: Vec<ParsedSpan>) -> ChildRun {
         gpu: Default::default(),
         span_cap: super::rows::MAX_SPANS_PER_REP,
         spans_over_cap: 0,
+        spans_read: 0,
         log: None,
     }
 }
@@ -456,4 +457,45 @@ fn a_spans_cpu_time_is_its_own_report_else_its_begin_and_end_readings_else_inter
         .iter()
         .filter(|r| r.name != "reported" && r.name != "readings")
         .all(|r| r.process_cpu_ns.is_none()));
+}
+
+#[test]
+fn a_failed_builds_log_is_read_as_a_run_folders_files_are_and_only_its_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let meta = |log: &Path| crate::store::BuildMeta {
+        ok: false,
+        wall_ns: 0,
+        log: log.display().to_string(),
+        status: "exit status: 1".into(),
+        reused: false,
+    };
+    // A long log: its last lines, controls shown, never the whole file.
+    let log = t.join("build.log");
+    let mut text = "early line\n".repeat(20_000);
+    text.push_str("error[E0308]: \x1b[31mmismatched types\x1b[0m\n");
+    std::fs::write(&log, &text).unwrap();
+    let why = super::build_failure(&meta(&log));
+    assert!(
+        why.contains("mismatched types") && !why.contains('\x1b'),
+        "{why}"
+    );
+    // A log that is a link to a secret, or a FIFO: named, not read, not waited on.
+    let secret = t.join("secret");
+    std::fs::write(&secret, "password=hunter2\n").unwrap();
+    let link = t.join("link.log");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let why = super::build_failure(&meta(&link));
+    assert!(
+        why.contains("symbolic link") && !why.contains("hunter2"),
+        "{why}"
+    );
+    let fifo = t.join("fifo.log");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let why = super::build_failure(&meta(&fifo));
+    assert!(
+        why.contains("not a regular file") || why.contains("FIFO"),
+        "{why}"
+    );
 }
