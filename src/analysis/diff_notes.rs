@@ -238,6 +238,9 @@ pub(super) fn far_out_note(metrics: &[super::compare::Comparison]) -> Option<Str
     ))
 }
 
+// The recorder's note comes in made: a folder read a rep at a time gives it from the
+// reading that built the sides.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn notes(
     data: [&RunData; 2],
     sb: &Side,

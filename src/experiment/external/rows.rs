@@ -402,7 +402,7 @@ pub fn rep_rows(
         row.variant = variant.to_string().into();
         row.span_id = ivs[i + 1].id;
         row.parent_id = ivs[i + 1].parent;
-        row.name = name.into();
+        row.name = name;
         row.thread_id = s.tid;
         row.thread_name = thread_name(s.tid).into();
         row.start_ns = s.start_ns;
