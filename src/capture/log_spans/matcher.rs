@@ -69,6 +69,73 @@ pub struct LogOutcome {
     pub kept: u64,
     /// Why spans were dropped (the first reason), for the rep's notes.
     pub dropped: Option<String>,
+    /// What matching the lines cost where a line took the patterns long
+    /// ([`MatchTime`]): the matcher's time, said as such, for the rep's notes.
+    pub slow: Option<String>,
+}
+
+/// A line whose matching takes longer than this is slow.
+pub const SLOW_LINE_NS: u64 = 1_000_000;
+/// Matching time of slow lines a rep spends at most: past it the rep's later lines are
+/// not matched (and counted), so that a costly pattern cannot hold the rep (and its
+/// timeout, which would blame the program) for the reading of every line.
+pub const SLOW_LINES_BUDGET_NS: u64 = 2_000_000_000;
+
+/// The time the patterns took on the lines that were slow to match.
+#[derive(Debug, Clone)]
+pub struct MatchTime {
+    /// What makes a line slow, and the most such lines may take in all (ns).
+    pub slow_line_ns: u64,
+    pub budget_ns: u64,
+    /// Slow lines, their matching time in all, the slowest and its entry.
+    pub lines: u64,
+    pub ns: u64,
+    pub slowest_ns: u64,
+    pub slowest_entry: String,
+    /// Lines read once the budget was spent, not matched.
+    pub skipped: u64,
+}
+
+impl Default for MatchTime {
+    fn default() -> Self {
+        MatchTime {
+            slow_line_ns: SLOW_LINE_NS,
+            budget_ns: SLOW_LINES_BUDGET_NS,
+            lines: 0,
+            ns: 0,
+            slowest_ns: 0,
+            slowest_entry: String::new(),
+            skipped: 0,
+        }
+    }
+}
+
+impl MatchTime {
+    /// The rep's note, where a line was slow.
+    fn note(&self) -> Option<String> {
+        (self.lines > 0).then(|| {
+            let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+            let mut s = format!(
+                "workload.log_spans: {} line(s) took the patterns over {} each to match \
+                 ({} in all; the slowest {}, entry `{}`): the matcher's time, not the \
+                 program's",
+                self.lines,
+                ms(self.slow_line_ns),
+                ms(self.ns),
+                ms(self.slowest_ns),
+                self.slowest_entry
+            );
+            if self.skipped > 0 {
+                s.push_str(&format!(
+                    "; past {} of it the rep's other {} line(s) were not matched. Make the \
+                     pattern cheaper (anchor it, bound its repeats) or match fewer lines",
+                    ms(self.budget_ns),
+                    self.skipped
+                ));
+            }
+            s
+        })
+    }
 }
 
 /// Reads a program's lines against the patterns (one matcher for all its streams).
@@ -88,6 +155,7 @@ pub struct LogMatcher {
     /// The rep's cap on spans, shared with the protocol parsers
     /// ([`crate::protocol::budget`]).
     budget: Option<Arc<crate::protocol::budget::SpanBudget>>,
+    time: MatchTime,
 }
 
 /// The offset of the wall clock from the span clock, now, in ns.
@@ -112,7 +180,16 @@ impl LogMatcher {
             matched: 0,
             seq: 0,
             budget: None,
+            time: MatchTime::default(),
         }
+    }
+
+    /// Lines slower to match than `slow_line_ns` may take `budget_ns` in all
+    /// ([`SLOW_LINE_NS`], [`SLOW_LINES_BUDGET_NS`] by default).
+    pub fn with_match_budget(mut self, slow_line_ns: u64, budget_ns: u64) -> Self {
+        self.time.slow_line_ns = slow_line_ns;
+        self.time.budget_ns = budget_ns;
+        self
     }
 
     /// Its spans take their room from `budget`, as the protocol parsers' do.
@@ -166,30 +243,52 @@ impl LogMatcher {
             return;
         };
         let text = text.strip_suffix('\r').unwrap_or(text);
+        if self.time.lines > 0 && self.time.ns >= self.time.budget_ns {
+            self.time.skipped += 1;
+            return;
+        }
         let patterns = self.patterns.clone();
+        let mut slow = false;
         for (i, rule) in patterns.rules.iter().enumerate() {
-            match &rule.kind {
-                Kind::Duration(re) => {
-                    let Some(c) = re.captures(text) else { continue };
-                    self.duration_line(i, rule, re, &c, text, read_ns);
+            let t0 = std::time::Instant::now();
+            self.match_rule(i, rule, text, read_ns);
+            let took = t0.elapsed().as_nanos() as u64;
+            if took > self.time.slow_line_ns {
+                slow = true;
+                let t = &mut self.time;
+                t.ns = t.ns.saturating_add(took);
+                if took > t.slowest_ns {
+                    t.slowest_ns = took;
+                    t.slowest_entry = rule.name.clone();
                 }
-                Kind::Pair(b, e) => {
-                    if let Some(c) = b.captures(text) {
-                        self.matched += 1;
-                        self.seq += 1;
-                        match self.time_of(rule, &c, read_ns) {
-                            Ok(t) => {
-                                self.counts.protocol_lines += 1;
-                                if self.take() {
-                                    self.open.entry(i).or_default().push((t, attrs_of(b, &c)));
-                                }
+            }
+        }
+        self.time.lines += u64::from(slow);
+    }
+
+    /// One entry's patterns on one line.
+    fn match_rule(&mut self, i: usize, rule: &Rule, text: &str, read_ns: u64) {
+        match &rule.kind {
+            Kind::Duration(re) => {
+                let Some(c) = re.captures(text) else { return };
+                self.duration_line(i, rule, re, &c, text, read_ns);
+            }
+            Kind::Pair(b, e) => {
+                if let Some(c) = b.captures(text) {
+                    self.matched += 1;
+                    self.seq += 1;
+                    match self.time_of(rule, &c, read_ns) {
+                        Ok(t) => {
+                            self.counts.protocol_lines += 1;
+                            if self.take() {
+                                self.open.entry(i).or_default().push((t, attrs_of(b, &c)));
                             }
-                            Err(why) => self.bad(text, format!("{} begin: {why}", rule.name)),
                         }
+                        Err(why) => self.bad(text, format!("{} begin: {why}", rule.name)),
                     }
-                    if let Some(c) = e.captures(text) {
-                        self.end_line(i, rule, e, &c, text, read_ns);
-                    }
+                }
+                if let Some(c) = e.captures(text) {
+                    self.end_line(i, rule, e, &c, text, read_ns);
                 }
             }
         }
@@ -332,6 +431,7 @@ impl LogMatcher {
             samples: self.samples,
             matched: self.matched,
             dropped,
+            slow: self.time.note(),
         }
     }
 

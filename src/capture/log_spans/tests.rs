@@ -446,3 +446,44 @@ fn a_hundred_thousand_lines_with_a_parent_nest_without_a_scan_per_line() {
     }
     assert!(took < std::time::Duration::from_secs(60), "{took:?}");
 }
+
+#[test]
+fn lines_slow_to_match_are_the_matchers_time_and_past_its_budget_are_not_matched() {
+    let p = Arc::new(
+        LogPatterns::new(&rules(&[(
+            "step",
+            duration(r"step took (?P<ms>\d+)ms", None),
+        )]))
+        .unwrap(),
+    );
+    let t0 = 100_000_000_000u64;
+    let lines = [&b"step took 5ms"[..], b"step took 6ms", b"step took 7ms"];
+    // Every line slow (any time is over 0 ns), the budget spent by the first.
+    let mut m = LogMatcher::new(p.clone(), 7, 0).with_match_budget(0, 0);
+    for (k, l) in lines.iter().enumerate() {
+        m.feed(l, t0 + (k as u64 + 1) * 1_000_000_000);
+    }
+    let out = m.finish(t0, t0 + 10_000_000_000);
+    assert_eq!(out.spans.len(), 1);
+    let note = out.slow.expect("a note");
+    assert!(
+        note.contains("1 line(s) took the patterns over 0.0 ms"),
+        "{note}"
+    );
+    assert!(note.contains("entry `step`"), "{note}");
+    assert!(
+        note.contains("the matcher's time, not the program's"),
+        "{note}"
+    );
+    assert!(
+        note.contains("the rep's other 2 line(s) were not matched"),
+        "{note}"
+    );
+    // The defaults: these lines match in microseconds, no note.
+    let mut m = LogMatcher::new(p, 7, 0);
+    for (k, l) in lines.iter().enumerate() {
+        m.feed(l, t0 + (k as u64 + 1) * 1_000_000_000);
+    }
+    let out = m.finish(t0, t0 + 10_000_000_000);
+    assert_eq!((out.spans.len(), out.slow), (3, None));
+}

@@ -95,6 +95,8 @@ pub struct LogLines {
     pub first_problem: Option<String>,
     /// How lines were timed, where an entry times them by their reading (no `ts`).
     pub timed: Option<&'static str>,
+    /// What the patterns cost on lines slow to match (the matcher's time).
+    pub slow: Option<String>,
 }
 
 /// Sampling asked of a run: the rate, and how events are opened.
@@ -390,6 +392,7 @@ pub fn run_once(
             matched: out.matched,
             kept: out.kept,
             dropped: out.dropped,
+            slow: out.slow,
             first_problem: out.samples.into_iter().next(),
         });
     }

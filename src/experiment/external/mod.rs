@@ -122,7 +122,11 @@ pub fn run_rep(
     );
     // Log spans outside the rep were dropped when they were made, with their own reason
     // (gapscope timed them, so the span clock is not what to fix).
-    let log_note = run.log.as_ref().and_then(|l| l.dropped.clone());
+    // And the patterns' own time where lines were slow to match: the matcher's, said so.
+    let log_note = run.log.as_ref().and_then(|l| match (&l.dropped, &l.slow) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.clone().or(b.clone()),
+    });
     let clock_note = match (clock_note, log_note) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
