@@ -44,6 +44,12 @@ pub const STACKS_FOLDED: RunFile = RunFile {
     gzip: true,
 };
 
+/// The log of a command workload's variant build: `build-<variant>.log` (read back only
+/// for a failed build's tail, as any run folder file is: no link, no FIFO, capped).
+pub fn build_log(variant: &str) -> String {
+    format!("build-{variant}.log")
+}
+
 /// Every file gapscope writes into a run folder and reads back. A writer names its
 /// files from here, and the tests plant a link, a FIFO, a device and a bomb under each
 /// name on this list, so that a file added here is one no reader can open unhardened.

@@ -51,7 +51,9 @@ pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
 pub use count::Count;
 pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
-pub use files::{RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STACKS_JSON};
+pub use files::{
+    build_log, RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STACKS_JSON,
+};
 pub use gaps_spec::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};

@@ -276,3 +276,72 @@ fn run_prints_a_programs_span_names_with_their_controls_shown() {
     assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
     assert!(text.contains("evil\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
 }
+
+/// Whether `name` (a path inside a run folder) is one the store lists: a file of
+/// `RUN_FILES` (a rep's number for `{rep}`, or gzipped where it may be), a next part of
+/// a table (`spans.3.csv`), or a variant's build log.
+fn listed(name: &str) -> bool {
+    let as_pattern = |f: &str| {
+        let parts = regex::escape(f)
+            .replace(r"\{rep\}", r"\d+")
+            .replace(r"\.2\.csv", r"\.\d+\.csv");
+        parts
+    };
+    store::RUN_FILES.iter().any(|f| {
+        let p = as_pattern(f.name);
+        let p = if f.gzip {
+            format!("^{p}(\\.gz)?$")
+        } else {
+            format!("^{p}$")
+        };
+        regex::Regex::new(&p).unwrap().is_match(name)
+    }) || ["a", "b"].iter().any(|v| name == store::build_log(v))
+}
+
+#[test]
+fn a_run_writes_only_files_the_store_lists_for_its_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // A command workload with a build, telemetry on (no GPU here: its tables still come),
+    // and enough spans to roll spans.csv into parts.
+    let script = "import os, time\nfor k in range(200):\n    t = time.clock_gettime_ns(time.CLOCK_MONOTONIC)\n    print(f'@gapscope1 X {os.getpid()} {t} 10 step')\n";
+    let exp = t.join("e.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"files\"\n[workload]\ncommand = [\"python3\", \"-c\", {script:?}]\n\
+             build = [\"true\"]\n[run]\nreps = 2\nwarmups = 1\n\
+             [[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n"
+        ),
+    )
+    .unwrap();
+    let out = common::gapscope(t)
+        .timeout(LIMIT)
+        .env(store::PART_BYTES_VAR, "4096")
+        .arg("run")
+        .arg(&exp)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dir = common::run_dir_of(&out.stdout);
+    let dir = if dir.is_absolute() { dir } else { t.join(dir) };
+    let mut names = Vec::new();
+    let mut walk = vec![dir.clone()];
+    while let Some(d) = walk.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                walk.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(&dir).unwrap().display().to_string();
+                names.push(rel);
+            }
+        }
+    }
+    assert!(names.iter().any(|n| n == "spans.3.csv"), "{names:?}");
+    assert!(names.iter().any(|n| n == "build-a.log"), "{names:?}");
+    let unlisted: Vec<&String> = names.iter().filter(|n| !listed(n)).collect();
+    assert!(
+        unlisted.is_empty(),
+        "files no reader's hostile test covers: {unlisted:?}"
+    );
+}

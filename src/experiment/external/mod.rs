@@ -570,7 +570,7 @@ pub fn build_subjects(
         let build = match (&ext.build, &failure) {
             (Some(b), None) => {
                 let m = built.entry(dir.clone()).or_insert_with(|| {
-                    let log = run_dir.join(format!("build-{}.log", v.name));
+                    let log = run_dir.join(crate::store::build_log(&v.name));
                     let revision = v.rev.is_some() && v.subject_dir.is_some();
                     let shown = || format!("{} in {}", b.join(" "), dir.display());
                     if let Some(m) = revision.then(|| earlier_build(b, &dir, &log)).flatten() {
