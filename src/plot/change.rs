@@ -32,6 +32,9 @@ pub struct Change {
     /// The change statistic's name ("ratio of geometric means").
     pub statistic: String,
     pub rows: Vec<ChangeRow>,
+    /// Spans whose change is not drawn (the chart keeps a fixed number of rows): named in
+    /// one line under the bars, "+N other spans".
+    pub left_out: usize,
 }
 
 const ROW_H: i32 = 38;
@@ -193,6 +196,18 @@ impl Change {
             )?;
         }
         c.line(&[(zero, top - 6), (zero, bottom)], INK.into(), 1)?;
+        if self.left_out > 0 {
+            c.text(
+                &format!(
+                    "+{} other spans not drawn: the diff's table has the change of every span",
+                    self.left_out
+                ),
+                (20, bottom + 14),
+                SMALL_PX,
+                MUTED,
+                Align::Left,
+            )?;
+        }
         Ok(notes)
     }
 }
@@ -210,7 +225,10 @@ impl Chart for Change {
     fn size(&self, _input: &RunView) -> (u32, u32) {
         (
             1200,
-            (66 + 24 + self.rows.len().max(1) as i32 * ROW_H + 30) as u32,
+            (66 + 24
+                + self.rows.len().max(1) as i32 * ROW_H
+                + 30
+                + 22 * i32::from(self.left_out > 0)) as u32,
         )
     }
     chart_backends!();

@@ -99,8 +99,11 @@ fn a_cut_bar_and_a_cut_whisker_are_marked_and_keep_their_numbers() {
                 Some("the interval of its share of end to end"),
             ),
         ],
+        left_out: 49_990,
     };
     let (r, svg) = svg_of(&chart, &view);
+    // The spans past the chart's rows, counted under them.
+    assert!(svg.contains("+49990 other spans not drawn"), "{svg}");
     let notes = r.notes.0.join("\n");
     assert!(
         notes.contains("end to end (prove): its bar (+744 ms) is longer than the axis"),

@@ -53,6 +53,7 @@ pub fn change_chart(diff: &Diff) -> Change {
     // Resolved changes first, each group largest first (the contributions' order).
     let mut items: Vec<&analysis::Contribution> = diff.contributions.items.iter().collect();
     items.sort_by_key(|i| !i.comparison.verdict.is_change());
+    let left_out = items.len().saturating_sub(CHART_SPANS);
     for item in items.into_iter().take(CHART_SPANS) {
         let mut change = span_change(&item.comparison);
         let mut interval_words = None;
@@ -77,6 +78,7 @@ pub fn change_chart(diff: &Diff) -> Change {
         ),
         statistic: t.statistic().to_string(),
         rows,
+        left_out,
     }
 }
 
