@@ -139,10 +139,14 @@ fn answer(t: &Path, args: &[&str], dir: &Path) -> String {
     let _ = std::fs::remove_dir_all(&out_dir);
     let mut c = common::gapscope(t);
     c.timeout(LIMIT).args(args).arg(dir);
-    if args[0] == "report" {
-        c.arg("--out").arg(&out_dir);
-    } else {
-        c.arg("--db").arg(t.join("history.sqlite"));
+    match args[0] {
+        "report" => {
+            c.arg("--out").arg(&out_dir);
+        }
+        "history" => {
+            c.arg("--db").arg(t.join("history.sqlite"));
+        }
+        _ => {}
     }
     let out = c.output().expect("gapscope runs");
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -170,6 +174,11 @@ fn readers(file: &RunFile) -> Vec<&'static [&'static str]> {
     .contains(&file.name)
     {
         r.push(&["history", "add"]);
+    }
+    // The whole-folder readers of the tables every command reads.
+    if [store::META, store::RUNS, store::SPANS, store::SPANS_PART_2].contains(&file.name) {
+        r.push(&["summary"]);
+        r.push(&["diff"]);
     }
     r
 }
