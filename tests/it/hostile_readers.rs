@@ -291,10 +291,9 @@ fn run_prints_a_programs_span_names_with_their_controls_shown() {
 /// a table (`spans.3.csv`), or a variant's build log.
 fn listed(name: &str) -> bool {
     let as_pattern = |f: &str| {
-        let parts = regex::escape(f)
+        regex::escape(f)
             .replace(r"\{rep\}", r"\d+")
-            .replace(r"\.2\.csv", r"\.\d+\.csv");
-        parts
+            .replace(r"\.2\.csv", r"\.\d+\.csv")
     };
     store::RUN_FILES.iter().any(|f| {
         let p = as_pattern(f.name);
