@@ -71,6 +71,27 @@ pub fn group_ending_with_gapscope() -> Option<libc::pid_t> {
     }
 }
 
+/// Puts `cmd` (a workload's `build` or `prepare` step) in a group of its own held by a
+/// watcher ([`group_ending_with_gapscope`]), with its parent-death signal: what it starts
+/// ends with gapscope, however gapscope ends. [`end_group`] ends the group once the step
+/// is over.
+pub fn step_in_group(cmd: &mut std::process::Command) -> Option<libc::pid_t> {
+    use std::os::unix::process::CommandExt;
+    let group = group_ending_with_gapscope();
+    cmd.process_group(group.unwrap_or(0));
+    super::interrupt::die_with_parent(cmd);
+    group
+}
+
+/// SIGKILL to the group of a step that is over: its watcher, and whatever the step left
+/// running (a step's processes end with it).
+pub fn end_group(group: Option<libc::pid_t>) {
+    if let Some(g) = group {
+        // SAFETY: kill(2) with a negative pid signals a process group; ESRCH is harmless.
+        unsafe { libc::kill(-g, libc::SIGKILL) };
+    }
+}
+
 /// The watcher: keeps only the pipe's read end (so that it holds none of the program's
 /// pipes open, nor the write end it waits on), waits for the end of file that
 /// gapscope's exit makes, and kills its group.

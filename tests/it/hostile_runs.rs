@@ -70,6 +70,73 @@ fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 #[test]
+fn what_a_build_or_prepare_step_starts_ends_with_the_step_and_with_a_killed_gapscope() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let id = std::process::id();
+    // A prepare that leaves a process behind and exits, and a build that hangs (its
+    // own process started by a shell): durations no other process sleeps for.
+    let (left, hung) = (format!("1001.{id}"), format!("1002.{id}"));
+    let exp = |name: &str, step: &str| {
+        let p = t.join(format!("{name}.toml"));
+        std::fs::write(
+            &p,
+            format!(
+                "name = \"{name}\"\n[workload]\ncommand = [\"true\"]\n{step}\n\
+                 [run]\nreps = 1\nwarmups = 0\n[[variant]]\nname = \"a\"\n"
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let gapscope = |exp: &Path| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
+            .arg("run")
+            .arg(exp)
+            .arg("--results-dir")
+            .arg(t.join("results"))
+            .current_dir(t)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let cleanup = |argv: &[&str]| {
+        for pid in pids_running(argv) {
+            // SAFETY: kill(2) of a pid this test found by its unique command line.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    };
+    // The prepare's leftover ends when the step does, gapscope still running.
+    let prepare = exp(
+        "prep",
+        &format!("prepare = [\"sh\", \"-c\", \"sleep {left} & true\"]"),
+    );
+    let status = gapscope(&prepare).wait().unwrap();
+    let argv = ["sleep", left.as_str()];
+    let gone = wait_for(Duration::from_secs(20), || pids_running(&argv).is_empty());
+    cleanup(&argv);
+    assert!(
+        status.success() && gone,
+        "{status:?}: sleep {left} outlived its prepare"
+    );
+    // The hanging build's process ends when gapscope is killed (SIGKILL).
+    let build = exp(
+        "build",
+        &format!("build = [\"sh\", \"-c\", \"true && sleep {hung}\"]"),
+    );
+    let mut run = gapscope(&build);
+    let argv = ["sleep", hung.as_str()];
+    let started = wait_for(LIMIT, || !pids_running(&argv).is_empty());
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let gone = wait_for(Duration::from_secs(20), || pids_running(&argv).is_empty());
+    cleanup(&argv);
+    assert!(started, "the build never started");
+    assert!(gone, "sleep {hung} outlived the killed gapscope");
+}
+
+#[test]
 fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
