@@ -287,7 +287,7 @@ fn the_k8s_job_is_indexed_with_retries_per_index_gpus_and_the_results_volume() {
 }
 
 #[test]
-fn a_sweep_folders_state_files_replaced_by_a_link_or_a_fifo_are_refused_not_followed() {
+fn a_sweep_folders_state_files_replaced_by_a_link_a_fifo_or_an_oversized_file_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (spec, cells) = SweepSpec::load(&sweep_file(tmp.path(), "batch = [1, 2]")).unwrap();
     let sd = SweepDir::new(&tmp.path().join("root"), &spec.name);
@@ -316,4 +316,17 @@ fn a_sweep_folders_state_files_replaced_by_a_link_or_a_fifo_are_refused_not_foll
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let e = format!("{:#}", sd.manifest().unwrap_err());
     assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+    // One past the cap (a sparse file: no 64 MiB written): refused by its size, unread.
+    std::fs::remove_file(&manifest).unwrap();
+    let f = std::fs::File::create(&manifest).unwrap();
+    f.set_len((64 << 20) + 1).unwrap();
+    let e = format!("{:#}", sd.manifest().unwrap_err());
+    assert!(
+        e.contains("more than gapscope reads from such a file"),
+        "{e}"
+    );
+    // The jobs a Slurm sweep submitted, as a link to a secret: no job is read from it.
+    let jobs = sd.dir.join("slurm.json");
+    std::os::unix::fs::symlink(tmp.path().join("secret"), &jobs).unwrap();
+    assert!(slurm::recorded(&sd).is_empty());
 }
