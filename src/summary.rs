@@ -107,7 +107,7 @@ pub fn phase_table_and(
     };
     let (sums, mut walks) = read_sums(data, &variants, &firsts, also)?;
     let rows = match &data.meta.external {
-        Some(_) => crate::summary_external::rows(data, &mut walks),
+        Some(_) => crate::summary_external::rows(data, &firsts, &mut walks),
         None => rows(data.meta.phases(), backend_of(data)),
     };
     let cols: Vec<_> = sums.iter().map(|c| medians_of(c, &rows)).collect();

@@ -16,16 +16,16 @@ const MAX_ROWS: usize = 24;
 /// Rows of the table: (span name, label, self time rather than total), the run's root
 /// first (the program's wall time, spawn to exit), its main thread's time
 /// outside any span, then the program's spans depth first, siblings by start, over the
-/// first measured ok rep of each variant ([`first_reps`], walked into `walks`).
-pub fn rows(data: &RunData, walks: &mut Walks) -> Vec<(String, String, bool)> {
+/// first measured ok rep of each variant (`firsts`: [`first_reps`], walked into `walks`).
+pub fn rows(data: &RunData, firsts: &[u32], walks: &mut Walks) -> Vec<(String, String, bool)> {
     let root = data.meta.phases().root.clone();
     let mut out = vec![
         (root.clone(), format!("total ({root})"), false),
         (root, "  outside spans (main thread)".to_string(), true),
     ];
     let mut seen = BTreeSet::new();
-    for rep in first_reps(data) {
-        for (name, depth) in walks.remove(&rep).unwrap_or_default() {
+    for rep in firsts {
+        for (name, depth) in walks.remove(rep).unwrap_or_default() {
             if out.len() >= MAX_ROWS {
                 break;
             }

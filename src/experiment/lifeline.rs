@@ -73,22 +73,33 @@ pub fn group_ending_with_gapscope() -> Option<libc::pid_t> {
 
 /// Puts `cmd` (a workload's `build` or `prepare` step) in a group of its own held by a
 /// watcher ([`group_ending_with_gapscope`]), with its parent-death signal: what it starts
-/// ends with gapscope, however gapscope ends. [`end_group`] ends the group once the step
-/// is over.
-pub fn step_in_group(cmd: &mut std::process::Command) -> Option<libc::pid_t> {
+/// ends with gapscope, however gapscope ends; and when the returned [`StepGroup`] ends
+/// (dropped, or [`StepGroup::end`]), whatever the step left running ends too.
+pub fn step_in_group(cmd: &mut std::process::Command) -> StepGroup {
     use std::os::unix::process::CommandExt;
     let group = group_ending_with_gapscope();
     cmd.process_group(group.unwrap_or(0));
     super::interrupt::die_with_parent(cmd);
-    group
+    StepGroup(group)
 }
 
-/// SIGKILL to the group of a step that is over: its watcher, and whatever the step left
-/// running (a step's processes end with it).
-pub fn end_group(group: Option<libc::pid_t>) {
-    if let Some(g) = group {
-        // SAFETY: kill(2) with a negative pid signals a process group; ESRCH is harmless.
-        unsafe { libc::kill(-g, libc::SIGKILL) };
+/// The process group of a step ([`step_in_group`]).
+pub struct StepGroup(Option<libc::pid_t>);
+
+impl StepGroup {
+    /// SIGKILL to the group of a step that is over: its watcher, and whatever the step
+    /// left running. Once only: after its end the group's id may be another's.
+    pub fn end(&mut self) {
+        if let Some(g) = self.0.take() {
+            // SAFETY: kill(2) with a negative pid signals a process group; ESRCH is harmless.
+            unsafe { libc::kill(-g, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for StepGroup {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

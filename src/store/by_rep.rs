@@ -13,20 +13,14 @@ use super::integrity::{
 };
 use super::parts::{part_paths, PartStart};
 use super::{
-    gz_path, present, read_complete_each, read_csv_complete, read_meta, RunData, RunRow, SpanRow,
-    StoreError, META, RUNS, SPANS,
+    gz_path, present, read_complete_each, RunData, RunRow, SpanRow, StoreError, RUNS, SPANS,
 };
 
 impl RunData {
     /// The folder's meta.json and runs.csv, checked as [`RunData::load`] checks them,
     /// with its spans left in spans.csv for [`RunData::for_each_rep`].
     pub fn load_spans_by_rep(dir: &Path) -> Result<Self, StoreError> {
-        if !present(&dir.join(META)) {
-            // The same error as a whole load's.
-            return RunData::load(dir);
-        }
-        let meta = read_meta(dir)?;
-        let runs: Vec<RunRow> = read_csv_complete(&dir.join(RUNS))?;
+        let (meta, runs) = RunData::read_head(dir)?;
         check_unique_reps(&dir.join(RUNS), &runs)?;
         check_run_values(&dir.join(RUNS), &runs)?;
         Ok(RunData {

@@ -845,14 +845,7 @@ pub struct RunData {
 
 impl RunData {
     pub fn load(dir: &Path) -> Result<Self, StoreError> {
-        if !present(&dir.join(META)) {
-            return Err(StoreError::Invalid {
-                path: dir.to_path_buf(),
-                message: format!("no {META} here: not a gapscope run folder (expected results/<experiment>/<run>/)"),
-            });
-        }
-        let meta = read_meta(dir)?;
-        let runs = read_csv_complete(&dir.join(RUNS))?;
+        let (meta, runs) = Self::read_head(dir)?;
         let (spans, parts) = parts::read_parts_complete(dir, SPANS)?;
         integrity::check_loaded(dir, &runs, &spans, &parts)?;
         Ok(RunData {
@@ -862,6 +855,17 @@ impl RunData {
             spans,
             spans_on_disk: false,
         })
+    }
+
+    /// A run folder's meta.json and runs.csv, as every load reads them first.
+    fn read_head(dir: &Path) -> Result<(Meta, Vec<RunRow>), StoreError> {
+        if !present(&dir.join(META)) {
+            return Err(StoreError::Invalid {
+                path: dir.to_path_buf(),
+                message: format!("no {META} here: not a gapscope run folder (expected results/<experiment>/<run>/)"),
+            });
+        }
+        Ok((read_meta(dir)?, read_csv_complete(&dir.join(RUNS))?))
     }
 }
 

@@ -106,24 +106,23 @@ fn reps_whose_rows_are_apart_or_cut_are_refused_a_rep_at_a_time() {
         })
         .unwrap();
     assert_eq!(reps, 4);
+    let error_by_rep = || {
+        RunData::load_spans_by_rep(&dir)
+            .unwrap()
+            .for_each_rep(|_| {})
+            .unwrap_err()
+            .to_string()
+    };
     // Rep 0's row again after rep 1's: a rep's rows apart.
     let mut apart = lines.clone();
     apart.push(lines[1]);
     std::fs::write(&spans, apart.join("\n") + "\n").unwrap();
-    let e = RunData::load_spans_by_rep(&dir)
-        .unwrap()
-        .for_each_rep(|_| {})
-        .unwrap_err()
-        .to_string();
+    let e = error_by_rep();
     assert!(e.contains("rows are not together"), "{e}");
     // Rep 2's row gone: runs.csv records it, spans.csv lacks it.
     lines.remove(3);
     std::fs::write(&spans, lines.join("\n") + "\n").unwrap();
-    let e = RunData::load_spans_by_rep(&dir)
-        .unwrap()
-        .for_each_rep(|_| {})
-        .unwrap_err()
-        .to_string();
+    let e = error_by_rep();
     assert!(e.contains("recorded in runs.csv but"), "{e}");
     assert_eq!(e, RunData::load(&dir).unwrap_err().to_string());
 }

@@ -236,6 +236,15 @@ fn the_flame_section_escapes_statuses_and_frame_names() {
     assert_eq!(md.matches("<img").count(), md.matches(span).count(), "{md}");
 }
 
+/// The output of a command that succeeded, with no terminal control character in it.
+fn succeeded_without_controls(out: std::process::Output) -> String {
+    let text = [out.stdout, out.stderr].concat();
+    let text = String::from_utf8_lossy(&text).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    text
+}
+
 #[test]
 fn history_add_prints_folder_names_and_reasons_with_their_controls_shown() {
     let tmp = tempfile::tempdir().unwrap();
@@ -250,10 +259,7 @@ fn history_add_prints_folder_names_and_reasons_with_their_controls_shown() {
         .arg(t.join("h.sqlite"))
         .output()
         .unwrap();
-    let text = [out.stdout, out.stderr].concat();
-    let text = String::from_utf8_lossy(&text);
-    assert!(out.status.success(), "{text}");
-    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    let text = succeeded_without_controls(out);
     assert!(text.contains("runs\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
 }
 
@@ -279,10 +285,7 @@ fn run_prints_a_programs_span_names_with_their_controls_shown() {
         .arg(&exp)
         .output()
         .unwrap();
-    let text = [out.stdout, out.stderr].concat();
-    let text = String::from_utf8_lossy(&text);
-    assert!(out.status.success(), "{text}");
-    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    let text = succeeded_without_controls(out);
     assert!(text.contains("evil\\x1b]0;owned\\x07\\x1b[2J"), "{text}");
 }
 

@@ -297,21 +297,8 @@ fn prepare(argv: &[String], dir: &Path, timeout: Option<Duration>) -> Result<(),
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let group = super::lifeline::step_in_group(&mut cmd);
     // Whatever the step started ends with it (the group), however this function returns.
-    // (Once only: after its end the group's id may be another's.)
-    struct Ends(Option<libc::pid_t>);
-    impl Ends {
-        fn now(&mut self) {
-            super::lifeline::end_group(self.0.take());
-        }
-    }
-    impl Drop for Ends {
-        fn drop(&mut self) {
-            self.now();
-        }
-    }
-    let mut ends = Ends(group);
+    let mut group = super::lifeline::step_in_group(&mut cmd);
     let shown = argv.join(" ");
     let mut child = cmd
         .spawn()
@@ -350,7 +337,7 @@ fn prepare(argv: &[String], dir: &Path, timeout: Option<Duration>) -> Result<(),
             Err(e) => return Err(format!("prepare ({shown}): cannot wait for it: {e}")),
         }
     };
-    ends.now();
+    group.end();
     if status.success() {
         return Ok(());
     }
@@ -421,11 +408,10 @@ pub fn build_in(build: &[String], dir: &Path, log: &Path) -> BuildMeta {
             .stdin(Stdio::null())
             .stdout(f.try_clone()?)
             .stderr(f);
-        // Its processes end with it, and with gapscope however gapscope ends.
-        let group = super::lifeline::step_in_group(&mut cmd);
-        let status = cmd.status();
-        super::lifeline::end_group(group);
-        status
+        // Its processes end with it (the group, dropped here), and with gapscope however
+        // gapscope ends.
+        let _group = super::lifeline::step_in_group(&mut cmd);
+        cmd.status()
     })();
     let (ok, status) = match status {
         Ok(s) => (s.success(), s.to_string()),
