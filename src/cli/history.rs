@@ -46,8 +46,22 @@ pub struct Place {
     #[arg(long, default_value = ".")]
     repo: PathBuf,
     /// The branch of that history (default: the one checked out, else main).
-    #[arg(long)]
+    #[arg(long, value_parser = branch_name)]
     branch: Option<String>,
+}
+
+/// A `--branch` value as git names branches: not empty, no leading `-` (git would read
+/// it as an option), no whitespace or control characters.
+fn branch_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.starts_with('-') || s.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "{} is not a branch name (empty, a leading '-', or a space or control \
+             character): name the branch as `git branch` lists it",
+            crate::markup::terminal_text(s)
+        ));
+    }
+    Ok(s.to_string())
 }
 
 impl Place {

@@ -661,3 +661,93 @@ fn sweep_status_passes_squeue_and_sacct_only_the_job_ids_of_slurm_json() {
     assert!(args.lines().any(|l| l == "--jobs=4242"), "{args}");
     assert!(!args.contains("help") && !pwned.exists(), "{args}");
 }
+
+/// `track`: the commits of a history database (which `history import` fills from other
+/// hosts' folders) and its `--branch` reach git only as commit ids or not at all. The
+/// database's earlier commits are rewritten to option-looking values and shell code;
+/// HEAD, four times the work, is then suspected, and its re-run against the parent (git
+/// worktrees of both) spawns git with the revisions track reads.
+#[test]
+fn track_never_passes_a_databases_commit_or_its_branch_to_git_as_an_option() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let pwned = t.join("pwned");
+    let repo = t.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    common::git(&repo, &["init", "-q", "-b", "main"]);
+    let exp = t.join("track_hostile.toml");
+    std::fs::write(
+        &exp,
+        "name = \"track_hostile\"\n[workload]\ncommand = [\"sh\", \"work.sh\"]\n[run]\n\
+         reps = 2\nwarmups = 0\norder = \"interleaved\"\nrep_timeout_s = 60\n\
+         [[variant]]\nname = \"only\"\n",
+    )
+    .unwrap();
+    let commit = |loops: u32, msg: &str| {
+        std::fs::write(
+            repo.join("work.sh"),
+            format!("i=0\nwhile [ $i -lt {loops} ]; do i=$((i+1)); done\n"),
+        )
+        .unwrap();
+        common::git(&repo, &["add", "work.sh"]);
+        common::git(&repo, &["commit", "-q", "--allow-empty", "-m", msg]);
+        common::git(&repo, &["rev-parse", "HEAD"])
+    };
+    let db = t.join("h.sqlite");
+    let track = |branch: Option<&str>| {
+        let mut c = gapscope(t);
+        c.current_dir(&repo)
+            .arg("track")
+            .arg(&exp)
+            .args(["--metric", "program.process_cpu", "--last", "10"])
+            .args(["--confirm-reps", "3"])
+            .arg("--db")
+            .arg(&db)
+            .isolated(t);
+        if let Some(b) = branch {
+            c.arg(format!("--branch={b}"));
+        }
+        c.assert()
+    };
+    let mut shas = Vec::new();
+    for i in 0..5 {
+        shas.push(commit(20_000, &format!("steady {i}")));
+        let a = track(None);
+        assert!(a.get_output().status.success(), "{}", text(&a));
+    }
+    assert_eq!(commits_stored(&db).len(), 5);
+    // Two stored commits become values git would take as options or a shell as code.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    for (sha, bad) in shas[1..3].iter().zip(hostile(&pwned)) {
+        c.execute(
+            "UPDATE samples SET commit_sha = ?2 WHERE commit_sha = ?1",
+            [sha, &bad],
+        )
+        .unwrap();
+        c.execute("UPDATE commits SET sha = ?2 WHERE sha = ?1", [sha, &bad])
+            .unwrap();
+    }
+    drop(c);
+    commit(80_000, "four times the work");
+    // An option-looking branch is refused before anything runs.
+    for b in hostile(&pwned).into_iter().filter(|b| b.starts_with('-')) {
+        let a = track(Some(&b)).code(2);
+        let out = text(&a);
+        assert!(out.contains("is not a branch name"), "{b:?}: {out}");
+        assert!(!pwned.exists(), "--branch {b:?} ran as an option: {out}");
+    }
+    // The database's rewritten commits: HEAD is still judged (and re-run against its
+    // parent where it stands out), and nothing ran them.
+    let a = track(None);
+    let t_out = text(&a);
+    assert!(
+        matches!(a.get_output().status.code(), Some(0 | 4)),
+        "{t_out}"
+    );
+    assert!(
+        t_out.contains("### gapscope track: track_hostile"),
+        "{t_out}"
+    );
+    assert!(!pwned.exists(), "a stored commit ran as an option: {t_out}");
+}
