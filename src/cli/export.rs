@@ -34,6 +34,14 @@ pub fn run(a: ExportArgs) -> Result<()> {
         a.format
     };
     let input = RunView::load(&a.run_dir)?;
+    // The GPU tables are optional to the export, not silently: one it could not read,
+    // or rows it left out, are named.
+    for p in &input.gpu.problems {
+        eprintln!(
+            "warning: {} (the export has no GPU rows from it)",
+            crate::markup::terminal_text(p)
+        );
+    }
     let selection = a.rep.map_or(RepSelection::All, RepSelection::One);
     match export::export_to_file(format.exporter(), &input, selection, a.out_file.as_deref())? {
         export::Written::File(path) => println!("{}", path.display()),

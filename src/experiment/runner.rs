@@ -143,7 +143,23 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         }
         .into());
     }
-    let (dir, writer, unbuilt) = open_folder(&mut r, writer, opts)?;
+    let slots = schedule(
+        r.variants.len(),
+        r.exp.run.warmups,
+        r.exp.run.reps,
+        r.exp.run.order,
+        r.exp.run.block_size(),
+    );
+    let names: Vec<String> = r.variants.iter().map(|v| v.name.clone()).collect();
+    let todo: Vec<Slot> = resume::remaining(
+        &slots,
+        &done_rows,
+        &names,
+        // Every rep of a command workload is a fresh process: no warm-up to redo.
+        r.exp.run.process != ProcessPolicy::PerRep && r.exp.workload.external.is_none(),
+    );
+    // A finished folder resumed: nothing to build either (its build records stay).
+    let (dir, writer, unbuilt) = open_folder(&mut r, writer, opts, !todo.is_empty())?;
     let Run {
         exp,
         text: _,
@@ -155,22 +171,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         telemetry,
         mut meta,
     } = r;
-    let slots = schedule(
-        variants.len(),
-        exp.run.warmups,
-        exp.run.reps,
-        exp.run.order,
-        exp.run.block_size(),
-    );
-    let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
     let external = exp.workload.external.as_ref();
-    let todo: Vec<Slot> = resume::remaining(
-        &slots,
-        &done_rows,
-        &names,
-        // Every rep of a command workload is a fresh process: no warm-up to redo.
-        exp.run.process != ProcessPolicy::PerRep && external.is_none(),
-    );
     let rep_timeout = exp.run.rep_timeout_s.map(Duration::from_secs);
     let mut exec = Executors {
         ctx: RepContext {
@@ -417,6 +418,7 @@ fn open_folder(
     r: &mut Run,
     writer: Option<RunWriter>,
     opts: &RunOptions,
+    build: bool,
 ) -> Result<(PathBuf, SharedWriter, Vec<Option<String>>)> {
     let meta = &mut r.meta;
     let writer = match writer {
@@ -436,7 +438,7 @@ fn open_folder(
     if opts.progress {
         eprintln!("results: {}", dir.display());
     }
-    let Some(ext) = r.exp.workload.external.as_ref() else {
+    let Some(ext) = r.exp.workload.external.as_ref().filter(|_| build) else {
         return Ok((dir, writer, Vec::new()));
     };
     let paths = meta

@@ -82,15 +82,46 @@ pub const MAX_FOLDED_BYTES: u64 = 256 << 20;
 /// file that does is refused, and sums over reps stay far inside 64 bits.
 pub const MAX_REP_SAMPLES: u64 = 1 << 40;
 
-/// Writes a rep's files; returns the folded file's path.
+/// Writes a rep's files; returns the folded file's path. The folded file holds at most
+/// [`MAX_FOLDED_BYTES`], what its readers take: past that, the stacks with the most
+/// samples are kept and the json file counts those left out.
 pub fn write_rep(run_dir: &Path, p: &RepProfile) -> Result<PathBuf> {
+    write_rep_within(run_dir, p, MAX_FOLDED_BYTES as usize)
+}
+
+/// [`write_rep`] with the folded file held to `cap` bytes.
+pub(super) fn write_rep_within(run_dir: &Path, p: &RepProfile, cap: usize) -> Result<PathBuf> {
     let d = dir(run_dir);
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    let lines: Vec<String> = p.rows.iter().map(line).collect();
+    let mut keep = vec![true; lines.len()];
+    let mut left_out = p.left_out;
+    if lines.iter().map(|l| l.len() + 1).sum::<usize>() > cap {
+        // Most samples first (then the written order), each while it fits.
+        let mut order: Vec<usize> = (0..lines.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(p.rows[i].count), i));
+        let mut used = 0usize;
+        for i in order {
+            let n = lines[i].len() + 1;
+            if used + n <= cap {
+                used += n;
+            } else {
+                keep[i] = false;
+                left_out.stacks += 1;
+                left_out.samples = left_out.samples.saturating_add(p.rows[i].count);
+            }
+        }
+    }
+    let mut header = serde_json::to_value(p)?;
+    header["left_out"] = serde_json::to_value(left_out)?;
+    if left_out.is_none() {
+        header.as_object_mut().map(|o| o.remove("left_out"));
+    }
     let json = run_dir.join(STACKS_JSON.of_rep(p.rep));
-    crate::fsx::write_file(&json, serde_json::to_string_pretty(p)?.as_bytes())?;
+    crate::fsx::write_file(&json, serde_json::to_string_pretty(&header)?.as_bytes())?;
     let mut text = String::new();
-    for r in &p.rows {
-        text.push_str(&line(r));
+    for (l, _) in lines.iter().zip(&keep).filter(|(_, &k)| k) {
+        text.push_str(l);
         text.push('\n');
     }
     let plain = run_dir.join(STACKS_FOLDED.of_rep(p.rep));

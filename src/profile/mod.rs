@@ -82,8 +82,26 @@ pub struct RepProfile {
     /// pointers are its build's business, and its names come from its symbol tables.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub external: bool,
+    /// Stacks (folded rows) not written, and the samples they counted: a rep with more
+    /// distinct stacks than the folded file's readers take ([`folded::MAX_FOLDED_BYTES`])
+    /// keeps those with the most samples.
+    #[serde(default, skip_serializing_if = "LeftOut::is_none")]
+    pub left_out: LeftOut,
     #[serde(skip)]
     pub rows: Vec<FoldedRow>,
+}
+
+/// Stacks a rep's folded file does not hold ([`RepProfile::left_out`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    pub stacks: u64,
+    pub samples: u64,
+}
+
+impl LeftOut {
+    pub fn is_none(&self) -> bool {
+        self.stacks == 0
+    }
 }
 
 impl RepProfile {
@@ -123,7 +141,15 @@ impl RepProfile {
                 self.counts.outside,
                 self.lost,
                 self.sampler_cpu_ns as f64 / 1e6
-            ),
+            ) + &if self.left_out.is_none() {
+                String::new()
+            } else {
+                format!(
+                    "; {} stacks ({} samples) not written, the file keeping those with the \
+                     most samples within what its readers take",
+                    self.left_out.stacks, self.left_out.samples
+                )
+            },
         }
     }
 }
@@ -207,6 +233,7 @@ impl Sampled {
             sampler_cpu_ns: 0,
             thread_failure: None,
             external: false,
+            left_out: Default::default(),
             rows: Vec::new(),
         };
         match self.raw {

@@ -128,6 +128,7 @@ fn sample_profile(rows: usize) -> RepProfile {
         sampler_cpu_ns: 1234,
         thread_failure: Some("Cannot allocate memory (os error 12)".into()),
         external: false,
+        left_out: Default::default(),
         rows: (0..rows)
             .map(|i| FoldedRow {
                 span_id: 10 + (i % 3) as u64,
@@ -353,4 +354,51 @@ fn flame_graphs_and_function_changes_come_from_the_stored_rows() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_folded_file_past_its_cap_keeps_the_stacks_with_most_samples_and_counts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = sample_profile(40);
+    // One stack far longer than the whole budget: left out whatever its count.
+    p.rows[5].frames.push("x".repeat(4096));
+    p.rows[5].count = 1_000;
+    let lines: Vec<String> = p.rows.iter().map(line).collect();
+    let cap = 1024;
+    let path = super::folded::write_rep_within(dir.path(), &p, cap).unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() <= cap as u64);
+    let back = read_rep(dir.path(), p.rep).unwrap().unwrap();
+    assert!(
+        !back.rows.is_empty() && back.rows.len() < 40,
+        "{}",
+        back.rows.len()
+    );
+    // Every kept stack has at least the samples of every stack left out but the long one.
+    let kept: Vec<String> = back.rows.iter().map(line).collect();
+    let out: Vec<usize> = (0..40).filter(|i| !kept.contains(&lines[*i])).collect();
+    assert!(out.contains(&5));
+    let least_kept = back.rows.iter().map(|r| r.count).min().unwrap();
+    assert!(out
+        .iter()
+        .filter(|&&i| i != 5)
+        .all(|&i| p.rows[i].count <= least_kept));
+    assert_eq!(back.left_out.stacks, out.len() as u64);
+    assert_eq!(
+        back.left_out.samples,
+        out.iter().map(|&i| p.rows[i].count).sum::<u64>()
+    );
+    // Kept in the order written.
+    let positions: Vec<usize> = kept
+        .iter()
+        .map(|k| lines.iter().position(|l| l == k).unwrap())
+        .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    assert!(back.describe().contains("stacks ("), "{}", back.describe());
+    // Within the cap, nothing is left out and the json says nothing of it.
+    write_rep(dir.path(), &p).unwrap();
+    let back = read_rep(dir.path(), p.rep).unwrap().unwrap();
+    assert_eq!(back.rows.len(), 40);
+    assert!(back.left_out.is_none());
+    let json = std::fs::read_to_string(dir.path().join("stacks/rep3.json")).unwrap();
+    assert!(!json.contains("left_out"), "{json}");
 }

@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Seek;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
@@ -167,16 +168,22 @@ fn refuse_links(dir: &Path) -> Result<(), StoreError> {
                 continue;
             } else if t.is_file() {
                 continue;
+            } else if t.is_fifo() {
+                "a FIFO, not a regular file".to_string()
+            } else if t.is_char_device() {
+                "a character device, not a regular file".to_string()
+            } else if t.is_block_device() {
+                "a block device, not a regular file".to_string()
             } else {
-                "a special file (a FIFO, socket or device)".to_string()
+                "a special file (a socket), not a regular file".to_string()
             };
             return Err(StoreError::Invalid {
                 path: dir.to_path_buf(),
                 message: format!(
                     "--resume refuses this folder: {} is {what}; a run folder holds only \
                      regular files and folders, and a resume writes inside it (a link would \
-                     take its writes elsewhere). Replace the link with a copy of its file, or \
-                     remove it, then resume",
+                     take its writes elsewhere). Replace it with a copy of the file it stands \
+                     for, or remove it, then resume",
                     e.path().display()
                 ),
             });

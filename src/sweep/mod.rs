@@ -45,6 +45,53 @@ pub const DEFAULT_ROOT: &str = "results/sweeps";
 const MANIFEST: &str = "sweep.json";
 const CELL_TOML: &str = "cell.toml";
 
+/// Where in a sweep folder a [`SweepFile`] lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepAt {
+    /// The sweep folder itself.
+    Sweep,
+    /// Each cell's folder (`cell-NNNN/`).
+    Cell,
+}
+
+/// A file gapscope writes into a sweep folder (besides the cells' run folders, which are
+/// the store's: [`crate::store::RUN_FILES`], and the scheduler's logs under `logs/`).
+#[derive(Debug, Clone, Copy)]
+pub struct SweepFile {
+    /// Its name; `{gpus}` stands for a GPU count.
+    pub name: &'static str,
+    pub at: SweepAt,
+    /// Whether gapscope reads it back (through [`spec::read_state`]: no link, no FIFO or
+    /// device, capped); a file only written is handed to the scheduler.
+    pub read_back: bool,
+}
+
+/// Every file gapscope writes into a sweep folder: the hostile-input tests plant a link,
+/// a FIFO, a device and an oversized file under each name read back, and a sweep's
+/// run is checked to write no file missing here.
+pub const SWEEP_FILES: &[SweepFile] = &[
+    SweepFile {
+        name: MANIFEST,
+        at: SweepAt::Sweep,
+        read_back: true,
+    },
+    SweepFile {
+        name: CELL_TOML,
+        at: SweepAt::Cell,
+        read_back: true,
+    },
+    SweepFile {
+        name: slurm::JOBS,
+        at: SweepAt::Sweep,
+        read_back: true,
+    },
+    SweepFile {
+        name: slurm::SCRIPT,
+        at: SweepAt::Sweep,
+        read_back: false,
+    },
+];
+
 /// What `sweep.json` holds: the cells as they were materialised, so that every job
 /// (on any node) runs the same cell for the same index, and a changed sweep file cannot
 /// silently reuse folders of other cells.

@@ -17,7 +17,10 @@ use super::{by_gpus, Manifest, SweepDir};
 /// Where params go on a node when the sweep file does not say: node-local, so that
 /// each node makes each size's params once, and cells on it share them.
 pub const DEFAULT_NODE_PARAMS: &str = "/tmp/gapscope-params";
-const JOBS: &str = "slurm.json";
+/// The jobs submitted so far (read back by `sweep status`).
+pub(super) const JOBS: &str = "slurm.json";
+/// The batch script of the cells that take `{gpus}` GPUs (written for sbatch, not read).
+pub(super) const SCRIPT: &str = "slurm-g{gpus}.sbatch";
 
 /// One submitted job array.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -181,7 +184,7 @@ pub fn submit(
     let mut jobs = Vec::new();
     for (gpus, cells) in by_gpus(&manifest.cells) {
         let text = script(sweep, manifest, opts, gapscope, gpus, &cells);
-        let path = sweep.dir.join(format!("slurm-g{gpus}.sbatch"));
+        let path = sweep.dir.join(SCRIPT.replace("{gpus}", &gpus.to_string()));
         crate::fsx::write_file(&path, text.as_bytes())?;
         let mut job = Job {
             job_id: String::new(),
@@ -227,19 +230,39 @@ pub fn submit(
 }
 
 fn record(sweep: &SweepDir, jobs: &[Job]) -> Result<()> {
-    let mut all = recorded(sweep);
+    let (mut all, unread) = recorded(sweep);
+    if let Some(why) = unread {
+        // The jobs just submitted are recorded all the same: they run.
+        eprintln!("warning: {why}; it is replaced by the jobs submitted now");
+    }
     all.extend(jobs.iter().cloned());
     let p = sweep.dir.join(JOBS);
     crate::fsx::write_file(&p, &serde_json::to_vec_pretty(&all)?)?;
     Ok(())
 }
 
-/// The jobs submitted for this sweep so far.
-pub fn recorded(sweep: &SweepDir) -> Vec<Job> {
-    super::spec::read_state(&sweep.dir.join(JOBS))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
+/// The jobs submitted for this sweep so far, and why none could be read from a
+/// [`JOBS`] file that is there (a link, a FIFO or device, past its cap, not the jobs'
+/// JSON): none recorded is no file at all.
+pub fn recorded(sweep: &SweepDir) -> (Vec<Job>, Option<String>) {
+    let p = sweep.dir.join(JOBS);
+    if std::fs::symlink_metadata(&p).is_err() {
+        return (Vec::new(), None);
+    }
+    let read = super::spec::read_state(&p)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", p.display())));
+    match read {
+        Ok(jobs) => (jobs, None),
+        Err(e) => (
+            Vec::new(),
+            Some(format!(
+                "the sweep's submitted jobs could not be read ({}): no scheduler state is \
+                 asked for; the cells' folders still tell",
+                crate::markup::terminal_text(&e)
+            )),
+        ),
+    }
 }
 
 /// A Slurm job id as `sbatch --parsable` gives it: digits only.
@@ -261,7 +284,9 @@ pub struct TaskState {
 pub fn task_states(sweep: &SweepDir) -> (Vec<TaskState>, Vec<String>) {
     let mut states = Vec::new();
     let mut notes = Vec::new();
-    for job in recorded(sweep).iter().filter(|j| !j.job_id.is_empty()) {
+    let (jobs, unread) = recorded(sweep);
+    notes.extend(unread);
+    for job in jobs.iter().filter(|j| !j.job_id.is_empty()) {
         // slurm-jobs.json is a file of the sweep folder: what it names reaches squeue and
         // sacct only as a job id (digits), and as the value of their option.
         if !is_job_id(&job.job_id) {

@@ -418,7 +418,7 @@ fn apply(table: &mut toml::Table, target: &Target, value: &toml::Value) -> Resul
 
 /// Largest file of a sweep folder read (`sweep.json` of [`MAX_CELLS`] cells, the
 /// jobs record).
-const MAX_STATE_BYTES: u64 = 64 << 20;
+pub(super) const MAX_STATE_BYTES: u64 = 64 << 20;
 
 /// Reads a file of a sweep folder: gapscope wrote it, but on a shared results root
 /// anyone may have replaced it, so it is read as a run folder's files are (never

@@ -286,47 +286,146 @@ fn the_k8s_job_is_indexed_with_retries_per_index_gpus_and_the_results_volume() {
     assert!(k8s::missing(&spec::K8sOptions::default()).len() == 2);
 }
 
-#[test]
-fn a_sweep_folders_state_files_replaced_by_a_link_a_fifo_or_an_oversized_file_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (spec, cells) = SweepSpec::load(&sweep_file(tmp.path(), "batch = [1, 2]")).unwrap();
-    let sd = SweepDir::new(&tmp.path().join("root"), &spec.name);
-    sd.materialise(&spec, &cells).unwrap();
-    std::fs::write(tmp.path().join("secret"), "API_TOKEN=hunter2").unwrap();
-    let manifest = sd.dir.join(MANIFEST);
-    let cell = sd.cell_dir(1).join(CELL_TOML);
-    for path in [&manifest, &cell] {
-        std::fs::remove_file(path).unwrap();
-        std::os::unix::fs::symlink(tmp.path().join("secret"), path).unwrap();
+/// What is planted under a sweep folder's file name.
+#[derive(Debug, Clone, Copy)]
+enum Plant {
+    LinkToSecret,
+    Fifo,
+    LinkToDevZero,
+    /// A character device node (/dev/zero's numbers): made only where mknod is allowed
+    /// (root); elsewhere the case says so and is left out.
+    DevZeroNode,
+    /// One byte past the cap, sparse: refused by its size, unread.
+    Oversized,
+}
+
+impl Plant {
+    const ALL: [Plant; 5] = [
+        Plant::LinkToSecret,
+        Plant::Fifo,
+        Plant::LinkToDevZero,
+        Plant::DevZeroNode,
+        Plant::Oversized,
+    ];
+
+    fn reason(self) -> &'static str {
+        match self {
+            Plant::LinkToSecret | Plant::LinkToDevZero => "is a symbolic link",
+            Plant::Fifo => "is a FIFO, not a regular file",
+            Plant::DevZeroNode => "is a character device, not a regular file",
+            Plant::Oversized => "more than gapscope reads from such a file",
+        }
     }
-    let e = format!("{:#}", sd.manifest().unwrap_err());
-    assert!(
-        e.contains("is a symbolic link") && !e.contains("hunter2"),
-        "{e}"
-    );
-    let e = format!("{:#}", sd.materialise(&spec, &cells).unwrap_err());
-    assert!(
-        e.contains("is a symbolic link") && !e.contains("hunter2"),
-        "{e}"
-    );
-    // A FIFO under the manifest's name: an answer at once, not a wait for a writer.
-    std::fs::remove_file(&manifest).unwrap();
-    let c = std::ffi::CString::new(manifest.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path; mkfifo has no other precondition.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let e = format!("{:#}", sd.manifest().unwrap_err());
-    assert!(e.contains("is a FIFO, not a regular file"), "{e}");
-    // One past the cap (a sparse file: no 64 MiB written): refused by its size, unread.
-    std::fs::remove_file(&manifest).unwrap();
-    let f = std::fs::File::create(&manifest).unwrap();
-    f.set_len((64 << 20) + 1).unwrap();
-    let e = format!("{:#}", sd.manifest().unwrap_err());
-    assert!(
-        e.contains("more than gapscope reads from such a file"),
-        "{e}"
-    );
-    // The jobs a Slurm sweep submitted, as a link to a secret: no job is read from it.
-    let jobs = sd.dir.join("slurm.json");
-    std::os::unix::fs::symlink(tmp.path().join("secret"), &jobs).unwrap();
-    assert!(slurm::recorded(&sd).is_empty());
+
+    /// Puts the plant at `path` (removing what is there); false where it cannot be made.
+    fn put(self, path: &Path, secret: &Path) -> bool {
+        let _ = std::fs::remove_file(path);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        match self {
+            Plant::LinkToSecret => std::os::unix::fs::symlink(secret, path).unwrap(),
+            Plant::LinkToDevZero => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+            // SAFETY: a valid NUL-terminated path; mkfifo has no other precondition.
+            Plant::Fifo => assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0),
+            Plant::DevZeroNode => {
+                // SAFETY: as mkfifo; makedev only computes a number.
+                let made =
+                    unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 5)) };
+                if made != 0 {
+                    return false;
+                }
+            }
+            Plant::Oversized => std::fs::File::create(path)
+                .unwrap()
+                .set_len(spec::MAX_STATE_BYTES + 1)
+                .unwrap(),
+        }
+        true
+    }
+}
+
+/// The readers of a sweep folder's `file`, each giving the text a user would see (an
+/// error, or `sweep status`'s notes). A file added to [`SWEEP_FILES`] that is read back
+/// fails here until its readers are named.
+#[allow(clippy::type_complexity)]
+fn sweep_readers<'a>(
+    file: &SweepFile,
+    spec: &'a SweepSpec,
+    cells: &'a [Cell],
+) -> Vec<(&'static str, Box<dyn Fn(&SweepDir) -> String + 'a>)> {
+    let err = |r: Result<String>| match r {
+        Ok(v) => format!("read without an error: {v}"),
+        Err(e) => format!("{e:#}"),
+    };
+    let opts = CellOptions {
+        params_dir: std::env::temp_dir(),
+        progress: false,
+        command: Vec::new(),
+    };
+    let run_cell_1 = move |sd: &SweepDir| err(run_cell(sd, 1, &opts).map(|o| format!("{o:?}")));
+    match file.name {
+        MANIFEST => vec![
+            (
+                "manifest",
+                Box::new(move |sd: &SweepDir| err(sd.manifest().map(|m| m.name))),
+            ),
+            (
+                "materialise",
+                Box::new(move |sd: &SweepDir| err(sd.materialise(spec, cells).map(|m| m.name))),
+            ),
+            ("run_cell", Box::new(run_cell_1)),
+        ],
+        CELL_TOML => vec![
+            (
+                "materialise",
+                Box::new(move |sd: &SweepDir| err(sd.materialise(spec, cells).map(|m| m.name))),
+            ),
+            ("run_cell", Box::new(run_cell_1)),
+        ],
+        slurm::JOBS => vec![(
+            "status",
+            Box::new(|sd: &SweepDir| {
+                let (states, notes) = slurm::task_states(sd);
+                assert!(states.is_empty());
+                notes.join("\n")
+            }),
+        )],
+        other => panic!("{other} is read back, and no reader of it is tested here"),
+    }
+}
+
+#[test]
+fn every_file_a_sweep_reads_back_replaced_by_a_link_a_fifo_a_device_or_an_oversized_file_is_refused(
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "API_TOKEN=hunter2").unwrap();
+    let (spec, cells) = SweepSpec::load(&sweep_file(tmp.path(), "batch = [1, 2]")).unwrap();
+    let mut failures = Vec::new();
+    let mut planted = 0;
+    for file in SWEEP_FILES.iter().filter(|f| f.read_back) {
+        for p in Plant::ALL {
+            let sd = SweepDir::new(&tmp.path().join(format!("{}-{p:?}", file.name)), &spec.name);
+            sd.materialise(&spec, &cells).unwrap();
+            let path = match file.at {
+                SweepAt::Sweep => sd.dir.join(file.name),
+                SweepAt::Cell => sd.cell_dir(1).join(file.name),
+            };
+            if !p.put(&path, &secret) {
+                eprintln!(
+                    "{p:?} not made under {} (mknod needs root): left out",
+                    file.name
+                );
+                continue;
+            }
+            planted += 1;
+            for (reader, read) in sweep_readers(file, &spec, &cells) {
+                let text = read(&sd);
+                if !text.contains(p.reason()) || text.contains("hunter2") {
+                    failures.push(format!("{reader} of {} as {p:?}: {text}", file.name));
+                }
+            }
+        }
+    }
+    assert!(planted >= 12, "{planted} plants made");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

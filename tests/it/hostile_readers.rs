@@ -25,6 +25,10 @@ enum Plant {
     LinkToSecret,
     Fifo,
     LinkToDevZero,
+    /// A character device node with /dev/zero's numbers: made where mknod is allowed
+    /// (root); elsewhere the case is left out and says so. The readers refuse it as they
+    /// refuse a FIFO (not a regular file), so only the resume test plants it.
+    DevZeroNode,
     Bomb,
 }
 
@@ -41,6 +45,7 @@ impl Plant {
         match self {
             Plant::LinkToSecret | Plant::LinkToDevZero => &["is a symbolic link"],
             Plant::Fifo => &["is a FIFO, not a regular file"],
+            Plant::DevZeroNode => &["is a character device, not a regular file"],
             Plant::Bomb => &["decompression bomb", "more than gapscope reads"],
         }
     }
@@ -78,6 +83,7 @@ fn profiled_run_with(t: &Path, status: &str, frames: &[&str]) -> PathBuf {
             sampler_cpu_ns: 0,
             thread_failure: None,
             external: false,
+            left_out: Default::default(),
             rows: vec![FoldedRow {
                 span_id: u64::from(r.rep) * 1000 + 1,
                 span: "prove".into(),
@@ -91,13 +97,15 @@ fn profiled_run_with(t: &Path, status: &str, frames: &[&str]) -> PathBuf {
     dir
 }
 
-/// Replaces rep 0's `file` in `dir` with `plant`; returns the name planted.
-fn plant(t: &Path, dir: &Path, file: &RunFile, plant: Plant) -> String {
+/// Replaces rep 0's `file` in `dir` with `plant`; returns the name planted, or `None`
+/// where it cannot be made (a device node without root).
+fn plant(t: &Path, dir: &Path, file: &RunFile, plant: Plant) -> Option<String> {
     let name = file.of_rep(0);
     let path = dir.join(&name);
     let gz = dir.join(file.gz_of_rep(0));
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&gz);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     match plant {
         Plant::LinkToSecret => std::os::unix::fs::symlink(t.join("secret.env"), &path).unwrap(),
         Plant::LinkToDevZero => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
@@ -106,9 +114,18 @@ fn plant(t: &Path, dir: &Path, file: &RunFile, plant: Plant) -> String {
             // SAFETY: a valid NUL-terminated path; mkfifo has no other precondition.
             assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         }
+        Plant::DevZeroNode => {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: as mkfifo; makedev only computes a number.
+            let made =
+                unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 5)) };
+            if made != 0 {
+                return None;
+            }
+        }
         Plant::Bomb if file.gzip => {
             std::fs::write(&gz, bomb()).unwrap();
-            return file.gz_of_rep(0);
+            return Some(file.gz_of_rep(0));
         }
         // A file that cannot be gzipped is a bomb by its size (sparse: no disk used).
         Plant::Bomb => std::fs::File::create(&path)
@@ -116,7 +133,7 @@ fn plant(t: &Path, dir: &Path, file: &RunFile, plant: Plant) -> String {
             .set_len(16 << 30)
             .unwrap(),
     }
-    name
+    Some(name)
 }
 
 /// 96 MiB of one byte in about 100 KiB of gzip.
@@ -142,6 +159,9 @@ fn answer(t: &Path, args: &[&str], dir: &Path) -> String {
     match args[0] {
         "report" => {
             c.arg("--out").arg(&out_dir);
+        }
+        "export" => {
+            c.arg("--out-file").arg(t.join("export.json"));
         }
         "history" => {
             c.arg("--db").arg(t.join("history.sqlite"));
@@ -180,6 +200,16 @@ fn readers(file: &RunFile) -> Vec<&'static [&'static str]> {
         r.push(&["summary"]);
         r.push(&["diff"]);
     }
+    // The export: the tables and the GPU tables (not the experiment copy nor the stacks).
+    if ![
+        store::EXPERIMENT_COPY,
+        store::STACKS_JSON.name,
+        store::STACKS_FOLDED.name,
+    ]
+    .contains(&file.name)
+    {
+        r.push(&["export"]);
+    }
     r
 }
 
@@ -194,7 +224,13 @@ fn every_file_of_a_run_folder_replaced_by_a_link_a_fifo_a_device_or_a_bomb_is_re
         for p in Plant::ALL {
             let case = t.join(format!("case-{}-{p:?}", file.name.replace('/', "_")));
             let dir = profiled_run(&case);
-            let planted = plant(t, &dir, file, p);
+            let Some(planted) = plant(t, &dir, file, p) else {
+                eprintln!(
+                    "{p:?} not made for {} (mknod needs root): left out",
+                    file.name
+                );
+                continue;
+            };
             for args in readers(file) {
                 let text = answer(t, args, &dir);
                 let named = p.reasons().iter().any(|r| text.contains(r));
@@ -309,13 +345,11 @@ fn listed(name: &str) -> bool {
     }) || ["a", "b"].iter().any(|v| name == store::build_log(v))
 }
 
-#[test]
-fn a_run_writes_only_files_the_store_lists_for_its_readers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let t = tmp.path();
-    // A command workload with a build, telemetry on (no GPU here: its tables still come),
-    // and enough spans to roll spans.csv into parts.
+/// A finished run of a command workload in `t`: a build, telemetry on (no GPU here: its
+/// tables still come), and enough spans to roll spans.csv into parts.
+fn command_run(t: &Path) -> PathBuf {
     let script = "import os, time\nfor k in range(200):\n    t = time.clock_gettime_ns(time.CLOCK_MONOTONIC)\n    print(f'@gapscope1 X {os.getpid()} {t} 10 step')\n";
+    std::fs::create_dir_all(t).unwrap();
     let exp = t.join("e.toml");
     std::fs::write(
         &exp,
@@ -335,19 +369,39 @@ fn a_run_writes_only_files_the_store_lists_for_its_readers() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let dir = common::run_dir_of(&out.stdout);
-    let dir = if dir.is_absolute() { dir } else { t.join(dir) };
-    let mut names = Vec::new();
-    let mut walk = vec![dir.clone()];
+    if dir.is_absolute() {
+        dir
+    } else {
+        t.join(dir)
+    }
+}
+
+/// Every file under `dir` (relative path → bytes).
+fn files_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut walk = vec![dir.to_path_buf()];
     while let Some(d) = walk.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
-            if e.file_type().unwrap().is_dir() {
+            let t = e.file_type().unwrap();
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            if t.is_dir() {
                 walk.push(e.path());
+            } else if t.is_file() {
+                out.insert(rel, std::fs::read(e.path()).unwrap());
             } else {
-                let rel = e.path().strip_prefix(&dir).unwrap().display().to_string();
-                names.push(rel);
+                out.insert(rel, Vec::new());
             }
         }
     }
+    out
+}
+
+#[test]
+fn a_run_writes_only_files_the_store_lists_for_its_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let dir = command_run(t);
+    let names: Vec<String> = files_of(&dir).into_keys().collect();
     assert!(names.iter().any(|n| n == "spans.3.csv"), "{names:?}");
     assert!(names.iter().any(|n| n == "build-a.log"), "{names:?}");
     let unlisted: Vec<&String> = names.iter().filter(|n| !listed(n)).collect();
@@ -355,4 +409,68 @@ fn a_run_writes_only_files_the_store_lists_for_its_readers() {
         unlisted.is_empty(),
         "files no reader's hostile test covers: {unlisted:?}"
     );
+}
+
+/// `run --resume` of a finished folder with one file replaced (each name the store lists,
+/// each plant): it refuses, naming the file and why, or, where it does not read that
+/// file, finds nothing left to run. Either way it measures nothing over the folder: every
+/// other file keeps its bytes.
+#[test]
+fn a_resume_of_a_finished_folder_with_a_planted_file_refuses_or_does_nothing_and_keeps_every_byte()
+{
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("secret.env"), format!("{SECRET}\n")).unwrap();
+    let dir = command_run(&t.join("first"));
+    let before = files_of(&dir);
+    let mut failures = Vec::new();
+    for file in store::RUN_FILES {
+        for p in [
+            Plant::LinkToSecret,
+            Plant::Fifo,
+            Plant::DevZeroNode,
+            Plant::Bomb,
+        ] {
+            let case = t.join(format!("case-{}-{p:?}", file.name.replace('/', "_")));
+            for (rel, bytes) in &before {
+                let to = case.join(rel);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::write(&to, bytes).unwrap();
+            }
+            let Some(planted) = plant(t, &case, file, p) else {
+                continue;
+            };
+            let out = common::gapscope(t)
+                .timeout(LIMIT)
+                .args(["run", "--resume"])
+                .arg(&case)
+                .output()
+                .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let refused = out.status.code() == Some(1)
+                && p.reasons().iter().any(|r| text.contains(r))
+                && text.contains(&planted);
+            let nothing_to_run = out.status.success();
+            // The other files, read as they were (the planted one may be 16 GiB sparse).
+            let changed: Vec<&String> = before
+                .iter()
+                .filter(|(rel, bytes)| {
+                    ![file.of_rep(0), file.gz_of_rep(0)].contains(*rel)
+                        && std::fs::read(case.join(rel)).ok().as_ref() != Some(*bytes)
+                })
+                .map(|(rel, _)| rel)
+                .collect();
+            if !(refused || nothing_to_run) || !changed.is_empty() || text.contains(SECRET) {
+                failures.push(format!(
+                    "{p:?} at {planted}: {:?}, changed {changed:?}\n{text}",
+                    out.status
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -83,6 +83,7 @@ fn profiled() -> &'static (tempfile::TempDir, PathBuf) {
                 sampler_cpu_ns: 1000,
                 thread_failure: None,
                 external: false,
+                left_out: Default::default(),
                 rows,
             };
             folded::write_rep(&dir, &p).unwrap();
@@ -280,7 +281,7 @@ fn read_sweep(file: &str, b: &Bytes, lines: &[String]) {
     if let Ok((spec, _)) = &loaded {
         let _ = spec.cell_count();
     }
-    let jobs = slurm::recorded(&sd);
+    let (jobs, _) = slurm::recorded(&sd);
     for l in lines {
         for j in &jobs {
             let _ = slurm::parse_squeue_line(l, j);
@@ -311,7 +312,7 @@ fn sweep_files_give_values_or_clean_errors() {
     let sd = SweepDir::new(&d.join("root"), "s");
     let states = status::folder_states(&sd, &sd.manifest().unwrap());
     assert_eq!(states[0].folder, "done", "{states:?}");
-    assert!(!slurm::recorded(&sd).is_empty());
+    assert!(!slurm::recorded(&sd).0.is_empty());
     fuzz(
         QUICK,
         (

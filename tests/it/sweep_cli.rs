@@ -45,6 +45,36 @@ fn stderr(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(a.get_output().stderr.clone()).unwrap()
 }
 
+/// The files of a sweep folder that `sweep::SWEEP_FILES` does not list (so that no
+/// hostile-input test plants them): every file of the sweep folder and of its cells'
+/// folders; the cells' run folders are the store's (its own list), `logs/` the
+/// scheduler's.
+pub fn unlisted_sweep_files(sweep_dir: &Path) -> Vec<String> {
+    use gapscope::sweep::{SweepAt, SWEEP_FILES};
+    let listed = |name: &str, at: SweepAt| {
+        SWEEP_FILES.iter().any(|f| {
+            let p = format!("^{}$", regex::escape(f.name).replace(r"\{gpus\}", r"\d+"));
+            f.at == at && regex::Regex::new(&p).unwrap().is_match(name)
+        })
+    };
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(sweep_dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let t = e.file_type().unwrap();
+        if t.is_dir() && name.starts_with("cell-") {
+            for c in std::fs::read_dir(e.path()).unwrap().flatten() {
+                let cn = c.file_name().to_string_lossy().into_owned();
+                if !c.file_type().unwrap().is_dir() && !listed(&cn, SweepAt::Cell) {
+                    out.push(format!("{name}/{cn}"));
+                }
+            }
+        } else if !(t.is_dir() && name == "logs") && !listed(&name, SweepAt::Sweep) {
+            out.push(name);
+        }
+    }
+    out
+}
+
 #[test]
 fn a_local_sweep_runs_every_cell_once_and_a_rerun_skips_them() {
     let tmp = tempfile::tempdir().unwrap();
@@ -85,6 +115,11 @@ fn a_local_sweep_runs_every_cell_once_and_a_rerun_skips_them() {
         .assert()
         .success();
     assert!(stdout(&st).contains("2 cells: 2 done"), "{}", stdout(&st));
+    let unlisted = unlisted_sweep_files(&tmp.path().join("root/s"));
+    assert!(
+        unlisted.is_empty(),
+        "files no hostile-input test plants: {unlisted:?}"
+    );
     let col = gapscope(tmp.path())
         .args(["sweep", "collect", "s.toml"])
         .assert()

@@ -338,6 +338,12 @@ fn a_slurm_job_array_runs_six_cells_and_a_requeued_cell_resumes_its_folder() {
         assert_eq!(keys.len(), n, "cell {i}: a rep was measured twice");
         assert_eq!(n, 8, "cell {i}: 4 reps x 2 variants");
     }
+    // The submitted jobs and their scripts too are files the sweep lists.
+    let unlisted = crate::sweep_cli::unlisted_sweep_files(&sweep_dir);
+    assert!(
+        unlisted.is_empty(),
+        "files no hostile-input test plants: {unlisted:?}"
+    );
     let status = gapscope(&work)
         .env("SLURM_CONF", &conf)
         .args(["sweep", "status", "sweep.toml"])
