@@ -2,6 +2,7 @@
 //! hosts, series order and steps.
 
 use std::collections::HashMap;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use super::*;
@@ -193,6 +194,53 @@ fn a_database_path_that_is_a_link_or_a_device_is_refused_and_its_target_untouche
 }
 
 #[test]
+fn a_fifo_or_a_text_file_at_the_database_path_is_refused_at_once_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    // A FIFO no one writes to: refused by what it is, never opened (an open would wait).
+    let fifo = dir.path().join("fifo.sqlite");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(schema::open(&path).map(drop).map_err(|e| e.to_string()));
+    });
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("an open of a FIFO returns")
+        .unwrap_err();
+    assert!(
+        err.contains("not a regular file") && err.contains("FIFO"),
+        "{err}"
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // A text file named by mistake: refused by its first bytes, untouched, no journal.
+    let text = dir.path().join("notes.txt");
+    let notes = b"history of the prover's timings, by hand\n".repeat(200);
+    std::fs::write(&text, &notes).unwrap();
+    let err = schema::open(&text).unwrap_err().to_string();
+    assert!(
+        err.contains("not an SQLite database") && err.contains("history of the"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&text).unwrap(), notes);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "a file beside"
+    );
+    // A file of a few bytes is no database either; an empty one is a new database.
+    std::fs::write(&text, b"SQLite").unwrap();
+    assert!(schema::open(&text).is_err());
+    let empty = dir.path().join("empty.sqlite");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(schema::open(&empty).is_ok());
+}
+
+#[test]
 fn critical_self_follows_the_diffs_rule_an_async_drop_is_off_the_path() {
     use crate::analysis::synthetic::SyntheticRun;
     let mut run = SyntheticRun::new();
@@ -356,4 +404,310 @@ fn a_database_with_a_damaged_page_is_refused_before_anything_is_read_or_written(
     let e = schema::open(&db).expect_err("refused").to_string();
     assert!(e.contains("the database is damaged"), "{e}");
     assert_eq!(std::fs::read(&db).unwrap(), bytes, "nothing written");
+}
+
+/// What a history database holds, read back: each table's row count (as SQLite counts
+/// it, through an index where it has one), the samples counted and summed through the
+/// series index and through the primary key, and every row of every table.
+fn contents(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for t in [
+        "schema_info",
+        "hosts",
+        "commits",
+        "runs",
+        "series",
+        "samples",
+    ] {
+        let n: i64 = conn.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get(0))?;
+        out.push(format!("{t}: {n} rows"));
+        let mut stmt = conn.prepare(&format!("SELECT * FROM {t} ORDER BY rowid"))?;
+        let cols = stmt.column_count();
+        let rows = stmt.query_map([], |r| {
+            (0..cols)
+                .map(|i| {
+                    r.get::<_, rusqlite::types::Value>(i)
+                        .map(|v| format!("{v:?}"))
+                })
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        for row in rows {
+            out.push(row?.join(","));
+        }
+    }
+    for (how, sql) in [
+        (
+            "by series",
+            "SELECT COUNT(*), TOTAL(value) FROM samples INDEXED BY samples_by_series
+             WHERE series_id >= 0",
+        ),
+        (
+            "by key",
+            "SELECT COUNT(*), TOTAL(value) FROM samples WHERE run_key >= ''",
+        ),
+    ] {
+        let (n, sum): (i64, f64) = conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        out.push(format!("samples {how}: {n}, {sum}"));
+    }
+    // Samples per commit and per run as the indexes hold them (read from the index).
+    for sql in [
+        "SELECT commit_sha, COUNT(*) FROM samples INDEXED BY samples_by_series
+         WHERE series_id >= 0 GROUP BY commit_sha",
+        "SELECT run_key, COUNT(*) FROM samples WHERE run_key >= '' GROUP BY run_key",
+    ] {
+        let mut stmt = conn.prepare(sql)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(format!(
+                "{}: {}",
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?
+            ))
+        })?;
+        for row in rows {
+            out.push(row?);
+        }
+    }
+    Ok(out)
+}
+
+/// The pages (from 1) of b-tree `name` of a database, by type (`leaf`, `internal`).
+fn pages_of(db: &Path, name: &str, kind: &str) -> Vec<usize> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = ?2 ORDER BY pageno")
+        .unwrap();
+    let pages = stmt
+        .query_map([name, kind], |r| r.get::<_, i64>(0))
+        .unwrap()
+        .map(|p| p.unwrap() as usize)
+        .collect();
+    pages
+}
+
+/// The root page of table or index `name` (sqlite_master's `rootpage`).
+fn root_page(db: &Path, name: &str) -> usize {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT rootpage FROM sqlite_master WHERE name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .unwrap() as usize
+}
+
+/// Bytes of a fixed pseudo-random sequence (a damaged sector's).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Where `pattern` first occurs inside page `page` (from 1) of a file of pages of `size`.
+fn inside_page(bytes: &[u8], size: usize, page: usize, pattern: &[u8]) -> Option<usize> {
+    let start = (page - 1) * size;
+    bytes[start..start + size]
+        .windows(pattern.len())
+        .position(|w| w == pattern)
+        .map(|i| start + i)
+}
+
+#[test]
+fn a_damaged_database_is_refused_or_reads_as_it_was_never_with_other_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("h.sqlite");
+    let shas = ["aaaaaaa", "bbbbbbb", "ccccccc", "ddddddd"];
+    let mut conn = schema::open(&db).unwrap();
+    for (i, sha) in shas.iter().enumerate() {
+        let dir = tmp.path().join(format!("r{i}"));
+        folder(&dir, sha, "h1", 1.0 + i as f64 / 10.0, i as u64);
+        import::import_folder(&mut conn, &dir, &ctx(&shas), false).unwrap();
+    }
+    let intact = contents(&conn).unwrap();
+    drop(conn);
+    let bytes = std::fs::read(&db).unwrap();
+    let size = u16::from_be_bytes([bytes[16], bytes[17]]) as usize;
+    let pages = bytes.len() / size;
+    let leaves = pages_of(&db, "samples", "leaf");
+    let index_leaves = pages_of(&db, "samples_by_series", "leaf");
+    let index_root = root_page(&db, "samples_by_series");
+    assert!(
+        leaves.len() >= 4 && index_leaves.len() >= 2,
+        "{leaves:?} {index_leaves:?}"
+    );
+    let at = move |page: usize| (page - 1) * size;
+    let page_of = move |page: usize| at(page)..at(page) + size;
+    let mid = leaves[leaves.len() / 2];
+    let (first, second, last) = (leaves[0], leaves[1], leaves[leaves.len() - 1]);
+    // The unused space of a leaf of samples: after its cell pointers, before its cells.
+    let free_space = leaves.iter().find_map(|&p| {
+        let h = at(p);
+        let cells = u16::from_be_bytes([bytes[h + 3], bytes[h + 4]]) as usize;
+        let content = u16::from_be_bytes([bytes[h + 5], bytes[h + 6]]) as usize;
+        let r = h + 8 + 2 * cells..h + content;
+        (r.len() >= 16).then_some(r)
+    });
+
+    #[derive(Debug, PartialEq)]
+    enum Went {
+        Refused,
+        ReadIntact,
+    }
+    use Went::*;
+    type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+    let damages: Vec<(&str, Went, Damage)> = vec![
+        (
+            "a page of samples zeroed",
+            Refused,
+            Box::new(move |b| {
+                let r = page_of(mid);
+                b[r].fill(0);
+            }),
+        ),
+        (
+            "random bytes over a page of samples",
+            Refused,
+            Box::new(move |b| {
+                let r = page_of(second);
+                b[r].copy_from_slice(&noise(size, 7));
+            }),
+        ),
+        (
+            "random bytes over the series index's root page",
+            Refused,
+            Box::new(move |b| {
+                let r = page_of(index_root);
+                b[r].copy_from_slice(&noise(size, 11));
+            }),
+        ),
+        (
+            // The page stays well formed: only the index no longer matches its table,
+            // which quick_check does not look at.
+            "a commit in a cell of the series index changed",
+            Refused,
+            Box::new(move |b| {
+                let i = (index_leaves.iter())
+                    .find_map(|&p| inside_page(b, size, p, b"bbbbbbb"))
+                    .expect("a commit in the index");
+                b[i + 6] = b'c';
+            }),
+        ),
+        (
+            "a run's key in a cell of samples changed",
+            Refused,
+            Box::new(move |b| {
+                let i = inside_page(b, size, mid, b"run-").expect("a run key in the page");
+                b[i + 4] ^= 0x01;
+            }),
+        ),
+        (
+            "two pages of samples swapped",
+            Refused,
+            Box::new(move |b| {
+                let (x, y) = (first, last);
+                let px = b[page_of(x)].to_vec();
+                let py = b[page_of(y)].to_vec();
+                b[at(x)..at(x) + size].copy_from_slice(&py);
+                b[at(y)..at(y) + size].copy_from_slice(&px);
+            }),
+        ),
+        (
+            "the file cut at a page boundary",
+            Refused,
+            Box::new(move |b| b.truncate((pages - 2) * size)),
+        ),
+        (
+            "the file cut inside a page",
+            Refused,
+            Box::new(move |b| b.truncate((pages - 1) * size + size / 3)),
+        ),
+        (
+            // Space no cell uses (between a page's cell pointers and its cells) is never
+            // read: the database reads as it was.
+            "random bytes in a page's unused space",
+            ReadIntact,
+            Box::new(move |b| {
+                let r = free_space
+                    .clone()
+                    .expect("a page of samples with unused space");
+                let n = r.len();
+                b[r].copy_from_slice(&noise(n, 5));
+            }),
+        ),
+        (
+            "the header's page count one more",
+            Refused,
+            Box::new(move |b| b[28..32].copy_from_slice(&(pages as u32 + 1).to_be_bytes())),
+        ),
+        (
+            "the header's page count one less",
+            Refused,
+            Box::new(move |b| b[28..32].copy_from_slice(&(pages as u32 - 1).to_be_bytes())),
+        ),
+        (
+            "the header's first bytes overwritten",
+            Refused,
+            Box::new(move |b| b[..16].copy_from_slice(b"SQLite format 4\0")),
+        ),
+        (
+            "random bytes, no database",
+            Refused,
+            Box::new(move |b| *b = noise(b.len(), 3)),
+        ),
+    ];
+    assert!(damages.len() >= 8);
+    for (what, expected, damage) in &damages {
+        let copy = tmp.path().join("copy.sqlite");
+        let mut damaged = bytes.clone();
+        damage(&mut damaged);
+        assert_ne!(damaged, bytes, "{what}: nothing damaged");
+        std::fs::write(&copy, &damaged).unwrap();
+        let quick = passes_quick_check(&copy);
+        std::fs::write(&copy, &damaged).unwrap();
+        let went = match schema::open(&copy) {
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    (e.contains("the database is damaged") || e.contains("not an SQLite database"))
+                        && e.to_lowercase().contains("restore it from a copy")
+                        && e.contains(&copy.display().to_string()),
+                    "{what}: {e}"
+                );
+                assert_eq!(std::fs::read(&copy).unwrap(), damaged, "{what}: written");
+                Refused
+            }
+            Ok(conn) => {
+                let read = contents(&conn).unwrap_or_else(|e| panic!("{what}: opened, then {e}"));
+                assert_eq!(read, intact, "{what}: opened with other data");
+                ReadIntact
+            }
+        };
+        eprintln!(
+            "{what}: {went:?} (quick_check alone: {})",
+            if quick { "ok" } else { "damaged" }
+        );
+        assert_eq!(&went, expected, "{what}");
+        // The cells changed inside well-formed pages are what quick_check let through.
+        if what.contains("in a cell") {
+            assert!(quick, "{what}: quick_check finds it too");
+        }
+    }
+}
+
+/// Whether `PRAGMA quick_check` alone finds nothing wrong with the database at `db`.
+fn passes_quick_check(db: &Path) -> bool {
+    let Ok(conn) =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return false;
+    };
+    let found: rusqlite::Result<Vec<String>> = conn
+        .prepare("PRAGMA quick_check")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect());
+    found.is_ok_and(|f| f == ["ok"])
 }

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
 use super::parts::{part_paths, PartWriter};
 use super::{
-    csv_io, gz_path, header_of, io, parse_csv, present, read_csv, read_text, strs, Appender,
-    GpuActivityRow, RunRow, RunWriter, SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY,
+    csv_io, gz_path, header_of, io, parse_csv, present, read_csv_complete, read_text, strs,
+    Appender, GpuActivityRow, RunRow, RunWriter, SpanRow, StoreError, TelemetryRow, GPU_ACTIVITY,
     MAX_TABLE_BYTES, META, RUNS, SPANS, TELEMETRY,
 };
 
@@ -219,7 +219,9 @@ fn committed_span_counts(
         if present(p) {
             truncate_partial_line(p)?;
         }
-        for s in read_csv::<SpanRow>(p)? {
+        // Complete lines only, as the readers count them: a gzipped part is not cut back,
+        // and its unterminated last line is no row of its rep.
+        for s in read_csv_complete::<SpanRow>(p)? {
             *counts.entry(s.rep).or_default() += 1;
         }
     }
@@ -245,7 +247,9 @@ impl RunWriter {
         if present(&runs_path) {
             truncate_partial_line(&runs_path)?;
         }
-        let rows: Vec<RunRow> = read_csv(&runs_path)?;
+        // Complete lines only (a gzipped runs.csv is not cut back): an unterminated last
+        // row commits no rep, for the readers as for the resume.
+        let rows: Vec<RunRow> = read_csv_complete(&runs_path)?;
         check_unique_reps(&runs_path, &rows)?;
         let span_parts = part_paths(dir, SPANS)?;
         let span_counts = committed_span_counts(&span_parts, &rows)?;

@@ -704,3 +704,54 @@ fn a_view_makes_each_memo_once_and_keys_it_by_name_and_type() {
     );
     assert!(!view.per_rep(&v, &name, SpanTime::Total).is_empty());
 }
+
+/// `path` replaced by the gzip of its text without the last line's line end (a table
+/// gzipped after a kill cut its last row short).
+fn gzip_without_last_line_end(path: &Path) {
+    use std::io::Write;
+    let text = std::fs::read(path).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.strip_suffix(b"\n").unwrap()).unwrap();
+    std::fs::write(gz_path(path), gz.finish().unwrap()).unwrap();
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn a_resume_counts_a_gzipped_tables_complete_lines_as_the_readers_do() {
+    // A rep whose last span row has no line end, in a gzipped part: the readers hold
+    // one of its two rows, so the resume runs it again (it once counted both, kept the
+    // rep, and left a folder every reader refuses).
+    let d = tempfile::tempdir().unwrap();
+    let dir = three_reps_in_three_parts(d.path());
+    gzip_without_last_line_end(&dir.join(part_name(SPANS, 2)));
+    assert!(RunData::load(&dir).is_err(), "rep 1 holds one of its rows");
+    let (w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert_eq!(rows.iter().map(|r| r.rep).collect::<Vec<_>>(), [0, 2]);
+    assert_eq!(w.resume_notes().len(), 1, "{:?}", w.resume_notes());
+    assert!(
+        w.resume_notes()[0].contains("rep 1"),
+        "{:?}",
+        w.resume_notes()
+    );
+    drop(w);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!((data.runs.len(), data.spans.len()), (2, 4));
+    // A gzipped runs.csv whose last row has no line end: no rep of the readers, none of
+    // the resume's (it once kept the rep, and the row was lost when the table was made
+    // plain to take the next rep).
+    let d = tempfile::tempdir().unwrap();
+    let dir = three_reps_in_three_parts(d.path());
+    gzip_without_last_line_end(&dir.join(RUNS));
+    assert_eq!(RunData::load(&dir).unwrap().runs.len(), 2);
+    let (mut w, rows) = RunWriter::open_resume(&dir).unwrap();
+    assert_eq!(rows.iter().map(|r| r.rep).collect::<Vec<_>>(), [0, 1]);
+    let (r, s) = rep(2);
+    w.append_rep(&r, &s).unwrap();
+    drop(w);
+    let data = RunData::load(&dir).unwrap();
+    assert_eq!(
+        data.runs.iter().map(|r| r.rep).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(data.spans.len(), 6);
+}

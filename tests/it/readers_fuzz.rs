@@ -1,6 +1,13 @@
 //! Every reader of a run folder fed random bytes and random edits of real results files
 //! (runs.csv, spans.csv, telemetry.csv, gpu_activity.csv, meta.json) and of an
-//! experiment file: each answers with a value or a clean error, never a panic. What the
+//! experiment file: each answers with a value or a clean error, never a panic. Folders
+//! are also laid out as runs and users store them (spans.csv in parts, tables gzipped in
+//! one gzip member or several) and then damaged (a part removed, swapped or renamed, a
+//! gzip cut short or of garbage, a last line cut as a kill cuts it): undamaged, every
+//! reader reads what the folder held; damaged, the readers and the reading of
+//! `gapscope run --resume` give a value or an error naming the folder, and a resume
+//! never runs again a rep the readers read whole, nor keeps a rep it leaves without all
+//! of its rows. What the
 //! readers hand on (the phase table, the leak watch, the charts' view and the Chrome
 //! export) is run on whatever they accept, since a reader that accepts nonsense must not
 //! make the next step panic either. Every case runs under a time limit, so a reader
@@ -11,14 +18,15 @@
 //! cases: a few seconds of them in `cargo test`, or `GAPSCOPE_FUZZ_SECONDS` of them.
 
 use crate::fixture;
-use crate::fuzz::{apply, edit, fuzz, raw, Edit};
+use crate::fuzz::{apply, edit, fuzz, gzip, raw, Edit, Raw};
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gapscope::experiment::Experiment;
 use gapscope::export::{ExportFormat, RepSelection};
-use gapscope::store::{self, RunData, RunView};
+use gapscope::store::{self, RunData, RunRow, RunView, RunWriter, SpanRow};
 use proptest::prelude::*;
 
 const FILES: [&str; 5] = [
@@ -205,20 +213,446 @@ fn check_gpu_tables(dir: &Path, n_tel: usize, n_act: usize) {
     let _ = gapscope::report::sections::spans_section(&view, &Default::default());
 }
 
+/// A case of [`edited_results_files_give_values_or_clean_errors`]: one results file
+/// edited, or the folder's tables laid out as runs and users store them (spans.csv in
+/// parts, tables gzipped) and then damaged.
+#[derive(Debug, Clone)]
+enum Case {
+    Edited(&'static str, Vec<Edit>),
+    Laid(Layout, Vec<Damage>),
+}
+
+/// The tables a run folder may hold gzipped (`NAME.gz`); meta.json never is.
+const GZ_TABLES: [&str; 3] = ["runs.csv", "telemetry.csv", "gpu_activity.csv"];
+
+/// How a case stores the fixture's tables, each way one a reader reads as the folder it
+/// came from: spans.csv cut into parts (`spans.2.csv`, …) before the first row of some
+/// reps, as a run with a small part size writes them; and some tables gzipped, each in
+/// one gzip member or several (cut anywhere, as `cat a.gz b.gz` makes them).
+#[derive(Debug, Clone)]
+struct Layout {
+    /// Reps (by their place among the fixture's reps) whose rows start a part.
+    cuts: Vec<usize>,
+    /// Parts of spans.csv (by number, modulo the parts) gzipped, with where their text
+    /// is cut into members (per mille of its length).
+    gz_parts: Vec<(usize, Vec<u16>)>,
+    /// Other tables gzipped, in members as above.
+    gz_tables: Vec<(&'static str, Vec<u16>)>,
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    let members = || prop::collection::vec(0u16..=1000, 0..3);
+    (
+        prop::collection::vec(1usize..8, 0..4),
+        prop::collection::vec((any::<usize>(), members()), 0..3),
+        prop::collection::vec((prop::sample::select(GZ_TABLES.to_vec()), members()), 0..2),
+    )
+        .prop_map(|(cuts, gz_parts, gz_tables)| Layout {
+            cuts,
+            gz_parts,
+            gz_tables,
+        })
+}
+
+/// A damage of a laid-out folder; `usize` picks a file (modulo the folder's files, in
+/// name order).
+#[derive(Debug, Clone)]
+enum Damage {
+    /// An edit of the file's bytes as stored (a gzipped file's compressed bytes).
+    Stored(usize, Edit),
+    /// An edit of the file's text, gzipped again where it was gzipped.
+    Inside(usize, Edit),
+    /// The file's last line cut short by this many bytes (0: its line end only), inside
+    /// the gzip where gzipped: what a kill mid-write leaves.
+    CutTail(usize, u8),
+    /// The file's bytes replaced by these, gzipped where asked (gzip of garbage).
+    Replace(usize, Raw, bool),
+    /// The file removed.
+    Remove(usize),
+    /// Two files' bytes swapped (parts reordered).
+    Swap(usize, usize),
+    /// The file renamed to part `n` of spans.csv (1: spans.csv itself), keeping `.gz`.
+    Rename(usize, u8),
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        (any::<usize>(), edit()).prop_map(|(f, e)| Damage::Stored(f, e)),
+        (any::<usize>(), edit()).prop_map(|(f, e)| Damage::Inside(f, e)),
+        (any::<usize>(), 0u8..12).prop_map(|(f, n)| Damage::CutTail(f, n)),
+        (any::<usize>(), raw(256), any::<bool>()).prop_map(|(f, b, gz)| Damage::Replace(f, b, gz)),
+        any::<usize>().prop_map(Damage::Remove),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Damage::Swap(a, b)),
+        (any::<usize>(), 1u8..7).prop_map(|(f, n)| Damage::Rename(f, n)),
+    ]
+}
+
+/// The names of the regular files of `dir`, in order.
+fn files_of(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `text` gzipped in members cut at `cuts` (per mille of its length).
+fn gzip_members(text: &[u8], cuts: &[u16]) -> Vec<u8> {
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|&c| text.len() * c as usize / 1000)
+        .collect();
+    at.push(0);
+    at.push(text.len());
+    at.sort_unstable();
+    at.windows(2)
+        .flat_map(|w| gzip(&text[w[0]..w[1]]))
+        .collect()
+}
+
+/// The text of a file of the folder (a gzipped one decompressed; garbage as it is).
+fn text_of(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut out = Vec::new();
+        let mut gz = flate2::read::MultiGzDecoder::new(&bytes[..]);
+        if std::io::Read::read_to_end(&mut gz, &mut out).is_ok() {
+            return out;
+        }
+    }
+    bytes
+}
+
+/// Writes `text` as the file at `path` holds it (gzipped where it is `.gz`).
+fn put_text(path: &Path, text: &[u8]) {
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    std::fs::write(path, if gz { gzip(text) } else { text.to_vec() }).unwrap();
+}
+
+/// A copy of the original folder laid out as `layout` says, then damaged.
+fn laid_out(layout: &Layout, damage: &[Damage]) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = edited("runs.csv", &[], None);
+    // spans.csv into parts: the header, then each rep's rows in the part it starts in.
+    let text = std::fs::read_to_string(dir.join(store::SPANS)).unwrap();
+    let (header, rows) = text.split_once('\n').unwrap();
+    let mut reps: Vec<&str> = Vec::new();
+    let mut parts: Vec<String> = vec![String::new()];
+    for line in rows.lines() {
+        let rep = line.split(',').next().unwrap();
+        if reps.last() != Some(&rep) {
+            reps.push(rep);
+            if layout.cuts.contains(&(reps.len() - 1)) && !parts.last().unwrap().is_empty() {
+                parts.push(String::new());
+            }
+        }
+        let part = parts.last_mut().unwrap();
+        part.push_str(line);
+        part.push('\n');
+    }
+    std::fs::remove_file(dir.join(store::SPANS)).unwrap();
+    for (i, rows) in parts.iter().enumerate() {
+        let name = store::part_name(store::SPANS, i as u32 + 1);
+        let text = format!("{header}\n{rows}");
+        let members = layout
+            .gz_parts
+            .iter()
+            .find(|(p, _)| p % parts.len() == i)
+            .map(|(_, m)| m);
+        match members {
+            Some(m) => std::fs::write(
+                dir.join(format!("{name}.gz")),
+                gzip_members(text.as_bytes(), m),
+            ),
+            None => std::fs::write(dir.join(name), text),
+        }
+        .unwrap();
+    }
+    for (table, members) in &layout.gz_tables {
+        let path = dir.join(table);
+        let text = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(
+            dir.join(format!("{table}.gz")),
+            gzip_members(&text, members),
+        )
+        .unwrap();
+    }
+    for d in damage {
+        let names = files_of(&dir);
+        let path = |i: &usize| dir.join(&names[i % names.len()]);
+        match d {
+            Damage::Stored(f, e) => {
+                let mut bytes = std::fs::read(path(f)).unwrap();
+                apply(&mut bytes, e);
+                std::fs::write(path(f), bytes).unwrap();
+            }
+            Damage::Inside(f, e) => {
+                let mut text = text_of(&path(f));
+                apply(&mut text, e);
+                put_text(&path(f), &text);
+            }
+            Damage::CutTail(f, n) => {
+                let mut text = text_of(&path(f));
+                if text.ends_with(b"\n") {
+                    let last = text[..text.len() - 1]
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |p| p + 1);
+                    text.truncate((text.len() - 1 - *n as usize).max(last));
+                }
+                put_text(&path(f), &text);
+            }
+            Damage::Replace(f, b, gz) => {
+                let bytes = if *gz { gzip(&b.0) } else { b.0.clone() };
+                std::fs::write(path(f), bytes).unwrap();
+            }
+            Damage::Remove(f) => std::fs::remove_file(path(f)).unwrap(),
+            Damage::Swap(a, b) => {
+                let (a, b) = (path(a), path(b));
+                let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+                std::fs::write(&a, y).unwrap();
+                std::fs::write(&b, x).unwrap();
+            }
+            Damage::Rename(f, n) => {
+                let from = path(f);
+                let gz = if from.extension().is_some_and(|e| e == "gz") {
+                    ".gz"
+                } else {
+                    ""
+                };
+                let to = format!("{}{gz}", store::part_name(store::SPANS, u32::from(*n)));
+                std::fs::rename(&from, dir.join(to)).unwrap();
+            }
+        }
+    }
+    (tmp, dir)
+}
+
+/// Each row's text (`Debug`, so that equal NaNs compare equal).
+fn texts<T: std::fmt::Debug>(rows: &[T]) -> Vec<String> {
+    rows.iter().map(|r| format!("{r:?}")).collect()
+}
+
+/// Fails, naming the first row that differs, where `got` is not `want`.
+fn same(got: &[String], want: &[String], what: &str) {
+    if got != want {
+        let i = (0..got.len().max(want.len()))
+            .find(|&i| got.get(i) != want.get(i))
+            .unwrap_or(0);
+        panic!(
+            "{what}: {} rows where {} were expected; row {i} is {:?}, expected {:?}",
+            got.len(),
+            want.len(),
+            got.get(i),
+            want.get(i)
+        );
+    }
+}
+
+/// The spans of each rep of the original folder, as text, in file order.
+fn original_spans_by_rep() -> &'static HashMap<u32, Vec<String>> {
+    static SPANS: OnceLock<HashMap<u32, Vec<String>>> = OnceLock::new();
+    SPANS.get_or_init(|| {
+        let mut by_rep: HashMap<u32, Vec<String>> = HashMap::new();
+        for s in RunData::load(&original().1).unwrap().spans {
+            by_rep.entry(s.rep).or_default().push(format!("{s:?}"));
+        }
+        by_rep
+    })
+}
+
+/// A laid-out folder read back: undamaged, every reader reads what the original holds
+/// (the whole load, the reading a rep at a time, the GPU tables); damaged only by
+/// whole files removed, swapped or renamed, a load that answers gives each rep exactly
+/// its own spans (a part lost or read twice is an error, never fewer or more rows).
+fn check_laid_out(dir: &Path, damage: &[Damage]) {
+    let orig = RunData::load(&original().1).unwrap();
+    let loaded = RunData::load(dir);
+    if damage.is_empty() {
+        let data = loaded.unwrap_or_else(|e| panic!("an undamaged layout is refused: {e}"));
+        same(&texts(&data.runs), &texts(&orig.runs), "runs.csv");
+        same(&texts(&data.spans), &texts(&orig.spans), "spans.csv");
+        same(
+            &texts(&data.load_telemetry().unwrap()),
+            &texts(&orig.load_telemetry().unwrap()),
+            "telemetry.csv",
+        );
+        same(
+            &texts(&data.load_gpu_activity().unwrap()),
+            &texts(&orig.load_gpu_activity().unwrap()),
+            "gpu_activity.csv",
+        );
+        let mut reps = Vec::new();
+        RunData::load_spans_by_rep(dir)
+            .unwrap()
+            .for_each_rep(|spans| reps.push(texts(spans)))
+            .unwrap();
+        let mut whole = Vec::new();
+        orig.for_each_rep(|spans| whole.push(texts(spans))).unwrap();
+        assert_eq!(reps.len(), whole.len(), "reps read a rep at a time");
+        for (got, want) in reps.iter().zip(&whole) {
+            same(got, want, "a rep read on its own");
+        }
+        return;
+    }
+    let whole_files = damage
+        .iter()
+        .all(|d| matches!(d, Damage::Remove(_) | Damage::Swap(..) | Damage::Rename(..)));
+    if let (true, Ok(data)) = (whole_files, loaded) {
+        let mut by_rep: HashMap<u32, Vec<String>> = HashMap::new();
+        for s in &data.spans {
+            by_rep.entry(s.rep).or_default().push(format!("{s:?}"));
+        }
+        for r in &data.runs {
+            let mut got = by_rep.remove(&r.rep).unwrap_or_default();
+            let mut want = original_spans_by_rep()
+                .get(&r.rep)
+                .cloned()
+                .unwrap_or_default();
+            got.sort();
+            want.sort();
+            same(&got, &want, &format!("rep {}'s spans", r.rep));
+        }
+    }
+}
+
+/// The span rows of each rep in every part of spans.csv (plain or gzipped), read as
+/// they are (complete lines, no checks).
+fn span_rows_by_rep(dir: &Path) -> HashMap<u32, Vec<SpanRow>> {
+    let mut by_rep: HashMap<u32, Vec<SpanRow>> = HashMap::new();
+    for n in 1.. {
+        let p = dir.join(store::part_name(store::SPANS, n));
+        if !p.exists() && !dir.join(format!("{}.gz", p.display())).exists() {
+            break;
+        }
+        for s in store::read_csv_complete::<SpanRow>(&p).unwrap() {
+            by_rep.entry(s.rep).or_default().push(s);
+        }
+    }
+    by_rep
+}
+
+/// What `gapscope run --resume` reads of the folder, then a rep appended as a resumed
+/// run appends one. A resume refuses the folder (an error that names it) or keeps a
+/// set of committed reps, each with all of its rows, and drops every other rep's rows
+/// with a note; it never runs again a rep the readers read whole (that would measure
+/// it over rows it failed to read), and what it keeps reads back with the new rep.
+fn check_resume(dir: &Path) {
+    // What the readers take the folder to hold, before the resume touches it.
+    let before = RunData::load(dir)
+        .ok()
+        .filter(|d| d.load_telemetry().is_ok() && d.load_gpu_activity().is_ok());
+    let (mut writer, kept) = match RunWriter::open_resume(dir) {
+        Ok(w) => w,
+        Err(e) => {
+            let e = e.to_string();
+            assert!(
+                before.is_none(),
+                "a folder every reader reads is refused a resume: {e}"
+            );
+            assert!(e.contains(&*dir.to_string_lossy()), "{e}");
+            return;
+        }
+    };
+    let notes = writer.resume_notes().to_vec();
+    let mut reps: Vec<u32> = kept.iter().map(|r| r.rep).collect();
+    reps.sort_unstable();
+    reps.dedup();
+    assert_eq!(reps.len(), kept.len(), "a rep kept twice: {kept:?}");
+    if let Some(before) = &before {
+        assert!(notes.is_empty(), "{notes:?}");
+        same(
+            &texts(&kept),
+            &texts(&before.runs),
+            "the reps a resume keeps",
+        );
+    }
+    // A rep of the fixture, under a number no kept rep has.
+    let orig = RunData::load(&original().1).unwrap();
+    let new = (0..).find(|r| !reps.contains(r)).unwrap();
+    let mut row = orig.runs[2].clone();
+    row.rep = new;
+    let spans: Vec<SpanRow> = orig
+        .spans
+        .iter()
+        .filter(|s| s.rep == orig.runs[2].rep)
+        .map(|s| SpanRow {
+            rep: new,
+            ..s.clone()
+        })
+        .collect();
+    writer.append_rep(&row, &spans).unwrap();
+    drop(writer);
+    row.span_rows = Some(spans.len() as u32);
+    let runs: Vec<RunRow> = store::read_csv_complete(&dir.join(store::RUNS)).unwrap();
+    let want: Vec<RunRow> = kept.iter().cloned().chain([row.clone()]).collect();
+    same(&texts(&runs), &texts(&want), "runs.csv after the resume");
+    let mut by_rep = span_rows_by_rep(dir);
+    for r in &kept {
+        let n = by_rep.remove(&r.rep).map_or(0, |s| s.len());
+        match r.span_rows {
+            Some(k) => assert_eq!(n, k as usize, "rep {} kept with {n} of its rows", r.rep),
+            None => assert!(n > 0 || r.status != store::RepStatus::Ok, "rep {}", r.rep),
+        }
+    }
+    let added = by_rep.remove(&new).unwrap_or_default();
+    same(&texts(&added), &texts(&spans), "the new rep's rows");
+    assert!(
+        by_rep.is_empty(),
+        "rows of reps not kept: {:?}",
+        by_rep.keys()
+    );
+    if let Some(before) = before {
+        let after = RunData::load(dir).unwrap_or_else(|e| panic!("after the resume: {e}"));
+        same(
+            &texts(&after.runs),
+            &texts(&want),
+            "runs read after the resume",
+        );
+        // The committed reps' rows as they were (an uncommitted rep's rows are dropped).
+        let committed: Vec<SpanRow> = (before.spans.iter())
+            .filter(|s| reps.contains(&s.rep))
+            .chain(&spans)
+            .cloned()
+            .collect();
+        same(
+            &texts(&after.spans),
+            &texts(&committed),
+            "spans read after the resume",
+        );
+    }
+}
+
 /// Cases per target in a plain `cargo test` (a few seconds in a debug build).
 const QUICK: u32 = 96;
 
 #[test]
 fn edited_results_files_give_values_or_clean_errors() {
+    // Cases start from a folder every reader reads, and that a resume keeps whole.
+    let (_, orig) = original();
+    let data = RunData::load(orig).unwrap();
+    assert!(data.runs.len() > 2 && data.spans.len() > data.runs.len());
     let files = prop::sample::select(FILES.to_vec());
-    fuzz(
-        QUICK,
-        (files, prop::collection::vec(edit(), 1..5)),
-        |(file, edits)| {
-            let (_tmp, dir) = edited(file, &edits, None);
-            read_everything(&dir);
-        },
-    );
+    let case = prop_oneof![
+        1 => (files, prop::collection::vec(edit(), 1..5))
+            .prop_map(|(file, edits)| Case::Edited(file, edits)),
+        2 => (layout(), prop::collection::vec(damage(), 0..4))
+            .prop_map(|(layout, damage)| Case::Laid(layout, damage)),
+    ];
+    fuzz(QUICK, case, |case| {
+        let (_tmp, dir) = match &case {
+            Case::Edited(file, edits) => edited(file, edits, None),
+            Case::Laid(layout, damage) => laid_out(layout, damage),
+        };
+        read_everything(&dir);
+        if let Case::Laid(_, damage) = &case {
+            check_laid_out(&dir, damage);
+        }
+        check_resume(&dir);
+    });
 }
 
 #[test]

@@ -1,12 +1,14 @@
 //! Readers of what sits beside run folders, fed random bytes and random edits of valid
 //! files: a run folder's sampled stacks (`stacks/rep<N>.json` and `.folded`, plain or
-//! gzipped, and folded lines of any values), a sweep folder (the sweep file and its
-//! experiment, `sweep.json`, `slurm.json`, a cell's `cell.toml`, squeue's lines) and
-//! the history database (random bytes as the file, edits of a valid one, its rows set
-//! to values of any SQLite type). Each answers with a value or a clean error, never a
-//! panic, within the time limit of crate::fuzz; what it accepts is handed on (flame
-//! graphs and their sections, the sweep's status table and scheduler files, the
-//! history's series and their steps).
+//! gzipped, and folded lines of any values) and a variant's build log (random bytes,
+//! invalid UTF-8, terminal controls, a sparse file of up to a TiB, a link, a FIFO), a
+//! sweep folder (the sweep file and its experiment, `sweep.json`, `slurm.json`, a
+//! cell's `cell.toml`, squeue's lines) and the history database (random bytes as the
+//! file, edits of a valid one, its rows set to values of any SQLite type). Each answers
+//! with a value or a clean error, never a panic, within the time limit of crate::fuzz;
+//! what it accepts is handed on (flame graphs and their sections, a failed build's
+//! message, the sweep's status table and scheduler files, the history's series and
+//! their steps).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -19,7 +21,7 @@ use proptest::prelude::*;
 use rusqlite::types::Value as Sql;
 
 use crate::fixture;
-use crate::fuzz::{bytes, fuzz, gzip, sqlite_to_write, Bytes};
+use crate::fuzz::{bytes, fuzz, gzip, raw, sqlite_to_write, Bytes, Raw};
 
 /// Cases per target in a plain `cargo test`.
 const QUICK: u32 = 64;
@@ -174,6 +176,133 @@ fn read_stacks(rep: u32, case: &Stacks) {
     let _ = gapscope::report::flame::section(&view, &out, Some("synthesis"));
 }
 
+/// A case of [`folded_stacks_give_values_or_clean_errors`]: a rep's sampled stacks, or
+/// the build log of a variant.
+#[derive(Debug, Clone)]
+enum RunFileCase {
+    Stacks(u32, Stacks),
+    BuildLog(BuildLog),
+}
+
+/// A variant's build log (`build-<variant>.log`, which meta.json names and whose tail a
+/// failed build's reps quote) as a case makes it.
+#[derive(Debug, Clone)]
+enum BuildLog {
+    /// A file of these bytes (a compiler's output edited, or random bytes: invalid UTF-8
+    /// and terminal controls included) after a hole of this many bytes (a sparse file of
+    /// any size), ending in the line [`LAST_LINE`] where asked.
+    File(Bytes, u64, bool),
+    /// A symbolic link to a file of these bytes.
+    Link(Raw),
+    /// A FIFO no one writes to.
+    Fifo,
+    /// A folder.
+    Folder,
+    /// Nothing there.
+    Missing,
+}
+
+/// The last line of a build log a case marks.
+const LAST_LINE: &str =
+    "error: could not compile `subject` (bin \"subject\") due to 1 previous error";
+
+/// Most bytes of a build log read for its tail (the reader's own limit).
+const BUILD_LOG_TAIL: usize = 64 << 10;
+
+/// A build's output: progress lines, a coloured error, its location.
+const BUILD_OUTPUT: &str = "   Compiling subject v0.1.0 (/work/subject)\n\
+    warning: unused variable: `x`\n --> src/main.rs:2:9\n\n\
+    \x1b[1m\x1b[31merror[E0308]\x1b[0m: mismatched types\n --> src/main.rs:3:5\n  |\n\
+    3 |     1u32 - 2u64\n  |     ^^^^ expected `u32`, found `u64`\n";
+
+fn build_log_case() -> impl Strategy<Value = BuildLog> {
+    let hole = prop_oneof![
+        Just(0u64),
+        0u64..200_000,
+        Just(u64::from(u32::MAX)),
+        Just(1u64 << 40),
+    ];
+    prop_oneof![
+        4 => (bytes(4096), hole, any::<bool>()).prop_map(|(b, h, m)| BuildLog::File(b, h, m)),
+        1 => raw(64).prop_map(BuildLog::Link),
+        1 => Just(BuildLog::Fifo),
+        1 => Just(BuildLog::Folder),
+        1 => Just(BuildLog::Missing),
+    ]
+}
+
+/// Why a failed build's reps fail, as read from a log the case made: a message that
+/// names the log and ends in the log's last lines (its last line where the case marked
+/// one), never longer than the 64 KiB it is read from (each byte at most shown as
+/// `\xNN`), and never the content behind a link (named as a link); a FIFO, a folder
+/// or no file gives the reason in place of the lines, at once.
+fn check_build_log(case: &BuildLog) {
+    use std::io::{Seek, SeekFrom, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join(store::build_log("candidate"));
+    const SECRET: &str = "token=not-for-a-build-log";
+    match case {
+        BuildLog::File(b, hole, marked) => {
+            let mut bytes = b.of(BUILD_OUTPUT.repeat(40).as_bytes());
+            if *marked {
+                bytes.extend_from_slice(format!("\n{LAST_LINE}\n").as_bytes());
+            }
+            let mut f = std::fs::File::create(&log).unwrap();
+            f.seek(SeekFrom::Start(*hole)).unwrap();
+            f.write_all(&bytes).unwrap();
+        }
+        BuildLog::Link(b) => {
+            let target = tmp.path().join("elsewhere");
+            let mut bytes = b.0.clone();
+            bytes.extend_from_slice(format!("\n{SECRET}\n").as_bytes());
+            std::fs::write(&target, bytes).unwrap();
+            std::os::unix::fs::symlink(&target, &log).unwrap();
+        }
+        BuildLog::Fifo => {
+            let c = std::ffi::CString::new(log.to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }
+        BuildLog::Folder => std::fs::create_dir(&log).unwrap(),
+        BuildLog::Missing => {}
+    }
+    let meta = store::BuildMeta {
+        ok: false,
+        wall_ns: 0,
+        log: log.display().to_string(),
+        status: "exit status: 101".into(),
+        reused: false,
+    };
+    let why = gapscope::experiment::external::build_failure(&meta);
+    let head = format!(
+        "build failed (exit status: 101); log {} ends: ",
+        log.display()
+    );
+    let tail = why
+        .strip_prefix(&head)
+        .unwrap_or_else(|| panic!("{why:?} does not begin {head:?}"));
+    assert!(
+        tail.len() <= 4 * BUILD_LOG_TAIL + 64,
+        "{} bytes of a log's tail",
+        tail.len()
+    );
+    assert!(
+        !tail.chars().any(|c| c.is_control()),
+        "controls in {tail:?}"
+    );
+    match case {
+        BuildLog::File(_, _, true) => assert!(tail.ends_with(LAST_LINE), "{tail:?}"),
+        BuildLog::File(..) => {}
+        BuildLog::Link(_) => assert!(
+            tail.contains("symbolic link") && !tail.contains(SECRET),
+            "{tail:?}"
+        ),
+        BuildLog::Fifo | BuildLog::Folder => {
+            assert!(tail.contains("not a regular file"), "{tail:?}")
+        }
+        BuildLog::Missing => assert!(!tail.is_empty(), "no reason given"),
+    }
+}
+
 #[test]
 fn folded_stacks_give_values_or_clean_errors() {
     // Cases start from stacks the readers read through to a flame graph.
@@ -191,11 +320,14 @@ fn folded_stacks_give_values_or_clean_errors() {
         .filter(|r| !r.warmup)
         .map(|r| r.rep)
         .collect();
-    fuzz(
-        QUICK,
-        (prop::sample::select(reps), stacks()),
-        |(rep, case)| read_stacks(rep, &case),
-    );
+    let case = prop_oneof![
+        3 => (prop::sample::select(reps), stacks()).prop_map(|(r, s)| RunFileCase::Stacks(r, s)),
+        1 => build_log_case().prop_map(RunFileCase::BuildLog),
+    ];
+    fuzz(QUICK, case, |case| match case {
+        RunFileCase::Stacks(rep, stacks) => read_stacks(rep, &stacks),
+        RunFileCase::BuildLog(log) => check_build_log(&log),
+    });
 }
 
 /// A sweep file of two axes over the quickstart experiment, with Slurm and Kubernetes
