@@ -27,6 +27,7 @@ pub mod markup;
 pub mod patches;
 pub use gapscope_workload::phases;
 pub mod plot;
+pub mod procs;
 pub mod profile;
 pub mod protocol;
 pub use gapscope_groth16 as prover;

@@ -9,10 +9,12 @@
 //! the rep's partial rows are cut by the next `--resume`.
 //!
 //! Children (`__params`, `__worker`) are started with [`die_with_parent`]: killed
-//! together with gapscope, even by SIGKILL, which no handler sees.
+//! together with gapscope, even by SIGKILL, which no handler sees. The second signal
+//! also ends the process groups of the programs and steps running
+//! ([`crate::procs::lifeline::end_live_groups`]), and what left them for sessions of their
+//! own, before the process ends.
 
 use std::ffi::CString;
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
@@ -28,7 +30,7 @@ const FIRST: &[u8] = b"\ninterrupted: finishing the rep in progress, then stoppi
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     let n = SIGNALS.fetch_add(1, Ordering::SeqCst);
-    // Only async-signal-safe calls here: write(2) and _exit(2).
+    // Only async-signal-safe calls here: write(2), the groups' end, and _exit(2).
     if n == 0 {
         // SAFETY: FIRST is a static byte string; write(2) is async-signal-safe.
         unsafe { libc::write(2, FIRST.as_ptr().cast(), FIRST.len()) };
@@ -39,6 +41,8 @@ extern "C" fn on_signal(_sig: libc::c_int) {
             // freed; write(2) is async-signal-safe.
             unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
         }
+        // Async-signal-safe: system calls only, no allocation nor lock.
+        crate::procs::lifeline::end_live_groups();
         // SAFETY: _exit only ends the process; nothing runs after it.
         unsafe { libc::_exit(EXIT_INTERRUPTED) };
     }
@@ -74,28 +78,7 @@ pub fn requested() -> bool {
     SIGNALS.load(Ordering::SeqCst) > 0
 }
 
-/// Makes the child of `cmd` get SIGKILL when this process ends, however it ends (the
-/// kernel's parent-death signal), so that a killed run leaves no params generation or
-/// worker behind.
-pub fn die_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: getpid() is read before the fork.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs in the forked child before exec and makes only
-    // async-signal-safe calls (prctl, getppid, _exit); it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl: then no signal comes.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-}
+pub use crate::procs::die_with_parent;
 
 /// The run was stopped by a signal: after its last finished rep (`dir` is the run
 /// folder), or before any rep (`dir` is `None`: nothing was measured).

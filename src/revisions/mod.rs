@@ -18,7 +18,8 @@
 //! re-runs) reuse the worktree and the outcome, a failed build included. Delete
 //! `<cache>/<commit>/` to build it afresh. Builds share the target dir, so an artefact
 //! is copied out right after its build: the next commit's build overwrites it there.
-//! This module knows nothing of experiments: it runs git and a build command.
+//! This module knows nothing of experiments: it runs git and a build command (the latter
+//! in a process group that ends with it, from [`crate::procs`]).
 
 mod git;
 mod seed;
@@ -290,7 +291,8 @@ fn run_build(
 
 /// Runs a build `command` in `tree` with the cache's shared CARGO_TARGET_DIR and `env`,
 /// its output into `log` (a fresh file), after marking the tree's files as new
-/// ([`touch_worktree`]). An empty command is a build that did nothing; a command that
+/// ([`touch_worktree`]), in a process group of its own ([`crate::procs::lifeline`]):
+/// nothing it started runs on after it. An empty command is a build that did nothing; a command that
 /// does not start is a failed build whose log says why.
 pub fn run_in_tree(
     cache: &RevCache,
@@ -313,15 +315,19 @@ pub fn run_in_tree(
             duration_ms: 0,
         });
     };
-    let status = Command::new(prog)
-        .args(args)
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
         .current_dir(tree)
         .env("CARGO_TARGET_DIR", cache.target_dir())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(file)
-        .stderr(err)
-        .status();
+        .stderr(err);
+    // What the build starts ends with it (the group, ended once it was waited for), and
+    // with gapscope however gapscope ends.
+    let mut group = crate::procs::lifeline::step_in_group(&mut cmd);
+    let status = cmd.status();
+    group.end();
     let (ok, status) = match status {
         Ok(s) if s.success() => (true, String::new()),
         Ok(s) => (false, s.to_string()),

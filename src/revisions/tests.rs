@@ -326,3 +326,61 @@ fn a_seeded_worktree_gets_the_earlier_outputs_and_only_the_changed_files_are_new
     assert!(!second.join("a.o").exists() && !second.join("out").exists());
     assert!(second.join("a.c").exists());
 }
+
+#[test]
+fn what_a_build_leaves_running_ends_with_it() {
+    let (tmp, r, _, cache) = fixture();
+    let mut co = checkout(&cache, &r, "v1").unwrap();
+    let id = std::process::id();
+    let (stray, daemon) = (format!("1021.{id}"), format!("1022.{id}"));
+    let (s, d) = (tmp.path().join("stray"), tmp.path().join("daemon"));
+    // One process left in the build's group, one in a session of its own; the build
+    // exits once both wrote their pids.
+    let script = format!(
+        "sleep {stray} & echo $! > {s}; \
+         setsid sh -c 'echo $$ > {d}.w; mv {d}.w {d}; exec sleep {daemon}' & \
+         while [ ! -s {d} ]; do :; done",
+        s = s.display(),
+        d = d.display()
+    );
+    let spec = BuildSpec {
+        command: vec!["sh".into(), "-c".into(), script],
+        artefacts: vec![],
+    };
+    build(&cache, &mut co, &spec).unwrap();
+    let ok = co.build.as_ref().is_some_and(|b| b.record.ok);
+    let pid = |f: &Path| -> i32 {
+        std::fs::read_to_string(f)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let runs = |pid: i32, secs: &str| {
+        pid > 0
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c == format!("sleep\0{secs}\0").as_bytes())
+    };
+    // The kernel ends a killed process at once; a bounded wait for it to be gone.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let left = |list: &[(i32, &str)]| -> Vec<i32> {
+        list.iter()
+            .filter(|(p, secs)| runs(*p, secs))
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    let all = [(pid(&s), stray.as_str()), (pid(&d), daemon.as_str())];
+    while !left(&all).is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let running = left(&all);
+    for p in &running {
+        // SAFETY: kill(2) of a process this test's build started, found by its command line.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert!(ok, "{:?}", co.build);
+    assert!(all.iter().all(|(p, _)| *p > 0), "{all:?}");
+    assert!(
+        running.is_empty(),
+        "left running after the build: {running:?}"
+    );
+}

@@ -1,5 +1,6 @@
-//! Runs that meet the world: gapscope killed while its program runs (nothing the
-//! program started outlives it), a run folder that cannot be made (nothing is left),
+//! Runs that meet the world: gapscope killed or interrupted while its program runs, a
+//! program or a build that leaves a process behind, in its group or in a session of its
+//! own (nothing the program started outlives its rep, nor gapscope), a run folder that cannot be made (nothing is left),
 //! a resume of a folder whose tables were gzipped (nothing is measured again or
 //! changed), and a span tree 100,000 levels deep (every reader finishes, in linear
 //! time). Every command runs under a time limit.
@@ -101,12 +102,6 @@ fn what_a_build_or_prepare_step_starts_ends_with_the_step_and_with_a_killed_gaps
             .spawn()
             .unwrap()
     };
-    let cleanup = |argv: &[&str]| {
-        for pid in pids_running(argv) {
-            // SAFETY: kill(2) of a pid this test found by its unique command line.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    };
     // The prepare's leftover ends when the step does, gapscope still running.
     let prepare = exp(
         "prep",
@@ -177,6 +172,299 @@ fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
         ended,
         "sleep {secs} outlived the killed gapscope: pids {left:?}"
     );
+}
+
+/// The pids written to the files of `dir` whose names end with `suffix`.
+fn pids_in(dir: &Path, suffix: &str) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+        .collect();
+    pids.sort();
+    pids
+}
+
+/// Whether `pid` runs with exactly `argv` (not a zombie, not a pid reused since).
+fn runs(pid: i32, argv: &[&str]) -> bool {
+    pids_running(argv).contains(&pid)
+}
+
+/// SIGKILL to what a test left running (found by its unique command line), after its
+/// checks were taken.
+fn cleanup(argv: &[&str]) {
+    for pid in pids_running(argv) {
+        // SAFETY: kill(2) of a pid this test found by its unique command line.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// A program that leaves a process in a session of its own (`setsid`, as a daemon
+/// does), which writes its pid to `daemon.<program's pid>.pid` once it runs; the program
+/// then exits, or with `hang` as its argument sleeps `hung` seconds.
+fn escaping_program(dir: &Path, daemon: &str, hung: &str) -> std::path::PathBuf {
+    let p = dir.join("escape.sh");
+    std::fs::write(
+        &p,
+        format!(
+            "f=daemon.$$\n\
+             setsid sh -c \"echo \\$\\$ > $f.w; mv $f.w $f.pid; exec sleep {daemon}\" &\n\
+             while [ ! -s $f.pid ]; do :; done\n\
+             if [ \"$1\" = hang ]; then exec sleep {hung}; fi\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn a_process_a_program_leaves_in_a_session_of_its_own_ends_with_its_rep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let id = std::process::id();
+    let (daemon, hung) = (format!("1031.{id}"), format!("1032.{id}"));
+    escaping_program(t, &daemon, &hung);
+    // Two reps of a program that escapes, and two of one that does not (whose reps,
+    // run between theirs, are untouched).
+    let exp = t.join("escape.toml");
+    std::fs::write(
+        &exp,
+        "name = \"escape\"\n[workload]\ncommand = [\"sh\", \"escape.sh\"]\n\
+         [run]\nreps = 2\nwarmups = 0\n[[variant]]\nname = \"escapes\"\n\
+         [[variant]]\nname = \"plain\"\ncommand = [\"sh\", \"-c\", \"true && sleep 0.2\"]\n",
+    )
+    .unwrap();
+    let dir = common::run_ok(t, &exp, &["--quiet"]);
+    let argv = ["sleep", daemon.as_str()];
+    let pids = pids_in(t, ".pid");
+    let left = || -> Vec<i32> { pids.iter().copied().filter(|&p| runs(p, &argv)).collect() };
+    wait_for(Duration::from_secs(20), || left().is_empty());
+    let running = left();
+    cleanup(&argv);
+    assert_eq!(pids.len(), 2, "one process left per rep: {pids:?}");
+    assert!(
+        running.is_empty(),
+        "sleep {daemon} outlived its rep: {running:?} of {pids:?}"
+    );
+    let rows: Vec<RunRow> = store::read_csv(&dir.join(store::RUNS)).unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.checked && r.error.is_empty()),
+        "{rows:?}"
+    );
+    // A rep past its limit: the program is killed, and what it left outside its group.
+    for e in std::fs::read_dir(t).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("daemon.") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let exp = t.join("hang.toml");
+    std::fs::write(
+        &exp,
+        "name = \"hang\"\n[workload]\ncommand = [\"sh\", \"escape.sh\", \"hang\"]\n\
+         [run]\nreps = 1\nwarmups = 0\nrep_timeout_s = 1\n[[variant]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let dir = common::run_exit(t, &exp, &["--quiet"], gapscope::cli::EXIT_NO_OK_REP);
+    let pids = pids_in(t, ".pid");
+    let left = || -> Vec<i32> { pids.iter().copied().filter(|&p| runs(p, &argv)).collect() };
+    wait_for(Duration::from_secs(20), || left().is_empty());
+    let running = left();
+    cleanup(&argv);
+    cleanup(&["sleep", hung.as_str()]);
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    assert!(
+        running.is_empty(),
+        "sleep {daemon} outlived the rep that timed out: {running:?}"
+    );
+    let rows: Vec<RunRow> = store::read_csv(&dir.join(store::RUNS)).unwrap();
+    assert!(
+        rows.len() == 1 && rows[0].error.contains("rep_timeout_s"),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn what_a_revisions_build_leaves_running_ends_with_the_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let id = std::process::id();
+    let (stray, daemon) = (format!("1041.{id}"), format!("1042.{id}"));
+    // A repository whose build leaves a process in its group and one in a session of
+    // its own, each writing its pid here.
+    let repo = t.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let out = t.display();
+    std::fs::write(
+        repo.join("build.sh"),
+        format!(
+            "sleep {stray} & echo $! > {out}/stray.pid\n\
+             setsid sh -c 'echo $$ > {out}/d.w; mv {out}/d.w {out}/daemon.pid; \
+             exec sleep {daemon}' &\n\
+             while [ ! -s {out}/daemon.pid ]; do :; done\n"
+        ),
+    )
+    .unwrap();
+    common::git(&repo, &["init", "-q", "-b", "main"]);
+    common::git(&repo, &["add", "build.sh"]);
+    common::git(&repo, &["commit", "-q", "-m", "build"]);
+    let exp = t.join("rev.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"rev\"\n[workload]\ncommand = [\"true\"]\nbuild = [\"sh\", \"build.sh\"]\n\
+             [run]\nreps = 1\nwarmups = 0\n[[variant]]\nname = \"there\"\nrev = \"main\"\n\
+             repo = \"{}\"\n",
+            repo.display()
+        ),
+    )
+    .unwrap();
+    let mut c = gapscope(t);
+    c.arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(t.join("results"))
+        .arg("--quiet")
+        .env("GAPSCOPE_REV_CACHE", t.join("revs"));
+    let out = c.output().expect("gapscope runs");
+    let all = [
+        (pids_in(t, "stray.pid"), stray.as_str()),
+        (pids_in(t, "daemon.pid"), daemon.as_str()),
+    ];
+    let left = || -> Vec<i32> {
+        all.iter()
+            .flat_map(|(pids, secs)| pids.iter().filter(|&&p| runs(p, &["sleep", secs])))
+            .copied()
+            .collect()
+    };
+    wait_for(Duration::from_secs(20), || left().is_empty());
+    let running = left();
+    cleanup(&["sleep", stray.as_str()]);
+    cleanup(&["sleep", daemon.as_str()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        all.iter().all(|(pids, _)| pids.len() == 1),
+        "the build never wrote its pids: {all:?}"
+    );
+    assert!(
+        running.is_empty(),
+        "left running after the revision's build: {running:?} of {all:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_twice_during_a_programs_rep_ends_its_processes_and_keeps_the_reps_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let secs = format!("1051.{}", std::process::id());
+    // The first rep ends at once; the second records its shell's pid and hangs in a
+    // process of that shell's.
+    std::fs::write(
+        t.join("prog.sh"),
+        format!(
+            "if [ -e first.done ]; then echo $$ > prog.pid; true && sleep {secs}; \
+             else touch first.done; fi\n"
+        ),
+    )
+    .unwrap();
+    let exp = t.join("hang.toml");
+    std::fs::write(
+        &exp,
+        "name = \"hang\"\n[workload]\ncommand = [\"sh\", \"prog.sh\"]\n\
+         [run]\nreps = 2\nwarmups = 0\n[[variant]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let results = t.join("results");
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(&results)
+        .current_dir(t)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (mut pipe, err) = (run.stderr.take().unwrap(), err.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                err.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let said = |what: &str| err.lock().unwrap().contains(what);
+    let argv = ["sleep", secs.as_str()];
+    let started = wait_for(LIMIT, || !pids_running(&argv).is_empty());
+    let shell: i32 = std::fs::read_to_string(t.join("prog.pid"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let sig = |run: &std::process::Child| {
+        // SAFETY: kill(2) of the gapscope this test started and has not reaped.
+        unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) };
+    };
+    sig(&run);
+    // The second once the first was taken (two at once may arrive as one).
+    let first = wait_for(LIMIT, || said("finishing the rep in progress"));
+    sig(&run);
+    let asked = std::time::Instant::now();
+    let mut status = None;
+    wait_for(Duration::from_secs(20), || {
+        status = run.try_wait().unwrap();
+        status.is_some()
+    });
+    let took = asked.elapsed();
+    if status.is_none() {
+        run.kill().unwrap();
+    }
+    run.wait().unwrap();
+    let sleep_gone = wait_for(Duration::from_secs(20), || pids_running(&argv).is_empty());
+    let shell_gone = wait_for(Duration::from_secs(20), || {
+        !std::fs::read(format!("/proc/{shell}/cmdline")).is_ok_and(|c| c == b"sh\0prog.sh\0")
+    });
+    cleanup(&argv);
+    reader.join().unwrap();
+    let err = err.lock().unwrap().clone();
+    assert!(
+        started && shell > 0 && first,
+        "{started} {shell} {first}: {err}"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{took:?}: {err}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(sleep_gone, "sleep {secs} outlived gapscope");
+    assert!(shell_gone, "the program's shell {shell} outlived gapscope");
+    // The rep before is kept, and the folder reads as an incomplete run.
+    let dir = std::fs::read_dir(results.join("hang"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    assert!(
+        err.contains(&format!("--resume {}", dir.display())),
+        "{err}"
+    );
+    let rows: Vec<RunRow> = store::read_csv(&dir.join(store::RUNS)).unwrap();
+    assert!(rows.len() == 1 && rows[0].checked, "{rows:?}");
+    gapscope(t)
+        .arg("summary")
+        .arg(&dir)
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("incomplete run"));
 }
 
 #[test]

@@ -177,8 +177,9 @@ pub fn run_once(
     );
     let readers = chunks.1;
     // The program's process group, made (with its watcher: see `lifeline`) before the
-    // rep's window opens, so that the fork it costs is not the program's time.
-    let group = crate::experiment::lifeline::group_ending_with_gapscope();
+    // rep's window opens, so that the fork it costs is not the program's time. Dropped
+    // on any return, it ends with whatever is left in it.
+    let mut group = crate::experiment::lifeline::Group::new();
     let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -188,7 +189,7 @@ pub fn run_once(
         .stdin(Stdio::null())
         .stdout(Stdio::from(out_w))
         .stderr(Stdio::from(err_w))
-        .process_group(group.unwrap_or(0));
+        .process_group(group.id().unwrap_or(0));
     crate::experiment::interrupt::die_with_parent(&mut cmd);
     let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
@@ -241,9 +242,7 @@ pub fn run_once(
         Ok(c) => c,
         Err(e) => {
             // The group's watcher goes with the program that did not start.
-            if let Some(g) = group {
-                kill_group(g);
-            }
+            group.end();
             drop(sampling.map(RepSampling::stop));
             return not_started(format!(
                 "cannot start {:?} in {}: {e}",
@@ -254,7 +253,7 @@ pub fn run_once(
     };
     drop(span_w);
     let pid = child.id();
-    let group = group.unwrap_or(pid as libc::pid_t);
+    group.or_led_by(pid as libc::pid_t);
     let (tx, rx) = std::sync::mpsc::channel::<usize>();
     let members = Arc::new(Members::new(pid));
     // One cap for every stream of the rep, applied as the lines are read.
@@ -292,14 +291,14 @@ pub fn run_once(
             Ok(true) => break None,
             Ok(false) => {}
             Err(e) => {
-                kill_group(group);
+                group.kill();
                 break Some(Ending::NotStarted(format!(
                     "cannot wait for the program: {e}"
                 )));
             }
         }
         if timeout.is_some_and(|t| started.elapsed() > t) {
-            kill_group(group);
+            group.kill();
             let _ = exited(pid, true);
             break Some(Ending::TimedOut(timeout.unwrap_or_default()));
         }
@@ -317,8 +316,9 @@ pub fn run_once(
         (None, Err(e)) => Ending::NotStarted(format!("cannot wait for the program: {e}")),
     };
     let counters = perf.as_mut().map(ProcessCounters::read);
-    // Whatever the program left behind in its group goes too, so its pipes close.
-    kill_group(group);
+    // Whatever the program left behind goes too (in its group, or escaped to a session of
+    // its own), so its pipes close.
+    group.end();
     let mut ended: Vec<usize> = Vec::new();
     let drain_until = Instant::now() + DRAIN;
     while ended.len() < 3 {
@@ -399,7 +399,8 @@ pub fn run_once(
     group_names(&mut run.spans, &capture.names);
     run.spans_over_cap = budget.over();
     if !unread.is_empty() {
-        // A process outside the program's group (it called setsid) holds them open.
+        // A process outside the program's group holds them open (one that went to another
+        // group of gapscope's session: see procs::adopted).
         run.stderr_tail.push(format!(
             "[gapscope: {} still open {DRAIN:?} after the program exited; the lines read \
              until then are kept, later ones are not read]",
@@ -478,11 +479,4 @@ fn exited(pid: u32, block: bool) -> std::io::Result<bool> {
     }
     // SAFETY: waitid filled `info` (si_pid is 0 when no child changed state).
     Ok(unsafe { info.si_pid() } != 0)
-}
-
-/// SIGKILL to the program's process group (the program, whatever it started, and the
-/// group's watcher).
-fn kill_group(group: libc::pid_t) {
-    // SAFETY: kill(2) with a negative pid signals a process group; ESRCH is harmless.
-    unsafe { libc::kill(-group, libc::SIGKILL) };
 }
