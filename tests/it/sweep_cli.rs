@@ -68,7 +68,7 @@ pub fn unlisted_sweep_files(sweep_dir: &Path) -> Vec<String> {
                     out.push(format!("{name}/{cn}"));
                 }
             }
-        } else if !(t.is_dir() && name == "logs") && !listed(&name, SweepAt::Sweep) {
+        } else if !(t.is_dir() && name == "logs" || listed(&name, SweepAt::Sweep)) {
             out.push(name);
         }
     }
