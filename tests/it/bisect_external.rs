@@ -308,3 +308,70 @@ fn a_hang_is_skipped_at_its_first_timeout_and_a_wrong_metric_is_refused_before_b
     // No worktree was added to the repository.
     assert_eq!(common::git(&repo, &["worktree", "list"]).lines().count(), 1);
 }
+
+/// A revision's worktree seeded from the commit built before it (its outputs copied, as
+/// an in-place checkout leaves them) whose build then fails is built once more from a
+/// clean worktree: here the build refuses an output stamped by another commit, as a
+/// build folder that records its source's path or commit does.
+#[test]
+fn a_seeded_build_that_fails_is_built_again_in_a_clean_worktree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("stamped");
+    std::fs::create_dir_all(&repo).unwrap();
+    common::git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join(".gitignore"), "stamp\n").unwrap();
+    std::fs::write(
+        repo.join("build.sh"),
+        "head=$(git rev-parse HEAD)\n\
+         if [ -e stamp ] && [ \"$(cat stamp)\" != \"$head\" ]; then\n\
+         \x20 echo \"stamp of another commit: $(cat stamp)\" >&2; exit 1\nfi\n\
+         echo \"$head\" > stamp\n",
+    )
+    .unwrap();
+    let mut commits = Vec::new();
+    for i in 0..2 {
+        std::fs::write(repo.join("prog.sh"), format!("# commit {i}\ncat stamp\n")).unwrap();
+        common::git(&repo, &["add", "."]);
+        common::git(&repo, &["commit", "-q", "-m", &format!("commit {i}")]);
+        commits.push(common::git(&repo, &["rev-parse", "HEAD"]));
+    }
+    let exp = tmp.path().join("stamped.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"stamped\"\n[workload]\ncommand = [\"sh\", \"prog.sh\"]\n\
+             build = [\"sh\", \"build.sh\"]\n[run]\nreps = 1\nwarmups = 0\n\
+             [[variant]]\nname = \"before\"\nrev = \"main~1\"\nrepo = \"{r}\"\n\
+             [[variant]]\nname = \"after\"\nrev = \"main\"\nrepo = \"{r}\"\n",
+            r = repo.display()
+        ),
+    )
+    .unwrap();
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .env("GAPSCOPE_REV_CACHE", tmp.path().join("cache"))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The second commit's worktree was seeded from the first's (its stamp came along)...
+    assert!(err.contains("seeded from"), "{err}");
+    let dir = common::run_dir_of(&out.stdout);
+    let d = RunData::load(&dir).unwrap();
+    assert!(
+        d.runs.iter().all(|r| r.status == RepStatus::Ok),
+        "{:?}\n{err}",
+        d.runs
+    );
+    // ...and built again clean: each worktree's stamp is its own commit.
+    let ext = d.meta.external.clone().unwrap();
+    for (v, c) in [("before", &commits[0]), ("after", &commits[1])] {
+        // meta.json writes the worktree's folder as the run's working folder saw it.
+        let stamp = std::fs::read_to_string(tmp.path().join(&ext.variants[v].dir).join("stamp"));
+        assert_eq!(stamp.unwrap().trim(), c.as_str(), "{v}\n{err}");
+    }
+}
