@@ -28,7 +28,7 @@ use crate::store::{PatchMeta, RevisionMeta, VariantMeta};
 
 /// What `gapscope __protocol` prints: the worker protocol of this build (its arguments,
 /// the experiment copy it reads, its result line).
-pub const WORKER_PROTOCOL: &str = "gapscope-worker-protocol 1";
+pub use gapscope_workload::worker::WORKER_PROTOCOL;
 
 /// A `rev` or `patch` variant made ready.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! result line that does not parse, makes the rep `failed` with the reason — the run
 //! and every earlier rep go on.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -19,8 +19,8 @@ use super::spec::{Experiment, ResolvedVariant};
 use crate::store::{self, RunRow, SpanRow};
 use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
 
-/// Prefix of the one line a worker prints with its result.
-pub const RESULT_PREFIX: &str = "gapscope-rep-v1 ";
+use gapscope_workload::worker::{self as protocol, Request};
+pub use gapscope_workload::worker::{RESULT_PREFIX, SERVE_PROTOCOL};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct WorkerResult {
@@ -76,38 +76,16 @@ pub struct WorkerArgs {
     pub serve: bool,
 }
 
-/// What `gapscope __serves` prints: this build's worker can serve many reps
-/// ([`WorkerArgs::serve`]). Builds from before it have no such command, and get a worker
-/// per rep.
-pub const SERVE_PROTOCOL: &str = "gapscope-worker-serve 1";
-
-/// One request line of a serving worker.
+/// One request line of a serving worker ([`Request::line`]). `gapscope __serves` prints
+/// [`SERVE_PROTOCOL`]: builds from before it have no such command, and get a worker per
+/// rep.
 pub fn request_line(slot: Slot) -> String {
-    format!(
-        "rep {} {} {}\n",
-        slot.rep,
-        slot.iteration,
-        u8::from(slot.warmup)
-    )
-}
-
-fn parse_request(line: &str, variant: usize) -> Result<Slot, String> {
-    let w: Vec<&str> = line.split_whitespace().collect();
-    match w.as_slice() {
-        ["rep", rep, it, warm] => Ok(Slot {
-            rep: rep.parse().map_err(|_| format!("bad rep number {rep:?}"))?,
-            variant,
-            iteration: it.parse().map_err(|_| format!("bad iteration {it:?}"))?,
-            warmup: match *warm {
-                "0" => false,
-                "1" => true,
-                other => return Err(format!("bad warm-up flag {other:?}")),
-            },
-        }),
-        _ => Err(format!(
-            "not a request: {line:?} (want `rep REP ITERATION WARMUP`)"
-        )),
+    Request {
+        rep: slot.rep,
+        iteration: slot.iteration,
+        warmup: slot.warmup,
     }
+    .line()
 }
 
 /// Body of `gapscope __worker`: runs one rep and prints its result line.
@@ -167,6 +145,7 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         telemetry: Some(&telemetry),
         debug: &debug,
     };
+    let mut out = std::io::stdout().lock();
     if !a.serve {
         let slot = Slot {
             rep: a.rep,
@@ -174,38 +153,34 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
             iteration: a.iteration,
             warmup: a.warmup,
         };
-        return answer(a, &ctx, &v, slot, setup_ns);
+        let line = answer(a, &ctx, &v, slot, setup_ns)?;
+        return protocol::write_result(&mut out, &line).context("writing the result");
     }
     // Serving: the setup is reported with the first rep only.
     let mut setup_ns = Some(setup_ns);
-    let stdin = std::io::stdin();
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if stdin
-            .lock()
-            .read_line(&mut line)
-            .context("reading a request")?
-            == 0
-        {
-            return Ok(());
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        let slot = parse_request(&line, vi).map_err(anyhow::Error::msg)?;
-        answer(a, &ctx, &v, slot, setup_ns.take().unwrap_or_default())?;
-    }
+    protocol::serve(std::io::stdin().lock(), &mut out, |r: Request| {
+        let slot = Slot {
+            rep: r.rep,
+            variant: vi,
+            iteration: r.iteration,
+            warmup: r.warmup,
+        };
+        answer(a, &ctx, &v, slot, setup_ns.take().unwrap_or_default())
+    })
+    .map_err(|e| match e {
+        protocol::ServeError::Answer(e) => e,
+        other => anyhow::Error::msg(other.to_string()),
+    })
 }
 
-/// Runs one rep here and prints its result line.
+/// Runs one rep here; its result line's JSON.
 fn answer(
     a: &WorkerArgs,
     ctx: &RepContext<'_>,
     v: &ResolvedVariant,
     slot: Slot,
     setup_ns: std::collections::BTreeMap<String, u64>,
-) -> Result<()> {
+) -> Result<String> {
     let RepOutput {
         mut run,
         mut spans,
@@ -222,17 +197,13 @@ fn answer(
             run.error = format!("emulated counts: {why}");
         }
     }
-    let line = serde_json::to_string(&WorkerResult {
+    Ok(serde_json::to_string(&WorkerResult {
         run,
         spans,
         gpu,
         setup_ns,
         profile,
-    })?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{RESULT_PREFIX}{line}")?;
-    out.flush()?;
-    Ok(())
+    })?)
 }
 
 /// Parses a worker's stdout: exactly one result line; other lines are returned as
@@ -241,7 +212,7 @@ pub fn parse_worker_output(stdout: &str) -> Result<(RepOutput, Vec<String>), Str
     let mut result = None;
     let mut other = Vec::new();
     for (i, line) in stdout.lines().enumerate() {
-        if let Some(json) = line.strip_prefix(RESULT_PREFIX) {
+        if let Some(json) = protocol::result_payload(line) {
             if result.is_some() {
                 return Err(format!("line {}: a second result line", i + 1));
             }

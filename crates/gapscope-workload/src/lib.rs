@@ -10,7 +10,9 @@
 //!   and the harness's run folders alike;
 //! - [`units`]: times for people (s / ms / µs / ns picked in one place);
 //! - [`workload`]: the [`Workload`] and [`Rep`] traits, the seam between the harness's
-//!   rep lifecycle and an in-process workload (the built-in prover, `gapscope-hash`).
+//!   rep lifecycle and an in-process workload (the built-in prover, `gapscope-hash`);
+//! - [`worker`]: the worker protocol (its handshake, request and result lines, and the
+//!   serving loop), so that any workload binary can run reps for the harness.
 //!
 //! The harness (`gapscope`) re-exports the three as `gapscope::phases`, `gapscope::fsx`
 //! and `gapscope::units`.
@@ -18,6 +20,7 @@
 pub mod fsx;
 pub mod phases;
 pub mod units;
+pub mod worker;
 pub mod workload;
 
 pub use workload::{Checked, Knobs, Rep, Workload};
