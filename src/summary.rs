@@ -100,6 +100,9 @@ pub fn phase_table_and(
     data: &RunData,
     also: impl FnMut(&[&SpanRow]),
 ) -> Result<String, StoreError> {
+    // One function for the table: the first reps, the sums read rep by rep, the rows of
+    // the workload's kind, their medians and the columns' width all feed the one text,
+    // written in the order it prints.
     let variants: Vec<String> = data.meta.variants.iter().map(|v| v.name.clone()).collect();
     let firsts = match &data.meta.external {
         Some(_) => crate::summary_external::first_reps(data),

@@ -611,6 +611,9 @@ pub(crate) fn compare(
     pairs: Option<&[(f64, f64)]>,
     opts: &DiffOptions,
 ) -> Comparison {
+    // One function from the values to a decided comparison: the medians, the tests on
+    // logs (paired where the reps pair, Welch's otherwise, the rank analysis beside them)
+    // and their intervals are computed once and kept on the comparison for the verdict.
     let bs = SideStats::of(base, unit);
     let cs = SideStats::of(cand, unit);
     let mut c = Comparison::of_medians(span, measure, unit, bs, cs, false);
@@ -727,6 +730,9 @@ pub(crate) fn abs_floor(unit: Unit, opts: &DiffOptions, end_to_end_ns: Option<f6
 /// The intervals printed are those the verdict used. A comparison without enough reps,
 /// on one side only, or exact keeps its verdict.
 pub(crate) fn decide(c: &mut Comparison, p: f64, level: f64, floor: f64, opts: &DiffOptions) {
+    // One function for the verdict rule: the intervals it prints, the four verdicts and
+    // the reps that would resolve an inconclusive one read the same tests and floors, and
+    // the order of the checks is the rule; split, each piece would recompute them.
     let Some(tests) = c.tests.clone() else {
         return;
     };

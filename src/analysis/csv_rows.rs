@@ -76,6 +76,9 @@ impl<'a> CsvRow<'a> {
 
 /// The CSV of a diff: a header and one row per comparison.
 pub(super) fn rows(d: &Diff) -> String {
+    // The rows in the order a reader meets them (metrics, gaps, contributions and what
+    // they leave unexplained, leak checks), then written; one function so that the order
+    // and the writer stay together.
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut rows: Vec<CsvRow> = Vec::new();
     rows.extend(

@@ -428,6 +428,8 @@ fn phase_table(
     backend: Option<&str>,
     phases: &PhaseSpec,
 ) -> Vec<PhaseRow> {
+    // One function for the table, its rows built in the order they print: the phases,
+    // the busy cores in the backend call and end to end, then the counters.
     let find = |span: &str, m: &Measure| {
         metrics
             .iter()

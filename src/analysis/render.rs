@@ -294,6 +294,9 @@ fn title(out: &mut String, d: &Diff, md: bool, level: usize) {
 }
 
 fn header(out: &mut String, d: &Diff, md: bool) {
+    // The header's lines in the order they print (what was compared, the reps used and
+    // left out, then how changes are tested and judged, whose wording depends on the
+    // options and the pairing); one function so that it reads as it prints.
     let bullet = if md { "- " } else { "" };
     if d.baseline.run_dir == d.candidate.run_dir {
         let _ = writeln!(
@@ -506,6 +509,9 @@ fn comparison_row(label: String, c: &Comparison) -> Vec<String> {
 const TOP: usize = 12;
 
 fn contributions(out: &mut String, md: bool, level: usize, d: &Diff) {
+    // One function for one section, in reading order (heading, table, the spans left out,
+    // then the note on shares or on their absence): each part reads the same total and
+    // whether the change is resolved.
     let c = &d.contributions;
     let t = &c.total;
     // Shares of a change exist only when the change does.

@@ -149,6 +149,9 @@ pub fn bisect(
     reps: Reps,
     progress: &mut dyn FnMut(&str),
 ) -> Result<BisectReport> {
+    // The search in the order it runs: the metric checked on the good end, the ends
+    // measured and their distance checked, the halving steps, the first bad commit against
+    // its parent. Each stage reads the ends' figures and the reps' rule, so they stay here.
     if commits.len() < 2 {
         bail!("the good and bad revisions are the same commit: nothing to bisect");
     }

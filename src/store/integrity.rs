@@ -85,6 +85,9 @@ pub(super) fn check_spans_from(
     at: usize,
     spans: &[SpanRow],
 ) -> Result<(), StoreError> {
+    // Long because its checks (values, ids unique in their rep, parent chains without
+    // loops or dangling parents) share one index of the rows by id and one error that
+    // names the row by its part and line; each check is one pass over the rows.
     let bad = |i: usize, message: String| {
         let (path, line) = locate(parts, at + i);
         StoreError::Parse {

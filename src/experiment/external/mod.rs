@@ -550,6 +550,9 @@ pub fn build_subjects(
     progress: bool,
     paths: Option<&crate::store::paths::PathBases>,
 ) -> (ExternalMeta, Vec<Option<String>>) {
+    // Long because every folder is built once, in the variants' order, and each
+    // variant's meta.json record and failure come from its folder's one build (reused,
+    // seeded, or retried clean): the loop keeps those builds by folder.
     let mut meta = ExternalMeta {
         command: ext.command.clone(),
         build: ext.build.clone(),
