@@ -26,16 +26,24 @@
 //! Everything here makes system calls on stack values only (no allocation, no lock but
 //! in [`begin`] and [`finish`]): the second Ctrl-C's handler runs [`end`].
 //!
-//! Limits:
+//! Ending a group runs [`super::cookie::end`] before [`end`]: every process that carries
+//! the group's cookie in its environment is killed first, wherever it went; [`end`]
+//! ends what left for a session of its own without the cookie (its environment
+//! cleared), and what such processes leave.
+//!
+//! Limits (of this mechanism alone; [`super::cookie`] closes the first two for a
+//! process that kept its environment):
 //! - gapscope killed by SIGKILL (or by anything else no handler sees) has no turn to
 //!   run [`end`]: its watcher kills the group, but a process that left for a session of
-//!   its own is then reparented to init (or to a subreaper above gapscope) and runs on.
-//!   Containing that needs a cgroup (`systemd-run --user --scope gapscope run …`, whose
-//!   stop kills every process of the scope) or a PID namespace.
+//!   its own is then reparented to init (or to a subreaper above gapscope). The watcher
+//!   kills it by its cookie; one that cleared its environment runs on. Containing that
+//!   needs a cgroup (`systemd-run --user --scope gapscope run …`, whose stop kills every
+//!   process of the scope) or a PID namespace.
 //! - A process that left the group for another group of gapscope's own session (a
 //!   shell with job control, `set -m`, puts each background job in a group of its own)
-//!   is neither killed by the group's end nor taken for an escaped one: it runs on past
-//!   the rep, and past gapscope.
+//!   is neither killed by the group's kill nor taken here for an escaped one: it is
+//!   killed by its cookie, and runs on past the rep, and past gapscope, where it cleared
+//!   its environment.
 //! - A process that makes itself unkillable for a while (uninterruptible sleep) is
 //!   waited for a bounded time only; it is killed again, and reaped, at the next end.
 
@@ -223,6 +231,23 @@ pub(super) fn for_each_child(mut f: impl FnMut(Child)) {
 
 /// The parent, process group and session of `pid`, from `/proc/PID/stat`.
 fn stat_of(pid: libc::pid_t) -> Option<(libc::pid_t, libc::pid_t, libc::pid_t)> {
+    stat(pid).map(|s| (s.parent, s.group, s.session))
+}
+
+/// What `/proc/PID/stat` says of a process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Stat {
+    /// The state letter (`Z` for a zombie).
+    pub state: u8,
+    pub parent: libc::pid_t,
+    pub group: libc::pid_t,
+    pub session: libc::pid_t,
+    /// When it started, in clock ticks since boot: with the pid, which process it is.
+    pub start: u64,
+}
+
+/// `/proc/PID/stat`, read with one system call on a stack buffer.
+pub(super) fn stat(pid: libc::pid_t) -> Option<Stat> {
     let mut path = PathBuf::new();
     path.push(b"/proc/");
     path.push_number(pid);
@@ -235,11 +260,24 @@ fn stat_of(pid: libc::pid_t) -> Option<(libc::pid_t, libc::pid_t, libc::pid_t)> 
     let mut fields = text[close + 1..]
         .split(|&b| b == b' ')
         .filter(|f| !f.is_empty());
-    fields.next()?;
+    let state = *fields.next()?.first()?;
     let parent = number(fields.next()?)?;
     let group = number(fields.next()?)?;
     let session = number(fields.next()?)?;
-    Some((parent, group, session))
+    // starttime is the 22nd field, the 16th after the session.
+    let start = fields.nth(15)?.iter().try_fold(0u64, |v, &b| {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })?;
+    Some(Stat {
+        state,
+        parent,
+        group,
+        session,
+        start,
+    })
 }
 
 /// The first bytes of a file (one read), how many.
@@ -297,7 +335,7 @@ fn each_number_in(path: &PathBuf, f: &mut impl FnMut(libc::pid_t)) -> bool {
 
 /// Calls `f` with the name of each entry of a folder (`path` ends with a NUL); false
 /// when it cannot be opened.
-fn each_entry(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+pub(super) fn each_entry(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
     // SAFETY: `path` ends with a NUL; getdents64 writes at most `buf.len()` bytes into
     // `buf`, whole records each starting with their length; the descriptor is closed
     // before returning.
@@ -335,7 +373,7 @@ fn each_entry(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
 }
 
 /// A decimal number of ASCII digits only.
-fn number(s: &[u8]) -> Option<libc::pid_t> {
+pub(super) fn number(s: &[u8]) -> Option<libc::pid_t> {
     if s.is_empty() || s.len() > 10 {
         return None;
     }
@@ -349,20 +387,20 @@ fn number(s: &[u8]) -> Option<libc::pid_t> {
 
 /// A path on the stack (no allocation), built by pushes; the last push ends it with a
 /// NUL.
-struct PathBuf {
+pub(super) struct PathBuf {
     bytes: [u8; 64],
     len: usize,
 }
 
 impl PathBuf {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         PathBuf {
             bytes: [0; 64],
             len: 0,
         }
     }
 
-    fn push(&mut self, s: &[u8]) {
+    pub(super) fn push(&mut self, s: &[u8]) {
         for &b in s {
             if self.len < self.bytes.len() - 1 {
                 self.bytes[self.len] = b;
@@ -371,7 +409,7 @@ impl PathBuf {
         }
     }
 
-    fn push_number(&mut self, mut v: libc::pid_t) {
+    pub(super) fn push_number(&mut self, mut v: libc::pid_t) {
         let mut digits = [0u8; 12];
         let mut i = digits.len();
         loop {
@@ -385,7 +423,7 @@ impl PathBuf {
         self.push(&digits[i..]);
     }
 
-    fn as_ptr(&self) -> *const libc::c_char {
+    pub(super) fn as_ptr(&self) -> *const libc::c_char {
         self.bytes.as_ptr().cast()
     }
 }

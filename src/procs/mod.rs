@@ -1,7 +1,7 @@
 //! The processes gapscope starts, and what they start: none outlives the rep or step it
 //! belongs to, nor gapscope itself.
 //!
-//! Three mechanisms, each for what the one before cannot reach:
+//! Four mechanisms, each for what the ones before cannot reach:
 //!
 //! - [`die_with_parent`]: the kernel's parent-death signal, for the process gapscope
 //!   started (a worker, the params generation, a measured program);
@@ -10,12 +10,18 @@
 //!   killed by gapscope when the rep or step ends;
 //! - [`adopted`]: what left the group for a session of its own (`setsid`, a daemon):
 //!   while a group lives gapscope is a child subreaper, so such a process comes to
-//!   gapscope when its parent ends, and is killed when the group ends.
+//!   gapscope when its parent ends, and is killed when the group ends;
+//! - [`cookie`]: what left the group wherever it went (another group of gapscope's
+//!   session, a session of its own once gapscope is killed by SIGKILL): each group's
+//!   program or step carries a random cookie in its environment, which its descendants
+//!   inherit; the group's end, and its watcher once gapscope is gone, kill every process
+//!   whose environment holds it.
 //!
 //! This module sits below `experiment` and `revisions`, which both start programs in
 //! groups; it knows nothing of either.
 
 pub mod adopted;
+pub mod cookie;
 pub mod lifeline;
 
 use std::process::Command;

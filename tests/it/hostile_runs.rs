@@ -1,9 +1,10 @@
 //! Runs that meet the world: gapscope killed or interrupted while its program runs, a
-//! program or a build that leaves a process behind, in its group or in a session of its
-//! own (nothing the program started outlives its rep, nor gapscope), a run folder that cannot be made (nothing is left),
-//! a resume of a folder whose tables were gzipped (nothing is measured again or
-//! changed), and a span tree 100,000 levels deep (every reader finishes, in linear
-//! time). Every command runs under a time limit.
+//! program or a build that leaves a process behind, in its group, in another group (a
+//! job of a shell with job control) or in a session of its own (nothing the program
+//! started outlives its rep, nor gapscope, killed or not), a run folder that cannot be
+//! made (nothing is left), a resume of a folder whose tables were gzipped (nothing is
+//! measured again or changed), and a span tree 100,000 levels deep (every reader
+//! finishes, in linear time). Every command runs under a time limit.
 
 use crate::common;
 use crate::fixture;
@@ -283,6 +284,109 @@ fn a_process_a_program_leaves_in_a_session_of_its_own_ends_with_its_rep() {
         rows.len() == 1 && rows[0].error.contains("rep_timeout_s"),
         "{rows:?}"
     );
+}
+
+#[test]
+fn a_job_a_program_puts_in_a_group_of_its_own_ends_with_its_rep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let secs = format!("1061.{}", std::process::id());
+    // A shell with job control: its background job runs in a group of its own, in
+    // gapscope's session, and is disowned; the shell writes the job's pid and group and
+    // exits at once. Only the group's cookie, in the job's environment, says whose it is.
+    let exp = t.join("job.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"job\"\n[workload]\ncommand = [\"bash\", \"-c\", \
+             \"set -m; sleep {secs} & read -r _ _ _ _ g _ < /proc/$!/stat; \
+             echo $! $g > job.w; mv job.w job.ids; disown\"]\n\
+             [run]\nreps = 1\nwarmups = 0\n[[variant]]\nname = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let dir = common::run_ok(t, &exp, &["--quiet"]);
+    let argv = ["sleep", secs.as_str()];
+    let ids: Vec<i32> = std::fs::read_to_string(t.join("job.ids"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // gapscope has exited: nothing of the rep may be left.
+    let gone = wait_for(Duration::from_secs(10), || {
+        ids.first().is_some_and(|&p| !runs(p, &argv))
+    });
+    let running = pids_running(&argv);
+    cleanup(&argv);
+    // The job led a group of its own (its group is its pid): the rep's group's kill
+    // could not reach it.
+    assert!(ids.len() == 2 && ids[0] == ids[1], "pid and group: {ids:?}");
+    assert!(
+        gone,
+        "sleep {secs} (pid {ids:?}), a job in a group of its own, outlived its rep and \
+         gapscope: {running:?}"
+    );
+    let rows: Vec<RunRow> = store::read_csv(&dir.join(store::RUNS)).unwrap();
+    assert!(
+        rows.len() == 1 && rows[0].checked && rows[0].error.is_empty(),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn a_process_a_program_leaves_in_a_session_of_its_own_ends_when_gapscope_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let id = std::process::id();
+    let (daemon, hung) = (format!("1062.{id}"), format!("1063.{id}"));
+    // The program leaves `sleep {daemon}` in a session of its own (setsid, not a group
+    // leader, calls setsid(2) and execs: $! is its pid) and hangs.
+    let exp = t.join("killed.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"killed\"\n[workload]\ncommand = [\"sh\", \"-c\", \
+             \"setsid sleep {daemon} & echo $! > d.w; mv d.w d.pid; exec sleep {hung}\"]\n\
+             [run]\nreps = 1\nwarmups = 0\n[[variant]]\nname = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
+        .arg("run")
+        .arg(&exp)
+        .arg("--results-dir")
+        .arg(t.join("results"))
+        .current_dir(t)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (argv, hung_argv) = (["sleep", daemon.as_str()], ["sleep", hung.as_str()]);
+    let mut pid = 0;
+    let started = wait_for(LIMIT, || {
+        pid = pids_in(t, ".pid").first().copied().unwrap_or(0);
+        pid > 0 && runs(pid, &argv) && !pids_running(&hung_argv).is_empty()
+    });
+    // SAFETY: getsid(2) only reads a process's session.
+    let (sid, gapscope_sid) = unsafe { (libc::getsid(pid), libc::getsid(run.id() as i32)) };
+    run.kill().unwrap(); // SIGKILL: no handler of gapscope's runs
+    run.wait().unwrap();
+    let gone = wait_for(Duration::from_secs(10), || !runs(pid, &argv));
+    let hung_gone = wait_for(Duration::from_secs(10), || {
+        pids_running(&hung_argv).is_empty()
+    });
+    cleanup(&argv);
+    cleanup(&hung_argv);
+    assert!(started, "the program never started");
+    assert!(
+        sid > 0 && sid != gapscope_sid,
+        "{pid} stayed in the session"
+    );
+    assert!(
+        gone,
+        "sleep {daemon} (pid {pid}), in a session of its own, outlived the killed gapscope"
+    );
+    assert!(hung_gone, "sleep {hung} outlived the killed gapscope");
 }
 
 #[test]

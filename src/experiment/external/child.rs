@@ -188,8 +188,9 @@ pub fn run_once(
         .envs(capture.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::from(out_w))
-        .stderr(Stdio::from(err_w))
-        .process_group(group.id().unwrap_or(0));
+        .stderr(Stdio::from(err_w));
+    // Its group, and its group's cookie in its environment (after the workload's own).
+    group.attach(&mut cmd);
     crate::experiment::interrupt::die_with_parent(&mut cmd);
     let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
@@ -400,7 +401,7 @@ pub fn run_once(
     run.spans_over_cap = budget.over();
     if !unread.is_empty() {
         // A process outside the program's group holds them open (one that went to another
-        // group of gapscope's session: see procs::adopted).
+        // group of gapscope's session with an environment of its own: see procs::cookie).
         run.stderr_tail.push(format!(
             "[gapscope: {} still open {DRAIN:?} after the program exited; the lines read \
              until then are kept, later ones are not read]",

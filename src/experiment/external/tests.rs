@@ -364,8 +364,9 @@ fn span_lines_arrive_from_stdout_and_stderr_as_well_as_the_pipe() {
 fn lines_read_before_a_stream_that_never_ends_are_kept() {
     // The span line arrives, then a process outside the program's group keeps every
     // stream open past the drain: what was read stays. It left for another group of the
-    // same session (a job of a shell with job control), which neither the group's end
-    // nor the end of escaped sessions reaches (procs::adopted's limits).
+    // same session (a job of a shell with job control) with an environment of its own
+    // (no group cookie), which neither the group's end, nor the end of marked processes,
+    // nor the end of escaped sessions reaches (procs::cookie's limits).
     // The program exits only once that process has left its group (it writes a marker
     // file then), so the group kill at its exit cannot reach it.
     let dir = tempfile::tempdir().unwrap();
@@ -373,7 +374,7 @@ fn lines_read_before_a_stream_that_never_ends_are_kept() {
     let script = format!(
         "echo '@gapscope1 X 1 0 0 kept' >&$GAPSCOPE_SPAN_FD; \
          echo '@gapscope1 X 1 0 0 kept_too'; \
-         set -m; bash -c 'touch {m}; exec sleep 10' & \
+         set -m; env -i bash -c 'touch {m}; exec sleep 10' & \
          while [ ! -e {m} ]; do :; done",
         m = marker.display()
     );
