@@ -112,10 +112,11 @@ pub(super) fn write_rep_within(run_dir: &Path, p: &RepProfile, cap: usize) -> Re
             }
         }
     }
+    // The rep's own fields as the struct writes them; `left_out` only grows from the
+    // rep's, so it is set where there is one and left out (as the struct leaves it) where not.
     let mut header = serde_json::to_value(p)?;
-    header["left_out"] = serde_json::to_value(left_out)?;
-    if left_out.is_none() {
-        header.as_object_mut().map(|o| o.remove("left_out"));
+    if !left_out.is_none() {
+        header["left_out"] = serde_json::to_value(left_out)?;
     }
     let json = run_dir.join(STACKS_JSON.of_rep(p.rep));
     crate::fsx::write_file(&json, serde_json::to_string_pretty(&header)?.as_bytes())?;

@@ -91,18 +91,7 @@ fn what_a_build_or_prepare_step_starts_ends_with_the_step_and_with_a_killed_gaps
         .unwrap();
         p
     };
-    let gapscope = |exp: &Path| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
-            .arg("run")
-            .arg(exp)
-            .arg("--results-dir")
-            .arg(t.join("results"))
-            .current_dir(t)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let gapscope = |exp: &Path| common::run_process(t, exp).spawn().unwrap();
     // The prepare's leftover ends when the step does, gapscope still running.
     let prepare = exp(
         "prep",
@@ -147,17 +136,7 @@ fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
         ),
     )
     .unwrap();
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(t.join("results"))
-        .current_dir(t)
-        .env("GAPSCOPE_PARAMS_DIR", t.join("params"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = common::run_process(t, &exp).spawn().unwrap();
     let argv = ["sleep", secs.as_str()];
     let started = wait_for(LIMIT, || !pids_running(&argv).is_empty());
     run.kill().unwrap(); // SIGKILL: no handler of gapscope's runs
@@ -165,10 +144,7 @@ fn a_program_a_shell_started_ends_when_gapscope_is_killed() {
     assert!(started, "the program never started");
     let ended = wait_for(Duration::from_secs(20), || pids_running(&argv).is_empty());
     let left = pids_running(&argv);
-    for pid in &left {
-        // SAFETY: kill(2) of a pid this test found by its unique command line.
-        unsafe { libc::kill(*pid, libc::SIGKILL) };
-    }
+    cleanup(&argv);
     assert!(
         ended,
         "sleep {secs} outlived the killed gapscope: pids {left:?}"
@@ -351,16 +327,7 @@ fn a_process_a_program_leaves_in_a_session_of_its_own_ends_when_gapscope_is_kill
         ),
     )
     .unwrap();
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(t.join("results"))
-        .current_dir(t)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = common::run_process(t, &exp).spawn().unwrap();
     let (argv, hung_argv) = (["sleep", daemon.as_str()], ["sleep", hung.as_str()]);
     let mut pid = 0;
     let started = wait_for(LIMIT, || {
@@ -484,13 +451,7 @@ fn ctrl_c_twice_during_a_programs_rep_ends_its_processes_and_keeps_the_reps_befo
     )
     .unwrap();
     let results = t.join("results");
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(&results)
-        .current_dir(t)
-        .stdout(std::process::Stdio::null())
+    let mut run = common::run_process(t, &exp)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

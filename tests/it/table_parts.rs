@@ -152,17 +152,9 @@ fn a_run_killed_and_resumed_goes_on_in_its_last_part_and_loses_no_rep() {
     let t = tmp.path();
     let exp = experiment(t, 4, 100);
     let results = t.join("results");
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"))
-        .arg("run")
-        .arg(&exp)
-        .arg("--results-dir")
-        .arg(&results)
+    let mut run = common::run_process(t, &exp)
         .arg("--quiet")
-        .current_dir(t)
-        .env("GAPSCOPE_PARAMS_DIR", t.join("params"))
         .env(store::PART_BYTES_VAR, "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     // Killed (SIGKILL) once its third part is there, in the middle of a later rep.

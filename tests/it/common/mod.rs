@@ -13,6 +13,23 @@ pub fn gapscope(tmp: &Path) -> Command {
     c
 }
 
+/// `gapscope run EXP` with results under `tmp/results`, as a process for a test to
+/// spawn, signal and kill: working folder `tmp`, params cache `tmp/params`, stdout and
+/// stderr discarded (a test that reads stderr pipes it instead).
+#[allow(dead_code)] // not every test file that shares this module spawns runs
+pub fn run_process(tmp: &Path, exp: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("gapscope"));
+    c.arg("run")
+        .arg(exp)
+        .arg("--results-dir")
+        .arg(tmp.join("results"))
+        .current_dir(tmp)
+        .env("GAPSCOPE_PARAMS_DIR", tmp.join("params"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    c
+}
+
 /// The run folder `gapscope run` printed as its last line of stdout.
 pub fn run_dir_of(stdout: &[u8]) -> PathBuf {
     PathBuf::from(
