@@ -145,7 +145,10 @@ pub fn worker_main(a: &WorkerArgs) -> Result<()> {
         telemetry: Some(&telemetry),
         debug: &debug,
     };
-    let mut out = std::io::stdout().lock();
+    // Not locked across reps: a rep's own threads may print to stdout while it runs (a
+    // held lock would stop them, and the rep waiting on them); each result line is one
+    // write under the lock.
+    let mut out = std::io::stdout();
     if !a.serve {
         let slot = Slot {
             rep: a.rep,
