@@ -10,7 +10,6 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Seek;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::integrity::{check_unique_reps, lock_dir, uncommitted_reason};
@@ -168,14 +167,8 @@ fn refuse_links(dir: &Path) -> Result<(), StoreError> {
                 continue;
             } else if t.is_file() {
                 continue;
-            } else if t.is_fifo() {
-                "a FIFO, not a regular file".to_string()
-            } else if t.is_char_device() {
-                "a character device, not a regular file".to_string()
-            } else if t.is_block_device() {
-                "a block device, not a regular file".to_string()
             } else {
-                "a special file (a socket), not a regular file".to_string()
+                format!("{}, not a regular file", crate::fsx::kind_of(&t))
             };
             return Err(StoreError::Invalid {
                 path: dir.to_path_buf(),

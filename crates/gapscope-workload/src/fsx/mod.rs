@@ -13,6 +13,6 @@ pub use read::{
     open_in_dir, read_capped, read_gz_no_follow, read_in_dir, read_no_follow, ReadError,
 };
 pub use write::{
-    check_target, copy_file, create_fresh, is_stdout, write_file, write_file_or_stdout,
+    check_target, copy_file, create_fresh, is_stdout, kind_of, write_file, write_file_or_stdout,
     write_file_with, WriteError,
 };

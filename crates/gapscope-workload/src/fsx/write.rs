@@ -52,8 +52,8 @@ impl WriteError {
     }
 }
 
-/// What a file type is, for messages.
-pub(super) fn kind_of(t: &FileType) -> &'static str {
+/// What a file type is, for messages ("a FIFO", "a character device", …).
+pub fn kind_of(t: &FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
     } else if t.is_symlink() {
