@@ -8,8 +8,9 @@
 //! abandons the rep at once: the handler writes the resume hint and ends the process;
 //! the rep's partial rows are cut by the next `--resume`.
 //!
-//! Children (`__params`, `__worker`) are started with [`die_with_parent`]: killed
-//! together with gapscope, even by SIGKILL, which no handler sees. The second signal
+//! Children (`__params`, `__worker`) are started with
+//! [`crate::procs::die_with_parent`]: killed together with gapscope, even by SIGKILL,
+//! which no handler sees. The second signal
 //! also ends the process groups of the programs and steps running
 //! ([`crate::procs::lifeline::end_live_groups`]), and what left them for sessions of their
 //! own, before the process ends.
@@ -77,8 +78,6 @@ pub fn set_abandon_message(text: String) {
 pub fn requested() -> bool {
     SIGNALS.load(Ordering::SeqCst) > 0
 }
-
-pub use crate::procs::die_with_parent;
 
 /// The run was stopped by a signal: after its last finished rep (`dir` is the run
 /// folder), or before any rep (`dir` is `None`: nothing was measured).

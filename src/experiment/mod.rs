@@ -11,7 +11,6 @@ pub mod emulation;
 mod executor;
 pub mod external;
 pub mod interrupt;
-pub(crate) use crate::procs::lifeline;
 pub mod rep;
 pub mod resume;
 pub mod revs;

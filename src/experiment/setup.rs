@@ -176,7 +176,7 @@ fn generate_in_child(
 ) -> Result<params::ParamsOrigin> {
     let exe = std::env::current_exe().context("cannot locate the gapscope executable")?;
     let mut cmd = std::process::Command::new(exe);
-    super::interrupt::die_with_parent(&mut cmd);
+    crate::procs::die_with_parent(&mut cmd);
     let mut child = cmd
         .arg("__params")
         .arg("--circuit")

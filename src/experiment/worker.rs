@@ -279,7 +279,7 @@ pub(super) fn worker_args(
         cmd.arg("--debug-deny-profile").arg(why);
     }
     std::os::unix::process::CommandExt::process_group(cmd, 0);
-    super::interrupt::die_with_parent(cmd);
+    crate::procs::die_with_parent(cmd);
 }
 
 /// Runs one rep in a worker process of gapscope `exe` (this binary, or a `rev`

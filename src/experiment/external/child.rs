@@ -179,7 +179,7 @@ pub fn run_once(
     // The program's process group, made (with its watcher: see `lifeline`) before the
     // rep's window opens, so that the fork it costs is not the program's time. Dropped
     // on any return, it ends with whatever is left in it.
-    let mut group = crate::experiment::lifeline::Group::new();
+    let mut group = crate::procs::lifeline::Group::new();
     let start_ns = now_ns();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -191,7 +191,7 @@ pub fn run_once(
         .stderr(Stdio::from(err_w));
     // Its group, and its group's cookie in its environment (after the workload's own).
     group.attach(&mut cmd);
-    crate::experiment::interrupt::die_with_parent(&mut cmd);
+    crate::procs::die_with_parent(&mut cmd);
     let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
     // SAFETY: runs in the forked child before exec and makes only async-signal-safe calls
     // (fcntl, getpid, write, read, _exit) on descriptors opened before the fork.
@@ -216,7 +216,7 @@ pub fn run_once(
     // std's spawn returns only once the program exec'd, so a helper thread opens the
     // counters and the sampler's first event between the child's fork and its exec, while
     // this thread spawns (the child dies with the thread that spawned it: see
-    // interrupt::die_with_parent).
+    // procs::die_with_parent).
     let opener = std::thread::spawn(move || {
         let (mut perf, mut sampling) = (None, None);
         let mut pid = [0u8; 4];

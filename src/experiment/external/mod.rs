@@ -298,7 +298,7 @@ fn prepare(argv: &[String], dir: &Path, timeout: Option<Duration>) -> Result<(),
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     // Whatever the step started ends with it (the group), however this function returns.
-    let mut group = super::lifeline::step_in_group(&mut cmd);
+    let mut group = crate::procs::lifeline::step_in_group(&mut cmd);
     let shown = argv.join(" ");
     let mut child = cmd
         .spawn()
@@ -410,7 +410,7 @@ pub fn build_in(build: &[String], dir: &Path, log: &Path) -> BuildMeta {
             .stderr(f);
         // Its processes end with it (the group, dropped here), and with gapscope however
         // gapscope ends.
-        let _group = super::lifeline::step_in_group(&mut cmd);
+        let _group = crate::procs::lifeline::step_in_group(&mut cmd);
         cmd.status()
     })();
     let (ok, status) = match status {
