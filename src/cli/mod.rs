@@ -312,11 +312,11 @@ pub fn run() -> Result<()> {
         Command::History(a) => history::run(a),
         Command::Track(a) => track::run(a),
         Command::Protocol => {
-            println!("{}", crate::experiment::revs::WORKER_PROTOCOL);
+            println!("{}", gapscope_workload::worker::WORKER_PROTOCOL);
             Ok(())
         }
         Command::Serves => {
-            println!("{}", crate::experiment::worker::SERVE_PROTOCOL);
+            println!("{}", gapscope_workload::worker::SERVE_PROTOCOL);
             Ok(())
         }
     }

@@ -26,9 +26,7 @@ use super::spec::{Experiment, ResolvedVariant};
 use crate::revisions::{self, BuildSpec, Checkout, RevCache};
 use crate::store::{PatchMeta, RevisionMeta, VariantMeta};
 
-/// What `gapscope __protocol` prints: the worker protocol of this build (its arguments,
-/// the experiment copy it reads, its result line).
-pub use gapscope_workload::worker::WORKER_PROTOCOL;
+use gapscope_workload::worker::WORKER_PROTOCOL;
 
 /// A `rev` or `patch` variant made ready.
 #[derive(Debug)]

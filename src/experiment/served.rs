@@ -7,7 +7,7 @@
 //! A worker that dies, prints garbage instead of a result line, or outlives
 //! `rep_timeout_s` fails that rep (with the reason and its stderr's last lines) and is
 //! killed; the variant's next rep starts a new one. A build whose worker cannot serve
-//! (older than [`super::worker::SERVE_PROTOCOL`]) gets a worker per rep instead, said
+//! (older than [`gapscope_workload::worker::SERVE_PROTOCOL`]) gets a worker per rep instead, said
 //! once.
 //!
 //! With `reps_per_worker = K` a variant's worker is let go after K measured reps; the
@@ -39,7 +39,8 @@ pub fn can_serve(exe: &Path) -> bool {
         .output()
         .is_ok_and(|o| {
             o.status.success()
-                && String::from_utf8_lossy(&o.stdout).trim() == super::worker::SERVE_PROTOCOL
+                && String::from_utf8_lossy(&o.stdout).trim()
+                    == gapscope_workload::worker::SERVE_PROTOCOL
         })
 }
 

@@ -19,8 +19,8 @@ use super::spec::{Experiment, ResolvedVariant};
 use crate::store::{self, RunRow, SpanRow};
 use crate::telemetry::{RepTelemetry, Telemetry, TelemetryConfig};
 
+use gapscope_workload::worker::RESULT_PREFIX;
 use gapscope_workload::worker::{self as protocol, Request};
-pub use gapscope_workload::worker::{RESULT_PREFIX, SERVE_PROTOCOL};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct WorkerResult {
@@ -77,7 +77,7 @@ pub struct WorkerArgs {
 }
 
 /// One request line of a serving worker ([`Request::line`]). `gapscope __serves` prints
-/// [`SERVE_PROTOCOL`]: builds from before it have no such command, and get a worker per
+/// [`protocol::SERVE_PROTOCOL`]: builds from before it have no such command, and get a worker per
 /// rep.
 pub fn request_line(slot: Slot) -> String {
     Request {

@@ -57,7 +57,7 @@ fn this_build_states_its_worker_protocol() {
         .arg("__protocol")
         .assert()
         .success()
-        .stdout(format!("{}\n", gapscope::experiment::revs::WORKER_PROTOCOL));
+        .stdout(format!("{}\n", gapscope_workload::worker::WORKER_PROTOCOL));
 }
 
 #[test]
