@@ -36,7 +36,6 @@ pub mod revisions;
 pub mod stats;
 pub mod store;
 pub mod summary;
-pub mod summary_external;
 pub mod sweep;
 pub mod telemetry;
 pub use gapscope_trace::trace;

@@ -192,7 +192,7 @@ impl SyntheticRun {
             setup_ns: BTreeMap::new(),
             completed_utc: Some("2026-01-01T00:01:00Z".into()),
             experiment_sha256: None,
-            external: None,
+            command_workload: None,
             profile: Default::default(),
             recorder: None,
             drift: None,

@@ -290,7 +290,7 @@ mod tests {
         };
         let ext = failed(&format!(
             "revision 0123456 did not build\n{}",
-            crate::experiment::external::build_failure(&b)
+            crate::experiment::command::build_failure(&b)
         ));
         let text = render_step(&ext, "prove.total");
         assert!(

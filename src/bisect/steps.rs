@@ -223,7 +223,7 @@ fn variant_failure(data: &RunData, name: &str) -> Option<String> {
     }
     let build = data
         .meta
-        .external
+        .command_workload
         .as_ref()?
         .variants
         .get(name)?
@@ -242,7 +242,7 @@ fn variant_failure(data: &RunData, name: &str) -> Option<String> {
         };
         format!(
             "revision {commit} did not build\n{}",
-            experiment::external::build_failure(&build)
+            experiment::command::build_failure(&build)
         )
     })
 }

@@ -206,7 +206,7 @@ pub fn run(a: DiffArgs) -> Result<()> {
             (&vb, bv.as_str()),
             (vc.as_ref().unwrap_or(&vb), cv.as_str()),
         ];
-        if let Some(lines) = crate::plot::gap_fill::fill_lines(sides) {
+        if let Some(lines) = crate::store::gaps::fill::fill_lines(sides) {
             println!();
             for l in lines {
                 println!("{}", crate::markup::terminal_safe(&l));

@@ -242,7 +242,7 @@ pub const PARAMS_DIR_UNUSED: &str = "note: --params-dir is not used: this experi
 /// Says on stderr that `--params-dir` is not used, for an experiment that runs a program
 /// of the user's: only the prover's workloads have params.
 fn note_params_dir(given: bool, exp: &crate::experiment::Experiment) {
-    if given && exp.workload.external.is_some() {
+    if given && exp.workload.command.is_some() {
         eprintln!("{PARAMS_DIR_UNUSED}");
     }
 }

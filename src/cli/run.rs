@@ -225,7 +225,7 @@ fn command_workload(file: Option<&std::path::Path>, resume: Option<&std::path::P
         (None, Some(f)) => crate::experiment::Experiment::load(f).ok(),
         (None, None) => None,
     };
-    loaded.is_some_and(|(e, _)| e.workload.external.is_some())
+    loaded.is_some_and(|(e, _)| e.workload.command.is_some())
 }
 
 /// Refuses a command line that names nothing to run, or flags that do not apply to what
@@ -346,7 +346,7 @@ struct ClockNotes(Vec<(String, String)>);
 
 impl ClockNotes {
     fn add_rep(&mut self, spans: &[&crate::store::SpanRow]) {
-        let key = crate::experiment::external::clock::ATTR;
+        let key = crate::experiment::command::clock::ATTR;
         for root in spans.iter().filter(|s| s.parent_id.is_none()) {
             if self.0.iter().any(|(v, _)| *v == root.variant) || !root.attrs.contains(key) {
                 continue;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::experiment::external::shell;
+use crate::experiment::command::shell;
 
 /// Name of the experiment (and so of the results folder) of an ad hoc run.
 pub const EXPERIMENT_NAME: &str = "cmd";
@@ -259,7 +259,7 @@ mod tests {
         );
         let names: Vec<&str> = e.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["sleep_0.01", "sleep_0.01-2", "cd_tmp_._bench_out"]);
-        let ext = e.workload.external.as_ref().unwrap();
+        let ext = e.workload.command.as_ref().unwrap();
         // No shell syntax: run directly, so the process measured is the command's.
         assert_eq!(ext.command, ["sleep", "0.01"]);
         assert_eq!(ext.prepare.as_deref(), Some(&["sync".to_string()][..]));
@@ -293,10 +293,7 @@ mod tests {
         let text = a.experiment_text(false).unwrap();
         let e = crate::experiment::Experiment::parse(&text, Path::new("x.toml")).unwrap();
         assert_eq!(e.variants[0].name, "base");
-        assert_eq!(
-            e.workload.external.unwrap().command,
-            ["./bench", "a b", "c"]
-        );
+        assert_eq!(e.workload.command.unwrap().command, ["./bench", "a b", "c"]);
         a.commands.push("./bench \"unclosed".into());
         assert!(a.experiment_text(false).is_err());
         let mut two = args(&["a", "b"]);

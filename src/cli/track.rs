@@ -72,8 +72,8 @@ enum Judged {
 /// The metric judged when none is named: the total of the root the experiment's runs
 /// record (the prover's `prove`, a program's `program`).
 fn default_metric(exp: &Experiment) -> String {
-    let root = match exp.workload.external {
-        Some(_) => crate::experiment::external::rows::ROOT,
+    let root = match exp.workload.command {
+        Some(_) => crate::experiment::command::rows::ROOT,
         None => crate::prover::spans::PROVE,
     };
     format!("{root}.total")

@@ -17,7 +17,7 @@ use super::rep::{failed_row, run_rep_here, RepContext, RepOutput};
 use super::revs::RevVariants;
 use super::schedule::Slot;
 use super::served::{Pool, WorkerSource};
-use super::spec::{ExternalWorkload, ProcessPolicy, ResolvedVariant};
+use super::spec::{CommandWorkload, ProcessPolicy, ResolvedVariant};
 use super::watchdog::{self, Watchdog};
 use super::worker;
 use crate::store::{self, RunRow, RunWriter};
@@ -40,7 +40,7 @@ pub trait Executor {
 pub struct Executors<'a> {
     pub ctx: RepContext<'a>,
     pub process: ProcessPolicy,
-    pub external: Option<&'a ExternalWorkload>,
+    pub command: Option<&'a CommandWorkload>,
     pub sources: &'a [Source],
     pub revs: &'a RevVariants,
     /// The run folder (the experiment copy workers read, the stacks written here).
@@ -73,7 +73,7 @@ impl Executor for Executors<'_> {
         let emulator = self.sources[i].emulator();
         let dir = self.dir.as_path();
         let debug = self.ctx.debug;
-        Ok(match (self.external, self.process, emulator) {
+        Ok(match (self.command, self.process, emulator) {
             _ if self.revs.failed(i).is_some() => {
                 RepOutput::failed(v, slot, self.revs.failed(i).unwrap_or("").into())
             }
@@ -99,8 +99,8 @@ impl Executor for Executors<'_> {
                 // The root as the run folder names it (a resumed folder keeps its own).
                 let root = meta.phases().root.clone();
                 let rep = match &self.unbuilt[i] {
-                    Some(why) => super::external::unbuilt_rep(v, slot, why),
-                    None => super::external::run_rep(
+                    Some(why) => super::command::unbuilt_rep(v, slot, why),
+                    None => super::command::run_rep(
                         ext,
                         &root,
                         v,
@@ -110,7 +110,7 @@ impl Executor for Executors<'_> {
                         debug.profile_opener(),
                     ),
                 };
-                super::external::record_lines(meta.external.as_mut(), v, &rep);
+                super::command::record_lines(meta.command_workload.as_mut(), v, &rep);
                 write_stacks(dir, slot, &rep.out)?;
                 rep.out
             }

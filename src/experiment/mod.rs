@@ -6,10 +6,10 @@
 //! that does the same setup and rep. runner and worker both depend on rep, schedule and
 //! setup; those three depend on neither.
 
+pub mod command;
 pub mod debug;
 pub mod emulation;
 mod executor;
-pub mod external;
 pub mod interrupt;
 pub mod rep;
 pub mod resume;
@@ -25,6 +25,7 @@ mod spec_checks;
 pub mod until_decided;
 pub mod watchdog;
 pub mod worker;
+pub mod workload_file;
 
 pub use debug::{DebugHooks, WorkerDebug};
 pub use interrupt::{Interrupted, EXIT_INTERRUPTED};

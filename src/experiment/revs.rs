@@ -111,7 +111,7 @@ impl RevVariants {
             let repo = v.repo.clone().unwrap_or_else(|| PathBuf::from("."));
             let mut checkout = revisions::checkout(&cache, &repo, rev)
                 .with_context(|| format!("variant {:?}", v.name))?;
-            if let Some(ext) = &exp.workload.external {
+            if let Some(ext) = &exp.workload.command {
                 if progress {
                     eprintln!(
                         "variant {}: rev {rev} = {}, checked out in {}",

@@ -25,11 +25,11 @@ pub(super) fn new_run_meta(
     // phases and how a variant of it is described.
     type Describe<'a> = Box<dyn Fn(&ResolvedVariant, &Source) -> VariantMeta + 'a>;
     let (workload, phases, describe): (WorkloadMeta, _, Describe) =
-        match (exp.workload.external.as_ref(), exp.workload.hash.as_ref()) {
+        match (exp.workload.command.as_ref(), exp.workload.hash.as_ref()) {
             (Some(ext), _) => (
                 WorkloadMeta::command(),
-                super::external::phase_spec(exp.workload.gaps.as_ref()),
-                Box::new(move |v, s| super::external::variant_meta(v, ext, s.label())),
+                super::command::phase_spec(exp.workload.gaps.as_ref()),
+                Box::new(move |v, s| super::command::variant_meta(v, ext, s.label())),
             ),
             (None, Some(h)) => (
                 WorkloadMeta {

@@ -156,7 +156,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         &done_rows,
         &names,
         // Every rep of a command workload is a fresh process: no warm-up to redo.
-        r.exp.run.process != ProcessPolicy::PerRep && r.exp.workload.external.is_none(),
+        r.exp.run.process != ProcessPolicy::PerRep && r.exp.workload.command.is_none(),
     );
     // A finished folder resumed: nothing to build either (its build records stay).
     let (dir, writer, unbuilt) = open_folder(&mut r, writer, opts, !todo.is_empty())?;
@@ -171,7 +171,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         telemetry,
         mut meta,
     } = r;
-    let external = exp.workload.external.as_ref();
+    let command = exp.workload.command.as_ref();
     let rep_timeout = exp.run.rep_timeout_s.map(Duration::from_secs);
     let mut exec = Executors {
         ctx: RepContext {
@@ -181,7 +181,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             debug: &opts.debug,
         },
         process: exp.run.process,
-        external,
+        command,
         sources: &sources,
         revs: &revs,
         dir: dir.clone(),
@@ -205,7 +205,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
         meta: &mut meta,
         telemetry: &telemetry,
         process: exp.run.process,
-        command: external.is_some(),
+        command: command.is_some(),
         progress: opts.progress,
         bar: progress_bar(opts.progress, done_rows.len() + todo.len(), done_rows.len()),
     };
@@ -282,7 +282,7 @@ fn begin(
         period: std::time::Duration::from_millis(exp.run.telemetry_period_ms),
         nvml: true,
         cupti: exp.run.process == ProcessPolicy::Shared
-            && exp.workload.external.is_none()
+            && exp.workload.command.is_none()
             && variants.iter().any(|v| v.telemetry.cupti),
         nvtx: opts.nvtx,
     });
@@ -357,7 +357,7 @@ fn set_up(
     opts: &RunOptions,
 ) -> Result<(super::setup::ParamsByGadget, Option<(Watchdog, Duration)>)> {
     let (exp, meta) = (&r.exp, &mut r.meta);
-    let external = exp.workload.external.as_ref();
+    let command = exp.workload.command.as_ref();
     // None for a workload other than the prover.
     let (params, origins) = obtain_params(exp, &opts.params_dir, opts.progress, true)?;
     if let Some(dir) = &r.resume {
@@ -372,12 +372,12 @@ fn set_up(
     // A shared process cannot abandon a GPU call that never returns: past rep_timeout_s
     // the watchdog records the rep as failed and stops the run (per_rep kills the worker).
     let watchdog = match (exp.run.process, exp.run.rep_timeout_s) {
-        (ProcessPolicy::Shared, Some(s)) if external.is_none() => {
+        (ProcessPolicy::Shared, Some(s)) if command.is_none() => {
             Some((Watchdog::start(), Duration::from_secs(s)))
         }
         _ => None,
     };
-    if exp.run.process == ProcessPolicy::Shared && external.is_none() {
+    if exp.run.process == ProcessPolicy::Shared && command.is_none() {
         // per_rep: each worker sets up for itself.
         let _deadline = watchdog.as_ref().map(|(dog, limit)| {
             let limit = *limit;
@@ -438,7 +438,7 @@ fn open_folder(
     if opts.progress {
         eprintln!("results: {}", dir.display());
     }
-    let Some(ext) = r.exp.workload.external.as_ref().filter(|_| build) else {
+    let Some(ext) = r.exp.workload.command.as_ref().filter(|_| build) else {
         return Ok((dir, writer, Vec::new()));
     };
     let paths = meta
@@ -446,12 +446,12 @@ fn open_folder(
         .as_ref()
         .map(|p| store::paths::PathBases::of_meta(&dir, p));
     let (m, unbuilt) =
-        super::external::build_subjects(ext, &r.variants, &dir, opts.progress, paths.as_ref());
-    let kept = meta.external.take().unwrap_or_default().variants;
-    meta.external = Some(m);
-    super::external::keep_line_counts(meta.external.as_mut(), kept, &dir);
+        super::command::build_subjects(ext, &r.variants, &dir, opts.progress, paths.as_ref());
+    let kept = meta.command_workload.take().unwrap_or_default().variants;
+    meta.command_workload = Some(m);
+    super::command::keep_line_counts(meta.command_workload.as_mut(), kept, &dir);
     store::write_meta(&dir, meta)?;
-    if let Err(e) = super::external::check_programs(ext, &r.variants, &unbuilt) {
+    if let Err(e) = super::command::check_programs(ext, &r.variants, &unbuilt) {
         let keep = r.resume.is_some() || has_build_log(&dir);
         drop(writer);
         if !keep && std::fs::remove_dir_all(&dir).is_ok() {

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::spec_checks::{
-    check_cuda_knobs, check_external_variant, check_name, check_profile, check_rev,
+    check_command_variant, check_cuda_knobs, check_name, check_profile, check_rev,
     describe_toml_error, CudaKnobs,
 };
 use crate::counters::CounterMode;
@@ -57,8 +57,8 @@ pub enum SpecError {
 }
 
 /// What every variant runs: the built-in prover (`circuit`, `log2_constraints`, …), or
-/// a program of the user's (`command = […]`, [`ExternalWorkload`]); the file's
-/// `[workload]` table is read through [`WorkloadFile`](super::external::WorkloadFile).
+/// a program of the user's (`command = […]`, [`CommandWorkload`]); the file's
+/// `[workload]` table is read through [`WorkloadFile`](super::command::WorkloadFile).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "WorkloadFile", into = "WorkloadFile")]
 pub struct Workload {
@@ -67,7 +67,7 @@ pub struct Workload {
     pub batch: u32,
     pub backend: BackendKind,
     /// A program gapscope did not build; the prover's fields above are then unused.
-    pub external: Option<ExternalWorkload>,
+    pub command: Option<CommandWorkload>,
     /// `gaps = { wrapper, inner }`: the gaps chart's spans (default: the prover's).
     pub gaps: Option<crate::store::GapsSpec>,
     /// `kind = "hash"`: the hash workload instead of the prover (whose fields above are
@@ -79,14 +79,15 @@ impl Workload {
     /// Whether the variants run the built-in prover (not a program of the user's, not
     /// another in-process workload): the one that needs params, backends and circuits.
     pub fn runs_prover(&self) -> bool {
-        self.external.is_none() && self.hash.is_none()
+        self.command.is_none() && self.hash.is_none()
     }
 }
 
 /// Largest `bytes` of the hash workload (4 GiB): a rep's buffer is made in memory.
 pub const MAX_HASH_BYTES: u64 = 1 << 32;
 
-pub use super::external::workload::{ExternalWorkload, InProcessKind, WorkloadFile};
+pub use super::command::CommandWorkload;
+pub use super::workload_file::{InProcessKind, WorkloadFile};
 
 impl TryFrom<WorkloadFile> for Workload {
     type Error = String;
@@ -121,7 +122,7 @@ impl TryFrom<WorkloadFile> for Workload {
                         .into(),
                 );
             }
-            let external = ExternalWorkload {
+            let command = CommandWorkload {
                 command,
                 build: f.build,
                 prepare: f.prepare,
@@ -136,13 +137,13 @@ impl TryFrom<WorkloadFile> for Workload {
                 max_spans_per_rep: f.max_spans_per_rep,
                 trace_file: f.trace_file,
             };
-            external.check()?;
+            command.check()?;
             return Ok(Workload {
                 circuit: CircuitKind::Porep,
                 log2_constraints: 0,
                 batch: 1,
                 backend: BackendKind::Cpu,
-                external: Some(external),
+                command: Some(command),
                 gaps,
                 hash: None,
             });
@@ -180,7 +181,7 @@ impl TryFrom<WorkloadFile> for Workload {
                 .ok_or_else(|| missing("log2_constraints"))?,
             batch: f.batch.unwrap_or_else(one),
             backend: f.backend.unwrap_or(BackendKind::Cpu),
-            external: None,
+            command: None,
             gaps,
             hash: None,
         })
@@ -215,7 +216,7 @@ fn hash_workload(f: WorkloadFile) -> Result<Workload, String> {
         log2_constraints: 0,
         batch: 1,
         backend: BackendKind::Cpu,
-        external: None,
+        command: None,
         gaps: f.gaps,
         hash: Some(gapscope_hash::HashWorkload {
             bytes: bytes as usize,
@@ -234,7 +235,7 @@ impl From<Workload> for WorkloadFile {
                 ..WorkloadFile::default()
             };
         }
-        let file = match w.external {
+        let file = match w.command {
             Some(e) => WorkloadFile {
                 command: Some(e.command),
                 build: e.build,
@@ -598,7 +599,7 @@ impl Experiment {
                         v.name
                     ));
                 }
-                if self.workload.external.is_some() {
+                if self.workload.command.is_some() {
                     return Err(format!(
                         "variant {:?}: patch applies to gapscope's own prover; a command \
                          workload builds its program itself (its build can take a patch)",
@@ -618,9 +619,9 @@ impl Experiment {
                     v.name
                 ));
             }
-            if self.workload.external.is_some() {
+            if self.workload.command.is_some() {
                 let prover_knobs = v.prover_knobs();
-                check_external_variant(&v.name, &prover_knobs, r.command.as_deref(), r.counters)?;
+                check_command_variant(&v.name, &prover_knobs, r.command.as_deref(), r.counters)?;
                 continue;
             }
             if v.command.is_some() {

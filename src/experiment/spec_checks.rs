@@ -48,7 +48,7 @@ pub(super) fn check_rev(name: &str, rev: Option<&str>, has_repo: bool) -> Result
 /// events or none) and `profile` (the program's threads are sampled); the prover's knobs
 /// do not apply to a program gapscope did not build. `prover_knobs`: each prover knob
 /// and whether the variant sets it; `command` and `counters` as resolved.
-pub(super) fn check_external_variant(
+pub(super) fn check_command_variant(
     name: &str,
     prover_knobs: &[(&str, bool)],
     command: Option<&[String]>,

@@ -24,8 +24,8 @@ use std::io::Write;
 use serde_json::{json, Map, Value};
 
 use super::{ExportError, Exporter, RepSelection};
-use crate::store::gpu_lanes::{self, series, GpuLane};
-use crate::store::lane_series::{busy_cores, is_gpu_row, util_time, SOURCE_DRIVER_SAMPLES};
+use crate::store::lanes::series::{busy_cores, is_gpu_row, util_time, SOURCE_DRIVER_SAMPLES};
+use crate::store::lanes::{self, series, GpuLane};
 use crate::store::{GpuActivityRow, RunView, SpanRow, TelemetryRow};
 
 pub struct ChromeTrace;
@@ -43,7 +43,7 @@ fn us(ns: u64, origin: u64) -> f64 {
 }
 
 /// Where a telemetry row's counters go: a driver sample at the middle of its window
-/// (`store::lane_series`), every other reading where it was read.
+/// (`store::lanes::series`), every other reading where it was read.
 fn counter_time(t: &TelemetryRow) -> u64 {
     if t.source == SOURCE_DRIVER_SAMPLES {
         util_time(t)
@@ -426,7 +426,7 @@ fn event_value(e: &Event) -> Value {
             args.insert("stream".into(), json!(a.stream));
             args.insert("correlation_id".into(), json!(a.correlation_id));
             json!({
-                "name": gpu_lanes::label(a),
+                "name": lanes::label(a),
                 "cat": format!("gpu.{}", if a.kind.is_empty() { "activity" } else { &a.kind }),
                 "ph": "X",
                 "pid": e.pid,

@@ -79,7 +79,7 @@ fn workload_key(run: &RunData) -> String {
         .split_once("-bisect-")
         .map(|(b, _)| b)
         .unwrap_or(&m.experiment);
-    match &m.external {
+    match &m.command_workload {
         Some(ext) => format!("command {} ({base})", ext.command.join(" ")),
         None => format!(
             "{} 2^{} x{}",

@@ -12,9 +12,9 @@
 use plotters::prelude::*;
 
 use super::canvas::*;
-pub use super::gap_fill::{rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap};
 use super::{chart_backends, header, run_line, Chart, Notes};
 use crate::stats::median;
+pub use crate::store::gaps::fill::{rep_gaps, rep_gaps_of, GapNames, InnerSource, RepGap};
 use crate::store::RunView;
 use crate::units::fmt_ns_short;
 
@@ -169,7 +169,7 @@ impl Gaps {
                 Align::Left,
             )?;
             y += GROUP_H;
-            let fill = super::gap_fill::fillers(input, reps, &names);
+            let fill = crate::store::gaps::fill::fillers(input, reps, &names);
             if !fill.is_empty() {
                 let named: Vec<String> = fill
                     .iter()
@@ -340,7 +340,7 @@ mod tests {
     /// The synthetic run's main inner span (the prover's).
     const INNER: &str = "kernels";
     use crate::analysis::synthetic::SyntheticRun;
-    use crate::store::gpu_lanes::GpuRecords;
+    use crate::store::lanes::GpuRecords;
     use crate::store::GpuActivityRow;
     use crate::trace::selftime::Coverage;
 

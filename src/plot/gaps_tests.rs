@@ -185,3 +185,52 @@ fn without_a_wrapper_span_the_chart_is_not_drawn_and_says_why() {
         r.notes
     );
 }
+
+/// What fills the gap (the diff's lines, the report's table): nothing to split without
+/// kernel records; with them, the wrapper's other spans, largest first.
+#[test]
+fn without_kernel_records_there_is_nothing_to_split_and_with_them_the_host_spans_fill_it() {
+    use crate::store::lanes::GpuRecords;
+    use crate::store::GpuActivityRow;
+    let run = SyntheticRun::new();
+    let plain = RunView::new(run.build());
+    assert_eq!(
+        crate::store::gaps::fill::fill_lines([(&plain, "baseline"), (&plain, "candidate")]),
+        None
+    );
+    // One kernel record in each rep, over the `kernels` span: the gap is the rest of
+    // gpu_prove, which the wrapper's other children fill.
+    let activity: Vec<GpuActivityRow> = plain
+        .data
+        .spans
+        .iter()
+        .filter(|s| s.name == INNER)
+        .map(|k| GpuActivityRow {
+            rep: k.rep,
+            kind: "kernel".into(),
+            start_ns: k.start_ns,
+            end_ns: k.end_ns,
+            ..GpuActivityRow::sample()
+        })
+        .collect();
+    let mut gpu = GpuRecords::default();
+    gpu.activity = activity;
+    let view = RunView::with_gpu(run.build(), gpu);
+    let names = GapNames::of(&view);
+    let fill =
+        crate::store::gaps::fill::fillers(&view, &rep_gaps_of(&view, "baseline", &names), &names);
+    assert!(!fill.is_empty());
+    assert!(fill.windows(2).all(|w| w[0].median_ns >= w[1].median_ns));
+    assert!(fill
+        .iter()
+        .all(|f| f.name != "gpu_prove" && f.name != "kernels"));
+    let lines =
+        crate::store::gaps::fill::fill_lines([(&view, "baseline"), (&view, "candidate")]).unwrap();
+    assert_eq!(lines.len(), 3);
+    assert!(
+        lines[1].starts_with("  baseline (baseline, gap "),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains(&fill[0].name), "{}", lines[1]);
+}

@@ -1,12 +1,12 @@
 //! The timeline's lanes under the GPU intervals: one utilisation lane per GPU, placed
-//! where the driver's averages belong (`store::lane_series`), and the CPU lane, the
+//! where the driver's averages belong (`store::lanes::series`), and the CPU lane, the
 //! process's busy cores over time on the scale of the machine's cores, so that an idle
 //! GPU beside a busy host is seen at a glance.
 
 use plotters::prelude::*;
 
 use super::canvas::*;
-use crate::store::lane_series::{
+use crate::store::lanes::series::{
     busy_cores, drawn_at, kernel_agreement, read_points, util_lanes, UtilLane, UtilPlacement,
     UtilPoint,
 };

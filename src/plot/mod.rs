@@ -14,7 +14,6 @@
 pub mod canvas;
 pub mod change;
 pub mod distributions;
-pub mod gap_fill;
 pub mod gaps;
 mod lanes;
 mod merge;

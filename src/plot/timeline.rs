@@ -18,7 +18,7 @@ use super::canvas::*;
 use super::lanes::{self, Lanes};
 use super::merge::{row_marks, RowMarks};
 use super::{chart_backends, header, median_rep_words, run_line, Chart, Notes};
-use crate::store::gpu_lanes::{label, GpuLane};
+use crate::store::lanes::{label, GpuLane};
 use crate::store::{family, RunView};
 use crate::store::{GpuActivityRow, RunRow, SpanRow};
 use crate::units::fmt_ns_short;

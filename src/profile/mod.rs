@@ -80,8 +80,12 @@ pub struct RepProfile {
     pub thread_failure: Option<String>,
     /// The sampled process was an external program (not gapscope's own): its frame
     /// pointers are its build's business, and its names come from its symbol tables.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub external: bool,
+    #[serde(
+        rename = "external",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub of_program: bool,
     /// Stacks (folded rows) not written, and the samples they counted: a rep with more
     /// distinct stacks than the folded file's readers take ([`folded::MAX_FOLDED_BYTES`])
     /// keeps those with the most samples.
@@ -109,7 +113,7 @@ impl RepProfile {
     pub fn status(&self) -> String {
         match &self.unavailable {
             Some(why) => format!("unavailable: {why}"),
-            None if self.external => format!(
+            None if self.of_program => format!(
                 "sampled at {} Hz (the program's threads; names from its symbol tables, \
                  callers above a stack's innermost frame need frame pointers in its build)",
                 self.hz
@@ -232,7 +236,7 @@ impl Sampled {
             frame_pointers: frame_pointers(),
             sampler_cpu_ns: 0,
             thread_failure: None,
-            external: false,
+            of_program: false,
             left_out: Default::default(),
             rows: Vec::new(),
         };
@@ -242,7 +246,7 @@ impl Sampled {
                 let mut sym: Box<dyn symbolize::Symbolizer> = match raw.maps.clone() {
                     None => Box::new(symbolize::InProcess),
                     Some(maps) => {
-                        p.external = true;
+                        p.of_program = true;
                         p.frame_pointers = false;
                         Box::new(child_symbols::ChildProcess::new(maps))
                     }

@@ -127,7 +127,7 @@ fn sample_profile(rows: usize) -> RepProfile {
         frame_pointers: true,
         sampler_cpu_ns: 1234,
         thread_failure: Some("Cannot allocate memory (os error 12)".into()),
-        external: false,
+        of_program: false,
         left_out: Default::default(),
         rows: (0..rows)
             .map(|i| FoldedRow {

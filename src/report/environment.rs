@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::sections::table;
 use crate::markup::{md_fence, md_text};
-use crate::store::gpu_lanes;
+use crate::store::lanes;
 use crate::store::RunView;
 use crate::store::EXPERIMENT_COPY;
 use crate::units::fmt_ns_short;
@@ -46,7 +46,7 @@ pub fn environment_section(input: &RunView) -> String {
         let reason = g.reason.as_deref().unwrap_or("no reason recorded");
         rows.push(vec![
             "GPU".into(),
-            format!("none used ({})", gpu_lanes::gpu_reason(reason)),
+            format!("none used ({})", lanes::gpu_reason(reason)),
         ]);
     }
     let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "—".into());
@@ -96,7 +96,7 @@ pub fn environment_section(input: &RunView) -> String {
     ]);
     rows.push(vec![
         "workload".into(),
-        match &m.external {
+        match &m.command_workload {
             Some(e) => format!("external command: {}", e.command.join(" ")),
             None => format!(
                 "{} 2^{} constraints × {} on {}",

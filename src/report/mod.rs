@@ -135,7 +135,7 @@ pub fn write_report_with(
         md_text(&m.experiment),
         md_text(&m.run_id)
     );
-    let workload = match &m.external {
+    let workload = match &m.command_workload {
         Some(e) => format!("External command {}", md_code(&e.command.join(" "))),
         None => format!(
             "{} 2^{} constraints × {} on the `{}` backend",

@@ -294,9 +294,9 @@ fn gpu_busy_lines(input: &RunView) -> Vec<String> {
             .collect();
         if let (Some(b), Some(o)) = (median(&busy), input.median_of(v, outer, SpanTime::Total)) {
             let reps = crate::plot::gaps::rep_gaps_of(input, v, &names);
-            let fill: Vec<String> = crate::plot::gap_fill::fillers(input, &reps, &names)
+            let fill: Vec<String> = crate::store::gaps::fill::fillers(input, &reps, &names)
                 .iter()
-                .take(crate::plot::gap_fill::FILL_ROWS)
+                .take(crate::store::gaps::fill::FILL_ROWS)
                 .map(|f| format!("`{}` {}", f.name, fmt_ns_short(f.median_ns)))
                 .collect();
             let filled = if fill.is_empty() {

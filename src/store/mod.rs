@@ -23,16 +23,15 @@
 
 mod attrs;
 mod by_rep;
+pub mod command;
 mod count;
 pub mod drift;
 pub mod envinfo;
-pub mod external;
 mod files;
-mod gaps_spec;
+pub mod gaps;
 pub mod gpu_checks;
-pub(crate) mod gpu_lanes;
 mod integrity;
-pub mod lane_series;
+pub mod lanes;
 mod new_run;
 mod parts;
 pub mod paths;
@@ -49,12 +48,12 @@ use std::path::{Path, PathBuf};
 pub mod host;
 pub use crate::phases::{PhaseSpec, WorkloadKind};
 pub use attrs::merge_attrs;
+pub use command::{BuildMeta, CommandMeta, CommandVariantMeta};
 pub use count::Count;
-pub use external::{BuildMeta, ExternalMeta, ExternalVariantMeta};
 pub use files::{
     build_log, RunFile, RUN_FILES, SPANS_PART_2, STACKS_DIR, STACKS_FOLDED, STACKS_JSON,
 };
-pub use gaps_spec::GapsSpec;
+pub use gaps::GapsSpec;
 pub use integrity::{check_output_path, experiment_sha256, resume_mismatch, RunProgress};
 pub use new_run::{run_id, span_rows, NewRun};
 pub use parts::{part_name, PART_BYTES_VAR};

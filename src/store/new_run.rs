@@ -62,7 +62,7 @@ impl NewRun {
             setup_ns: BTreeMap::new(),
             completed_utc: None,
             experiment_sha256: None,
-            external: None,
+            command_workload: None,
             profile: Default::default(),
             recorder: Some(trace::cost::recorder_meta()),
             drift: None,

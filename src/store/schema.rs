@@ -498,7 +498,7 @@ impl WorkloadMeta {
     pub fn kind(&self) -> WorkloadKind {
         match (self.kind, &self.circuit) {
             (Some(k), _) => k,
-            (None, Some(c)) if c.circuit == super::external::COMMAND_WORKLOAD => {
+            (None, Some(c)) if c.circuit == super::command::COMMAND_WORKLOAD => {
                 WorkloadKind::Command
             }
             (None, _) => WorkloadKind::Groth16,
@@ -681,8 +681,8 @@ pub struct Meta {
     pub experiment_sha256: Option<String>,
     /// A run of a program gapscope did not build: its command, folders, builds and the
     /// span lines it printed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external: Option<super::external::ExternalMeta>,
+    #[serde(rename = "external", default, skip_serializing_if = "Option::is_none")]
+    pub command_workload: Option<super::command::CommandMeta>,
     /// Sampled stacks per variant that asked for them: the last rep's line ("N samples
     /// at H Hz …", or "sampled stacks unavailable: <reason>"). Files: `stacks/`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -752,7 +752,7 @@ impl Meta {
             setup_ns: Default::default(),
             completed_utc: None,
             experiment_sha256: None,
-            external: None,
+            command_workload: None,
             profile: Default::default(),
             recorder: None,
             drift: None,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::gpu_lanes::GpuRecords;
+use super::lanes::GpuRecords;
 use super::{RepStatus, RunData, RunRow, SpanRow, StoreError};
 use crate::stats::median;
 use crate::trace::selftime::Coverage;

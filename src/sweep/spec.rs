@@ -327,7 +327,7 @@ fn describe(index: usize, values: Vec<(String, String)>, text: String, exp: &Exp
         .iter()
         .filter(|v| v.backend.as_str() != "cpu")
         .collect();
-    let gpus = if exp.workload.external.is_some() {
+    let gpus = if exp.workload.command.is_some() {
         // A program of the user's: the `gpus` axis (or variant key) says what it needs.
         values
             .iter()
@@ -344,7 +344,7 @@ fn describe(index: usize, values: Vec<(String, String)>, text: String, exp: &Exp
             .unwrap_or(1)
             .max(1)
     };
-    let workload = if exp.workload.external.is_some() {
+    let workload = if exp.workload.command.is_some() {
         "command".to_string()
     } else {
         format!(

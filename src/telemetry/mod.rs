@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::gpu_lanes;
+use crate::store::lanes;
 use crate::store::{ClockCalibration, GpuActivityRow, GpuMeta, TelemetryRow};
 use clock::{ClockMap, ClockPair};
 use cupti::Cupti;
@@ -270,7 +270,7 @@ impl Telemetry {
         let nvml = NvmlProbe::open().map(Arc::new);
         let cupti = match (&nvml, cfg.cupti) {
             (_, false) => Err("off (no variant collects activity in this process)".into()),
-            (Err(e), true) if gpu_lanes::is_no_driver(e) => Err(gpu_lanes::NO_GPU.into()),
+            (Err(e), true) if lanes::is_no_driver(e) => Err(lanes::NO_GPU.into()),
             (Err(e), true) => Err(format!("no GPU found through NVML ({e})")),
             (Ok(_), true) => Cupti::get(),
         };
@@ -331,7 +331,7 @@ impl Telemetry {
                 m.cuda_driver_version = d.cuda_driver_version;
             }
             // The loader's own words stay in `nvml` above; the reason says it plainly.
-            Err(e) if gpu_lanes::is_no_driver(e) => m.reason = Some(gpu_lanes::NO_GPU.into()),
+            Err(e) if lanes::is_no_driver(e) => m.reason = Some(lanes::NO_GPU.into()),
             Err(e) => m.reason = Some(format!("unavailable: {e}")),
         }
         m

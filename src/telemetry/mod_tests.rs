@@ -62,8 +62,8 @@ fn without_a_gpu_everything_is_unavailable_and_reps_go_on() {
     }
     let nvml = m.nvml.as_deref().unwrap_or("");
     assert!(nvml.starts_with("unavailable: "), "{m:?}");
-    let no_gpu = crate::store::gpu_lanes::NO_GPU;
-    if crate::store::gpu_lanes::is_no_driver(nvml) {
+    let no_gpu = crate::store::lanes::NO_GPU;
+    if crate::store::lanes::is_no_driver(nvml) {
         // No driver: said in one plain sentence; the loader's text stays in `nvml`.
         assert_eq!(m.reason.as_deref(), Some(no_gpu), "{m:?}");
         assert_eq!(m.cupti, Some(format!("unavailable: {no_gpu}")), "{m:?}");
@@ -97,7 +97,7 @@ fn without_a_gpu_everything_is_unavailable_and_reps_go_on() {
         && s.process_cpu_ns.is_some()
         && s.sm_util_pct.is_none()));
     let rows: Vec<&TelemetryRow> = r.samples.iter().collect();
-    let busy = crate::store::lane_series::busy_cores(&rows);
+    let busy = crate::store::lanes::series::busy_cores(&rows);
     assert!(busy.iter().any(|b| b.2 > 0.0), "{busy:?}");
     assert!(r.util_placement.is_empty(), "no GPU, no utilisation lane");
     let r = t.end_rep(1, "v");

@@ -152,7 +152,7 @@ impl Sample {
             source: if self.pcie.is_some() {
                 "nvml_pcie"
             } else if self.process_cpu_ns.is_some() {
-                crate::store::lane_series::SOURCE_PROCESS_CPU
+                crate::store::lanes::series::SOURCE_PROCESS_CPU
             } else {
                 "nvml"
             }

@@ -24,7 +24,7 @@
 //!   Without such gaps the window stays unknown and the reads are drawn where they were
 //!   read, labelled so.
 //!
-//! The rows say which (`util_placement`, `util_window_ns`); `store::lane_series` draws
+//! The rows say which (`util_placement`, `util_window_ns`); `store::lanes::series` draws
 //! them, and meta.json's `gpu.util_placement` says it in words per GPU.
 
 use std::collections::BTreeMap;
@@ -33,7 +33,7 @@ use super::clock::{ClockMap, ClockPair};
 pub use super::driver_clock::{detect_clock, HostClock};
 use super::driver_clock::{driver_period_ns, wait_budget_ns};
 use super::nvml::{DriverSample, Sample};
-use crate::store::lane_series::{PLACED_DRIVER_SAMPLE, PLACED_READ_TIME, SOURCE_DRIVER_SAMPLES};
+use crate::store::lanes::series::{PLACED_DRIVER_SAMPLE, PLACED_READ_TIME, SOURCE_DRIVER_SAMPLES};
 use crate::store::TelemetryRow;
 use crate::trace::now_ns;
 

@@ -2,7 +2,7 @@
 //! another clock and its reads, placed on the span clock.
 
 use super::*;
-use crate::store::lane_series::{busy_cores, util_lanes, util_time, UtilPlacement};
+use crate::store::lanes::series::{busy_cores, util_lanes, util_time, UtilPlacement};
 use crate::telemetry::nvml::FastReading;
 
 const MS: u64 = 1_000_000;

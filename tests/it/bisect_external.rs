@@ -115,7 +115,7 @@ fn bisect_names_the_commit_that_slowed_the_span() {
             continue;
         }
         let meta = gapscope::store::read_meta(&run).unwrap();
-        for (_, v) in meta.external.unwrap().variants {
+        for (_, v) in meta.command_workload.unwrap().variants {
             let b = v.build.unwrap();
             let e = builds.entry(v.dir).or_default();
             match b.reused {
@@ -193,7 +193,7 @@ fn two_rev_variants_of_a_program_make_an_ab() {
     assert_eq!(rev(1).commit, commits[5]);
     assert_eq!(rev(1).build, ["cc", "-O1", "-o", "prog", "prog.c"]);
     // Each ran in its own worktree.
-    let ext = d.meta.external.clone().unwrap();
+    let ext = d.meta.command_workload.clone().unwrap();
     let (a, b) = (&ext.variants["before"].dir, &ext.variants["after"].dir);
     assert!(
         a.contains(&commits[4]) && b.contains(&commits[5]),
@@ -368,7 +368,7 @@ fn a_seeded_build_that_fails_is_built_again_in_a_clean_worktree() {
         d.runs
     );
     // ...and built again clean: each worktree's stamp is its own commit.
-    let ext = d.meta.external.clone().unwrap();
+    let ext = d.meta.command_workload.clone().unwrap();
     for (v, c) in [("before", &commits[0]), ("after", &commits[1])] {
         // meta.json writes the worktree's folder as the run's working folder saw it.
         let stamp = std::fs::read_to_string(tmp.path().join(&ext.variants[v].dir).join("stamp"));

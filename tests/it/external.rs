@@ -96,7 +96,11 @@ fn spans_of_a_c_program_nest_per_thread_inside_the_rep() {
         }
         assert!(rt.attrs.contains("\"unparseable_lines\":0"), "{}", rt.attrs);
     }
-    let ext = d.meta.external.as_ref().expect("meta.json says external");
+    let ext = d
+        .meta
+        .command_workload
+        .as_ref()
+        .expect("meta.json says external");
     let a = &ext.variants["a"];
     assert_eq!(a.reps, 3);
     assert_eq!(a.lines.unparseable, 0);
@@ -197,7 +201,7 @@ fn crash_hang_and_exit_codes_fail_their_reps_and_the_run_goes_on() {
     // Junk: counted, never fatal; the good span is kept.
     assert_eq!(r[4].status, RepStatus::Ok, "{}", r[4].error);
     assert!(d.spans.iter().any(|s| s.rep == r[4].rep && s.name == "ok"));
-    let lines = d.meta.external.as_ref().unwrap().variants["a"].lines;
+    let lines = d.meta.command_workload.as_ref().unwrap().variants["a"].lines;
     assert_eq!(lines.unparseable, 2, "{lines:?}");
     assert_eq!(lines.unmatched_ends, 1, "{lines:?}");
     // left_open (junk), doomed (crash), forever (hang).
@@ -228,7 +232,7 @@ fn a_failed_build_fails_the_reps_with_its_log_and_a_build_runs_in_the_folder() {
     );
     let d = RunData::load(&run_ok(tmp.path(), &exp, &[])).unwrap();
     assert_eq!(d.runs[0].status, RepStatus::Ok, "{}", d.runs[0].error);
-    let b = d.meta.external.as_ref().unwrap().variants["a"]
+    let b = d.meta.command_workload.as_ref().unwrap().variants["a"]
         .build
         .clone()
         .unwrap();
@@ -357,7 +361,7 @@ fn the_rust_and_c_emitters_report_through_the_pipe_or_else_stderr() {
         assert_eq!(parent(&d, get("on_thread")).name, "program");
         assert!(get("on_thread").attrs.contains("\"n\":7"));
         // The test harness's own output on stdout is not counted as garbage.
-        let lines = d.meta.external.as_ref().unwrap().variants[v].lines;
+        let lines = d.meta.command_workload.as_ref().unwrap().variants[v].lines;
         assert_eq!(
             lines.unparseable + lines.unmatched_begins + lines.unmatched_ends,
             0
@@ -433,7 +437,7 @@ fn a_run_killed_mid_rep_resumes_with_its_line_counts() {
         "2 warm-ups and 4 measured reps, none added"
     );
     assert!(d.runs.iter().all(|r| r.status == RepStatus::Ok));
-    let ext = d.meta.external.as_ref().unwrap();
+    let ext = d.meta.command_workload.as_ref().unwrap();
     for v in ["a", "b"] {
         let m = &ext.variants[v];
         assert_eq!(m.reps, 3, "{v}: counts of the reps before the kill kept");

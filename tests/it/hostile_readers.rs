@@ -82,7 +82,7 @@ fn profiled_run_with(t: &Path, status: &str, frames: &[&str]) -> PathBuf {
             frame_pointers: true,
             sampler_cpu_ns: 0,
             thread_failure: None,
-            external: false,
+            of_program: false,
             left_out: Default::default(),
             rows: vec![FoldedRow {
                 span_id: u64::from(r.rep) * 1000 + 1,

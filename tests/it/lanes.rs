@@ -7,7 +7,7 @@ use crate::fixture;
 use std::path::{Path, PathBuf};
 
 use gapscope::plot::{self, ImageFormat};
-use gapscope::store::lane_series::{
+use gapscope::store::lanes::series::{
     PLACED_DRIVER_SAMPLE, PLACED_READ_TIME, SOURCE_DRIVER_SAMPLES, SOURCE_PROCESS_CPU,
 };
 use gapscope::store::{RunData, RunView, TelemetryRow};

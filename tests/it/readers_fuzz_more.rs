@@ -84,7 +84,7 @@ fn profiled() -> &'static (tempfile::TempDir, PathBuf) {
                 frame_pointers: true,
                 sampler_cpu_ns: 1000,
                 thread_failure: None,
-                external: false,
+                of_program: false,
                 left_out: Default::default(),
                 rows,
             };
@@ -272,7 +272,7 @@ fn check_build_log(case: &BuildLog) {
         status: "exit status: 101".into(),
         reused: false,
     };
-    let why = gapscope::experiment::external::build_failure(&meta);
+    let why = gapscope::experiment::command::build_failure(&meta);
     let head = format!(
         "build failed (exit status: 101); log {} ends: ",
         log.display()

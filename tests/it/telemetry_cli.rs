@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use gapscope::plot::{self, ImageFormat};
-use gapscope::store::lane_series::{busy_cores, SOURCE_PROCESS_CPU};
+use gapscope::store::lanes::series::{busy_cores, SOURCE_PROCESS_CPU};
 use gapscope::store::{RepStatus, RunData, RunView, TelemetryRow};
 
 use crate::common;

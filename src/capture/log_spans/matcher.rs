@@ -1,6 +1,6 @@
 //! Lines of a program's output against `[workload.log_spans]`: each line comes with the
 //! time it was read (as close to its writing as gapscope's readers get:
-//! `experiment::external::child`), and every entry it matches is applied. At the end of
+//! `experiment::command::child`), and every entry it matches is applied. At the end of
 //! the rep ([`LogMatcher::finish`]) the spans are put into the rep's window and nested.
 //!
 //! Precision. Every time a line gives is known to some precision: a duration printed as a
@@ -23,7 +23,7 @@ use crate::units::fmt_ns;
 
 /// The attribute giving a span its id, and the one naming its parent's, in span lines
 /// and log spans: spans carrying them nest by id, not by time
-/// (`experiment::external::rows`).
+/// (`experiment::command::rows`).
 pub const GS_ID: &str = "gs.id";
 pub const GS_PARENT: &str = "gs.parent";
 /// The attribute marking a log span, with how it was timed (`line` or `ts`); the rows

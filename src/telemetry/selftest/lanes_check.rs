@@ -5,7 +5,7 @@
 //! every period.
 
 use super::checks::Check;
-use crate::store::lane_series::{SOURCE_DRIVER_SAMPLES, SOURCE_PROCESS_CPU};
+use crate::store::lanes::series::{SOURCE_DRIVER_SAMPLES, SOURCE_PROCESS_CPU};
 use crate::telemetry::RepTelemetry;
 
 /// Per GPU with driver samples, whether the newest ends at or after `end_ns` (the end

@@ -96,7 +96,7 @@ impl CpuSeries {
             .map(|(t_ns, cpu)| TelemetryRow {
                 rep,
                 variant: variant.to_string(),
-                source: crate::store::lane_series::SOURCE_PROCESS_CPU.into(),
+                source: crate::store::lanes::series::SOURCE_PROCESS_CPU.into(),
                 t_ns,
                 process_cpu_ns: Some(cpu),
                 ..TelemetryRow::sample()

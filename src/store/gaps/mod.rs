@@ -1,9 +1,17 @@
+//! Gaps, the one home of the word: a wrapper span's time that no kernel (or inner span)
+//! explains. Here, what a run calls its wrapper and inner spans; in [`fill`], each rep's
+//! gap and the host spans that fill it, which the gaps chart (`plot::gaps`), the report
+//! and `gapscope diff` read alike. (`analysis::gaps` compares the wrapper's unexplained
+//! time between two runs.)
+//!
 //! `[workload] gaps = { wrapper = "…", inner = ["…"] }`: which span the gaps chart takes
 //! as each rep's wrapper, and which spans inside it count as inner time where a rep has
 //! no CUPTI kernel records. Kept in meta.json (`gaps`) so that a report of the run draws
 //! what the experiment named; without it the chart uses the prover's own phases
 //! (`gpu_prove` and its compute children), and a run with no span of that name gets no
 //! chart at all.
+
+pub mod fill;
 
 use serde::{Deserialize, Serialize};
 

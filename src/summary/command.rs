@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 use crate::protocol::LineCounts;
-use crate::store::{ExternalMeta, RepStatus, RunData, SpanRow};
+use crate::store::{CommandMeta, RepStatus, RunData, SpanRow};
 
 /// Deepest level of the program's spans shown (the root is 0).
 const MAX_DEPTH: usize = 3;
@@ -97,7 +97,7 @@ type CountCell = fn(&LineCounts) -> String;
 
 /// What the program's span lines held, per variant: lines that did not parse, begins
 /// never ended and ends never begun, spans outside the rep (another clock).
-pub fn line_counts(e: &ExternalMeta, variants: &[String], width: usize) -> String {
+pub fn line_counts(e: &CommandMeta, variants: &[String], width: usize) -> String {
     let mut s = String::new();
     let rows: [(&str, CountCell); 3] = [
         ("span lines unparseable", |c| c.unparseable.to_string()),

@@ -1,9 +1,16 @@
+//! Lanes, the one home of the word: the timeline's rows beneath the spans, as the charts
+//! (`plot::timeline`, `plot::lanes`) and the trace export read them. Here, the GPU side
+//! of a run folder; in [`series`], the utilisation and CPU series placed on the span
+//! clock.
+//!
 //! The GPU side of a run folder as the charts and the trace export read it: NVML samples
 //! (`telemetry.csv`) and CUPTI kernel/copy intervals (`gpu_activity.csv`), both on the
 //! span clock. A run without a GPU has the files empty, and one from before telemetry
 //! has none; either way the charts say so rather than fail. NVTX ranges that CUPTI
 //! recorded (`--nvtx`, kind `nvtx`) are host phases, the spans again: they are loaded
 //! but drawn on no GPU lane.
+
+pub mod series;
 
 use super::{ActivityKind, GpuActivityRow, RunData, TelemetryRow, GPU_ACTIVITY, TELEMETRY};
 
@@ -118,7 +125,7 @@ impl GpuRecords {
 
     pub fn is_empty(&self) -> bool {
         // The process's CPU time is sampled without a GPU too.
-        !self.telemetry.iter().any(super::lane_series::is_gpu_row)
+        !self.telemetry.iter().any(super::lanes::series::is_gpu_row)
             && !self
                 .activity
                 .iter()

@@ -10,19 +10,19 @@ use crate::protocol::LineCounts;
 
 /// The program every variant ran, and per variant where and how.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExternalMeta {
+pub struct CommandMeta {
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<Vec<String>>,
     /// The span line protocol's prefix and the variable naming the span pipe.
     pub protocol: String,
     pub span_fd_env: String,
-    pub variants: BTreeMap<String, ExternalVariantMeta>,
+    pub variants: BTreeMap<String, CommandVariantMeta>,
 }
 
 /// One variant of an external run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExternalVariantMeta {
+pub struct CommandVariantMeta {
     /// The folder its build and reps ran in.
     pub dir: String,
     /// Its build, where the workload has one.

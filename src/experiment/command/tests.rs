@@ -18,7 +18,7 @@ fn a_command_workload_parses_and_round_trips() {
         "{HEAD}command = [\"./bench\", \"--n\", \"3\"]\nbuild = [\"make\"]\ndir = \"sub\"\n{TAIL}"
     ))
     .unwrap();
-    let x = e.workload.external.clone().unwrap();
+    let x = e.workload.command.clone().unwrap();
     assert_eq!(x.command, ["./bench", "--n", "3"]);
     assert_eq!(x.build.as_deref(), Some(&["make".to_string()][..]));
     let again = parse(&toml::to_string(&e).unwrap()).unwrap();
@@ -28,7 +28,7 @@ fn a_command_workload_parses_and_round_trips() {
         "{HEAD}circuit = \"chain\"\nlog2_constraints = 4\n{TAIL}"
     ))
     .unwrap();
-    assert!(p.workload.external.is_none());
+    assert!(p.workload.command.is_none());
     assert_eq!(p.workload.batch, 1);
     assert_eq!(parse(&toml::to_string(&p).unwrap()).unwrap(), p);
 }
@@ -79,11 +79,11 @@ fn prover_knobs_and_emulated_counters_are_refused_for_a_command_but_profile_is_n
 #[test]
 fn the_folder_is_the_variants_then_the_workloads_then_the_working_directory() {
     let e = parse(&format!("{HEAD}command = [\"x\"]\ndir = \"sub\"\n{TAIL}")).unwrap();
-    let x = e.workload.external.unwrap();
+    let x = e.workload.command.unwrap();
     let cwd = std::env::current_dir().unwrap();
     assert_eq!(x.folder(None), cwd.join("sub"));
     assert_eq!(x.folder(Some(Path::new("/tmp/wt"))), Path::new("/tmp/wt"));
-    let no_dir = super::ExternalWorkload { dir: None, ..x };
+    let no_dir = super::CommandWorkload { dir: None, ..x };
     assert_eq!(no_dir.folder(None), cwd);
 }
 
@@ -267,7 +267,7 @@ fn a_variant_may_bring_its_own_command_but_only_for_a_command_workload() {
     let v = e.resolved_variants();
     assert_eq!(v[0].command, None);
     assert_eq!(v[1].command.as_deref().unwrap(), ["./bench", "--fast"]);
-    let ext = e.workload.external.as_ref().unwrap();
+    let ext = e.workload.command.as_ref().unwrap();
     let knobs = super::variant_meta(&v[1], ext, "hardware".into()).knobs;
     assert_eq!(knobs["command"], "./bench --fast");
     let knobs = super::variant_meta(&v[0], ext, "hardware".into()).knobs;

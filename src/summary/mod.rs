@@ -1,12 +1,14 @@
 //! The end-of-run table: median phase times per variant (measured, verified reps only).
 
+pub mod command;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use crate::phases::PhaseSpec;
 use crate::stats::median;
 use crate::store::{RepStatus, RunData, Shared, SpanRow, StoreError};
-use crate::summary_external::Walks;
+use command::Walks;
 
 /// Rows shown: (span, label, self time rather than total). The summary's phases of the
 /// run's span tree, indented by depth and labelled for `backend` (None: variants of
@@ -49,7 +51,7 @@ fn read_sums(
     let mut walks = Walks::new();
     data.for_each_rep(|spans| {
         if let Some(rep) = spans.first().map(|s| s.rep).filter(|r| walk.contains(r)) {
-            walks.insert(rep, crate::summary_external::walk(spans));
+            walks.insert(rep, command::walk(spans));
         }
         for s in spans {
             let Some(&c) = column.get(&s.rep) else {
@@ -104,13 +106,13 @@ pub fn phase_table_and(
     // the workload's kind, their medians and the columns' width all feed the one text,
     // written in the order it prints.
     let variants: Vec<String> = data.meta.variants.iter().map(|v| v.name.clone()).collect();
-    let firsts = match &data.meta.external {
-        Some(_) => crate::summary_external::first_reps(data),
+    let firsts = match &data.meta.command_workload {
+        Some(_) => command::first_reps(data),
         None => Vec::new(),
     };
     let (sums, mut walks) = read_sums(data, &variants, &firsts, also)?;
-    let rows = match &data.meta.external {
-        Some(_) => crate::summary_external::rows(data, &firsts, &mut walks),
+    let rows = match &data.meta.command_workload {
+        Some(_) => command::rows(data, &firsts, &mut walks),
         None => rows(data.meta.phases(), backend_of(data)),
     };
     let cols: Vec<_> = sums.iter().map(|c| medians_of(c, &rows)).collect();
@@ -121,7 +123,7 @@ pub fn phase_table_and(
         .unwrap_or(0)
         .max(20);
     let mut s = String::new();
-    match &data.meta.external {
+    match &data.meta.command_workload {
         Some(e) => {
             let _ = writeln!(s, "{} — {}", data.meta.experiment, e.command.join(" "));
         }
@@ -175,8 +177,8 @@ pub fn phase_table_and(
         let _ = write!(s, " {:>14}", format!("{ok}/{bad}"));
     }
     s.push('\n');
-    if let Some(e) = &data.meta.external {
-        s.push_str(&crate::summary_external::line_counts(e, &variants, width));
+    if let Some(e) = &data.meta.command_workload {
+        s.push_str(&command::line_counts(e, &variants, width));
     }
     for l in crate::profile::summary_lines(&data.dir, &data.meta.profile) {
         let _ = writeln!(s, "{l}");

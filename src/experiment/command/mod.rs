@@ -27,7 +27,6 @@ pub mod rows;
 pub mod shell;
 pub mod streams;
 pub mod trace_file;
-pub mod workload;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -35,19 +34,22 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-pub use workload::{ExternalWorkload, WorkloadFile};
+pub mod workload;
+
+pub use super::workload_file::WorkloadFile;
+pub use workload::CommandWorkload;
 
 use super::rep::RepOutput;
 use super::schedule::Slot;
 use super::spec::ResolvedVariant;
 use crate::counters::CounterMode;
 use crate::protocol::LineCounts;
-use crate::store::{BuildMeta, ExternalMeta, ExternalVariantMeta, PhaseSpec, VariantMeta};
+use crate::store::{BuildMeta, CommandMeta, CommandVariantMeta, PhaseSpec, VariantMeta};
 use crate::telemetry::{RepTelemetry, Telemetry, TelemetryParts};
 
 /// One rep of an external subject, and what its span lines held.
 #[derive(Debug)]
-pub struct ExternalRep {
+pub struct CommandRep {
     pub out: RepOutput,
     pub lines: LineCounts,
     /// A few unparseable lines (shortened), for the user.
@@ -66,14 +68,14 @@ pub struct ExternalRep {
 /// A program that fails (non-zero exit, a signal, the limit) gives a failed rep with
 /// the reason and its stderr's tail, never an error.
 pub fn run_rep(
-    ext: &ExternalWorkload,
+    ext: &CommandWorkload,
     root: &str,
     v: &ResolvedVariant,
     slot: Slot,
     timeout: Option<Duration>,
     telemetry: Option<&Telemetry>,
     opener: crate::profile::Opener,
-) -> ExternalRep {
+) -> CommandRep {
     // Long because one rep's steps run in this order around the child's life (prepare,
     // telemetry begin, run, telemetry end, rows), each using the ones before; it is the
     // command workload's rep lifecycle, beside the prover's in experiment/rep.rs.
@@ -137,7 +139,7 @@ pub fn run_rep(
     gpu.notes.splice(0..0, notes);
     if let (Some(t), true) = (telemetry, v.telemetry.nvml) {
         // The CPU lane is the program's, not gapscope's own (which mostly waits).
-        let lane = crate::store::lane_series::SOURCE_PROCESS_CPU;
+        let lane = crate::store::lanes::series::SOURCE_PROCESS_CPU;
         gpu.samples.retain(|r| r.source != lane);
         let period = t.period().as_nanos() as u64;
         gpu.samples
@@ -226,7 +228,7 @@ pub fn run_rep(
     };
     let mut row = rows::run_row(&run, &info, started_utc);
     row.gpu_mem_used_end_bytes = gpu.gpu_mem_used_end_bytes;
-    ExternalRep {
+    CommandRep {
         out: RepOutput {
             run: row,
             spans,
@@ -279,8 +281,8 @@ fn gpu_rows(
 }
 
 /// The rep of a variant whose build failed: failed, with the build's reason.
-pub fn unbuilt_rep(v: &ResolvedVariant, slot: Slot, why: &str) -> ExternalRep {
-    ExternalRep {
+pub fn unbuilt_rep(v: &ResolvedVariant, slot: Slot, why: &str) -> CommandRep {
+    CommandRep {
         out: RepOutput::failed(v, slot, why.to_string()),
         lines: LineCounts::default(),
         samples: Vec::new(),
@@ -356,7 +358,7 @@ fn prepare(argv: &[String], dir: &Path, timeout: Option<Duration>) -> Result<(),
 /// (after the builds, which may make them); `unbuilt` says which variants' builds
 /// failed (their reps fail with the build's reason instead).
 pub fn check_programs(
-    ext: &ExternalWorkload,
+    ext: &CommandWorkload,
     variants: &[ResolvedVariant],
     unbuilt: &[Option<String>],
 ) -> Result<(), programs::ProgramProblem> {
@@ -544,16 +546,16 @@ const BUILD_LOG_TAIL_BYTES: u64 = 64 << 10;
 /// With `paths`, each log's paths are then written as the run folder's are
 /// (`store::paths`): a compiler's output names the machine's folders.
 pub fn build_subjects(
-    ext: &ExternalWorkload,
+    ext: &CommandWorkload,
     variants: &[ResolvedVariant],
     run_dir: &Path,
     progress: bool,
     paths: Option<&crate::store::paths::PathBases>,
-) -> (ExternalMeta, Vec<Option<String>>) {
+) -> (CommandMeta, Vec<Option<String>>) {
     // Long because every folder is built once, in the variants' order, and each
     // variant's meta.json record and failure come from its folder's one build (reused,
     // seeded, or retried clean): the loop keeps those builds by folder.
-    let mut meta = ExternalMeta {
+    let mut meta = CommandMeta {
         command: ext.command.clone(),
         build: ext.build.clone(),
         protocol: String::from_utf8_lossy(crate::protocol::PREFIX)
@@ -629,7 +631,7 @@ pub fn build_subjects(
         };
         meta.variants.insert(
             v.name.clone(),
-            ExternalVariantMeta {
+            CommandVariantMeta {
                 dir: dir.display().to_string(),
                 build,
                 ..Default::default()
@@ -642,7 +644,7 @@ pub fn build_subjects(
 
 /// The backend a command workload's variants record in meta.json (its command is in
 /// meta.json's `external`).
-pub const WORKLOAD_KIND: &str = crate::store::external::COMMAND_WORKLOAD;
+pub const WORKLOAD_KIND: &str = crate::store::command::COMMAND_WORKLOAD;
 
 /// meta.json's `phases` of a command workload: its root ([`rows::ROOT`], spawn to
 /// exit), and the wrapper and inner spans the experiment names in `[workload] gaps`;
@@ -658,7 +660,7 @@ pub fn phase_spec(gaps: Option<&crate::store::GapsSpec>) -> PhaseSpec {
 
 /// meta.json's record of a variant of a command workload: its knobs are telemetry, the
 /// command it runs, and the folder override (set for a variant of another revision).
-pub fn variant_meta(v: &ResolvedVariant, ext: &ExternalWorkload, counters: String) -> VariantMeta {
+pub fn variant_meta(v: &ResolvedVariant, ext: &CommandWorkload, counters: String) -> VariantMeta {
     let mut knobs = BTreeMap::new();
     knobs.insert("telemetry".into(), v.telemetry.as_str().into());
     // The command it ran (its own, else the workload's), so that a diff's title names
@@ -688,7 +690,7 @@ const EXAMPLES: usize = 3;
 
 /// Adds a rep's line counts (and the first unparseable lines) to its variant's in
 /// meta.json's `external`.
-pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &ExternalRep) {
+pub fn record_lines(meta: Option<&mut CommandMeta>, v: &ResolvedVariant, rep: &CommandRep) {
     // Reps whose program ran: the ones with a root span (not those of a failed build).
     if rep.out.spans.is_empty() {
         return;
@@ -709,8 +711,8 @@ pub fn record_lines(meta: Option<&mut ExternalMeta>, v: &ResolvedVariant, rep: &
 
 /// Carries the line counts of a resumed run's finished reps into its fresh `external`.
 pub fn keep_line_counts(
-    meta: Option<&mut ExternalMeta>,
-    kept: BTreeMap<String, ExternalVariantMeta>,
+    meta: Option<&mut CommandMeta>,
+    kept: BTreeMap<String, CommandVariantMeta>,
     run_dir: &Path,
 ) {
     let Some(m) = meta else { return };
