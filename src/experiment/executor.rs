@@ -3,7 +3,8 @@
 //! stopping rules and the writing, and never asks where the rep ran. [`Executors`] is
 //! the real one: this process (the in-process workloads, through
 //! [`super::rep::run_rep_here`]), a worker per rep, a serving worker per variant, a
-//! worker of another revision's build, or a program of the user's. Tests put a mock
+//! worker of another revision's build, a workload's own binary, or a program of the
+//! user's. Tests put a mock
 //! in its place to drive the loop without spawning anything.
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use super::served::{Pool, WorkerSource};
 use super::spec::{CommandWorkload, ProcessPolicy, ResolvedVariant};
 use super::watchdog::{self, Watchdog};
 use super::worker;
+use super::workload_bin::WorkloadBins;
 use crate::store::{self, RunRow, RunWriter};
 use crate::trace;
 
@@ -56,6 +58,8 @@ pub struct Executors<'a> {
     /// This build's executable, for its serving workers (`process = "per_variant"`).
     pub own_exe: Option<PathBuf>,
     pub pool: Pool,
+    /// `[workload] worker`: the workload binaries serving each variant.
+    pub bins: WorkloadBins,
 }
 
 impl Executor for Executors<'_> {
@@ -76,6 +80,11 @@ impl Executor for Executors<'_> {
         Ok(match (self.command, self.process, emulator) {
             _ if self.revs.failed(i).is_some() => {
                 RepOutput::failed(v, slot, self.revs.failed(i).unwrap_or("").into())
+            }
+            // The in-process workload's own binary (`[workload] worker`), serving the variant.
+            _ if self.ctx.exp.workload.binary().is_some() => {
+                let (cmd, settings, _) = self.ctx.exp.workload.binary().expect("checked");
+                self.bins.run(cmd, &settings, v, slot, self.ctx.telemetry)
             }
             // One serving worker per variant, of this build or of its `rev`/`patch` build;
             // a build too old to serve runs a worker per rep.

@@ -25,6 +25,7 @@ mod spec_checks;
 pub mod until_decided;
 pub mod watchdog;
 pub mod worker;
+mod workload_bin;
 pub mod workload_file;
 
 pub use debug::{DebugHooks, WorkerDebug};

@@ -10,9 +10,7 @@ use std::collections::BTreeMap;
 #[cfg(feature = "groth16")]
 use anyhow::Context;
 use anyhow::Result;
-#[cfg(feature = "groth16")]
-use gapscope_workload::Checked;
-use gapscope_workload::{Rep, Workload as _};
+use gapscope_workload::{Checked, Rep, Workload as _};
 
 use super::debug::DebugHooks;
 use super::schedule::Slot;
@@ -128,39 +126,16 @@ pub fn run_prepared(
     if let (Some(l), Some(root)) = (late, rows.iter_mut().find(|r| r.span_id == trace_id)) {
         root.attrs = store::merge_attrs(&root.attrs, &l).into();
     }
-    // Only a rep with telemetry collects activity.
-    if let (true, Some(t)) = (gpu.collected, ctx.telemetry) {
-        t.on_thread(|| telemetry::activity::annotate_gpu_busy(&mut rows, &gpu.activity));
-    }
     // --- end GPU telemetry.
-    let root = spans.iter().find(|s| s.id == trace_id);
     let checked = rep.check();
-    let status = if checked.ok {
-        RepStatus::Ok
-    } else {
-        RepStatus::Failed
-    };
-    let row = RunRow {
-        rep: slot.rep,
-        variant: v.name.clone(),
-        iteration: slot.iteration,
-        warmup: slot.warmup,
-        status,
-        checked: checked.checked,
-        outputs: checked.outputs,
-        start_ns: root.map(|p| p.start_ns).unwrap_or(0),
-        wall_ns: if status == RepStatus::Ok {
-            root.map(|p| p.duration_ns()).unwrap_or(0)
-        } else {
-            0
-        },
+    let answer = Answer {
+        trace_id,
+        checked,
         started_utc,
         pid: std::process::id(),
         rss_end_bytes: crate::store::envinfo::rss_bytes(),
-        gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
-        error: checked.error,
-        span_rows: None,
     };
+    let row = finish_rows(ctx.telemetry, v, slot, &spans, &mut rows, &gpu, answer);
     Ok(RepOutput {
         run: row,
         spans: rows,
@@ -168,6 +143,60 @@ pub fn run_prepared(
         setup_ns: BTreeMap::new(),
         profile,
     })
+}
+
+/// What a rep's run answered, wherever it ran: its root span, its check, and its
+/// process when it was done.
+pub(super) struct Answer {
+    pub trace_id: u64,
+    pub checked: Checked,
+    pub started_utc: String,
+    pub pid: u32,
+    pub rss_end_bytes: Option<u64>,
+}
+
+/// The last steps of every in-process workload's rep, in this process or in a workload
+/// binary: the span rows marked with the GPU's busy time (a rep with telemetry only),
+/// and the run's row from the root span and the check.
+pub(super) fn finish_rows(
+    telemetry: Option<&Telemetry>,
+    v: &ResolvedVariant,
+    slot: Slot,
+    spans: &[trace::SpanRecord],
+    rows: &mut [SpanRow],
+    gpu: &RepTelemetry,
+    a: Answer,
+) -> RunRow {
+    if let (true, Some(t)) = (gpu.collected, telemetry) {
+        t.on_thread(|| telemetry::activity::annotate_gpu_busy(rows, &gpu.activity));
+    }
+    let root = spans.iter().find(|s| s.id == a.trace_id);
+    let status = if a.checked.ok {
+        RepStatus::Ok
+    } else {
+        RepStatus::Failed
+    };
+    RunRow {
+        rep: slot.rep,
+        variant: v.name.clone(),
+        iteration: slot.iteration,
+        warmup: slot.warmup,
+        status,
+        checked: a.checked.checked,
+        outputs: a.checked.outputs,
+        start_ns: root.map(|p| p.start_ns).unwrap_or(0),
+        wall_ns: if status == RepStatus::Ok {
+            root.map(|p| p.duration_ns()).unwrap_or(0)
+        } else {
+            0
+        },
+        started_utc: a.started_utc,
+        pid: a.pid,
+        rss_end_bytes: a.rss_end_bytes,
+        gpu_mem_used_end_bytes: gpu.gpu_mem_used_end_bytes,
+        error: a.checked.error,
+        span_rows: None,
+    }
 }
 
 /// A build without the prover has no Groth16 rep (the runner has refused a prover

@@ -198,6 +198,7 @@ pub fn run(exp_path: Option<&Path>, opts: &RunOptions) -> Result<RunOutcome> {
             .context("cannot locate the gapscope executable")?,
         pool: super::served::Pool::new(&opts.params_dir, opts.nvtx, rep_timeout)
             .rotate(exp.run.reps_per_worker, exp.run.warmups),
+        bins: super::workload_bin::WorkloadBins::new(rep_timeout),
     };
     let mut rec = Recorder {
         dir,
@@ -256,6 +257,9 @@ fn begin(
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
     super::setup::check_workload_built(&exp)?;
+    if let Some((cmd, _, kind)) = exp.workload.binary() {
+        super::workload_bin::probe(cmd, kind).map_err(anyhow::Error::msg)?;
+    }
     for (v, s) in variants.iter().zip(&sources) {
         if emulation::synthesis_only(v.backend, s.emulator().is_some()) {
             eprintln!(

@@ -57,17 +57,22 @@ struct Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        // Closing stdin ends the serve loop; a worker that does not go is killed.
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) => return,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
-                _ => {
-                    kill_group(&mut self.child);
-                    return;
-                }
+        let_go(&mut self.stdin, &mut self.child);
+    }
+}
+
+/// Lets a serving process go: closing its stdin ends its serve loop; one that has not
+/// gone within 10 s is killed, with its group.
+pub(super) fn let_go(stdin: &mut Option<ChildStdin>, child: &mut Child) {
+    drop(stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            _ => {
+                kill_group(child);
+                return;
             }
         }
     }
@@ -298,41 +303,20 @@ impl Pool {
         let Some(w) = self.workers.get_mut(&slot.variant) else {
             return failed("its worker is gone".into());
         };
-        let sent = match w.stdin.as_mut() {
-            Some(i) => write_to_worker(i, request_line(slot).as_bytes()),
-            None => Err(std::io::Error::other("its stdin is closed")),
-        };
-        if let Err(e) = sent {
-            let why = format!(
-                "the worker (pid {}) took no request ({e}); stderr: {}",
-                w.pid,
-                w.pipes.tail()
-            );
+        let outcome = ask_line(
+            w.stdin.as_mut(),
+            &w.pipes,
+            &mut w.child,
+            w.pid,
+            &request_line(slot),
+            self.timeout,
+        );
+        if let Err(AskError::NotTaken(why)) = &outcome {
+            let why = why.clone();
             self.workers.remove(&slot.variant);
             return failed(why);
         }
-        let started = Instant::now();
-        let outcome = loop {
-            match w.pipes.results.recv_timeout(POLL * 20) {
-                Ok(line) => break Ok(line),
-                Err(RecvTimeoutError::Disconnected) => {
-                    let status = w.child.try_wait().ok().flatten();
-                    break Err(format!(
-                        "the worker (pid {}) ended without a result line{}",
-                        w.pid,
-                        status.map(|s| format!(" ({s})")).unwrap_or_default()
-                    ));
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if self.timeout.is_some_and(|t| started.elapsed() > t) {
-                        break Err(format!(
-                            "worker timed out after {} s (rep_timeout_s) and was killed",
-                            started.elapsed().as_secs()
-                        ));
-                    }
-                }
-            }
-        };
+        let outcome = outcome.map_err(|e| e.to_string());
         match outcome.and_then(|line| parse_worker_output(&line).map(|(out, _)| out)) {
             Ok(out) if out.run.rep == slot.rep && out.run.variant == v.name => out,
             Ok(out) => {
@@ -358,6 +342,66 @@ impl Pool {
     fn kill(&mut self, variant: usize) {
         if let Some(mut w) = self.workers.remove(&variant) {
             kill_group(&mut w.child);
+        }
+    }
+}
+
+/// Why a serving worker gave no result line.
+#[derive(Debug)]
+pub(super) enum AskError {
+    /// It took no request (its stdin is closed or broken): the reason, stderr included.
+    NotTaken(String),
+    /// It ended, or outlived the timeout, before answering.
+    NoAnswer(String),
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskError::NotTaken(w) | AskError::NoAnswer(w) => f.write_str(w),
+        }
+    }
+}
+
+/// Sends one request line to a serving process (gapscope's own worker, or a workload
+/// binary) and waits for its result line, polling its exit and `timeout`.
+pub(super) fn ask_line(
+    stdin: Option<&mut ChildStdin>,
+    pipes: &Pipes,
+    child: &mut Child,
+    pid: u32,
+    line: &str,
+    timeout: Option<Duration>,
+) -> Result<String, AskError> {
+    let sent = match stdin {
+        Some(i) => write_to_worker(i, line.as_bytes()),
+        None => Err(std::io::Error::other("its stdin is closed")),
+    };
+    if let Err(e) = sent {
+        return Err(AskError::NotTaken(format!(
+            "the worker (pid {pid}) took no request ({e}); stderr: {}",
+            pipes.tail()
+        )));
+    }
+    let started = Instant::now();
+    loop {
+        match pipes.results.recv_timeout(POLL * 20) {
+            Ok(line) => return Ok(line),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = child.try_wait().ok().flatten();
+                return Err(AskError::NoAnswer(format!(
+                    "the worker (pid {pid}) ended without a result line{}",
+                    status.map(|s| format!(" ({s})")).unwrap_or_default()
+                )));
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if timeout.is_some_and(|t| started.elapsed() > t) {
+                    return Err(AskError::NoAnswer(format!(
+                        "worker timed out after {} s (rep_timeout_s) and was killed",
+                        started.elapsed().as_secs()
+                    )));
+                }
+            }
         }
     }
 }

@@ -73,9 +73,21 @@ pub struct Workload {
     /// `kind = "hash"`: the hash workload instead of the prover (whose fields above are
     /// then unused).
     pub hash: Option<gapscope_hash::HashWorkload>,
+    /// `worker = ["BINARY", …]`: the in-process workload's reps run in that binary, one
+    /// serving process per variant ([`super::workload_bin`]).
+    pub worker: Option<Vec<String>>,
 }
 
 impl Workload {
+    /// `worker = [...]`: the binary that runs the reps, the settings it is started with
+    /// (the in-process workload's own, as JSON) and the kind it must answer for.
+    pub fn binary(&self) -> Option<(&[String], String, gapscope_workload::phases::WorkloadKind)> {
+        let cmd = self.worker.as_deref()?;
+        let h = self.hash.as_ref()?;
+        let json = serde_json::to_string(h).unwrap_or_default();
+        Some((cmd, json, gapscope_workload::phases::WorkloadKind::Hash))
+    }
+
     /// Whether the variants run the built-in prover (not a program of the user's, not
     /// another in-process workload): the one that needs params, backends and circuits.
     pub fn runs_prover(&self) -> bool {
@@ -102,6 +114,14 @@ impl TryFrom<WorkloadFile> for Workload {
         let gaps = f.gaps.clone();
         if f.kind == Some(InProcessKind::Hash) {
             return hash_workload(f);
+        }
+        if f.worker.is_some() {
+            return Err(
+                "workload.worker runs an in-process workload's reps in a binary of its own \
+                 (kind = \"hash\": gapscope-hash-worker); the built-in prover's reps run in \
+                 gapscope itself, and a command workload is its own program: remove worker"
+                    .into(),
+            );
         }
         if f.bytes.is_some() {
             return Err("workload.bytes goes with kind = \"hash\"; add it, or remove bytes".into());
@@ -146,6 +166,7 @@ impl TryFrom<WorkloadFile> for Workload {
                 command: Some(command),
                 gaps,
                 hash: None,
+                worker: None,
             });
         }
         if f.build.is_some()
@@ -184,6 +205,7 @@ impl TryFrom<WorkloadFile> for Workload {
             command: None,
             gaps,
             hash: None,
+            worker: None,
         })
     }
 }
@@ -195,15 +217,19 @@ fn hash_workload(f: WorkloadFile) -> Result<Workload, String> {
         kind: None,
         bytes: None,
         gaps: None,
+        worker: None,
         ..f.clone()
     };
     if other != WorkloadFile::default() {
         return Err(
-            "workload: kind = \"hash\" takes bytes (and gaps) only; circuit, log2_constraints, \
+            "workload: kind = \"hash\" takes bytes (and gaps, worker) only; circuit, log2_constraints, \
              batch and backend belong to the built-in prover, command and its keys to a program \
              of your own: remove them"
                 .into(),
         );
+    }
+    if let Some(w) = &f.worker {
+        check_worker(w)?;
     }
     let bytes = f.bytes.unwrap_or(16 << 20);
     if bytes == 0 || bytes > MAX_HASH_BYTES {
@@ -221,7 +247,19 @@ fn hash_workload(f: WorkloadFile) -> Result<Workload, String> {
         hash: Some(gapscope_hash::HashWorkload {
             bytes: bytes as usize,
         }),
+        worker: f.worker,
     })
+}
+
+/// `worker = [...]`: a program (a path, or a name looked up in PATH) and its arguments.
+fn check_worker(w: &[String]) -> Result<(), String> {
+    match w.first() {
+        Some(p) if !p.is_empty() && !p.starts_with('-') => Ok(()),
+        _ => Err(
+            "workload.worker must name a binary: worker = [\"target/release/gapscope-hash-worker\"]"
+                .into(),
+        ),
+    }
 }
 
 impl From<Workload> for WorkloadFile {
@@ -232,6 +270,7 @@ impl From<Workload> for WorkloadFile {
                 kind: Some(InProcessKind::Hash),
                 bytes: Some(h.bytes as u64),
                 gaps,
+                worker: w.worker,
                 ..WorkloadFile::default()
             };
         }
@@ -609,6 +648,9 @@ impl Experiment {
             }
             if let Some(h) = &self.workload.hash {
                 check_hash_variant(v, h, &r)?;
+                if self.workload.worker.is_some() {
+                    check_worker_variant(&r)?;
+                }
                 continue;
             }
             if !v.knobs.is_empty() {
@@ -733,6 +775,34 @@ fn check_hash_variant(
     h.resolve_knobs(&r.workload_knobs)
         .map(|_| ())
         .map_err(|e| format!("variant {:?}: {e}", v.name))
+}
+
+/// A variant whose reps run in a workload binary (`[workload] worker`): that binary
+/// measures what it is (not a revision of it), and the windows only gapscope's own
+/// process opens around a rep (the emulator, the stack sampler) are not opened in it.
+fn check_worker_variant(r: &ResolvedVariant) -> Result<(), String> {
+    let name = &r.name;
+    if r.rev.is_some() {
+        return Err(format!(
+            "variant {name:?}: rev builds another gapscope, while [workload] worker runs the \
+             binary named there as it is: build the binary at that revision and name it in \
+             an experiment of its own, or remove worker"
+        ));
+    }
+    if r.counters == CounterMode::Emulated {
+        return Err(format!(
+            "variant {name:?}: counters = \"emulated\" runs gapscope's own worker under \
+             valgrind; a workload binary ([workload] worker) is not run under it: use \
+             counters = \"perf\" or \"off\", or remove worker"
+        ));
+    }
+    if r.profile.is_some() {
+        return Err(format!(
+            "variant {name:?}: profile samples gapscope's own process; a workload binary \
+             ([workload] worker) is not sampled: remove profile, or remove worker"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -72,6 +72,11 @@ pub struct WorkloadFile {
     /// folder), read after the rep and filed under it (`super::trace_file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_file: Option<PathBuf>,
+    /// An in-process workload's reps run in this binary (and its arguments) instead of
+    /// gapscope's own process: one built with `gapscope_workload::binary`, serving each
+    /// variant's reps (`kind = "hash"`: `gapscope-hash-worker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<Vec<String>>,
 }
 
 /// `[workload] kind`: the in-process workloads gapscope is built with.

@@ -134,3 +134,145 @@ fn hash_knobs_are_checked_by_the_workload_before_anything_runs() {
     assert!(e.contains("drop is not a knob of the hash workload"), "{e}");
     assert!(!tmp.path().join("results").exists(), "nothing was run");
 }
+
+/// `gapscope-hash-worker`, built beside the test binary by `cargo test` (all workspace
+/// members); built here when a narrower command left it out.
+fn hash_worker() -> std::path::PathBuf {
+    let p = assert_cmd::cargo::cargo_bin("gapscope-hash-worker");
+    if !p.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = std::process::Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "gapscope-hash",
+                "--bin",
+                "gapscope-hash-worker",
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "building gapscope-hash-worker");
+    }
+    p
+}
+
+#[test]
+fn a_hash_ab_runs_in_the_workloads_own_binary_one_process_per_variant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = hash_worker();
+    let body = HASH.replace(
+        "bytes = 262144",
+        &format!("bytes = 262144\nworker = [{:?}]", bin.to_str().unwrap()),
+    );
+    let dir = run_ok(tmp.path(), &write(tmp.path(), &body), &[]);
+    let d = RunData::load(&dir).unwrap();
+    assert_eq!(d.runs.len(), 8, "2 warm-ups and 6 reps");
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Ok, "{r:?}");
+        assert!(r.checked && r.outputs == 1, "every digest checked: {r:?}");
+        assert!(r.wall_ns > 0 && r.start_ns > 0, "{r:?}");
+    }
+    // Each variant's reps ran in one process of the binary, not in gapscope's.
+    let pids = |v: &str| -> std::collections::BTreeSet<u32> {
+        d.runs
+            .iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.pid)
+            .collect()
+    };
+    let (a, b) = (pids("baseline"), pids("candidate"));
+    assert_eq!((a.len(), b.len()), (1, 1), "{a:?} {b:?}");
+    assert_ne!(a, b);
+    let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
+    assert!(
+        comm(*a.first().unwrap()).is_none(),
+        "the binary is gone after the run"
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["workload"]["kind"], "hash");
+    assert_eq!(meta["variants"][1]["knobs"]["threads"], "2");
+    let cand: Vec<String> = d
+        .spans
+        .iter()
+        .filter(|s| s.variant.as_ref() == "candidate")
+        .map(|s| s.name.to_string())
+        .collect();
+    for n in ["hash", "digest", "digest[0]", "digest[1]", "combine"] {
+        assert!(cand.iter().any(|x| x == n), "{n} in {cand:?}");
+    }
+    // Spans nest under the rep's root and carry their self time, as in-process ones do.
+    let root = d
+        .spans
+        .iter()
+        .find(|s| s.name.as_ref() == "hash" && s.variant.as_ref() == "candidate")
+        .unwrap();
+    assert!(root.parent_id.is_none() && root.self_ns <= root.duration_ns);
+    let out = gapscope(tmp.path())
+        .args(["diff", "--format", "json"])
+        .arg(&dir)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        text.contains("\"digest\"") && text.contains("combine"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_workload_binary_that_is_not_one_is_refused_and_one_that_answers_garbage_fails_its_rep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let with = |worker: &str| {
+        HASH.replace(
+            "bytes = 262144",
+            &format!("bytes = 262144\nworker = {worker}"),
+        )
+    };
+    // Not a workload binary: refused before anything runs, saying what it answered.
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(write(tmp.path(), &with("[\"echo\", \"hello\"]")))
+        .assert()
+        .failure();
+    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        e.contains("is not a hash workload binary") && e.contains("hello"),
+        "{e}"
+    );
+    assert!(!tmp.path().join("results").exists(), "nothing was run");
+    // What only gapscope's own process does is refused with a workload binary.
+    let bin = hash_worker();
+    let body = with(&format!("[{:?}]", bin.to_str().unwrap()))
+        .replace("name = \"baseline\"", "name = \"baseline\"\nprofile = true");
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(write(tmp.path(), &body))
+        .assert()
+        .failure();
+    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(e.contains("profile samples gapscope's own process"), "{e}");
+    // A binary that shakes hands, then answers a rep with garbage: that rep fails with
+    // the reason, its process is killed, and the next rep starts another.
+    let script = "case \"$1\" in __protocol) echo 'gapscope-workload-worker 1 hash';; \
+                  __serve) read l; echo 'oops' >&2; echo 'gapscope-rep-v1 {not json'; cat >/dev/null;; esac";
+    let body = with(&format!("[\"sh\", \"-c\", {script:?}, \"sh\"]"));
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(write(tmp.path(), &body))
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .code(5);
+    let dir = crate::common::run_dir_of(&out.get_output().stdout);
+    let d = RunData::load(&dir).unwrap();
+    assert_eq!(d.runs.len(), 8, "every rep recorded, failed");
+    for r in &d.runs {
+        assert_eq!(r.status, RepStatus::Failed, "{r:?}");
+        assert!(
+            r.error.contains("malformed result line") && r.error.contains("oops"),
+            "{}",
+            r.error
+        );
+    }
+}

@@ -29,8 +29,10 @@ pub const COMBINE: &str = "combine";
 
 const KNOBS: [&str; 3] = ["algorithm", "chunk_kib", "threads"];
 
-/// Digests of `bytes` bytes per rep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Digests of `bytes` bytes per rep (as JSON, `{"bytes": N}`: what the harness sends
+/// `gapscope-hash-worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HashWorkload {
     pub bytes: usize,
 }

@@ -12,11 +12,15 @@
 //! - [`workload`]: the [`Workload`] and [`Rep`] traits, the seam between the harness's
 //!   rep lifecycle and an in-process workload (the built-in prover, `gapscope-hash`);
 //! - [`worker`]: the worker protocol (its handshake, request and result lines, and the
-//!   serving loop), so that any workload binary can run reps for the harness.
+//!   serving loop), so that any workload binary can run reps for the harness;
+//! - [`binary`]: the whole `main` of such a binary for a [`Workload`]: it answers the
+//!   harness's handshake and serves its reps, each run under the same lifecycle as in
+//!   the harness's own process (prepare, run, settle, spans, check).
 //!
 //! The harness (`gapscope`) re-exports the three as `gapscope::phases`, `gapscope::fsx`
 //! and `gapscope::units`.
 
+pub mod binary;
 pub mod fsx;
 pub mod phases;
 pub mod units;

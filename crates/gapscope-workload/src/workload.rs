@@ -48,7 +48,7 @@ pub trait Rep: Send {
 }
 
 /// What a rep's check found, for runs.csv (`status`, `checked`, `outputs`, `error`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Checked {
     /// The rep succeeded and what it made passed its check.
     pub ok: bool,

@@ -115,7 +115,7 @@ pub enum KernelMode {
 }
 
 /// Counter values (or deltas); `None` where the counter is unavailable.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CounterValues(pub [Option<u64>; 6]);
 
 impl CounterValues {

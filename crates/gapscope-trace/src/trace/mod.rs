@@ -28,6 +28,7 @@ pub mod clock_check;
 pub mod cost;
 pub mod ffi;
 mod keeper;
+pub mod owned;
 pub mod process_cpu;
 pub mod selftime;
 

@@ -60,7 +60,8 @@ impl ProcessCpuMode {
 }
 
 /// Where one span's process CPU time came from (spans.csv attribute `process_cpu`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CpuSource {
     Exact,
     Interpolated,

@@ -1,0 +1,217 @@
+//! `[workload] worker = ["BINARY", …]`: an in-process workload's reps run in a binary of
+//! its own, built with `gapscope_workload::binary` (`gapscope-hash-worker` for
+//! `kind = "hash"`), so that the harness that schedules, stores and judges them need not
+//! be built with the workload. One serving process per variant, started on its first
+//! rep with the workload's settings and the variant's knobs (defaults filled in here);
+//! a process that dies, answers garbage or outlives `rep_timeout_s` fails that rep with
+//! the reason and its stderr's last lines, and the variant's next rep starts another.
+//!
+//! This process keeps the window only it can open around each request (NVML's GPU
+//! samples: the device is the same from any process; CUPTI sees only its own process,
+//! so a binary's kernels are not recorded), and turns the binary's answer into the
+//! rep's rows by the same steps as an in-process rep ([`super::rep::finish_rows`]).
+
+use std::collections::HashMap;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use gapscope_workload::binary::{protocol_line, RepReport, ServeArgs};
+use gapscope_workload::phases::WorkloadKind;
+
+use super::command::rows::MAX_SPANS_PER_REP;
+use super::rep::{finish_rows, Answer, RepOutput};
+use super::schedule::Slot;
+use super::served::{ask_line, let_go, AskError};
+use super::spec::ResolvedVariant;
+use super::worker::{kill_group, request_line, Pipes};
+use crate::counters::CounterMode;
+use crate::store;
+use crate::telemetry::{Telemetry, TelemetryParts};
+
+/// Asks `cmd __protocol` and refuses a binary that does not answer the workload
+/// protocol for `kind`, before any rep; the error says what was answered.
+pub fn probe(cmd: &[String], kind: WorkloadKind) -> Result<(), String> {
+    let (prog, args) = cmd.split_first().ok_or("workload.worker names no binary")?;
+    let out = Command::new(prog)
+        .args(args)
+        .arg("__protocol")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("workload.worker {prog:?} cannot be started: {e}"))?;
+    let want = protocol_line(kind);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got = text.lines().next().unwrap_or("").trim();
+    if out.status.success() && got == want {
+        return Ok(());
+    }
+    Err(format!(
+        "workload.worker {prog:?} is not a {} workload binary: asked `__protocol`, it \
+         answered {:?} ({}), not {want:?}; build it with gapscope_workload::binary::main_for",
+        kind.as_str(),
+        got.chars().take(80).collect::<String>(),
+        out.status
+    ))
+}
+
+/// One variant's serving binary.
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pipes: Pipes,
+    pid: u32,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let_go(&mut self.stdin, &mut self.child);
+    }
+}
+
+/// The serving binaries of a run, by variant.
+pub struct WorkloadBins {
+    procs: HashMap<usize, Proc>,
+    timeout: Option<Duration>,
+}
+
+impl WorkloadBins {
+    pub fn new(timeout: Option<Duration>) -> WorkloadBins {
+        WorkloadBins {
+            procs: HashMap::new(),
+            timeout,
+        }
+    }
+
+    /// Rep `slot` of variant `v` in its serving binary `cmd` (started with `workload`,
+    /// the workload's settings as JSON, when the variant has none running). Never an
+    /// error for the run: a rep that cannot be had is a failed row with the reason.
+    pub fn run(
+        &mut self,
+        cmd: &[String],
+        workload: &str,
+        v: &ResolvedVariant,
+        slot: Slot,
+        telemetry: Option<&Telemetry>,
+    ) -> RepOutput {
+        let failed = |why: String| RepOutput::failed(v, slot, why);
+        let p = match self.procs.entry(slot.variant) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => match start(cmd, workload, v) {
+                Ok(p) => e.insert(p),
+                Err(why) => return failed(why),
+            },
+        };
+        let started_utc = chrono::Utc::now().to_rfc3339();
+        let parts = TelemetryParts {
+            nvml: v.telemetry.nvml,
+            cupti: false,
+        };
+        let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
+        let line = ask_line(
+            p.stdin.as_mut(),
+            &p.pipes,
+            &mut p.child,
+            p.pid,
+            &request_line(slot),
+            self.timeout,
+        );
+        let mut gpu = telemetry
+            .map(|t| t.end_rep(slot.rep, &v.name))
+            .unwrap_or_default();
+        gpu.notes.splice(0..0, notes);
+        let report = line
+            .map_err(|e| match e {
+                AskError::NotTaken(w) | AskError::NoAnswer(w) => w,
+            })
+            .and_then(|l| decode(&l, slot));
+        let report = match report {
+            Ok(r) => r,
+            Err(why) => {
+                let tail = p.pipes.tail();
+                if let Some(mut p) = self.procs.remove(&slot.variant) {
+                    kill_group(&mut p.child);
+                }
+                return failed(format!("{why}; stderr: {tail}"));
+            }
+        };
+        let spans: Result<Vec<_>, String> =
+            report.spans.into_iter().map(|s| s.into_record()).collect();
+        let spans = match spans {
+            Ok(s) => s,
+            Err(why) => return failed(format!("the workload binary's spans: {why}")),
+        };
+        let mut rows = store::span_rows(slot.rep, &v.name, &spans);
+        let answer = Answer {
+            trace_id: report.root,
+            checked: report.checked,
+            started_utc,
+            pid: report.pid,
+            rss_end_bytes: report.rss_end_bytes,
+        };
+        let run = finish_rows(telemetry, v, slot, &spans, &mut rows, &gpu, answer);
+        RepOutput {
+            run,
+            spans: rows,
+            gpu,
+            setup_ns: Default::default(),
+            profile: None,
+        }
+    }
+}
+
+/// Starts variant `v`'s serving binary: `cmd __serve --workload=… --knobs=…`, in a
+/// process group of its own that ends with gapscope.
+fn start(cmd: &[String], workload: &str, v: &ResolvedVariant) -> Result<Proc, String> {
+    let (prog, args) = cmd.split_first().ok_or("workload.worker names no binary")?;
+    let knobs = serde_json::to_string(&v.workload_knobs).map_err(|e| e.to_string())?;
+    let serve = ServeArgs {
+        workload: workload.to_string(),
+        knobs,
+        counters: v.counters != CounterMode::Off,
+    };
+    let mut c = Command::new(prog);
+    c.args(args)
+        .args(serve.to_args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    crate::procs::die_with_parent(&mut c);
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("workload.worker {prog:?} cannot be started: {e}"))?;
+    let pid = child.id();
+    let pipes = Pipes::read(&mut child, &format!("[{} pid {pid}]", v.name));
+    let stdin = child.stdin.take();
+    Ok(Proc {
+        child,
+        stdin,
+        pipes,
+        pid,
+    })
+}
+
+/// A result line's report, checked to answer rep `slot`.
+fn decode(line: &str, slot: Slot) -> Result<RepReport, String> {
+    let json = gapscope_workload::worker::result_payload(line).unwrap_or(line);
+    let r: RepReport = serde_json::from_str(json).map_err(|e| {
+        format!(
+            "malformed result line from the workload binary ({e}); starts with {:?}",
+            json.chars().take(60).collect::<String>()
+        )
+    })?;
+    if r.rep != slot.rep {
+        return Err(format!(
+            "the workload binary answered rep {} when asked for rep {}",
+            r.rep, slot.rep
+        ));
+    }
+    if r.spans.len() > MAX_SPANS_PER_REP {
+        return Err(format!(
+            "the workload binary sent {} spans for one rep, more than {} a rep keeps",
+            r.spans.len(),
+            MAX_SPANS_PER_REP
+        ));
+    }
+    Ok(r)
+}
