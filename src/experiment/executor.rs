@@ -82,9 +82,24 @@ impl Executor for Executors<'_> {
                 RepOutput::failed(v, slot, self.revs.failed(i).unwrap_or("").into())
             }
             // The in-process workload's own binary (`[workload] worker`), serving the variant.
-            _ if self.ctx.exp.workload.binary().is_some() => {
-                let (cmd, settings, _) = self.ctx.exp.workload.binary().expect("checked");
-                self.bins.run(cmd, &settings, v, slot, self.ctx.telemetry)
+            _ if self.ctx.exp.workload.worker.is_some() => {
+                let w = &self.ctx.exp.workload;
+                let (cmd, settings, _) = w.binary(self.params_dir).context("no workload binary")?;
+                let knobs = w.binary_knobs(v);
+                self.bins
+                    .run(cmd, &settings, &knobs, v, slot, self.ctx.telemetry)
+            }
+            // A `rev` variant whose revision has the workload's own binary: that binary.
+            _ if self.revs.binary(i).is_some() => {
+                let w = &self.ctx.exp.workload;
+                let exe = self.revs.binary(i).expect("checked");
+                let cmd = [exe.to_string_lossy().into_owned()];
+                let (settings, _) = w
+                    .binary_settings(self.params_dir)
+                    .context("no workload binary")?;
+                let knobs = w.binary_knobs(v);
+                self.bins
+                    .run(&cmd, &settings, &knobs, v, slot, self.ctx.telemetry)
             }
             // One serving worker per variant, of this build or of its `rev`/`patch` build;
             // a build too old to serve runs a worker per rep.

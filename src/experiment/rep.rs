@@ -17,7 +17,7 @@ use super::schedule::Slot;
 use super::setup::ParamsByGadget;
 use super::spec::{Experiment, ResolvedVariant};
 #[cfg(feature = "groth16")]
-use crate::prover::{self, CircuitInstance, ProveOptions};
+use crate::prover::{self, CircuitInstance};
 use crate::store::{self, RepStatus, RunRow, SpanRow};
 use crate::telemetry::{self, RepTelemetry, Telemetry};
 use crate::trace;
@@ -233,99 +233,15 @@ fn groth16_rep(ctx: &RepContext, v: &ResolvedVariant) -> Result<Box<dyn Rep>> {
         .iter()
         .map(CircuitInstance::public_inputs)
         .collect();
-    Ok(Box::new(Groth16Rep {
+    Ok(Box::new(prover::rep::Groth16Rep::new(
         backend,
-        backend_kind: v.backend,
+        v.backend,
         params,
         circuits,
         inputs,
-        options: v.prove,
-        corrupt: ctx.debug.corrupts(&v.name),
-        made: None,
-    }))
-}
-
-/// One rep of the prover: a batch proved (or synthesised alone), background drops
-/// awaited, then every proof verified (every constraint checked where no proof was
-/// made).
-#[cfg(feature = "groth16")]
-struct Groth16Rep {
-    backend: Option<Box<dyn prover::Backend>>,
-    backend_kind: prover::BackendKind,
-    params: std::sync::Arc<prover::Groth16Params>,
-    circuits: Vec<CircuitInstance>,
-    inputs: Vec<Vec<prover::Scalar>>,
-    options: ProveOptions,
-    /// Debug hook: the proofs are corrupted after proving, so the rep fails its check.
-    corrupt: bool,
-    made: Option<Made>,
-}
-
-#[cfg(feature = "groth16")]
-impl Rep for Groth16Rep {
-    fn run(&mut self) -> u64 {
-        let circuits = std::mem::take(&mut self.circuits);
-        let (trace, made) = match &self.backend {
-            Some(backend) => {
-                let out = prover::prove_batch(
-                    backend.as_ref(),
-                    &self.params,
-                    circuits,
-                    self.options,
-                    &mut rand::rngs::OsRng,
-                );
-                (out.trace, Made::Proofs(out.result))
-            }
-            None => {
-                let out = prover::synthesize_batch(self.backend_kind, circuits);
-                (out.trace, Made::Assignments(out.result))
-            }
-        };
-        self.made = Some(made);
-        trace
-    }
-
-    fn settle(&mut self) {
-        prover::dropper::wait_idle();
-    }
-
-    fn check(self: Box<Self>) -> Checked {
-        match self.made {
-            None => Checked::failed(0, "the rep made nothing"),
-            // No proof to verify: every constraint of every assignment is checked instead.
-            Some(Made::Assignments(Ok(assignments))) => {
-                match assignments.iter().enumerate().find_map(|(i, a)| {
-                    a.check_satisfied()
-                        .err()
-                        .map(|e| format!("circuit {i}: {e}"))
-                }) {
-                    None => Checked::passed(0),
-                    Some(e) => Checked::failed(0, format!("synthesis check failed: {e}")),
-                }
-            }
-            Some(Made::Assignments(Err(e))) => Checked::failed(0, e.to_string()),
-            Some(Made::Proofs(Ok(mut proofs))) => {
-                if self.corrupt {
-                    for p in proofs.iter_mut() {
-                        p.a = p.c;
-                    }
-                }
-                let n = proofs.len() as u32;
-                match prover::verify_all(&self.params, &proofs, &self.inputs) {
-                    Ok(()) => Checked::passed(n),
-                    Err(e) => Checked::failed(n, format!("verification failed: {e}")),
-                }
-            }
-            Some(Made::Proofs(Err(e))) => Checked::failed(0, e.to_string()),
-        }
-    }
-}
-
-/// What a rep made: proofs, or assignments where synthesis ran alone.
-#[cfg(feature = "groth16")]
-enum Made {
-    Proofs(Result<Vec<prover::Groth16Proof>, prover::ProverError>),
-    Assignments(Result<Vec<prover::Assignment>, prover::ProverError>),
+        v.prove,
+        ctx.debug.corrupts(&v.name),
+    )))
 }
 
 /// The row of a rep that never produced one of its own (its worker died or outlived

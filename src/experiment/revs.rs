@@ -38,6 +38,36 @@ struct Prepared {
     failed: Option<String>,
     /// Command workloads: the folder its build and command run in (the worktree).
     subject_dir: Option<PathBuf>,
+    /// The workload's own binary at the revision, where it has one
+    /// ([`workload_binary_of`]): it runs the reps instead of a whole gapscope.
+    binary: Option<PathBuf>,
+}
+
+/// Where a revision keeps the in-process workload's own binary: its source file in the
+/// worktree, its package and its name. A revision without that file (one from before
+/// workload binaries) is built as a whole gapscope.
+fn workload_binary_of(exp: &Experiment) -> Option<(&'static str, &'static str, &'static str)> {
+    if exp.workload.command.is_some() {
+        return None;
+    }
+    Some(match exp.workload.hash {
+        Some(_) => (
+            "crates/gapscope-hash/src/bin/gapscope-hash-worker.rs",
+            "gapscope-hash",
+            "gapscope-hash-worker",
+        ),
+        None => (
+            "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
+            "gapscope-groth16",
+            "gapscope-groth16-worker",
+        ),
+    })
+}
+
+/// Whether variant `v` needs a whole gapscope as its worker: only gapscope's own worker
+/// runs under the emulator or samples its stacks.
+fn needs_gapscope_worker(v: &ResolvedVariant) -> bool {
+    v.profile.is_some() || v.counters == crate::counters::CounterMode::Emulated
 }
 
 #[derive(Debug)]
@@ -123,6 +153,7 @@ impl RevVariants {
                 slots.push(Some(Prepared {
                     worker: None,
                     failed: None,
+                    binary: None,
                     subject_dir: Some(checkout.worktree.clone()),
                     kind: Kind::Rev {
                         build: BuildSpec {
@@ -134,7 +165,16 @@ impl RevVariants {
                 }));
                 continue;
             }
-            let build = BuildSpec::gapscope();
+            // The workload's own binary where the revision has it: a change to the
+            // workload rebuilds that binary only, and this gapscope runs, stores and
+            // judges the reps.
+            let own = workload_binary_of(exp)
+                .filter(|(src, _, _)| checkout.worktree.join(src).is_file())
+                .filter(|_| !needs_gapscope_worker(v));
+            let build = match own {
+                Some((_, package, binary)) => BuildSpec::workload_binary(package, binary),
+                None => BuildSpec::gapscope(),
+            };
             if progress {
                 eprintln!(
                     "variant {}: rev {rev} = {}, building in {} ({})",
@@ -151,11 +191,13 @@ impl RevVariants {
                 worker: None,
                 failed: None,
                 subject_dir: None,
+                binary: None,
                 kind: Kind::Rev {
                     build,
                     checkout: Box::new(checkout.clone()),
                 },
             };
+            let kind = exp.workload.binary_settings(Path::new("")).map(|(_, k)| k);
             if !built.record.ok {
                 p.failed = Some(format!(
                     "revision {rev} ({}) did not build ({}): the log ({}) ends:\n{}",
@@ -164,6 +206,19 @@ impl RevVariants {
                     built.log.display(),
                     built.log_tail()
                 ));
+            } else if let (Some(exe), true, Some(kind)) =
+                (built.artefacts.first(), own.is_some(), kind)
+            {
+                let cmd = [exe.to_string_lossy().into_owned()];
+                match super::workload_bin::probe(&cmd, kind) {
+                    Ok(()) => p.binary = Some(exe.clone()),
+                    Err(why) => {
+                        p.failed = Some(format!(
+                            "revision {rev} ({}): {why}",
+                            revisions::short(&checkout.commit)
+                        ))
+                    }
+                }
             } else if let Some(exe) = built.artefacts.first() {
                 match probe_protocol(exe) {
                     Ok(()) => {
@@ -201,6 +256,12 @@ impl RevVariants {
         Some((exe, dir))
     }
 
+    /// The workload's own binary that runs variant `i`'s reps (a `rev` variant whose
+    /// revision has one).
+    pub fn binary(&self, i: usize) -> Option<&Path> {
+        self.get(i)?.binary.as_deref()
+    }
+
     /// Sets each command workload's `rev` variant's subject folder to its worktree.
     pub fn apply(&self, variants: &mut [ResolvedVariant]) {
         for (v, p) in variants.iter_mut().zip(&self.slots) {
@@ -226,7 +287,8 @@ impl RevVariants {
                 };
                 Some(PreparedWorker {
                     variant: v.name.clone(),
-                    worker: p.worker.as_ref().map(|(exe, _)| exe.clone()),
+                    worker: (p.worker.as_ref().map(|(exe, _)| exe.clone()))
+                        .or_else(|| p.binary.clone()),
                     reused,
                     failed: p.failed.clone(),
                 })
@@ -386,6 +448,7 @@ fn prepare_patch(
         worker: None,
         failed: None,
         subject_dir: None,
+        binary: None,
     };
     match crate::patches::prepare_worker(cache, gapscope, set, features) {
         Ok(w) => {

@@ -257,7 +257,7 @@ fn begin(
     let counters = crate::counters::probe();
     let sources = emulation::sources(&variants, |w| eprintln!("warning: {w}"));
     super::setup::check_workload_built(&exp)?;
-    if let Some((cmd, _, kind)) = exp.workload.binary() {
+    if let Some((cmd, _, kind)) = exp.workload.binary(&opts.params_dir) {
         super::workload_bin::probe(cmd, kind).map_err(anyhow::Error::msg)?;
     }
     for (v, s) in variants.iter().zip(&sources) {
@@ -266,7 +266,8 @@ fn begin(
                 "note: {}",
                 emulation::synthesis_only_notice(&v.name, v.backend.as_str())
             );
-        } else {
+        } else if exp.workload.worker.is_none() {
+            // (A workload binary has its own backends, checked when it makes them.)
             #[cfg(feature = "groth16")]
             prover::backend(v.backend).with_context(|| format!("variant {:?}", v.name))?;
         }
@@ -381,8 +382,11 @@ fn set_up(
         }
         _ => None,
     };
-    if exp.run.process == ProcessPolicy::Shared && command.is_none() {
-        // per_rep: each worker sets up for itself.
+    // per_rep, and a workload binary ([workload] worker): each worker sets up for itself.
+    if exp.run.process == ProcessPolicy::Shared
+        && command.is_none()
+        && exp.workload.worker.is_none()
+    {
         let _deadline = watchdog.as_ref().map(|(dog, limit)| {
             let limit = *limit;
             dog.arm(limit, move || {

@@ -34,14 +34,18 @@ pub use absent::ParamsOrigin;
 /// Refuses, before anything is built or measured, an experiment of the built-in prover
 /// in a build of gapscope without it (`--no-default-features`), with the two ways on.
 pub fn check_workload_built(exp: &Experiment) -> Result<()> {
-    if cfg!(feature = "groth16") || !exp.workload.runs_prover() {
+    // A prover run in its own binary ([workload] worker) needs no prover here: the
+    // binary makes its params and runs its backends.
+    if cfg!(feature = "groth16") || !exp.workload.runs_prover() || exp.workload.worker.is_some() {
         return Ok(());
     }
     anyhow::bail!(
         "{:?} runs the built-in Groth16 prover (circuit = \"{}\"), which this gapscope was \
          built without (cargo feature `groth16`, on by default): rebuild it with default \
-         features (`cargo install --path .`) to run it, or give the workload command = \
-         [\"prog\", \"args\"] to measure a program of your own",
+         features (`cargo install --path .`) to run it, name the prover's own binary (worker = \
+         [\"target/release/gapscope-groth16-worker\"], built by `cargo build --release -p \
+         gapscope-groth16`), or give the workload command = [\"prog\", \"args\"] to \
+         measure a program of your own",
         exp.name,
         exp.workload.circuit.as_str()
     )

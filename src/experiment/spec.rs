@@ -81,11 +81,46 @@ pub struct Workload {
 impl Workload {
     /// `worker = [...]`: the binary that runs the reps, the settings it is started with
     /// (the in-process workload's own, as JSON) and the kind it must answer for.
-    pub fn binary(&self) -> Option<(&[String], String, gapscope_workload::phases::WorkloadKind)> {
+    /// (`params_dir`: the params cache, which the prover's binary loads its params from.)
+    pub fn binary(
+        &self,
+        params_dir: &Path,
+    ) -> Option<(&[String], String, gapscope_workload::phases::WorkloadKind)> {
         let cmd = self.worker.as_deref()?;
-        let h = self.hash.as_ref()?;
-        let json = serde_json::to_string(h).unwrap_or_default();
-        Some((cmd, json, gapscope_workload::phases::WorkloadKind::Hash))
+        let (settings, kind) = self.binary_settings(params_dir)?;
+        Some((cmd, settings, kind))
+    }
+
+    /// What a workload binary of this in-process workload is started with (its settings
+    /// as JSON) and the kind it must answer for; `None` for a command workload.
+    pub fn binary_settings(
+        &self,
+        params_dir: &Path,
+    ) -> Option<(String, gapscope_workload::phases::WorkloadKind)> {
+        use gapscope_workload::phases::WorkloadKind;
+        if let Some(h) = &self.hash {
+            let json = serde_json::to_string(h).unwrap_or_default();
+            return Some((json, WorkloadKind::Hash));
+        }
+        if self.command.is_some() {
+            return None;
+        }
+        let settings = serde_json::json!({
+            "circuit": self.circuit,
+            "log2_constraints": self.log2_constraints,
+            "batch": self.batch,
+            "params_dir": params_dir,
+        });
+        Some((settings.to_string(), WorkloadKind::Groth16))
+    }
+
+    /// A variant's knobs as its workload binary gets them: the workload's own (`knobs =
+    /// { … }`), or the prover's, each named (`gapscope_groth16::knobs::to_knobs`).
+    pub fn binary_knobs(&self, v: &ResolvedVariant) -> gapscope_workload::Knobs {
+        if self.hash.is_some() {
+            return v.workload_knobs.clone();
+        }
+        crate::prover::knobs::to_knobs(v.backend, v.gadget, &v.prove)
     }
 
     /// Whether the variants run the built-in prover (not a program of the user's, not
@@ -115,13 +150,16 @@ impl TryFrom<WorkloadFile> for Workload {
         if f.kind == Some(InProcessKind::Hash) {
             return hash_workload(f);
         }
-        if f.worker.is_some() {
-            return Err(
-                "workload.worker runs an in-process workload's reps in a binary of its own \
-                 (kind = \"hash\": gapscope-hash-worker); the built-in prover's reps run in \
-                 gapscope itself, and a command workload is its own program: remove worker"
-                    .into(),
-            );
+        if let Some(w) = &f.worker {
+            if f.command.is_some() {
+                return Err(
+                    "workload.worker runs an in-process workload's reps in a binary of its \
+                     own (gapscope-groth16-worker, gapscope-hash-worker); a command workload is \
+                     its own program already: remove worker"
+                        .into(),
+                );
+            }
+            check_worker(w)?;
         }
         if f.bytes.is_some() {
             return Err("workload.bytes goes with kind = \"hash\"; add it, or remove bytes".into());
@@ -205,7 +243,7 @@ impl TryFrom<WorkloadFile> for Workload {
             command: None,
             gaps,
             hash: None,
-            worker: None,
+            worker: f.worker,
         })
     }
 }
@@ -672,6 +710,9 @@ impl Experiment {
                      [...]); this experiment runs the built-in prover",
                     v.name
                 ));
+            }
+            if self.workload.worker.is_some() {
+                check_worker_variant(&r)?;
             }
             check_cuda_knobs(
                 &v.name,

@@ -83,12 +83,14 @@ impl WorkloadBins {
     }
 
     /// Rep `slot` of variant `v` in its serving binary `cmd` (started with `workload`,
-    /// the workload's settings as JSON, when the variant has none running). Never an
+    /// the workload's settings as JSON, and the variant's `knobs`, when the variant has
+    /// none running). Never an
     /// error for the run: a rep that cannot be had is a failed row with the reason.
     pub fn run(
         &mut self,
         cmd: &[String],
         workload: &str,
+        knobs: &gapscope_workload::Knobs,
         v: &ResolvedVariant,
         slot: Slot,
         telemetry: Option<&Telemetry>,
@@ -96,7 +98,7 @@ impl WorkloadBins {
         let failed = |why: String| RepOutput::failed(v, slot, why);
         let p = match self.procs.entry(slot.variant) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => match start(cmd, workload, v) {
+            std::collections::hash_map::Entry::Vacant(e) => match start(cmd, workload, knobs, v) {
                 Ok(p) => e.insert(p),
                 Err(why) => return failed(why),
             },
@@ -161,9 +163,14 @@ impl WorkloadBins {
 
 /// Starts variant `v`'s serving binary: `cmd __serve --workload=… --knobs=…`, in a
 /// process group of its own that ends with gapscope.
-fn start(cmd: &[String], workload: &str, v: &ResolvedVariant) -> Result<Proc, String> {
+fn start(
+    cmd: &[String],
+    workload: &str,
+    knobs: &gapscope_workload::Knobs,
+    v: &ResolvedVariant,
+) -> Result<Proc, String> {
     let (prog, args) = cmd.split_first().ok_or("workload.worker names no binary")?;
-    let knobs = serde_json::to_string(&v.workload_knobs).map_err(|e| e.to_string())?;
+    let knobs = serde_json::to_string(knobs).map_err(|e| e.to_string())?;
     let serve = ServeArgs {
         workload: workload.to_string(),
         knobs,

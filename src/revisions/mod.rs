@@ -87,6 +87,26 @@ impl BuildSpec {
         }
     }
 
+    /// A workload's own binary (`cargo build --release -p PACKAGE --bin BINARY`): what a
+    /// `rev` variant of an in-process workload builds where its revision has one, instead
+    /// of a whole gapscope.
+    pub fn workload_binary(package: &str, binary: &str) -> BuildSpec {
+        BuildSpec {
+            command: [
+                "cargo",
+                "build",
+                "--release",
+                "-p",
+                package,
+                "--bin",
+                binary,
+            ]
+            .map(String::from)
+            .to_vec(),
+            artefacts: vec![format!("release/{binary}")],
+        }
+    }
+
     fn key(&self) -> String {
         use sha2::Digest;
         let text = serde_json::to_string(self).unwrap_or_default();

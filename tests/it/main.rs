@@ -61,3 +61,4 @@ mod table_parts;
 mod telemetry_cli;
 mod trace_file;
 mod until_decided;
+mod workload_binary;

@@ -174,3 +174,98 @@ fn a_gapscope_older_than_the_worker_protocol_is_refused_and_the_run_goes_on() {
         .filter(|x| x.variant == "here")
         .all(|x| x.status == RepStatus::Ok));
 }
+
+/// A fake prover binary (a tiny crate of the workspace, named as the real one): it
+/// shakes hands as the prover's workload binary and answers each rep with one `prove`
+/// span marked `fake = 1`, its proof counted as checked.
+const FAKE_PROVER_BIN: &str = r#"use std::io::BufRead;
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.get(1).map(String::as_str) == Some("__protocol") {
+        println!("gapscope-workload-worker 1 groth16");
+        return;
+    }
+    assert_eq!(a.get(1).map(String::as_str), Some("__serve"));
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let rep: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let start = 1_000_000 + u64::from(rep) * 1000;
+        println!(
+            "gapscope-rep-v1 {{\"rep\":{rep},\"root\":1,\"spans\":[{{\"id\":1,\"trace\":1,\"name\":\"prove\",\"thread_id\":1,\"thread_name\":\"main\",\"start_ns\":{start},\"end_ns\":{},\"attrs\":[[\"fake\",1]]}}],\"checked\":{{\"ok\":true,\"checked\":true,\"outputs\":1,\"error\":\"\"}},\"pid\":{}}}",
+            start + 500,
+            std::process::id()
+        );
+    }
+}
+"#;
+
+#[test]
+fn a_revision_with_the_provers_own_binary_builds_only_that_and_this_gapscope_runs_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("r");
+    let commit = repo(
+        &r,
+        &[
+            (
+                "Cargo.toml",
+                "[workspace]\nmembers = [\"crates/gapscope-groth16\"]\nresolver = \"2\"\n",
+            ),
+            (
+                "crates/gapscope-groth16/Cargo.toml",
+                "[package]\nname = \"gapscope-groth16\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            ("crates/gapscope-groth16/src/lib.rs", ""),
+            (
+                "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
+                FAKE_PROVER_BIN,
+            ),
+        ],
+    );
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(experiment(tmp.path(), &r))
+        .arg("--results-dir")
+        .arg(tmp.path().join("results"))
+        .assert()
+        .success();
+    let dir = common::run_dir_of(&out.get_output().stdout);
+    let d = RunData::load(&dir).unwrap();
+    for x in &d.runs {
+        assert_eq!(x.status, RepStatus::Ok, "{x:?}");
+    }
+    let there: Vec<_> = d.runs.iter().filter(|x| x.variant == "there").collect();
+    assert_eq!(there.len(), 2);
+    assert_eq!(there[0].pid, there[1].pid, "one process served both reps");
+    assert_ne!(there[0].pid, std::process::id());
+    assert!(there.iter().all(|x| x.checked && x.outputs == 1));
+    // Its spans are the binary's, its rows made by this gapscope.
+    let fake: Vec<_> = d
+        .spans
+        .iter()
+        .filter(|s| s.variant.as_ref() == "there")
+        .collect();
+    assert_eq!(fake.len(), 2);
+    assert!(fake
+        .iter()
+        .all(|s| s.name.as_ref() == "prove" && s.attrs.contains("fake")));
+    assert_eq!(there[0].wall_ns, 500);
+    let rev = d.meta.variants[1].revision.clone().unwrap();
+    assert_eq!(rev.commit, commit);
+    assert_eq!(
+        rev.build,
+        [
+            "cargo",
+            "build",
+            "--release",
+            "-p",
+            "gapscope-groth16",
+            "--bin",
+            "gapscope-groth16-worker"
+        ]
+    );
+    // The variant in this gapscope's own process is the real prover's.
+    assert!(d
+        .spans
+        .iter()
+        .any(|s| s.variant.as_ref() == "here" && s.name.as_ref() == "synthesis"));
+}

@@ -162,3 +162,155 @@ impl Default for ProveOptions {
         }
     }
 }
+
+/// A variant's prover knobs as a workload binary receives them: name → text, every
+/// knob given (what [`from_knobs`] reads back).
+pub fn to_knobs(
+    backend: BackendKind,
+    gadget: Gadget,
+    o: &ProveOptions,
+) -> std::collections::BTreeMap<String, String> {
+    [
+        ("backend", backend.as_str().to_string()),
+        ("gadget", gadget.as_str().to_string()),
+        ("drop", o.drop.as_str().to_string()),
+        ("host_memory", o.host_memory.as_str().to_string()),
+        ("streams", o.streams.to_string()),
+        ("gpus", o.gpus.to_string()),
+        ("msm_threads", o.msm_threads.to_string()),
+        ("ntt", o.ntt.as_str().to_string()),
+        ("h_threads", o.h_threads.to_string()),
+        ("prep_threads", o.prep_threads.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Reads [`to_knobs`]'s map back; a knob left out takes its default, an unknown one or a
+/// value that is not one of the knob's is refused, naming it.
+pub fn from_knobs(
+    k: &std::collections::BTreeMap<String, String>,
+) -> Result<(BackendKind, Gadget, ProveOptions), String> {
+    const KNOWN: [&str; 10] = [
+        "backend",
+        "gadget",
+        "drop",
+        "host_memory",
+        "streams",
+        "gpus",
+        "msm_threads",
+        "ntt",
+        "h_threads",
+        "prep_threads",
+    ];
+    if let Some(bad) = k.keys().find(|n| !KNOWN.contains(&n.as_str())) {
+        return Err(format!(
+            "knob {bad:?} is not one of the prover's ({})",
+            KNOWN.join(", ")
+        ));
+    }
+    fn pick<T: Copy>(
+        k: &std::collections::BTreeMap<String, String>,
+        name: &str,
+        all: &[T],
+        text: fn(T) -> &'static str,
+        default: T,
+    ) -> Result<T, String> {
+        match k.get(name) {
+            None => Ok(default),
+            Some(v) => all.iter().copied().find(|x| text(*x) == v).ok_or_else(|| {
+                let names: Vec<&str> = all.iter().map(|x| text(*x)).collect();
+                format!("knob {name} = {v:?}: give one of {}", names.join(", "))
+            }),
+        }
+    }
+    fn number(
+        k: &std::collections::BTreeMap<String, String>,
+        name: &str,
+        default: u32,
+    ) -> Result<u32, String> {
+        k.get(name).map_or(Ok(default), |v| {
+            v.parse()
+                .map_err(|_| format!("knob {name} = {v:?}: give a whole number"))
+        })
+    }
+    let d = ProveOptions::default();
+    let backend = pick(
+        k,
+        "backend",
+        &[BackendKind::Cpu, BackendKind::Cuda, BackendKind::Supraseal],
+        BackendKind::as_str,
+        BackendKind::Cpu,
+    )?;
+    let gadget = pick(
+        k,
+        "gadget",
+        &[Gadget::Lc, Gadget::AddToLc],
+        Gadget::as_str,
+        Gadget::Lc,
+    )?;
+    let options = ProveOptions {
+        drop: pick(
+            k,
+            "drop",
+            &[DropPolicy::Sync, DropPolicy::Async],
+            DropPolicy::as_str,
+            d.drop,
+        )?,
+        host_memory: pick(
+            k,
+            "host_memory",
+            &[HostMemory::Pageable, HostMemory::Pinned],
+            HostMemory::as_str,
+            d.host_memory,
+        )?,
+        streams: number(k, "streams", d.streams)?,
+        gpus: number(k, "gpus", d.gpus)?,
+        msm_threads: number(k, "msm_threads", d.msm_threads)?,
+        ntt: pick(
+            k,
+            "ntt",
+            &[NttSchedule::First, NttSchedule::Overlap],
+            NttSchedule::as_str,
+            d.ntt,
+        )?,
+        h_threads: number(k, "h_threads", d.h_threads)?,
+        prep_threads: number(k, "prep_threads", d.prep_threads)?,
+    };
+    Ok((backend, gadget, options))
+}
+
+#[cfg(test)]
+mod knob_map_tests {
+    use super::*;
+
+    #[test]
+    fn knobs_read_back_as_written_and_bad_ones_are_named() {
+        let o = ProveOptions {
+            drop: DropPolicy::Async,
+            host_memory: HostMemory::Pinned,
+            streams: 1,
+            gpus: 2,
+            msm_threads: 8,
+            ntt: NttSchedule::Overlap,
+            h_threads: 2,
+            prep_threads: 3,
+        };
+        let k = to_knobs(BackendKind::Cuda, Gadget::AddToLc, &o);
+        assert_eq!(from_knobs(&k), Ok((BackendKind::Cuda, Gadget::AddToLc, o)));
+        let mut bad = k.clone();
+        bad.insert("ntt".into(), "sideways".into());
+        assert!(from_knobs(&bad).unwrap_err().contains("first, overlap"));
+        bad = k.clone();
+        bad.insert("streams".into(), "two".into());
+        assert!(from_knobs(&bad).unwrap_err().contains("streams"));
+        bad = k;
+        bad.insert("colour".into(), "red".into());
+        assert!(from_knobs(&bad).unwrap_err().contains("colour"));
+        assert_eq!(
+            from_knobs(&Default::default()),
+            Ok((BackendKind::Cpu, Gadget::Lc, ProveOptions::default()))
+        );
+    }
+}

@@ -53,10 +53,14 @@ pub mod paramgen;
 pub mod params;
 #[cfg(feature = "supraseal")]
 pub mod reference;
+#[cfg(feature = "prove")]
+pub mod rep;
 #[cfg(feature = "supraseal")]
 pub mod supraseal;
 #[cfg(any(feature = "cuda", feature = "supraseal"))]
 pub mod warmup;
+#[cfg(feature = "prove")]
+pub mod workload;
 
 pub use knobs::{
     BackendKind, CircuitKind, DropPolicy, Gadget, HostMemory, NttSchedule, ProveOptions,
