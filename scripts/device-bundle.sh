@@ -6,6 +6,7 @@
 #   .bundle/gapscope.gz       the binary (debug info stripped, gzipped: the bundle and the
 #                             repository travel together under a size limit); the scripts
 #                             below unpack it on first use
+#   .bundle/gapscope-groth16-worker.gz  the prover's own binary, the same way
 #   .bundle/experiments/      every experiments/*.toml and evidence/*/*.toml (flat)
 #   .bundle/device-run.sh     runs experiments there and packs the results into $OUT
 #   .bundle/diag-supraseal.sh probes the upstream prover (ours and bellperson's hand-off)
@@ -49,6 +50,13 @@ if [ -f "$inject" ]; then
 else
     echo "warning: $inject was not built: cupti = true workloads will not run from this bundle" >&2
 fi
+# The prover's own binary (`[workload] worker`), built with the same features.
+prover_bin="$target/release/gapscope-groth16-worker"
+if [ -f "$prover_bin" ]; then
+    objcopy --strip-debug "$prover_bin" "$out/gapscope-groth16-worker"
+else
+    echo "warning: $prover_bin was not built: worker = [\".bundle/gapscope-groth16-worker\"] will not run from this bundle" >&2
+fi
 sha="$(sha256sum "$out/gapscope" | cut -d' ' -f1)"
 cp experiments/*.toml evidence/*/*.toml "$out/experiments/"
 cp scripts/bundle-bin.sh scripts/device-run.sh scripts/device-cuda.sh scripts/diag-supraseal.sh scripts/device-paramgen.sh "$out/"
@@ -64,6 +72,7 @@ chmod +x "$out/device-cuda.sh" "$out/device-run.sh" "$out/diag-supraseal.sh" "$o
     echo "sha256: $sha (unpacked)"
 } >"$out/BUNDLE.txt"
 gzip -9 "$out/gapscope"
+[ -f "$out/gapscope-groth16-worker" ] && gzip -9 "$out/gapscope-groth16-worker"
 
 size="$(du -sm "$out" | cut -f1)"
 cat "$out/BUNDLE.txt" >&2

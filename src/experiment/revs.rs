@@ -450,7 +450,28 @@ fn prepare_patch(
         subject_dir: None,
         binary: None,
     };
-    match crate::patches::prepare_worker(cache, gapscope, set, features) {
+    let whole = needs_gapscope_worker(v);
+    match crate::patches::prepare_worker(cache, gapscope, set, features, whole) {
+        Ok(w) if w.binary => {
+            if let (true, Some(note)) = (progress, &w.note) {
+                eprintln!("variant {}: {note}", v.name);
+            }
+            let cmd = [w.exe.to_string_lossy().into_owned()];
+            match super::workload_bin::probe(&cmd, gapscope_workload::phases::WorkloadKind::Groth16)
+            {
+                Ok(()) => p.binary = Some(w.exe.clone()),
+                Err(why) => p.failed = Some(format!("its worker {}: {why}", w.exe.display())),
+            }
+            if progress && p.failed.is_none() {
+                eprintln!(
+                    "variant {}: the prover's binary {} ({})",
+                    v.name,
+                    w.exe.display(),
+                    if w.reused { "from the cache" } else { "built" }
+                );
+            }
+            p.kind = Kind::Patch { patches: w.patches };
+        }
         Ok(w) => {
             if let (true, Some(note)) = (progress, &w.note) {
                 eprintln!("variant {}: {note}", v.name);

@@ -446,10 +446,16 @@ impl Pipes {
     /// After the child is gone: waits for both pipes to end, and returns a result line
     /// not yet taken, and the last lines of stderr.
     pub fn finish(mut self) -> (Option<String>, String) {
+        self.drain();
+        (self.results.try_iter().next(), self.tail())
+    }
+
+    /// After the child (and its group) is gone: waits for both pipes to end, so that
+    /// [`Pipes::tail`] holds everything it wrote.
+    pub fn drain(&mut self) {
         for t in std::mem::take(&mut self.threads) {
             let _ = t.join();
         }
-        (self.results.try_iter().next(), self.tail())
     }
 }
 

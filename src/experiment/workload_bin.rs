@@ -129,9 +129,12 @@ impl WorkloadBins {
         let report = match report {
             Ok(r) => r,
             Err(why) => {
-                let tail = p.pipes.tail();
+                // Killed first, its pipes read to their end: the tail holds its last words.
+                let mut tail = String::new();
                 if let Some(mut p) = self.procs.remove(&slot.variant) {
                     kill_group(&mut p.child);
+                    p.pipes.drain();
+                    tail = p.pipes.tail();
                 }
                 return failed(format!("{why}; stderr: {tail}"));
             }

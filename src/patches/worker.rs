@@ -1,8 +1,13 @@
-//! The worker of a patch set: the current gapscope built against the patched crates,
-//! cached per (gapscope commit, patch set).
+//! The worker of a patch set: the prover's own binary (`gapscope-groth16-worker`) built
+//! against the patched crates, so that a patched dependency of the prover rebuilds the
+//! prover and that binary only, and this gapscope runs, stores and judges the reps; or,
+//! where the source has no such binary or the variant needs gapscope's own worker
+//! (sampled stacks, emulated counts), the current gapscope built against them. Cached
+//! per (gapscope commit, patch set).
 //!
 //! ```text
-//! <cache>/patched/<set>/<gapscope commit>/gapscope       the worker (or gapscope.gz)
+//! <cache>/patched/<set>/<gapscope commit>/gapscope       the worker (or gapscope.gz), or
+//!                                      gapscope-groth16-worker  the prover's binary
 //! <cache>/patched/<set>/<gapscope commit>/build.log      cargo's output
 //! <cache>/patched/<set>/<gapscope commit>/metadata.log   `cargo metadata`'s (the checks)
 //! <cache>/patched/<set>/<gapscope commit>/entry.json     what it was built from, outcome
@@ -31,6 +36,14 @@ use crate::store::PatchMeta;
 
 /// The file name of a worker in its entry folder.
 pub const WORKER_FILE: &str = "gapscope";
+
+/// The prover's own binary: its source in gapscope's tree, its package and its name
+/// (also its file name in the entry folder).
+pub const PROVER_BINARY: (&str, &str, &str) = (
+    "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
+    "gapscope-groth16",
+    "gapscope-groth16-worker",
+);
 
 /// The gapscope checkout workers are built from: `$GAPSCOPE_SOURCE`, else the one this
 /// binary was built from.
@@ -67,6 +80,8 @@ pub struct PatchedWorker {
     pub reused: bool,
     /// Something the user should know (a worker used without its sources on this host).
     pub note: Option<String>,
+    /// `exe` is the prover's own binary (a workload binary), not a gapscope.
+    pub binary: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,6 +90,10 @@ struct Entry {
     features: Vec<String>,
     patches: Vec<PatchMeta>,
     record: BuildRecord,
+    /// The file the build made: the prover's binary ([`PROVER_BINARY`]), or (absent) a
+    /// whole gapscope ([`WORKER_FILE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    binary: Option<String>,
 }
 
 /// Features sorted, without repeats or empty names.
@@ -89,25 +108,33 @@ fn normalized(features: &[String]) -> Vec<String> {
     f
 }
 
-/// The cache folder name of patch set `set` built with (normalized) `features`.
-fn set_key(set: &PatchSet, features: &[String]) -> String {
+/// The cache folder name of patch set `set` built with (normalized) `features`, as a
+/// whole gapscope (`whole`) or as the prover's binary where the source has it.
+fn set_key(set: &PatchSet, features: &[String], whole: bool) -> String {
+    let text = serde_json::to_string(&(features, set)).unwrap_or_default();
     digest(
-        &serde_json::to_string(&(features, set)).unwrap_or_default(),
+        &if whole {
+            text
+        } else {
+            format!("{text} binary")
+        },
         6,
     )
 }
 
 /// The worker for patch set `set` with `features`: reused from the cache, or built
-/// (where cargo is installed and the sources are here).
+/// (where cargo is installed and the sources are here). `whole`: a whole gapscope even
+/// where the source has the prover's binary (a variant that needs gapscope's own worker).
 pub fn prepare_worker(
     cache: &RevCache,
     gapscope: Option<&GapscopeSource>,
     set: &PatchSet,
     features: &[String],
+    whole: bool,
 ) -> Result<PatchedWorker, PatchError> {
     // `--features supraseal,cuda` and `cuda,supraseal` build the same worker: one key.
     let features = &normalized(features);
-    let set_key = set_key(set, features);
+    let set_key = set_key(set, features, whole);
     let base = cache.root.join("patched").join(&set_key);
     let here = gapscope.filter(|_| set.values().all(source::available));
     let Some(src) = here else {
@@ -139,6 +166,7 @@ pub fn prepare_worker(
                     log: dir.join("build.log"),
                     reused: true,
                     note: None,
+                    binary: entry.binary.is_some(),
                 })
             } else {
                 Err(failed(&entry.record, &dir))
@@ -155,7 +183,7 @@ pub fn prepare_worker(
             cache.root.display()
         )));
     }
-    build(cache, src, &resolved, features, &dir)
+    build(cache, src, &resolved, features, &dir, whole)
 }
 
 fn build(
@@ -164,6 +192,7 @@ fn build(
     resolved: &[ResolvedPatch],
     features: &[String],
     dir: &Path,
+    whole: bool,
 ) -> Result<PatchedWorker, PatchError> {
     std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let co =
@@ -191,16 +220,25 @@ fn build(
         restore_lock(&tree);
         checked?;
     }
-    let mut command: Vec<String> = ["cargo", "build", "--release", "--bin", "gapscope"]
-        .map(String::from)
-        .to_vec();
+    // The prover's binary where the source has one: the prover and its crates only.
+    let (source, package, name) = PROVER_BINARY;
+    let binary = (!whole && tree.join(source).is_file()).then_some(name);
+    let mut command: Vec<String> = match binary {
+        Some(b) => ["cargo", "build", "--release", "-p", package, "--bin", b]
+            .map(String::from)
+            .to_vec(),
+        None => ["cargo", "build", "--release", "--bin", "gapscope"]
+            .map(String::from)
+            .to_vec(),
+    };
     command.extend(args);
     let log = dir.join("build.log");
     let record = run_cargo(cache, &tree, &command, &log)?;
     restore_lock(&tree);
-    let exe = dir.join(WORKER_FILE);
+    let file = binary.unwrap_or(WORKER_FILE);
+    let exe = dir.join(file);
     if record.ok {
-        let from = cache.target_dir().join("release").join("gapscope");
+        let from = cache.target_dir().join("release").join(file);
         if !from.is_file() {
             return Err(io(format!(
                 "the worker built but left no {} to copy",
@@ -214,6 +252,7 @@ fn build(
         features: features.to_vec(),
         patches: resolved.iter().map(|p| p.meta.clone()).collect(),
         record,
+        binary: binary.map(String::from),
     };
     let json = serde_json::to_vec_pretty(&entry).unwrap_or_default();
     write(&dir.join("entry.json"), &json)?;
@@ -226,6 +265,7 @@ fn build(
         log,
         reused: false,
         note: None,
+        binary: binary.is_some(),
     })
 }
 
@@ -282,6 +322,7 @@ fn prebuilt(base: &Path, set: &PatchSet) -> Result<PatchedWorker, PatchError> {
                 log: dir.join("build.log"),
                 reused: true,
                 note: Some(note),
+                binary: entry.binary.is_some(),
             });
         }
     }
@@ -295,9 +336,15 @@ fn prebuilt(base: &Path, set: &PatchSet) -> Result<PatchedWorker, PatchError> {
 /// The entry in `dir` and its worker (a `gapscope.gz` is unpacked first).
 fn read_entry(dir: &Path) -> Option<(Entry, PathBuf)> {
     let entry: Entry = serde_json::from_slice(&std::fs::read(dir.join("entry.json")).ok()?).ok()?;
-    let exe = dir.join(WORKER_FILE);
+    // Only the two names a build writes: an entry never names a path of its own.
+    let file = match entry.binary.as_deref() {
+        Some(b) if b == PROVER_BINARY.2 => b,
+        Some(_) => return None,
+        None => WORKER_FILE,
+    };
+    let exe = dir.join(file);
     if entry.record.ok && !exe.exists() {
-        unpack(&dir.join(format!("{WORKER_FILE}.gz")), &exe).ok()?;
+        unpack(&dir.join(format!("{file}.gz")), &exe).ok()?;
     }
     (exe.exists() || !entry.record.ok).then_some((entry, exe))
 }
@@ -410,12 +457,14 @@ mod key_tests {
         let set = PatchSet::new();
         let f = |l: &[&str]| normalized(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert_eq!(
-            set_key(&set, &f(&["supraseal", "cuda"])),
-            set_key(&set, &f(&["cuda", "supraseal", "cuda", " "]))
+            set_key(&set, &f(&["supraseal", "cuda"]), false),
+            set_key(&set, &f(&["cuda", "supraseal", "cuda", " "]), false)
         );
         assert_ne!(
-            set_key(&set, &f(&["cuda"])),
-            set_key(&set, &f(&["cuda", "supraseal"]))
+            set_key(&set, &f(&["cuda"]), false),
+            set_key(&set, &f(&["cuda", "supraseal"]), false)
         );
+        // The prover's binary and a whole gapscope are two workers of one patch set.
+        assert_ne!(set_key(&set, &[], false), set_key(&set, &[], true));
     }
 }

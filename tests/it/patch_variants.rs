@@ -712,3 +712,112 @@ fn per_variant_serves_this_builds_reps_and_gives_a_build_that_cannot_serve_a_wor
     assert_ne!(two[0], two[1]);
     assert_eq!(stderr.matches("serves one rep only").count(), 1, "{stderr}");
 }
+
+/// The prover's own binary in the fake source (`crates/gapscope-groth16`, depending on
+/// `itoa`): it shakes hands as a workload binary and answers each rep with a `prove`
+/// span timing `itoa::fixture_work()`, tagged with what it returned.
+const FAKE_PROVER_BIN: &str = r#"use std::io::BufRead;
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.get(1).map(String::as_str) == Some("__protocol") {
+        println!("gapscope-workload-worker 1 groth16");
+        return;
+    }
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let rep: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let t = std::time::Instant::now();
+        let tag = itoa::fixture_work();
+        let ns = t.elapsed().as_nanos() as u64 + 1;
+        println!(
+            "gapscope-rep-v1 {{\"rep\":{rep},\"root\":1,\"spans\":[{{\"id\":1,\"trace\":1,\"name\":\"prove\",\"thread_id\":1,\"thread_name\":\"main\",\"start_ns\":1000,\"end_ns\":{},\"attrs\":[[\"fixture\",\"{tag}\"]]}}],\"checked\":{{\"ok\":true,\"checked\":true,\"outputs\":1,\"error\":\"\"}},\"pid\":{}}}",
+            1000 + ns,
+            std::process::id()
+        );
+    }
+}
+"#;
+
+/// The fake gapscope with the prover's own binary beside it (a workspace of the two).
+fn fake_gapscope_with_prover_binary(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("gapscope-src2");
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    write(
+        &dir,
+        "Cargo.toml",
+        "[package]\nname = \"gapscope\"\nversion = \"0.0.1\"\nedition = \"2021\"\n\
+         [dependencies]\nitoa = \"1\"\n[workspace]\nmembers = [\"crates/gapscope-groth16\"]\n",
+    );
+    write(&dir, "src/main.rs", FAKE_MAIN);
+    write(
+        &dir,
+        "crates/gapscope-groth16/Cargo.toml",
+        "[package]\nname = \"gapscope-groth16\"\nversion = \"0.0.1\"\nedition = \"2021\"\n\
+         [dependencies]\nitoa = \"1\"\n",
+    );
+    write(&dir, "crates/gapscope-groth16/src/lib.rs", "");
+    write(
+        &dir,
+        "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
+        FAKE_PROVER_BIN,
+    );
+    let out = std::process::Command::new("cargo")
+        .args(["generate-lockfile", "--offline"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    commit(&dir, "fake gapscope with the prover's binary");
+    dir
+}
+
+#[test]
+fn a_patch_builds_the_provers_own_binary_only_and_this_gapscope_runs_its_reps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let src = fake_gapscope_with_prover_binary(t);
+    let (repo, _) = two_revisions(t);
+    let exp = experiment(
+        t,
+        &[
+            ("here", String::new()),
+            ("one", itoa_at(&repo, Some("HEAD~1"))),
+            ("two", itoa_at(&repo, Some("main"))),
+        ],
+    );
+    let (d, _) = run(t, &src, &exp, None);
+    for v in ["here", "one", "two"] {
+        assert_eq!(statuses(&d, v), [RepStatus::Ok, RepStatus::Ok], "{v}");
+    }
+    assert_eq!(tags(&d, "one"), ["one", "one"]);
+    assert_eq!(tags(&d, "two"), ["two", "two"]);
+    // One serving process of the binary per variant, neither of them gapscope.
+    for v in ["one", "two"] {
+        let pids: std::collections::BTreeSet<u32> = d
+            .runs
+            .iter()
+            .filter(|r| r.variant == v)
+            .map(|r| r.pid)
+            .collect();
+        assert_eq!(pids.len(), 1, "{v}: {pids:?}");
+    }
+    // The build made the prover's binary only.
+    let m = d.meta.variants[1].patches[0].clone();
+    let log = std::fs::read_to_string(d.meta.repo_path(&d.dir, &m.build_log)).unwrap();
+    assert!(log.contains("gapscope-groth16"), "{log}");
+    assert!(
+        !log.contains("Compiling gapscope v"),
+        "no whole gapscope: {log}"
+    );
+    // A variant that samples stacks needs gapscope's own worker: a whole one is built.
+    let exp = experiment(t, &[("one", itoa_at(&repo, Some("HEAD~1")))]);
+    let text = std::fs::read_to_string(&exp)
+        .unwrap()
+        .replace("name = \"one\"\n", "name = \"one\"\nprofile = true\n");
+    std::fs::write(&exp, text).unwrap();
+    let (d, _) = run(t, &src, &exp, None);
+    let m = d.meta.variants[0].patches[0].clone();
+    let log = std::fs::read_to_string(d.meta.repo_path(&d.dir, &m.build_log)).unwrap();
+    assert!(log.contains("Compiling gapscope v"), "{log}");
+}

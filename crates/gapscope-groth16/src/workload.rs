@@ -2,10 +2,11 @@
 //! from the settings the harness sends (the circuit, its size, the batch and the params
 //! cache), with a variant's knobs as [`crate::knobs::to_knobs`] writes them. Params are
 //! loaded from the cache (made there first where missing, before any rep) once per
-//! gadget; each rep's circuits and backend are made outside the spans, as in the
-//! harness's own process.
+//! gadget; a GPU backend is set up once (its verified warm-up proof, [`crate::setup`])
+//! before its first rep, as the harness sets up its own; each rep's circuits and backend
+//! are made outside the spans, as in the harness's own process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +16,7 @@ use gapscope_workload::{Knobs, Rep, Workload};
 use crate::knobs::{from_knobs, to_knobs};
 use crate::paramgen::ParamGen;
 use crate::rep::Groth16Rep;
-use crate::{CircuitInstance, CircuitKind, Gadget, Groth16Params};
+use crate::{BackendKind, CircuitInstance, CircuitKind, Gadget, Groth16Params};
 
 /// What the harness sends a prover binary (`--workload` JSON).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -31,7 +32,10 @@ pub struct Groth16Settings {
 /// The prover, serving reps in a binary of its own.
 pub struct Groth16Workload {
     settings: Groth16Settings,
-    params: Mutex<HashMap<Gadget, Arc<Groth16Params>>>,
+    /// Per gadget: its params and the file they were read from.
+    params: Mutex<HashMap<Gadget, (Arc<Groth16Params>, PathBuf)>>,
+    /// The backends (with the gadget of their warm-up) set up so far.
+    set_up: Mutex<HashSet<(BackendKind, Gadget)>>,
 }
 
 impl Groth16Workload {
@@ -44,11 +48,12 @@ impl Groth16Workload {
         Ok(Groth16Workload {
             settings,
             params: Mutex::new(HashMap::new()),
+            set_up: Mutex::new(HashSet::new()),
         })
     }
 
     /// The params of `gadget`, from the cache (made there where missing).
-    fn params(&self, gadget: Gadget) -> Result<Arc<Groth16Params>, String> {
+    fn params(&self, gadget: Gadget) -> Result<(Arc<Groth16Params>, PathBuf), String> {
         let mut by = self.params.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = by.get(&gadget) {
             return Ok(p.clone());
@@ -58,11 +63,32 @@ impl Groth16Workload {
         let key = crate::params::ParamsKey::for_circuit(&c, s.circuit.as_str(), s.log2_constraints)
             .map_err(|e| e.to_string())?;
         let generator = ParamGen::from_env()?;
-        let (p, _) = crate::params::load_or_generate(&s.params_dir, &c, &key, generator)
+        let (p, origin) = crate::params::load_or_generate(&s.params_dir, &c, &key, generator)
             .map_err(|e| format!("params: {e}"))?;
-        let p = Arc::new(p);
+        let p = (Arc::new(p), origin.path);
         by.insert(gadget, p.clone());
         Ok(p)
+    }
+
+    /// Sets backend `kind` up once (a GPU backend's verified warm-up proof), outside the
+    /// spans of any rep; an error fails the rep that asked, with the reason.
+    fn set_up(
+        &self,
+        kind: BackendKind,
+        gadget: Gadget,
+        params: &Groth16Params,
+        file: PathBuf,
+    ) -> Result<(), String> {
+        let mut done = self.set_up.lock().unwrap_or_else(|e| e.into_inner());
+        if done.contains(&(kind, gadget)) {
+            return Ok(());
+        }
+        let s = &self.settings;
+        let c = CircuitInstance::new(s.circuit, s.log2_constraints, gadget, 0)?;
+        crate::setup(kind, &[file], params, c)
+            .map_err(|e| format!("{} setup: {e}", kind.as_str()))?;
+        done.insert((kind, gadget));
+        Ok(())
     }
 }
 
@@ -82,7 +108,8 @@ impl Workload for Groth16Workload {
 
     fn prepare(&self, knobs: &Knobs, _index: u64) -> Result<Box<dyn Rep>, String> {
         let (backend_kind, gadget, options) = from_knobs(knobs)?;
-        let params = self.params(gadget)?;
+        let (params, file) = self.params(gadget)?;
+        self.set_up(backend_kind, gadget, &params, file)?;
         let backend = crate::backend(backend_kind).map_err(|e| e.to_string())?;
         let s = &self.settings;
         let circuits: Vec<CircuitInstance> = (0..u64::from(s.batch))
