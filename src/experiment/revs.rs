@@ -452,31 +452,20 @@ fn prepare_patch(
     };
     let whole = needs_gapscope_worker(v);
     match crate::patches::prepare_worker(cache, gapscope, set, features, whole) {
-        Ok(w) if w.binary => {
-            if let (true, Some(note)) = (progress, &w.note) {
-                eprintln!("variant {}: {note}", v.name);
-            }
-            let cmd = [w.exe.to_string_lossy().into_owned()];
-            match super::workload_bin::probe(&cmd, gapscope_workload::phases::WorkloadKind::Groth16)
-            {
-                Ok(()) => p.binary = Some(w.exe.clone()),
-                Err(why) => p.failed = Some(format!("its worker {}: {why}", w.exe.display())),
-            }
-            if progress && p.failed.is_none() {
-                eprintln!(
-                    "variant {}: the prover's binary {} ({})",
-                    v.name,
-                    w.exe.display(),
-                    if w.reused { "from the cache" } else { "built" }
-                );
-            }
-            p.kind = Kind::Patch { patches: w.patches };
-        }
         Ok(w) => {
             if let (true, Some(note)) = (progress, &w.note) {
                 eprintln!("variant {}: {note}", v.name);
             }
-            match probe_protocol(&w.exe) {
+            // The prover's own binary answers the workload protocol; a whole gapscope the
+            // worker protocol, and reads a copy of the experiment.
+            let probed = if w.binary {
+                let cmd = [w.exe.to_string_lossy().into_owned()];
+                super::workload_bin::probe(&cmd, gapscope_workload::phases::WorkloadKind::Groth16)
+            } else {
+                probe_protocol(&w.exe)
+            };
+            match probed {
+                Ok(()) if w.binary => p.binary = Some(w.exe.clone()),
                 Ok(()) => {
                     let base = w.exe.parent().unwrap_or(&cache.root).to_path_buf();
                     let dir = worker_copy(&base, text, &v.name)?;
@@ -486,8 +475,13 @@ fn prepare_patch(
             }
             if progress && p.failed.is_none() {
                 eprintln!(
-                    "variant {}: worker {} ({})",
+                    "variant {}: {} {} ({})",
                     v.name,
+                    if w.binary {
+                        "the prover's binary"
+                    } else {
+                        "worker"
+                    },
                     w.exe.display(),
                     if w.reused { "cached" } else { "built" }
                 );

@@ -135,25 +135,8 @@ fn hash_knobs_are_checked_by_the_workload_before_anything_runs() {
     assert!(!tmp.path().join("results").exists(), "nothing was run");
 }
 
-/// `gapscope-hash-worker`, built beside the test binary by `cargo test` (all workspace
-/// members); built here when a narrower command left it out.
 fn hash_worker() -> std::path::PathBuf {
-    let p = assert_cmd::cargo::cargo_bin("gapscope-hash-worker");
-    if !p.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let ok = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "gapscope-hash",
-                "--bin",
-                "gapscope-hash-worker",
-            ])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "building gapscope-hash-worker");
-    }
-    p
+    crate::common::workspace_bin("gapscope-hash", "gapscope-hash-worker")
 }
 
 #[test]

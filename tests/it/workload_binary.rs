@@ -26,25 +26,8 @@ gadget = "add_to_lc"
 drop = "async"
 "#;
 
-/// `gapscope-groth16-worker`, built beside the test binary by `cargo test` (all
-/// workspace members); built here when a narrower command left it out.
-fn prover_worker() -> PathBuf {
-    let p = assert_cmd::cargo::cargo_bin("gapscope-groth16-worker");
-    if !p.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let ok = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "gapscope-groth16",
-                "--bin",
-                "gapscope-groth16-worker",
-            ])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "building gapscope-groth16-worker");
-    }
-    p
+fn prover_worker() -> std::path::PathBuf {
+    crate::common::workspace_bin("gapscope-groth16", "gapscope-groth16-worker")
 }
 
 fn write(dir: &Path, body: &str) -> PathBuf {

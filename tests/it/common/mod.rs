@@ -150,3 +150,20 @@ pub fn diff_metric(
         .unwrap_or_else(|| panic!("no metric {span} {measure} in the diff"))
         .clone()
 }
+
+/// A binary of another workspace package (`gapscope-hash-worker`,
+/// `gapscope-groth16-worker`), built beside the test binary by `cargo test` (all
+/// workspace members); built here when a narrower command left it out.
+#[allow(dead_code)]
+pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
+    let p = assert_cmd::cargo::cargo_bin(name);
+    if !p.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = std::process::Command::new(cargo)
+            .args(["build", "-p", package, "--bin", name])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "building {name}");
+    }
+    p
+}
