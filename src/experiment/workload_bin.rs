@@ -225,3 +225,52 @@ fn decode(line: &str, slot: Slot) -> Result<RepReport, String> {
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(rep: u32) -> Slot {
+        Slot {
+            rep,
+            variant: 0,
+            iteration: 1,
+            warmup: false,
+        }
+    }
+
+    const SPAN: &str = r#"{"id":1,"trace":1,"name":"prove","thread_id":1,"thread_name":"main","start_ns":10,"end_ns":20}"#;
+
+    fn line(rep: u32, span: &str) -> String {
+        format!(
+            "gapscope-rep-v1 {{\"rep\":{rep},\"root\":1,\"spans\":[{span}],\"checked\":{{\"ok\":true,\"checked\":true,\"outputs\":1,\"error\":\"\"}},\"pid\":7}}"
+        )
+    }
+
+    #[test]
+    fn a_binarys_answer_is_read_only_when_it_answers_the_rep_asked_in_the_form_asked() {
+        let r = decode(&line(3, SPAN), slot(3)).unwrap();
+        assert_eq!((r.rep, r.root, r.pid, r.spans.len()), (3, 1, 7, 1));
+        let e = decode(&line(4, SPAN), slot(3)).unwrap_err();
+        assert!(e.contains("answered rep 4 when asked for rep 3"), "{e}");
+        for bad in [
+            "gapscope-rep-v1 {",
+            "gapscope-rep-v1 []",
+            "gapscope-rep-v1 {\"rep\":3}",
+        ] {
+            let e = decode(bad, slot(3)).unwrap_err();
+            assert!(e.contains("malformed result line"), "{bad}: {e}");
+        }
+        // A span that ends before it starts is refused when the spans are taken.
+        let backwards = SPAN.replace("\"end_ns\":20", "\"end_ns\":5");
+        let r = decode(&line(3, &backwards), slot(3)).unwrap();
+        let e = r
+            .spans
+            .into_iter()
+            .next()
+            .unwrap()
+            .into_record()
+            .unwrap_err();
+        assert!(e.contains("before it starts"), "{e}");
+    }
+}
