@@ -328,21 +328,21 @@ impl Pool {
                 failed(why)
             }
             Err(why) => {
-                let tail = self
-                    .workers
-                    .get(&slot.variant)
-                    .map(|w| w.pipes.tail())
-                    .unwrap_or_default();
-                self.kill(slot.variant);
+                let tail = self.kill(slot.variant);
                 failed(format!("{why}; stderr: {tail}"))
             }
         }
     }
 
-    fn kill(&mut self, variant: usize) {
-        if let Some(mut w) = self.workers.remove(&variant) {
-            kill_group(&mut w.child);
-        }
+    /// Kills variant `variant`'s worker (and its group), reads its pipes to their end and
+    /// returns the last lines of its stderr: all it wrote before it was killed.
+    fn kill(&mut self, variant: usize) -> String {
+        let Some(mut w) = self.workers.remove(&variant) else {
+            return String::new();
+        };
+        kill_group(&mut w.child);
+        w.pipes.drain();
+        w.pipes.tail()
     }
 }
 
