@@ -83,23 +83,13 @@ impl Executor for Executors<'_> {
             }
             // The in-process workload's own binary (`[workload] worker`), serving the variant.
             _ if self.ctx.exp.workload.worker.is_some() => {
-                let w = &self.ctx.exp.workload;
-                let (cmd, settings, _) = w.binary(self.params_dir).context("no workload binary")?;
-                let knobs = w.binary_knobs(v);
-                self.bins
-                    .run(cmd, &settings, &knobs, v, slot, self.ctx.telemetry)
+                let cmd = self.ctx.exp.workload.worker.clone().unwrap_or_default();
+                self.in_binary(&cmd, v, slot)?
             }
-            // A `rev` variant whose revision has the workload's own binary: that binary.
+            // A `rev` or `patch` variant whose build is the workload's own binary.
             _ if self.revs.binary(i).is_some() => {
-                let w = &self.ctx.exp.workload;
                 let exe = self.revs.binary(i).expect("checked");
-                let cmd = [exe.to_string_lossy().into_owned()];
-                let (settings, _) = w
-                    .binary_settings(self.params_dir)
-                    .context("no workload binary")?;
-                let knobs = w.binary_knobs(v);
-                self.bins
-                    .run(&cmd, &settings, &knobs, v, slot, self.ctx.telemetry)
+                self.in_binary(&[exe.to_string_lossy().into_owned()], v, slot)?
             }
             // One serving worker per variant, of this build or of its `rev`/`patch` build;
             // a build too old to serve runs a worker per rep.
@@ -159,6 +149,19 @@ impl Executor for Executors<'_> {
 }
 
 impl Executors<'_> {
+    /// Rep `slot` of `v` in the workload's own binary `cmd` (one serving process per
+    /// variant), started with the workload's settings and the variant's knobs.
+    fn in_binary(&mut self, cmd: &[String], v: &ResolvedVariant, slot: Slot) -> Result<RepOutput> {
+        let w = &self.ctx.exp.workload;
+        let (settings, _) = w
+            .binary_settings(self.params_dir)
+            .context("a command workload has no workload binary")?;
+        let knobs = w.binary_knobs(v);
+        Ok(self
+            .bins
+            .run(cmd, &settings, &knobs, v, slot, self.ctx.telemetry))
+    }
+
     /// Rep `slot` of `v` in a worker of its own: the executable `exe` (this build's, or
     /// a revision's), reading the experiment copy of `run_dir`, under `emulator` if any.
     fn in_worker(

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::spec::{Experiment, ResolvedVariant};
-use crate::revisions::{self, BuildSpec, Checkout, RevCache};
+use crate::revisions::{self, BuildSpec, Checkout, RevCache, WorkloadBinary};
 use crate::store::{PatchMeta, RevisionMeta, VariantMeta};
 
 use gapscope_workload::worker::WORKER_PROTOCOL;
@@ -43,25 +43,14 @@ struct Prepared {
     binary: Option<PathBuf>,
 }
 
-/// Where a revision keeps the in-process workload's own binary: its source file in the
-/// worktree, its package and its name. A revision without that file (one from before
-/// workload binaries) is built as a whole gapscope.
-fn workload_binary_of(exp: &Experiment) -> Option<(&'static str, &'static str, &'static str)> {
-    if exp.workload.command.is_some() {
-        return None;
+/// The in-process workload's own binary, which a revision that has its source builds
+/// instead of a whole gapscope (one from before workload binaries has none).
+fn workload_binary_of(exp: &Experiment) -> Option<&'static WorkloadBinary> {
+    match (&exp.workload.command, &exp.workload.hash) {
+        (Some(_), _) => None,
+        (None, Some(_)) => Some(&revisions::HASH_BINARY),
+        (None, None) => Some(&revisions::PROVER_BINARY),
     }
-    Some(match exp.workload.hash {
-        Some(_) => (
-            "crates/gapscope-hash/src/bin/gapscope-hash-worker.rs",
-            "gapscope-hash",
-            "gapscope-hash-worker",
-        ),
-        None => (
-            "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
-            "gapscope-groth16",
-            "gapscope-groth16-worker",
-        ),
-    })
 }
 
 /// Whether variant `v` needs a whole gapscope as its worker: only gapscope's own worker
@@ -169,12 +158,9 @@ impl RevVariants {
             // workload rebuilds that binary only, and this gapscope runs, stores and
             // judges the reps.
             let own = workload_binary_of(exp)
-                .filter(|(src, _, _)| checkout.worktree.join(src).is_file())
+                .filter(|b| b.in_tree(&checkout.worktree))
                 .filter(|_| !needs_gapscope_worker(v));
-            let build = match own {
-                Some((_, package, binary)) => BuildSpec::workload_binary(package, binary),
-                None => BuildSpec::gapscope(),
-            };
+            let build = own.map_or_else(BuildSpec::gapscope, WorkloadBinary::build_spec);
             if progress {
                 eprintln!(
                     "variant {}: rev {rev} = {}, building in {} ({})",
@@ -197,7 +183,6 @@ impl RevVariants {
                     checkout: Box::new(checkout.clone()),
                 },
             };
-            let kind = exp.workload.binary_settings(Path::new("")).map(|(_, k)| k);
             if !built.record.ok {
                 p.failed = Some(format!(
                     "revision {rev} ({}) did not build ({}): the log ({}) ends:\n{}",
@@ -206,11 +191,9 @@ impl RevVariants {
                     built.log.display(),
                     built.log_tail()
                 ));
-            } else if let (Some(exe), true, Some(kind)) =
-                (built.artefacts.first(), own.is_some(), kind)
-            {
+            } else if let (Some(exe), Some(own)) = (built.artefacts.first(), own) {
                 let cmd = [exe.to_string_lossy().into_owned()];
-                match super::workload_bin::probe(&cmd, kind) {
+                match super::workload_bin::probe(&cmd, own.kind) {
                     Ok(()) => p.binary = Some(exe.clone()),
                     Err(why) => {
                         p.failed = Some(format!(
@@ -460,7 +443,7 @@ fn prepare_patch(
             // worker protocol, and reads a copy of the experiment.
             let probed = if w.binary {
                 let cmd = [w.exe.to_string_lossy().into_owned()];
-                super::workload_bin::probe(&cmd, gapscope_workload::phases::WorkloadKind::Groth16)
+                super::workload_bin::probe(&cmd, revisions::PROVER_BINARY.kind)
             } else {
                 probe_protocol(&w.exe)
             };

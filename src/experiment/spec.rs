@@ -58,7 +58,7 @@ pub enum SpecError {
 
 /// What every variant runs: the built-in prover (`circuit`, `log2_constraints`, …), or
 /// a program of the user's (`command = […]`, [`CommandWorkload`]); the file's
-/// `[workload]` table is read through [`WorkloadFile`](super::command::WorkloadFile).
+/// `[workload]` table is read through [`WorkloadFile`](super::workload_file::WorkloadFile).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "WorkloadFile", into = "WorkloadFile")]
 pub struct Workload {
@@ -146,20 +146,20 @@ impl TryFrom<WorkloadFile> for Workload {
         if let Some(g) = &f.gaps {
             g.check()?;
         }
+        if let Some(w) = &f.worker {
+            check_worker(w)?;
+        }
         let gaps = f.gaps.clone();
         if f.kind == Some(InProcessKind::Hash) {
             return hash_workload(f);
         }
-        if let Some(w) = &f.worker {
-            if f.command.is_some() {
-                return Err(
-                    "workload.worker runs an in-process workload's reps in a binary of its \
-                     own (gapscope-groth16-worker, gapscope-hash-worker); a command workload is \
-                     its own program already: remove worker"
-                        .into(),
-                );
-            }
-            check_worker(w)?;
+        if f.worker.is_some() && f.command.is_some() {
+            return Err(
+                "workload.worker runs an in-process workload's reps in a binary of its own \
+                 (gapscope-groth16-worker, gapscope-hash-worker); a command workload is its \
+                 own program already: remove worker"
+                    .into(),
+            );
         }
         if f.bytes.is_some() {
             return Err("workload.bytes goes with kind = \"hash\"; add it, or remove bytes".into());
@@ -265,9 +265,6 @@ fn hash_workload(f: WorkloadFile) -> Result<Workload, String> {
              of your own: remove them"
                 .into(),
         );
-    }
-    if let Some(w) = &f.worker {
-        check_worker(w)?;
     }
     let bytes = f.bytes.unwrap_or(16 << 20);
     if bytes == 0 || bytes > MAX_HASH_BYTES {
@@ -834,7 +831,7 @@ fn check_worker_variant(r: &ResolvedVariant) -> Result<(), String> {
         return Err(format!(
             "variant {name:?}: counters = \"emulated\" runs gapscope's own worker under \
              valgrind; a workload binary ([workload] worker) is not run under it: use \
-             counters = \"perf\" or \"off\", or remove worker"
+             counters = \"hardware\" or false, or remove worker"
         ));
     }
     if r.profile.is_some() {

@@ -31,19 +31,11 @@ use serde::{Deserialize, Serialize};
 
 use super::source::{self, write};
 use super::{digest, graph, io, PatchError, PatchSet, ResolvedPatch};
-use crate::revisions::{self, BuildRecord, RevCache};
+use crate::revisions::{self, BuildRecord, BuildSpec, RevCache, PROVER_BINARY};
 use crate::store::PatchMeta;
 
 /// The file name of a worker in its entry folder.
 pub const WORKER_FILE: &str = "gapscope";
-
-/// The prover's own binary: its source in gapscope's tree, its package and its name
-/// (also its file name in the entry folder).
-pub const PROVER_BINARY: (&str, &str, &str) = (
-    "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
-    "gapscope-groth16",
-    "gapscope-groth16-worker",
-);
 
 /// The gapscope checkout workers are built from: `$GAPSCOPE_SOURCE`, else the one this
 /// binary was built from.
@@ -221,15 +213,10 @@ fn build(
         checked?;
     }
     // The prover's binary where the source has one: the prover and its crates only.
-    let (source, package, name) = PROVER_BINARY;
-    let binary = (!whole && tree.join(source).is_file()).then_some(name);
-    let mut command: Vec<String> = match binary {
-        Some(b) => ["cargo", "build", "--release", "-p", package, "--bin", b]
-            .map(String::from)
-            .to_vec(),
-        None => ["cargo", "build", "--release", "--bin", "gapscope"]
-            .map(String::from)
-            .to_vec(),
+    let binary = (!whole && PROVER_BINARY.in_tree(&tree)).then_some(PROVER_BINARY.name);
+    let mut command = match binary {
+        Some(_) => PROVER_BINARY.build_spec().command,
+        None => BuildSpec::gapscope().command,
     };
     command.extend(args);
     let log = dir.join("build.log");
@@ -338,7 +325,7 @@ fn read_entry(dir: &Path) -> Option<(Entry, PathBuf)> {
     let entry: Entry = serde_json::from_slice(&std::fs::read(dir.join("entry.json")).ok()?).ok()?;
     // Only the two names a build writes: an entry never names a path of its own.
     let file = match entry.binary.as_deref() {
-        Some(b) if b == PROVER_BINARY.2 => b,
+        Some(b) if b == PROVER_BINARY.name => b,
         Some(_) => return None,
         None => WORKER_FILE,
     };

@@ -65,6 +65,60 @@ impl RevCache {
     }
 }
 
+/// An in-process workload's own binary in gapscope's tree: what a `rev` or `patch`
+/// variant builds instead of a whole gapscope where the tree has its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadBinary {
+    /// Its source file, relative to the tree's root.
+    pub source: &'static str,
+    pub package: &'static str,
+    /// The binary's name (also its file name wherever it is copied).
+    pub name: &'static str,
+    /// The kind it answers `__protocol` for.
+    pub kind: gapscope_workload::phases::WorkloadKind,
+}
+
+/// The built-in prover's binary.
+pub const PROVER_BINARY: WorkloadBinary = WorkloadBinary {
+    source: "crates/gapscope-groth16/src/bin/gapscope-groth16-worker.rs",
+    package: "gapscope-groth16",
+    name: "gapscope-groth16-worker",
+    kind: gapscope_workload::phases::WorkloadKind::Groth16,
+};
+
+/// The hash workload's binary.
+pub const HASH_BINARY: WorkloadBinary = WorkloadBinary {
+    source: "crates/gapscope-hash/src/bin/gapscope-hash-worker.rs",
+    package: "gapscope-hash",
+    name: "gapscope-hash-worker",
+    kind: gapscope_workload::phases::WorkloadKind::Hash,
+};
+
+impl WorkloadBinary {
+    /// Whether the tree at `tree` has this binary's source.
+    pub fn in_tree(&self, tree: &Path) -> bool {
+        tree.join(self.source).is_file()
+    }
+
+    /// Its release build (`cargo build --release -p PACKAGE --bin NAME`).
+    pub fn build_spec(&self) -> BuildSpec {
+        BuildSpec {
+            command: [
+                "cargo",
+                "build",
+                "--release",
+                "-p",
+                self.package,
+                "--bin",
+                self.name,
+            ]
+            .map(String::from)
+            .to_vec(),
+            artefacts: vec![format!("release/{}", self.name)],
+        }
+    }
+}
+
 /// A build: the command (run in the worktree, with CARGO_TARGET_DIR set to the shared
 /// target dir) and the artefacts to copy out of that target dir afterwards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,26 +138,6 @@ impl BuildSpec {
                 .map(String::from)
                 .to_vec(),
             artefacts: vec!["release/gapscope".into()],
-        }
-    }
-
-    /// A workload's own binary (`cargo build --release -p PACKAGE --bin BINARY`): what a
-    /// `rev` variant of an in-process workload builds where its revision has one, instead
-    /// of a whole gapscope.
-    pub fn workload_binary(package: &str, binary: &str) -> BuildSpec {
-        BuildSpec {
-            command: [
-                "cargo",
-                "build",
-                "--release",
-                "-p",
-                package,
-                "--bin",
-                binary,
-            ]
-            .map(String::from)
-            .to_vec(),
-            artefacts: vec![format!("release/{binary}")],
         }
     }
 
