@@ -105,23 +105,21 @@ fn a_prover_binary_answers_only_to_its_own_kind_and_refuses_what_it_cannot_do() 
     let tmp = tempfile::tempdir().unwrap();
     let bin = prover_worker();
     // The hash workload's binary is not the prover's.
-    let hash = assert_cmd::cargo::cargo_bin("gapscope-hash-worker");
-    if hash.exists() {
-        let body = PROVER.replace(
-            "batch = 2",
-            &format!("batch = 2\nworker = [{:?}]", hash.to_str().unwrap()),
-        );
-        let out = gapscope(tmp.path())
-            .arg("run")
-            .arg(write(tmp.path(), &body))
-            .assert()
-            .failure();
-        let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-        assert!(
-            e.contains("is not a groth16 workload binary") && e.contains("hash"),
-            "{e}"
-        );
-    }
+    let hash = crate::common::workspace_bin("gapscope-hash", "gapscope-hash-worker");
+    let body = PROVER.replace(
+        "batch = 2",
+        &format!("batch = 2\nworker = [{:?}]", hash.to_str().unwrap()),
+    );
+    let out = gapscope(tmp.path())
+        .arg("run")
+        .arg(write(tmp.path(), &body))
+        .assert()
+        .failure();
+    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        e.contains("is not a groth16 workload binary") && e.contains("hash"),
+        "{e}"
+    );
     // A revision is built as a whole gapscope; the binary runs as it is.
     let body = PROVER
         .replace(

@@ -152,18 +152,43 @@ pub fn diff_metric(
 }
 
 /// A binary of another workspace package (`gapscope-hash-worker`,
-/// `gapscope-groth16-worker`), built beside the test binary by `cargo test` (all
-/// workspace members); built here when a narrower command left it out.
+/// `gapscope-groth16-worker`), in the test binary's own profile folder. `cargo test` builds
+/// only the binaries of packages with integration tests, so each test process runs one
+/// `cargo build` of it first: this builds it where it is missing and rebuilds it where its
+/// sources changed since (an old binary would be tested otherwise).
 #[allow(dead_code)]
 pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
-    let p = assert_cmd::cargo::cargo_bin(name);
-    if !p.exists() {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static BUILT: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    // target/<profile>/deps/it-HASH → target/<profile>
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary sits in target/<profile>/deps");
+    let path = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built
+        .get_or_insert_with(HashSet::new)
+        .insert(name.to_string())
+    {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let ok = std::process::Command::new(cargo)
-            .args(["build", "-p", package, "--bin", name])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "building {name}");
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args(["build", "--locked", "-p", package, "--bin", name]);
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("running cargo build");
+        assert!(
+            status.success(),
+            "cargo build -p {package} --bin {name} failed"
+        );
     }
-    p
+    assert!(
+        path.exists(),
+        "{} is missing after its build",
+        path.display()
+    );
+    path
 }
