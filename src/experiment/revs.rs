@@ -160,7 +160,8 @@ impl RevVariants {
             let own = workload_binary_of(exp)
                 .filter(|b| b.in_tree(&checkout.worktree))
                 .filter(|_| !needs_gapscope_worker(v));
-            let build = own.map_or_else(BuildSpec::gapscope, WorkloadBinary::build_spec);
+            let features = crate::patches::this_build_features();
+            let build = own.map_or_else(BuildSpec::gapscope, |b| b.build_spec(&features));
             if progress {
                 eprintln!(
                     "variant {}: rev {rev} = {}, building in {} ({})",

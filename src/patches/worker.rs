@@ -215,7 +215,8 @@ fn build(
     // The prover's binary where the source has one: the prover and its crates only.
     let binary = (!whole && PROVER_BINARY.in_tree(&tree)).then_some(PROVER_BINARY.name);
     let mut command = match binary {
-        Some(_) => PROVER_BINARY.build_spec().command,
+        // (this build's features are among `args`)
+        Some(_) => PROVER_BINARY.build_spec(&[]).command,
         None => BuildSpec::gapscope().command,
     };
     command.extend(args);

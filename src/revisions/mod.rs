@@ -100,20 +100,28 @@ impl WorkloadBinary {
         tree.join(self.source).is_file()
     }
 
-    /// Its release build (`cargo build --release -p PACKAGE --bin NAME`).
-    pub fn build_spec(&self) -> BuildSpec {
+    /// Its release build (`cargo build --release -p PACKAGE --bin NAME`), with the GPU
+    /// `features` of the build that asks (`cuda`, `supraseal`: this gapscope's own, so
+    /// that a revision's prover runs the backends this one does) where the binary is the
+    /// prover's; the hash workload has none.
+    pub fn build_spec(&self, features: &[String]) -> BuildSpec {
+        let mut command: Vec<String> = [
+            "cargo",
+            "build",
+            "--release",
+            "-p",
+            self.package,
+            "--bin",
+            self.name,
+        ]
+        .map(String::from)
+        .to_vec();
+        if !features.is_empty() && self.kind == gapscope_workload::phases::WorkloadKind::Groth16 {
+            command.push("--features".into());
+            command.push(features.join(","));
+        }
         BuildSpec {
-            command: [
-                "cargo",
-                "build",
-                "--release",
-                "-p",
-                self.package,
-                "--bin",
-                self.name,
-            ]
-            .map(String::from)
-            .to_vec(),
+            command,
             artefacts: vec![format!("release/{}", self.name)],
         }
     }

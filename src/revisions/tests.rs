@@ -384,3 +384,26 @@ fn what_a_build_leaves_running_ends_with_it() {
         "left running after the build: {running:?}"
     );
 }
+
+#[test]
+fn the_provers_binary_is_built_with_the_gpu_features_of_the_build_that_asks() {
+    let gpu = ["cuda".to_string(), "supraseal".to_string()];
+    let c = PROVER_BINARY.build_spec(&gpu).command;
+    assert_eq!(
+        c[c.len() - 2..],
+        ["--features".to_string(), "cuda,supraseal".to_string()]
+    );
+    assert!(!PROVER_BINARY
+        .build_spec(&[])
+        .command
+        .contains(&"--features".to_string()));
+    // The hash workload has no GPU features to ask for.
+    assert!(!HASH_BINARY
+        .build_spec(&gpu)
+        .command
+        .contains(&"--features".to_string()));
+    assert_eq!(
+        PROVER_BINARY.build_spec(&[]).artefacts,
+        ["release/gapscope-groth16-worker"]
+    );
+}
