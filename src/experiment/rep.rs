@@ -19,7 +19,7 @@ use super::spec::{Experiment, ResolvedVariant};
 #[cfg(feature = "groth16")]
 use crate::prover::{self, CircuitInstance};
 use crate::store::{self, RepStatus, RunRow, SpanRow};
-use crate::telemetry::{self, RepTelemetry, Telemetry};
+use crate::telemetry::{self, RepTelemetry, Telemetry, TelemetryParts};
 use crate::trace;
 
 /// Everything one rep needs that is shared across reps.
@@ -82,16 +82,12 @@ pub fn run_prepared(
     slot: Slot,
     mut rep: Box<dyn Rep>,
 ) -> Result<RepOutput> {
-    let started_utc = chrono::Utc::now().to_rfc3339();
     if ctx.exp.run.heap_trim {
         crate::counters::heap::trim();
     }
     let heap = crate::counters::heap::HeapStats::read();
     // --- GPU telemetry: on for exactly the run and what it left running.
-    let tel_notes = ctx
-        .telemetry
-        .map(|t| t.begin_rep(v.telemetry))
-        .unwrap_or_default();
+    let window = TelemetryWindow::open(ctx.telemetry, v.telemetry, v, slot);
     // Under callgrind (an emulated worker): instrumented from here to the last drop.
     let emulation = crate::counters::emulated::RepWindow::open();
     // Sampled stacks: every thread, from here to the last drop.
@@ -101,11 +97,7 @@ pub fn run_prepared(
     let trace_id = rep.run();
     rep.settle();
     drop(emulation);
-    let mut gpu = ctx
-        .telemetry
-        .map(|t| t.end_rep(slot.rep, &v.name))
-        .unwrap_or_default();
-    gpu.notes.splice(0..0, tel_notes);
+    let (gpu, started_utc) = window.close();
     ctx.debug.leak();
     let mut spans = trace::drain_trace(trace_id);
     // `tracing` spans of the code the rep ran (the layer installed at start-up).
@@ -135,7 +127,7 @@ pub fn run_prepared(
         pid: std::process::id(),
         rss_end_bytes: crate::store::envinfo::rss_bytes(),
     };
-    let row = finish_rows(ctx.telemetry, v, slot, &spans, &mut rows, &gpu, answer);
+    let row = finish_rows(ctx.telemetry, v, slot, &mut rows, &gpu, answer);
     Ok(RepOutput {
         run: row,
         spans: rows,
@@ -155,22 +147,89 @@ pub(super) struct Answer {
     pub rss_end_bytes: Option<u64>,
 }
 
-/// The last steps of every in-process workload's rep, in this process or in a workload
-/// binary: the span rows marked with the GPU's busy time (a rep with telemetry only),
-/// and the run's row from the root span and the check.
+/// GPU telemetry on for exactly one rep's run, wherever the run happens (this process, a
+/// workload binary, a program of the user's): opened just before the run, closed just
+/// after it, the opening's notes first among the rep's. A window dropped unclosed (a rep
+/// that failed before its run) is closed and what it saw dropped, so that the next rep
+/// opens a window of its own.
+pub(super) struct TelemetryWindow<'a> {
+    telemetry: Option<&'a Telemetry>,
+    rep: u32,
+    variant: String,
+    notes: Vec<String>,
+    started_utc: String,
+    open: bool,
+}
+
+impl<'a> TelemetryWindow<'a> {
+    /// Notes the rep's start (UTC) and begins `parts` of `telemetry` for rep `slot` of `v`.
+    pub fn open(
+        telemetry: Option<&'a Telemetry>,
+        parts: TelemetryParts,
+        v: &ResolvedVariant,
+        slot: Slot,
+    ) -> Self {
+        let started_utc = chrono::Utc::now().to_rfc3339();
+        let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
+        TelemetryWindow {
+            telemetry,
+            rep: slot.rep,
+            variant: v.name.clone(),
+            notes,
+            started_utc,
+            open: true,
+        }
+    }
+
+    /// What the window saw, and when the rep started.
+    pub fn close(mut self) -> (RepTelemetry, String) {
+        self.open = false;
+        let mut gpu = self
+            .telemetry
+            .map(|t| t.end_rep(self.rep, &self.variant))
+            .unwrap_or_default();
+        gpu.notes.splice(0..0, std::mem::take(&mut self.notes));
+        (gpu, std::mem::take(&mut self.started_utc))
+    }
+}
+
+impl Drop for TelemetryWindow<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(t)) = (self.open, self.telemetry) {
+            drop(t.end_rep(self.rep, &self.variant));
+        }
+    }
+}
+
+/// The telemetry a rep run by another process gets: NVML as its variant asks; CUPTI
+/// never, as it sees only gapscope's own process.
+pub(super) fn other_process_parts(v: &ResolvedVariant) -> TelemetryParts {
+    TelemetryParts {
+        nvml: v.telemetry.nvml,
+        cupti: false,
+    }
+}
+
+/// The last steps of every rep, wherever it ran (this process, a workload binary, a
+/// program of the user's): the span rows marked with the GPU's busy time (where activity
+/// was collected), and the run's row from the root span (`a.trace_id` among `rows`) and
+/// the check.
 pub(super) fn finish_rows(
     telemetry: Option<&Telemetry>,
     v: &ResolvedVariant,
     slot: Slot,
-    spans: &[trace::SpanRecord],
     rows: &mut [SpanRow],
     gpu: &RepTelemetry,
     a: Answer,
 ) -> RunRow {
-    if let (true, Some(t)) = (gpu.collected, telemetry) {
-        t.on_thread(|| telemetry::activity::annotate_gpu_busy(rows, &gpu.activity));
+    if gpu.collected {
+        let mut annotate = || telemetry::activity::annotate_gpu_busy(rows, &gpu.activity);
+        match telemetry {
+            Some(t) => t.on_thread(annotate),
+            None => annotate(),
+        }
     }
-    let root = spans.iter().find(|s| s.id == a.trace_id);
+    let root = rows.iter().find(|s| s.span_id == a.trace_id);
     let status = if a.checked.ok {
         RepStatus::Ok
     } else {
@@ -186,7 +245,8 @@ pub(super) fn finish_rows(
         outputs: a.checked.outputs,
         start_ns: root.map(|p| p.start_ns).unwrap_or(0),
         wall_ns: if status == RepStatus::Ok {
-            root.map(|p| p.duration_ns()).unwrap_or(0)
+            root.map(|p| p.end_ns.saturating_sub(p.start_ns))
+                .unwrap_or(0)
         } else {
             0
         },

@@ -19,14 +19,14 @@ use gapscope_workload::binary::{protocol_line, RepReport, ServeArgs};
 use gapscope_workload::phases::WorkloadKind;
 
 use super::command::rows::MAX_SPANS_PER_REP;
-use super::rep::{finish_rows, Answer, RepOutput};
+use super::rep::{finish_rows, other_process_parts, Answer, RepOutput, TelemetryWindow};
 use super::schedule::Slot;
 use super::served::{ask_line, let_go, AskError};
 use super::spec::ResolvedVariant;
 use super::worker::{kill_group, request_line, Pipes};
 use crate::counters::CounterMode;
 use crate::store;
-use crate::telemetry::{Telemetry, TelemetryParts};
+use crate::telemetry::Telemetry;
 
 /// Asks `cmd __protocol` and refuses a binary that does not answer the workload
 /// protocol for `kind`, before any rep; the error says what was answered.
@@ -103,12 +103,7 @@ impl WorkloadBins {
                 Err(why) => return failed(why),
             },
         };
-        let started_utc = chrono::Utc::now().to_rfc3339();
-        let parts = TelemetryParts {
-            nvml: v.telemetry.nvml,
-            cupti: false,
-        };
-        let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
+        let window = TelemetryWindow::open(telemetry, other_process_parts(v), v, slot);
         let line = ask_line(
             p.stdin.as_mut(),
             &p.pipes,
@@ -117,10 +112,7 @@ impl WorkloadBins {
             &request_line(slot),
             self.timeout,
         );
-        let mut gpu = telemetry
-            .map(|t| t.end_rep(slot.rep, &v.name))
-            .unwrap_or_default();
-        gpu.notes.splice(0..0, notes);
+        let (gpu, started_utc) = window.close();
         let report = line
             .map_err(|e| match e {
                 AskError::NotTaken(w) | AskError::NoAnswer(w) => w,
@@ -153,7 +145,7 @@ impl WorkloadBins {
             pid: report.pid,
             rss_end_bytes: report.rss_end_bytes,
         };
-        let run = finish_rows(telemetry, v, slot, &spans, &mut rows, &gpu, answer);
+        let run = finish_rows(telemetry, v, slot, &mut rows, &gpu, answer);
         RepOutput {
             run,
             spans: rows,

@@ -301,7 +301,6 @@ impl Finder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
@@ -316,24 +315,37 @@ mod tests {
         !zombie && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want)
     }
 
-    /// `sleep secs` in a session of its own, with `env` added to its environment.
-    fn sleeper(secs: &str, env: &[(&str, String)]) -> std::process::Child {
-        let mut cmd = Command::new("sleep");
-        cmd.arg(secs)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+    /// One `sleep SECS` per entry of `sleepers`, each in a session of its own with
+    /// `NAME=VALUE` added to its environment where given, and their pids. They are
+    /// children of one `sh` in this process's session, not of this process: another
+    /// test's group ending at the same time kills every child of this process in another
+    /// session ([`super::super::adopted::end`]), and would take them for escaped ones.
+    fn sleepers(sleepers: &[(&str, Option<(&str, String)>)]) -> (std::process::Child, Vec<u32>) {
+        use std::io::BufRead;
+        let mut script = String::new();
+        for (secs, env) in sleepers {
+            let env = env
+                .as_ref()
+                .map(|(k, v)| format!("{k}={v} "))
+                .unwrap_or_default();
+            // `$!` is the sleeper's pid: env and setsid (not a group leader) exec in place.
+            script +=
+                &format!("env {env}setsid sleep {secs} </dev/null >/dev/null 2>&1 & echo $!\n");
         }
-        cmd.spawn().unwrap()
+        script += "wait\n";
+        let mut sh = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(sh.stdout.take().unwrap());
+        let pids = out
+            .lines()
+            .take(sleepers.len())
+            .map(|l| l.unwrap().trim().parse().unwrap())
+            .collect();
+        (sh, pids)
     }
 
     #[test]
@@ -390,21 +402,20 @@ mod tests {
     }
 
     #[test]
-    fn the_scan_kills_and_reaps_a_marked_process_of_another_session_and_spares_the_rest() {
+    fn the_scan_kills_a_marked_process_of_another_session_and_spares_the_rest() {
         let cookie = Cookie::new().unwrap();
         let hex = String::from_utf8(cookie.hex().to_vec()).unwrap();
         let id = std::process::id();
         let secs = |n: u32| format!("{n}.{id}");
         let (marked, plain, longer, inside) = (secs(1071), secs(1072), secs(1073), secs(1074));
-        let mut children = [
-            sleeper(&marked, &[(ENV, hex.clone())]),
-            sleeper(&plain, &[]),
+        let (mut sh, pids) = sleepers(&[
+            (&marked, Some((ENV, hex.clone()))),
+            (&plain, None),
             // The same name with another value, and the entry inside another's value.
-            sleeper(&longer, &[(ENV, format!("{hex}0"))]),
-            sleeper(&inside, &[("OTHER", format!("{ENV}={hex}"))]),
-        ];
+            (&longer, Some((ENV, format!("{hex}0")))),
+            (&inside, Some(("OTHER", format!("{ENV}={hex}")))),
+        ]);
         let argvs = [&marked, &plain, &longer, &inside].map(|s| ["sleep", s.as_str()]);
-        let pids = children.each_ref().map(|c| c.id());
         // SAFETY: getsid(2) only reads a process's session.
         let own = unsafe { libc::getsid(0) };
         let started = Instant::now();
@@ -416,24 +427,25 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         };
         // SAFETY: as above.
-        let sessions = pids.map(|p| unsafe { libc::getsid(p as libc::pid_t) });
+        let sessions: Vec<_> = pids
+            .iter()
+            .map(|&p| unsafe { libc::getsid(p as libc::pid_t) })
+            .collect();
         end(cookie, adopted::deadline(5_000_000_000));
-        // Killed and reaped: no process has that pid any more, zombie or not (a pid is
-        // not reused this soon).
-        let gone = !std::path::Path::new(&format!("/proc/{}", pids[0])).exists();
+        // Killed: it runs no more (its parent, the `sh`, reaps it).
+        let gone = !runs(pids[0], &argvs[0]);
         let spared = pids[1..]
             .iter()
             .zip(&argvs[1..])
             .map(|(&p, a)| runs(p, a))
             .collect::<Vec<_>>();
-        if runs(pids[0], &argvs[0]) {
-            let _ = children[0].kill();
-            let _ = children[0].wait();
+        for (&p, a) in pids.iter().zip(&argvs) {
+            if runs(p, a) {
+                // SAFETY: kill(2) of a sleeper this test started, still running as one.
+                unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+            }
         }
-        for c in &mut children[1..] {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = sh.wait();
         assert!(ready, "the sleepers did not start");
         assert!(sessions.iter().all(|&s| s != own), "{sessions:?} in {own}");
         assert!(gone, "the marked process {} outlived the scan", pids[0]);

@@ -326,5 +326,17 @@ impl From<&crate::trace::SpanRecord> for SpanInterval {
     }
 }
 
+impl From<&crate::store::SpanRow> for SpanInterval {
+    fn from(r: &crate::store::SpanRow) -> Self {
+        SpanInterval {
+            id: r.span_id,
+            name: r.name.to_string(),
+            thread_id: r.thread_id,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -39,13 +39,13 @@ pub mod workload;
 pub use super::workload_file::WorkloadFile;
 pub use workload::CommandWorkload;
 
-use super::rep::RepOutput;
+use super::rep::{finish_rows, other_process_parts, Answer, RepOutput, TelemetryWindow};
 use super::schedule::Slot;
 use super::spec::ResolvedVariant;
 use crate::counters::CounterMode;
 use crate::protocol::LineCounts;
 use crate::store::{BuildMeta, CommandMeta, CommandVariantMeta, PhaseSpec, VariantMeta};
-use crate::telemetry::{RepTelemetry, Telemetry, TelemetryParts};
+use crate::telemetry::{RepTelemetry, Telemetry};
 
 /// One rep of an external subject, and what its span lines held.
 #[derive(Debug)]
@@ -77,30 +77,22 @@ pub fn run_rep(
     opener: crate::profile::Opener,
 ) -> CommandRep {
     // Long because one rep's steps run in this order around the child's life (prepare,
-    // telemetry begin, run, telemetry end, rows), each using the ones before; it is the
-    // command workload's rep lifecycle, beside the prover's in experiment/rep.rs.
+    // the telemetry window, run, rows), each using the ones before. The window and the
+    // last rows are every rep's (experiment/rep.rs); the rest is the program's own.
     let dir = ext.folder(v.subject_dir.as_deref());
     if let Some(p) = &ext.prepare {
         if let Err(why) = prepare(p, &dir, timeout) {
             return unbuilt_rep(v, slot, &why);
         }
     }
-    let started_utc = chrono::Utc::now().to_rfc3339();
-    let parts = TelemetryParts {
-        nvml: v.telemetry.nvml,
-        // CUPTI sees only gapscope's own process, never the program's.
-        cupti: false,
-    };
-    let notes = telemetry.map(|t| t.begin_rep(parts)).unwrap_or_default();
+    let window = TelemetryWindow::open(telemetry, other_process_parts(v), v, slot);
     let command = v.command.as_ref().unwrap_or(&ext.command);
     let ask = v.profile.map(|hz| child::ProfileAsk { hz, opener });
     // Log patterns and the NVTX library; a failure fails this rep with the reason.
     let capture = match crate::capture::ChildCapture::prepare(&ext.capture) {
         Ok(c) => c,
-        Err(why) => {
-            drop(telemetry.map(|t| t.end_rep(slot.rep, &v.name)));
-            return unbuilt_rep(v, slot, &why);
-        }
+        // (The window closes as it is dropped.)
+        Err(why) => return unbuilt_rep(v, slot, &why),
     };
     let counters = v.counters != CounterMode::Off;
     let trace_before = ext
@@ -133,10 +125,7 @@ pub fn run_rep(
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
     };
-    let mut gpu = telemetry
-        .map(|t| t.end_rep(slot.rep, &v.name))
-        .unwrap_or_default();
-    gpu.notes.splice(0..0, notes);
+    let (mut gpu, started_utc) = window.close();
     if let (Some(t), true) = (telemetry, v.telemetry.nvml) {
         // The CPU lane is the program's, not gapscope's own (which mostly waits).
         let lane = crate::store::lanes::series::SOURCE_PROCESS_CPU;
@@ -187,10 +176,6 @@ pub fn run_rep(
         }
     });
     let gpu_activity = gpu_rows(&run, &capture, slot.rep, &v.name, &mut gpu);
-    // Once, over the program's own records and its trace's alike.
-    if gpu.collected {
-        crate::telemetry::activity::annotate_gpu_busy(&mut spans, &gpu.activity);
-    }
     let root_notes = [
         (clock::ATTR, clock_note),
         ("gpu_activity", gpu_activity.clone()),
@@ -208,26 +193,21 @@ pub fn run_rep(
         }
     }
     let profile = run.sampled.take().map(|s| {
-        let iv: Vec<crate::profile::SpanInterval> = spans
+        let iv: Vec<_> = spans
             .iter()
-            .map(|r| crate::profile::SpanInterval {
-                id: r.span_id,
-                name: r.name.to_string(),
-                thread_id: r.thread_id,
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
-            })
+            .map(crate::profile::SpanInterval::from)
             .collect();
         s.attribute(slot.rep, &v.name, &iv, rows::ROOT_ID)
     });
-    let info = rows::SlotInfo {
-        rep: slot.rep,
-        variant: v.name.clone(),
-        iteration: slot.iteration,
-        warmup: slot.warmup,
+    // The GPU's busy time once, over the program's own records and its trace's alike.
+    let answer = Answer {
+        trace_id: rows::ROOT_ID,
+        checked: rows::checked(&run),
+        started_utc,
+        pid: run.pid,
+        rss_end_bytes: None,
     };
-    let mut row = rows::run_row(&run, &info, started_utc);
-    row.gpu_mem_used_end_bytes = gpu.gpu_mem_used_end_bytes;
+    let row = finish_rows(telemetry, v, slot, &mut spans, &gpu, answer);
     CommandRep {
         out: RepOutput {
             run: row,

@@ -19,19 +19,11 @@ use std::collections::HashMap;
 use crate::capture::log_spans::{GS_ID, GS_PARENT, GS_TIMED};
 use crate::counters::CounterKind;
 use crate::protocol::{LineCounts, ParsedSpan};
-use crate::store::{RepStatus, RunRow, SpanRow};
+use crate::store::SpanRow;
 use crate::trace::selftime::{self_times, Interval};
 use crate::trace::AttrValue;
 
 use super::child::{ChildRun, Ending};
-
-/// Which rep a run was.
-pub struct SlotInfo {
-    pub rep: u32,
-    pub variant: String,
-    pub iteration: u32,
-    pub warmup: bool,
-}
 
 /// Id of the root span in every external rep; the program's spans count from 2.
 pub const ROOT_ID: u64 = 1;
@@ -462,27 +454,18 @@ fn ending_text(e: &Ending) -> String {
     }
 }
 
-/// The runs.csv row of the rep: ok (and "checked") when the program exited with
-/// status 0, failed with the exit status and the tail of its stderr otherwise.
-pub fn run_row(run: &ChildRun, slot: &SlotInfo, started_utc: String) -> RunRow {
-    let error = failure(run);
-    let ok = error.is_none();
-    RunRow {
-        rep: slot.rep,
-        variant: slot.variant.clone(),
-        iteration: slot.iteration,
-        warmup: slot.warmup,
-        status: if ok { RepStatus::Ok } else { RepStatus::Failed },
-        checked: ok,
-        outputs: 0,
-        start_ns: run.start_ns,
-        wall_ns: if ok { run.end_ns - run.start_ns } else { 0 },
-        started_utc,
-        pid: run.pid,
-        rss_end_bytes: None,
-        gpu_mem_used_end_bytes: None,
-        error: error.unwrap_or_default(),
-        span_rows: None,
+/// The rep's check: ok (and "checked", no outputs) when the program exited with status
+/// 0 within its span cap, failed with the exit status and the tail of its stderr
+/// otherwise.
+pub fn checked(run: &ChildRun) -> gapscope_workload::Checked {
+    match failure(run) {
+        None => gapscope_workload::Checked {
+            ok: true,
+            checked: true,
+            outputs: 0,
+            error: String::new(),
+        },
+        Some(why) => gapscope_workload::Checked::failed(0, why),
     }
 }
 
