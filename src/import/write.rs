@@ -185,11 +185,8 @@ fn write_all(
 impl Progress<'_> {
     /// Reads one file and writes its reps; meta.json's record of it.
     fn file(&mut self, variant: &str, iteration: &mut u32, path: &Path) -> Result<Value> {
-        let t0 = std::time::Instant::now();
         let (mut trace, digest) = read_trace(path, self.opts.max_file_bytes)?;
-        eprintln!("T read {:?}", t0.elapsed());
         let mut cut = cut(&trace, self.opts);
-        eprintln!("T cut {:?}", t0.elapsed());
         if self.opts.gpu_spans {
             reps::gpu_as_spans(&mut trace, &mut cut.reps);
         }
@@ -213,14 +210,11 @@ impl Progress<'_> {
                 iteration: *iteration,
                 root: self.root,
             };
-            eprintln!("T pre-rows {:?}", t0.elapsed());
             let (run, spans, gpu, n) = rows::rep_rows(&ctx, rep);
-            eprintln!("T rows {:?}", t0.elapsed());
             self.any_gpu |= !gpu.is_empty();
             self.writer.append_gpu_with(gpu.len(), |i| gpu.row(i))?;
             self.writer
                 .append_rep_lines(&run, spans.len(), |i, row, out| spans.line(i, row, out))?;
-            eprintln!("T written {:?}", t0.elapsed());
             if let Some(why) = self.writer.take_capped() {
                 notes.push(format!("rep {}: {why}", self.next_rep));
             }
