@@ -43,6 +43,9 @@ enum Stop {
 struct Scanner<'a> {
     r: &'a mut Stream,
     line: usize,
+    /// Whole objects are cut 64 bytes at a time ([`super::json_cut`]); off, every
+    /// element byte by byte (the tests hold the two to the same cuts).
+    fast: bool,
 }
 
 impl Scanner<'_> {
@@ -330,11 +333,28 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
             Ok(None) => break Err(Stop::Eof),
             Ok(Some(_)) => {}
         }
-        let line = s.line;
-        if let Err(e) = s.value(Some(&mut batch.bytes)) {
-            break Err(e);
+        // Whole objects of what was read, 64 bytes at a time; the rest one by one.
+        let fast = match s.r.fill_buf() {
+            Ok(_) if !s.fast => (0, s.line),
+            Ok(buf) => super::json_cut::objects(
+                buf,
+                s.line,
+                &mut batch.bytes,
+                &mut batch.ends,
+                BATCH_BYTES,
+            ),
+            Err(e) => break Err(Stop::Io(e)),
+        };
+        if fast.0 > 0 {
+            s.r.consume(fast.0);
+            s.line = fast.1;
+        } else {
+            let line = s.line;
+            if let Err(e) = s.value(Some(&mut batch.bytes)) {
+                break Err(e);
+            }
+            batch.ends.push((batch.bytes.len(), line));
         }
-        batch.ends.push((batch.bytes.len(), line));
         if batch.bytes.len() >= BATCH_BYTES {
             let full = std::mem::replace(&mut batch, fresh());
             if tx.send(full).is_err() {
@@ -411,7 +431,11 @@ fn bad_piece(e: &serde_json::Error, line: usize, index: u64) -> Stop {
 /// Reads a JSON trace from `stream` (already decompressed and capped).
 pub fn read(stream: &mut Stream, path: &Path) -> Result<Trace, ImportError> {
     let mut r = Reader {
-        s: Scanner { r: stream, line: 0 },
+        s: Scanner {
+            r: stream,
+            line: 0,
+            fast: true,
+        },
         sink: Sink::None,
         path,
     };
@@ -460,4 +484,101 @@ pub fn read(stream: &mut Stream, path: &Path) -> Result<Trace, ImportError> {
         ));
     }
     Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Each batch's bytes and its elements' (end, line).
+    type Cuts = Vec<(Vec<u8>, Vec<(usize, usize)>)>;
+
+    /// The batches `elements` cuts from `text` (after its `[`), how it stopped and the
+    /// line it stopped on.
+    fn cut(text: &[u8], fast: bool) -> (Cuts, String, usize) {
+        let inner: Box<dyn std::io::Read> = Box::new(std::io::Cursor::new(text.to_vec()));
+        // A small buffer: elements cross its end often.
+        let mut r = std::io::BufReader::with_capacity(
+            97,
+            super::super::source::Capped::new(inner, u64::MAX),
+        );
+        let mut s = Scanner {
+            r: &mut r,
+            line: 0,
+            fast,
+        };
+        s.expect(b'[').ok().expect("an array");
+        let (tx, rx) = sync_channel::<Batch>(4);
+        let (_back, spare) = sync_channel::<Batch>(1);
+        let stop = match elements(&mut s, &tx, &spare) {
+            Ok(()) => "end".to_string(),
+            Err(Stop::Eof) => "eof".into(),
+            Err(Stop::Bad(w)) => format!("bad {w}"),
+            Err(Stop::Piece { why, .. }) => format!("piece {why}"),
+            Err(Stop::Io(e)) => format!("io {e}"),
+        };
+        drop(tx);
+        let batches = rx.iter().map(|b| (b.bytes, b.ends)).collect();
+        (batches, stop, s.line)
+    }
+
+    /// Pieces of JSON-like text that trouble a cutter: strings with braces, brackets,
+    /// escapes and newlines, nesting, scalars, stray bytes.
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("{\"a\": 1}".to_string()),
+            Just("{\"s\": \"}{][\"}".to_string()),
+            Just("{\"e\": \"\\\"}\"}".to_string()),
+            Just("{\"n\": {\"m\": [1, {\"k\": \"\\\\\"}]}}".to_string()),
+            Just("{\n\"x\":\n 2\n}".to_string()),
+            Just("{}".to_string()),
+            Just("7".to_string()),
+            Just("\"str\"".to_string()),
+            Just("[1, 2]".to_string()),
+            Just("{\"a\": [}".to_string()),
+            Just("}".to_string()),
+            "[a-z{}\\[\\]\"\\\\ ,:\n]{0,40}".prop_map(|s| s),
+            "[a-z ]{0,200}".prop_map(|s| format!("{{\"long\": \"{s}\"}}")),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        #[test]
+        fn the_fast_cutter_cuts_as_the_byte_by_byte_one(
+            pieces in prop::collection::vec(piece(), 0..12),
+            seps in prop::collection::vec("[ \n]{0,3},[ \n]{0,3}", 12),
+            end in prop_oneof![Just("]"), Just(""), Just("\n]\n"), Just(", ")],
+        ) {
+            let mut text = String::from("[");
+            for (i, p) in pieces.iter().enumerate() {
+                if i > 0 {
+                    text.push_str(&seps[i]);
+                }
+                text.push_str(p);
+            }
+            text.push_str(end);
+            let slow = cut(text.as_bytes(), false);
+            let fast = cut(text.as_bytes(), true);
+            prop_assert_eq!(fast, slow, "{}", text);
+        }
+    }
+
+    #[test]
+    fn a_trace_of_many_lines_cuts_alike_both_ways() {
+        let mut text = String::from("[\n");
+        for i in 0..2000 {
+            if i > 0 {
+                text.push_str(",\n");
+            }
+            text.push_str(&format!(
+                "  {{\n    \"ph\": \"X\", \"name\": \"op{{{i}}}\", \"ts\": {i},\n    \"args\": {{\"a\": [1, 2]}}\n  }}"
+            ));
+        }
+        text.push_str("\n]\n");
+        let (fast, slow) = (cut(text.as_bytes(), true), cut(text.as_bytes(), false));
+        assert_eq!(fast.0.iter().map(|b| b.1.len()).sum::<usize>(), 2000);
+        assert_eq!(fast, slow);
+    }
 }

@@ -13,6 +13,7 @@ pub mod chrome;
 pub mod chrome_args;
 pub mod chrome_scan;
 pub mod json;
+pub mod json_cut;
 pub mod model;
 pub mod nsys;
 pub mod otlp;

@@ -92,6 +92,10 @@ pub fn import(opts: &ImportOptions) -> Result<Imported> {
     let hidden = exp_dir.join(format!(".import-{}", meta.run_id));
     let fin = exp_dir.join(&meta.run_id);
     let mut writer = RunWriter::create(&hidden, &meta, &experiment_text(opts, &files))?;
+    // The traces stay where they are, so the folder is made again from them where it is
+    // lost: its rows reach the disk in the kernel's time, and it gets its name once
+    // every row is written.
+    writer.without_waiting_for_the_disk();
     let result = write_all(opts, &files, &root, &mut writer);
     drop(writer);
     let (record, reps, warnings, gpu) = match result {

@@ -145,6 +145,10 @@ struct Appender {
     /// keep it): it is made plain at its first new row, so that a resume with nothing
     /// to add leaves the folder as it was.
     w: Option<csv::Writer<File>>,
+    /// Each flush waits for the disk (`fdatasync`): a run's reps are on disk as each
+    /// ends. Off for a writer that does not wait
+    /// ([`RunWriter::without_waiting_for_the_disk`]).
+    sync: bool,
 }
 
 impl Appender {
@@ -160,6 +164,7 @@ impl Appender {
         Ok(Appender {
             path: path.to_path_buf(),
             w: Some(w),
+            sync: true,
         })
     }
 
@@ -168,6 +173,7 @@ impl Appender {
         Appender {
             path: path.to_path_buf(),
             w: None,
+            sync: true,
         }
     }
 
@@ -204,6 +210,7 @@ impl Appender {
         Ok(Appender {
             path: path.to_path_buf(),
             w: Some(csv::WriterBuilder::new().has_headers(false).from_writer(f)),
+            sync: true,
         })
     }
 
@@ -231,12 +238,30 @@ impl Appender {
         w.get_ref().set_len(len).map_err(io(&path))
     }
 
+    /// Writes out what is buffered, and waits for the disk where this appender syncs.
     fn flush(&mut self) -> Result<(), StoreError> {
         let Some(w) = self.w.as_mut() else {
             return Ok(());
         };
         w.flush().map_err(io(&self.path))?;
-        w.get_ref().sync_data().map_err(io(&self.path))
+        if self.sync {
+            w.get_ref().sync_data().map_err(io(&self.path))?;
+        }
+        Ok(())
+    }
+
+    /// Where this appender does not wait for the disk: starts the disk's writing of what
+    /// was written so far, so that it does not pile up in memory.
+    fn start_writeback(&self) {
+        if let (false, Some(w)) = (self.sync, self.w.as_ref()) {
+            use std::os::fd::AsRawFd;
+            // SAFETY: sync_file_range(2) on this appender's open file, the whole file
+            // (0, 0); it only starts writeback. An error (an old kernel, another file
+            // system) leaves the writing to the kernel's own time.
+            unsafe {
+                libc::sync_file_range(w.get_ref().as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
+            };
+        }
     }
 }
 
@@ -299,7 +324,8 @@ pub struct RunWriter {
 
 /// Writes `n` rows into `table` as one rep's, their text made on every core `chunk` rows
 /// a task and a window of tasks at a time (`text(a, b)` is the text of rows `a..b`), so
-/// that a rep of millions of rows is never held whole, as rows or as text.
+/// that a rep of millions of rows is never held whole, as rows or as text. The next
+/// window's text is made while this one is written (two windows at most wait).
 fn write_in_windows(
     table: &mut parts::PartWriter,
     n: usize,
@@ -307,26 +333,39 @@ fn write_in_windows(
     text: impl Fn(usize, usize) -> Vec<u8> + Sync,
 ) -> Result<parts::Written, StoreError> {
     use rayon::prelude::*;
+    type Window = Vec<(Vec<u8>, u32)>;
     let window = chunk * CHUNKS_PER_WINDOW;
-    let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
-    let mut at = 0;
-    table.write_rep(|buf| {
-        if ready.is_empty() && at < n {
-            let end = (at + window).min(n);
-            let starts: Vec<usize> = (at..end).step_by(chunk).collect();
-            ready = starts
-                .into_par_iter()
-                .map(|a| {
-                    let b = (a + chunk).min(end);
-                    (text(a, b), (b - a) as u32)
-                })
-                .collect::<Vec<_>>()
-                .into();
-            at = end;
-        }
-        let (text, rows) = ready.pop_front()?;
-        buf.extend_from_slice(&text);
-        Some(rows)
+    let text = &text;
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Window>(1);
+        scope.spawn(move || {
+            let mut at = 0;
+            while at < n {
+                let end = (at + window).min(n);
+                let starts: Vec<usize> = (at..end).step_by(chunk).collect();
+                let made: Window = starts
+                    .into_par_iter()
+                    .map(|a| {
+                        let b = (a + chunk).min(end);
+                        (text(a, b), (b - a) as u32)
+                    })
+                    .collect();
+                // The writer stopped (an error): nothing more to make.
+                if tx.send(made).is_err() {
+                    return;
+                }
+                at = end;
+            }
+        });
+        let mut ready: std::collections::VecDeque<(Vec<u8>, u32)> = Default::default();
+        table.write_rep(|buf| {
+            if ready.is_empty() {
+                ready = rx.recv().ok()?.into();
+            }
+            let (text, rows) = ready.pop_front()?;
+            buf.extend_from_slice(&text);
+            Some(rows)
+        })
     })
 }
 
@@ -442,6 +481,18 @@ impl RunWriter {
     #[cfg(test)]
     fn set_table_cap(&mut self, n: u64) {
         self.spans.set_cap(n);
+    }
+
+    /// Writes each rep's rows without waiting for the disk (the kernel is told to start
+    /// writing them at once): for a folder made again from its sources, an import, whose
+    /// caller names the folder only once every row is written. A crash of the machine in
+    /// the seconds after can leave such a folder short; a run keeps the default, each rep
+    /// on disk before the next begins.
+    pub fn without_waiting_for_the_disk(&mut self) {
+        self.runs.sync = false;
+        for t in [&mut self.spans, &mut self.telemetry, &mut self.activity] {
+            t.without_waiting_for_the_disk();
+        }
     }
 
     /// Why the rep appended last kept none of its spans, once: its rows would have

@@ -313,10 +313,17 @@ impl PartWriter {
     fn write_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), StoreError> {
         if !buf.is_empty() {
             self.out.write_bytes(buf)?;
+            self.out.start_writeback();
             self.len += buf.len() as u64;
             buf.clear();
         }
         Ok(())
+    }
+
+    /// Its parts written without waiting for the disk
+    /// ([`super::RunWriter::without_waiting_for_the_disk`]).
+    pub(super) fn without_waiting_for_the_disk(&mut self) {
+        self.out.sync = false;
     }
 
     /// Starts the next part (its header only, on disk before any row of it).
@@ -324,7 +331,9 @@ impl PartWriter {
         self.out.flush()?;
         let next = self.dir.join(part_name(self.table, self.n + 1));
         let header: Vec<&str> = self.header.iter().map(String::as_str).collect();
+        let sync = self.out.sync;
         self.out = Appender::create(&next, &header)?;
+        self.out.sync = sync;
         self.out.flush()?;
         self.n += 1;
         self.len = self.header_len;

@@ -401,7 +401,7 @@ fn laid_out(layout: &Layout, damage: &[Damage]) -> (tempfile::TempDir, PathBuf) 
                         .iter()
                         .rposition(|&b| b == b'\n')
                         .map_or(0, |p| p + 1);
-                    text.truncate((text.len() - 1 - *n as usize).max(last));
+                    text.truncate((text.len() - 1).saturating_sub(*n as usize).max(last));
                 }
                 put_text(&path(f), &text);
             }
