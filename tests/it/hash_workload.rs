@@ -109,12 +109,7 @@ fn hash_knobs_are_checked_by_the_workload_before_anything_runs() {
         ("threads = 2", "thread = 2"),
     ] {
         let body = HASH.replace(edit, want);
-        let out = gapscope(tmp.path())
-            .arg("run")
-            .arg(write(tmp.path(), &body))
-            .assert()
-            .failure();
-        let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        let e = crate::common::run_refused(tmp.path(), &write(tmp.path(), &body));
         assert!(e.contains("candidate"), "{e}");
         assert!(
             e.contains("sha512") || e.contains("algorithm, chunk_kib, threads"),
@@ -125,12 +120,7 @@ fn hash_knobs_are_checked_by_the_workload_before_anything_runs() {
         "name = \"baseline\"",
         "name = \"baseline\"\ndrop = \"async\"",
     );
-    let out = gapscope(tmp.path())
-        .arg("run")
-        .arg(write(tmp.path(), &body))
-        .assert()
-        .failure();
-    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let e = crate::common::run_refused(tmp.path(), &write(tmp.path(), &body));
     assert!(e.contains("drop is not a knob of the hash workload"), "{e}");
     assert!(!tmp.path().join("results").exists(), "nothing was run");
 }
@@ -228,12 +218,7 @@ fn a_workload_binary_that_is_not_one_is_refused_and_one_that_answers_garbage_fai
     let bin = hash_worker();
     let body = with(&format!("[{:?}]", bin.to_str().unwrap()))
         .replace("name = \"baseline\"", "name = \"baseline\"\nprofile = true");
-    let out = gapscope(tmp.path())
-        .arg("run")
-        .arg(write(tmp.path(), &body))
-        .assert()
-        .failure();
-    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let e = crate::common::run_refused(tmp.path(), &write(tmp.path(), &body));
     assert!(e.contains("profile samples gapscope's own process"), "{e}");
     // A binary that shakes hands, then answers a rep with garbage: that rep fails with
     // the reason, its process is killed, and the next rep starts another.

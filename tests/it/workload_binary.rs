@@ -110,12 +110,7 @@ fn a_prover_binary_answers_only_to_its_own_kind_and_refuses_what_it_cannot_do() 
         "batch = 2",
         &format!("batch = 2\nworker = [{:?}]", hash.to_str().unwrap()),
     );
-    let out = gapscope(tmp.path())
-        .arg("run")
-        .arg(write(tmp.path(), &body))
-        .assert()
-        .failure();
-    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let e = crate::common::run_refused(tmp.path(), &write(tmp.path(), &body));
     assert!(
         e.contains("is not a groth16 workload binary") && e.contains("hash"),
         "{e}"
@@ -130,12 +125,7 @@ fn a_prover_binary_answers_only_to_its_own_kind_and_refuses_what_it_cannot_do() 
             "name = \"candidate\"",
             "name = \"candidate\"\nrev = \"HEAD\"",
         );
-    let out = gapscope(tmp.path())
-        .arg("run")
-        .arg(write(tmp.path(), &body))
-        .assert()
-        .failure();
-    let e = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let e = crate::common::run_refused(tmp.path(), &write(tmp.path(), &body));
     assert!(e.contains("rev builds another gapscope"), "{e}");
     // A command workload is its own program already.
     let body = "name = \"c\"\n[workload]\ncommand = [\"true\"]\nworker = [\"x\"]\n[[variant]]\nname = \"a\"\n";
