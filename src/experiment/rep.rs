@@ -245,8 +245,7 @@ pub(super) fn finish_rows(
         outputs: a.checked.outputs,
         start_ns: root.map(|p| p.start_ns).unwrap_or(0),
         wall_ns: if status == RepStatus::Ok {
-            root.map(|p| p.end_ns.saturating_sub(p.start_ns))
-                .unwrap_or(0)
+            root.map_or(0, |p| p.duration_ns)
         } else {
             0
         },

@@ -87,10 +87,15 @@ fn object(b: &[u8]) -> Option<(usize, usize)> {
     let mut lines = 0usize;
     let mut at = 0;
     while at < b.len() {
-        let mut block = [b' '; 64];
-        let n = (b.len() - at).min(64);
-        block[..n].copy_from_slice(&b[at..at + n]);
-        let m = masks(&block);
+        // A whole block is read where it lies; the last, short one padded with spaces.
+        let m = match b.get(at..at + 64) {
+            Some(whole) => masks(whole.try_into().expect("64 bytes")),
+            None => {
+                let mut block = [b' '; 64];
+                block[..b.len() - at].copy_from_slice(&b[at..]);
+                masks(&block)
+            }
+        };
         let inside = prefix_xor(m.quote) ^ in_string;
         in_string = 0u64.wrapping_sub(inside >> 63);
         let mut braces = (m.open | m.close) & !inside;

@@ -199,7 +199,6 @@ pub fn run_rep(
             .collect();
         s.attribute(slot.rep, &v.name, &iv, rows::ROOT_ID)
     });
-    // The GPU's busy time once, over the program's own records and its trace's alike.
     let answer = Answer {
         trace_id: rows::ROOT_ID,
         checked: rows::checked(&run),
@@ -207,6 +206,7 @@ pub fn run_rep(
         pid: run.pid,
         rss_end_bytes: None,
     };
+    // (The GPU's busy time once, over the program's own records and its trace's alike.)
     let row = finish_rows(telemetry, v, slot, &mut spans, &gpu, answer);
     CommandRep {
         out: RepOutput {
