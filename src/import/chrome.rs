@@ -96,22 +96,36 @@ pub struct Event<'a> {
     #[serde(default)]
     pub(super) args: Option<Args>,
     /// A complete span's attributes, made by [`Event::prepare`] where the events are
-    /// parsed (on every core) rather than where they are taken in file order.
+    /// parsed (on every core) rather than where they are taken in file order: where
+    /// they lie (start, length) in the text of the events parsed with it.
     #[serde(skip)]
-    attrs: Option<Box<str>>,
+    attrs: Option<(u32, u32)>,
 }
 
 impl Event<'_> {
     /// What can be made of the event on its own, before it is taken in file order:
-    /// a complete span's attributes text.
-    pub fn prepare(&mut self) {
-        if self.ph.as_deref() != Some("X") || self.cat.as_deref().and_then(gpu_kind).is_some() {
-            return;
+    /// a complete span's attributes text, appended to `block` (the text of the events
+    /// parsed with it, which [`ChromeSink::add`] is given the number of). The buffer its
+    /// arguments were written in goes back to `spare` where they are not needed later.
+    pub fn prepare(&mut self, block: &mut String, spare: &mut String) {
+        let is_x = self.ph.as_deref() == Some("X");
+        let gpu = self.cat.as_deref().and_then(gpu_kind).is_some();
+        if is_x && !gpu {
+            let start = block.len();
+            let cat = self.cat.as_deref();
+            let wrote = match self.args.as_mut() {
+                Some(a) => a.write_attrs(cat, block),
+                None => Args::default().write_attrs(cat, block),
+            };
+            if wrote {
+                self.attrs = Some((start as u32, (block.len() - start) as u32));
+            }
         }
-        if let Some(a) = self.args.as_mut() {
-            self.attrs = a.take_attrs(self.cat.as_deref());
-        } else if let Some(c) = self.cat.as_deref() {
-            self.attrs = Args::default().into_attrs(Some(c));
+        // A begin's arguments become its span's once its end is found.
+        if is_x && spare.capacity() == 0 {
+            if let Some(a) = self.args.as_mut() {
+                *spare = a.take_members();
+            }
         }
     }
 }
@@ -171,12 +185,13 @@ impl ChromeSink {
         lane
     }
 
-    /// Takes one event.
-    pub fn add(&mut self, ev: Event) {
+    /// Takes one event; `block` is the number, in the trace's attribute texts, of the
+    /// block its [`Event::prepare`] wrote in.
+    pub fn add(&mut self, ev: Event, block: u32) {
         self.trace.counts.events += 1;
         let ph = ev.ph.as_deref().unwrap_or("");
         match ph {
-            "X" => self.complete(ev),
+            "X" => self.complete(ev, block),
             "B" => self.begin(ev, false),
             "E" => self.end(ev, false),
             "b" | "S" => self.begin(ev, true),
@@ -217,7 +232,7 @@ impl ChromeSink {
         }
     }
 
-    fn complete(&mut self, ev: Event) {
+    fn complete(&mut self, ev: Event, block: u32) {
         let Some(start_ns) = self.start_ns(&ev) else {
             return;
         };
@@ -249,10 +264,15 @@ impl ChromeSink {
         );
         let name = self.trace.names.id(ev.name.as_deref().unwrap_or(""));
         let (correlation, attrs) = match ev.attrs {
-            Some(attrs) => (ev.args.and_then(|a| a.correlation), Some(attrs)),
+            Some((start, len)) => (
+                ev.args.and_then(|a| a.correlation),
+                Some(self.trace.attrs.at(block, start, len)),
+            ),
             None => {
                 let args = ev.args.unwrap_or_default();
-                (args.correlation, args.into_attrs(ev.cat.as_deref()))
+                let correlation = args.correlation;
+                let text = args.into_attrs(ev.cat.as_deref());
+                (correlation, text.map(|t| self.trace.attrs.keep(&t)))
             }
         };
         let correlation = correlation.unwrap_or(0);
@@ -396,7 +416,10 @@ impl ChromeSink {
 
     fn push_span(&mut self, thread: u32, b: Mark, end_ns: u64) {
         let correlation = b.args.correlation.unwrap_or(0);
-        let attrs = b.args.into_attrs(b.cat.as_deref());
+        let attrs = b
+            .args
+            .into_attrs(b.cat.as_deref())
+            .map(|t| self.trace.attrs.keep(&t));
         self.trace.spans.push(Span {
             name: b.name,
             thread,

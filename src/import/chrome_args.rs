@@ -21,8 +21,8 @@ const TYPICAL_ATTRS_BYTES: usize = 192;
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Args {
     /// The scalar arguments as JSON object members (`"k":v` joined by commas), written
-    /// by serde_json (so valid UTF-8 JSON text).
-    members: Vec<u8>,
+    /// by serde_json where they need escapes.
+    members: String,
     kept: usize,
     pub correlation: Option<u64>,
     pub device: Option<u64>,
@@ -35,10 +35,29 @@ pub struct Args {
 }
 
 impl Args {
+    /// No arguments yet, their members to be written in `buffer` (emptied): a buffer
+    /// one event's arguments had is reused by the next ([`Args::take_members`]).
+    pub(super) fn in_buffer(mut buffer: String) -> Args {
+        buffer.clear();
+        Args {
+            members: buffer,
+            ..Args::default()
+        }
+    }
+
+    /// The buffer the members were written in, emptied, for [`Args::in_buffer`]; the
+    /// arguments keep no member.
+    pub(super) fn take_members(&mut self) -> String {
+        self.kept = 0;
+        let mut m = std::mem::take(&mut self.members);
+        m.clear();
+        m
+    }
+
     /// Adds a member (its value already JSON text), up to [`MAX_ATTRS`].
     pub fn push(&mut self, key: &str, json_value: &str) {
         if self.member(key) {
-            self.members.extend_from_slice(json_value.as_bytes());
+            self.members.push_str(json_value);
         }
     }
 
@@ -47,16 +66,14 @@ impl Args {
         if self.kept >= MAX_ATTRS {
             return false;
         }
-        if self.members.is_empty() {
-            // Room for a Kineto op's members and the `{"cat":…,` and `}` that
-            // [`Args::take_attrs`] adds around them, so that they are made in one
-            // allocation.
+        if !self.members.is_empty() {
+            self.members.push(',');
+        } else if self.members.capacity() == 0 {
+            // Room for a Kineto op's members in one allocation.
             self.members.reserve(TYPICAL_ATTRS_BYTES);
-        } else {
-            self.members.push(b',');
         }
         json_into(&mut self.members, key);
-        self.members.push(b':');
+        self.members.push(':');
         self.kept += 1;
         true
     }
@@ -71,7 +88,7 @@ impl Args {
             _ => {}
         }
         if self.member(key) {
-            self.members.extend_from_slice(text.as_bytes());
+            self.members.push_str(text);
         }
     }
 
@@ -93,50 +110,44 @@ impl Args {
     }
 
     /// The attributes as a JSON object's text, `cat` first; None when there are none.
-    pub fn into_attrs(mut self, cat: Option<&str>) -> Option<Box<str>> {
-        self.take_attrs(cat)
+    pub fn into_attrs(mut self, cat: Option<&str>) -> Option<String> {
+        let mut out = String::new();
+        self.write_attrs(cat, &mut out).then_some(out)
     }
 
-    /// [`Args::into_attrs`], leaving the fields read by name (and no members). The
-    /// text is made in the members' own buffer.
-    pub fn take_attrs(&mut self, cat: Option<&str>) -> Option<Box<str>> {
-        let mut out = std::mem::take(&mut self.members);
-        let had_members = !out.is_empty();
+    /// Appends the attributes to `out` as a JSON object's text, `cat` first, and says
+    /// whether there were any (nothing is written where there are none). The fields
+    /// read by name stay; the members are emptied.
+    pub fn write_attrs(&mut self, cat: Option<&str>, out: &mut String) -> bool {
+        let had_members = !self.members.is_empty();
         self.kept = 0;
         if cat.is_none() && !had_members {
-            return None;
+            return false;
         }
-        // The head (`{"cat":…,`) is written after the members, then turned to the front.
-        let members_len = out.len();
-        out.push(b'{');
+        out.push('{');
         if let Some(c) = cat {
-            out.extend_from_slice(b"\"cat\":");
-            json_into(&mut out, c);
+            out.push_str("\"cat\":");
+            json_into(out, c);
             if had_members {
-                out.push(b',');
+                out.push(',');
             }
         }
-        let head_len = out.len() - members_len;
-        out.rotate_right(head_len);
-        out.push(b'}');
-        // Every byte was written from `&str`s by serde_json or is ASCII.
-        Some(
-            String::from_utf8(out)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-                .into_boxed_str(),
-        )
+        out.push_str(&self.members);
+        out.push('}');
+        self.members.clear();
+        true
     }
 }
 
 /// `s` as a JSON string, appended to `out` (as it is where nothing in it needs an
 /// escape, as most names do not).
-fn json_into(out: &mut Vec<u8>, s: &str) {
+fn json_into(out: &mut String, s: &str) {
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
     } else {
-        serde_json::to_writer(out, s).expect("a string serialises into memory");
+        out.push_str(&serde_json::to_string(s).expect("a string serialises"));
     }
 }
 
@@ -215,7 +226,8 @@ impl<'de> Visitor<'de> for Value<'_> {
     }
     fn visit_f64<E>(self, v: f64) -> Result<(), E> {
         if self.args.member(self.key) {
-            serde_json::to_writer(&mut self.args.members, &v).expect("a number serialises");
+            let text = serde_json::to_string(&v).expect("a number serialises");
+            self.args.members.push_str(&text);
         }
         Ok(())
     }

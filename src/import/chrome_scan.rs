@@ -20,7 +20,26 @@ use super::chrome_args::{self, Args, Text};
 /// The event in `bytes` (one JSON value, as the cutter delimits it), or `None` where
 /// serde_json is to read it.
 pub fn event(bytes: &[u8]) -> Option<Event<'_>> {
-    let mut c = Cur { b: bytes, i: 0 };
+    event_in(bytes, &mut String::new())
+}
+
+/// [`event`], its arguments written in `buffer` (taken; its capacity is reused), which
+/// gets it back where the event's arguments are not read.
+pub fn event_in<'a>(bytes: &'a [u8], buffer: &mut String) -> Option<Event<'a>> {
+    let mut c = Cur {
+        b: bytes,
+        i: 0,
+        buffer: std::mem::take(buffer),
+    };
+    let ev = read(&mut c);
+    if c.buffer.capacity() > 0 {
+        *buffer = c.buffer;
+    }
+    ev
+}
+
+fn read<'a>(c: &mut Cur<'a>) -> Option<Event<'a>> {
+    let bytes = c.b;
     let mut ev = Event::default();
     let mut seen = 0u16;
     c.ws();
@@ -37,7 +56,7 @@ pub fn event(bytes: &[u8]) -> Option<Event<'_>> {
             c.ws();
             c.eat(b':')?;
             c.ws();
-            let field = FIELDS.iter().position(|f| f.as_bytes() == key);
+            let field = field_of(key);
             if let Some(f) = field {
                 // serde refuses a field given twice.
                 if seen & (1 << f) != 0 {
@@ -69,8 +88,37 @@ pub fn event(bytes: &[u8]) -> Option<Event<'_>> {
     (c.i == bytes.len()).then_some(ev)
 }
 
-/// [`Event`]'s fields, in the order of the bits of `seen`.
-const FIELDS: [&str; 9] = ["name", "cat", "ph", "ts", "dur", "pid", "tid", "id", "args"];
+/// Which of [`Event`]'s fields a key names, as the bit of `seen` it has.
+fn field_of(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"name" => 0,
+        b"cat" => 1,
+        b"ph" => 2,
+        b"ts" => 3,
+        b"dur" => 4,
+        b"pid" => 5,
+        b"tid" => 6,
+        b"id" => 7,
+        b"args" => 8,
+        _ => return None,
+    })
+}
+
+/// Eight bytes of ones, and of high bits, for the eight-at-a-time string scan.
+const ONES: u64 = u64::from_ne_bytes([1; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// Whether any of the eight bytes in `w` is one a string's scan stops at: a quote, a
+/// backslash, a control character (below 0x20) or a byte of a non-ASCII character.
+/// (A flag may be set wrongly only above a byte rightly flagged, and the scan then
+/// goes byte by byte anyway.)
+fn stops_in(w: u64) -> bool {
+    let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let quote = zero_in(w ^ (ONES * b'"' as u64));
+    let backslash = zero_in(w ^ (ONES * b'\\' as u64));
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    (quote | backslash | control | (w & HIGHS)) != 0
+}
 
 /// Exact powers of ten (every one up to 1e22 is an f64 exactly).
 const POW10: [f64; 23] = [
@@ -81,6 +129,8 @@ const POW10: [f64; 23] = [
 struct Cur<'a> {
     b: &'a [u8],
     i: usize,
+    /// Where the arguments' members are written (its capacity reused).
+    buffer: String,
 }
 
 impl<'a> Cur<'a> {
@@ -107,26 +157,37 @@ impl<'a> Cur<'a> {
 
     /// A string (at its quote): its bytes between the quotes, and whether it holds an
     /// escape. A string without one is checked as serde_json checks it (no control
-    /// character, UTF-8).
+    /// character, UTF-8); a control character, which serde_json refuses in any string,
+    /// gives None.
     fn string(&mut self) -> Option<(&'a [u8], bool)> {
         self.eat(b'"')?;
-        let start = self.i;
-        let mut escaped = false;
+        let (b, start) = (self.b, self.i);
+        let (mut i, mut escaped, mut ascii) = (start, false, true);
         loop {
-            let k = memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
-            self.i += k;
-            if self.b[self.i] == b'"' {
-                break;
+            while let Some(eight) = b.get(i..i + 8) {
+                let w = u64::from_ne_bytes(eight.try_into().expect("eight bytes"));
+                if stops_in(w) {
+                    break;
+                }
+                i += 8;
             }
-            escaped = true;
-            self.i += 2;
-            if self.i > self.b.len() {
-                return None;
+            match *b.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    i += 2;
+                }
+                0..=0x1f => return None,
+                0x80.. => {
+                    ascii = false;
+                    i += 1;
+                }
+                _ => i += 1,
             }
         }
-        let s = &self.b[start..self.i];
-        self.i += 1;
-        if !escaped && !plain_text(s) {
+        let s = &b[start..i];
+        self.i = i + 1;
+        if !escaped && !ascii && std::str::from_utf8(s).is_err() {
             return None;
         }
         Some((s, escaped))
@@ -140,7 +201,7 @@ impl<'a> Cur<'a> {
             let owned: String = serde_json::from_slice(&self.b[at..self.i]).ok()?;
             return Some(Cow::Owned(owned));
         }
-        // SAFETY: `string` returned it unescaped only where plain_text found it UTF-8.
+        // SAFETY: `string` returned it unescaped only where it is ASCII or was found UTF-8.
         Some(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(s) }))
     }
 
@@ -175,16 +236,56 @@ impl<'a> Cur<'a> {
     /// An optional number field (ts, dur).
     fn float(&mut self) -> Option<Option<f64>> {
         match self.peek()? {
-            b'0'..=b'9' | b'-' => {
+            b'0'..=b'9' => {
+                if let Some(v) = self.plain_decimal() {
+                    return Some(Some(v));
+                }
                 let tok = self.number();
                 match plain_decimal(tok) {
                     Some(v) => Some(Some(v)),
                     None => serde_json::from_slice::<f64>(tok).ok().map(Some),
                 }
             }
+            b'-' => serde_json::from_slice::<f64>(self.number()).ok().map(Some),
             b'n' => (self.literal()? == "null").then_some(None),
             _ => None,
         }
+    }
+
+    /// [`plain_decimal`] of the number that starts here, read in one pass (and passed
+    /// over); None, having read nothing, where it is not one.
+    fn plain_decimal(&mut self) -> Option<f64> {
+        let b = self.b;
+        let digits = |mut i: usize, n: &mut u64| {
+            while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                *n = n.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+                i += 1;
+            }
+            Some(i)
+        };
+        let mut n = 0u64;
+        let int_end = digits(self.i, &mut n)?;
+        let int_len = int_end - self.i;
+        if int_len == 0 || (b[self.i] == b'0' && int_len > 1) {
+            return None;
+        }
+        let (end, k) = match b.get(int_end) {
+            Some(b'.') => {
+                let end = digits(int_end + 1, &mut n)?;
+                (end, end - int_end - 1)
+            }
+            _ => (int_end, 0),
+        };
+        let fraction_ok = b.get(int_end) != Some(&b'.') || (1..POW10.len()).contains(&k);
+        let ends = !matches!(
+            b.get(end),
+            Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+        );
+        if !fraction_ok || !ends || n >= 1 << 53 {
+            return None;
+        }
+        self.i = end;
+        Some(n as f64 / POW10[k])
     }
 
     /// An optional pid, tid or id.
@@ -263,7 +364,7 @@ impl<'a> Cur<'a> {
             _ => return None,
         }
         self.i += 1;
-        let mut a = Args::default();
+        let mut a = Args::in_buffer(std::mem::take(&mut self.buffer));
         self.ws();
         if self.peek()? == b'}' {
             self.i += 1;
@@ -328,15 +429,6 @@ impl<'a> Cur<'a> {
             None | Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\t' | b'\r')
         )
     }
-}
-
-/// A string's bytes as serde_json takes them without a word: no control character,
-/// valid UTF-8.
-fn plain_text(s: &[u8]) -> bool {
-    if s.iter().all(|&c| (0x20..0x80).contains(&c)) {
-        return true;
-    }
-    !s.iter().any(|&c| c < 0x20) && std::str::from_utf8(s).is_ok()
 }
 
 /// A whole number ≥ 0 written plainly (digits, no leading zero) that fits in a u64.

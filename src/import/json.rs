@@ -24,6 +24,8 @@ use super::ImportError;
 
 /// Bytes of events parsed together (on every core).
 const BATCH_BYTES: usize = 8 << 20;
+/// Events one parsing task takes (a batch holds about 40,000 Kineto events).
+const EVENTS_PER_TASK: usize = 1024;
 
 /// Where the scanner stopped short: the file ended (cut), or a byte no JSON has there.
 enum Stop {
@@ -385,22 +387,37 @@ fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
     let before = sink.events();
     match sink {
         Sink::Chrome(c) => {
-            let parsed: Vec<_> = spans
-                .par_iter()
-                .map(|&(a, b, _)| {
-                    let piece = &bytes[a..b];
-                    chrome_scan::event(piece)
-                        .map(Ok)
-                        .unwrap_or_else(|| serde_json::from_slice::<Event>(piece))
-                        .map(|mut ev| {
-                            ev.prepare();
-                            ev
+            // Each task parses a run of events and writes their attributes into one
+            // text of its own, which the trace keeps whole.
+            let parsed: Vec<(Vec<_>, String)> = spans
+                .par_chunks(EVENTS_PER_TASK)
+                .map(|run| {
+                    let mut block = String::with_capacity(run[run.len() - 1].1 - run[0].0);
+                    let mut spare = String::new();
+                    let events = run
+                        .iter()
+                        .map(|&(a, b, _)| {
+                            let piece = &bytes[a..b];
+                            chrome_scan::event_in(piece, &mut spare)
+                                .map(Ok)
+                                .unwrap_or_else(|| serde_json::from_slice::<Event>(piece))
+                                .map(|mut ev| {
+                                    ev.prepare(&mut block, &mut spare);
+                                    ev
+                                })
                         })
+                        .collect();
+                    (events, block)
                 })
                 .collect();
-            for (i, ev) in parsed.into_iter().enumerate() {
-                let ev = ev.map_err(|e| bad_piece(&e, spans[i].2, before + i as u64))?;
-                c.add(ev);
+            let mut i = 0;
+            for (events, block) in parsed {
+                let block = c.trace.attrs.add_block(block);
+                for ev in events {
+                    let ev = ev.map_err(|e| bad_piece(&e, spans[i].2, before + i as u64))?;
+                    c.add(ev, block);
+                    i += 1;
+                }
             }
         }
         Sink::Otlp(o) => {

@@ -93,8 +93,8 @@ pub struct Span {
     /// The launch→GPU correlation id a runtime call carries (Kineto's `correlation`,
     /// CUPTI's correlationId), 0 for none.
     pub correlation: u64,
-    /// Attributes as a JSON object's text, where there are any.
-    pub attrs: Option<Box<str>>,
+    /// Attributes as a JSON object's text, where there are any (in [`Trace::attrs`]).
+    pub attrs: Option<AttrRef>,
 }
 
 impl Span {
@@ -111,6 +111,74 @@ impl Span {
             correlation: 0,
             attrs: None,
         }
+    }
+}
+
+/// Where a span's attribute text lies in its trace's [`AttrText`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttrRef {
+    block: u32,
+    start: u32,
+    len: u32,
+}
+
+/// Bytes of a block [`AttrText::keep`] appends to before it starts another.
+const OPEN_BLOCK_BYTES: usize = 1 << 20;
+
+/// Every span's attribute text of one trace, in a few large blocks: a file of millions
+/// of spans makes (and frees) a block per thousand spans, not an allocation per span.
+#[derive(Debug, Default)]
+pub struct AttrText {
+    blocks: Vec<String>,
+    /// The block [`AttrText::keep`] appends to.
+    open: Option<u32>,
+}
+
+impl AttrText {
+    /// Adds a block of texts made elsewhere (a parsing thread's); its number, with which
+    /// [`AttrText::at`] names the texts in it.
+    pub fn add_block(&mut self, mut text: String) -> u32 {
+        text.shrink_to_fit();
+        self.blocks.push(text);
+        self.blocks.len() as u32 - 1
+    }
+
+    /// Where text `start..start + len` of block `block` is kept.
+    pub fn at(&self, block: u32, start: u32, len: u32) -> AttrRef {
+        debug_assert!(self.blocks[block as usize]
+            .get(start as usize..(start + len) as usize)
+            .is_some());
+        AttrRef { block, start, len }
+    }
+
+    /// Keeps `text`; where it is kept.
+    pub fn keep(&mut self, text: &str) -> AttrRef {
+        let open = self.open.filter(|&b| {
+            let b = &self.blocks[b as usize];
+            b.len() + text.len() <= b.capacity()
+        });
+        let block = match open {
+            Some(b) => b,
+            None => {
+                self.blocks
+                    .push(String::with_capacity(OPEN_BLOCK_BYTES.max(text.len())));
+                self.blocks.len() as u32 - 1
+            }
+        };
+        self.open = Some(block);
+        let b = &mut self.blocks[block as usize];
+        let start = b.len() as u32;
+        b.push_str(text);
+        AttrRef {
+            block,
+            start,
+            len: text.len() as u32,
+        }
+    }
+
+    /// The text kept at `r`.
+    pub fn get(&self, r: AttrRef) -> &str {
+        &self.blocks[r.block as usize][r.start as usize..(r.start + r.len) as usize]
     }
 }
 
@@ -192,6 +260,8 @@ pub struct Trace {
     pub names: Interner,
     pub threads: Vec<ThreadInfo>,
     pub spans: Vec<Span>,
+    /// The spans' attribute texts.
+    pub attrs: AttrText,
     pub gpu: Vec<GpuRecord>,
     pub warnings: Warnings,
     pub counts: Counts,
@@ -208,6 +278,7 @@ impl Trace {
             names: Interner::default(),
             threads: Vec::new(),
             spans: Vec::new(),
+            attrs: AttrText::default(),
             gpu: Vec::new(),
             warnings: Warnings::default(),
             counts: Counts::default(),
@@ -229,6 +300,11 @@ impl Trace {
         });
         self.thread_ids.insert((pid.into(), tid.into()), i);
         i
+    }
+
+    /// Span `s`'s attributes (a JSON object's text), where it has any.
+    pub fn attrs_of(&self, s: &Span) -> Option<&str> {
+        s.attrs.map(|r| self.attrs.get(r))
     }
 
     /// A warning about this file, naming it.

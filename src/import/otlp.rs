@@ -188,6 +188,7 @@ impl OtlpSink {
         }
         attrs.insert("service.name".into(), service.into());
         let thread = self.trace.thread(pid, tid.as_deref().unwrap_or(service));
+        let attrs = self.trace.attrs.keep(&Value::Object(attrs).to_string());
         let span = Span {
             name: self.trace.names.id(&s.name),
             thread,
@@ -196,7 +197,7 @@ impl OtlpSink {
             id: self.id(&s.span_id),
             parent: self.id(&s.parent_span_id),
             correlation: 0,
-            attrs: Some(Value::Object(attrs).to_string().into_boxed_str()),
+            attrs: Some(attrs),
         };
         self.trace.spans.push(span);
     }

@@ -155,7 +155,7 @@ pub fn gpu_as_spans(trace: &mut Trace, reps: &mut [Rep]) {
                 id: Some(id),
                 parent: None,
                 correlation: 0,
-                attrs: Some(attrs.into()),
+                attrs: Some(trace.attrs.keep(&attrs)),
             });
             rep.spans.push(trace.spans.len() as u32 - 1);
         }

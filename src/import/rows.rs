@@ -258,7 +258,7 @@ fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
 /// Sets a span's row name and returns its attributes: its name as imported, the name it
 /// had in the file where the two differ (or where it is named like the root and so
 /// renamed).
-fn name_row<'a>(ctx: &RepCtx, s: &'a Span, row: &mut SpanRow) -> Cow<'a, str> {
+fn name_row<'a>(ctx: &RepCtx<'a>, s: &Span, row: &mut SpanRow) -> Cow<'a, str> {
     let written = ctx.trace.names.name(s.name);
     let (mapped, kept) = &ctx.names[s.name as usize];
     if **mapped == *ctx.root {
@@ -266,7 +266,7 @@ fn name_row<'a>(ctx: &RepCtx, s: &'a Span, row: &mut SpanRow) -> Cow<'a, str> {
     } else {
         set(&mut row.name, mapped);
     }
-    let attrs = s.attrs.as_deref().unwrap_or("{}");
+    let attrs = ctx.trace.attrs_of(s).unwrap_or("{}");
     if row.name == written {
         return Cow::Borrowed(attrs);
     }
@@ -286,7 +286,7 @@ fn name_row<'a>(ctx: &RepCtx, s: &'a Span, row: &mut SpanRow) -> Cow<'a, str> {
 /// The root's attributes: the file it came from and its format (and the rep span's own).
 fn root_attrs(ctx: &RepCtx, rep: &Rep) -> String {
     let own = match rep.root {
-        Root::Span(i) => ctx.trace.spans[i as usize].attrs.as_deref(),
+        Root::Span(i) => ctx.trace.attrs_of(&ctx.trace.spans[i as usize]),
         Root::File(_) => None,
     };
     let mut m: Map<String, Value> = serde_json::from_str(own.unwrap_or("{}")).unwrap_or_default();

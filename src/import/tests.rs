@@ -41,7 +41,7 @@ fn chrome_complete_begin_end_async_and_metadata_events_become_spans() {
     assert_eq!(names(&t), ["a", "b", "req"]);
     let a = &t.spans[0];
     assert_eq!((a.start_ns, a.end_ns), (10_500, 12_500));
-    assert_eq!(a.attrs.as_deref(), Some(r#"{"k":"v"}"#));
+    assert_eq!(t.attrs_of(a), Some(r#"{"k":"v"}"#));
     assert_eq!((t.spans[1].start_ns, t.spans[1].end_ns), (20_000, 25_000));
     assert_ne!(
         t.spans[2].thread, t.spans[0].thread,
@@ -101,9 +101,8 @@ fn bad_events_are_left_out_with_a_warning_naming_them() {
     // The unclosed B is closed where the file ends (50 µs), marked.
     assert_eq!(names(&t), ["late", "open"]);
     assert_eq!(t.spans[1].end_ns, 50_000);
-    assert!(t.spans[1]
-        .attrs
-        .as_deref()
+    assert!(t
+        .attrs_of(&t.spans[1])
         .unwrap()
         .contains(r#""unclosed":true"#));
 }
@@ -160,7 +159,7 @@ fn otlp_spans_keep_their_ids_attributes_and_one_request_per_line() {
     assert_eq!(names(&t), ["child", "parent"]);
     assert_eq!(t.spans[0].parent, t.spans[1].id);
     assert!(t.spans[1].parent.is_none());
-    let a = t.spans[0].attrs.as_deref().unwrap();
+    let a = t.attrs_of(&t.spans[0]).unwrap();
     assert!(
         a.contains(r#""n":7"#) && a.contains(r#""service.name":"svc""#),
         "{a}"
@@ -216,7 +215,7 @@ fn the_scanner_keeps_brackets_and_quotes_inside_strings_and_skips_other_keys() {
     ], "displayTimeUnit": "ms", "n": -1.5e3, "ok": true}"#,
     );
     assert_eq!(names(&t), ["x]\"}{[", "y"]);
-    assert_eq!(t.spans[0].attrs.as_deref(), Some(r#"{"s":"}"}"#));
+    assert_eq!(t.attrs_of(&t.spans[0]), Some(r#"{"s":"}"}"#));
     let tmp = tempfile::tempdir().unwrap();
     let p = write(
         tmp.path(),

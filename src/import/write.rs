@@ -114,7 +114,7 @@ pub fn import(opts: &ImportOptions) -> Result<Imported> {
         p.wrapper = Some(root.clone());
         meta.phases = Some(p);
     }
-    store::write_meta_with(&hidden, &meta, &[("import", record)])?;
+    store::write_imported_meta(&hidden, &meta, &[("import", record)])?;
     std::fs::rename(&hidden, &fin)
         .with_context(|| format!("cannot rename {} to {}", hidden.display(), fin.display()))?;
     Ok(Imported {
@@ -327,7 +327,7 @@ fn new_meta(opts: &ImportOptions, root: &str) -> Meta {
             patch_failed: None,
         })
         .collect();
-    let mut meta = NewRun {
+    NewRun {
         experiment: opts.name.clone(),
         command: opts.command.clone(),
         counters: Default::default(),
@@ -356,10 +356,8 @@ fn new_meta(opts: &ImportOptions, root: &str) -> Meta {
         .into(),
         process: "imported".into(),
     }
-    .meta();
     // No span of an import went through gapscope's recorder: its cost is not theirs.
-    meta.recorder = None;
-    meta
+    .meta_unrecorded()
 }
 
 /// The run folder's experiment.toml: not an experiment `gapscope run` takes, but what

@@ -652,23 +652,24 @@ fn strs(v: &[String]) -> Vec<&str> {
 
 /// Writes meta.json of run folder `dir`, its paths as `meta.paths` says ([`paths`]).
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
-    write_meta_with(dir, meta, &[])
+    // Through the struct, so that meta.json keeps its fields in their order.
+    let bytes = serde_json::to_vec_pretty(&paths::as_written(dir, meta));
+    crate::fsx::write_file(&dir.join(META), &bytes.expect("meta serialises"))?;
+    Ok(())
 }
 
-/// [`write_meta`] with more top-level objects beside the [`Meta`] fields (an import's
-/// record of its source files, `import`), which readers of [`Meta`] pass over.
-pub fn write_meta_with(
+/// [`write_meta`] of an imported folder, with more top-level objects beside the
+/// [`Meta`] fields (its record of its source files, `import`), which readers of
+/// [`Meta`] pass over. Not fsynced, as its rows are not
+/// ([`RunWriter::without_waiting_for_the_disk`]): the traces make the folder again, and
+/// an fsync here would wait for every row the import wrote.
+pub fn write_imported_meta(
     dir: &Path,
     meta: &Meta,
     extra: &[(&str, serde_json::Value)],
 ) -> Result<(), StoreError> {
-    // Through the struct when nothing is added, so that meta.json keeps its fields in
-    // their order.
-    let bytes = match extra {
-        [] => serde_json::to_vec_pretty(&paths::as_written(dir, meta)),
-        _ => serde_json::to_vec_pretty(&paths::meta_json(dir, meta, extra)),
-    };
-    crate::fsx::write_file(&dir.join(META), &bytes.expect("meta serialises"))?;
+    let bytes = serde_json::to_vec_pretty(&paths::meta_json(dir, meta, extra));
+    crate::fsx::write_file_unsynced(&dir.join(META), &bytes.expect("meta serialises"))?;
     Ok(())
 }
 

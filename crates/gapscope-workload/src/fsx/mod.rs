@@ -14,5 +14,5 @@ pub use read::{
 };
 pub use write::{
     check_target, copy_file, create_fresh, is_stdout, kind_of, write_file, write_file_or_stdout,
-    write_file_with, WriteError,
+    write_file_unsynced, write_file_with, WriteError,
 };

@@ -114,7 +114,16 @@ pub fn write_file_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
-    write_file_mode(path, None, fill)
+    write_file_mode(path, None, true, fill)
+}
+
+/// [`write_file`] without the fsync: the file reaches the disk in the kernel's time.
+/// For a file that is made again from its sources where a crash loses it (an imported
+/// run folder's meta.json, which its traces make again). On ext4 an fsync commits the
+/// journal, which waits for every file written before it, so one fsync at the end of a
+/// large import waits for all its rows.
+pub fn write_file_unsynced(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write_file_mode(path, None, false, |w| w.write_all(bytes))
 }
 
 /// Copies the file `from` (followed where it is a link: the source is the caller's
@@ -127,14 +136,17 @@ pub fn copy_file(from: &Path, to: &Path) -> Result<(), WriteError> {
     };
     let mut src = std::fs::File::open(from).map_err(src_err)?;
     let mode = src.metadata().map_err(src_err)?.permissions().mode() & 0o777;
-    write_file_mode(to, Some(mode), |w| std::io::copy(&mut src, w).map(drop))
+    write_file_mode(to, Some(mode), true, |w| {
+        std::io::copy(&mut src, w).map(drop)
+    })
 }
 
 /// [`write_file_with`], the new file taking `mode` where given (else the mode of the
-/// file it replaces, or 0644).
+/// file it replaces, or 0644), fsynced before the rename where `sync` says.
 fn write_file_mode(
     path: &Path,
     mode: Option<u32>,
+    sync: bool,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
     let existed = check_target(path)?;
@@ -173,7 +185,9 @@ fn write_file_mode(
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(err)?;
-    tmp.as_file().sync_all().map_err(err)?;
+    if sync {
+        tmp.as_file().sync_all().map_err(err)?;
+    }
     // Checked again just before the rename: what appeared meanwhile is not replaced.
     let persisted = if existed && check_target(path)? {
         tmp.persist(path)
