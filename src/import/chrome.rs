@@ -95,39 +95,127 @@ pub struct Event<'a> {
     pub(super) id: Option<Id>,
     #[serde(default)]
     pub(super) args: Option<Args>,
-    /// A complete span's attributes, made by [`Event::prepare`] where the events are
-    /// parsed (on every core) rather than where they are taken in file order: where
-    /// they lie (start, length) in the text of the events parsed with it.
-    #[serde(skip)]
-    attrs: Option<(u32, u32)>,
 }
 
 impl Event<'_> {
-    /// What can be made of the event on its own, before it is taken in file order:
-    /// a complete span's attributes text, appended to `block` (the text of the events
-    /// parsed with it, which [`ChromeSink::add`] is given the number of). The buffer its
-    /// arguments were written in goes back to `spare` where they are not needed later.
-    pub fn prepare(&mut self, block: &mut String, spare: &mut String) {
-        let is_x = self.ph.as_deref() == Some("X");
-        let gpu = self.cat.as_deref().and_then(gpu_kind).is_some();
-        if is_x && !gpu {
-            let start = block.len();
-            let cat = self.cat.as_deref();
-            let wrote = match self.args.as_mut() {
-                Some(a) => a.write_attrs(cat, block),
-                None => Args::default().write_attrs(cat, block),
+    /// The event as the parsing threads hand it on, owning what it holds, so that
+    /// [`ChromeSink::add_parsed`] can take it on another thread: a complete span or
+    /// GPU interval with usable times made whole here (on every core), its name
+    /// appended to `names` and its attributes' text to `block` (the texts of the events
+    /// parsed with it); any other event as read. The buffer its arguments were written
+    /// in goes back to `spare` where they are not needed later.
+    pub fn parsed(mut self, names: &mut String, block: &mut String, spare: &mut String) -> Parsed {
+        let times = match (self.ph.as_deref(), self.ts.and_then(us_to_ns), self.dur) {
+            (Some("X"), Some(start_ns), Some(d)) if d >= 0.0 && d.is_finite() => {
+                Some((start_ns, start_ns.saturating_add(us_to_ns(d).unwrap_or(0))))
+            }
+            _ => None,
+        };
+        let Some((start_ns, end_ns)) = times else {
+            return Parsed::Other(Box::new(self.into_owned()));
+        };
+        let name = text_in(names, self.name.as_deref().unwrap_or(""));
+        if let Some(kind) = self.cat.as_deref().and_then(gpu_kind) {
+            let args = self.args.take().unwrap_or_default();
+            let lane = |v: Option<u64>, id: &Option<Id>| {
+                v.or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
+                    .unwrap_or(0) as u32
             };
-            if wrote {
-                self.attrs = Some((start as u32, (block.len() - start) as u32));
-            }
+            return Parsed::Gpu(GpuEvent {
+                kind,
+                name,
+                device: lane(args.device, &self.pid),
+                stream: lane(args.stream, &self.tid),
+                correlation: args.correlation.unwrap_or(0),
+                start_ns,
+                end_ns,
+                grid: args.grid,
+                block: args.block,
+                bytes: args.bytes,
+            });
         }
-        // A begin's arguments become its span's once its end is found.
-        if is_x && spare.capacity() == 0 {
-            if let Some(a) = self.args.as_mut() {
-                *spare = a.take_members();
+        let at = block.len();
+        let cat = self.cat.as_deref();
+        let (wrote, correlation) = match self.args.as_mut() {
+            Some(a) => {
+                let wrote = a.write_attrs(cat, block);
+                if spare.capacity() == 0 {
+                    *spare = a.take_members();
+                }
+                (wrote, a.correlation)
             }
+            None => (Args::default().write_attrs(cat, block), None),
+        };
+        Parsed::Span(SpanEvent {
+            name,
+            pid: self.pid,
+            tid: self.tid,
+            start_ns,
+            end_ns,
+            correlation: correlation.unwrap_or(0),
+            attrs: wrote.then(|| (at as u32, (block.len() - at) as u32)),
+        })
+    }
+
+    /// The event with its texts its own.
+    fn into_owned(self) -> Event<'static> {
+        let own = |t: Option<Text>| t.map(|t| Text(std::borrow::Cow::Owned(t.0.into_owned())));
+        Event {
+            name: own(self.name),
+            cat: own(self.cat),
+            ph: own(self.ph),
+            ts: self.ts,
+            dur: self.dur,
+            pid: self.pid,
+            tid: self.tid,
+            id: self.id,
+            args: self.args,
         }
     }
+}
+
+/// `text` appended to `texts`: where it lies (start, length).
+fn text_in(texts: &mut String, text: &str) -> (u32, u32) {
+    let at = texts.len();
+    texts.push_str(text);
+    (at as u32, text.len() as u32)
+}
+
+/// An event as the parsing threads hand it on ([`Event::parsed`]).
+#[derive(Debug)]
+pub enum Parsed {
+    Span(SpanEvent),
+    Gpu(GpuEvent),
+    Other(Box<Event<'static>>),
+}
+
+/// A complete span with usable times, made whole where it was parsed; its name and
+/// attributes are texts of its run of events (start, length).
+#[derive(Debug)]
+pub struct SpanEvent {
+    name: (u32, u32),
+    pid: Option<Id>,
+    tid: Option<Id>,
+    start_ns: u64,
+    end_ns: u64,
+    correlation: u64,
+    attrs: Option<(u32, u32)>,
+}
+
+/// A kernel, copy or memset with usable times, made whole where it was parsed: its
+/// name (as written) a text of its run of events.
+#[derive(Debug)]
+pub struct GpuEvent {
+    kind: GpuKind,
+    name: (u32, u32),
+    device: u32,
+    stream: u32,
+    correlation: u64,
+    start_ns: u64,
+    end_ns: u64,
+    grid: Option<[u32; 3]>,
+    block: Option<[u32; 3]>,
+    bytes: Option<u64>,
 }
 
 /// A `B`/`E` (or async `b`/`e`) as read: matched per lane once the file ended, in
@@ -185,13 +273,59 @@ impl ChromeSink {
         lane
     }
 
-    /// Takes one event; `block` is the number, in the trace's attribute texts, of the
-    /// block its [`Event::prepare`] wrote in.
-    pub fn add(&mut self, ev: Event, block: u32) {
+    /// Takes one event as the parsing threads made it: `names` and block number `block`
+    /// of the trace's attribute texts hold the texts of its run of events.
+    pub fn add_parsed(&mut self, p: Parsed, names: &str, block: u32) {
+        let text = |(at, len): (u32, u32)| &names[at as usize..(at + len) as usize];
+        match p {
+            Parsed::Other(ev) => self.add(*ev),
+            Parsed::Span(s) => {
+                self.trace.counts.events += 1;
+                self.last_ns = self.last_ns.max(s.start_ns).max(s.end_ns);
+                let thread = self.thread(
+                    s.pid.as_ref().unwrap_or(&NO_ID),
+                    s.tid.as_ref().unwrap_or(&NO_ID),
+                );
+                let name = self.trace.names.id(text(s.name));
+                let attrs = s.attrs.map(|(at, len)| self.trace.attrs.at(block, at, len));
+                self.trace.spans.push(Span {
+                    name,
+                    thread,
+                    start_ns: s.start_ns,
+                    end_ns: s.end_ns,
+                    id: None,
+                    parent: None,
+                    correlation: s.correlation,
+                    attrs,
+                });
+            }
+            Parsed::Gpu(g) => {
+                self.trace.counts.events += 1;
+                self.last_ns = self.last_ns.max(g.start_ns).max(g.end_ns);
+                let raw = text(g.name);
+                let record = GpuRecord {
+                    kind: g.kind,
+                    name: self.trace.names.id(gpu_name(g.kind, raw)),
+                    device: g.device,
+                    stream: g.stream,
+                    correlation: g.correlation,
+                    start_ns: g.start_ns,
+                    end_ns: g.end_ns,
+                    grid: g.grid,
+                    block: g.block,
+                    bytes: g.bytes,
+                };
+                self.trace.gpu.push(record);
+            }
+        }
+    }
+
+    /// Takes one event.
+    pub fn add(&mut self, ev: Event) {
         self.trace.counts.events += 1;
         let ph = ev.ph.as_deref().unwrap_or("");
         match ph {
-            "X" => self.complete(ev, block),
+            "X" => self.complete(ev),
             "B" => self.begin(ev, false),
             "E" => self.end(ev, false),
             "b" | "S" => self.begin(ev, true),
@@ -232,7 +366,7 @@ impl ChromeSink {
         }
     }
 
-    fn complete(&mut self, ev: Event, block: u32) {
+    fn complete(&mut self, ev: Event) {
         let Some(start_ns) = self.start_ns(&ev) else {
             return;
         };
@@ -263,19 +397,11 @@ impl ChromeSink {
             ev.tid.as_ref().unwrap_or(&NO_ID),
         );
         let name = self.trace.names.id(ev.name.as_deref().unwrap_or(""));
-        let (correlation, attrs) = match ev.attrs {
-            Some((start, len)) => (
-                ev.args.and_then(|a| a.correlation),
-                Some(self.trace.attrs.at(block, start, len)),
-            ),
-            None => {
-                let args = ev.args.unwrap_or_default();
-                let correlation = args.correlation;
-                let text = args.into_attrs(ev.cat.as_deref());
-                (correlation, text.map(|t| self.trace.attrs.keep(&t)))
-            }
-        };
-        let correlation = correlation.unwrap_or(0);
+        let args = ev.args.unwrap_or_default();
+        let correlation = args.correlation.unwrap_or(0);
+        let attrs = args
+            .into_attrs(ev.cat.as_deref())
+            .map(|t| self.trace.attrs.keep(&t));
         self.trace.spans.push(Span {
             name,
             thread,
@@ -295,14 +421,9 @@ impl ChromeSink {
                 .unwrap_or(0) as u32
         };
         let raw = ev.name.as_deref().unwrap_or("");
-        let name = match kind {
-            GpuKind::Memcpy => copy_direction(raw).unwrap_or(raw),
-            GpuKind::Memset if raw.is_empty() => "memset",
-            _ => raw,
-        };
         let record = GpuRecord {
             kind,
-            name: self.trace.names.id(name),
+            name: self.trace.names.id(gpu_name(kind, raw)),
             device: lane(args.device, &ev.pid),
             stream: lane(args.stream, &ev.tid),
             correlation: args.correlation.unwrap_or(0),
@@ -480,6 +601,16 @@ fn gpu_kind(cat: &str) -> Option<GpuKind> {
         Some(GpuKind::Memset)
     } else {
         None
+    }
+}
+
+/// A GPU interval's name as gpu_activity.csv has it: a copy's direction, "memset" for
+/// a memset without a name, else as written.
+fn gpu_name(kind: GpuKind, raw: &str) -> &str {
+    match kind {
+        GpuKind::Memcpy => copy_direction(raw).unwrap_or(raw),
+        GpuKind::Memset if raw.is_empty() => "memset",
+        _ => raw,
     }
 }
 

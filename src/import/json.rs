@@ -15,7 +15,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use rayon::prelude::*;
 
-use super::chrome::{ChromeSink, Event};
+use super::chrome::{ChromeSink, Event, Parsed};
 use super::chrome_scan;
 use super::model::{Format, Trace};
 use super::otlp::{OtlpSink, ResourceSpans};
@@ -220,6 +220,9 @@ impl Reader<'_, '_> {
         let scanner = &mut self.s;
         std::thread::scope(|scope| {
             let parser = scope.spawn(move || -> Result<(), Stop> {
+                if let Sink::Chrome(c) = sink {
+                    return chrome_batches(c, rx, back);
+                }
                 for mut batch in rx {
                     parse(sink, format, &batch)?;
                     batch.bytes.clear();
@@ -371,8 +374,99 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
     stop
 }
 
-/// Parses a batch on every core and hands it to `sink` in order; a piece that does not
-/// parse is an error naming its line and number.
+/// A run of Chrome events parsed by one task: each event (or the error of a piece that
+/// did not parse), and the texts their names and attributes are in.
+struct ParsedRun {
+    events: Vec<Result<Parsed, Stop>>,
+    names: String,
+    attrs: String,
+}
+
+/// Chrome events batch by batch: each batch is parsed on every core (here) while the
+/// one before is handed to the sink in file order (on a thread of its own), so that
+/// taking events in order, which only one thread can do, is never all that runs.
+fn chrome_batches(
+    c: &mut ChromeSink,
+    rx: Receiver<Batch>,
+    back: SyncSender<Batch>,
+) -> Result<(), Stop> {
+    let (tx, parsed) = sync_channel::<Vec<ParsedRun>>(1);
+    std::thread::scope(|scope| {
+        let taker = scope.spawn(move || -> Result<(), Stop> {
+            for runs in parsed {
+                for run in runs {
+                    let block = c.trace.attrs.add_block(run.attrs);
+                    for ev in run.events {
+                        c.add_parsed(ev?, &run.names, block);
+                    }
+                }
+            }
+            Ok(())
+        });
+        let mut seen = 0u64;
+        for mut batch in rx {
+            let runs = parse_chrome(&batch, seen);
+            seen += batch.ends.len() as u64;
+            batch.bytes.clear();
+            batch.ends.clear();
+            let _ = back.try_send(batch);
+            // The taker stopped at a piece that did not parse: its error stands.
+            if tx.send(runs).is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        taker
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// A batch of Chrome events parsed on every core, `before` events coming before it in
+/// the file; each task parses a run of events, writing their names and attributes into
+/// texts of its own, which the trace keeps whole.
+fn parse_chrome(batch: &Batch, before: u64) -> Vec<ParsedRun> {
+    let pieces: Vec<(usize, usize, usize)> = batch
+        .ends
+        .iter()
+        .scan(0, |start, &(end, line)| {
+            let s = *start;
+            *start = end;
+            Some((s, end, line))
+        })
+        .collect();
+    let bytes = &batch.bytes;
+    pieces
+        .par_chunks(EVENTS_PER_TASK)
+        .enumerate()
+        .map(|(k, run)| {
+            let first = before + (k * EVENTS_PER_TASK) as u64;
+            let mut attrs = String::with_capacity(run[run.len() - 1].1 - run[0].0);
+            let mut names = String::new();
+            let mut spare = String::new();
+            let events = run
+                .iter()
+                .enumerate()
+                .map(|(i, &(a, b, line))| {
+                    let piece = &bytes[a..b];
+                    chrome_scan::event_in(piece, &mut spare)
+                        .map(Ok)
+                        .unwrap_or_else(|| serde_json::from_slice::<Event>(piece))
+                        .map(|ev| ev.parsed(&mut names, &mut attrs, &mut spare))
+                        .map_err(|e| bad_piece(&e, line, first + i as u64))
+                })
+                .collect();
+            ParsedRun {
+                events,
+                names,
+                attrs,
+            }
+        })
+        .collect()
+}
+
+/// Parses a batch and hands it to `sink` in order; a piece that does not parse is an
+/// error naming its line and number.
 fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
     let spans: Vec<(usize, usize, usize)> = batch
         .ends
@@ -386,40 +480,7 @@ fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
     let bytes = &batch.bytes;
     let before = sink.events();
     match sink {
-        Sink::Chrome(c) => {
-            // Each task parses a run of events and writes their attributes into one
-            // text of its own, which the trace keeps whole.
-            let parsed: Vec<(Vec<_>, String)> = spans
-                .par_chunks(EVENTS_PER_TASK)
-                .map(|run| {
-                    let mut block = String::with_capacity(run[run.len() - 1].1 - run[0].0);
-                    let mut spare = String::new();
-                    let events = run
-                        .iter()
-                        .map(|&(a, b, _)| {
-                            let piece = &bytes[a..b];
-                            chrome_scan::event_in(piece, &mut spare)
-                                .map(Ok)
-                                .unwrap_or_else(|| serde_json::from_slice::<Event>(piece))
-                                .map(|mut ev| {
-                                    ev.prepare(&mut block, &mut spare);
-                                    ev
-                                })
-                        })
-                        .collect();
-                    (events, block)
-                })
-                .collect();
-            let mut i = 0;
-            for (events, block) in parsed {
-                let block = c.trace.attrs.add_block(block);
-                for ev in events {
-                    let ev = ev.map_err(|e| bad_piece(&e, spans[i].2, before + i as u64))?;
-                    c.add(ev, block);
-                    i += 1;
-                }
-            }
-        }
+        Sink::Chrome(_) => unreachable!("Chrome events are read by chrome_batches"),
         Sink::Otlp(o) => {
             for (i, &(a, b, line)) in spans.iter().enumerate() {
                 let r = serde_json::from_slice::<ResourceSpans>(&bytes[a..b]);

@@ -41,27 +41,32 @@ impl Rep {
 
 /// The whole file as one rep; `None` when it holds neither spans nor GPU records.
 pub fn whole_file(trace: &Trace) -> Option<Rep> {
-    let starts = trace.spans.iter().map(|s| s.start_ns);
-    let start_ns = starts.chain(trace.gpu.iter().map(|g| g.start_ns)).min()?;
-    let ends = trace.spans.iter().map(|s| s.end_ns);
-    let end_ns = ends.chain(trace.gpu.iter().map(|g| g.end_ns)).max()?;
+    // One pass over the spans: the first start, the last end, and the thread of the
+    // longest span (a program's outermost step or request; the first such), where the
+    // file's root goes.
+    let (mut start_ns, mut end_ns) = (u64::MAX, 0);
+    let (mut longest, mut thread) = (None, 0);
+    for s in &trace.spans {
+        start_ns = start_ns.min(s.start_ns);
+        end_ns = end_ns.max(s.end_ns);
+        let d = s.end_ns - s.start_ns;
+        if longest.is_none_or(|l| d > l) {
+            (longest, thread) = (Some(d), s.thread);
+        }
+    }
+    for g in &trace.gpu {
+        start_ns = start_ns.min(g.start_ns);
+        end_ns = end_ns.max(g.end_ns);
+    }
+    if trace.spans.is_empty() && trace.gpu.is_empty() {
+        return None;
+    }
     Some(Rep {
         // Its rows are named by the import ([`FILE_ROOT`]), not by a name of the file.
-        root: Root::File(Span::plain(u32::MAX, main_thread(trace), start_ns, end_ns)),
+        root: Root::File(Span::plain(u32::MAX, thread, start_ns, end_ns)),
         spans: (0..trace.spans.len() as u32).collect(),
         gpu: (0..trace.gpu.len() as u32).collect(),
     })
-}
-
-/// The thread a file's root goes on: the one with the longest span (a program's
-/// outermost step or request), the first such.
-fn main_thread(trace: &Trace) -> u32 {
-    trace
-        .spans
-        .iter()
-        .enumerate()
-        .max_by_key(|(i, s)| (s.end_ns - s.start_ns, std::cmp::Reverse(*i)))
-        .map_or(0, |(_, s)| s.thread)
 }
 
 /// What cutting at a rep span left out.

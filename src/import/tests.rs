@@ -141,6 +141,66 @@ fn a_cut_file_keeps_its_events_and_garbage_is_an_error_naming_line_and_event() {
 }
 
 #[test]
+fn events_of_many_batches_and_runs_keep_their_order_and_a_bad_one_is_named() {
+    // About 1.3 batches of events, parsed in runs of 1,024 on every core and taken in
+    // file order on another thread: spans, kernels and a B/E pair, interleaved.
+    let event = |i: usize| match i % 3 {
+        0 => format!(
+            r#"{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": {}, "ts": {i}, "dur": 0.5, "args": {{"k": "{}"}}}}"#,
+            1 + i % 2,
+            "v".repeat(i % 4000)
+        ),
+        1 => format!(
+            r#"{{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 0, "tid": 7, "ts": {i}, "dur": 0.25, "args": {{"correlation": {i}}}}}"#
+        ),
+        _ => format!(
+            r#"{{"ph": "B", "name": "b{i}", "pid": 1, "tid": 3, "ts": {i}}}, {{"ph": "E", "pid": 1, "tid": 3, "ts": {i}.5}}"#
+        ),
+    };
+    let n = 15_000;
+    let body: Vec<String> = (0..n).map(event).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "big.json", &format!("[{}]", body.join(",\n")));
+    let t = read_trace(&p, 1 << 30).unwrap().0;
+    let spans: Vec<String> = (0..n)
+        .filter(|i| i % 3 != 1)
+        .map(|i| format!("{}{i}", if i % 3 == 0 { "op" } else { "b" }))
+        .collect();
+    let mut got: Vec<(u64, &str)> = t
+        .spans
+        .iter()
+        .map(|s| (s.start_ns, t.names.name(s.name)))
+        .collect();
+    got.sort();
+    assert_eq!(got.iter().map(|g| g.1).collect::<Vec<_>>(), spans);
+    assert_eq!(t.gpu.len(), n / 3);
+    assert!(t
+        .gpu
+        .iter()
+        .enumerate()
+        .all(|(k, g)| g.correlation == 3 * k as u64 + 1));
+    let long = t
+        .spans
+        .iter()
+        .find(|s| t.names.name(s.name) == "op3999")
+        .unwrap();
+    assert!(
+        t.attrs_of(long).unwrap().ends_with("v…\"}"),
+        "long values are cut"
+    );
+    assert_eq!(t.counts.events, (n + n / 3) as u64);
+
+    // Event 14,001 of the file (in its second batch) is garbage: the error names it
+    // and its line.
+    let mut body: Vec<String> = (0..n).map(|i| event(3 * (i / 3))).collect();
+    body[14_000] = r#"{"ph": "X", "ts": "soon"}"#.into();
+    let p = write(tmp.path(), "bad.json", &format!("[{}]", body.join(",\n")));
+    let e = read_trace(&p, 1 << 30).unwrap_err().to_string();
+    assert!(e.contains("bad.json, line 14001"), "{e}");
+    assert!(e.contains("in trace event 14001"), "{e}");
+}
+
+#[test]
 fn otlp_spans_keep_their_ids_attributes_and_one_request_per_line() {
     let line = |id: &str, parent: &str, name: &str, s: u64, e: u64| {
         format!(

@@ -551,6 +551,11 @@ impl RunWriter {
             let (mut text, mut row) = (Vec::new(), SpanRow::sample());
             for i in a..b {
                 line(i, &mut row, &mut text);
+                if i == a {
+                    // Room for the rest at the first row's length and a half, not
+                    // grown (and copied) a dozen times.
+                    text.reserve(text.len() * (b - a) * 3 / 2);
+                }
             }
             text
         })?;

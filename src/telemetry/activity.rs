@@ -128,7 +128,7 @@ mod tests {
     proptest! {
         #[test]
         fn coverage_equals_brute_force(
-            iv in prop::collection::vec((0u64..200, 0u64..40), 0..12),
+            iv in prop::collection::vec((0u64..200, 0u64..40), 0..40),
             lo in 0u64..250, len in 0u64..250,
         ) {
             let iv: Vec<(u64, u64)> = iv.into_iter().map(|(a, l)| (a, a + l)).collect();

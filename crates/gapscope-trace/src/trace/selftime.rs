@@ -69,6 +69,8 @@ pub fn union_within(iv: &mut [(u64, u64)], lo: u64, hi: u64) -> u64 {
 pub struct Coverage {
     /// Disjoint, sorted half-open intervals.
     merged: Vec<(u64, u64)>,
+    /// Their starts alone (searched: half the bytes of `merged`).
+    starts: Vec<u64>,
     /// `prefix[i]` = total length of `merged[..i]`.
     prefix: Vec<u64>,
 }
@@ -91,13 +93,27 @@ impl Coverage {
             acc += b - a;
             prefix.push(acc);
         }
-        Coverage { merged, prefix }
+        let starts = merged.iter().map(|&(a, _)| a).collect();
+        Coverage {
+            merged,
+            starts,
+            prefix,
+        }
     }
 
-    /// Covered length up to time `t`.
-    fn covered_before(&self, t: u64) -> u64 {
-        // Intervals that start before t: merged[..n].
-        let n = self.merged.partition_point(|&(a, _)| a < t);
+    /// How many intervals start before `t`, at least `from` of them doing so: searched
+    /// from `from` in steps that double, so a short window costs a few steps.
+    fn starting_before(&self, t: u64, from: usize) -> usize {
+        let rest = &self.starts[from..];
+        let mut bound = 1;
+        while bound < rest.len() && rest[bound - 1] < t {
+            bound *= 2;
+        }
+        from + rest[..bound.min(rest.len())].partition_point(|&a| a < t)
+    }
+
+    /// Covered length up to time `t`, `n` intervals starting before it.
+    fn covered_before(&self, t: u64, n: usize) -> u64 {
         if n == 0 {
             return 0;
         }
@@ -110,7 +126,9 @@ impl Coverage {
         if hi <= lo {
             return 0;
         }
-        self.covered_before(hi) - self.covered_before(lo)
+        let n_lo = self.starts.partition_point(|&a| a < lo);
+        let n_hi = self.starting_before(hi, n_lo);
+        self.covered_before(hi, n_hi) - self.covered_before(lo, n_lo)
     }
 
     pub fn total(&self) -> u64 {
