@@ -414,12 +414,72 @@ impl<'a> Cur<'a> {
                 }
                 self.i = at;
             }
+            b'[' => {
+                let at = self.i;
+                if let Some(triple) = self.plain_array(0) {
+                    match key {
+                        "grid" => a.grid = triple,
+                        "block" => a.block = triple,
+                        _ => {}
+                    }
+                    return Some(());
+                }
+                self.i = at;
+            }
             _ => {}
         }
         let v = self.value()?;
         let mut de = serde_json::Deserializer::from_slice(v);
         chrome_args::value_seed(a, key).deserialize(&mut de).ok()?;
         de.end().ok()
+    }
+
+    /// An array (at its `[`) of whole numbers ≥ 0, strings without escapes and such
+    /// arrays, a few deep (Kineto's shapes, types, grids and blocks), passed over: its
+    /// three numbers where it is three whole numbers (a grid or block, as
+    /// [`chrome_args`] reads one), else `Some(None)`. None where it holds anything
+    /// else; the caller then reads it with serde_json.
+    fn plain_array(&mut self, depth: u32) -> Option<Option<[u32; 3]>> {
+        if depth > 8 {
+            return None;
+        }
+        self.eat(b'[')?;
+        let (mut v, mut n, mut numeric) = ([0u32; 3], 0usize, true);
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(None);
+        }
+        loop {
+            match self.peek()? {
+                b'0'..=b'9' => {
+                    let x = plain_whole(self.number())?;
+                    match v.get_mut(n) {
+                        Some(slot) => *slot = x as u32,
+                        None => numeric = false,
+                    }
+                    n += 1;
+                }
+                b'"' => {
+                    if self.string()?.1 {
+                        return None;
+                    }
+                    numeric = false;
+                }
+                b'[' => {
+                    self.plain_array(depth + 1)?;
+                    numeric = false;
+                }
+                _ => return None,
+            }
+            self.ws();
+            match self.next()? {
+                b',' => self.ws(),
+                b']' => break,
+                _ => return None,
+            }
+        }
+        Some((numeric && n == 3).then_some(v))
     }
 
     /// Whether what stands here may follow a value.
@@ -513,6 +573,9 @@ mod tests {
             r#"{"name": "caf\u00e9 \ud83d\ude00", "cat": "é", "tid": "worker\n", "id": 1.5}"#,
             r#"{"pid": 18446744073709551615, "tid": -3, "id": -0, "ts": 12345678901234567890}"#,
             r#"{"ts": 1e3, "dur": -0.0, "args": {"n": 18446744073709551616, "z": 0}}"#,
+            r#"{"args": {"grid": [1, 2, 3, 4], "block": [1, "a", 3], "Input Dims": [[256, 256], []]}}"#,
+            r#"{"args": {"grid": [[1, 2, 3]], "block": [4294967297, 0, 7], "Input type": ["float", ""]}}"#,
+            r#"{"args": {"grid": [], "block": [ 1 ,2,3 ], "grid": [5, 6, 7], "s": [[[[[[[[[[1]]]]]]]]]]}}"#,
         ] {
             assert!(agree(text), "the scanner left {text} to serde_json");
         }

@@ -180,6 +180,18 @@ pub fn rep_rows<'a>(
     ctx: &'a RepCtx<'a>,
     rep: &'a Rep,
 ) -> (RunRow, Rows<'a>, GpuRows<'a>, Vec<String>) {
+    let gpu = gpu_rows(ctx, rep);
+    let (run, rows, notes) = span_rows(ctx, rep, &gpu);
+    (run, rows, gpu, notes)
+}
+
+/// The rep's runs.csv row, its span rows (made as they are written; the GPU-busy time
+/// of each from the rep's GPU rows `gpu`), and warnings about its tree.
+pub fn span_rows<'a>(
+    ctx: &'a RepCtx<'a>,
+    rep: &'a Rep,
+    gpu: &GpuRows,
+) -> (RunRow, Rows<'a>, Vec<String>) {
     let trace = ctx.trace;
     let root = rep.root_span(trace);
     let mut members: Vec<&Span> = Vec::with_capacity(rep.spans.len() + 1);
@@ -187,7 +199,6 @@ pub fn rep_rows<'a>(
     members.extend(rep.spans.iter().map(|&i| &trace.spans[i as usize]));
     let tree = tree::build(&members, 0);
     let notes = tree_notes(ctx.rep, &tree);
-    let gpu = gpu_rows(ctx, rep);
     let busy = (!gpu.is_empty()).then(|| {
         Coverage::new(
             gpu.order
@@ -206,7 +217,7 @@ pub fn rep_rows<'a>(
         busy,
         root_attrs,
     };
-    (run, rows, gpu, notes)
+    (run, rows, notes)
 }
 
 /// What the tree of rep `rep` says of its file's parent links.
@@ -344,7 +355,8 @@ impl GpuRows<'_> {
     }
 }
 
-fn gpu_rows<'a>(ctx: &'a RepCtx<'a>, rep: &Rep) -> GpuRows<'a> {
+/// A rep's GPU rows, in time order (then correlation id).
+pub fn gpu_rows<'a>(ctx: &'a RepCtx<'a>, rep: &Rep) -> GpuRows<'a> {
     let mut order = rep.gpu.clone();
     // Stable, as the rows were sorted: ties keep the rep's order.
     order.sort_by_key(|&g| {

@@ -128,15 +128,36 @@ fn by_time(spans: &[&Span], root: usize, parent: &mut [u32]) {
     }
 }
 
+/// The (parent, start, end) of every span under a parent on its thread, sorted: placed
+/// by parent in one pass (a count per parent, then each in its place), then each
+/// parent's few sorted, rather than all of them sorted at once.
+fn kids_by_parent(spans: &[&Span], parent: &[u32]) -> Vec<(u32, u64, u64)> {
+    let is_kid = |i: usize, p: u32| p != ROOT && spans[p as usize].thread == spans[i].thread;
+    let mut at = vec![0usize; spans.len() + 1];
+    for (i, &p) in parent.iter().enumerate() {
+        if is_kid(i, p) {
+            at[p as usize + 1] += 1;
+        }
+    }
+    for k in 1..at.len() {
+        at[k] += at[k - 1];
+    }
+    let mut kids = vec![(0u32, 0u64, 0u64); at[spans.len()]];
+    let mut next = at.clone();
+    for (i, &p) in parent.iter().enumerate() {
+        if is_kid(i, p) {
+            kids[next[p as usize]] = (p, spans[i].start_ns, spans[i].end_ns);
+            next[p as usize] += 1;
+        }
+    }
+    kids.par_chunk_by_mut(|a, b| a.0 == b.0)
+        .for_each(|same| same.sort_unstable());
+    kids
+}
+
 /// Each span's duration minus the union of its same-thread children's intervals.
 fn self_times(spans: &[&Span], parent: &[u32]) -> Vec<u64> {
-    let mut kids: Vec<(u32, u64, u64)> = parent
-        .iter()
-        .enumerate()
-        .filter(|&(i, &p)| p != ROOT && spans[p as usize].thread == spans[i].thread)
-        .map(|(i, &p)| (p, spans[i].start_ns, spans[i].end_ns))
-        .collect();
-    kids.par_sort_unstable();
+    let kids = kids_by_parent(spans, parent);
     let mut self_ns: Vec<u64> = spans.iter().map(|s| s.end_ns - s.start_ns).collect();
     let mut k = 0;
     while k < kids.len() {

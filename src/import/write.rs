@@ -214,9 +214,17 @@ impl Progress<'_> {
                 iteration: *iteration,
                 root: self.root,
             };
-            let (run, spans, gpu, n) = rows::rep_rows(&ctx, rep);
+            // The GPU rows are written while the span tree is built.
+            let gpu = rows::gpu_rows(&ctx, rep);
+            let writer = &mut *self.writer;
+            let (gpu_written, (run, spans, n)) = std::thread::scope(|scope| {
+                let w = scope.spawn(|| writer.append_gpu_with(gpu.len(), |i| gpu.row(i)));
+                let spans = rows::span_rows(&ctx, rep, &gpu);
+                let w = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (w, spans)
+            });
+            gpu_written?;
             self.any_gpu |= !gpu.is_empty();
-            self.writer.append_gpu_with(gpu.len(), |i| gpu.row(i))?;
             self.writer
                 .append_rep_lines(&run, spans.len(), |i, row, out| spans.line(i, row, out))?;
             if let Some(why) = self.writer.take_capped() {
