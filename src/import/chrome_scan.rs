@@ -399,7 +399,9 @@ impl<'a> Cur<'a> {
                 let tok = self.number();
                 if let Some(n) = plain_whole(tok) {
                     // A whole number without leading zeros is written as it was.
-                    a.number(key, std::str::from_utf8(tok).ok()?, Some(n));
+                    // SAFETY: plain_whole took only ASCII digits.
+                    let text = unsafe { std::str::from_utf8_unchecked(tok) };
+                    a.number(key, text, Some(n));
                     return Some(());
                 }
                 self.i = at;
