@@ -6,6 +6,7 @@
 # timed command on the first N cores only (taskset), so that a larger host measures what
 # an N-core machine would; REUSE=1 keeps the file an earlier call generated; REFS=0 leaves
 # out the two references (for calls interleaved with another build's on the same file).
+# Each timed import starts after a sync, with no other writes pending.
 set -euo pipefail
 bin=${1:?gapscope binary}
 steps=${2:?steps}
@@ -22,6 +23,9 @@ events=$(awk '{print $2}' "$tmp/gen.txt")
 bytes=$(stat -c %s "$tmp/big.json")
 echo "file: $bytes bytes, $events events ($(nproc) cores, ${CORES:-all} used, load $(cut -d' ' -f1-3 /proc/loadavg))"
 for i in $(seq 1 "$repeats"); do
+  # What earlier commands wrote reaches the disk first: the kernel's writing of another
+  # import's rows would take these cores during this one.
+  sync
   "${pin[@]}" /usr/bin/time -v "$bin" import --name scale --variant a "$tmp/big.json" \
     --results-dir "$tmp/results-$i" > /dev/null 2> "$tmp/time-$i.txt"
   wall=$(grep 'Elapsed (wall clock)' "$tmp/time-$i.txt" | awk '{print $NF}')

@@ -19,7 +19,7 @@ use serde::de::{self, Visitor};
 use serde::Deserialize;
 
 use super::chrome_args::{Args, Text};
-use super::model::{GpuKind, GpuRecord, Span, Trace};
+use super::model::{GpuKind, GpuRecord, Interner, Span, Trace};
 
 /// A pid, tid or async id: a number or a string, as producers write them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -100,11 +100,16 @@ pub struct Event<'a> {
 impl Event<'_> {
     /// The event as the parsing threads hand it on, owning what it holds, so that
     /// [`ChromeSink::add_parsed`] can take it on another thread: a complete span or
-    /// GPU interval with usable times made whole here (on every core), its name
-    /// appended to `names` and its attributes' text to `block` (the texts of the events
-    /// parsed with it); any other event as read. The buffer its arguments were written
-    /// in goes back to `spare` where they are not needed later.
-    pub fn parsed(mut self, names: &mut String, block: &mut String, spare: &mut String) -> Parsed {
+    /// GPU interval with usable times made whole here (on every core), its name one of
+    /// `names` and its attributes' text appended to `block` (the names and texts of the
+    /// events parsed with it); any other event as read. The buffer its arguments were
+    /// written in goes back to `spare` where they are not needed later.
+    pub fn parsed(
+        mut self,
+        names: &mut Interner,
+        block: &mut String,
+        spare: &mut String,
+    ) -> Parsed {
         let times = match (self.ph.as_deref(), self.ts.and_then(us_to_ns), self.dur) {
             (Some("X"), Some(start_ns), Some(d)) if d >= 0.0 && d.is_finite() => {
                 Some((start_ns, start_ns.saturating_add(us_to_ns(d).unwrap_or(0))))
@@ -114,8 +119,9 @@ impl Event<'_> {
         let Some((start_ns, end_ns)) = times else {
             return Parsed::Other(Box::new(self.into_owned()));
         };
-        let name = text_in(names, self.name.as_deref().unwrap_or(""));
+        let raw = self.name.as_deref().unwrap_or("");
         if let Some(kind) = self.cat.as_deref().and_then(gpu_kind) {
+            let name = names.id(gpu_name(kind, raw));
             let args = self.args.take().unwrap_or_default();
             let lane = |v: Option<u64>, id: &Option<Id>| {
                 v.or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
@@ -134,6 +140,7 @@ impl Event<'_> {
                 bytes: args.bytes,
             });
         }
+        let name = names.id(raw);
         let at = block.len();
         let cat = self.cat.as_deref();
         let (wrote, correlation) = match self.args.as_mut() {
@@ -174,11 +181,22 @@ impl Event<'_> {
     }
 }
 
-/// `text` appended to `texts`: where it lies (start, length).
-fn text_in(texts: &mut String, text: &str) -> (u32, u32) {
-    let at = texts.len();
-    texts.push_str(text);
-    (at as u32, text.len() as u32)
+/// The distinct names of a run of events parsed together, and the number each has in
+/// the trace once one of its events is taken.
+#[derive(Debug, Default)]
+pub struct RunNames {
+    pub names: Interner,
+    ids: Vec<u32>,
+}
+
+impl RunNames {
+    /// The names, none of them numbered in the trace yet.
+    pub fn new(names: Interner) -> RunNames {
+        RunNames {
+            ids: vec![u32::MAX; names.len()],
+            names,
+        }
+    }
 }
 
 /// An event as the parsing threads hand it on ([`Event::parsed`]).
@@ -189,11 +207,11 @@ pub enum Parsed {
     Other(Box<Event<'static>>),
 }
 
-/// A complete span with usable times, made whole where it was parsed; its name and
-/// attributes are texts of its run of events (start, length).
+/// A complete span with usable times, made whole where it was parsed; its name is one
+/// of its run of events' names, its attributes a text of theirs (start, length).
 #[derive(Debug)]
 pub struct SpanEvent {
-    name: (u32, u32),
+    name: u32,
     pid: Option<Id>,
     tid: Option<Id>,
     start_ns: u64,
@@ -203,11 +221,11 @@ pub struct SpanEvent {
 }
 
 /// A kernel, copy or memset with usable times, made whole where it was parsed: its
-/// name (as written) a text of its run of events.
+/// name (as gpu_activity.csv has it) one of its run of events' names.
 #[derive(Debug)]
 pub struct GpuEvent {
     kind: GpuKind,
-    name: (u32, u32),
+    name: u32,
     device: u32,
     stream: u32,
     correlation: u64,
@@ -273,10 +291,18 @@ impl ChromeSink {
         lane
     }
 
-    /// Takes one event as the parsing threads made it: `names` and block number `block`
-    /// of the trace's attribute texts hold the texts of its run of events.
-    pub fn add_parsed(&mut self, p: Parsed, names: &str, block: u32) {
-        let text = |(at, len): (u32, u32)| &names[at as usize..(at + len) as usize];
+    /// Takes one event as the parsing threads made it: `run` holds the names of its run
+    /// of events (`run.ids` their numbers in the trace, given at each one's first use,
+    /// so in file order) and block number `block` of the trace's attribute texts their
+    /// attributes.
+    pub fn add_parsed(&mut self, p: Parsed, run: &mut RunNames, block: u32) {
+        let mut name = |k: u32, names: &mut Interner| {
+            let id = &mut run.ids[k as usize];
+            if *id == u32::MAX {
+                *id = names.id(run.names.name(k));
+            }
+            *id
+        };
         match p {
             Parsed::Other(ev) => self.add(*ev),
             Parsed::Span(s) => {
@@ -286,7 +312,7 @@ impl ChromeSink {
                     s.pid.as_ref().unwrap_or(&NO_ID),
                     s.tid.as_ref().unwrap_or(&NO_ID),
                 );
-                let name = self.trace.names.id(text(s.name));
+                let name = name(s.name, &mut self.trace.names);
                 let attrs = s.attrs.map(|(at, len)| self.trace.attrs.at(block, at, len));
                 self.trace.spans.push(Span {
                     name,
@@ -302,10 +328,9 @@ impl ChromeSink {
             Parsed::Gpu(g) => {
                 self.trace.counts.events += 1;
                 self.last_ns = self.last_ns.max(g.start_ns).max(g.end_ns);
-                let raw = text(g.name);
                 let record = GpuRecord {
                     kind: g.kind,
-                    name: self.trace.names.id(gpu_name(g.kind, raw)),
+                    name: name(g.name, &mut self.trace.names),
                     device: g.device,
                     stream: g.stream,
                     correlation: g.correlation,

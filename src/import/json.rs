@@ -15,9 +15,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use rayon::prelude::*;
 
-use super::chrome::{ChromeSink, Event, Parsed};
+use super::chrome::{ChromeSink, Event, Parsed, RunNames};
 use super::chrome_scan;
-use super::model::{Format, Trace};
+use super::model::{Format, Interner, Trace};
 use super::otlp::{OtlpSink, ResourceSpans};
 use super::source::Stream;
 use super::ImportError;
@@ -378,7 +378,7 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
 /// did not parse), and the texts their names and attributes are in.
 struct ParsedRun {
     events: Vec<Result<Parsed, Stop>>,
-    names: String,
+    names: Interner,
     attrs: String,
 }
 
@@ -396,8 +396,9 @@ fn chrome_batches(
             for runs in parsed {
                 for run in runs {
                     let block = c.trace.attrs.add_block(run.attrs);
+                    let mut names = RunNames::new(run.names);
                     for ev in run.events {
-                        c.add_parsed(ev?, &run.names, block);
+                        c.add_parsed(ev?, &mut names, block);
                     }
                 }
             }
@@ -442,7 +443,7 @@ fn parse_chrome(batch: &Batch, before: u64) -> Vec<ParsedRun> {
         .map(|(k, run)| {
             let first = before + (k * EVENTS_PER_TASK) as u64;
             let mut attrs = String::with_capacity(run[run.len() - 1].1 - run[0].0);
-            let mut names = String::new();
+            let mut names = Interner::default();
             let mut spare = String::new();
             let events = run
                 .iter()

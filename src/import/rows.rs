@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use rayon::prelude::*;
 use serde_json::{Map, Value};
 
 use super::model::{GpuKind, Span, Trace};
@@ -357,11 +358,18 @@ impl GpuRows<'_> {
 
 /// A rep's GPU rows, in time order (then correlation id).
 pub fn gpu_rows<'a>(ctx: &'a RepCtx<'a>, rep: &Rep) -> GpuRows<'a> {
-    let mut order = rep.gpu.clone();
-    // Stable, as the rows were sorted: ties keep the rep's order.
-    order.sort_by_key(|&g| {
-        let r = &ctx.trace.gpu[g as usize];
-        (r.start_ns, r.correlation as u32)
-    });
+    // Each record's key beside it, sorted on every core; ties keep the rep's order (its
+    // place in the rep is the last key).
+    let mut keyed: Vec<(u64, u32, u32, u32)> = rep
+        .gpu
+        .par_iter()
+        .enumerate()
+        .map(|(at, &g)| {
+            let r = &ctx.trace.gpu[g as usize];
+            (r.start_ns, r.correlation as u32, at as u32, g)
+        })
+        .collect();
+    keyed.par_sort_unstable();
+    let order = keyed.into_iter().map(|(.., g)| g).collect();
     GpuRows { ctx, order }
 }
