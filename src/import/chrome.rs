@@ -123,22 +123,8 @@ impl Event<'_> {
         if let Some(kind) = self.cat.as_deref().and_then(gpu_kind) {
             let name = names.id(gpu_name(kind, raw));
             let args = self.args.take().unwrap_or_default();
-            let lane = |v: Option<u64>, id: &Option<Id>| {
-                v.or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
-                    .unwrap_or(0) as u32
-            };
-            return Parsed::Gpu(GpuEvent {
-                kind,
-                name,
-                device: lane(args.device, &self.pid),
-                stream: lane(args.stream, &self.tid),
-                correlation: args.correlation.unwrap_or(0),
-                start_ns,
-                end_ns,
-                grid: args.grid,
-                block: args.block,
-                bytes: args.bytes,
-            });
+            let times = (start_ns, end_ns);
+            return Parsed::Gpu(GpuEvent::new(kind, name, args, &self.pid, &self.tid, times));
         }
         let name = names.id(raw);
         let at = block.len();
@@ -177,6 +163,52 @@ impl Event<'_> {
             tid: self.tid,
             id: self.id,
             args: self.args,
+        }
+    }
+}
+
+impl GpuEvent {
+    /// A kernel, copy or memset of `kind` named `name`, on its event's `args.device` and
+    /// `args.stream` (else its pid and tid), from `times.0` to `times.1` (ns).
+    fn new(
+        kind: GpuKind,
+        name: u32,
+        args: Args,
+        pid: &Option<Id>,
+        tid: &Option<Id>,
+        times: (u64, u64),
+    ) -> GpuEvent {
+        let lane = |v: Option<u64>, id: &Option<Id>| {
+            v.or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
+                .unwrap_or(0) as u32
+        };
+        GpuEvent {
+            kind,
+            name,
+            device: lane(args.device, pid),
+            stream: lane(args.stream, tid),
+            correlation: args.correlation.unwrap_or(0),
+            start_ns: times.0,
+            end_ns: times.1,
+            grid: args.grid,
+            block: args.block,
+            bytes: args.bytes,
+        }
+    }
+
+    /// Its record in the trace, named by name `name` of the trace.
+    fn record(self, name: u32) -> GpuRecord {
+        GpuRecord {
+            kind: self.kind,
+            name,
+            device: self.device,
+            stream: self.stream,
+            correlation: self.correlation,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            grid: self.grid,
+            block: self.block,
+            bytes: self.bytes,
         }
     }
 }
@@ -328,19 +360,8 @@ impl ChromeSink {
             Parsed::Gpu(g) => {
                 self.trace.counts.events += 1;
                 self.last_ns = self.last_ns.max(g.start_ns).max(g.end_ns);
-                let record = GpuRecord {
-                    kind: g.kind,
-                    name: name(g.name, &mut self.trace.names),
-                    device: g.device,
-                    stream: g.stream,
-                    correlation: g.correlation,
-                    start_ns: g.start_ns,
-                    end_ns: g.end_ns,
-                    grid: g.grid,
-                    block: g.block,
-                    bytes: g.bytes,
-                };
-                self.trace.gpu.push(record);
+                let id = name(g.name, &mut self.trace.names);
+                self.trace.gpu.push(g.record(id));
             }
         }
     }
@@ -440,25 +461,11 @@ impl ChromeSink {
     }
 
     fn gpu(&mut self, ev: Event, kind: GpuKind, start_ns: u64, end_ns: u64) {
-        let args = ev.args.unwrap_or_default();
-        let lane = |v: Option<u64>, id: &Option<Id>| {
-            v.or_else(|| id.as_ref().and_then(Id::num).map(|n| n.max(0) as u64))
-                .unwrap_or(0) as u32
-        };
         let raw = ev.name.as_deref().unwrap_or("");
-        let record = GpuRecord {
-            kind,
-            name: self.trace.names.id(gpu_name(kind, raw)),
-            device: lane(args.device, &ev.pid),
-            stream: lane(args.stream, &ev.tid),
-            correlation: args.correlation.unwrap_or(0),
-            start_ns,
-            end_ns,
-            grid: args.grid,
-            block: args.block,
-            bytes: args.bytes,
-        };
-        self.trace.gpu.push(record);
+        let name = self.trace.names.id(gpu_name(kind, raw));
+        let args = ev.args.unwrap_or_default();
+        let g = GpuEvent::new(kind, name, args, &ev.pid, &ev.tid, (start_ns, end_ns));
+        self.trace.gpu.push(g.record(name));
     }
 
     /// The thread (or, for async events, the track of its id) an event goes on.

@@ -200,6 +200,20 @@ struct Batch {
     ends: Vec<(usize, usize)>,
 }
 
+impl Batch {
+    /// Each element's start, end and line.
+    fn pieces(&self) -> Vec<(usize, usize, usize)> {
+        self.ends
+            .iter()
+            .scan(0, |start, &(end, line)| {
+                let s = *start;
+                *start = end;
+                Some((s, end, line))
+            })
+            .collect()
+    }
+}
+
 struct Reader<'a, 'b> {
     s: Scanner<'b>,
     sink: Sink,
@@ -427,15 +441,7 @@ fn chrome_batches(
 /// the file; each task parses a run of events, writing their names and attributes into
 /// texts of its own, which the trace keeps whole.
 fn parse_chrome(batch: &Batch, before: u64) -> Vec<ParsedRun> {
-    let pieces: Vec<(usize, usize, usize)> = batch
-        .ends
-        .iter()
-        .scan(0, |start, &(end, line)| {
-            let s = *start;
-            *start = end;
-            Some((s, end, line))
-        })
-        .collect();
+    let pieces = batch.pieces();
     let bytes = &batch.bytes;
     pieces
         .par_chunks(EVENTS_PER_TASK)
@@ -469,15 +475,7 @@ fn parse_chrome(batch: &Batch, before: u64) -> Vec<ParsedRun> {
 /// Parses a batch and hands it to `sink` in order; a piece that does not parse is an
 /// error naming its line and number.
 fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
-    let spans: Vec<(usize, usize, usize)> = batch
-        .ends
-        .iter()
-        .scan(0, |start, &(end, line)| {
-            let s = *start;
-            *start = end;
-            Some((s, end, line))
-        })
-        .collect();
+    let spans = batch.pieces();
     let bytes = &batch.bytes;
     let before = sink.events();
     match sink {
