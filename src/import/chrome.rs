@@ -110,12 +110,7 @@ impl Event<'_> {
         block: &mut String,
         spare: &mut String,
     ) -> Parsed {
-        let times = match (self.ph.as_deref(), self.ts.and_then(us_to_ns), self.dur) {
-            (Some("X"), Some(start_ns), Some(d)) if d >= 0.0 && d.is_finite() => {
-                Some((start_ns, start_ns.saturating_add(us_to_ns(d).unwrap_or(0))))
-            }
-            _ => None,
-        };
+        let times = complete_times(self.ts, self.dur).filter(|_| self.ph.as_deref() == Some("X"));
         let Some((start_ns, end_ns)) = times else {
             return Parsed::Other(Box::new(self.into_owned()));
         };
@@ -217,7 +212,7 @@ impl GpuEvent {
 /// the trace once one of its events is taken.
 #[derive(Debug, Default)]
 pub struct RunNames {
-    pub names: Interner,
+    names: Interner,
     ids: Vec<u32>,
 }
 
@@ -366,8 +361,8 @@ impl ChromeSink {
         }
     }
 
-    /// Takes one event.
-    pub fn add(&mut self, ev: Event) {
+    /// Takes one event as read.
+    fn add(&mut self, ev: Event) {
         self.trace.counts.events += 1;
         let ph = ev.ph.as_deref().unwrap_or("");
         match ph {
@@ -412,60 +407,20 @@ impl ChromeSink {
         }
     }
 
+    /// A complete event [`Event::parsed`] could not make whole, its times not usable:
+    /// left out with a warning that names it (a usable `ts` still counts toward the
+    /// file's last time).
     fn complete(&mut self, ev: Event) {
-        let Some(start_ns) = self.start_ns(&ev) else {
-            return;
-        };
-        let dur = match ev.dur {
-            Some(d) if d >= 0.0 && d.is_finite() => d,
-            Some(d) => {
-                let what = Self::describe(&ev);
-                self.trace.warn(format!(
-                    "{what}: negative duration (dur = {d} µs); left out"
-                ));
-                return;
-            }
-            None => {
-                let what = Self::describe(&ev);
-                self.trace
-                    .warn(format!("{what}: a complete event without dur; left out"));
-                return;
-            }
-        };
-        let end_ns = start_ns.saturating_add(us_to_ns(dur).unwrap_or(0));
-        self.last_ns = self.last_ns.max(end_ns);
-        if let Some(kind) = ev.cat.as_deref().and_then(gpu_kind) {
-            self.gpu(ev, kind, start_ns, end_ns);
+        debug_assert!(complete_times(ev.ts, ev.dur).is_none());
+        if self.start_ns(&ev).is_none() {
             return;
         }
-        let thread = self.thread(
-            ev.pid.as_ref().unwrap_or(&NO_ID),
-            ev.tid.as_ref().unwrap_or(&NO_ID),
-        );
-        let name = self.trace.names.id(ev.name.as_deref().unwrap_or(""));
-        let args = ev.args.unwrap_or_default();
-        let correlation = args.correlation.unwrap_or(0);
-        let attrs = args
-            .into_attrs(ev.cat.as_deref())
-            .map(|t| self.trace.attrs.keep(&t));
-        self.trace.spans.push(Span {
-            name,
-            thread,
-            start_ns,
-            end_ns,
-            id: None,
-            parent: None,
-            correlation,
-            attrs,
-        });
-    }
-
-    fn gpu(&mut self, ev: Event, kind: GpuKind, start_ns: u64, end_ns: u64) {
-        let raw = ev.name.as_deref().unwrap_or("");
-        let name = self.trace.names.id(gpu_name(kind, raw));
-        let args = ev.args.unwrap_or_default();
-        let g = GpuEvent::new(kind, name, args, &ev.pid, &ev.tid, (start_ns, end_ns));
-        self.trace.gpu.push(g.record(name));
+        let what = Self::describe(&ev);
+        let why = match ev.dur {
+            Some(d) => format!("negative duration (dur = {d} µs)"),
+            None => "a complete event without dur".to_string(),
+        };
+        self.trace.warn(format!("{what}: {why}; left out"));
     }
 
     /// The thread (or, for async events, the track of its id) an event goes on.
@@ -613,6 +568,14 @@ impl ChromeSink {
         }
         self.trace
     }
+}
+
+/// A complete event's start and end in ns, where its `ts` is usable and its `dur` is
+/// neither negative nor missing nor infinite.
+fn complete_times(ts: Option<f64>, dur: Option<f64>) -> Option<(u64, u64)> {
+    let start_ns = ts.and_then(us_to_ns)?;
+    let d = dur.filter(|d| *d >= 0.0 && d.is_finite())?;
+    Some((start_ns, start_ns.saturating_add(us_to_ns(d).unwrap_or(0))))
 }
 
 /// Microseconds (as Chrome's `ts` and `dur` are) in ns; None when negative or not finite.

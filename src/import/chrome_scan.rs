@@ -19,12 +19,14 @@ use super::chrome_args::{self, Args, Text};
 
 /// The event in `bytes` (one JSON value, as the cutter delimits it), or `None` where
 /// serde_json is to read it.
+#[cfg(test)]
 pub fn event(bytes: &[u8]) -> Option<Event<'_>> {
     event_in(bytes, &mut String::new())
 }
 
-/// [`event`], its arguments written in `buffer` (taken; its capacity is reused), which
-/// gets it back where the event's arguments are not read.
+/// The event in `bytes` (one JSON value, as the cutter delimits it), or `None` where
+/// serde_json is to read it; its arguments written in `buffer` (taken; its capacity is
+/// reused), which gets it back where the event's arguments are not read.
 pub fn event_in<'a>(bytes: &'a [u8], buffer: &mut String) -> Option<Event<'a>> {
     let mut c = Cur {
         b: bytes,

@@ -224,7 +224,7 @@ impl Reader<'_, '_> {
     /// The elements of the array that starts here, parsed batch by batch: this thread
     /// cuts the batches out while another parses the one before (on every core) and
     /// hands its pieces to the sink in file order.
-    fn array(&mut self, format: Format) -> Result<(), Stop> {
+    fn array(&mut self) -> Result<(), Stop> {
         self.s.expect(b'[')?;
         let (tx, rx) = sync_channel::<Batch>(1);
         // Parsed batches go back to be filled again: their memory is reused, not
@@ -234,11 +234,13 @@ impl Reader<'_, '_> {
         let scanner = &mut self.s;
         std::thread::scope(|scope| {
             let parser = scope.spawn(move || -> Result<(), Stop> {
-                if let Sink::Chrome(c) = sink {
-                    return chrome_batches(c, rx, back);
-                }
+                let o = match sink {
+                    Sink::Chrome(c) => return chrome_batches(c, rx, back),
+                    Sink::Otlp(o) => o,
+                    Sink::None => unreachable!("an array read before its format was told"),
+                };
                 for mut batch in rx {
-                    parse(sink, format, &batch)?;
+                    otlp_batch(o, &batch)?;
                     batch.bytes.clear();
                     batch.ends.clear();
                     let _ = back.try_send(batch);
@@ -260,7 +262,7 @@ impl Reader<'_, '_> {
         match self.s.peek()? {
             Some(b'[') => {
                 self.sink = Sink::Chrome(ChromeSink::new(Trace::new(self.path, Format::Chrome)));
-                self.array(Format::Chrome)?;
+                self.array()?;
             }
             Some(b'{') => self.object()?,
             Some(b) => return Err(Stop::Bad(format!("{:?} where a trace starts", b as char))),
@@ -303,13 +305,13 @@ impl Reader<'_, '_> {
                         let t = Trace::new(self.path, Format::Chrome);
                         self.sink = Sink::Chrome(ChromeSink::new(t));
                     }
-                    self.array(Format::Chrome)?;
+                    self.array()?;
                 }
                 ("resourceSpans", Sink::None | Sink::Otlp(_)) => {
                     if matches!(self.sink, Sink::None) {
                         self.sink = Sink::Otlp(OtlpSink::new(Trace::new(self.path, Format::Otlp)));
                     }
-                    self.array(Format::Otlp)?;
+                    self.array()?;
                 }
                 _ => self.s.value(None)?,
             }
@@ -472,21 +474,13 @@ fn parse_chrome(batch: &Batch, before: u64) -> Vec<ParsedRun> {
         .collect()
 }
 
-/// Parses a batch and hands it to `sink` in order; a piece that does not parse is an
+/// A batch of OTLP requests handed to `o` in order; a piece that does not parse is an
 /// error naming its line and number.
-fn parse(sink: &mut Sink, format: Format, batch: &Batch) -> Result<(), Stop> {
-    let spans = batch.pieces();
-    let bytes = &batch.bytes;
-    let before = sink.events();
-    match sink {
-        Sink::Chrome(_) => unreachable!("Chrome events are read by chrome_batches"),
-        Sink::Otlp(o) => {
-            for (i, &(a, b, line)) in spans.iter().enumerate() {
-                let r = serde_json::from_slice::<ResourceSpans>(&bytes[a..b]);
-                o.add(r.map_err(|e| bad_piece(&e, line, before + i as u64))?);
-            }
-        }
-        Sink::None => unreachable!("{} batch before its sink", format.as_str()),
+fn otlp_batch(o: &mut OtlpSink, batch: &Batch) -> Result<(), Stop> {
+    let before = o.trace.counts.events;
+    for (i, &(a, b, line)) in batch.pieces().iter().enumerate() {
+        let r = serde_json::from_slice::<ResourceSpans>(&batch.bytes[a..b]);
+        o.add(r.map_err(|e| bad_piece(&e, line, before + i as u64))?);
     }
     Ok(())
 }
