@@ -110,16 +110,16 @@ fn field_of(key: &[u8]) -> Option<usize> {
 const ONES: u64 = u64::from_ne_bytes([1; 8]);
 const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
 
-/// Whether any of the eight bytes in `w` is one a string's scan stops at: a quote, a
-/// backslash, a control character (below 0x20) or a byte of a non-ASCII character.
-/// (A flag may be set wrongly only above a byte rightly flagged, and the scan then
-/// goes byte by byte anyway.)
-fn stops_in(w: u64) -> bool {
+/// Flags (high bits) on the bytes of the eight in `w` (little-endian: the first byte
+/// lowest) that a string's scan stops at: a quote, a backslash, a control character
+/// (below 0x20) or a byte of a non-ASCII character. The lowest flag is the first such
+/// byte (a flag may be set wrongly only above a byte rightly flagged); none, none is.
+fn stops_in(w: u64) -> u64 {
     let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
     let quote = zero_in(w ^ (ONES * b'"' as u64));
     let backslash = zero_in(w ^ (ONES * b'\\' as u64));
     let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-    (quote | backslash | control | (w & HIGHS)) != 0
+    quote | backslash | control | (w & HIGHS)
 }
 
 /// Exact powers of ten (every one up to 1e22 is an f64 exactly).
@@ -166,9 +166,11 @@ impl<'a> Cur<'a> {
         let (b, start) = (self.b, self.i);
         let (mut i, mut escaped, mut ascii) = (start, false, true);
         loop {
+            // Eight bytes at a time up to the first that stops the scan.
             while let Some(eight) = b.get(i..i + 8) {
-                let w = u64::from_ne_bytes(eight.try_into().expect("eight bytes"));
-                if stops_in(w) {
+                let flags = stops_in(u64::from_le_bytes(eight.try_into().expect("eight bytes")));
+                if flags != 0 {
+                    i += (flags.trailing_zeros() / 8) as usize;
                     break;
                 }
                 i += 8;

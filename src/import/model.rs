@@ -41,7 +41,7 @@ impl Format {
 /// Distinct names of one trace, each stored once.
 #[derive(Debug, Default)]
 pub struct Interner {
-    ids: HashMap<Box<str>, u32>,
+    ids: HashMap<Box<str>, u32, ahash::RandomState>,
     names: Vec<Box<str>>,
 }
 

@@ -13,7 +13,7 @@ use super::model::{GpuKind, Span, Trace};
 use super::reps::{Rep, Root};
 use super::tree::{self, ROOT};
 use crate::capture::names::NameMap;
-use crate::store::{GpuActivityRow, RepStatus, RunRow, Shared, SpanRow};
+use crate::store::{GpuActivityRow, GpuLine, RepStatus, RunRow, Shared, SpanRow};
 use crate::trace::selftime::Coverage;
 
 /// The rows' thread ids and names of a trace's threads.
@@ -332,25 +332,30 @@ impl GpuRows<'_> {
 
     /// The `i`-th row.
     pub fn row(&self, i: usize) -> GpuActivityRow {
+        self.view(i).to_row()
+    }
+
+    /// Appends the `i`-th row's line of gpu_activity.csv to `out`.
+    pub fn line(&self, i: usize, out: &mut Vec<u8>) {
+        self.view(i).write_csv_line(out);
+    }
+
+    fn view(&self, i: usize) -> GpuLine<'_> {
         let ctx = self.ctx;
         let r = &ctx.trace.gpu[self.order[i] as usize];
-        GpuActivityRow {
+        GpuLine {
             rep: ctx.rep,
-            variant: ctx.variant.to_string(),
-            kind: r.kind.as_str().into(),
-            name: ctx.names[r.name as usize].0.to_string(),
+            variant: ctx.variant,
+            kind: r.kind.as_str(),
+            name: &ctx.names[r.name as usize].0,
             device: r.device,
             stream: r.stream,
             correlation_id: r.correlation as u32,
             start_ns: r.start_ns,
             end_ns: r.end_ns,
             duration_ns: r.end_ns - r.start_ns,
-            grid_x: r.grid.map(|v| v[0]),
-            grid_y: r.grid.map(|v| v[1]),
-            grid_z: r.grid.map(|v| v[2]),
-            block_x: r.block.map(|v| v[0]),
-            block_y: r.block.map(|v| v[1]),
-            block_z: r.block.map(|v| v[2]),
+            grid: r.grid,
+            block: r.block,
             bytes: r.bytes,
         }
     }

@@ -218,7 +218,8 @@ impl Progress<'_> {
             let gpu = rows::gpu_rows(&ctx, rep);
             let writer = &mut *self.writer;
             let (gpu_written, (run, spans, n)) = std::thread::scope(|scope| {
-                let w = scope.spawn(|| writer.append_gpu_with(gpu.len(), |i| gpu.row(i)));
+                let w =
+                    scope.spawn(|| writer.append_gpu_lines(gpu.len(), |i, out| gpu.line(i, out)));
                 let spans = rows::span_rows(&ctx, rep, &gpu);
                 let w = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 (w, spans)

@@ -59,6 +59,7 @@ pub use new_run::{run_id, span_rows, NewRun};
 pub use parts::{part_name, PART_BYTES_VAR};
 pub use schema::*;
 pub use shared::Shared;
+pub use span_text::GpuLine;
 pub use view::{covered_ns, family, RunView, SpanTime};
 
 #[derive(Debug, thiserror::Error)]
@@ -440,24 +441,25 @@ impl RunWriter {
         gpu_rows(&mut self.activity, GPU_ACTIVITY, activity)
     }
 
-    /// [`RunWriter::append_gpu`] of `n` GPU activity rows (and no NVML samples) that
-    /// `row(i)` makes: made and written as text on every core, a window of them at a
-    /// time, so that a rep of millions of GPU records is never held as rows.
-    pub fn append_gpu_with<F>(&mut self, n: usize, row: F) -> Result<(), StoreError>
+    /// [`RunWriter::append_gpu`] of `n` GPU activity rows (and no NVML samples) whose
+    /// lines `line(i, out)` appends: made and written as text on every core, a window of
+    /// them at a time, so that a rep of millions of GPU records is never held as rows.
+    pub fn append_gpu_lines<F>(&mut self, n: usize, line: F) -> Result<(), StoreError>
     where
-        F: Fn(usize) -> GpuActivityRow + Sync,
+        F: Fn(usize, &mut Vec<u8>) + Sync,
     {
         if n == 0 {
             return Ok(());
         }
         let written = write_in_windows(&mut self.activity, n, GPU_ROWS_PER_CHUNK, |a, b| {
-            let mut c = csv::WriterBuilder::new()
-                .has_headers(false)
-                .from_writer(Vec::new());
+            let mut text = Vec::new();
             for i in a..b {
-                c.serialize(row(i)).expect("a row is written into memory");
+                line(i, &mut text);
+                if i == a {
+                    text.reserve(text.len() * (b - a) * 3 / 2);
+                }
             }
-            c.into_inner().expect("rows written into memory")
+            text
         })?;
         match written {
             parts::Written::Rows(_) => Ok(()),
@@ -633,7 +635,7 @@ fn gpu_rows<T: serde::Serialize>(
 const ROWS_PER_CHUNK: usize = 4096;
 const CHUNKS_PER_WINDOW: usize = 16;
 /// GPU activity rows written as text at once by one thread of
-/// [`RunWriter::append_gpu_with`] (as [`gpu_rows`] writes them, 1024 at a time).
+/// [`RunWriter::append_gpu_lines`] (as [`gpu_rows`] writes them, 1024 at a time).
 const GPU_ROWS_PER_CHUNK: usize = 1024;
 
 /// A new run folder's files, written under its hidden name.
