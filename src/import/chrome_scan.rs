@@ -33,16 +33,18 @@ pub fn event_in<'a>(bytes: &'a [u8], buffer: &mut String) -> Option<Event<'a>> {
         i: 0,
         buffer: std::mem::take(buffer),
     };
-    let ev = read(&mut c);
+    // The event is filled where it lies (an event is a few hundred bytes: each move of
+    // one was a copy).
+    let mut ev = Event::default();
+    let read = read(&mut c, &mut ev);
     if c.buffer.capacity() > 0 {
         *buffer = c.buffer;
     }
-    ev
+    read.map(|()| ev)
 }
 
-fn read<'a>(c: &mut Cur<'a>) -> Option<Event<'a>> {
+fn read<'a>(c: &mut Cur<'a>, ev: &mut Event<'a>) -> Option<()> {
     let bytes = c.b;
-    let mut ev = Event::default();
     let mut seen = 0u16;
     c.ws();
     c.eat(b'{')?;
@@ -75,7 +77,7 @@ fn read<'a>(c: &mut Cur<'a>) -> Option<Event<'a>> {
                 Some(5) => ev.pid = c.id()?,
                 Some(6) => ev.tid = c.id()?,
                 Some(7) => ev.id = c.id()?,
-                Some(8) => ev.args = c.args()?,
+                Some(8) => c.args(&mut ev.args)?,
                 _ => c.skip()?,
             }
             c.ws();
@@ -87,7 +89,7 @@ fn read<'a>(c: &mut Cur<'a>) -> Option<Event<'a>> {
         }
     }
     c.ws();
-    (c.i == bytes.len()).then_some(ev)
+    (c.i == bytes.len()).then_some(())
 }
 
 /// Which of [`Event`]'s fields a key names, as the bit of `seen` it has.
@@ -360,30 +362,33 @@ impl<'a> Cur<'a> {
         (self.i > start).then(|| &self.b[start..self.i])
     }
 
-    /// The `args` field: an object of arguments, or null (no arguments: `Some(None)`).
-    fn args(&mut self) -> Option<Option<Args>> {
+    /// The `args` field into `slot`: an object of arguments, or null (no arguments).
+    fn args(&mut self, slot: &mut Option<Args>) -> Option<()> {
         match self.peek()? {
             b'{' => {}
-            b'n' => return (self.literal()? == "null").then_some(None),
+            b'n' => {
+                *slot = None;
+                return (self.literal()? == "null").then_some(());
+            }
             _ => return None,
         }
         self.i += 1;
-        let mut a = Args::in_buffer(std::mem::take(&mut self.buffer));
+        let a = slot.insert(Args::in_buffer(std::mem::take(&mut self.buffer)));
         self.ws();
         if self.peek()? == b'}' {
             self.i += 1;
-            return Some(Some(a));
+            return Some(());
         }
         loop {
             let key = self.string_text()?;
             self.ws();
             self.eat(b':')?;
             self.ws();
-            self.arg(&mut a, &key)?;
+            self.arg(a, &key)?;
             self.ws();
             match self.next()? {
                 b',' => self.ws(),
-                b'}' => return Some(Some(a)),
+                b'}' => return Some(()),
                 _ => return None,
             }
         }
