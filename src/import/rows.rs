@@ -13,7 +13,7 @@ use super::model::{GpuKind, Span, Trace};
 use super::reps::{Rep, Root};
 use super::tree::{self, ROOT};
 use crate::capture::names::NameMap;
-use crate::store::{GpuActivityRow, GpuLine, RepStatus, RunRow, Shared, SpanRow};
+use crate::store::{Count, GpuActivityRow, GpuLine, RepStatus, RunRow, SpanLine, SpanRow};
 use crate::trace::selftime::Coverage;
 
 /// The rows' thread ids and names of a trace's threads.
@@ -121,57 +121,46 @@ impl Rows<'_> {
 
     /// Sets every field of `row` to span `i`'s (the root first).
     pub fn fill(&self, i: usize, row: &mut SpanRow) {
-        let attrs = self.fill_but_attrs(i, row);
-        set(&mut row.attrs, &attrs);
+        self.with_line(i, |line| row.set_from(line));
     }
 
-    /// Appends span `i`'s spans.csv line to `out`, `row` (reused) holding its fields
-    /// but the attributes: their text, different in nearly every row, is written as it
-    /// is, not made a shared text first.
-    pub fn line(&self, i: usize, row: &mut SpanRow, out: &mut Vec<u8>) {
-        let attrs = self.fill_but_attrs(i, row);
-        row.write_csv_line_attrs(&attrs, out);
+    /// Appends span `i`'s spans.csv line to `out`.
+    pub fn line(&self, i: usize, out: &mut Vec<u8>) {
+        self.with_line(i, |line| line.write_csv_line(out));
     }
 
-    /// [`Rows::fill`] but for the attributes, which it returns.
-    fn fill_but_attrs(&self, i: usize, row: &mut SpanRow) -> Cow<'_, str> {
+    /// Span `i`'s row, its texts borrowed (where they need not be made for it), handed
+    /// to `f`.
+    fn with_line<R>(&self, i: usize, f: impl FnOnce(&SpanLine) -> R) -> R {
         let (ctx, s) = (self.ctx, self.members[i]);
-        row.rep = ctx.rep;
-        set(&mut row.variant, ctx.variant);
-        row.span_id = i as u64 + 1;
-        row.parent_id = (self.tree.parent[i] != ROOT).then(|| self.tree.parent[i] as u64 + 1);
-        let attrs = if i == 0 {
-            set(&mut row.name, ctx.root);
-            Cow::Borrowed(self.root_attrs.as_str())
+        let (name, attrs) = if i == 0 {
+            (
+                Cow::Borrowed(ctx.root),
+                Cow::Borrowed(self.root_attrs.as_str()),
+            )
         } else {
-            name_row(ctx, s, row)
+            name_and_attrs(ctx, s)
         };
-        row.thread_id = ctx.threads.ids[s.thread as usize];
-        set(&mut row.thread_name, &ctx.threads.names[s.thread as usize]);
-        row.start_ns = s.start_ns;
-        row.end_ns = s.end_ns;
-        row.duration_ns = s.end_ns - s.start_ns;
-        row.self_ns = self.tree.self_ns[i];
-        row.gpu_busy_ns = self
-            .busy
-            .as_ref()
-            .map(|c| c.within(s.start_ns, s.end_ns))
-            .into();
-        row.instructions = crate::store::Count::NONE;
-        row.branches = crate::store::Count::NONE;
-        row.cycles = crate::store::Count::NONE;
-        row.task_clock_ns = crate::store::Count::NONE;
-        row.page_faults = crate::store::Count::NONE;
-        row.context_switches = crate::store::Count::NONE;
-        row.process_cpu_ns = crate::store::Count::NONE;
-        attrs
-    }
-}
-
-/// `to` holds `from` (a text the rows before had is shared with them).
-fn set(to: &mut Shared, from: &str) {
-    if *to != from {
-        *to = from.into();
+        let parent = self.tree.parent[i];
+        f(&SpanLine {
+            rep: ctx.rep,
+            variant: ctx.variant,
+            span_id: i as u64 + 1,
+            parent_id: (parent != ROOT).then(|| parent as u64 + 1),
+            name: &name,
+            thread_id: ctx.threads.ids[s.thread as usize],
+            thread_name: &ctx.threads.names[s.thread as usize],
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            duration_ns: s.end_ns - s.start_ns,
+            self_ns: self.tree.self_ns[i],
+            counters: [Count::NONE; 6],
+            attrs: &attrs,
+            gpu_busy_ns: (self.busy.as_ref())
+                .map(|c| c.within(s.start_ns, s.end_ns))
+                .into(),
+            process_cpu_ns: Count::NONE,
+        })
     }
 }
 
@@ -267,20 +256,19 @@ fn run_row(ctx: &RepCtx, root: &Span) -> RunRow {
     }
 }
 
-/// Sets a span's row name and returns its attributes: its name as imported, the name it
-/// had in the file where the two differ (or where it is named like the root and so
-/// renamed).
-fn name_row<'a>(ctx: &RepCtx<'a>, s: &Span, row: &mut SpanRow) -> Cow<'a, str> {
+/// A span's row name and attributes: its name as imported, the name it had in the
+/// file where the two differ (or where it is named like the root and so renamed).
+fn name_and_attrs<'a>(ctx: &RepCtx<'a>, s: &Span) -> (Cow<'a, str>, Cow<'a, str>) {
     let written = ctx.trace.names.name(s.name);
     let (mapped, kept) = &ctx.names[s.name as usize];
-    if **mapped == *ctx.root {
-        row.name = format!("{} (span of the trace)", ctx.root).into();
+    let name = if **mapped == *ctx.root {
+        Cow::Owned(format!("{} (span of the trace)", ctx.root))
     } else {
-        set(&mut row.name, mapped);
-    }
+        Cow::Borrowed(&**mapped)
+    };
     let attrs = ctx.trace.attrs_of(s).unwrap_or("{}");
-    if row.name == written {
-        return Cow::Borrowed(attrs);
+    if name == written {
+        return (name, Cow::Borrowed(attrs));
     }
     let mut m: Map<String, Value> = serde_json::from_str(attrs).unwrap_or_default();
     m.insert("name_in_trace".into(), written.into());
@@ -292,7 +280,7 @@ fn name_row<'a>(ctx: &RepCtx<'a>, s: &Span, row: &mut SpanRow) -> Cow<'a, str> {
         };
         m.entry(k.clone()).or_insert(v);
     }
-    Cow::Owned(Value::Object(m).to_string())
+    (name, Cow::Owned(Value::Object(m).to_string()))
 }
 
 /// The root's attributes: the file it came from and its format (and the rep span's own).

@@ -227,7 +227,7 @@ impl Progress<'_> {
             gpu_written?;
             self.any_gpu |= !gpu.is_empty();
             self.writer
-                .append_rep_lines(&run, spans.len(), |i, row, out| spans.line(i, row, out))?;
+                .append_rep_lines(&run, spans.len(), |i, out| spans.line(i, out))?;
             if let Some(why) = self.writer.take_capped() {
                 notes.push(format!("rep {}: {why}", self.next_rep));
             }

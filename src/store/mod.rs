@@ -59,7 +59,7 @@ pub use new_run::{run_id, span_rows, NewRun};
 pub use parts::{part_name, PART_BYTES_VAR};
 pub use schema::*;
 pub use shared::Shared;
-pub use span_text::GpuLine;
+pub use span_text::{GpuLine, SpanLine};
 pub use view::{covered_ns, family, RunView, SpanTime};
 
 #[derive(Debug, thiserror::Error)]
@@ -323,6 +323,27 @@ pub struct RunWriter {
     capped: Option<String>,
 }
 
+/// [`write_in_windows`] of `n` rows whose lines `line(i, text)` appends to `text`.
+fn lines_in_windows(
+    table: &mut parts::PartWriter,
+    n: usize,
+    chunk: usize,
+    line: impl Fn(usize, &mut Vec<u8>) + Sync,
+) -> Result<parts::Written, StoreError> {
+    write_in_windows(table, n, chunk, |a, b| {
+        let mut text = Vec::new();
+        for i in a..b {
+            line(i, &mut text);
+            if i == a {
+                // Room for the rest at the first row's length and a half, not grown
+                // (and copied) a dozen times.
+                text.reserve(text.len() * (b - a) * 3 / 2);
+            }
+        }
+        text
+    })
+}
+
 /// Writes `n` rows into `table` as one rep's, their text made on every core `chunk` rows
 /// a task and a window of tasks at a time (`text(a, b)` is the text of rows `a..b`), so
 /// that a rep of millions of rows is never held whole, as rows or as text. The next
@@ -451,16 +472,7 @@ impl RunWriter {
         if n == 0 {
             return Ok(());
         }
-        let written = write_in_windows(&mut self.activity, n, GPU_ROWS_PER_CHUNK, |a, b| {
-            let mut text = Vec::new();
-            for i in a..b {
-                line(i, &mut text);
-                if i == a {
-                    text.reserve(text.len() * (b - a) * 3 / 2);
-                }
-            }
-            text
-        })?;
+        let written = lines_in_windows(&mut self.activity, n, GPU_ROWS_PER_CHUNK, line)?;
         match written {
             parts::Written::Rows(_) => Ok(()),
             parts::Written::Capped(why) => Err(StoreError::Invalid {
@@ -529,38 +541,15 @@ impl RunWriter {
         self.end_rep(run, written)
     }
 
-    /// [`RunWriter::append_rep`] with `n` span rows that `fill(i, row)` makes (setting
-    /// every field of a row that is reused): the rows are written as text on every core,
-    /// a window of them at a time, and appended in order.
-    pub fn append_rep_with<F>(&mut self, run: &RunRow, n: usize, fill: F) -> Result<(), StoreError>
-    where
-        F: Fn(usize, &mut SpanRow) + Sync,
-    {
-        self.append_rep_lines(run, n, |i, row, text| {
-            fill(i, row);
-            row.write_csv_line(text);
-        })
-    }
-
-    /// [`RunWriter::append_rep_with`] with each row's spans.csv line written by
-    /// `line(i, row, text)` (appending it to `text`, `row` being reused): for a caller
-    /// that writes a field as it has it rather than through the row.
+    /// [`RunWriter::append_rep`] with `n` span rows whose spans.csv lines `line(i, text)`
+    /// appends to `text`: the lines are made on every core, a window of them at a time,
+    /// and appended in order (an imported trace of millions of spans is never held as
+    /// rows all at once).
     pub fn append_rep_lines<F>(&mut self, run: &RunRow, n: usize, line: F) -> Result<(), StoreError>
     where
-        F: Fn(usize, &mut SpanRow, &mut Vec<u8>) + Sync,
+        F: Fn(usize, &mut Vec<u8>) + Sync,
     {
-        let written = write_in_windows(&mut self.spans, n, ROWS_PER_CHUNK, |a, b| {
-            let (mut text, mut row) = (Vec::new(), SpanRow::sample());
-            for i in a..b {
-                line(i, &mut row, &mut text);
-                if i == a {
-                    // Room for the rest at the first row's length and a half, not
-                    // grown (and copied) a dozen times.
-                    text.reserve(text.len() * (b - a) * 3 / 2);
-                }
-            }
-            text
-        })?;
+        let written = lines_in_windows(&mut self.spans, n, ROWS_PER_CHUNK, line)?;
         self.end_rep(run, written)
     }
 
@@ -630,7 +619,7 @@ fn gpu_rows<T: serde::Serialize>(
     }
 }
 
-/// Span rows written as text at once by one thread of [`RunWriter::append_rep_with`],
+/// Span rows written as text at once by one thread of [`RunWriter::append_rep_lines`],
 /// and chunks of them made at once (on every core) before they are appended.
 const ROWS_PER_CHUNK: usize = 4096;
 const CHUNKS_PER_WINDOW: usize = 16;
