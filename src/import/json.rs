@@ -24,6 +24,8 @@ use super::ImportError;
 
 /// Bytes of events parsed together (on every core).
 const BATCH_BYTES: usize = 8 << 20;
+/// The first batch's bytes; each next one has twice as many, up to [`BATCH_BYTES`].
+const FIRST_BATCH_BYTES: usize = 512 << 10;
 /// Events one parsing task takes (a batch holds about 40,000 Kineto events).
 const EVENTS_PER_TASK: usize = 1024;
 
@@ -329,6 +331,9 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
         })
     };
     let mut batch = fresh();
+    // The first batches are smaller, so that parsing starts soon after the file is
+    // opened (the cores would wait for a whole batch to be cut).
+    let mut target = FIRST_BATCH_BYTES;
     let mut first = true;
     let stop = loop {
         match s.peek() {
@@ -362,7 +367,7 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
                 s.line,
                 &mut batch.bytes,
                 &mut batch.ends,
-                BATCH_BYTES,
+                target,
             ),
             Err(e) => break Err(Stop::Io(e)),
         };
@@ -376,7 +381,8 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
             }
             batch.ends.push((batch.bytes.len(), line));
         }
-        if batch.bytes.len() >= BATCH_BYTES {
+        if batch.bytes.len() >= target {
+            target = (2 * target).min(BATCH_BYTES);
             let full = std::mem::replace(&mut batch, fresh());
             if tx.send(full).is_err() {
                 // The parser stopped at a piece that did not parse: its error stands.
