@@ -362,13 +362,9 @@ fn elements(s: &mut Scanner, tx: &SyncSender<Batch>, spare: &Receiver<Batch>) ->
         // Whole objects of what was read, 64 bytes at a time; the rest one by one.
         let fast = match s.r.fill_buf() {
             Ok(_) if !s.fast => (0, s.line),
-            Ok(buf) => super::json_cut::objects(
-                buf,
-                s.line,
-                &mut batch.bytes,
-                &mut batch.ends,
-                target,
-            ),
+            Ok(buf) => {
+                super::json_cut::objects(buf, s.line, &mut batch.bytes, &mut batch.ends, target)
+            }
             Err(e) => break Err(Stop::Io(e)),
         };
         if fast.0 > 0 {
