@@ -5,7 +5,7 @@
 # run folders under $TMPDIR (default /tmp), prints one line per repeat. CORES=N runs every
 # timed command on the first N cores only (taskset), so that a larger host measures what
 # an N-core machine would; REUSE=1 keeps the file an earlier call generated; REFS=0 leaves
-# out the two references (for calls interleaved with another build's on the same file).
+# out the references (for calls interleaved with another build's on the same file).
 # Each timed import starts after a sync, with no other writes pending.
 set -euo pipefail
 bin=${1:?gapscope binary}
@@ -42,3 +42,17 @@ done
 "${pin[@]}" /usr/bin/time -f "reference: sha256sum %e s wall" sha256sum "$tmp/big.json" 2>&1 >/dev/null
 "${pin[@]}" /usr/bin/time -f "reference: python3 json.load %e s wall, peak RSS %M KB" \
   python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$tmp/big.json" 2>&1
+# Perfetto's trace processor loading the same file and counting its slices, where one is
+# here: TP=path, else trace_processor_shell on PATH, else the one PyPI's `perfetto`
+# downloads on first use (it needs commondatastorage.googleapis.com).
+tp=${TP:-$(command -v trace_processor_shell || true)}
+cached=$(ls "$HOME"/.local/share/perfetto/prebuilts/trace_processor_shell* 2>/dev/null | grep -v '\.tmp$' | head -1 || true)
+[ -z "$tp" ] && tp=$cached
+if [ -n "$tp" ]; then
+  echo "select count(*) from slice;" > "$tmp/count.sql"
+  "${pin[@]}" /usr/bin/time -f "reference: trace_processor_shell %e s wall, peak RSS %M KB" \
+    "$tp" -q "$tmp/count.sql" "$tmp/big.json" 2>&1 >/dev/null | tail -1 ||
+    echo "reference: trace_processor_shell ($tp) failed on the file"
+else
+  echo "reference: trace_processor_shell: none here (TP=path, PATH, or PyPI perfetto's download): not timed"
+fi
