@@ -97,20 +97,12 @@ fn read<'a>(c: &mut Cur<'a>, ev: &mut Event<'a>) -> Option<()> {
     (c.i == bytes.len()).then_some(())
 }
 
+/// The keys of [`Event`]'s fields, each at the bit of `seen` it has.
+const FIELDS: [&str; 9] = ["name", "cat", "ph", "ts", "dur", "pid", "tid", "id", "args"];
+
 /// Which of [`Event`]'s fields a key names, as the bit of `seen` it has.
 fn field_of(key: &[u8]) -> Option<usize> {
-    Some(match key {
-        b"name" => 0,
-        b"cat" => 1,
-        b"ph" => 2,
-        b"ts" => 3,
-        b"dur" => 4,
-        b"pid" => 5,
-        b"tid" => 6,
-        b"id" => 7,
-        b"args" => 8,
-        _ => return None,
-    })
+    FIELDS.iter().position(|f| f.as_bytes() == key)
 }
 
 /// Eight bytes of ones, and of high bits, for the eight-at-a-time string scan.
@@ -142,29 +134,23 @@ struct Cur<'a> {
     buffer: String,
 }
 
-/// The keys of [`Event`]'s fields with their quotes, as [`Cur::known_key`] matches them
-/// in the eight bytes at a key's opening quote: (the key's bytes, their mask, the field),
-/// by first letter.
-const KNOWN_KEYS: [(u64, u64, usize); 9] = {
-    const fn f(k: &[u8], field: usize) -> (u64, u64, usize) {
-        let (mut w, mut i) = (0u64, 0);
+/// [`FIELDS`] with their quotes, as [`Cur::known_key`] matches them in the eight bytes
+/// at a key's opening quote: (the quoted key's bytes, their mask), in the same order.
+const KNOWN_KEYS: [(u64, u64); FIELDS.len()] = {
+    let mut out = [(0u64, 0u64); FIELDS.len()];
+    let mut f = 0;
+    while f < FIELDS.len() {
+        let k = FIELDS[f].as_bytes();
+        let mut w = b'"' as u64 | (b'"' as u64) << (8 * (k.len() + 1));
+        let mut i = 0;
         while i < k.len() {
-            w |= (k[i] as u64) << (8 * i);
+            w |= (k[i] as u64) << (8 * (i + 1));
             i += 1;
         }
-        (w, u64::MAX >> (64 - 8 * k.len()), field)
+        out[f] = (w, u64::MAX >> (64 - 8 * (k.len() + 2)));
+        f += 1;
     }
-    [
-        f(b"\"name\"", 0),
-        f(b"\"cat\"", 1),
-        f(b"\"ph\"", 2),
-        f(b"\"pid\"", 5),
-        f(b"\"ts\"", 3),
-        f(b"\"tid\"", 6),
-        f(b"\"dur\"", 4),
-        f(b"\"id\"", 7),
-        f(b"\"args\"", 8),
-    ]
+    out
 };
 
 impl<'a> Cur<'a> {
@@ -174,20 +160,9 @@ impl<'a> Cur<'a> {
     fn known_key(&mut self) -> Option<usize> {
         let eight = self.b.get(self.i..self.i + 8)?;
         let w = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
-        // Only the keys of the first letter (KNOWN_KEYS is in their order).
-        let keys = match eight[1] {
-            b'n' => &KNOWN_KEYS[0..1],
-            b'c' => &KNOWN_KEYS[1..2],
-            b'p' => &KNOWN_KEYS[2..4],
-            b't' => &KNOWN_KEYS[4..6],
-            b'd' => &KNOWN_KEYS[6..7],
-            b'i' => &KNOWN_KEYS[7..8],
-            b'a' => &KNOWN_KEYS[8..9],
-            _ => return None,
-        };
-        let (_, mask, field) = keys.iter().find(|&&(k, m, _)| w & m == k)?;
-        self.i += (mask.count_ones() / 8) as usize;
-        Some(*field)
+        let field = KNOWN_KEYS.iter().position(|&(k, m)| w & m == k)?;
+        self.i += FIELDS[field].len() + 2;
+        Some(field)
     }
 
     fn peek(&self) -> Option<u8> {

@@ -214,6 +214,14 @@ impl Batch {
             })
             .collect()
     }
+
+    /// Emptied and sent back to be filled again (its memory reused), where the cutter
+    /// still takes batches.
+    fn give_back(mut self, back: &SyncSender<Batch>) {
+        self.bytes.clear();
+        self.ends.clear();
+        let _ = back.try_send(self);
+    }
 }
 
 struct Reader<'a, 'b> {
@@ -241,11 +249,9 @@ impl Reader<'_, '_> {
                     Sink::Otlp(o) => o,
                     Sink::None => unreachable!("an array read before its format was told"),
                 };
-                for mut batch in rx {
+                for batch in rx {
                     otlp_batch(o, &batch)?;
-                    batch.bytes.clear();
-                    batch.ends.clear();
-                    let _ = back.try_send(batch);
+                    batch.give_back(&back);
                 }
                 Ok(())
             });
@@ -423,12 +429,10 @@ fn chrome_batches(
             Ok(())
         });
         let mut seen = 0u64;
-        for mut batch in rx {
+        for batch in rx {
             let runs = parse_chrome(&batch, seen);
             seen += batch.ends.len() as u64;
-            batch.bytes.clear();
-            batch.ends.clear();
-            let _ = back.try_send(batch);
+            batch.give_back(&back);
             // The taker stopped at a piece that did not parse: its error stands.
             if tx.send(runs).is_err() {
                 break;
